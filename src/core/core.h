@@ -1,0 +1,74 @@
+/*
+** core.h: private helpers shared by every layer of libtensormorph: error setting, checked
+** arithmetic, small allocation helpers. Not installed.
+*/
+#ifndef TM_CORE_H
+#define TM_CORE_H
+
+#include "tensormorph.h"
+
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#if defined(__GNUC__)
+#define TM_PRINTF(a, b) __attribute__((format(printf, a, b)))
+#else
+#define TM_PRINTF(a, b)
+#endif
+
+/* tm__err_set: fill err (may be NULL) and return `code`. file_offset -1 when not applicable.
+** Usage: return tm__err_set(err, TM_E_CORRUPT, off, "safetensors: %s: ...", path); */
+tm_status tm__err_set(tm_err *err, tm_status code, int64_t file_offset, const char *fmt, ...)
+    TM_PRINTF(4, 5);
+/* tm__err_sys: as tm__err_set with TM_E_IO and errno appended (": No such file ..."). */
+tm_status tm__err_sys(tm_err *err, int sys_errno, const char *fmt, ...) TM_PRINTF(3, 4);
+/* tm__err_prefix: prepend "prefix: " to an existing message (keeps code and offset). */
+void tm__err_prefix(tm_err *err, const char *fmt, ...) TM_PRINTF(2, 3);
+
+/* Checked arithmetic: return 1 and store the result when it fits, else 0. */
+static inline int tm__mul_u64_ok(uint64_t a, uint64_t b, uint64_t *out) {
+    if (a != 0 && b > UINT64_MAX / a) return 0;
+    *out = a * b;
+    return 1;
+}
+static inline int tm__add_u64_ok(uint64_t a, uint64_t b, uint64_t *out) {
+    if (b > UINT64_MAX - a) return 0;
+    *out = a + b;
+    return 1;
+}
+static inline int tm__mul_i64_ok(int64_t a, int64_t b, int64_t *out) {
+    if (a < 0 || b < 0) return 0;
+    if (a != 0 && b > INT64_MAX / a) return 0;
+    *out = a * b;
+    return 1;
+}
+
+/* Allocation: NULL on failure or overflow; n*size checked. */
+void *tm__calloc(size_t n, size_t size);
+void *tm__malloc_n(size_t n, size_t size);
+char *tm__strdup(const char *s);
+char *tm__strndup(const char *s, size_t n);
+/* tm__sprintf_alloc: malloc'd formatted string, NULL on failure. */
+char *tm__aprintf(const char *fmt, ...) TM_PRINTF(1, 2);
+
+/* Little-endian loads/stores that tolerate any alignment. */
+static inline uint16_t tm__ld16(const void *p) { uint16_t v; memcpy(&v, p, 2); return v; }
+static inline uint32_t tm__ld32(const void *p) { uint32_t v; memcpy(&v, p, 4); return v; }
+static inline uint64_t tm__ld64(const void *p) { uint64_t v; memcpy(&v, p, 8); return v; }
+static inline void tm__st16(void *p, uint16_t v) { memcpy(p, &v, 2); }
+static inline void tm__st32(void *p, uint32_t v) { memcpy(p, &v, 4); }
+static inline void tm__st64(void *p, uint64_t v) { memcpy(p, &v, 8); }
+
+/* Defensive checks (SQLite ALWAYS/NEVER): assert in debug builds, stay as checks in release. */
+#include <assert.h>
+#ifdef NDEBUG
+#define TM_ALWAYS(x) (x)
+#define TM_NEVER(x) (x)
+#else
+#define TM_ALWAYS(x) ((x) ? 1 : (assert(0 && #x), 0))
+#define TM_NEVER(x) ((x) ? (assert(0 && #x), 1) : 0)
+#endif
+
+#endif /* TM_CORE_H */

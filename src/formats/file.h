@@ -1,0 +1,62 @@
+/*
+** file.h: the in-memory form of an opened checkpoint, shared by every format reader.
+** A reader maps its file(s), validates headers and fills a tm_file through the builder
+** functions below. Readers never touch tensor data while opening.
+*/
+#ifndef TM_FORMATS_FILE_H
+#define TM_FORMATS_FILE_H
+
+#include "../core/core.h"
+
+typedef struct tm__map {
+    char       *path;     /* as given or resolved                                   */
+    const uint8_t *base;  /* mmap'd bytes, or the caller's buffer                    */
+    uint64_t    size;     /* bytes                                                   */
+    int         owned;    /* 1: munmap on close                                      */
+} tm__map;
+
+struct tm_file {
+    tm_format   format;
+    tm__map    *maps;       int n_maps;
+    tm_tensor  *tensors;    int64_t n_tensors;  int64_t cap_tensors;
+    tm_qtensor **qtensors;  int64_t n_qtensors; int64_t cap_qtensors; /* owned descriptors */
+    char      **meta_keys;  char **meta_values; int64_t n_meta; int64_t cap_meta;
+    char      **warnings;   int64_t n_warnings; int64_t cap_warnings;
+    char       *config_json;     /* config.json text or NULL                              */
+    void       *name_index;      /* hash index: name -> tensor index (file.c)              */
+    void       *fmt_state;       /* format-private state, freed by fmt_free                */
+    void      (*fmt_free)(void *);
+};
+
+/* Create an empty tm_file of format fmt. NULL on allocation failure. */
+tm_file *tm__file_new(tm_format fmt);
+/* Map `path` read-only into a new slot; returns its index in *idx. Empty files map to size 0. */
+tm_status tm__file_map(tm_file *f, const char *path, int *idx, tm_err *err);
+/* Add a caller-owned buffer as a map slot. */
+tm_status tm__file_add_buffer(tm_file *f, const char *name, const void *data, size_t n, int *idx,
+                              tm_err *err);
+/* Append a tensor; the strings are copied; returns its index in *idx (may be NULL).
+** name and phys_name may be equal; phys_name NULL means same as name. */
+tm_status tm__file_add_tensor(tm_file *f, const tm_tensor *t, int64_t *idx, tm_err *err);
+/* Mutable access while building. */
+tm_tensor *tm__file_tensor_mut(tm_file *f, int64_t i);
+/* Attach a copy of q to tensor i (the file owns it). */
+tm_status tm__file_set_quant(tm_file *f, int64_t i, const tm_qtensor *q, tm_err *err);
+/* Rename tensor i (copied). */
+tm_status tm__file_rename_tensor(tm_file *f, int64_t i, const char *name, tm_err *err);
+tm_status tm__file_add_meta(tm_file *f, const char *key, const char *value, tm_err *err);
+tm_status tm__file_add_warning(tm_file *f, tm_err *err, const char *fmt, ...) TM_PRINTF(3, 4);
+/* Build the name index; call when the tensor list is final. Duplicate logical names are
+** TM_E_CORRUPT. */
+tm_status tm__file_finish(tm_file *f, tm_err *err);
+/* Element count of shape (1 for ndim 0); 0 on overflow with *ok = 0. */
+int64_t tm__shape_numel(int ndim, const int64_t *shape, int *ok);
+
+/* Format readers (one file each). They return a filled, finished tm_file. */
+int       tm__safetensors_probe(const uint8_t *head, size_t n, const char *path);
+tm_status tm__safetensors_open(const char *path, const tm_open_params *p, tm_file **out,
+                               tm_err *err);
+tm_status tm__safetensors_open_buffer(const void *data, size_t n, const char *name,
+                                      const tm_open_params *p, tm_file **out, tm_err *err);
+
+#endif

@@ -364,5 +364,6 @@ void tm_qspec_range(const tm_qspec *spec, int64_t *qmin, int64_t *qmax);
 
 #include "tensormorph/quant.h"        /* quantize/dequantize kernels, observers, packing    */
 #include "tensormorph/safetensors.h"  /* the streaming, atomic safetensors writer            */
+#include "tensormorph/job.h"          /* quantize job, qdiff, diff, hashing                  */
 
 #endif /* TENSORMORPH_H */

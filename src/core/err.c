@@ -48,10 +48,19 @@ tm_status tm__err_sys(tm_err *err, int sys_errno, const char *fmt, ...) {
     err->file_offset = -1;
     va_list ap;
     va_start(ap, fmt);
-    int n = vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+    char head[TM_ERR_MSG_MAX];
+    vsnprintf(head, sizeof head, fmt, ap);
     va_end(ap);
-    if (n >= 0 && (size_t)n < sizeof err->msg)
-        snprintf(err->msg + n, sizeof err->msg - (size_t)n, ": %s", strerror(sys_errno));
+    const char *why = strerror(sys_errno);
+    size_t a = strlen(head), b = strlen(why);
+    if (a > sizeof err->msg - 1) a = sizeof err->msg - 1;
+    memcpy(err->msg, head, a);
+    if (a + 2 + b < sizeof err->msg) {
+        memcpy(err->msg + a, ": ", 2);
+        memcpy(err->msg + a + 2, why, b);
+        a += 2 + b;
+    }
+    err->msg[a] = '\0';
     return TM_E_IO;
 }
 
@@ -63,7 +72,14 @@ void tm__err_prefix(tm_err *err, const char *fmt, ...) {
     vsnprintf(pre, sizeof pre, fmt, ap);
     va_end(ap);
     memcpy(old, err->msg, sizeof old);
-    snprintf(err->msg, sizeof err->msg, "%s: %s", pre, old);
+    old[sizeof old - 1] = '\0';
+    size_t a = strlen(pre), b = strlen(old);
+    if (a > sizeof err->msg - 3) a = sizeof err->msg - 3;
+    if (a + 2 + b > sizeof err->msg - 1) b = sizeof err->msg - 1 - a - 2;
+    memcpy(err->msg, pre, a);
+    memcpy(err->msg + a, ": ", 2);
+    memcpy(err->msg + a + 2, old, b);
+    err->msg[a + 2 + b] = '\0';
 }
 
 void *tm__calloc(size_t n, size_t size) {

@@ -1,0 +1,395 @@
+/* cli.c: option parsing, help, exit codes, JSON and progress helpers shared by the commands. */
+#include "cli.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+#include <unistd.h>
+
+cli_state g_cli;
+volatile int g_cli_interrupted;
+
+const cli_opt cli_common_opts[] = {
+    {"json", 0, NULL, 0, "print one JSON document on stdout (schema tensormorph.<cmd>/1)"},
+    {"quiet", 'q', NULL, 0, "print only errors on stderr"},
+    {"verbose", 'v', NULL, 0, "print more detail on stderr"},
+    {"threads", 0, "N", 0, "worker threads (default: TM_NUM_THREADS, else 1)"},
+    {"progress", 0, NULL, 0, "draw progress on stderr even when it is not a terminal"},
+    {"no-progress", 0, NULL, 0, "never draw progress"},
+    {"color", 0, "WHEN", 0, "colour output: auto (default), always, never"},
+    {"help", 'h', NULL, 0, "show this help and exit"},
+    {NULL, 0, NULL, 0, NULL},
+};
+
+static int count_opts(const cli_opt *o) {
+    int n = 0;
+    while (o && o[n].name) n++;
+    return n;
+}
+
+void cli_print_help(const cli_cmd *cmd, FILE *out) {
+    fprintf(out, "usage: tensormorph %s\n\n%s\n", cmd->usage, cmd->summary);
+    if (cmd->details) fprintf(out, "\n%s\n", cmd->details);
+    const cli_opt *tabs[2] = {cmd->opts, cli_common_opts};
+    const char *titles[2] = {"options", "common options"};
+    for (int t = 0; t < 2; t++) {
+        int n = count_opts(tabs[t]);
+        if (!n) continue;
+        fprintf(out, "\n%s:\n", titles[t]);
+        for (int i = 0; i < n; i++) {
+            const cli_opt *o = &tabs[t][i];
+            char left[64];
+            if (o->short_name)
+                snprintf(left, sizeof left, "-%c, --%s%s%s", o->short_name, o->name,
+                         o->arg ? " " : "", o->arg ? o->arg : "");
+            else
+                snprintf(left, sizeof left, "    --%s%s%s", o->name, o->arg ? " " : "",
+                         o->arg ? o->arg : "");
+            fprintf(out, "  %-30s %s%s\n", left, o->help, o->repeat ? " (repeatable)" : "");
+        }
+    }
+}
+
+int cli_usage_error(const cli_cmd *cmd, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "tensormorph %s: ", cmd ? cmd->name : "");
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "\ntry 'tensormorph %s --help'\n", cmd ? cmd->name : "");
+    return EXIT_USAGE;
+}
+
+int cli_parse(const cli_cmd *cmd, int argc, char **argv, cli_args *out) {
+    memset(out, 0, sizeof *out);
+    int n1 = count_opts(cmd->opts), n2 = count_opts(cli_common_opts), n = n1 + n2;
+    cli_opt *all = calloc((size_t)n + 1, sizeof *all);
+    struct option *lo = calloc((size_t)n + 1, sizeof *lo);
+    out->count = calloc((size_t)n + 1, sizeof(int));
+    out->values = calloc((size_t)n + 1, sizeof(char **));
+    out->pos = calloc((size_t)argc + 1, sizeof(char *));
+    if (!all || !lo || !out->count || !out->values || !out->pos) {
+        free(all); free(lo);
+        fprintf(stderr, "tensormorph: out of memory\n");
+        return EXIT_IO;
+    }
+    memcpy(all, cmd->opts, (size_t)n1 * sizeof *all);
+    memcpy(all + n1, cli_common_opts, (size_t)n2 * sizeof *all);
+    out->opts = all;
+    out->n_opts = n;
+    char shorts[128];
+    size_t sp = 0;
+    shorts[sp++] = '+'; /* stop at nothing: we permute ourselves below */
+    shorts[0] = ':';
+    for (int i = 0; i < n; i++) {
+        lo[i].name = all[i].name;
+        lo[i].has_arg = all[i].arg ? required_argument : no_argument;
+        lo[i].flag = NULL;
+        lo[i].val = 1000 + i;
+        if (all[i].short_name && sp + 3 < sizeof shorts) {
+            shorts[sp++] = all[i].short_name;
+            if (all[i].arg) shorts[sp++] = ':';
+        }
+    }
+    shorts[sp] = '\0';
+    optind = 1;
+    opterr = 0;
+    int rc = 0;
+    for (;;) {
+        int li = -1;
+        int c = getopt_long(argc, argv, shorts, lo, &li);
+        if (c == -1) break;
+        int idx = -1;
+        if (c >= 1000) idx = c - 1000;
+        else if (c == '?') {
+            rc = cli_usage_error(cmd, "unknown option '%s'", argv[optind - 1]);
+            break;
+        } else if (c == ':') {
+            rc = cli_usage_error(cmd, "option '%s' needs an argument", argv[optind - 1]);
+            break;
+        } else {
+            for (int i = 0; i < n; i++) if (all[i].short_name == c) idx = i;
+        }
+        if (idx < 0) { rc = cli_usage_error(cmd, "bad option"); break; }
+        if (out->count[idx] && !all[idx].repeat && all[idx].arg == NULL) { /* flags: idempotent */ }
+        char **nv = realloc(out->values[idx], (size_t)(out->count[idx] + 1) * sizeof(char *));
+        if (!nv) { rc = EXIT_IO; break; }
+        out->values[idx] = nv;
+        nv[out->count[idx]++] = optarg ? optarg : (char *)"";
+    }
+    if (rc == 0) {
+        for (int i = optind; i < argc; i++) out->pos[out->n_pos++] = argv[i];
+    }
+    free(lo);
+    if (rc) return rc;
+    if (cli_has(out, "help")) {
+        cli_print_help(cmd, stdout);
+        return -1;
+    }
+    g_cli.json = cli_has(out, "json");
+    g_cli.quiet = cli_has(out, "quiet");
+    g_cli.verbose = cli_has(out, "verbose");
+    const char *th = cli_get(out, "threads");
+    const char *env = getenv("TM_NUM_THREADS");
+    g_cli.threads = 1;
+    const char *tsrc = th ? th : (env && *env ? env : NULL);
+    if (tsrc) {
+        char *end;
+        errno = 0;
+        long v = strtol(tsrc, &end, 10);
+        if (errno || *end || v < 1 || v > 256)
+            return cli_usage_error(cmd, "--threads must be an integer in [1, 256], got '%s'%s",
+                                   tsrc, th ? "" : " (from TM_NUM_THREADS)");
+        g_cli.threads = (int)v;
+    }
+    int tty = isatty(2) || (getenv("TM_FAKE_TTY") && !strcmp(getenv("TM_FAKE_TTY"), "1"));
+    g_cli.progress = !g_cli.quiet && tty;
+    if (cli_has(out, "progress")) g_cli.progress = 1;
+    if (cli_has(out, "no-progress")) g_cli.progress = 0;
+    const char *col = cli_get(out, "color");
+    const char *nc = getenv("NO_COLOR"), *term = getenv("TERM");
+    g_cli.color = isatty(1) && !(nc && *nc) && !(term && !strcmp(term, "dumb"));
+    if (col) {
+        if (!strcmp(col, "always")) g_cli.color = 1;
+        else if (!strcmp(col, "never")) g_cli.color = 0;
+        else if (strcmp(col, "auto"))
+            return cli_usage_error(cmd, "--color must be auto, always or never");
+    }
+    if (out->n_pos < cmd->min_pos)
+        return cli_usage_error(cmd, "expected %d argument%s, got %d", cmd->min_pos,
+                               cmd->min_pos == 1 ? "" : "s", out->n_pos);
+    if (cmd->max_pos >= 0 && out->n_pos > cmd->max_pos)
+        return cli_usage_error(cmd, "unexpected argument '%s'", out->pos[cmd->max_pos]);
+    return 0;
+}
+
+void cli_args_free(cli_args *a) {
+    if (!a->values) return;
+    for (int i = 0; i < a->n_opts; i++) free(a->values[i]);
+    free(a->values);
+    free(a->count);
+    free(a->pos);
+    free((void *)a->opts);
+    memset(a, 0, sizeof *a);
+}
+
+static int find_opt(const cli_args *a, const char *name) {
+    for (int i = 0; i < a->n_opts; i++)
+        if (!strcmp(a->opts[i].name, name)) return i;
+    return -1;
+}
+const char *cli_get(const cli_args *a, const char *name) {
+    int i = find_opt(a, name);
+    return (i >= 0 && a->count[i]) ? a->values[i][a->count[i] - 1] : NULL;
+}
+int cli_has(const cli_args *a, const char *name) {
+    int i = find_opt(a, name);
+    return i >= 0 && a->count[i] > 0;
+}
+int cli_n(const cli_args *a, const char *name) {
+    int i = find_opt(a, name);
+    return i >= 0 ? a->count[i] : 0;
+}
+const char *cli_get_i(const cli_args *a, const char *name, int k) {
+    int i = find_opt(a, name);
+    return (i >= 0 && k < a->count[i]) ? a->values[i][k] : NULL;
+}
+
+int cli_exit_code(tm_status s) {
+    switch (s) {
+    case TM_OK: return EXIT_OK;
+    case TM_E_INVALID_ARG: return EXIT_USAGE;
+    case TM_E_CORRUPT: case TM_E_UNSUPPORTED: case TM_E_LIMIT: case TM_E_NONFINITE:
+    case TM_E_RANGE: return EXIT_INPUT;
+    case TM_E_IO: case TM_E_NOMEM: return EXIT_IO;
+    case TM_E_CANCELLED: return EXIT_INTERRUPT;
+    default: return EXIT_INTERNAL;
+    }
+}
+
+int cli_fail(tm_status s, const tm_err *err) {
+    cli_progress_end();
+    fprintf(stderr, "tensormorph: %s\n", err && err->msg[0] ? err->msg : tm_status_str(s));
+    return cli_exit_code(s);
+}
+
+json_t *cli_json_num(double v) {
+    if (isnan(v)) return json_string("nan");
+    if (isinf(v)) return json_string(v > 0 ? "inf" : "-inf");
+    return json_real(v);
+}
+
+json_t *cli_json_doc(const char *cmd) {
+    json_t *d = json_object();
+    char buf[64];
+    snprintf(buf, sizeof buf, "tensormorph.%s/1", cmd);
+    json_object_set_new(d, "schema", json_string(buf));
+    return d;
+}
+
+void cli_json_print(json_t *doc) {
+    json_dumpf(doc, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17));
+    fputc('\n', stdout);
+    json_decref(doc);
+}
+
+json_t *cli_json_shape(int ndim, const int64_t *shape) {
+    json_t *a = json_array();
+    for (int d = 0; d < ndim; d++) json_array_append_new(a, json_integer(shape[d]));
+    return a;
+}
+
+void cli_shape_str(int ndim, const int64_t *shape, char *buf, size_t n) {
+    size_t p = 0;
+    p += (size_t)snprintf(buf + p, n - p, "[");
+    for (int d = 0; d < ndim && p < n; d++)
+        p += (size_t)snprintf(buf + p, n - p, "%s%" PRId64, d ? ", " : "", shape[d]);
+    if (p < n) snprintf(buf + p, n - p, "]");
+}
+
+static const char *gran_name(tm_granularity g) {
+    switch (g) {
+    case TM_GRAN_TENSOR: return "tensor";
+    case TM_GRAN_CHANNEL: return "channel";
+    case TM_GRAN_GROUP: return "group";
+    case TM_GRAN_BLOCK: return "block";
+    default: return "?";
+    }
+}
+
+static void gran_str(const tm_qgran *g, char *buf, size_t n) {
+    switch (g->kind) {
+    case TM_GRAN_CHANNEL: snprintf(buf, n, "channel:%d", g->axis); break;
+    case TM_GRAN_GROUP: snprintf(buf, n, "group:%" PRId64 ":%d", g->group_size, g->axis); break;
+    case TM_GRAN_BLOCK: snprintf(buf, n, "block:%" PRId64 "x%" PRId64, g->block_h, g->block_w); break;
+    default: snprintf(buf, n, "%s", gran_name(g->kind));
+    }
+}
+
+void cli_quant_str(const tm_file *f, const tm_tensor *t, char *buf, size_t n) {
+    if (!t->quant) { snprintf(buf, n, "-"); return; }
+    const tm_qtensor *q = t->quant;
+    char g[64];
+    gran_str(&q->gran, g, sizeof g);
+    const tm_tensor *sc = tm_file_tensor(f, q->scale_tensor);
+    const tm_dtype_traits *cd = tm_dtype_get(q->code_dtype);
+    const tm_dtype_traits *sd = sc ? tm_dtype_get(sc->dtype) : NULL;
+    snprintf(buf, n, "%s %s %s scale:%s", cd ? cd->name : "?", g,
+             q->zero_point_tensor >= 0 ? "asym" : "sym", sd ? sd->name : "?");
+}
+
+json_t *cli_quant_json(const tm_file *f, const tm_tensor *t) {
+    if (!t->quant) return json_null();
+    const tm_qtensor *q = t->quant;
+    json_t *o = json_object();
+    const tm_dtype_traits *cd = tm_dtype_get(q->code_dtype);
+    json_object_set_new(o, "type", json_string(cd ? cd->name : "?"));
+    json_object_set_new(o, "bits", json_integer(cd ? cd->bits : 0));
+    json_object_set_new(o, "granularity", json_string(gran_name(q->gran.kind)));
+    if (q->gran.kind == TM_GRAN_CHANNEL || q->gran.kind == TM_GRAN_GROUP)
+        json_object_set_new(o, "axis", json_integer(q->gran.axis));
+    json_object_set_new(o, "group_size",
+                        q->gran.kind == TM_GRAN_GROUP ? json_integer(q->gran.group_size) : json_null());
+    if (q->gran.kind == TM_GRAN_BLOCK) {
+        json_t *b = json_array();
+        json_array_append_new(b, json_integer(q->gran.block_h));
+        json_array_append_new(b, json_integer(q->gran.block_w));
+        json_object_set_new(o, "block", b);
+    }
+    const tm_tensor *sc = tm_file_tensor(f, q->scale_tensor);
+    const tm_dtype_traits *sd = sc ? tm_dtype_get(sc->dtype) : NULL;
+    json_object_set_new(o, "scale_dtype", json_string(sd ? sd->name : "?"));
+    json_object_set_new(o, "symmetric", json_boolean(q->zero_point_tensor < 0));
+    json_object_set_new(o, "qmin", json_integer(q->qmin));
+    json_object_set_new(o, "qmax", json_integer(q->qmax));
+    json_object_set_new(o, "layout", json_string(q->layout ? q->layout : ""));
+    json_t *pk = json_object();
+    const tm_dtype_traits *ct = tm_dtype_get(q->packing.container);
+    json_object_set_new(pk, "container", json_string(ct ? ct->name : "?"));
+    json_object_set_new(pk, "bits", json_integer(q->packing.bits));
+    json_object_set_new(pk, "codes_per_container", json_integer(q->packing.codes_per_container));
+    json_object_set_new(pk, "packed_axis", json_integer(q->packing.packed_axis));
+    json_object_set_new(pk, "offset", json_integer(q->packing.offset));
+    json_object_set_new(o, "packing", pk);
+    return o;
+}
+
+static struct timespec g_last_prog;
+static int g_prog_drawn;
+
+void cli_progress(const char *phase, uint64_t done, uint64_t total) {
+    if (!g_cli.progress) return;
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    double dt = (double)(now.tv_sec - g_last_prog.tv_sec) +
+                (double)(now.tv_nsec - g_last_prog.tv_nsec) * 1e-9;
+    if (g_prog_drawn && dt < 0.1 && done < total) return;
+    g_last_prog = now;
+    double pct = total ? 100.0 * (double)done / (double)total : 0;
+    fprintf(stderr, "\r%-12s %6.1f%% (%.1f / %.1f MB)   ", phase, pct, (double)done / 1e6,
+            (double)total / 1e6);
+    fflush(stderr);
+    g_prog_drawn = 1;
+}
+
+void cli_progress_end(void) {
+    if (g_prog_drawn) {
+        fputc('\n', stderr);
+        g_prog_drawn = 0;
+    }
+}
+
+void cli_progress_cb(void *ud, const char *phase, uint64_t done, uint64_t total) {
+    (void)ud;
+    cli_progress(phase, done, total);
+}
+
+int cli_parse_coords(const char *s, int64_t *out, int max) {
+    int n = 0;
+    const char *p = s;
+    if (!*p) return -1;
+    while (*p) {
+        if (n >= max) return -1;
+        char *end;
+        errno = 0;
+        long long v = strtoll(p, &end, 10);
+        if (errno || end == p) return -1;
+        out[n++] = v;
+        p = end;
+        if (*p == ',') { p++; if (!*p) return -1; }
+        else if (*p) return -1;
+    }
+    return n;
+}
+
+uint64_t cli_parse_size(const char *s) {
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || v <= 0) return 0;
+    double mul = 1;
+    if (!strcasecmp(end, "") || !strcasecmp(end, "b")) mul = 1;
+    else if (!strcasecmp(end, "kb")) mul = 1e3;
+    else if (!strcasecmp(end, "mb")) mul = 1e6;
+    else if (!strcasecmp(end, "gb")) mul = 1e9;
+    else if (!strcasecmp(end, "kib") || !strcasecmp(end, "k")) mul = 1024.0;
+    else if (!strcasecmp(end, "mib") || !strcasecmp(end, "m")) mul = 1048576.0;
+    else if (!strcasecmp(end, "gib") || !strcasecmp(end, "g")) mul = 1073741824.0;
+    else return 0;
+    double b = v * mul;
+    if (b < 1 || b > 1.8e19) return 0;
+    return (uint64_t)b;
+}
+
+int cli_open(const char *path, tm_file **f) {
+    tm_err err;
+    tm_status s = tm_open(path, NULL, f, &err);
+    if (s != TM_OK) return cli_fail(s, &err);
+    return 0;
+}

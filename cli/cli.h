@@ -1,0 +1,109 @@
+/* cli.h: shared pieces of the tensormorph command line: the option table, parsed arguments,
+** exit codes, JSON output and progress. Only cli/ uses this; it includes only the public API. */
+#ifndef TM_CLI_H
+#define TM_CLI_H
+
+#include "tensormorph.h"
+
+#include <jansson.h>
+#include <stdio.h>
+
+/* Exit codes: stable, documented in docs/exit-codes.md. */
+enum {
+    EXIT_OK = 0,        /* success                                                           */
+    EXIT_CHECK = 1,     /* a check the user asked for failed (qdiff --fail-on-flag, ...)     */
+    EXIT_USAGE = 2,     /* bad usage, or an option the chosen output cannot honour           */
+    EXIT_INPUT = 3,     /* input invalid, corrupt or unsupported                             */
+    EXIT_IO = 4,        /* I/O or system error                                               */
+    EXIT_INTERNAL = 5,  /* internal error                                                    */
+    EXIT_INTERRUPT = 130
+};
+
+/* One option of a command: the same table drives parsing, --help and the docs test. */
+typedef struct cli_opt {
+    const char *name;      /* long name without "--"                                          */
+    char        short_name;/* 0 when none                                                     */
+    const char *arg;       /* argument placeholder ("N", "FILE"); NULL for a flag             */
+    int         repeat;    /* may be given more than once                                      */
+    const char *help;      /* one line: meaning, range, default                                */
+} cli_opt;
+
+typedef struct cli_args {
+    int          n_opts;
+    const cli_opt *opts;
+    int         *count;    /* [n_opts] times given                                             */
+    char      ***values;   /* [n_opts][count] arguments                                        */
+    char       **pos;      /* positional arguments                                             */
+    int          n_pos;
+} cli_args;
+
+struct cli_cmd;
+typedef int (*cli_fn)(const struct cli_cmd *cmd, cli_args *a);
+
+typedef struct cli_cmd {
+    const char    *name;
+    cli_fn         fn;
+    const char    *summary;   /* one line                                                      */
+    const char    *usage;     /* "inspect PATH [options]"                                      */
+    const char    *details;   /* paragraphs printed by --help, may be NULL                     */
+    const cli_opt *opts;      /* terminated by {NULL}                                          */
+    int            min_pos, max_pos;
+} cli_cmd;
+
+extern const cli_cmd cli_commands[];
+extern const int     cli_n_commands;
+
+/* Options every command has (appended to each command's table by the parser). */
+extern const cli_opt cli_common_opts[];
+
+/* Parsing. Returns 0 ok, EXIT_USAGE after printing one line + hint, or -1 when --help was
+** printed (exit 0). */
+int  cli_parse(const cli_cmd *cmd, int argc, char **argv, cli_args *out);
+void cli_args_free(cli_args *a);
+const char *cli_get(const cli_args *a, const char *name);        /* last value or NULL      */
+int  cli_has(const cli_args *a, const char *name);               /* given at least once     */
+int  cli_n(const cli_args *a, const char *name);                 /* times given             */
+const char *cli_get_i(const cli_args *a, const char *name, int i);
+void cli_print_help(const cli_cmd *cmd, FILE *out);
+int  cli_usage_error(const cli_cmd *cmd, const char *fmt, ...);  /* prints, returns 2       */
+
+/* Global state set from the common options. */
+typedef struct cli_state {
+    int json;          /* --json                                              */
+    int quiet;         /* -q                                                  */
+    int verbose;       /* -v                                                  */
+    int progress;      /* draw progress on stderr                             */
+    int color;         /* colour on stdout                                    */
+    int threads;       /* --threads / TM_NUM_THREADS / 1                      */
+    char *argv_line;   /* the command line, for manifests                     */
+} cli_state;
+extern cli_state g_cli;
+extern volatile int g_cli_interrupted;
+
+/* Map a library status to an exit code, print err->msg on stderr ("tensormorph: ..."). */
+int cli_fail(tm_status s, const tm_err *err);
+int cli_exit_code(tm_status s);
+
+/* JSON helpers. Non-finite numbers become the strings "nan", "inf", "-inf". */
+json_t *cli_json_num(double v);
+json_t *cli_json_doc(const char *cmd);  /* {"schema": "tensormorph.<cmd>/1"} */
+void    cli_json_print(json_t *doc);    /* prints to stdout and decrefs     */
+json_t *cli_json_shape(int ndim, const int64_t *shape);
+void    cli_shape_str(int ndim, const int64_t *shape, char *buf, size_t n);
+/* "I4 group:128 sym, f32 scale" style description; "-" for NULL */
+void    cli_quant_str(const tm_file *f, const tm_tensor *t, char *buf, size_t n);
+json_t *cli_quant_json(const tm_file *f, const tm_tensor *t);
+
+/* Progress on stderr (only when enabled: TTY or --progress, not -q). Rate-limited to 10 Hz. */
+void cli_progress(const char *phase, uint64_t done, uint64_t total);
+void cli_progress_end(void);
+void cli_progress_cb(void *ud, const char *phase, uint64_t done, uint64_t total);
+
+/* Parse "1,2,3" into coords; returns count or -1. */
+int cli_parse_coords(const char *s, int64_t *out, int max);
+/* Parse a size like "5GB", "500MiB", "1000000". 0 on error. */
+uint64_t cli_parse_size(const char *s);
+/* Open a checkpoint, printing the error. Returns 0 ok else exit code. */
+int cli_open(const char *path, tm_file **f);
+
+#endif

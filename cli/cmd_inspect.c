@@ -1,0 +1,143 @@
+/* cmd_inspect.c: `tensormorph inspect PATH`: what is inside a checkpoint. */
+#include "cli.h"
+
+#include <inttypes.h>
+#include <string.h>
+
+const cli_opt opts_inspect[] = {
+    {"filter", 0, "REGEX", 0, "list only tensors whose name matches REGEX (POSIX extended)"},
+    {"no-tensors", 0, NULL, 0, "print the summary only"},
+    {NULL, 0, NULL, 0, NULL},
+};
+const char details_inspect[] =
+    "PATH is a .safetensors file, a model.safetensors.index.json or a directory holding one.\n"
+    "Opening reads headers only. Each quantized tensor is shown once, under the name the dense\n"
+    "tensor had, with its code type, granularity, group size, scale dtype and the effective bits\n"
+    "per parameter counting scales and zero points. Where config.json claims a quantization\n"
+    "scheme, disagreements with the tensors are printed as warnings.";
+
+#include <regex.h>
+
+/* Bytes that a quantized tensor occupies with its scale, zero point and aux tensors. */
+static uint64_t total_bytes(const tm_file *f, int64_t i) {
+    const tm_tensor *t = tm_file_tensor(f, i);
+    uint64_t b = t->n_bytes;
+    if (!t->quant) return b;
+    int64_t n = tm_file_n_tensors(f);
+    for (int64_t j = 0; j < n; j++) {
+        const tm_tensor *o = tm_file_tensor(f, j);
+        if (o->role != TM_ROLE_DATA && o->owner == i) b += o->n_bytes;
+    }
+    return b;
+}
+
+int cmd_inspect(const cli_cmd *cmd, cli_args *a) {
+    tm_file *f;
+    int rc = cli_open(a->pos[0], &f);
+    if (rc) return rc;
+    regex_t re;
+    const char *filter = cli_get(a, "filter");
+    if (filter && regcomp(&re, filter, REG_EXTENDED | REG_NOSUB) != 0) {
+        tm_close(f);
+        return cli_usage_error(cmd, "--filter: invalid regular expression '%s'", filter);
+    }
+    int64_t n = tm_file_n_tensors(f);
+    uint64_t by_dtype[TM_DTYPE_COUNT] = {0};
+    int64_t n_params = 0, n_quant = 0;
+    uint64_t total = 0;
+    for (int64_t i = 0; i < n; i++) {
+        const tm_tensor *t = tm_file_tensor(f, i);
+        by_dtype[t->phys_dtype] += t->n_bytes;
+        total += t->n_bytes;
+        if (t->role == TM_ROLE_DATA) n_params += t->n_elems;
+        if (t->quant) n_quant++;
+    }
+    if (g_cli.json) {
+        json_t *d = cli_json_doc("inspect");
+        json_object_set_new(d, "format", json_string(tm_format_name(tm_file_format(f))));
+        json_object_set_new(d, "path", json_string(a->pos[0]));
+        json_t *files = json_array();
+        for (int i = 0; i < tm_file_n_paths(f); i++) {
+            json_t *o = json_object();
+            json_object_set_new(o, "path", json_string(tm_file_path(f, i)));
+            json_object_set_new(o, "bytes", json_integer((json_int_t)tm_file_size(f, i)));
+            json_array_append_new(files, o);
+        }
+        json_object_set_new(d, "files", files);
+        json_object_set_new(d, "n_tensors", json_integer(n));
+        json_object_set_new(d, "n_quantized", json_integer(n_quant));
+        json_object_set_new(d, "n_parameters", json_integer(n_params));
+        json_object_set_new(d, "tensor_bytes", json_integer((json_int_t)total));
+        json_t *bd = json_object();
+        for (int k = 0; k < TM_DTYPE_COUNT; k++)
+            if (by_dtype[k])
+                json_object_set_new(bd, tm_dtype_get((tm_dtype)k)->name,
+                                    json_integer((json_int_t)by_dtype[k]));
+        json_object_set_new(d, "bytes_by_dtype", bd);
+        json_t *meta = json_object();
+        for (int64_t k = 0; k < tm_file_n_meta(f); k++)
+            json_object_set_new(meta, tm_file_meta_key(f, k), json_string(tm_file_meta_value(f, k)));
+        json_object_set_new(d, "metadata", meta);
+        json_t *warn = json_array();
+        for (int64_t k = 0; k < tm_file_n_warnings(f); k++)
+            json_array_append_new(warn, json_string(tm_file_warning(f, k)));
+        json_object_set_new(d, "warnings", warn);
+        json_t *ts = json_array();
+        for (int64_t i = 0; i < n && !cli_has(a, "no-tensors"); i++) {
+            const tm_tensor *t = tm_file_tensor(f, i);
+            if (filter && regexec(&re, t->name, 0, NULL, 0) != 0) continue;
+            json_t *o = json_object();
+            json_object_set_new(o, "name", json_string(t->name));
+            if (strcmp(t->phys_name, t->name))
+                json_object_set_new(o, "stored_as", json_string(t->phys_name));
+            json_object_set_new(o, "dtype", json_string(tm_dtype_get(t->dtype)->name));
+            json_object_set_new(o, "shape", cli_json_shape(t->ndim, t->shape));
+            json_object_set_new(o, "bytes", json_integer((json_int_t)t->n_bytes));
+            json_object_set_new(o, "quantization", cli_quant_json(f, t));
+            static const char *roles[] = {"data", "scale", "zero_point", "aux"};
+            json_object_set_new(o, "role", json_string(roles[t->role]));
+            if (t->role != TM_ROLE_DATA && t->owner >= 0)
+                json_object_set_new(o, "owner", json_string(tm_file_tensor(f, t->owner)->name));
+            double bpp = t->n_elems ? 8.0 * (double)total_bytes(f, i) / (double)t->n_elems : 0;
+            json_object_set_new(o, "bits_per_param", cli_json_num(bpp));
+            json_array_append_new(ts, o);
+        }
+        json_object_set_new(d, "tensors", ts);
+        cli_json_print(d);
+    } else {
+        printf("path:        %s\nformat:      %s\n", a->pos[0], tm_format_name(tm_file_format(f)));
+        printf("files:       %d (", tm_file_n_paths(f));
+        uint64_t fb = 0;
+        for (int i = 0; i < tm_file_n_paths(f); i++) fb += tm_file_size(f, i);
+        printf("%.2f MB)\n", (double)fb / 1e6);
+        printf("tensors:     %" PRId64 " (%" PRId64 " quantized)\nparameters:  %" PRId64 "\n", n,
+               n_quant, n_params);
+        printf("bytes:      ");
+        for (int k = 0; k < TM_DTYPE_COUNT; k++)
+            if (by_dtype[k]) printf(" %s %.2f MB", tm_dtype_get((tm_dtype)k)->name, (double)by_dtype[k] / 1e6);
+        printf("\n");
+        for (int64_t k = 0; k < tm_file_n_warnings(f); k++)
+            printf("warning:     %s\n", tm_file_warning(f, k));
+        if (!cli_has(a, "no-tensors")) {
+            printf("\n%-48s %-8s %-16s %12s  %-34s %6s\n", "name", "dtype", "shape", "bytes",
+                   "quantization", "bits/p");
+            for (int64_t i = 0; i < n; i++) {
+                const tm_tensor *t = tm_file_tensor(f, i);
+                if (filter && regexec(&re, t->name, 0, NULL, 0) != 0) continue;
+                char sh[64], q[96];
+                cli_shape_str(t->ndim, t->shape, sh, sizeof sh);
+                if (t->quant) cli_quant_str(f, t, q, sizeof q);
+                else if (t->role == TM_ROLE_SCALE) snprintf(q, sizeof q, "(scale)");
+                else if (t->role == TM_ROLE_ZERO_POINT) snprintf(q, sizeof q, "(zero point)");
+                else if (t->role == TM_ROLE_AUX) snprintf(q, sizeof q, "(aux)");
+                else snprintf(q, sizeof q, "-");
+                double bpp = t->n_elems ? 8.0 * (double)total_bytes(f, i) / (double)t->n_elems : 0;
+                printf("%-48s %-8s %-16s %12" PRIu64 "  %-34s %6.2f\n", t->name,
+                       tm_dtype_get(t->dtype)->name, sh, t->n_bytes, q, bpp);
+            }
+        }
+    }
+    if (filter) regfree(&re);
+    tm_close(f);
+    return 0;
+}

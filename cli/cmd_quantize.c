@@ -1,0 +1,350 @@
+/* cmd_quantize.c: `tensormorph quantize IN -o OUT`: the main job. */
+#include "cli.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+const cli_opt opts_quantize[] = {
+    {"output", 'o', "OUT", 0, "output directory (compressed-tensors safetensors checkpoint)"},
+    {"type", 't', "T", 0, "int8 (default), int4, fp8_e4m3; uint8 uint4 fp8_e5m2 are refused for this output"},
+    {"granularity", 'g', "G", 0, "tensor | channel[:AXIS] (default, axis 0) | group:N[:AXIS] | block:HxW"},
+    {"symmetric", 0, NULL, 0, "symmetric codes, zero point 0 (default)"},
+    {"asymmetric", 0, NULL, 0, "affine codes with a zero point"},
+    {"observer", 0, "O", 0, "minmax (default) | ema_minmax | histogram | percentile:P | mse | entropy"},
+    {"convention", 0, "C", 0, "onnx (default: ONNX Runtime's scale/zero-point formulas) | torch"},
+    {"include", 0, "RE", 1, "quantize only tensors whose name matches RE (POSIX extended)"},
+    {"exclude", 0, "RE", 1, "never quantize tensors whose name matches RE"},
+    {"recipe", 0, "FILE", 0, "JSON recipe: targets, ignore, per-target scheme (docs/recipe.md)"},
+    {"scale-dtype", 0, "D", 0, "f32 (default), f16 or bf16; a scale overflowing f16 is an error"},
+    {"quantize-embeddings", 0, NULL, 0, "also quantize embeddings and lm_head (kept dense by default)"},
+    {"allow-nonfinite", 0, NULL, 0, "accept NaN/Inf: left out of ranges, NaN stored as the zero point, Inf clamped"},
+    {"no-checksums", 0, NULL, 0, "skip sha256 of inputs and outputs (the manifest says so)"},
+    {"max-shard-size", 0, "SIZE", 0, "split the safetensors output into shards (e.g. 5GB, 500MiB)"},
+    {"strict", 0, NULL, 0, "fail on a tensor the output layout cannot hold instead of keeping it dense"},
+    {"kernel", 0, "K", 0, "auto (default) or ref: force the scalar reference kernels (also TM_FORCE_KERNEL)"},
+    {"top", 0, "N", 0, "rows of the Quantization Diff summary to print (default 10)"},
+    {NULL, 0, NULL, 0, NULL},
+};
+
+const char details_quantize[] =
+    "IN is any checkpoint tensormorph opens. OUT is a directory: the safetensors file(s),\n"
+    "config.json with a compressed-tensors quantization_config (the layout vLLM and\n"
+    "llm-compressor load) and tensormorph-manifest.json. The directory is built beside OUT and\n"
+    "renamed into place at the end, so an interrupted run leaves nothing at OUT.\n"
+    "By default only 2-D '.weight' tensors are quantized; 1-D tensors, embeddings and lm_head\n"
+    "stay dense, each listed with its reason. int8/int4 are written pack-quantized (codes + 2^(b-1)\n"
+    "packed into int32, weight_scale, weight_shape, packed weight_zero_point when asymmetric);\n"
+    "fp8_e4m3 is naive-quantized (weight F8_E4M3 + weight_scale).\n"
+    "Ends with the Quantization Diff summary: error in units of each tensor's own scale (LSB).";
+
+static int parse_gran(const char *s, tm_qgran *g) {
+    memset(g, 0, sizeof *g);
+    char *end;
+    if (!strcmp(s, "tensor")) { g->kind = TM_GRAN_TENSOR; return 0; }
+    if (!strncmp(s, "channel", 7)) {
+        g->kind = TM_GRAN_CHANNEL;
+        if (s[7] == '\0') return 0;
+        if (s[7] != ':') return -1;
+        errno = 0;
+        long a = strtol(s + 8, &end, 10);
+        if (errno || *end || end == s + 8 || a < -8 || a > 7) return -1;
+        g->axis = (int)a;
+        return 0;
+    }
+    if (!strncmp(s, "group:", 6)) {
+        g->kind = TM_GRAN_GROUP;
+        g->axis = -1;
+        errno = 0;
+        long long n = strtoll(s + 6, &end, 10);
+        if (errno || end == s + 6 || n < 1) return -1;
+        g->group_size = n;
+        if (*end == ':') {
+            const char *a0 = end + 1;
+            long a = strtol(a0, &end, 10);
+            if (end == a0 || *end || a < -8 || a > 7) return -1;
+            g->axis = (int)a;
+        } else if (*end) return -1;
+        return 0;
+    }
+    if (!strncmp(s, "block:", 6)) {
+        g->kind = TM_GRAN_BLOCK;
+        errno = 0;
+        long long h = strtoll(s + 6, &end, 10);
+        if (errno || end == s + 6 || h < 1 || (*end != 'x' && *end != 'X')) return -1;
+        const char *w0 = end + 1;
+        long long w = strtoll(w0, &end, 10);
+        if (end == w0 || *end || w < 1) return -1;
+        g->block_h = h;
+        g->block_w = w;
+        return 0;
+    }
+    return -1;
+}
+
+static int parse_type(const char *s, tm_dtype *d) {
+    struct { const char *n; tm_dtype d; } t[] = {
+        {"int8", TM_I8}, {"uint8", TM_U8}, {"int4", TM_I4}, {"uint4", TM_U4},
+        {"fp8_e4m3", TM_F8_E4M3}, {"fp8_e5m2", TM_F8_E5M2}, {"fp8", TM_F8_E4M3},
+    };
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
+        if (!strcasecmp(s, t[i].n)) { *d = t[i].d; return 0; }
+    return -1;
+}
+
+/* Observer names; each gets the defaults of the tool it follows (tm_observer_default), and
+** entropy ONNX Runtime's EntropyCalibrater defaults: 128 bins, 128 quantized bins. */
+static int parse_observer(const char *s, tm_observer *o) {
+    tm_observer_kind k;
+    double pct = -1;
+    if (!strcmp(s, "minmax")) k = TM_OBS_MINMAX;
+    else if (!strcmp(s, "ema_minmax")) k = TM_OBS_EMA_MINMAX;
+    else if (!strcmp(s, "histogram")) k = TM_OBS_HISTOGRAM;
+    else if (!strcmp(s, "mse")) k = TM_OBS_MSE;
+    else if (!strcmp(s, "entropy")) k = TM_OBS_ENTROPY;
+    else if (!strncmp(s, "percentile", 10)) {
+        k = TM_OBS_PERCENTILE;
+        if (s[10] == ':') {
+            char *end;
+            errno = 0;
+            pct = strtod(s + 11, &end);
+            if (errno || *end || end == s + 11 || !(pct > 0 && pct <= 100)) return -1;
+        } else if (s[10]) return -1;
+    } else return -1;
+    *o = tm_observer_default(k);
+    if (k == TM_OBS_ENTROPY) { o->n_bins = 128; o->n_quantized_bins = 128; }
+    if (pct > 0) o->percentile = pct;
+    return 0;
+}
+
+static int parse_scale_dtype(const char *s, tm_dtype *d) {
+    if (!strcasecmp(s, "f32")) *d = TM_F32;
+    else if (!strcasecmp(s, "f16")) *d = TM_F16;
+    else if (!strcasecmp(s, "bf16")) *d = TM_BF16;
+    else return -1;
+    return 0;
+}
+
+/* A scheme from a JSON object {"type", "granularity", "symmetric", "observer", "convention",
+** "scale_dtype"} over a base. Returns NULL or an error text. */
+static const char *scheme_from_json(json_t *o, tm_qspec *s) {
+    json_t *v;
+    if ((v = json_object_get(o, "type"))) {
+        if (!json_is_string(v) || parse_type(json_string_value(v), &s->code_dtype)) return "bad \"type\"";
+    }
+    if ((v = json_object_get(o, "granularity"))) {
+        if (!json_is_string(v) || parse_gran(json_string_value(v), &s->gran)) return "bad \"granularity\"";
+    }
+    if ((v = json_object_get(o, "symmetric"))) {
+        if (!json_is_boolean(v)) return "\"symmetric\" must be true or false";
+        s->symmetric = json_is_true(v);
+    }
+    if ((v = json_object_get(o, "observer"))) {
+        if (!json_is_string(v) || parse_observer(json_string_value(v), &s->observer)) return "bad \"observer\"";
+    }
+    if ((v = json_object_get(o, "convention"))) {
+        const char *c = json_is_string(v) ? json_string_value(v) : "";
+        if (!strcmp(c, "onnx")) s->convention = TM_CONV_ONNX;
+        else if (!strcmp(c, "torch")) s->convention = TM_CONV_TORCH;
+        else return "\"convention\" must be onnx or torch";
+    }
+    if ((v = json_object_get(o, "scale_dtype"))) {
+        if (!json_is_string(v) || parse_scale_dtype(json_string_value(v), &s->scale_dtype)) return "bad \"scale_dtype\"";
+    }
+    const char *key;
+    json_t *val;
+    json_object_foreach(o, key, val) {
+        if (strcmp(key, "type") && strcmp(key, "granularity") && strcmp(key, "symmetric") &&
+            strcmp(key, "observer") && strcmp(key, "convention") && strcmp(key, "scale_dtype") &&
+            strcmp(key, "targets") && strcmp(key, "comment"))
+            return key;
+    }
+    return NULL;
+}
+
+static const tm_qjob_result *g_sort_res;
+/* flagged first, then lowest SQNR first */
+static int cmp_flag_sqnr(const void *pa, const void *pb) {
+    const tm_qjob_tensor *a = &g_sort_res->tensors[*(const int64_t *)pa];
+    const tm_qjob_tensor *b = &g_sort_res->tensors[*(const int64_t *)pb];
+    if (a->flagged != b->flagged) return b->flagged - a->flagged;
+    if (a->e.sqnr_db != b->e.sqnr_db) return a->e.sqnr_db < b->e.sqnr_db ? -1 : 1;
+    return strcmp(a->name, b->name);
+}
+
+int cmd_quantize(const cli_cmd *cmd, cli_args *a) {
+    const char *out = cli_get(a, "output");
+    if (!out) return cli_usage_error(cmd, "missing -o OUT");
+    const char *in_path = a->pos[0];
+    if (cli_has(a, "symmetric") && cli_has(a, "asymmetric"))
+        return cli_usage_error(cmd, "--symmetric and --asymmetric exclude each other");
+    tm_qjob_params p = tm_qjob_params_default();
+    const char *v;
+    if ((v = cli_get(a, "type")) && parse_type(v, &p.spec.code_dtype))
+        return cli_usage_error(cmd, "--type: unknown type '%s' (int8 uint8 int4 uint4 fp8_e4m3 fp8_e5m2)", v);
+    if ((v = cli_get(a, "granularity")) && parse_gran(v, &p.spec.gran))
+        return cli_usage_error(cmd, "--granularity: cannot parse '%s' (tensor | channel[:AXIS] | group:N[:AXIS] | block:HxW)", v);
+    if (cli_has(a, "asymmetric")) p.spec.symmetric = 0;
+    if (cli_has(a, "symmetric")) p.spec.symmetric = 1;
+    if ((v = cli_get(a, "observer")) && parse_observer(v, &p.spec.observer))
+        return cli_usage_error(cmd, "--observer: unknown '%s' (minmax ema_minmax histogram percentile:P mse entropy)", v);
+    if ((v = cli_get(a, "convention"))) {
+        if (!strcmp(v, "onnx")) p.spec.convention = TM_CONV_ONNX;
+        else if (!strcmp(v, "torch")) p.spec.convention = TM_CONV_TORCH;
+        else return cli_usage_error(cmd, "--convention must be onnx or torch");
+    }
+    if ((v = cli_get(a, "scale-dtype")) && parse_scale_dtype(v, &p.spec.scale_dtype))
+        return cli_usage_error(cmd, "--scale-dtype must be f32, f16 or bf16");
+    if ((v = cli_get(a, "max-shard-size")) && !(p.max_shard_bytes = cli_parse_size(v)))
+        return cli_usage_error(cmd, "--max-shard-size: cannot parse '%s'", v);
+    const char *kern = cli_get(a, "kernel");
+    if (!kern) kern = getenv("TM_FORCE_KERNEL");
+    if (kern && *kern) {
+        if (strcmp(kern, "auto") && strcmp(kern, "ref"))
+            return cli_usage_error(cmd, "--kernel must be auto or ref");
+        tm_quant_set_kernel(kern);
+    }
+    int top = 10;
+    if ((v = cli_get(a, "top"))) {
+        char *end;
+        long t = strtol(v, &end, 10);
+        if (*end || t < 0) return cli_usage_error(cmd, "--top must be a non-negative integer");
+        top = (int)t;
+    }
+    p.spec.allow_nonfinite = cli_has(a, "allow-nonfinite");
+    p.quantize_embeddings = cli_has(a, "quantize-embeddings");
+    p.no_checksums = cli_has(a, "no-checksums");
+    p.strict = cli_has(a, "strict");
+    p.n_threads = g_cli.threads;
+    p.command_line = g_cli.argv_line;
+    p.progress = cli_progress_cb;
+    p.cancel = &g_cli_interrupted;
+    p.n_include = cli_n(a, "include");
+    p.n_exclude = cli_n(a, "exclude");
+    const char **inc = calloc((size_t)p.n_include + 1, sizeof *inc);
+    const char **exc = calloc((size_t)p.n_exclude + 1, sizeof *exc);
+    for (int i = 0; inc && i < p.n_include; i++) inc[i] = cli_get_i(a, "include", i);
+    for (int i = 0; exc && i < p.n_exclude; i++) exc[i] = cli_get_i(a, "exclude", i);
+    p.include = inc;
+    p.exclude = exc;
+    /* recipe */
+    json_t *recipe = NULL;
+    tm_qrule *rules = NULL;
+    char *recipe_text = NULL;
+    int rc = 0;
+    if ((v = cli_get(a, "recipe"))) {
+        json_error_t je;
+        recipe = json_load_file(v, JSON_REJECT_DUPLICATES, &je);
+        if (!recipe || !json_is_object(recipe)) {
+            fprintf(stderr, "tensormorph: recipe %s: %s (line %d)\n", v, recipe ? "not a JSON object" : je.text, je.line);
+            rc = EXIT_INPUT;
+            goto done;
+        }
+        json_t *def = json_object_get(recipe, "default");
+        const char *bad;
+        if (def && (bad = scheme_from_json(def, &p.spec))) {
+            fprintf(stderr, "tensormorph: recipe %s: \"default\": %s\n", v, bad);
+            rc = EXIT_INPUT;
+            goto done;
+        }
+        json_t *targets = json_object_get(recipe, "targets"), *ignore = json_object_get(recipe, "ignore");
+        size_t nt = json_is_array(targets) ? json_array_size(targets) : 0;
+        size_t ni = json_is_array(ignore) ? json_array_size(ignore) : 0;
+        rules = calloc(nt + ni + 1, sizeof *rules);
+        for (size_t i = 0; rules && i < ni; i++) {
+            json_t *e = json_array_get(ignore, i);
+            if (!json_is_string(e)) { fprintf(stderr, "tensormorph: recipe %s: ignore[%zu] must be a string\n", v, i); rc = EXIT_INPUT; goto done; }
+            rules[p.n_rules].pattern = json_string_value(e);
+            rules[p.n_rules].ignore = 1;
+            p.n_rules++;
+        }
+        for (size_t i = 0; rules && i < nt; i++) {
+            json_t *e = json_array_get(targets, i), *pat = json_object_get(e, "pattern");
+            if (!json_is_object(e) || !json_is_string(pat)) {
+                fprintf(stderr, "tensormorph: recipe %s: targets[%zu] needs a string \"pattern\"\n", v, i);
+                rc = EXIT_INPUT;
+                goto done;
+            }
+            tm_qrule *r = &rules[p.n_rules++];
+            r->pattern = json_string_value(pat);
+            r->has_spec = 1;
+            r->spec = p.spec;
+            json_t *sch = json_object_get(e, "scheme");
+            if (sch && (bad = scheme_from_json(sch, &r->spec))) {
+                fprintf(stderr, "tensormorph: recipe %s: targets[%zu].scheme: %s\n", v, i, bad);
+                rc = EXIT_INPUT;
+                goto done;
+            }
+        }
+        p.rules = rules;
+        p.recipe_path = v;
+        recipe_text = json_dumps(recipe, JSON_COMPACT);
+        p.recipe_json = recipe_text;
+    }
+    {
+        tm_file *in;
+        rc = cli_open(in_path, &in);
+        if (rc) goto done;
+        tm_err err;
+        tm_qjob_result *res = NULL;
+        tm_status s = tm_quantize_checkpoint(in, out, &p, &res, &err);
+        cli_progress_end();
+        if (s) {
+            rc = cli_fail(s, &err);
+            tm_close(in);
+            goto done;
+        }
+        if (g_cli.json) {
+            json_t *man = json_loads(res->manifest_json, 0, NULL);
+            json_t *d = cli_json_doc("quantize");
+            json_object_set_new(d, "output", json_string(out));
+            json_object_set_new(d, "manifest", man ? man : json_null());
+            cli_json_print(d);
+        } else if (!g_cli.quiet) {
+            printf("quantized %" PRId64 " of %" PRId64 " tensors: %s -> %s (%.2f MB -> %.2f MB) in %.2f s\n",
+                   res->n_quantized, res->n, in_path, out, (double)res->src_bytes / 1e6,
+                   (double)res->out_bytes / 1e6, res->seconds);
+            int shown_kept = 0;
+            for (int64_t i = 0; i < res->n; i++) {
+                if (res->tensors[i].quantized || !strncmp(res->tensors[i].reason, "scale of", 8)) continue;
+                if (shown_kept++ < 12) printf("  kept dense: %-44s %s\n", res->tensors[i].name, res->tensors[i].reason);
+            }
+            if (shown_kept > 12) printf("  ... and %d more kept dense (see the manifest)\n", shown_kept - 12);
+            for (int64_t i = 0; i < res->n; i++)
+                if (res->tensors[i].n_degenerate > 0)
+                    printf("  note: %s has %" PRId64 " constant channel(s)/group(s) (e.g. all-zero), given a finite fallback scale\n",
+                           res->tensors[i].name, res->tensors[i].n_degenerate);
+            printf("\nQuantization Diff (error in units of each tensor's own scale; rounding alone gives RMSE 0.29 LSB, max 0.5 LSB)\n");
+            printf("%-44s %8s %8s %8s %8s %8s  %s\n", "tensor", "SQNR dB", "RMSE LSB", "max LSB", "clipped", "worst", "flag");
+            /* flagged first, worst SQNR first */
+            int64_t *order = calloc((size_t)res->n + 1, sizeof *order);
+            int64_t no = 0;
+            for (int64_t i = 0; order && i < res->n; i++)
+                if (res->tensors[i].quantized) order[no++] = i;
+            g_sort_res = res;
+            if (order) qsort(order, (size_t)no, sizeof *order, cmp_flag_sqnr);
+            for (int64_t k = 0; k < no && k < top; k++) {
+                tm_qjob_tensor *t = &res->tensors[order[k]];
+                printf("%-44s %8.2f %8.3f %8.3f %7.3f%% %8" PRId64 "  %s\n", t->name, t->e.sqnr_db, t->e.rmse_lsb,
+                       t->e.max_err_lsb, 100 * t->e.clipped_fraction, t->e.worst_group, t->flagged ? t->flag_reason : "");
+            }
+            if (no > top) printf("... %" PRId64 " more (tensormorph qdiff %s %s --top N)\n", no - top, in_path, out);
+            int64_t nf = 0;
+            for (int64_t i = 0; i < res->n; i++) nf += res->tensors[i].flagged;
+            printf("%" PRId64 " tensor(s) flagged. Manifest: %s/tensormorph-manifest.json\n", nf, out);
+            free(order);
+        }
+        tm_qjob_result_free(res);
+        tm_close(in);
+    }
+done:
+    free(recipe_text);
+    free(rules);
+    json_decref(recipe);
+    free(inc);
+    free(exc);
+    return rc;
+}

@@ -1,0 +1,137 @@
+/* cmd_scalar.c: `tensormorph scalar PATH TENSOR INDEX`: the Scalar Inspector. */
+#include "cli.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <string.h>
+
+const cli_opt opts_scalar[] = {
+    {"ref", 0, "REF", 0, "full-precision checkpoint: also print the source value and the error (also in LSB)"},
+    {NULL, 0, NULL, 0, NULL},
+};
+const char details_scalar[] =
+    "INDEX is comma-separated coordinates in the tensor's logical shape (row-major, NumPy order),\n"
+    "e.g. 3,17. For a quantized tensor prints the code q of value = (q - zero_point) x scale with\n"
+    "any storage offset removed (for fp8 the stored byte), the container word as stored in the\n"
+    "file, the scale, zero point, group id and the dequantized value. A plain tensor prints its\n"
+    "stored value.";
+
+int cmd_scalar(const cli_cmd *cmd, cli_args *a) {
+    int64_t coords[TM_MAX_DIMS];
+    int nc = cli_parse_coords(a->pos[2], coords, TM_MAX_DIMS);
+    if (nc < 0) return cli_usage_error(cmd, "INDEX must be comma-separated integers, got '%s'", a->pos[2]);
+    tm_file *f;
+    int rc = cli_open(a->pos[0], &f);
+    if (rc) return rc;
+    int64_t ti = tm_file_find(f, a->pos[1]);
+    const tm_tensor *t = tm_file_tensor(f, ti);
+    if (!t) {
+        fprintf(stderr, "tensormorph: %s: no tensor named '%s'\n", a->pos[0], a->pos[1]);
+        tm_close(f);
+        return EXIT_USAGE;
+    }
+    char sh[96];
+    cli_shape_str(t->ndim, t->shape, sh, sizeof sh);
+    if (nc != t->ndim && !(t->ndim == 0 && nc == 1 && coords[0] == 0)) {
+        fprintf(stderr, "tensormorph: tensor '%s' has shape %s: INDEX needs %d coordinate(s), got %d\n", t->name, sh, t->ndim, nc);
+        tm_close(f);
+        return EXIT_USAGE;
+    }
+    int64_t flat = 0;
+    for (int d = 0; d < t->ndim; d++) {
+        if (coords[d] < 0 || coords[d] >= t->shape[d]) {
+            fprintf(stderr, "tensormorph: tensor '%s' has shape %s: coordinate %d is %" PRId64 ", outside [0, %" PRId64 ")\n",
+                    t->name, sh, d, coords[d], t->shape[d]);
+            tm_close(f);
+            return EXIT_USAGE;
+        }
+        flat = flat * t->shape[d] + coords[d];
+    }
+    tm_err err;
+    tm_qelement qe;
+    memset(&qe, 0, sizeof qe);
+    double value;
+    tm_status s;
+    if (t->quant) {
+        s = tm_qelement_get(f, ti, flat, &qe, &err);
+        value = qe.value;
+    } else {
+        float v;
+        s = tm_tensor_read_f32(f, ti, flat, 1, &v, &err);
+        value = v;
+    }
+    if (s) { rc = cli_fail(s, &err); tm_close(f); return rc; }
+    int have_ref = 0;
+    double ref_value = NAN;
+    if (cli_get(a, "ref")) {
+        tm_file *r;
+        rc = cli_open(cli_get(a, "ref"), &r);
+        if (rc) { tm_close(f); return rc; }
+        int64_t ri = tm_file_find(r, t->name);
+        const tm_tensor *rt = tm_file_tensor(r, ri);
+        if (!rt || rt->n_elems != t->n_elems) {
+            fprintf(stderr, "tensormorph: %s: no tensor '%s' with %" PRId64 " elements\n", cli_get(a, "ref"), t->name, t->n_elems);
+            tm_close(r);
+            tm_close(f);
+            return EXIT_USAGE;
+        }
+        float v;
+        s = tm_tensor_read_f32(r, ri, flat, 1, &v, &err);
+        tm_close(r);
+        if (s) { rc = cli_fail(s, &err); tm_close(f); return rc; }
+        ref_value = v;
+        have_ref = 1;
+    }
+    double error = value - ref_value;
+    double err_lsb = t->quant && qe.scale > 0 ? error / qe.scale : NAN;
+    if (g_cli.json) {
+        json_t *d = cli_json_doc("scalar");
+        json_object_set_new(d, "tensor", json_string(t->name));
+        json_object_set_new(d, "index", cli_json_shape(nc, coords));
+        json_object_set_new(d, "flat_index", json_integer(flat));
+        json_object_set_new(d, "dtype", json_string(tm_dtype_get(t->dtype)->name));
+        json_object_set_new(d, "quantized", json_boolean(t->quant != NULL));
+        if (t->quant) {
+            json_object_set_new(d, "code", json_integer(qe.code));
+            json_object_set_new(d, "stored", json_integer((json_int_t)qe.stored));
+            json_object_set_new(d, "stored_bits", json_integer(qe.stored_bits));
+            json_object_set_new(d, "scale", cli_json_num(qe.scale));
+            json_object_set_new(d, "zero_point", json_integer(qe.zero_point));
+            json_object_set_new(d, "group", json_integer(qe.group));
+        } else {
+            json_object_set_new(d, "code", json_null());
+            json_object_set_new(d, "stored", json_null());
+            json_object_set_new(d, "scale", json_null());
+            json_object_set_new(d, "zero_point", json_null());
+            json_object_set_new(d, "group", json_null());
+        }
+        json_object_set_new(d, "value", cli_json_num(value));
+        json_object_set_new(d, "ref_value", have_ref ? cli_json_num(ref_value) : json_null());
+        json_object_set_new(d, "error", have_ref ? cli_json_num(error) : json_null());
+        json_object_set_new(d, "error_lsb", have_ref && t->quant ? cli_json_num(err_lsb) : json_null());
+        cli_json_print(d);
+    } else {
+        printf("tensor:      %s %s %s\n", t->name, tm_dtype_get(t->dtype)->name, sh);
+        printf("index:       %s (flat %" PRId64 ")\n", a->pos[2], flat);
+        if (t->quant) {
+            char q[96];
+            cli_quant_str(f, t, q, sizeof q);
+            printf("scheme:      %s\n", q);
+            printf("code q:      %" PRId64 "\n", qe.code);
+            printf("stored:      0x%0*" PRIx64 " (%d-bit container word)\n", qe.stored_bits / 4, qe.stored, qe.stored_bits);
+            printf("scale:       %.9g\n", qe.scale);
+            printf("zero_point:  %" PRId64 "\n", qe.zero_point);
+            printf("group:       %" PRId64 "\n", qe.group);
+            printf("value:       %.9g  = (%" PRId64 " - %" PRId64 ") x %.9g\n", value, qe.code, qe.zero_point, qe.scale);
+        } else {
+            printf("value:       %.9g (not quantized)\n", value);
+        }
+        if (have_ref) {
+            printf("ref value:   %.9g\n", ref_value);
+            if (t->quant) printf("error:       %.9g (%.4f LSB)\n", error, err_lsb);
+            else printf("error:       %.9g\n", error);
+        }
+    }
+    tm_close(f);
+    return 0;
+}

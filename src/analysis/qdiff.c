@@ -1,0 +1,172 @@
+/* qdiff.c: Quantization Diff. For each quantized tensor, compare the dequantized values with
+** the full-precision source of the same name, measuring error against each element's own
+** scale (LSB units), and flag the tensors where error is unusually large for their scale.
+** Definitions and thresholds: docs/qdiff.md. */
+#include "../core/core.h"
+#include "../core/pool.h"
+
+#include <math.h>
+#include <stdio.h>
+
+enum { QDIFF_CHUNK = 1 << 18 }; /* elements per read: 1 MiB of f32 per buffer */
+
+typedef struct qd_ctx {
+    const tm_file *ref, *q;
+    tm_qdiff_entry *entries;
+    const tm_qdiff_params *p;
+    uint64_t total;
+} qd_ctx;
+
+static void scheme_str(const tm_file *f, const tm_tensor *t, char *buf, size_t n) {
+    const tm_qtensor *q = t->quant;
+    const tm_tensor *sc = tm_file_tensor(f, q->scale_tensor);
+    char g[48];
+    switch (q->gran.kind) {
+    case TM_GRAN_CHANNEL: snprintf(g, sizeof g, "channel:%d", q->gran.axis); break;
+    case TM_GRAN_GROUP: snprintf(g, sizeof g, "group:%lld", (long long)q->gran.group_size); break;
+    case TM_GRAN_BLOCK:
+        snprintf(g, sizeof g, "block:%lldx%lld", (long long)q->gran.block_h, (long long)q->gran.block_w);
+        break;
+    default: snprintf(g, sizeof g, "tensor");
+    }
+    snprintf(buf, n, "%s %s %s scale:%s", tm_dtype_get(q->code_dtype)->name, g,
+             q->zero_point_tensor >= 0 ? "asym" : "sym", sc ? tm_dtype_get(sc->dtype)->name : "?");
+}
+
+static tm_status qdiff_one(void *vctx, int64_t k, int thread, tm_err *err) {
+    (void)thread;
+    qd_ctx *c = vctx;
+    tm_qdiff_entry *e = &c->entries[k];
+    const tm_tensor *tq = tm_file_tensor(c->q, e->q_index);
+    const tm_qtensor *qt = tq->quant;
+    tm_qview *v = NULL;
+    tm_status s = tm_qview_open(c->q, e->q_index, &v, err);
+    if (s) return s;
+    const float *scale = tm_qview_scale(v);
+    const int32_t *zp = tm_qview_zero_point(v);
+    int64_t n_params = tm_qview_n_params(v);
+    tm_erracc acc;
+    s = tm_erracc_init(&acc, n_params, err);
+    float *x = NULL, *xq = NULL;
+    int64_t *param = NULL;
+    if (s == TM_OK) {
+        x = tm__malloc_n(QDIFF_CHUNK, sizeof(float));
+        xq = tm__malloc_n(QDIFF_CHUNK, sizeof(float));
+        param = tm__malloc_n(QDIFF_CHUNK, sizeof(int64_t));
+        if (!x || !xq || !param) s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
+    }
+    int64_t qmin = qt->qmin, qmax = qt->qmax;
+    for (int64_t start = 0; s == TM_OK && start < tq->n_elems; start += QDIFF_CHUNK) {
+        if (c->p->cancel && *c->p->cancel) {
+            s = tm__err_set(err, TM_E_CANCELLED, -1, "interrupted");
+            break;
+        }
+        int64_t n = tq->n_elems - start < QDIFF_CHUNK ? tq->n_elems - start : QDIFF_CHUNK;
+        s = tm_tensor_read_f32(c->ref, e->ref_index, start, n, x, err);
+        if (s) break;
+        s = tm_qview_read(v, start, n, xq, param, err);
+        if (s) break;
+        tm_erracc_add(&acc, qt->code_dtype, x, xq, param, scale, zp, qmin, qmax, n);
+    }
+    if (s == TM_OK) {
+        tm_erracc_summary(&acc, &e->e);
+        scheme_str(c->q, tq, e->scheme, sizeof e->scheme);
+    } else {
+        tm__err_prefix(err, "qdiff: tensor '%s'", tq->name);
+    }
+    tm_erracc_free(&acc);
+    free(x); free(xq); free(param);
+    tm_qview_free(v);
+    return s;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static int cmp_entry(const void *a, const void *b) {
+    const tm_qdiff_entry *x = a, *y = b;
+    if (x->flagged != y->flagged) return y->flagged - x->flagged;
+    if (x->e.sqnr_db != y->e.sqnr_db) return x->e.sqnr_db < y->e.sqnr_db ? -1 : 1;
+    return strcmp(x->name, y->name);
+}
+
+void tm_qdiff_flag(tm_qdiff_result *r) {
+    double *v = tm__malloc_n((size_t)(r->n ? r->n : 1), sizeof(double));
+    int64_t m = 0;
+    for (int64_t i = 0; i < r->n; i++)
+        if (v && isfinite(r->entries[i].e.sqnr_db)) v[m++] = r->entries[i].e.sqnr_db;
+    r->median_sqnr_db = NAN;
+    if (v && m) {
+        qsort(v, (size_t)m, sizeof *v, cmp_double);
+        r->median_sqnr_db = m % 2 ? v[m / 2] : 0.5 * (v[m / 2 - 1] + v[m / 2]);
+    }
+    free(v);
+    r->n_flagged = 0;
+    for (int64_t i = 0; i < r->n; i++) {
+        tm_qdiff_entry *e = &r->entries[i];
+        e->flagged = 0;
+        e->reason[0] = '\0';
+        size_t p = 0;
+#define ADD_REASON(...)                                                                          \
+    do {                                                                                         \
+        if (p < sizeof e->reason) {                                                              \
+            if (p) p += (size_t)snprintf(e->reason + p, sizeof e->reason - p, "; ");             \
+            if (p < sizeof e->reason) p += (size_t)snprintf(e->reason + p, sizeof e->reason - p, __VA_ARGS__); \
+        }                                                                                        \
+        e->flagged = 1;                                                                          \
+    } while (0)
+        if (e->e.rmse_lsb > TM_QDIFF_RMSE_LSB_FLAG)
+            ADD_REASON("RMSE %.2f LSB (rounding alone gives 0.29)", e->e.rmse_lsb);
+        if (e->e.n_beyond_half_lsb > 0)
+            ADD_REASON("%lld unclipped values off by more than half an LSB (max %.2f LSB)",
+                       (long long)e->e.n_beyond_half_lsb, e->e.max_err_lsb_unclipped);
+        if (e->e.clipped_fraction > TM_QDIFF_CLIPPED_FLAG)
+            ADD_REASON("%.2f%% of values clipped", 100.0 * e->e.clipped_fraction);
+        if (isfinite(r->median_sqnr_db) && e->e.sqnr_db < r->median_sqnr_db - TM_QDIFF_SQNR_DROP_DB)
+            ADD_REASON("SQNR %.1f dB, %.1f dB below the median %.1f dB", e->e.sqnr_db,
+                       r->median_sqnr_db - e->e.sqnr_db, r->median_sqnr_db);
+        if (e->e.n_nonfinite > 0)
+            ADD_REASON("%lld non-finite source values", (long long)e->e.n_nonfinite);
+#undef ADD_REASON
+        if (e->flagged) r->n_flagged++;
+    }
+    qsort(r->entries, (size_t)r->n, sizeof *r->entries, cmp_entry);
+}
+
+tm_status tm_qdiff(const tm_file *ref, const tm_file *q, const tm_qdiff_params *p,
+                   tm_qdiff_result **out, tm_err *err) {
+    tm_qdiff_params defp;
+    memset(&defp, 0, sizeof defp);
+    if (!p) p = &defp;
+    *out = NULL;
+    tm_qdiff_result *r = calloc(1, sizeof *r);
+    if (!r) return tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
+    int64_t nq = tm_file_n_tensors(q);
+    r->entries = tm__calloc((size_t)(nq ? nq : 1), sizeof *r->entries);
+    if (!r->entries) { free(r); return tm__err_set(err, TM_E_NOMEM, -1, "out of memory"); }
+    for (int64_t i = 0; i < nq; i++) {
+        const tm_tensor *t = tm_file_tensor(q, i);
+        if (!t->quant || t->role != TM_ROLE_DATA) continue;
+        int64_t j = tm_file_find(ref, t->name);
+        const tm_tensor *rt = tm_file_tensor(ref, j);
+        if (!rt || rt->n_elems != t->n_elems) { r->n_unmatched++; continue; }
+        tm_qdiff_entry *e = &r->entries[r->n++];
+        e->name = t->name;
+        e->q_index = i;
+        e->ref_index = j;
+    }
+    qd_ctx c = {ref, q, r->entries, p, 0};
+    tm_status s = tm__parallel_for(r->n, p->n_threads, qdiff_one, &c, p->cancel, err);
+    if (s) { tm_qdiff_free(r); return s; }
+    tm_qdiff_flag(r);
+    *out = r;
+    return TM_OK;
+}
+
+void tm_qdiff_free(tm_qdiff_result *r) {
+    if (!r) return;
+    free(r->entries);
+    free(r);
+}

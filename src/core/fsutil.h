@@ -1,0 +1,16 @@
+/* fsutil.h: atomic file writing and directory helpers (write temp beside target, fsync, rename). */
+#ifndef TM_CORE_FSUTIL_H
+#define TM_CORE_FSUTIL_H
+#include "core.h"
+
+/* Write n bytes to path atomically: "<path>.tmp.<pid>", fsync, rename, fsync the directory. */
+tm_status tm__write_file_atomic(const char *path, const void *data, size_t n, tm_err *err);
+/* fsync the directory containing path (or path itself when it is a directory). */
+tm_status tm__fsync_dir(const char *dir, tm_err *err);
+/* Remove a directory tree we created (only regular files and directories; no symlink follow). */
+void tm__rm_rf(const char *path);
+/* mkdir -p. */
+tm_status tm__mkdir_p(const char *path, tm_err *err);
+/* The directory part of path ("." when none); malloc'd. */
+char *tm__dirname(const char *path);
+#endif

@@ -1,0 +1,1173 @@
+/* quantize.c: the main job. `tensormorph quantize IN -o OUT`:
+**   1. plan: decide for every source tensor: quantize (with which scheme) or copy, and why;
+**      the plan fixes every output tensor's shape and so every byte offset before any data
+**      is written;
+**   2. run: a thread pool walks row chunks of each quantized tensor; a chunk is converted to
+**      float32 once, observed, quantized, packed, written at its known offset, and its error
+**      statistics are measured from the same chunk;
+**   3. finish: fsync and rename the safetensors file(s), write config.json with the
+**      compressed-tensors quantization_config and the manifest, then rename the directory
+**      into place (a killed run leaves nothing at OUT).
+** Layout: ../shared/formats/compressed-tensors.md, summarised in docs/formats.md. */
+#include "../core/core.h"
+#include "../core/fsutil.h"
+#include "../core/pool.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <math.h>
+#include <pthread.h>
+#include <regex.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifndef TM_GIT_COMMIT
+#define TM_GIT_COMMIT "unknown"
+#endif
+
+enum { CHUNK_TARGET_BYTES = 4 << 20 };  /* source bytes per task (about 1M f32 values) */
+
+typedef enum { OUT_COPY = 0, OUT_PACK, OUT_FP8 } out_kind;
+
+typedef struct plan_t {
+    int64_t   src;            /* source tensor index                                          */
+    out_kind  kind;
+    tm_qspec  spec;
+    char      reason[200];    /* why copied                                                    */
+    int64_t   rows, cols;
+    int64_t   n_params;       /* scale entries                                                 */
+    int       pndim;
+    int64_t   pshape[TM_MAX_DIMS];
+    int64_t   e_codes, e_scale, e_shape, e_zp, e_copy; /* writer entry indices or -1           */
+    uint64_t  row_bytes;      /* packed bytes per row of codes                                 */
+    int64_t   rows_per_chunk;
+    int64_t   first_task, n_tasks;
+    float    *scale;          /* [n_params]                                                    */
+    int32_t  *zp;             /* [n_params] or NULL (symmetric)                                */
+    double   *param_l2;       /* [n_params] per-param sum of squared LSB error                 */
+    int64_t  *param_n;
+    tm_erracc *chunk_acc;     /* [n_tasks]                                                     */
+    int64_t   n_degenerate;
+    char      module[256];    /* name without ".weight"                                        */
+} plan_t;
+
+typedef struct job_t {
+    tm_file              *in;
+    const tm_qjob_params *p;
+    plan_t               *plans;
+    int64_t               n_plans;
+    tm_st_writer         *w;
+    int64_t               n_tasks;
+    int64_t              *task_plan;  /* task -> plan index                                     */
+    int64_t              *task_chunk; /* task -> chunk index within its plan                    */
+    uint64_t              total_bytes;
+    atomic_ullong         done_bytes;
+    pthread_mutex_t       prog_mu;
+    float               **fbuf;       /* per thread: chunk as float32                           */
+    float               **qbuf;       /* per thread: dequantized chunk                          */
+    uint8_t             **cbuf;       /* per thread: codes one per byte                         */
+    uint8_t             **pbuf;       /* per thread: packed codes                               */
+    int64_t             **ibuf;       /* per thread: param index per element                    */
+    size_t                buf_elems;
+} job_t;
+
+tm_qjob_params tm_qjob_params_default(void) {
+    tm_qjob_params p;
+    memset(&p, 0, sizeof p);
+    p.spec = tm_qspec_default();
+    p.n_threads = 1;
+    return p;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* plan                                                                                      */
+/* ---------------------------------------------------------------------------------------- */
+
+static int re_match(const char *pattern, const char *s, tm_err *err, int *bad) {
+    regex_t re;
+    if (regcomp(&re, pattern, REG_EXTENDED | REG_NOSUB) != 0) {
+        *bad = 1;
+        tm__err_set(err, TM_E_INVALID_ARG, -1, "invalid regular expression '%s'", pattern);
+        return 0;
+    }
+    int m = regexec(&re, s, 0, NULL, 0) == 0;
+    regfree(&re);
+    return m;
+}
+
+static int is_float_dtype(tm_dtype d) { return d == TM_F32 || d == TM_F16 || d == TM_BF16 || d == TM_F64; }
+
+static int contains(const char *s, const char *sub) { return strstr(s, sub) != NULL; }
+
+static int is_embedding(const char *n) {
+    return contains(n, "embed_tokens") || contains(n, "tok_embeddings") || contains(n, "wte.") ||
+           contains(n, "word_embeddings") || contains(n, "token_embd") || contains(n, ".embed.") ||
+           contains(n, "embeddings.");
+}
+static int is_lm_head(const char *n) {
+    return contains(n, "lm_head") || !strcmp(n, "output.weight") || contains(n, "classifier.weight");
+}
+
+static int ends_with(const char *s, const char *suf) {
+    size_t a = strlen(s), b = strlen(suf);
+    return a >= b && !strcmp(s + a - b, suf);
+}
+
+/* Can compressed-tensors hold this scheme at all? TM_E_INVALID_ARG (exit 2) when not. */
+static tm_status check_layout_scheme(const tm_qspec *s, tm_err *err) {
+    const tm_dtype_traits *t = tm_dtype_get(s->code_dtype);
+    switch (s->code_dtype) {
+    case TM_I8: case TM_I4: case TM_F8_E4M3: break;
+    case TM_U8: case TM_U4:
+        return tm__err_set(err, TM_E_INVALID_ARG, -1,
+                           "--type %s: the compressed-tensors layout stores only signed integer codes "
+                           "(it converts to unsigned itself when packing); use int8/int4 --asymmetric",
+                           t ? t->name : "?");
+    case TM_F8_E5M2:
+        return tm__err_set(err, TM_E_INVALID_ARG, -1,
+                           "--type fp8_e5m2: compressed-tensors has no e5m2 weight format (only "
+                           "float8_e4m3fn); use fp8_e4m3");
+    default:
+        return tm__err_set(err, TM_E_INVALID_ARG, -1, "--type %s is not a quantized code type",
+                           t ? t->name : "?");
+    }
+    int fp8 = s->code_dtype == TM_F8_E4M3;
+    switch (s->gran.kind) {
+    case TM_GRAN_TENSOR: break;
+    case TM_GRAN_CHANNEL:
+        if (s->gran.axis != 0 && s->gran.axis != -2)
+            return tm__err_set(err, TM_E_INVALID_ARG, -1,
+                               "--granularity channel:%d: compressed-tensors keeps one scale per output "
+                               "channel (axis 0) only", s->gran.axis);
+        break;
+    case TM_GRAN_GROUP:
+        if (fp8)
+            return tm__err_set(err, TM_E_INVALID_ARG, -1,
+                               "fp8 weights in compressed-tensors take tensor, channel or block scales, "
+                               "not groups");
+        if (s->gran.axis != 1 && s->gran.axis != -1)
+            return tm__err_set(err, TM_E_INVALID_ARG, -1,
+                               "--granularity group:%lld:%d: compressed-tensors groups run along the "
+                               "input dimension (axis 1) only", (long long)s->gran.group_size, s->gran.axis);
+        break;
+    case TM_GRAN_BLOCK: break;
+    default: return tm__err_set(err, TM_E_INVALID_ARG, -1, "unknown granularity");
+    }
+    if (fp8 && !s->symmetric)
+        return tm__err_set(err, TM_E_INVALID_ARG, -1,
+                           "fp8 codes have no zero point: use --symmetric with fp8_e4m3");
+    if (s->scale_dtype != TM_F32 && s->scale_dtype != TM_F16 && s->scale_dtype != TM_BF16)
+        return tm__err_set(err, TM_E_INVALID_ARG, -1, "--scale-dtype must be f32, f16 or bf16");
+    return TM_OK;
+}
+
+/* Decide one tensor. Returns TM_OK, or an error for --strict / bad regex. */
+static tm_status decide(job_t *j, plan_t *pl, tm_err *err) {
+    const tm_qjob_params *p = j->p;
+    const tm_tensor *t = tm_file_tensor(j->in, pl->src);
+    pl->kind = OUT_COPY;
+    pl->spec = p->spec;
+    int bad = 0;
+    if (t->role != TM_ROLE_DATA) {
+        snprintf(pl->reason, sizeof pl->reason, "%s of %s, copied with it",
+                 t->role == TM_ROLE_SCALE ? "scale" : t->role == TM_ROLE_ZERO_POINT ? "zero point" : "metadata",
+                 tm_file_tensor(j->in, t->owner) ? tm_file_tensor(j->in, t->owner)->name : "?");
+        return TM_OK;
+    }
+    if (t->quant) { snprintf(pl->reason, sizeof pl->reason, "already quantized"); return TM_OK; }
+    if (!is_float_dtype(t->dtype)) {
+        snprintf(pl->reason, sizeof pl->reason, "dtype %s is not a float dtype", tm_dtype_get(t->dtype)->name);
+        return TM_OK;
+    }
+    for (int64_t k = 0; k < p->n_exclude; k++) {
+        if (re_match(p->exclude[k], t->name, err, &bad)) {
+            snprintf(pl->reason, sizeof pl->reason, "excluded by --exclude '%s'", p->exclude[k]);
+            return TM_OK;
+        }
+        if (bad) return TM_E_INVALID_ARG;
+    }
+    if (p->n_include > 0) {
+        int any = 0;
+        for (int64_t k = 0; k < p->n_include && !any; k++) {
+            any = re_match(p->include[k], t->name, err, &bad);
+            if (bad) return TM_E_INVALID_ARG;
+        }
+        if (!any) { snprintf(pl->reason, sizeof pl->reason, "not matched by any --include"); return TM_OK; }
+    }
+    int targeted = 0;
+    for (int64_t k = 0; k < p->n_rules; k++) {
+        const tm_qrule *r = &p->rules[k];
+        int m = re_match(r->pattern, t->name, err, &bad);
+        if (bad) return TM_E_INVALID_ARG;
+        if (!m) continue;
+        if (r->ignore) {
+            snprintf(pl->reason, sizeof pl->reason, "ignored by recipe pattern '%s'", r->pattern);
+            return TM_OK;
+        }
+        if (r->has_spec) pl->spec = r->spec;
+        targeted = 1;
+        break;
+    }
+    if (t->ndim == 1) { snprintf(pl->reason, sizeof pl->reason, "1-D tensor (norm or bias)"); return TM_OK; }
+    if (t->ndim != 2) {
+        snprintf(pl->reason, sizeof pl->reason, "%d-D tensor (only 2-D Linear weights are quantized)", t->ndim);
+        return TM_OK;
+    }
+    if (!targeted && !p->quantize_embeddings) {
+        if (is_embedding(t->name)) { snprintf(pl->reason, sizeof pl->reason, "embedding (kept dense by default)"); return TM_OK; }
+        if (is_lm_head(t->name)) { snprintf(pl->reason, sizeof pl->reason, "lm_head (kept dense by default)"); return TM_OK; }
+    }
+    if (!ends_with(t->name, ".weight")) {
+        snprintf(pl->reason, sizeof pl->reason, "not a '.weight' tensor");
+        return TM_OK;
+    }
+    tm_status s = check_layout_scheme(&pl->spec, err);
+    if (s) return s;
+    pl->rows = t->shape[0];
+    pl->cols = t->shape[1];
+    if (pl->rows == 0 || pl->cols == 0) {
+        snprintf(pl->reason, sizeof pl->reason, "empty tensor");
+        return TM_OK;
+    }
+    if (pl->spec.gran.kind == TM_GRAN_GROUP && pl->cols % pl->spec.gran.group_size != 0) {
+        snprintf(pl->reason, sizeof pl->reason,
+                 "group_size %lld does not divide its %lld columns (compressed-tensors has no ragged groups)",
+                 (long long)pl->spec.gran.group_size, (long long)pl->cols);
+        if (p->strict)
+            return tm__err_set(err, TM_E_UNSUPPORTED, -1, "--strict: tensor '%s': %s", t->name, pl->reason);
+        return TM_OK;
+    }
+    /* normalise axes to the 2-D convention */
+    if (pl->spec.gran.kind == TM_GRAN_CHANNEL) pl->spec.gran.axis = 0;
+    if (pl->spec.gran.kind == TM_GRAN_GROUP) pl->spec.gran.axis = 1;
+    pl->kind = pl->spec.code_dtype == TM_F8_E4M3 ? OUT_FP8 : OUT_PACK;
+    s = tm_qgran_param_shape(&pl->spec.gran, t->ndim, t->shape, &pl->pndim, pl->pshape, &pl->n_params, err);
+    if (s) { tm__err_prefix(err, "tensor '%s'", t->name); return s; }
+    size_t ml = strlen(t->name) - strlen(".weight");
+    if (ml >= sizeof pl->module) ml = sizeof pl->module - 1;
+    memcpy(pl->module, t->name, ml);
+    pl->module[ml] = '\0';
+    return TM_OK;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* run                                                                                       */
+/* ---------------------------------------------------------------------------------------- */
+
+static void progress(job_t *j, const char *phase, uint64_t add) {
+    uint64_t d = atomic_fetch_add(&j->done_bytes, add) + add;
+    if (!j->p->progress) return;
+    if (pthread_mutex_trylock(&j->prog_mu) != 0) return;
+    j->p->progress(j->p->progress_ud, phase, d, j->total_bytes);
+    pthread_mutex_unlock(&j->prog_mu);
+}
+
+/* Convert source rows [r0, r1) of tensor `src` to float32 in out. */
+static tm_status load_rows(job_t *j, int64_t src, int64_t e0, int64_t ne, float *out, tm_err *err) {
+    tm_status s = tm_tensor_read_f32(j->in, src, e0, ne, out, err);
+    if (s) return s;
+    const tm_tensor *t = tm_file_tensor(j->in, src);
+    uint64_t isz = (uint64_t)tm_dtype_get(t->dtype)->bits / 8;
+    tm_tensor_release(j->in, src, (uint64_t)e0 * isz, (uint64_t)ne * isz);
+    return TM_OK;
+}
+
+/* Observe one param unit gathered into `vals`, and store its scale / zero point. */
+static tm_status set_unit(plan_t *pl, int64_t pidx, const float *vals, int64_t n, tm_err *err) {
+    double lo, hi;
+    tm_status s = tm_observe_range(&pl->spec, vals, n, &lo, &hi, err);
+    if (s) return s;
+    float sc;
+    int32_t z;
+    s = tm_qparams_from_range(&pl->spec, lo, hi, &sc, &z, err);
+    if (s) return s;
+    if (lo == hi) pl->n_degenerate++; /* constant (often all-zero) unit: fallback scale */
+    pl->scale[pidx] = sc;
+    if (pl->zp) pl->zp[pidx] = z;
+    return TM_OK;
+}
+
+/* Compute the params of the units that lie in rows [r0, r1) (row-local granularities). */
+static tm_status observe_rows(plan_t *pl, const float *x, int64_t r0, int64_t r1, float *tmp,
+                              tm_err *err) {
+    const tm_qgran *g = &pl->spec.gran;
+    int64_t C = pl->cols;
+    tm_status s = TM_OK;
+    if (g->kind == TM_GRAN_CHANNEL) {
+        for (int64_t r = r0; r < r1 && !s; r++) s = set_unit(pl, r, x + (r - r0) * C, C, err);
+    } else if (g->kind == TM_GRAN_GROUP) {
+        int64_t gs = g->group_size, ng = (C + gs - 1) / gs;
+        for (int64_t r = r0; r < r1 && !s; r++)
+            for (int64_t k = 0; k < ng && !s; k++) {
+                int64_t c0 = k * gs, n = C - c0 < gs ? C - c0 : gs;
+                s = set_unit(pl, r * ng + k, x + (r - r0) * C + c0, n, err);
+            }
+    } else if (g->kind == TM_GRAN_BLOCK) {
+        int64_t bh = g->block_h, bw = g->block_w, nbw = (C + bw - 1) / bw;
+        for (int64_t br = r0 / bh; br * bh < r1 && !s; br++) {
+            int64_t rr0 = br * bh, rr1 = rr0 + bh < pl->rows ? rr0 + bh : pl->rows;
+            for (int64_t bc = 0; bc < nbw && !s; bc++) {
+                int64_t c0 = bc * bw, c1 = c0 + bw < C ? c0 + bw : C, n = 0;
+                for (int64_t r = rr0; r < rr1; r++)
+                    for (int64_t c = c0; c < c1; c++) tmp[n++] = x[(r - r0) * C + c];
+                s = set_unit(pl, br * nbw + bc, tmp, n, err);
+            }
+        }
+    }
+    return s;
+}
+
+static tm_status run_task_inner(void *vctx, int64_t task, int thread, tm_err *err);
+static tm_status run_task(void *vctx, int64_t task, int thread, tm_err *err) {
+    tm_status s = run_task_inner(vctx, task, thread, err);
+    if (s && s != TM_E_NONFINITE && s != TM_E_CANCELLED) {
+        job_t *j = vctx;
+        const tm_tensor *t = tm_file_tensor(j->in, j->plans[j->task_plan[task]].src);
+        if (!strstr(err->msg, t->name)) tm__err_prefix(err, "tensor '%s'", t->name);
+    }
+    return s;
+}
+
+static tm_status run_task_inner(void *vctx, int64_t task, int thread, tm_err *err) {
+    job_t *j = vctx;
+    plan_t *pl = &j->plans[j->task_plan[task]];
+    int64_t chunk = j->task_chunk[task];
+    const tm_tensor *t = tm_file_tensor(j->in, pl->src);
+    tm_status s;
+    if (pl->kind == OUT_COPY) {
+        /* copy the physical bytes unchanged, in pieces */
+        uint64_t piece = CHUNK_TARGET_BYTES;
+        uint64_t off = (uint64_t)chunk * piece;
+        uint64_t n = t->n_bytes - off < piece ? t->n_bytes - off : piece;
+        const void *p;
+        s = tm_tensor_data(j->in, pl->src, off, n, &p, err);
+        if (!s) s = tm_st_writer_write(j->w, pl->e_copy, off, p, (size_t)n, err);
+        tm_tensor_release(j->in, pl->src, off, n);
+        progress(j, "copy", n);
+        return s;
+    }
+    int64_t C = pl->cols;
+    int64_t r0 = chunk * pl->rows_per_chunk;
+    int64_t r1 = r0 + pl->rows_per_chunk < pl->rows ? r0 + pl->rows_per_chunk : pl->rows;
+    int64_t ne = (r1 - r0) * C;
+    float *x = j->fbuf[thread], *xq = j->qbuf[thread];
+    uint8_t *codes = j->cbuf[thread];
+    int64_t *param = j->ibuf[thread];
+    s = load_rows(j, pl->src, r0 * C, ne, x, err);
+    if (s) return s;
+    if (!pl->spec.allow_nonfinite) {
+        for (int64_t k = 0; k < ne; k++)
+            if (!isfinite(x[k])) {
+                int64_t flat = r0 * C + k;
+                return tm__err_set(err, TM_E_NONFINITE, -1,
+                                   "%s: tensor '%s': %s at element %lld ([%lld, %lld]); "
+                                   "use --allow-nonfinite to quantize it anyway",
+                                   tm_file_path(j->in, t->file_index), t->name,
+                                   isnan(x[k]) ? "NaN" : "infinity", (long long)flat,
+                                   (long long)(flat / C), (long long)(flat % C));
+            }
+    }
+    if (pl->spec.gran.kind != TM_GRAN_TENSOR) {
+        s = observe_rows(pl, x, r0, r1, xq, err);
+        if (s) return s;
+    }
+    tm_qparams qp;
+    memset(&qp, 0, sizeof qp);
+    qp.code_dtype = pl->spec.code_dtype;
+    tm_qspec_range(&pl->spec, &qp.qmin, &qp.qmax);
+    qp.gran = pl->spec.gran;
+    qp.n_params = pl->n_params;
+    qp.scale = pl->scale;
+    qp.zero_point = pl->zp;
+    qp.convention = pl->spec.convention;
+    qp.allow_nonfinite = pl->spec.allow_nonfinite;
+    s = tm_quantize_f32(&qp, 2, t->shape, x, r0 * C, ne, codes, NULL, err);
+    if (s) return s;
+    s = tm_dequantize(&qp, 2, t->shape, codes, r0 * C, ne, xq, err);
+    if (s) return s;
+    for (int64_t k = 0; k < ne; k++) param[k] = tm_qgran_param_index(&qp.gran, 2, t->shape, r0 * C + k);
+    tm_erracc *acc = &pl->chunk_acc[chunk];
+    if (pl->spec.gran.kind != TM_GRAN_TENSOR) {
+        /* row-local units: this chunk owns its params, so it may accumulate into them */
+        acc->n_params = pl->n_params;
+        acc->param_sum_l2 = pl->param_l2;
+        acc->param_n = pl->param_n;
+    }
+    int64_t emin = qp.qmin, emax = qp.qmax;
+    if (pl->kind == OUT_FP8) { emin = -448; emax = 448; }
+    tm_erracc_add(acc, pl->spec.code_dtype, x, xq, param, pl->scale, pl->zp, emin, emax, ne);
+    acc->n_params = 0;
+    acc->param_sum_l2 = NULL;
+    acc->param_n = NULL;
+    if (pl->kind == OUT_FP8) {
+        s = tm_st_writer_write(j->w, pl->e_codes, (uint64_t)(r0 * C), codes, (size_t)ne, err);
+    } else {
+        tm_packing pk;
+        memset(&pk, 0, sizeof pk);
+        pk.container = TM_I32;
+        pk.bits = tm_dtype_get(pl->spec.code_dtype)->bits;
+        pk.codes_per_container = 32 / pk.bits;
+        pk.packed_axis = 1;
+        pk.offset = (int64_t)1 << (pk.bits - 1);
+        pk.lsb_first = 1;
+        s = tm_pack_codes(&pk, pl->spec.code_dtype, codes, r1 - r0, C, j->pbuf[thread], err);
+        if (!s)
+            s = tm_st_writer_write(j->w, pl->e_codes, (uint64_t)r0 * pl->row_bytes, j->pbuf[thread],
+                                   (size_t)((uint64_t)(r1 - r0) * pl->row_bytes), err);
+    }
+    progress(j, "quantize", (uint64_t)ne * (uint64_t)tm_dtype_get(t->dtype)->bits / 8);
+    return s;
+}
+
+/* Per-tensor granularity: observe the whole tensor first (one extra streaming pass). */
+static tm_status observe_whole(job_t *j, plan_t *pl, tm_err *err) {
+    const tm_tensor *t = tm_file_tensor(j->in, pl->src);
+    float *all = tm__malloc_n((size_t)t->n_elems, sizeof(float));
+    if (!all) return tm__err_set(err, TM_E_NOMEM, -1, "tensor '%s': out of memory for %lld values",
+                                 t->name, (long long)t->n_elems);
+    tm_status s = load_rows(j, pl->src, 0, t->n_elems, all, err);
+    for (int64_t k = 0; !s && !pl->spec.allow_nonfinite && k < t->n_elems; k++)
+        if (!isfinite(all[k]))
+            s = tm__err_set(err, TM_E_NONFINITE, -1,
+                            "%s: tensor '%s': %s at element %lld; use --allow-nonfinite to quantize it anyway",
+                            tm_file_path(j->in, t->file_index), t->name, isnan(all[k]) ? "NaN" : "infinity",
+                            (long long)k);
+    if (!s) s = set_unit(pl, 0, all, t->n_elems, err);
+    else { free(all); return s; }
+    if (s) tm__err_prefix(err, "tensor '%s'", t->name);
+    free(all);
+    return s;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* finish: scales, zero points, shapes, config.json, manifest                                */
+/* ---------------------------------------------------------------------------------------- */
+
+static tm_status write_params(job_t *j, plan_t *pl, tm_err *err) {
+    /* scale in the scale dtype */
+    tm_dtype sd = pl->spec.scale_dtype;
+    size_t nb = (size_t)tm_dtype_nbytes(sd, pl->n_params);
+    void *buf = malloc(nb ? nb : 1);
+    if (!buf) return tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
+    tm_status s = tm_convert_from_f32(sd, pl->scale, pl->n_params, buf);
+    if (!s) s = tm_st_writer_write(j->w, pl->e_scale, 0, buf, nb, err);
+    free(buf);
+    if (s) return s;
+    if (pl->e_shape >= 0) {
+        int64_t shp[2] = {pl->rows, pl->cols};
+        uint8_t b[16];
+        tm__st64(b, (uint64_t)shp[0]);
+        tm__st64(b + 8, (uint64_t)shp[1]);
+        s = tm_st_writer_write(j->w, pl->e_shape, 0, b, 16, err);
+        if (s) return s;
+    }
+    if (pl->e_zp >= 0) {
+        int bits = tm_dtype_get(pl->spec.code_dtype)->bits;
+        if (pl->spec.gran.kind == TM_GRAN_TENSOR) {
+            int8_t z = (int8_t)pl->zp[0];
+            s = tm_st_writer_write(j->w, pl->e_zp, 0, &z, 1, err);
+        } else {
+            /* [prow, ng] params packed along dim 0: [ceil(prow*bits/32), ng] I32 */
+            int64_t ng = pl->pndim >= 2 ? pl->pshape[1] : 1, prow = pl->n_params / ng;
+            uint64_t wrows = ((uint64_t)prow * (uint64_t)bits + 31) / 32;
+            uint8_t *zc = tm__malloc_n((size_t)pl->n_params, 1);
+            uint8_t *le = tm__calloc((size_t)(wrows * (uint64_t)ng), 4);
+            if (!zc || !le) { free(zc); free(le); return tm__err_set(err, TM_E_NOMEM, -1, "out of memory"); }
+            for (int64_t k = 0; k < pl->n_params; k++) zc[k] = (uint8_t)(int8_t)pl->zp[k];
+            tm_packing pk;
+            memset(&pk, 0, sizeof pk);
+            pk.container = TM_I32;
+            pk.bits = bits;
+            pk.codes_per_container = 32 / bits;
+            pk.packed_axis = 0;
+            pk.offset = (int64_t)1 << (bits - 1);
+            pk.lsb_first = 1;
+            s = tm_pack_codes_dim0(&pk, pl->spec.code_dtype, zc, prow, ng, le, err);
+            if (!s) s = tm_st_writer_write(j->w, pl->e_zp, 0, le, (size_t)(wrows * (uint64_t)ng * 4), err);
+            free(zc);
+            free(le);
+        }
+    }
+    return s;
+}
+
+static const char *observer_name(const tm_observer *o, char *buf, size_t n) {
+    switch (o->kind) {
+    case TM_OBS_MINMAX: return "minmax";
+    case TM_OBS_EMA_MINMAX: return "ema_minmax";
+    case TM_OBS_HISTOGRAM: return "histogram";
+    case TM_OBS_PERCENTILE: snprintf(buf, n, "percentile:%g", o->percentile); return buf;
+    case TM_OBS_MSE: return "mse";
+    case TM_OBS_ENTROPY: return "entropy";
+    default: return "?";
+    }
+}
+
+static const char *gran_strategy(tm_granularity g) {
+    switch (g) {
+    case TM_GRAN_TENSOR: return "tensor";
+    case TM_GRAN_CHANNEL: return "channel";
+    case TM_GRAN_GROUP: return "group";
+    case TM_GRAN_BLOCK: return "block";
+    default: return "?";
+    }
+}
+
+/* QuantizationArgs of compressed-tensors for one scheme (every key the library knows). */
+static json_t *ct_weights_args(const tm_qspec *s) {
+    json_t *w = json_object();
+    int fp8 = s->code_dtype == TM_F8_E4M3;
+    json_object_set_new(w, "num_bits", json_integer(tm_dtype_get(s->code_dtype)->bits));
+    json_object_set_new(w, "type", json_string(fp8 ? "float" : "int"));
+    json_object_set_new(w, "symmetric", json_boolean(s->symmetric));
+    json_object_set_new(w, "group_size", s->gran.kind == TM_GRAN_GROUP ? json_integer(s->gran.group_size) : json_null());
+    json_object_set_new(w, "strategy", json_string(gran_strategy(s->gran.kind)));
+    json_object_set_new(w, "block_structure", json_null());
+    if (s->gran.kind == TM_GRAN_BLOCK) {
+        json_t *b = json_array();
+        json_array_append_new(b, json_integer(s->gran.block_h));
+        json_array_append_new(b, json_integer(s->gran.block_w));
+        json_object_set_new(w, "block_structure", b);
+    }
+    json_object_set_new(w, "dynamic", json_false());
+    json_object_set_new(w, "actorder", json_null());
+    json_object_set_new(w, "scale_dtype", json_null());
+    json_object_set_new(w, "zp_dtype", s->symmetric ? json_null() : json_string("torch.int8"));
+    json_object_set_new(w, "observer", json_string("minmax"));
+    json_object_set_new(w, "observer_kwargs", json_object());
+    return w;
+}
+
+static int same_scheme(const tm_qspec *a, const tm_qspec *b) {
+    return a->code_dtype == b->code_dtype && a->symmetric == b->symmetric &&
+           a->gran.kind == b->gran.kind && a->gran.group_size == b->gran.group_size &&
+           a->gran.block_h == b->gran.block_h && a->gran.block_w == b->gran.block_w;
+}
+
+static json_t *build_quant_config(job_t *j) {
+    json_t *qc = json_object();
+    json_t *groups = json_object();
+    /* one config group per distinct scheme */
+    int64_t n_groups = 0;
+    int64_t *rep = tm__calloc((size_t)j->n_plans + 1, sizeof(int64_t));
+    for (int64_t i = 0; rep && i < j->n_plans; i++) {
+        if (j->plans[i].kind == OUT_COPY) continue;
+        int found = 0;
+        for (int64_t g = 0; g < n_groups && !found; g++) found = same_scheme(&j->plans[rep[g]].spec, &j->plans[i].spec);
+        if (!found) rep[n_groups++] = i;
+    }
+    const char *top_format = NULL;
+    int mixed = 0;
+    for (int64_t g = 0; g < n_groups; g++) {
+        const plan_t *r = &j->plans[rep[g]];
+        const char *fmt = r->kind == OUT_FP8 ? "naive-quantized" : "pack-quantized";
+        if (top_format && strcmp(top_format, fmt)) mixed = 1;
+        top_format = fmt;
+        json_t *grp = json_object();
+        json_t *targets = json_array();
+        if (n_groups == 1) {
+            json_array_append_new(targets, json_string("Linear"));
+        } else {
+            for (int64_t i = 0; i < j->n_plans; i++)
+                if (j->plans[i].kind != OUT_COPY && same_scheme(&j->plans[i].spec, &r->spec))
+                    json_array_append_new(targets, json_string(j->plans[i].module));
+        }
+        json_object_set_new(grp, "targets", targets);
+        json_object_set_new(grp, "weights", ct_weights_args(&r->spec));
+        json_object_set_new(grp, "input_activations", json_null());
+        json_object_set_new(grp, "output_activations", json_null());
+        json_object_set_new(grp, "format", json_string(fmt));
+        char name[32];
+        snprintf(name, sizeof name, "group_%lld", (long long)g);
+        json_object_set_new(groups, name, grp);
+    }
+    free(rep);
+    json_t *ignore = json_array();
+    for (int64_t i = 0; i < j->n_plans; i++) {
+        const plan_t *pl = &j->plans[i];
+        const tm_tensor *t = tm_file_tensor(j->in, pl->src);
+        if (pl->kind != OUT_COPY || t->role != TM_ROLE_DATA || t->ndim != 2 || !ends_with(t->name, ".weight"))
+            continue;
+        if (is_embedding(t->name)) continue; /* not a Linear module */
+        char mod[256];
+        size_t ml = strlen(t->name) - strlen(".weight");
+        if (ml >= sizeof mod) ml = sizeof mod - 1;
+        memcpy(mod, t->name, ml);
+        mod[ml] = '\0';
+        json_array_append_new(ignore, json_string(mod));
+    }
+    json_object_set_new(qc, "config_groups", groups);
+    json_object_set_new(qc, "format", json_string(mixed ? "mixed-precision" : (top_format ? top_format : "dense")));
+    json_object_set_new(qc, "global_compression_ratio", json_null());
+    json_object_set_new(qc, "ignore", ignore);
+    json_object_set_new(qc, "kv_cache_scheme", json_null());
+    json_object_set_new(qc, "quant_method", json_string("compressed-tensors"));
+    json_object_set_new(qc, "quantization_status", json_string("compressed"));
+    json_object_set_new(qc, "sparsity_config", json_object());
+    json_object_set_new(qc, "transform_config", json_object());
+    json_object_set_new(qc, "version", json_string("0.18.0"));
+    return qc;
+}
+
+static tm_status write_config(job_t *j, const char *dir, tm_err *err) {
+    json_t *cfg = NULL;
+    const char *src = tm_file_config_json(j->in);
+    if (src) {
+        cfg = json_loads(src, 0, NULL);
+        if (cfg && !json_is_object(cfg)) { json_decref(cfg); cfg = NULL; }
+    }
+    if (!cfg) cfg = json_object();
+    json_object_del(cfg, "compression_config");
+    json_object_set_new(cfg, "quantization_config", build_quant_config(j));
+    char *text = json_dumps(cfg, JSON_INDENT(2) | JSON_SORT_KEYS | JSON_REAL_PRECISION(17));
+    json_decref(cfg);
+    if (!text) return tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
+    char *path = tm__aprintf("%s/config.json", dir);
+    tm_status s = path ? tm__write_file_atomic(path, text, strlen(text), err)
+                       : tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
+    free(path);
+    free(text);
+    return s;
+}
+
+static json_t *num(double v) {
+    if (isnan(v)) return json_string("nan");
+    if (isinf(v)) return json_string(v > 0 ? "inf" : "-inf");
+    return json_real(v);
+}
+
+static json_t *spec_json(const tm_qspec *s) {
+    json_t *o = json_object();
+    char ob[48];
+    json_object_set_new(o, "type", json_string(tm_dtype_get(s->code_dtype)->name));
+    json_object_set_new(o, "granularity", json_string(gran_strategy(s->gran.kind)));
+    if (s->gran.kind == TM_GRAN_CHANNEL || s->gran.kind == TM_GRAN_GROUP)
+        json_object_set_new(o, "axis", json_integer(s->gran.axis));
+    if (s->gran.kind == TM_GRAN_GROUP) json_object_set_new(o, "group_size", json_integer(s->gran.group_size));
+    if (s->gran.kind == TM_GRAN_BLOCK) {
+        json_t *b = json_array();
+        json_array_append_new(b, json_integer(s->gran.block_h));
+        json_array_append_new(b, json_integer(s->gran.block_w));
+        json_object_set_new(o, "block", b);
+    }
+    json_object_set_new(o, "symmetric", json_boolean(s->symmetric));
+    json_object_set_new(o, "observer", json_string(observer_name(&s->observer, ob, sizeof ob)));
+    json_object_set_new(o, "convention", json_string(s->convention == TM_CONV_TORCH ? "torch" : "onnx"));
+    json_object_set_new(o, "scale_dtype", json_string(tm_dtype_get(s->scale_dtype)->name));
+    json_object_set_new(o, "allow_nonfinite", json_boolean(s->allow_nonfinite));
+    return o;
+}
+
+json_t *tm__errsum_json(const tm_errsum *e);
+json_t *tm__errsum_json(const tm_errsum *e) {
+    json_t *o = json_object();
+    json_object_set_new(o, "sqnr_db", num(e->sqnr_db));
+    json_object_set_new(o, "rmse", num(e->rmse));
+    json_object_set_new(o, "rmse_lsb", num(e->rmse_lsb));
+    json_object_set_new(o, "max_abs_err", num(e->max_abs_err));
+    json_object_set_new(o, "max_err_lsb", num(e->max_err_lsb));
+    json_object_set_new(o, "clipped_fraction", num(e->clipped_fraction));
+    json_object_set_new(o, "cosine", num(e->cosine));
+    json_object_set_new(o, "worst_group", json_integer(e->worst_group));
+    json_object_set_new(o, "worst_group_rmse_lsb", num(e->worst_group_rmse_lsb));
+    json_object_set_new(o, "n_nonfinite", json_integer(e->n_nonfinite));
+    return o;
+}
+
+static void iso_time(time_t t, char *buf, size_t n) {
+    struct tm tmv;
+    gmtime_r(&t, &tmv);
+    strftime(buf, n, "%Y-%m-%dT%H:%M:%SZ", &tmv);
+}
+
+typedef struct hash_job {
+    tm_file *in;
+    char   (*hex)[65];
+    tm_status status;
+    tm_err    err;
+} hash_job;
+
+static void *hash_sources(void *p) {
+    hash_job *h = p;
+    h->status = TM_OK;
+    for (int i = 0; i < tm_file_n_paths(h->in) && !h->status; i++)
+        h->status = tm_sha256_file(tm_file_path(h->in, i), h->hex[i], NULL, &h->err);
+    return NULL;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+
+static void free_plans(job_t *j) {
+    for (int64_t i = 0; i < j->n_plans; i++) {
+        plan_t *pl = &j->plans[i];
+        free(pl->scale); free(pl->zp); free(pl->param_l2); free(pl->param_n); free(pl->chunk_acc);
+    }
+    free(j->plans);
+    free(j->task_plan);
+    free(j->task_chunk);
+}
+
+static void free_bufs(job_t *j, int nt) {
+    for (int t = 0; t < nt; t++) {
+        if (j->fbuf) free(j->fbuf[t]);
+        if (j->qbuf) free(j->qbuf[t]);
+        if (j->cbuf) free(j->cbuf[t]);
+        if (j->pbuf) free(j->pbuf[t]);
+        if (j->ibuf) free(j->ibuf[t]);
+    }
+    free(j->fbuf); free(j->qbuf); free(j->cbuf); free(j->pbuf); free(j->ibuf);
+}
+
+void tm_qjob_result_free(tm_qjob_result *r) {
+    if (!r) return;
+    free(r->tensors);
+    free(r->manifest_json);
+    free(r->out_path);
+    free(r);
+}
+
+tm_status tm_quantize_checkpoint(tm_file *in, const char *out_dir, const tm_qjob_params *p,
+                                 tm_qjob_result **out, tm_err *err) {
+    *out = NULL;
+    tm_qjob_params defp = tm_qjob_params_default();
+    if (!p) p = &defp;
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    time_t wall0 = time(NULL);
+    int nt = p->n_threads > 0 ? p->n_threads : 1;
+    job_t j;
+    memset(&j, 0, sizeof j);
+    j.in = in;
+    j.p = p;
+    pthread_mutex_init(&j.prog_mu, NULL);
+    atomic_init(&j.done_bytes, 0);
+    tm_status s = check_layout_scheme(&p->spec, err);
+    for (int64_t k = 0; !s && k < p->n_rules; k++)
+        if (p->rules[k].has_spec && !p->rules[k].ignore) {
+            s = check_layout_scheme(&p->rules[k].spec, err);
+            if (s) tm__err_prefix(err, "recipe target '%s'", p->rules[k].pattern);
+        }
+    if (s) return s;
+
+    /* ---- plan ---- */
+    int64_t n = tm_file_n_tensors(in);
+    j.plans = tm__calloc((size_t)(n ? n : 1), sizeof(plan_t));
+    if (!j.plans) return tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
+    j.n_plans = n;
+    int64_t n_entries = 0;
+    for (int64_t i = 0; i < n && !s; i++) {
+        plan_t *pl = &j.plans[i];
+        pl->src = i;
+        pl->e_codes = pl->e_scale = pl->e_shape = pl->e_zp = pl->e_copy = -1;
+        s = decide(&j, pl, err);
+        n_entries += pl->kind == OUT_COPY ? 1 : 4;
+    }
+    tm_st_entry *entries = s ? NULL : tm__calloc((size_t)(n_entries ? n_entries : 1), sizeof(tm_st_entry));
+    char **names = s ? NULL : tm__calloc((size_t)(n_entries ? n_entries : 1), sizeof(char *));
+    if (!s && (!entries || !names)) s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
+    int64_t ne = 0;
+    for (int64_t i = 0; i < n && !s; i++) {
+        plan_t *pl = &j.plans[i];
+        const tm_tensor *t = tm_file_tensor(in, i);
+        if (pl->kind == OUT_COPY) {
+            tm_st_entry *e = &entries[ne];
+            e->name = t->phys_name;
+            e->dtype = t->phys_dtype;
+            e->ndim = t->phys_ndim;
+            memcpy(e->shape, t->phys_shape, sizeof e->shape);
+            pl->e_copy = ne++;
+            j.total_bytes += t->n_bytes;
+            continue;
+        }
+        int bits = tm_dtype_get(pl->spec.code_dtype)->bits;
+        /* codes */
+        tm_st_entry *e = &entries[ne];
+        if (pl->kind == OUT_FP8) {
+            names[ne] = tm__aprintf("%s.weight", pl->module);
+            e->dtype = TM_F8_E4M3;
+            e->ndim = 2; e->shape[0] = pl->rows; e->shape[1] = pl->cols;
+            pl->row_bytes = (uint64_t)pl->cols;
+        } else {
+            names[ne] = tm__aprintf("%s.weight_packed", pl->module);
+            int64_t words = (pl->cols * bits + 31) / 32;
+            e->dtype = TM_I32;
+            e->ndim = 2; e->shape[0] = pl->rows; e->shape[1] = words;
+            pl->row_bytes = (uint64_t)words * 4;
+        }
+        e->name = names[ne];
+        pl->e_codes = ne++;
+        /* scale: tensor [1], channel [rows, 1], group [rows, ngroups], block [nbr, nbc] */
+        e = &entries[ne];
+        names[ne] = tm__aprintf("%s.weight_scale", pl->module);
+        e->name = names[ne];
+        e->dtype = pl->spec.scale_dtype;
+        if (pl->spec.gran.kind == TM_GRAN_TENSOR) { e->ndim = 1; e->shape[0] = 1; }
+        else if (pl->spec.gran.kind == TM_GRAN_CHANNEL) { e->ndim = 2; e->shape[0] = pl->rows; e->shape[1] = 1; }
+        else { e->ndim = 2; e->shape[0] = pl->pshape[0]; e->shape[1] = pl->pshape[1]; }
+        pl->e_scale = ne++;
+        if (pl->kind == OUT_PACK) {
+            e = &entries[ne];
+            names[ne] = tm__aprintf("%s.weight_shape", pl->module);
+            e->name = names[ne];
+            e->dtype = TM_I64; e->ndim = 1; e->shape[0] = 2;
+            pl->e_shape = ne++;
+        }
+        if (!pl->spec.symmetric) {
+            e = &entries[ne];
+            names[ne] = tm__aprintf("%s.weight_zero_point", pl->module);
+            e->name = names[ne];
+            if (pl->spec.gran.kind == TM_GRAN_TENSOR) { e->dtype = TM_I8; e->ndim = 1; e->shape[0] = 1; }
+            else {
+                int64_t ng = pl->pndim >= 2 ? pl->pshape[1] : 1, prow = pl->n_params / ng;
+                e->dtype = TM_I32; e->ndim = 2; e->shape[0] = (prow * bits + 31) / 32; e->shape[1] = ng;
+            }
+            pl->e_zp = ne++;
+        }
+        for (int64_t k = pl->e_codes; k < ne; k++)
+            if (!names[k]) s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
+        pl->scale = tm__calloc((size_t)pl->n_params, sizeof(float));
+        pl->zp = pl->spec.symmetric ? NULL : tm__calloc((size_t)pl->n_params, sizeof(int32_t));
+        pl->param_l2 = tm__calloc((size_t)pl->n_params, sizeof(double));
+        pl->param_n = tm__calloc((size_t)pl->n_params, sizeof(int64_t));
+        if (!pl->scale || (!pl->spec.symmetric && !pl->zp) || !pl->param_l2 || !pl->param_n)
+            s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
+        j.total_bytes += t->n_bytes;
+    }
+    /* tasks */
+    size_t max_chunk_elems = 1;
+    for (int64_t i = 0; i < n && !s; i++) {
+        plan_t *pl = &j.plans[i];
+        const tm_tensor *t = tm_file_tensor(in, i);
+        pl->first_task = j.n_tasks;
+        if (pl->kind == OUT_COPY) {
+            pl->n_tasks = (int64_t)((t->n_bytes + CHUNK_TARGET_BYTES - 1) / CHUNK_TARGET_BYTES);
+        } else {
+            uint64_t row_src = (uint64_t)pl->cols * (uint64_t)tm_dtype_get(t->dtype)->bits / 8;
+            int64_t rpc = (int64_t)(CHUNK_TARGET_BYTES / (row_src ? row_src : 1));
+            if (rpc < 1) rpc = 1;
+            if (pl->spec.gran.kind == TM_GRAN_BLOCK) {
+                int64_t bh = pl->spec.gran.block_h;
+                rpc = rpc < bh ? bh : rpc / bh * bh;
+            }
+            if (rpc > pl->rows) rpc = pl->rows;
+            pl->rows_per_chunk = rpc;
+            pl->n_tasks = (pl->rows + rpc - 1) / rpc;
+            if ((size_t)(rpc * pl->cols) > max_chunk_elems) max_chunk_elems = (size_t)(rpc * pl->cols);
+            pl->chunk_acc = tm__calloc((size_t)pl->n_tasks, sizeof(tm_erracc));
+            if (!pl->chunk_acc) s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
+        }
+        j.n_tasks += pl->n_tasks;
+    }
+    if (!s) {
+        j.task_plan = tm__calloc((size_t)(j.n_tasks + 1), sizeof(int64_t));
+        j.task_chunk = tm__calloc((size_t)(j.n_tasks + 1), sizeof(int64_t));
+        if (!j.task_plan || !j.task_chunk) s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
+        for (int64_t i = 0; !s && i < n; i++)
+            for (int64_t c = 0; c < j.plans[i].n_tasks; c++) {
+                j.task_plan[j.plans[i].first_task + c] = i;
+                j.task_chunk[j.plans[i].first_task + c] = c;
+            }
+    }
+    if (!s) {
+        j.buf_elems = max_chunk_elems;
+        j.fbuf = tm__calloc((size_t)nt, sizeof(float *));
+        j.qbuf = tm__calloc((size_t)nt, sizeof(float *));
+        j.cbuf = tm__calloc((size_t)nt, sizeof(uint8_t *));
+        j.pbuf = tm__calloc((size_t)nt, sizeof(uint8_t *));
+        j.ibuf = tm__calloc((size_t)nt, sizeof(int64_t *));
+        if (!j.fbuf || !j.qbuf || !j.cbuf || !j.pbuf || !j.ibuf) s = tm__err_set(err, TM_E_NOMEM, -1, "oom");
+        for (int t = 0; t < nt && !s; t++) {
+            j.fbuf[t] = tm__malloc_n(max_chunk_elems, sizeof(float));
+            j.qbuf[t] = tm__malloc_n(max_chunk_elems, sizeof(float));
+            j.cbuf[t] = tm__malloc_n(max_chunk_elems, 1);
+            j.pbuf[t] = tm__malloc_n(max_chunk_elems + 64, 1);
+            j.ibuf[t] = tm__malloc_n(max_chunk_elems, sizeof(int64_t));
+            if (!j.fbuf[t] || !j.qbuf[t] || !j.cbuf[t] || !j.pbuf[t] || !j.ibuf[t])
+                s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory for chunk buffers");
+        }
+    }
+
+    /* ---- output directory, built beside the target and renamed at the end ---- */
+    char *tmpdir = NULL, *stpath = NULL;
+    struct stat st;
+    if (!s && stat(out_dir, &st) == 0) {
+        if (!S_ISDIR(st.st_mode))
+            s = tm__err_set(err, TM_E_INVALID_ARG, -1, "%s exists and is not a directory", out_dir);
+    }
+    if (!s) {
+        tmpdir = tm__aprintf("%s.tmp.%ld", out_dir, (long)getpid());
+        if (!tmpdir) s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
+        else {
+            tm__rm_rf(tmpdir);
+            if (mkdir(tmpdir, 0755) != 0) s = tm__err_sys(err, errno, "%s: cannot create directory", tmpdir);
+        }
+    }
+    if (!s) {
+        stpath = tm__aprintf("%s/model.safetensors", tmpdir);
+        const char *mk[] = {"format", "quantized_by"};
+        const char *mv[] = {"pt", "tensormorph " TM_VERSION_STRING};
+        tm_st_write_params wp;
+        memset(&wp, 0, sizeof wp);
+        wp.max_shard_bytes = p->max_shard_bytes;
+        wp.meta_keys = mk;
+        wp.meta_values = mv;
+        wp.n_meta = 2;
+        s = stpath ? tm_st_writer_open(stpath, entries, ne, &wp, &j.w, err)
+                   : tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
+    }
+    /* hash the sources in a thread beside the work */
+    hash_job hj;
+    memset(&hj, 0, sizeof hj);
+    pthread_t hth;
+    int hashing = 0;
+    int nsrc = tm_file_n_paths(in);
+    hj.hex = tm__calloc((size_t)nsrc + 1, sizeof *hj.hex);
+    if (!s && !hj.hex) s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
+    if (!s && !p->no_checksums) {
+        hj.in = in;
+        if (pthread_create(&hth, NULL, hash_sources, &hj) == 0) hashing = 1;
+        else hash_sources(&hj);
+    }
+
+    /* ---- run ---- */
+    for (int64_t i = 0; i < n && !s; i++)
+        if (j.plans[i].kind != OUT_COPY && j.plans[i].spec.gran.kind == TM_GRAN_TENSOR)
+            s = observe_whole(&j, &j.plans[i], err);
+    if (!s) s = tm__parallel_for(j.n_tasks, nt, run_task, &j, p->cancel, err);
+    if (s && s != TM_E_CANCELLED) {
+        int64_t dummy = 0;
+        (void)dummy;
+    }
+    for (int64_t i = 0; i < n && !s; i++)
+        if (j.plans[i].kind != OUT_COPY) s = write_params(&j, &j.plans[i], err);
+    if (hashing) {
+        pthread_join(hth, NULL);
+        if (!s && hj.status) { s = hj.status; *err = hj.err; }
+    }
+    if (!s) s = tm_st_writer_finish(j.w, err);
+    if (!s) s = write_config(&j, tmpdir, err);
+
+    /* ---- results and manifest ---- */
+    tm_qjob_result *res = NULL;
+    json_t *man = NULL;
+    if (!s) {
+        res = calloc(1, sizeof *res);
+        if (res) res->tensors = tm__calloc((size_t)(n ? n : 1), sizeof(tm_qjob_tensor));
+        if (!res || !res->tensors) s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
+    }
+    tm_qdiff_result qr;
+    memset(&qr, 0, sizeof qr);
+    if (!s) {
+        qr.entries = tm__calloc((size_t)(n ? n : 1), sizeof(tm_qdiff_entry));
+        if (!qr.entries) s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
+    }
+    for (int64_t i = 0; i < n && !s; i++) {
+        plan_t *pl = &j.plans[i];
+        tm_qjob_tensor *rt = &res->tensors[res->n++];
+        const tm_tensor *t = tm_file_tensor(in, i);
+        rt->name = t->name;
+        res->src_bytes += t->n_bytes;
+        if (pl->kind == OUT_COPY) {
+            snprintf(rt->reason, sizeof rt->reason, "%s", pl->reason);
+            continue;
+        }
+        rt->quantized = 1;
+        rt->spec = pl->spec;
+        rt->n_degenerate = pl->n_degenerate;
+        res->n_quantized++;
+        tm_erracc total;
+        tm_erracc_init(&total, 0, NULL);
+        for (int64_t c = 0; c < pl->n_tasks; c++) tm_erracc_merge(&total, &pl->chunk_acc[c]);
+        total.n_params = pl->spec.gran.kind == TM_GRAN_TENSOR ? 0 : pl->n_params;
+        total.param_sum_l2 = pl->param_l2;
+        total.param_n = pl->param_n;
+        tm_erracc_summary(&total, &rt->e);
+        if (pl->spec.gran.kind == TM_GRAN_TENSOR) { rt->e.worst_group = 0; rt->e.worst_group_rmse_lsb = rt->e.rmse_lsb; }
+        tm_qdiff_entry *qe = &qr.entries[qr.n++];
+        qe->name = t->name;
+        qe->ref_index = i;
+        qe->q_index = i;
+        qe->e = rt->e;
+    }
+    if (!s) {
+        tm_qdiff_flag(&qr);
+        for (int64_t k = 0; k < qr.n; k++)
+            for (int64_t i = 0; i < res->n; i++)
+                if (res->tensors[i].name == qr.entries[k].name) {
+                    res->tensors[i].flagged = qr.entries[k].flagged;
+                    snprintf(res->tensors[i].flag_reason, sizeof res->tensors[i].flag_reason, "%s", qr.entries[k].reason);
+                }
+    }
+    if (!s) {
+        struct timespec t1;
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        res->seconds = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+        man = json_object();
+        json_object_set_new(man, "schema", json_string("tensormorph.manifest/1"));
+        json_t *tool = json_object();
+        json_object_set_new(tool, "name", json_string("tensormorph"));
+        json_object_set_new(tool, "version", json_string(TM_VERSION_STRING));
+        json_object_set_new(tool, "git_commit", json_string(TM_GIT_COMMIT));
+        json_object_set_new(man, "tool", tool);
+        json_object_set_new(man, "command_line", p->command_line ? json_string(p->command_line) : json_null());
+        tm_host_info_t h;
+        tm_host_info(&h);
+        json_t *host = json_object();
+        json_object_set_new(host, "cpu_model", json_string(h.cpu_model));
+        json_object_set_new(host, "cores", json_integer(h.n_cores));
+        json_object_set_new(host, "os", json_string(h.os));
+        json_object_set_new(host, "hostname", json_string(h.hostname));
+        json_object_set_new(man, "host", host);
+        json_object_set_new(man, "checksums", json_string(p->no_checksums ? "skipped (--no-checksums)" : "sha256"));
+        json_t *srcs = json_array();
+        json_t *rb = json_array();
+        for (int i = 0; i < nsrc; i++) {
+            json_t *o = json_object();
+            json_object_set_new(o, "path", json_string(tm_file_path(in, i)));
+            json_object_set_new(o, "bytes", json_integer((json_int_t)tm_file_size(in, i)));
+            json_object_set_new(o, "sha256", p->no_checksums ? json_null() : json_string(hj.hex[i]));
+            json_array_append_new(srcs, o);
+            if (!p->no_checksums) json_array_append_new(rb, json_string(hj.hex[i]));
+        }
+        json_object_set_new(man, "sources", srcs);
+        json_t *rollback = json_object();
+        json_object_set_new(rollback, "note", json_string("the source checkpoint is the higher-precision rollback artifact; its sha256 values are the rollback checksums"));
+        json_object_set_new(rollback, "sha256", rb);
+        json_object_set_new(man, "rollback", rollback);
+        json_t *recipe = json_object();
+        json_object_set_new(recipe, "default", spec_json(&p->spec));
+        json_object_set_new(recipe, "quantize_embeddings", json_boolean(p->quantize_embeddings));
+        json_t *inc = json_array(), *exc = json_array(), *rules = json_array();
+        for (int64_t k = 0; k < p->n_include; k++) json_array_append_new(inc, json_string(p->include[k]));
+        for (int64_t k = 0; k < p->n_exclude; k++) json_array_append_new(exc, json_string(p->exclude[k]));
+        for (int64_t k = 0; k < p->n_rules; k++) {
+            json_t *r = json_object();
+            json_object_set_new(r, "pattern", json_string(p->rules[k].pattern));
+            json_object_set_new(r, "ignore", json_boolean(p->rules[k].ignore));
+            if (p->rules[k].has_spec) json_object_set_new(r, "scheme", spec_json(&p->rules[k].spec));
+            json_array_append_new(rules, r);
+        }
+        json_object_set_new(recipe, "include", inc);
+        json_object_set_new(recipe, "exclude", exc);
+        json_object_set_new(recipe, "rules", rules);
+        json_object_set_new(recipe, "recipe_file", p->recipe_path ? json_string(p->recipe_path) : json_null());
+        if (p->recipe_json) {
+            json_t *rj = json_loads(p->recipe_json, 0, NULL);
+            json_object_set_new(recipe, "recipe", rj ? rj : json_string(p->recipe_json));
+        }
+        json_object_set_new(man, "recipe", recipe);
+        json_t *cal = json_object();
+        json_object_set_new(cal, "data", json_string("none: weight-only quantization; each observer ran on the weights themselves"));
+        json_object_set_new(man, "calibration", cal);
+        json_t *ts = json_array();
+        for (int64_t i = 0; i < res->n; i++) {
+            tm_qjob_tensor *rt = &res->tensors[i];
+            json_t *o = json_object();
+            json_object_set_new(o, "name", json_string(rt->name));
+            json_object_set_new(o, "decision", json_string(rt->quantized ? "quantized" : "kept"));
+            if (rt->quantized) {
+                json_object_set_new(o, "scheme", spec_json(&rt->spec));
+                json_object_set_new(o, "error", tm__errsum_json(&rt->e));
+                json_object_set_new(o, "degenerate_units", json_integer(rt->n_degenerate));
+                json_object_set_new(o, "flagged", json_boolean(rt->flagged));
+                json_object_set_new(o, "flag_reason", json_string(rt->flag_reason));
+            } else {
+                json_object_set_new(o, "reason", json_string(rt->reason));
+            }
+            json_array_append_new(ts, o);
+        }
+        json_object_set_new(man, "tensors", ts);
+        json_t *outs = json_array();
+        for (int f = 0; f < tm_st_writer_n_files(j.w); f++) {
+            const char *fp = tm_st_writer_file(j.w, f);
+            const char *base = strrchr(fp, '/') ? strrchr(fp, '/') + 1 : fp;
+            json_t *o = json_object();
+            char hex[65];
+            uint64_t nb = 0;
+            json_object_set_new(o, "file", json_string(base));
+            if (!p->no_checksums) {
+                s = tm_sha256_file(fp, hex, &nb, err);
+                if (s) break;
+                json_object_set_new(o, "sha256", json_string(hex));
+            } else {
+                struct stat fst;
+                if (stat(fp, &fst) == 0) nb = (uint64_t)fst.st_size;
+                json_object_set_new(o, "sha256", json_null());
+            }
+            json_object_set_new(o, "bytes", json_integer((json_int_t)nb));
+            res->out_bytes += nb;
+            json_array_append_new(outs, o);
+        }
+        json_t *output = json_object();
+        json_object_set_new(output, "path", json_string(out_dir));
+        json_object_set_new(output, "format", json_string("compressed-tensors"));
+        json_object_set_new(output, "files", outs);
+        json_object_set_new(man, "output", output);
+        json_t *sum = json_object();
+        json_object_set_new(sum, "n_tensors", json_integer(res->n));
+        json_object_set_new(sum, "n_quantized", json_integer(res->n_quantized));
+        json_object_set_new(sum, "n_flagged", json_integer(qr.n_flagged));
+        json_object_set_new(sum, "median_sqnr_db", num(qr.median_sqnr_db));
+        json_object_set_new(sum, "source_bytes", json_integer((json_int_t)res->src_bytes));
+        json_object_set_new(sum, "output_bytes", json_integer((json_int_t)res->out_bytes));
+        json_object_set_new(man, "results", sum);
+        char tb[32], te[32];
+        iso_time(wall0, tb, sizeof tb);
+        iso_time(time(NULL), te, sizeof te);
+        json_t *times = json_object();
+        json_object_set_new(times, "started_utc", json_string(tb));
+        json_object_set_new(times, "finished_utc", json_string(te));
+        json_object_set_new(times, "seconds", json_real(res->seconds));
+        json_object_set_new(man, "times", times);
+    }
+    if (!s) {
+        res->manifest_json = json_dumps(man, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17));
+        char *mp = tm__aprintf("%s/tensormorph-manifest.json", tmpdir);
+        if (!res->manifest_json || !mp) s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
+        else s = tm__write_file_atomic(mp, res->manifest_json, strlen(res->manifest_json), err);
+        free(mp);
+    }
+    json_decref(man);
+    free(qr.entries);
+    /* ---- rename the directory into place ---- */
+    if (!s) {
+        char *old = NULL;
+        if (stat(out_dir, &st) == 0) {
+            old = tm__aprintf("%s.old.%ld", out_dir, (long)getpid());
+            if (!old || rename(out_dir, old) != 0) s = tm__err_sys(err, errno, "%s: cannot move the existing output aside", out_dir);
+        }
+        if (!s && rename(tmpdir, out_dir) != 0) {
+            s = tm__err_sys(err, errno, "%s: cannot rename into place", out_dir);
+            if (old) rename(old, out_dir);
+        }
+        if (!s && old) tm__rm_rf(old);
+        free(old);
+        if (!s) {
+            char *parent = tm__dirname(out_dir);
+            if (parent) { tm__fsync_dir(parent, NULL); free(parent); }
+        }
+    }
+    if (s) {
+        if (j.w) { tm_st_writer_free(j.w); j.w = NULL; }
+        if (tmpdir) tm__rm_rf(tmpdir);
+        tm_qjob_result_free(res);
+        res = NULL;
+    } else {
+        res->out_path = tm__strdup(out_dir);
+    }
+    tm_st_writer_free(j.w);
+    free(hj.hex);
+    free(tmpdir);
+    free(stpath);
+    for (int64_t k = 0; names && k < n_entries; k++) free(names[k]);
+    free(names);
+    free(entries);
+    free_bufs(&j, nt);
+    free_plans(&j);
+    pthread_mutex_destroy(&j.prog_mu);
+    *out = res;
+    return s;
+}

@@ -1,0 +1,62 @@
+/*
+** quant_avx2.c: AVX2 variants of the integer quantize/dequantize run kernels. Compiled for
+** every x86 build with __attribute__((target("avx2"))) (never -march); quantize.c calls them
+** only after __builtin_cpu_supports("avx2"). Bit-identical to tm__quant_int_ref /
+** tm__dequant_int_ref (tests/unit/test_quant.c proves it on random data, ties and clipping):
+** the same IEEE division/multiplication, round-to-nearest-even (vroundps imm 8 = nearbyint),
+** the same clamp in float32 before the integer conversion, NaN -> the zero point.
+*/
+#include "quant_impl.h"
+
+#ifdef TM_HAVE_X86_KERNELS
+#include <immintrin.h>
+
+#define TM_AVX2 __attribute__((target("avx2")))
+
+TM_AVX2 static inline __m256i quant8_avx2(const float *x, const struct tm__qseg *seg) {
+    __m256 v = _mm256_loadu_ps(x);
+    v = seg->use_mul ? _mm256_mul_ps(v, _mm256_set1_ps(seg->inv_scale))
+                     : _mm256_div_ps(v, _mm256_set1_ps(seg->scale));
+    __m256 r = _mm256_round_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    /* max/min return their second operand when the first is NaN; NaN lanes become 0 below */
+    r = _mm256_min_ps(_mm256_max_ps(r, _mm256_set1_ps(seg->lo)), _mm256_set1_ps(seg->hi));
+    r = _mm256_andnot_ps(_mm256_cmp_ps(v, v, _CMP_UNORD_Q), r);
+    __m256i q = _mm256_add_epi32(_mm256_cvtps_epi32(r), _mm256_set1_epi32(seg->zp));
+    return _mm256_and_si256(q, _mm256_set1_epi32(0xff)); /* the code byte, two's complement */
+}
+
+TM_AVX2 static void quant_int_avx2(const float *x, int64_t n, const struct tm__qseg *seg,
+                                   uint8_t *codes) {
+    const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        __m256i a = quant8_avx2(x + i, seg), b = quant8_avx2(x + i + 8, seg);
+        __m256i c = quant8_avx2(x + i + 16, seg), d = quant8_avx2(x + i + 24, seg);
+        /* packs work per 128-bit lane: dwords come out a0 b0 c0 d0 a1 b1 c1 d1; reorder */
+        __m256i ab = _mm256_packus_epi32(a, b), cd = _mm256_packus_epi32(c, d);
+        __m256i bytes = _mm256_permutevar8x32_epi32(_mm256_packus_epi16(ab, cd), order);
+        _mm256_storeu_si256((__m256i *)(void *)(codes + i), bytes);
+    }
+    for (; i < n; i++) codes[i] = (uint8_t)tm__quant_one(x[i], seg);
+}
+
+TM_AVX2 static void dequant_int_avx2(const uint8_t *codes, int64_t n, const struct tm__qseg *seg,
+                                     float *out) {
+    const __m256 s = _mm256_set1_ps(seg->scale);
+    const __m256i zp = _mm256_set1_epi32(seg->zp);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m128i b = _mm_loadl_epi64((const __m128i *)(const void *)(codes + i));
+        __m256i q = seg->code_signed ? _mm256_cvtepi8_epi32(b) : _mm256_cvtepu8_epi32(b);
+        __m256 v = _mm256_cvtepi32_ps(_mm256_sub_epi32(q, zp));
+        _mm256_storeu_ps(out + i, _mm256_mul_ps(v, s));
+    }
+    if (i < n) tm__dequant_int_ref(codes + i, n - i, seg, out + i);
+}
+
+const struct tm__qkernels tm__qkernels_avx2 = {
+    .name = "avx2", .quant_int = quant_int_avx2, .dequant_int = dequant_int_avx2};
+
+#else
+typedef int tm__quant_avx2_unused; /* ISO C: a translation unit must declare something */
+#endif

@@ -1,0 +1,262 @@
+/* view.c: the tensor view. Answers, for any tensor of any format, "values of elements
+** [start, start+n) as float32" and, for a quantized tensor, "element i -> stored code, container
+** word, scale, zero point, group, value". It combines a reader's description (tm_qtensor,
+** tm_packing) with quant's arithmetic; formats/ and quant/ never see each other.
+** Dequantize: value = (q - zero_point) * scale in float32 [ONNX DequantizeLinear]; float8
+** codes: value = decode(q) * scale. */
+#include "../core/core.h"
+
+#include <math.h>
+
+/* Bytes per container word. */
+static int container_bytes(tm_dtype c) {
+    const tm_dtype_traits *t = tm_dtype_get(c);
+    return t ? (t->bits + 7) / 8 : 0;
+}
+
+static uint64_t load_word(const uint8_t *p, int nbytes) {
+    switch (nbytes) {
+    case 1: return p[0];
+    case 2: return tm__ld16(p);
+    case 4: return tm__ld32(p);
+    case 8: return tm__ld64(p);
+    default: return 0;
+    }
+}
+
+/* Sign-extend or keep a `bits`-wide field as the code dtype says. */
+static int64_t field_to_code(uint64_t field, int bits, int is_signed_container, int64_t offset) {
+    int64_t v = (int64_t)field;
+    if (offset == 0 && is_signed_container && bits < 64 && (field >> (bits - 1)) & 1)
+        v = (int64_t)field - ((int64_t)1 << bits);
+    return v - offset;
+}
+
+/* Location of logical element `flat` of a quantized tensor in its packed storage. */
+static tm_status locate(const tm_file *f, const tm_tensor *t, int64_t flat, int64_t *code,
+                        uint64_t *word, int *word_bits, tm_err *err) {
+    const tm_qtensor *q = t->quant;
+    const tm_packing *pk = &q->packing;
+    const tm_tensor *ct = tm_file_tensor(f, q->codes_tensor);
+    if (!ct) return tm__err_set(err, TM_E_CORRUPT, -1, "tensor '%s': codes tensor missing", t->name);
+    int cb = container_bytes(pk->container);
+    if (cb <= 0) return tm__err_set(err, TM_E_CORRUPT, -1, "tensor '%s': bad container dtype", t->name);
+    *word_bits = cb * 8;
+    int64_t row = 0, col = flat;
+    uint64_t row_bytes = 0;
+    if (pk->codes_per_container > 1) {
+        if (pk->packed_axis != t->ndim - 1 || t->ndim < 1)
+            return tm__err_set(err, TM_E_UNSUPPORTED, -1,
+                               "tensor '%s': codes packed along axis %d are not supported", t->name,
+                               pk->packed_axis);
+        int64_t cols = t->shape[t->ndim - 1];
+        if (cols <= 0) return tm__err_set(err, TM_E_CORRUPT, -1, "tensor '%s': empty row", t->name);
+        row = flat / cols;
+        col = flat % cols;
+        uint64_t bits = (uint64_t)cols * (uint64_t)pk->bits;
+        uint64_t words = (bits + (uint64_t)cb * 8 - 1) / ((uint64_t)cb * 8);
+        row_bytes = words * (uint64_t)cb;
+    }
+    uint64_t off = (uint64_t)row * row_bytes;
+    uint64_t need;
+    if (pk->codes_per_container > 1) need = row_bytes;
+    else { off = (uint64_t)col * (uint64_t)cb; col = 0; need = (uint64_t)cb; }
+    const void *p;
+    tm_status s = tm_tensor_data(f, q->codes_tensor, off, need, &p, err);
+    if (s) return s;
+    s = tm_unpack_one(pk, q->code_dtype, p, col, code, word);
+    if (s) return tm__err_set(err, s, -1, "tensor '%s': cannot unpack element %lld", t->name,
+                              (long long)flat);
+    return TM_OK;
+}
+
+tm_status tm_tensor_qparams(const tm_file *f, int64_t i, float **scale_out, int32_t **zp_out,
+                            int64_t *n_out, tm_err *err) {
+    *scale_out = NULL;
+    *zp_out = NULL;
+    *n_out = 0;
+    const tm_tensor *t = tm_file_tensor(f, i);
+    if (!t || !t->quant)
+        return tm__err_set(err, TM_E_INVALID_ARG, -1, "tensor %lld is not quantized", (long long)i);
+    const tm_qtensor *q = t->quant;
+    int pnd;
+    int64_t pshape[TM_MAX_DIMS], np;
+    tm_status s = tm_qgran_param_shape(&q->gran, t->ndim, t->shape, &pnd, pshape, &np, err);
+    if (s) return s;
+    const tm_tensor *st = tm_file_tensor(f, q->scale_tensor);
+    if (!st || st->n_elems != np)
+        return tm__err_set(err, TM_E_CORRUPT, -1,
+                           "tensor '%s': scale tensor has %lld values, granularity needs %lld",
+                           t->name, st ? (long long)st->n_elems : 0LL, (long long)np);
+    float *scale = tm__malloc_n((size_t)np, sizeof(float));
+    int32_t *zp = tm__calloc((size_t)np, sizeof(int32_t));
+    if (!scale || !zp) { free(scale); free(zp); return tm__err_set(err, TM_E_NOMEM, -1, "oom"); }
+    const void *p;
+    s = tm_tensor_data(f, q->scale_tensor, 0, st->n_bytes, &p, err);
+    if (!s) s = tm_convert_to_f32(st->dtype, p, np, scale);
+    if (!s && q->zero_point_tensor >= 0) {
+        const tm_tensor *zt = tm_file_tensor(f, q->zero_point_tensor);
+        const tm_packing *zk = &q->zp_packing;
+        if (!zt) s = tm__err_set(err, TM_E_CORRUPT, -1, "tensor '%s': zero point missing", t->name);
+        else s = tm_tensor_data(f, q->zero_point_tensor, 0, zt->n_bytes, &p, err);
+        if (!s && zk->codes_per_container > 1) {
+            /* packed along dim 0 of the [rows, n_groups] param matrix (compressed-tensors) */
+            int64_t ng = pnd >= 2 ? pshape[pnd - 1] : 1;
+            int64_t rows = np / (ng ? ng : 1);
+            int cb = container_bytes(zk->container);
+            uint64_t wrows = ((uint64_t)rows * (uint64_t)zk->bits + (uint64_t)cb * 8 - 1) / ((uint64_t)cb * 8);
+            if (wrows * (uint64_t)ng * (uint64_t)cb > zt->n_bytes)
+                s = tm__err_set(err, TM_E_CORRUPT, -1, "tensor '%s': zero point tensor too small",
+                                t->name);
+            for (int64_t r = 0; !s && r < rows; r++) {
+                uint64_t bit = (uint64_t)r * (uint64_t)zk->bits;
+                uint64_t wr = bit / ((uint64_t)cb * 8);
+                unsigned sh = (unsigned)(bit % ((uint64_t)cb * 8));
+                for (int64_t g = 0; g < ng; g++) {
+                    uint64_t w = load_word((const uint8_t *)p + (wr * (uint64_t)ng + (uint64_t)g) * (uint64_t)cb, cb);
+                    uint64_t field = (w >> sh) & ((1ull << zk->bits) - 1);
+                    zp[r * ng + g] = (int32_t)((int64_t)field - zk->offset);
+                }
+            }
+        } else if (!s) {
+            if (zt->n_elems != np)
+                s = tm__err_set(err, TM_E_CORRUPT, -1,
+                                "tensor '%s': zero point has %lld values, scale has %lld", t->name,
+                                (long long)zt->n_elems, (long long)np);
+            int cb = container_bytes(zt->dtype);
+            const tm_dtype_traits *zd = tm_dtype_get(zt->dtype);
+            for (int64_t k = 0; !s && k < np; k++) {
+                uint64_t w = load_word((const uint8_t *)p + k * cb, cb);
+                zp[k] = (int32_t)field_to_code(w, cb * 8, zd->is_signed && !zd->is_float, zk->offset);
+            }
+        }
+    }
+    if (s) { free(scale); free(zp); return s; }
+    *scale_out = scale;
+    *zp_out = zp;
+    *n_out = np;
+    return TM_OK;
+}
+
+static float code_value(tm_dtype cd, int64_t code, float scale, int32_t zp) {
+    if (cd == TM_F8_E4M3) return tm_e4m3_to_f32((uint8_t)code) * scale;
+    if (cd == TM_F8_E5M2) return tm_e5m2_to_f32((uint8_t)code) * scale;
+    return (float)(code - zp) * scale;
+}
+
+tm_status tm_qelement_get(const tm_file *f, int64_t i, int64_t flat, tm_qelement *out, tm_err *err) {
+    const tm_tensor *t = tm_file_tensor(f, i);
+    if (!t || !t->quant)
+        return tm__err_set(err, TM_E_INVALID_ARG, -1, "tensor is not quantized");
+    if (flat < 0 || flat >= t->n_elems)
+        return tm__err_set(err, TM_E_INVALID_ARG, -1, "tensor '%s': index %lld outside %lld elements",
+                           t->name, (long long)flat, (long long)t->n_elems);
+    float *scale;
+    int32_t *zp;
+    int64_t np;
+    tm_status s = tm_tensor_qparams(f, i, &scale, &zp, &np, err);
+    if (s) return s;
+    memset(out, 0, sizeof *out);
+    s = locate(f, t, flat, &out->code, &out->stored, &out->stored_bits, err);
+    if (!s) {
+        if (t->quant->code_dtype == TM_F8_E4M3 || t->quant->code_dtype == TM_F8_E5M2)
+            out->code &= 0xff;
+        int64_t g = tm_qgran_param_index(&t->quant->gran, t->ndim, t->shape, flat);
+        out->group = g;
+        out->scale = scale[g];
+        out->zero_point = zp[g];
+        out->value = code_value(t->quant->code_dtype, out->code, scale[g], zp[g]);
+    }
+    free(scale);
+    free(zp);
+    return s;
+}
+
+struct tm_qview {
+    const tm_file *f;
+    int64_t        i;
+    float         *scale;
+    int32_t       *zero_point;
+    int64_t        n_params;
+};
+
+tm_status tm_qview_open(const tm_file *f, int64_t i, tm_qview **out, tm_err *err) {
+    *out = NULL;
+    tm_qview *v = calloc(1, sizeof *v);
+    if (!v) return tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
+    v->f = f;
+    v->i = i;
+    tm_status s = tm_tensor_qparams(f, i, &v->scale, &v->zero_point, &v->n_params, err);
+    if (s) { free(v); return s; }
+    *out = v;
+    return TM_OK;
+}
+
+void tm_qview_free(tm_qview *v) {
+    if (!v) return;
+    free(v->scale);
+    free(v->zero_point);
+    free(v);
+}
+
+const float *tm_qview_scale(const tm_qview *v) { return v->scale; }
+const int32_t *tm_qview_zero_point(const tm_qview *v) { return v->zero_point; }
+int64_t tm_qview_n_params(const tm_qview *v) { return v->n_params; }
+
+tm_status tm_qview_read(tm_qview *v, int64_t start, int64_t n, float *out, int64_t *param,
+                        tm_err *err) {
+    const tm_tensor *t = tm_file_tensor(v->f, v->i);
+    if (start < 0 || n < 0 || start > t->n_elems || n > t->n_elems - start)
+        return tm__err_set(err, TM_E_INVALID_ARG, -1,
+                           "tensor '%s': elements [%lld, +%lld) outside its %lld", t->name,
+                           (long long)start, (long long)n, (long long)t->n_elems);
+    const tm_qtensor *q = t->quant;
+    int is_fp8 = q->code_dtype == TM_F8_E4M3 || q->code_dtype == TM_F8_E5M2;
+    tm_status s = TM_OK;
+    for (int64_t k = 0; k < n; k++) {
+        int64_t code;
+        uint64_t word;
+        int wb;
+        s = locate(v->f, t, start + k, &code, &word, &wb, err);
+        if (s) break;
+        if (is_fp8) code &= 0xff;
+        int64_t g = tm_qgran_param_index(&q->gran, t->ndim, t->shape, start + k);
+        if (g < 0 || g >= v->n_params) {
+            s = tm__err_set(err, TM_E_CORRUPT, -1, "tensor '%s': param index out of range", t->name);
+            break;
+        }
+        if (param) param[k] = g;
+        out[k] = code_value(q->code_dtype, code, v->scale[g], v->zero_point[g]);
+    }
+    return s;
+}
+
+tm_status tm_tensor_read_f32(const tm_file *f, int64_t i, int64_t start, int64_t n, float *out,
+                             tm_err *err) {
+    const tm_tensor *t = tm_file_tensor(f, i);
+    if (!t) return tm__err_set(err, TM_E_INVALID_ARG, -1, "tensor index %lld out of range", (long long)i);
+    if (start < 0 || n < 0 || start > t->n_elems || n > t->n_elems - start)
+        return tm__err_set(err, TM_E_INVALID_ARG, -1,
+                           "tensor '%s': elements [%lld, +%lld) outside its %lld", t->name,
+                           (long long)start, (long long)n, (long long)t->n_elems);
+    if (n == 0) return TM_OK;
+    if (!t->quant) {
+        const tm_dtype_traits *dt = tm_dtype_get(t->dtype);
+        if (!dt || dt->bits < 8)
+            return tm__err_set(err, TM_E_UNSUPPORTED, -1, "tensor '%s': dtype %s has no float view",
+                               t->name, dt ? dt->name : "?");
+        uint64_t isz = (uint64_t)dt->bits / 8;
+        const void *p;
+        tm_status s = tm_tensor_data(f, i, (uint64_t)start * isz, (uint64_t)n * isz, &p, err);
+        if (s) return s;
+        s = tm_convert_to_f32(t->dtype, p, n, out);
+        if (s) return tm__err_set(err, s, -1, "tensor '%s': cannot convert %s to float32", t->name, dt->name);
+        return TM_OK;
+    }
+    tm_qview *v;
+    tm_status s = tm_qview_open(f, i, &v, err);
+    if (s) return s;
+    s = tm_qview_read(v, start, n, out, NULL, err);
+    tm_qview_free(v);
+    return s;
+}

@@ -1,0 +1,457 @@
+/* test_cli_main.c: the main job end to end through the tensormorph binary (env TM_BIN):
+** demo checkpoint -> quantize (every output form) -> inspect -> qdiff -> scalar -> diff,
+** checked through --json with real values; refusals and exit codes; atomic output; the
+** real safetensors checkpoints of ../shared/models. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <jansson.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include <fcntl.h>
+
+#include "tensormorph.h"
+
+static char g_tmp[256];
+static const char *g_bin;
+
+/* Run a shell command line; capture stdout (malloc'd) and return the exit code. */
+static int run(char **out, const char *fmt, ...) {
+    char cmd[4096];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(cmd, sizeof cmd, fmt, ap);
+    va_end(ap);
+    FILE *p = popen(cmd, "r");
+    assert_non_null(p);
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap);
+    size_t r;
+    while ((r = fread(buf + n, 1, cap - n - 1, p)) > 0) {
+        n += r;
+        if (cap - n < 1024) { cap *= 2; buf = realloc(buf, cap); }
+    }
+    buf[n] = '\0';
+    int st = pclose(p);
+    if (out) *out = buf;
+    else free(buf);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+static json_t *run_json(int expect_rc, const char *fmt, ...) {
+    char cmd[4096];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(cmd, sizeof cmd, fmt, ap);
+    va_end(ap);
+    char *out;
+    int rc = run(&out, "%s", cmd);
+    if (rc != expect_rc) fprintf(stderr, "command: %s\nexit %d (expected %d)\nstdout: %.2000s\n", cmd, rc, expect_rc, out);
+    assert_int_equal(rc, expect_rc);
+    json_error_t je;
+    json_t *j = json_loads(out, 0, &je);
+    if (!j) fprintf(stderr, "command: %s\nnot JSON: %s\n%.2000s\n", cmd, je.text, out);
+    free(out);
+    assert_non_null(j);
+    return j;
+}
+
+static double jnum(json_t *o, const char *k) {
+    json_t *v = json_object_get(o, k);
+    if (json_is_number(v)) return json_number_value(v);
+    if (json_is_string(v)) {
+        const char *s = json_string_value(v);
+        if (!strcmp(s, "inf")) return INFINITY;
+        if (!strcmp(s, "-inf")) return -INFINITY;
+        return NAN;
+    }
+    fail_msg("key '%s' missing or not a number", k);
+    return NAN;
+}
+
+static json_t *find_named(json_t *arr, const char *name) {
+    size_t i;
+    json_t *e;
+    json_array_foreach(arr, i, e) {
+        const char *n = json_string_value(json_object_get(e, "name"));
+        if (n && !strcmp(n, name)) return e;
+    }
+    return NULL;
+}
+
+static int exists(const char *path) { struct stat st; return stat(path, &st) == 0; }
+
+static int setup_all(void **state) {
+    (void)state;
+    g_bin = getenv("TM_BIN");
+    if (!g_bin) g_bin = "./tensormorph";
+    snprintf(g_tmp, sizeof g_tmp, "/tmp/tm_cli_XXXXXX");
+    if (!mkdtemp(g_tmp)) return -1;
+    char *o;
+    int rc = run(&o, "%s demo -o %s/demo -q", g_bin, g_tmp);
+    free(o);
+    return rc;
+}
+
+static int teardown_all(void **state) {
+    (void)state;
+    char *o;
+    run(&o, "rm -rf %s", g_tmp);
+    free(o);
+    return 0;
+}
+
+/* default job: int8 per-channel symmetric minmax onnx on the demo checkpoint */
+static void test_quantize_default_int8_channel(void **state) {
+    (void)state;
+    json_t *d = run_json(0, "%s quantize %s/demo -o %s/q8 --json", g_bin, g_tmp, g_tmp);
+    json_t *man = json_object_get(d, "manifest");
+    json_t *res = json_object_get(man, "results");
+    /* 4 layers x 7 Linear weights; embed, lm_head and 9 norms kept */
+    assert_int_equal(json_integer_value(json_object_get(res, "n_quantized")), 28);
+    assert_int_equal(json_integer_value(json_object_get(res, "n_tensors")), 39);
+    json_t *ts = json_object_get(man, "tensors");
+    json_t *e = find_named(ts, "model.embed_tokens.weight");
+    assert_string_equal(json_string_value(json_object_get(e, "decision")), "kept");
+    assert_string_equal(json_string_value(json_object_get(e, "reason")), "embedding (kept dense by default)");
+    e = find_named(ts, "lm_head.weight");
+    assert_string_equal(json_string_value(json_object_get(e, "reason")), "lm_head (kept dense by default)");
+    e = find_named(ts, "model.norm.weight");
+    assert_string_equal(json_string_value(json_object_get(e, "reason")), "1-D tensor (norm or bias)");
+    /* the all-zero row of layers.1 o_proj: one degenerate channel, still a finite result */
+    e = find_named(ts, "model.layers.1.self_attn.o_proj.weight");
+    assert_int_equal(json_integer_value(json_object_get(e, "degenerate_units")), 1);
+    /* plain rounding: RMSE near 1/sqrt(12) LSB, max half an LSB, nothing clipped */
+    size_t i;
+    json_t *t;
+    int n_checked = 0;
+    json_array_foreach(ts, i, t) {
+        if (strcmp(json_string_value(json_object_get(t, "decision")), "quantized")) continue;
+        json_t *er = json_object_get(t, "error");
+        double rl = jnum(er, "rmse_lsb");
+        assert_true(rl > 0.2 && rl < 0.36);
+        assert_true(jnum(er, "max_err_lsb") <= 0.5 + 1e-3);
+        assert_true(jnum(er, "clipped_fraction") == 0);
+        assert_true(jnum(er, "sqnr_db") > 20);
+        n_checked++;
+    }
+    assert_int_equal(n_checked, 28);
+    /* sources hashed, outputs listed with sha256 */
+    json_t *src = json_array_get(json_object_get(man, "sources"), 0);
+    assert_int_equal(strlen(json_string_value(json_object_get(src, "sha256"))), 64);
+    json_t *outs = json_object_get(json_object_get(man, "output"), "files");
+    assert_true(json_array_size(outs) >= 1);
+    json_decref(d);
+
+    char p[512];
+    snprintf(p, sizeof p, "%s/q8/config.json", g_tmp);
+    json_t *cfg = json_load_file(p, 0, NULL);
+    assert_non_null(cfg);
+    json_t *qc = json_object_get(cfg, "quantization_config");
+    assert_string_equal(json_string_value(json_object_get(qc, "quant_method")), "compressed-tensors");
+    assert_string_equal(json_string_value(json_object_get(qc, "format")), "pack-quantized");
+    assert_string_equal(json_string_value(json_object_get(qc, "quantization_status")), "compressed");
+    json_t *g0 = json_object_get(json_object_get(qc, "config_groups"), "group_0");
+    assert_string_equal(json_string_value(json_object_get(g0, "format")), "pack-quantized");
+    json_t *w = json_object_get(g0, "weights");
+    assert_int_equal(json_integer_value(json_object_get(w, "num_bits")), 8);
+    assert_string_equal(json_string_value(json_object_get(w, "strategy")), "channel");
+    assert_true(json_is_true(json_object_get(w, "symmetric")));
+    json_t *ign = json_object_get(qc, "ignore");
+    int has_lm = 0;
+    json_array_foreach(ign, i, t) has_lm |= !strcmp(json_string_value(t), "lm_head");
+    assert_true(has_lm);
+    assert_string_equal(json_string_value(json_object_get(cfg, "model_type")), "llama");
+    json_decref(cfg);
+    snprintf(p, sizeof p, "%s/q8/tensormorph-manifest.json", g_tmp);
+    assert_true(exists(p));
+}
+
+static void test_inspect_quantized_output(void **state) {
+    (void)state;
+    json_t *d = run_json(0, "%s inspect %s/q8 --json", g_bin, g_tmp);
+    assert_string_equal(json_string_value(json_object_get(d, "format")), "safetensors");
+    json_t *ts = json_object_get(d, "tensors");
+    json_t *e = find_named(ts, "model.layers.0.mlp.down_proj.weight");
+    assert_non_null(e);
+    assert_string_equal(json_string_value(json_object_get(e, "stored_as")), "model.layers.0.mlp.down_proj.weight_packed");
+    assert_string_equal(json_string_value(json_object_get(e, "dtype")), "I8");
+    json_t *sh = json_object_get(e, "shape");
+    assert_int_equal(json_integer_value(json_array_get(sh, 0)), 256);
+    assert_int_equal(json_integer_value(json_array_get(sh, 1)), 688);
+    json_t *q = json_object_get(e, "quantization");
+    assert_string_equal(json_string_value(json_object_get(q, "granularity")), "channel");
+    assert_string_equal(json_string_value(json_object_get(q, "scale_dtype")), "F32");
+    /* 8 bits per code + one f32 scale per 688-value row + weight_shape */
+    double bpp = jnum(e, "bits_per_param");
+    assert_true(fabs(bpp - (8.0 + 32.0 / 688 + 128.0 / (256 * 688))) < 1e-6);
+    e = find_named(ts, "model.layers.0.mlp.down_proj.weight_scale");
+    assert_string_equal(json_string_value(json_object_get(e, "role")), "scale");
+    json_t *warn = json_object_get(d, "warnings");
+    if (json_array_size(warn)) fprintf(stderr, "warnings: %s\n", json_dumps(warn, 0));
+    assert_int_equal(json_array_size(warn), 0);
+    json_decref(d);
+}
+
+static void test_qdiff_and_scalar(void **state) {
+    (void)state;
+    json_t *d = run_json(0, "%s qdiff %s/demo %s/q8 --json", g_bin, g_tmp, g_tmp);
+    json_t *ts = json_object_get(d, "tensors");
+    assert_int_equal(json_array_size(ts), 28);
+    json_t *e = find_named(ts, "model.layers.2.mlp.down_proj.weight");
+    assert_non_null(e);
+    double rl = jnum(e, "rmse_lsb");
+    assert_true(rl > 0.2 && rl < 0.36);
+    /* the outlier input channels of layers.2 down_proj make its steps coarse: low SQNR */
+    double med = jnum(d, "median_sqnr_db");
+    assert_true(jnum(e, "sqnr_db") < med - 10);
+    assert_true(json_is_true(json_object_get(e, "flagged")));
+    assert_non_null(strstr(json_string_value(json_object_get(e, "reason")), "below the median"));
+    /* flagged first */
+    assert_true(json_is_true(json_object_get(json_array_get(ts, 0), "flagged")));
+    json_decref(d);
+    char *o;
+    assert_int_equal(run(&o, "%s qdiff %s/demo %s/q8 --fail-on-flag >/dev/null", g_bin, g_tmp, g_tmp), 1);
+    free(o);
+
+    /* Scalar Inspector: value = (code - zp) * scale, error within half an LSB */
+    d = run_json(0, "%s scalar %s/q8 model.layers.2.mlp.down_proj.weight 5,7 --ref %s/demo --json", g_bin, g_tmp, g_tmp);
+    double code = jnum(d, "code"), scale = jnum(d, "scale"), zp = jnum(d, "zero_point");
+    double value = jnum(d, "value"), ref = jnum(d, "ref_value");
+    assert_true(code >= -128 && code <= 127);
+    assert_true(zp == 0);
+    assert_true((float)value == (float)((float)(code - zp) * (float)scale));
+    assert_true(fabs(jnum(d, "error_lsb")) <= 0.5 + 1e-6);
+    assert_true(fabs(value - ref) <= 0.5 * scale * 1.0001);
+    assert_int_equal((int64_t)jnum(d, "group"), 5);
+    /* the stored container word holds the code + 128 in the byte of column 7 (7 % 4 = 3) */
+    uint64_t stored = (uint64_t)jnum(d, "stored");
+    assert_int_equal((stored >> 24) & 0xff, (uint64_t)((int64_t)code + 128));
+    json_decref(d);
+    /* the all-zero row dequantizes to exactly zero */
+    d = run_json(0, "%s scalar %s/q8 model.layers.1.self_attn.o_proj.weight 3,100 --json", g_bin, g_tmp);
+    assert_true(jnum(d, "value") == 0 && jnum(d, "code") == 0);
+    assert_true(isfinite(jnum(d, "scale")) && jnum(d, "scale") > 0);
+    json_decref(d);
+}
+
+static void test_deterministic_across_threads(void **state) {
+    (void)state;
+    char *o;
+    assert_int_equal(run(&o, "%s quantize %s/demo -o %s/t1 -g group:64 -t int4 --asymmetric --threads 1 -q", g_bin, g_tmp, g_tmp), 0);
+    free(o);
+    assert_int_equal(run(&o, "%s quantize %s/demo -o %s/t2 -g group:64 -t int4 --asymmetric --threads 2 -q", g_bin, g_tmp, g_tmp), 0);
+    free(o);
+    assert_int_equal(run(&o, "cmp %s/t1/model.safetensors %s/t2/model.safetensors", g_tmp, g_tmp), 0);
+    free(o);
+    assert_int_equal(run(&o, "TM_FORCE_KERNEL=ref %s quantize %s/demo -o %s/t3 -g group:64 -t int4 --asymmetric --threads 2 -q", g_bin, g_tmp, g_tmp), 0);
+    free(o);
+    assert_int_equal(run(&o, "cmp %s/t1/model.safetensors %s/t3/model.safetensors", g_tmp, g_tmp), 0);
+    free(o);
+    /* the demo checkpoint itself is deterministic */
+    assert_int_equal(run(&o, "%s demo -o %s/demo2 -q && cmp %s/demo/model.safetensors %s/demo2/model.safetensors", g_bin, g_tmp, g_tmp, g_tmp), 0);
+    free(o);
+}
+
+static void test_int4_group_asym_layout(void **state) {
+    (void)state;
+    json_t *d = run_json(0, "%s inspect %s/t1 --json", g_bin, g_tmp);
+    json_t *ts = json_object_get(d, "tensors");
+    json_t *e = find_named(ts, "model.layers.0.self_attn.q_proj.weight");
+    json_t *q = json_object_get(e, "quantization");
+    assert_string_equal(json_string_value(json_object_get(q, "type")), "I4");
+    assert_string_equal(json_string_value(json_object_get(q, "granularity")), "group");
+    assert_int_equal(json_integer_value(json_object_get(q, "group_size")), 64);
+    assert_false(json_is_true(json_object_get(q, "symmetric")));
+    e = find_named(ts, "model.layers.0.self_attn.q_proj.weight_zero_point");
+    assert_non_null(e);
+    /* [256 rows, 4 groups] int4 zero points packed along dim 0: [256*4/32, 4] I32 */
+    json_t *sh = json_object_get(e, "shape");
+    assert_int_equal(json_integer_value(json_array_get(sh, 0)), 32);
+    assert_int_equal(json_integer_value(json_array_get(sh, 1)), 4);
+    e = find_named(ts, "model.layers.0.self_attn.q_proj.weight_packed");
+    if (!e) {
+        e = find_named(ts, "model.layers.0.self_attn.q_proj.weight");
+        assert_string_equal(json_string_value(json_object_get(e, "stored_as")), "model.layers.0.self_attn.q_proj.weight_packed");
+    }
+    json_decref(d);
+    d = run_json(0, "%s qdiff %s/demo %s/t1 --json", g_bin, g_tmp, g_tmp);
+    json_t *t;
+    size_t i;
+    json_array_foreach(json_object_get(d, "tensors"), i, t) {
+        double rl = jnum(t, "rmse_lsb");
+        assert_true(rl > 0.2 && rl < 0.36);
+        assert_true(jnum(t, "max_err_lsb") <= 0.5 + 1e-3);
+    }
+    json_decref(d);
+}
+
+static void test_fp8_and_refusals(void **state) {
+    (void)state;
+    json_t *d = run_json(0, "%s quantize %s/demo -o %s/f8 -t fp8_e4m3 --json --no-checksums", g_bin, g_tmp, g_tmp);
+    json_t *man = json_object_get(d, "manifest");
+    assert_string_equal(json_string_value(json_object_get(man, "checksums")), "skipped (--no-checksums)");
+    json_decref(d);
+    char p[512];
+    snprintf(p, sizeof p, "%s/f8/config.json", g_tmp);
+    json_t *cfg = json_load_file(p, 0, NULL);
+    json_t *qc = json_object_get(cfg, "quantization_config");
+    assert_string_equal(json_string_value(json_object_get(qc, "format")), "naive-quantized");
+    json_decref(cfg);
+    d = run_json(0, "%s inspect %s/f8 --json", g_bin, g_tmp);
+    json_t *e = find_named(json_object_get(d, "tensors"), "model.layers.3.mlp.up_proj.weight");
+    assert_string_equal(json_string_value(json_object_get(e, "dtype")), "F8_E4M3");
+    json_decref(d);
+    d = run_json(0, "%s qdiff %s/demo %s/f8 --json", g_bin, g_tmp, g_tmp);
+    json_t *t;
+    size_t i;
+    json_array_foreach(json_object_get(d, "tensors"), i, t) assert_true(jnum(t, "max_err_lsb") <= 0.5 + 1e-3);
+    json_decref(d);
+    char *o;
+    /* types and granularities the compressed-tensors layout cannot represent: exit 2 */
+    assert_int_equal(run(&o, "%s quantize %s/demo -o %s/x -t uint8 2>&1", g_bin, g_tmp, g_tmp), 2);
+    assert_non_null(strstr(o, "signed"));
+    free(o);
+    assert_int_equal(run(&o, "%s quantize %s/demo -o %s/x -t fp8_e5m2 2>&1", g_bin, g_tmp, g_tmp), 2);
+    assert_non_null(strstr(o, "e5m2"));
+    free(o);
+    assert_int_equal(run(&o, "%s quantize %s/demo -o %s/x -g channel:1 2>&1", g_bin, g_tmp, g_tmp), 2);
+    free(o);
+    assert_false(exists("x"));
+    snprintf(p, sizeof p, "%s/x", g_tmp);
+    assert_false(exists(p));
+    /* a group size that does not divide 688 columns: those tensors kept dense with the reason */
+    d = run_json(0, "%s quantize %s/demo -o %s/g128 -t int4 -g group:128 --json --no-checksums", g_bin, g_tmp, g_tmp);
+    e = find_named(json_object_get(json_object_get(d, "manifest"), "tensors"), "model.layers.0.mlp.down_proj.weight");
+    assert_non_null(strstr(json_string_value(json_object_get(e, "reason")), "does not divide"));
+    json_decref(d);
+    snprintf(p, sizeof p, "%s/g128/config.json", g_tmp);
+    cfg = json_load_file(p, 0, NULL);
+    json_t *ign = json_object_get(json_object_get(cfg, "quantization_config"), "ignore");
+    int found = 0;
+    json_array_foreach(ign, i, t) found |= !strcmp(json_string_value(t), "model.layers.0.mlp.down_proj");
+    assert_true(found);
+    json_decref(cfg);
+    assert_int_equal(run(&o, "%s quantize %s/demo -o %s/y -t int4 -g group:128 --strict 2>&1", g_bin, g_tmp, g_tmp), 3);
+    free(o);
+    /* usage errors */
+    assert_int_equal(run(&o, "%s quantize %s/demo 2>&1", g_bin, g_tmp), 2);
+    free(o);
+    assert_int_equal(run(&o, "%s quantise 2>&1", g_bin), 2);
+    assert_non_null(strstr(o, "quantize"));
+    free(o);
+    assert_int_equal(run(&o, "%s quantize --help", g_bin), 0);
+    assert_non_null(strstr(o, "--granularity"));
+    free(o);
+}
+
+static void test_killed_run_leaves_nothing(void **state) {
+    (void)state;
+    char out[512], tgt[512];
+    snprintf(tgt, sizeof tgt, "%s/killed", g_tmp);
+    for (int delay_us = 0; delay_us <= 40000; delay_us += 4000) {
+        pid_t pid = fork();
+        assert_true(pid >= 0);
+        if (pid == 0) {
+            snprintf(out, sizeof out, "%s/demo", g_tmp);
+            int fd = open("/dev/null", 1);
+            dup2(fd, 1);
+            dup2(fd, 2);
+            execl(g_bin, g_bin, "quantize", out, "-o", tgt, "-t", "int4", "-g", "group:32", "--observer", "mse", (char *)NULL);
+            _exit(127);
+        }
+        usleep((useconds_t)delay_us);
+        kill(pid, SIGKILL);
+        int st;
+        waitpid(pid, &st, 0);
+        if (WIFSIGNALED(st)) assert_false(exists(tgt)); /* killed before the final rename */
+        char *o;
+        run(&o, "rm -rf %s %s.tmp.*", tgt, tgt);
+        free(o);
+    }
+}
+
+static void test_nonfinite_input(void **state) {
+    (void)state;
+    /* a checkpoint with a NaN at [2, 5] of one weight */
+    char path[512];
+    snprintf(path, sizeof path, "%s/nan/model.safetensors", g_tmp);
+    char *o;
+    run(&o, "mkdir -p %s/nan", g_tmp);
+    free(o);
+    tm_st_entry e[1];
+    memset(e, 0, sizeof e);
+    e[0].name = "layer.weight";
+    e[0].dtype = TM_F32;
+    e[0].ndim = 2;
+    e[0].shape[0] = 4;
+    e[0].shape[1] = 8;
+    tm_st_writer *w;
+    tm_err err;
+    assert_int_equal(tm_st_writer_open(path, e, 1, NULL, &w, &err), TM_OK);
+    float v[32];
+    for (int i = 0; i < 32; i++) v[i] = (float)(i % 7) - 3.0f;
+    v[2 * 8 + 5] = NAN;
+    v[3 * 8 + 1] = INFINITY;
+    assert_int_equal(tm_st_writer_write(w, 0, 0, v, sizeof v, &err), TM_OK);
+    assert_int_equal(tm_st_writer_finish(w, &err), TM_OK);
+    tm_st_writer_free(w);
+    assert_int_equal(run(&o, "%s quantize %s/nan -o %s/nanq 2>&1", g_bin, g_tmp, g_tmp), 3);
+    assert_non_null(strstr(o, "layer.weight"));
+    assert_non_null(strstr(o, "21")); /* flat index of [2, 5] */
+    free(o);
+    json_t *d = run_json(0, "%s quantize %s/nan -o %s/nanq --allow-nonfinite --json", g_bin, g_tmp, g_tmp);
+    json_t *t = find_named(json_object_get(json_object_get(d, "manifest"), "tensors"), "layer.weight");
+    assert_int_equal(json_integer_value(json_object_get(json_object_get(t, "error"), "n_nonfinite")), 2);
+    json_decref(d);
+    /* NaN stored as the zero point code, +Inf as qmax */
+    d = run_json(0, "%s scalar %s/nanq layer.weight 2,5 --json", g_bin, g_tmp);
+    assert_true(jnum(d, "code") == jnum(d, "zero_point"));
+    json_decref(d);
+    d = run_json(0, "%s scalar %s/nanq layer.weight 3,1 --json", g_bin, g_tmp);
+    assert_true(jnum(d, "code") == 127);
+    json_decref(d);
+}
+
+static void test_diff(void **state) {
+    (void)state;
+    json_t *d = run_json(0, "%s diff %s/demo %s/demo2 --json", g_bin, g_tmp, g_tmp);
+    assert_int_equal(json_integer_value(json_object_get(d, "n_differ")), 0);
+    json_decref(d);
+    char *o;
+    assert_int_equal(run(&o, "%s diff %s/demo %s/demo2 --exit-code", g_bin, g_tmp, g_tmp), 0);
+    free(o);
+    d = run_json(1, "%s diff %s/demo %s/q8 --json --exit-code", g_bin, g_tmp, g_tmp);
+    json_t *e = find_named(json_object_get(d, "tensors"), "model.layers.0.mlp.up_proj.weight");
+    assert_string_equal(json_string_value(json_object_get(e, "status")), "dtype");
+    assert_true(jnum(e, "cosine") > 0.999);
+    assert_true(jnum(e, "rel_l2") < 0.02);
+    e = find_named(json_object_get(d, "tensors"), "model.norm.weight");
+    assert_string_equal(json_string_value(json_object_get(e, "status")), "same");
+    json_decref(d);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_quantize_default_int8_channel),
+        cmocka_unit_test(test_inspect_quantized_output),
+        cmocka_unit_test(test_qdiff_and_scalar),
+        cmocka_unit_test(test_deterministic_across_threads),
+        cmocka_unit_test(test_int4_group_asym_layout),
+        cmocka_unit_test(test_fp8_and_refusals),
+        cmocka_unit_test(test_killed_run_leaves_nothing),
+        cmocka_unit_test(test_nonfinite_input),
+        cmocka_unit_test(test_diff),
+    };
+    return cmocka_run_group_tests(tests, setup_all, teardown_all);
+}

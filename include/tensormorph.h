@@ -191,6 +191,8 @@ typedef struct tm_qtensor {
     int64_t    zero_point_tensor;/* index, or -1 (zero point 0)                              */
     tm_packing zp_packing;       /* how zero points are stored (pack-quantized: along dim 0) */
     const char *layout;          /* static name: "compressed-tensors/pack-quantized", ...    */
+    int64_t    g_idx_tensor;     /* GROUP only: I32 [shape[axis]] group of each index along the
+                                    axis (GPTQ act-order "g_idx"), or -1 (index / group_size)  */
 } tm_qtensor;
 
 /* ---------------------------------------------------------------------------------------- */

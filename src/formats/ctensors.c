@@ -23,8 +23,6 @@
 #include <regex.h>
 #include <stdio.h>
 
-tm_status tm__ctensors_recognize(tm_file *f, tm_err *err);
-void tm__st_fmt_shape(char *buf, size_t n, int ndim, const int64_t *shape);
 
 #define LAYOUT_PACK      "compressed-tensors/pack-quantized"
 #define LAYOUT_PACK_GIDX "compressed-tensors/pack-quantized+g_idx"
@@ -633,6 +631,7 @@ static ct_res recognize_packed(ct_ctx *x, int64_t r, const char *P, tm_status *s
 
     tm_qtensor q;
     memset(&q, 0, sizeof q);
+    q.g_idx_tensor = -1;
     q.code_dtype = bits == 4 ? TM_I4 : TM_I8;
     q.qmin = -((int64_t)1 << (bits - 1));
     q.qmax = ((int64_t)1 << (bits - 1)) - 1;
@@ -678,6 +677,7 @@ static ct_res recognize_packed(ct_ctx *x, int64_t r, const char *P, tm_status *s
                                         (long long)cols));
         }
     }
+    q.g_idx_tensor = gi;
     /* Apply: the packed tensor becomes the logical P.weight. */
     char *wname = tensor_name(P, "weight");
     if (!wname) return fail(st, tm__err_set(err, TM_E_NOMEM, -1, "out of memory"));
@@ -731,6 +731,7 @@ static ct_res recognize_unpacked(ct_ctx *x, int64_t wi, const char *P, tm_status
     if (cr != CT_OK) return cr;
     tm_qtensor q;
     memset(&q, 0, sizeof q);
+    q.g_idx_tensor = -1;
     q.code_dtype = w->dtype;
     if (is_fp8) {
         q.qmax = w->dtype == TM_F8_E4M3 ? 448 : 57344;
@@ -785,6 +786,7 @@ static ct_res recognize_unpacked(ct_ctx *x, int64_t wi, const char *P, tm_status
                                         w->name));
         }
     }
+    if (q.gran.kind == TM_GRAN_GROUP) q.g_idx_tensor = gi;
     tm_status s = tm__file_set_quant(f, wi, &q, err);
     if (s != TM_OK) return fail(st, s);
     set_role(f, si, TM_ROLE_SCALE, wi);

@@ -77,7 +77,7 @@ static tm_status add_map_slot(tm_file *f, tm__map m, int *idx, tm_err *err) {
 }
 
 tm_status tm__file_map(tm_file *f, const char *path, int *idx, tm_err *err) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK); /* a FIFO must not block us */
     if (fd < 0) return tm__err_sys(err, errno, "%s: cannot open", path);
     struct stat st;
     if (fstat(fd, &st) != 0) {

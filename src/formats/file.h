@@ -59,4 +59,9 @@ tm_status tm__safetensors_open(const char *path, const tm_open_params *p, tm_fil
 tm_status tm__safetensors_open_buffer(const void *data, size_t n, const char *name,
                                       const tm_open_params *p, tm_file **out, tm_err *err);
 
+/* safetensors helpers shared by the reader, the writer and the compressed-tensors recognizer. */
+tm_status tm__ctensors_recognize(tm_file *f, tm_err *err);
+void      tm__st_fmt_shape(char *buf, size_t n, int ndim, const int64_t *shape);
+int       tm__st_dtype_ok(tm_dtype dt);
+
 #endif

@@ -37,7 +37,7 @@ tm_status tm_open(const char *path, const tm_open_params *p, tm_file **out, tm_e
     if (!S_ISREG(st.st_mode)) return tm__err_set(err, TM_E_IO, -1, "%s: not a regular file", path);
     uint8_t head[64];
     size_t n = 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) return tm__err_sys(err, errno, "%s: cannot open", path);
     ssize_t r = read(fd, head, sizeof head);
     int e = errno;

@@ -36,10 +36,7 @@
 #define ST_CONFIG_MAX         (16ull << 20)  /* bytes of config.json we are willing to read   */
 
 /* ctensors.c: layout recognition over a listed file (compressed-tensors, fp8 scale). */
-tm_status tm__ctensors_recognize(tm_file *f, tm_err *err);
 /* Shared with ctensors.c and safetensors_write.c. */
-void tm__st_fmt_shape(char *buf, size_t n, int ndim, const int64_t *shape);
-int tm__st_dtype_ok(tm_dtype dt);
 
 /* ---------------------------------------------------------------------------------------- */
 /* Small helpers                                                                            */

@@ -20,7 +20,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-int tm__st_dtype_ok(tm_dtype dt);
 
 typedef struct st_wshard {
     char    *target;    /* final path                          */

@@ -144,41 +144,54 @@ static float code_value(tm_dtype cd, int64_t code, float scale, int32_t zp) {
     return (float)(code - zp) * scale;
 }
 
-tm_status tm_qelement_get(const tm_file *f, int64_t i, int64_t flat, tm_qelement *out, tm_err *err) {
-    const tm_tensor *t = tm_file_tensor(f, i);
-    if (!t || !t->quant)
-        return tm__err_set(err, TM_E_INVALID_ARG, -1, "tensor is not quantized");
-    if (flat < 0 || flat >= t->n_elems)
-        return tm__err_set(err, TM_E_INVALID_ARG, -1, "tensor '%s': index %lld outside %lld elements",
-                           t->name, (long long)flat, (long long)t->n_elems);
-    float *scale;
-    int32_t *zp;
-    int64_t np;
-    tm_status s = tm_tensor_qparams(f, i, &scale, &zp, &np, err);
-    if (s) return s;
-    memset(out, 0, sizeof *out);
-    s = locate(f, t, flat, &out->code, &out->stored, &out->stored_bits, err);
-    if (!s) {
-        if (t->quant->code_dtype == TM_F8_E4M3 || t->quant->code_dtype == TM_F8_E5M2)
-            out->code &= 0xff;
-        int64_t g = tm_qgran_param_index(&t->quant->gran, t->ndim, t->shape, flat);
-        out->group = g;
-        out->scale = scale[g];
-        out->zero_point = zp[g];
-        out->value = code_value(t->quant->code_dtype, out->code, scale[g], zp[g]);
-    }
-    free(scale);
-    free(zp);
-    return s;
-}
-
 struct tm_qview {
     const tm_file *f;
     int64_t        i;
     float         *scale;
     int32_t       *zero_point;
     int64_t        n_params;
+    int32_t       *g_idx;      /* act-order group of each column, or NULL */
+    int64_t        n_groups;   /* groups per row when g_idx is used       */
 };
+
+/* Load and check a GPTQ act-order g_idx: column c of row r uses param r*n_groups + g_idx[c]. */
+static tm_status load_g_idx(tm_qview *v, const tm_tensor *t, tm_err *err) {
+    const tm_qtensor *q = t->quant;
+    if (q->g_idx_tensor < 0 || q->gran.kind != TM_GRAN_GROUP) return TM_OK;
+    int axis = q->gran.axis < 0 ? q->gran.axis + t->ndim : q->gran.axis;
+    if (t->ndim != 2 || axis != 1)
+        return tm__err_set(err, TM_E_UNSUPPORTED, -1,
+                           "tensor '%s': g_idx is supported for 2-D weights grouped along axis 1",
+                           t->name);
+    const tm_tensor *gt = tm_file_tensor(v->f, q->g_idx_tensor);
+    int64_t cols = t->shape[1];
+    if (!gt || gt->dtype != TM_I32 || gt->n_elems != cols)
+        return tm__err_set(err, TM_E_CORRUPT, -1, "tensor '%s': g_idx must be I32 [%lld]", t->name,
+                           (long long)cols);
+    const void *p;
+    tm_status s = tm_tensor_data(v->f, q->g_idx_tensor, 0, gt->n_bytes, &p, err);
+    if (s) return s;
+    v->n_groups = t->shape[0] > 0 ? v->n_params / t->shape[0] : 0;
+    v->g_idx = tm__malloc_n((size_t)cols, sizeof(int32_t));
+    if (!v->g_idx) return tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
+    for (int64_t c = 0; c < cols; c++) {
+        int32_t g = (int32_t)tm__ld32((const uint8_t *)p + 4 * c);
+        if (g < 0 || g >= v->n_groups)
+            return tm__err_set(err, TM_E_CORRUPT, (int64_t)(gt->offset + 4 * (uint64_t)c),
+                               "tensor '%s': g_idx[%lld] = %d outside [0, %lld)", t->name,
+                               (long long)c, g, (long long)v->n_groups);
+        v->g_idx[c] = g;
+    }
+    return TM_OK;
+}
+
+static int64_t view_param_index(const tm_qview *v, const tm_tensor *t, int64_t flat) {
+    if (v->g_idx) {
+        int64_t cols = t->shape[1];
+        return (flat / cols) * v->n_groups + v->g_idx[flat % cols];
+    }
+    return tm_qgran_param_index(&t->quant->gran, t->ndim, t->shape, flat);
+}
 
 tm_status tm_qview_open(const tm_file *f, int64_t i, tm_qview **out, tm_err *err) {
     *out = NULL;
@@ -188,6 +201,8 @@ tm_status tm_qview_open(const tm_file *f, int64_t i, tm_qview **out, tm_err *err
     v->i = i;
     tm_status s = tm_tensor_qparams(f, i, &v->scale, &v->zero_point, &v->n_params, err);
     if (s) { free(v); return s; }
+    s = load_g_idx(v, tm_file_tensor(f, i), err);
+    if (s) { tm_qview_free(v); return s; }
     *out = v;
     return TM_OK;
 }
@@ -196,6 +211,7 @@ void tm_qview_free(tm_qview *v) {
     if (!v) return;
     free(v->scale);
     free(v->zero_point);
+    free(v->g_idx);
     free(v);
 }
 
@@ -220,7 +236,7 @@ tm_status tm_qview_read(tm_qview *v, int64_t start, int64_t n, float *out, int64
         s = locate(v->f, t, start + k, &code, &word, &wb, err);
         if (s) break;
         if (is_fp8) code &= 0xff;
-        int64_t g = tm_qgran_param_index(&q->gran, t->ndim, t->shape, start + k);
+        int64_t g = view_param_index(v, t, start + k);
         if (g < 0 || g >= v->n_params) {
             s = tm__err_set(err, TM_E_CORRUPT, -1, "tensor '%s': param index out of range", t->name);
             break;
@@ -228,6 +244,35 @@ tm_status tm_qview_read(tm_qview *v, int64_t start, int64_t n, float *out, int64
         if (param) param[k] = g;
         out[k] = code_value(q->code_dtype, code, v->scale[g], v->zero_point[g]);
     }
+    return s;
+}
+
+tm_status tm_qelement_get(const tm_file *f, int64_t i, int64_t flat, tm_qelement *out, tm_err *err) {
+    const tm_tensor *t = tm_file_tensor(f, i);
+    if (!t || !t->quant)
+        return tm__err_set(err, TM_E_INVALID_ARG, -1, "tensor is not quantized");
+    if (flat < 0 || flat >= t->n_elems)
+        return tm__err_set(err, TM_E_INVALID_ARG, -1, "tensor '%s': index %lld outside %lld elements",
+                           t->name, (long long)flat, (long long)t->n_elems);
+    tm_qview *v;
+    tm_status s = tm_qview_open(f, i, &v, err);
+    if (s) return s;
+    memset(out, 0, sizeof *out);
+    s = locate(f, t, flat, &out->code, &out->stored, &out->stored_bits, err);
+    if (!s) {
+        if (t->quant->code_dtype == TM_F8_E4M3 || t->quant->code_dtype == TM_F8_E5M2)
+            out->code &= 0xff;
+        int64_t g = view_param_index(v, t, flat);
+        if (g < 0 || g >= v->n_params)
+            s = tm__err_set(err, TM_E_CORRUPT, -1, "tensor '%s': param index out of range", t->name);
+        else {
+            out->group = g;
+            out->scale = v->scale[g];
+            out->zero_point = v->zero_point[g];
+            out->value = code_value(t->quant->code_dtype, out->code, v->scale[g], v->zero_point[g]);
+        }
+    }
+    tm_qview_free(v);
     return s;
 }
 

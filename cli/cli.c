@@ -338,6 +338,21 @@ void cli_progress(const char *phase, uint64_t done, uint64_t total) {
     g_prog_drawn = 1;
 }
 
+void cli_progress_count(const char *phase, uint64_t done, uint64_t total, const char *unit) {
+    if (!g_cli.progress) return;
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    double dt = (double)(now.tv_sec - g_last_prog.tv_sec) +
+                (double)(now.tv_nsec - g_last_prog.tv_nsec) * 1e-9;
+    if (g_prog_drawn && dt < 0.1 && done < total) return;
+    g_last_prog = now;
+    fprintf(stderr, "\r%-12s %6.1f%% (%llu / %llu %s)   ", phase,
+            total ? 100.0 * (double)done / (double)total : 0.0, (unsigned long long)done,
+            (unsigned long long)total, unit);
+    fflush(stderr);
+    g_prog_drawn = 1;
+}
+
 void cli_progress_end(void) {
     if (g_prog_drawn) {
         fputc('\n', stderr);

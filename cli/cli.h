@@ -97,6 +97,8 @@ json_t *cli_quant_json(const tm_file *f, const tm_tensor *t);
 /* Progress on stderr (only when enabled: TTY or --progress, not -q). Rate-limited to 10 Hz. */
 void cli_progress(const char *phase, uint64_t done, uint64_t total);
 void cli_progress_end(void);
+/* the same for a count of items ("12 / 40 tensors") */
+void cli_progress_count(const char *phase, uint64_t done, uint64_t total, const char *unit);
 void cli_progress_cb(void *ud, const char *phase, uint64_t done, uint64_t total);
 
 /* Parse "1,2,3" into coords; returns count or -1. */

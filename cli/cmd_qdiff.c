@@ -18,6 +18,11 @@ const char details_qdiff[] =
     "more than half an LSB, more than 1% of values are clipped, or its SQNR is more than 10 dB\n"
     "below the checkpoint's median. Flagged tensors come first, worst first, with the reason.";
 
+static void qdiff_progress(void *ud, uint64_t done, uint64_t total) {
+    (void)ud;
+    cli_progress_count("qdiff", done, total, "tensors");
+}
+
 int cmd_qdiff(const cli_cmd *cmd, cli_args *a) {
     int top = -1;
     const char *v = cli_get(a, "top");
@@ -36,9 +41,11 @@ int cmd_qdiff(const cli_cmd *cmd, cli_args *a) {
     memset(&p, 0, sizeof p);
     p.n_threads = g_cli.threads;
     p.cancel = &g_cli_interrupted;
+    p.progress = qdiff_progress;
     tm_err err;
     tm_qdiff_result *r;
     tm_status s = tm_qdiff(ref, q, &p, &r, &err);
+    cli_progress_end();
     if (s) { rc = cli_fail(s, &err); tm_close(ref); tm_close(q); return rc; }
     if (r->n == 0) fprintf(stderr, "tensormorph: warning: %s holds no quantized tensor matching a tensor of %s\n", a->pos[1], a->pos[0]);
     if (g_cli.json) {

@@ -193,6 +193,12 @@ typedef struct tm_qtensor {
     const char *layout;          /* static name: "compressed-tensors/pack-quantized", ...    */
     int64_t    g_idx_tensor;     /* GROUP only: I32 [shape[axis]] group of each index along the
                                     axis (GPTQ act-order "g_idx"), or -1 (index / group_size)  */
+    int        ggml_type;        /* GGUF block-quantized tensor: its ggml type id (always >= 2,
+                                    tensormorph/ggml.h); 0 for every other layout. Then codes_tensor
+                                    is the tensor itself, gran is GROUP along the last axis with
+                                    group_size = the sub-block (values sharing one effective
+                                    scale), and ggml_block_size the block / super-block size    */
+    int64_t    ggml_block_size;
 } tm_qtensor;
 
 /* ---------------------------------------------------------------------------------------- */
@@ -307,6 +313,16 @@ typedef struct tm_qelement {
     int64_t  zero_point;
     int64_t  group;       /* flat index of the scale/zero point used                          */
     double   value;       /* dequantized value (float32 arithmetic, as read_f32)             */
+    /* GGUF block types only (ggml_type != 0; tensormorph/ggml.h tm_ggml_elem): value =
+    ** (code - zero_point) * scale - min, scale = super_scale * sub_scale (x a type constant). */
+    int      ggml_type;   /* ggml type id, 0 when not a ggml block type                      */
+    double   min;         /* subtracted after scaling (Q4_1 Q5_1 Q2_K Q4_K Q5_K), else 0      */
+    double   super_scale; /* the block's d                                                    */
+    double   super_min;   /* the block's dmin / m, else 0                                     */
+    int64_t  sub_scale;   /* the sub-block's stored integer scale (K/IQ types), else 1        */
+    int64_t  sub_min;     /* the sub-block's stored integer min (Q2_K Q4_K Q5_K), else 0      */
+    int64_t  sub_block;   /* sub-block within the block                                       */
+    int64_t  block;       /* flat index of the block in the tensor                            */
 } tm_qelement;
 
 /* tm_qelement_get: the element at flat index `flat` of quantized tensor i.
@@ -367,5 +383,6 @@ void tm_qspec_range(const tm_qspec *spec, int64_t *qmin, int64_t *qmax);
 #include "tensormorph/quant.h"        /* quantize/dequantize kernels, observers, packing    */
 #include "tensormorph/safetensors.h"  /* the streaming, atomic safetensors writer            */
 #include "tensormorph/job.h"          /* quantize job, qdiff, diff, hashing                  */
+#include "tensormorph/ggml.h"         /* ggml type table and dequantizers (GGUF)           */
 
 #endif /* TENSORMORPH_H */

@@ -3,6 +3,7 @@
 # or with sudo). Usage: scripts/setup.sh [--test]   (--test adds clang + libFuzzer runtime)
 set -euo pipefail
 pkgs=(cmake make gcc pkg-config git libjansson-dev libssl-dev libcmocka-dev)
+pkgs+=(libprotobuf-c-dev protobuf-c-compiler libonnx-dev)  # ONNX reader: protoc-c + onnx.proto
 if [[ "${1:-}" == "--test" ]]; then
   pkgs+=(clang libclang-rt-14-dev)
 fi

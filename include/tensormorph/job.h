@@ -97,7 +97,8 @@ typedef struct tm_qdiff_result {
 
 typedef struct tm_qdiff_params {
     int n_threads;             /* 0 = 1                                                          */
-    void (*progress)(void *ud, uint64_t done, uint64_t total);
+    void (*progress)(void *ud, uint64_t done, uint64_t total); /* tensors compared so far, of
+                                                                  total; serialised            */
     void *progress_ud;
     volatile const int *cancel;
 } tm_qdiff_params;
@@ -210,6 +211,11 @@ const float   *tm_qview_scale(const tm_qview *v);
 const int32_t *tm_qview_zero_point(const tm_qview *v);
 int64_t        tm_qview_n_params(const tm_qview *v);
 void           tm_qview_free(tm_qview *v);
+
+/* tm_tensor_release_elems: a streaming reader is done with logical elements [start, start+n)
+** of tensor i: release their mapped file pages (plain tensors: exactly their bytes; quantized:
+** the codes of the whole rows covered). Never fails; a no-op where it does not apply. */
+void tm_tensor_release_elems(const tm_file *f, int64_t i, int64_t start, int64_t n);
 
 /* ---- the built-in demo checkpoint ---------------------------------------------------------- */
 

@@ -42,6 +42,8 @@ static tm_status diff_one(void *vctx, int64_t k, int thread, tm_err *err) {
             if (d > maxd || isnan(d)) maxd = d;
             sd2 += d * d; sa2 += av * av; sb2 += bv * bv; sab += av * bv;
         }
+        tm_tensor_release_elems(c->a, e->a_index, st, n);
+        tm_tensor_release_elems(c->b, e->b_index, st, n);
     }
     free(x); free(y);
     if (s) { tm__err_prefix(err, "diff: tensor '%s'", ta->name); return s; }

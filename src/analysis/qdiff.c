@@ -6,6 +6,8 @@
 #include "../core/pool.h"
 
 #include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 
 enum { QDIFF_CHUNK = 1 << 18 }; /* elements per read: 1 MiB of f32 per buffer */
@@ -15,6 +17,8 @@ typedef struct qd_ctx {
     tm_qdiff_entry *entries;
     const tm_qdiff_params *p;
     uint64_t total;
+    atomic_ullong done;
+    pthread_mutex_t mu;
 } qd_ctx;
 
 static void scheme_str(const tm_file *f, const tm_tensor *t, char *buf, size_t n) {
@@ -66,7 +70,15 @@ static tm_status qdiff_one(void *vctx, int64_t k, int thread, tm_err *err) {
         if (s) break;
         s = tm_qview_read(v, start, n, xq, param, err);
         if (s) break;
+        tm_tensor_release_elems(c->ref, e->ref_index, start, n);
+        tm_tensor_release_elems(c->q, e->q_index, start, n);
         tm_erracc_add(&acc, qt->code_dtype, x, xq, param, scale, zp, qmin, qmax, n);
+    }
+    if (s == TM_OK && c->p->progress) {
+        uint64_t d = atomic_fetch_add(&c->done, 1) + 1;
+        pthread_mutex_lock(&c->mu); /* the callback need not be thread-safe */
+        c->p->progress(c->p->progress_ud, d, c->total);
+        pthread_mutex_unlock(&c->mu);
     }
     if (s == TM_OK) {
         tm_erracc_summary(&acc, &e->e);
@@ -157,8 +169,17 @@ tm_status tm_qdiff(const tm_file *ref, const tm_file *q, const tm_qdiff_params *
         e->q_index = i;
         e->ref_index = j;
     }
-    qd_ctx c = {ref, q, r->entries, p, 0};
+    qd_ctx c;
+    memset(&c, 0, sizeof c);
+    c.ref = ref;
+    c.q = q;
+    c.entries = r->entries;
+    c.p = p;
+    c.total = (uint64_t)r->n;
+    atomic_init(&c.done, 0);
+    pthread_mutex_init(&c.mu, NULL);
     tm_status s = tm__parallel_for(r->n, p->n_threads, qdiff_one, &c, p->cancel, err);
+    pthread_mutex_destroy(&c.mu);
     if (s) { tm_qdiff_free(r); return s; }
     tm_qdiff_flag(r);
     *out = r;

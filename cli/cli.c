@@ -275,6 +275,12 @@ static void gran_str(const tm_qgran *g, char *buf, size_t n) {
 void cli_quant_str(const tm_file *f, const tm_tensor *t, char *buf, size_t n) {
     if (!t->quant) { snprintf(buf, n, "-"); return; }
     const tm_qtensor *q = t->quant;
+    if (q->ggml_type) { /* GGUF block type: its ggml name, block and sub-block */
+        const tm_ggml_type_info *gi = tm_ggml_type_info_get(q->ggml_type);
+        snprintf(buf, n, "%s block:%" PRId64 " sub:%" PRId64 "%s", gi ? gi->name : "?",
+                 q->ggml_block_size, q->gran.group_size, q->symmetric ? "" : " +min");
+        return;
+    }
     char g[64];
     gran_str(&q->gran, g, sizeof g);
     const tm_tensor *sc = tm_file_tensor(f, q->scale_tensor);
@@ -317,6 +323,14 @@ json_t *cli_quant_json(const tm_file *f, const tm_tensor *t) {
     json_object_set_new(pk, "packed_axis", json_integer(q->packing.packed_axis));
     json_object_set_new(pk, "offset", json_integer(q->packing.offset));
     json_object_set_new(o, "packing", pk);
+    if (q->ggml_type) { /* GGUF block type */
+        const tm_ggml_type_info *gi = tm_ggml_type_info_get(q->ggml_type);
+        json_object_set_new(o, "ggml_type", json_string(gi ? gi->name : "?"));
+        json_object_set_new(o, "ggml_type_id", json_integer(q->ggml_type));
+        json_object_set_new(o, "block_size", json_integer(q->ggml_block_size));
+        json_object_set_new(o, "has_min", json_boolean(!q->symmetric));
+        json_object_set_new(o, "scale_dtype", json_string(q->ggml_type == TM_GGML_Q8_K ? "F32" : "F16"));
+    }
     return o;
 }
 

@@ -31,6 +31,77 @@ static uint64_t total_bytes(const tm_file *f, int64_t i) {
     return b;
 }
 
+/* inspect_json: the `inspect --json` document (also served as /api/v1/inspect). re: only
+** tensors whose name matches (NULL: all); with_tensors 0: the summary only. */
+json_t *inspect_json(const tm_file *f, const char *path, const regex_t *re, int with_tensors) {
+    int64_t n = tm_file_n_tensors(f);
+    uint64_t by_dtype[TM_DTYPE_COUNT] = {0};
+    int64_t n_params = 0, n_quant = 0;
+    uint64_t total = 0;
+    for (int64_t i = 0; i < n; i++) {
+        const tm_tensor *t = tm_file_tensor(f, i);
+        by_dtype[t->phys_dtype] += t->n_bytes;
+        total += t->n_bytes;
+        if (t->role == TM_ROLE_DATA) n_params += t->n_elems;
+        if (t->quant) n_quant++;
+    }
+    json_t *d = cli_json_doc("inspect");
+    json_object_set_new(d, "format", json_string(tm_format_name(tm_file_format(f))));
+    json_object_set_new(d, "path", json_string(path));
+    json_t *files = json_array();
+    for (int i = 0; i < tm_file_n_paths(f); i++) {
+        json_t *o = json_object();
+        json_object_set_new(o, "path", json_string(tm_file_path(f, i)));
+        json_object_set_new(o, "bytes", json_integer((json_int_t)tm_file_size(f, i)));
+        json_array_append_new(files, o);
+    }
+    json_object_set_new(d, "files", files);
+    json_object_set_new(d, "n_tensors", json_integer(n));
+    json_object_set_new(d, "n_quantized", json_integer(n_quant));
+    json_object_set_new(d, "n_parameters", json_integer(n_params));
+    json_object_set_new(d, "tensor_bytes", json_integer((json_int_t)total));
+    json_t *bd = json_object();
+    for (int k = 0; k < TM_DTYPE_COUNT; k++)
+        if (by_dtype[k])
+            json_object_set_new(bd, tm_dtype_get((tm_dtype)k)->name,
+                                json_integer((json_int_t)by_dtype[k]));
+    json_object_set_new(d, "bytes_by_dtype", bd);
+    json_t *meta = json_object();
+    for (int64_t k = 0; k < tm_file_n_meta(f); k++) {
+        /* GGUF: the complete typed value (arrays in full), else the text */
+        const char *js = tm_gguf_meta_json(f, k);
+        json_t *v = js ? json_loads(js, JSON_DECODE_ANY, NULL) : NULL;
+        json_object_set_new(meta, tm_file_meta_key(f, k), v ? v : json_string(tm_file_meta_value(f, k)));
+    }
+    json_object_set_new(d, "metadata", meta);
+    json_t *warn = json_array();
+    for (int64_t k = 0; k < tm_file_n_warnings(f); k++)
+        json_array_append_new(warn, json_string(tm_file_warning(f, k)));
+    json_object_set_new(d, "warnings", warn);
+    json_t *ts = json_array();
+    for (int64_t i = 0; i < n && with_tensors; i++) {
+        const tm_tensor *t = tm_file_tensor(f, i);
+        if (re && regexec(re, t->name, 0, NULL, 0) != 0) continue;
+        json_t *o = json_object();
+        json_object_set_new(o, "name", json_string(t->name));
+        if (strcmp(t->phys_name, t->name))
+            json_object_set_new(o, "stored_as", json_string(t->phys_name));
+        json_object_set_new(o, "dtype", json_string(tm_dtype_get(t->dtype)->name));
+        json_object_set_new(o, "shape", cli_json_shape(t->ndim, t->shape));
+        json_object_set_new(o, "bytes", json_integer((json_int_t)t->n_bytes));
+        json_object_set_new(o, "quantization", cli_quant_json(f, t));
+        static const char *roles[] = {"data", "scale", "zero_point", "aux"};
+        json_object_set_new(o, "role", json_string(roles[t->role]));
+        if (t->role != TM_ROLE_DATA && t->owner >= 0)
+            json_object_set_new(o, "owner", json_string(tm_file_tensor(f, t->owner)->name));
+        double bpp = t->n_elems ? 8.0 * (double)total_bytes(f, i) / (double)t->n_elems : 0;
+        json_object_set_new(o, "bits_per_param", cli_json_num(bpp));
+        json_array_append_new(ts, o);
+    }
+    json_object_set_new(d, "tensors", ts);
+    return d;
+}
+
 int cmd_inspect(const cli_cmd *cmd, cli_args *a) {
     tm_file *f;
     int rc = cli_open(a->pos[0], &f);
@@ -53,57 +124,7 @@ int cmd_inspect(const cli_cmd *cmd, cli_args *a) {
         if (t->quant) n_quant++;
     }
     if (g_cli.json) {
-        json_t *d = cli_json_doc("inspect");
-        json_object_set_new(d, "format", json_string(tm_format_name(tm_file_format(f))));
-        json_object_set_new(d, "path", json_string(a->pos[0]));
-        json_t *files = json_array();
-        for (int i = 0; i < tm_file_n_paths(f); i++) {
-            json_t *o = json_object();
-            json_object_set_new(o, "path", json_string(tm_file_path(f, i)));
-            json_object_set_new(o, "bytes", json_integer((json_int_t)tm_file_size(f, i)));
-            json_array_append_new(files, o);
-        }
-        json_object_set_new(d, "files", files);
-        json_object_set_new(d, "n_tensors", json_integer(n));
-        json_object_set_new(d, "n_quantized", json_integer(n_quant));
-        json_object_set_new(d, "n_parameters", json_integer(n_params));
-        json_object_set_new(d, "tensor_bytes", json_integer((json_int_t)total));
-        json_t *bd = json_object();
-        for (int k = 0; k < TM_DTYPE_COUNT; k++)
-            if (by_dtype[k])
-                json_object_set_new(bd, tm_dtype_get((tm_dtype)k)->name,
-                                    json_integer((json_int_t)by_dtype[k]));
-        json_object_set_new(d, "bytes_by_dtype", bd);
-        json_t *meta = json_object();
-        for (int64_t k = 0; k < tm_file_n_meta(f); k++)
-            json_object_set_new(meta, tm_file_meta_key(f, k), json_string(tm_file_meta_value(f, k)));
-        json_object_set_new(d, "metadata", meta);
-        json_t *warn = json_array();
-        for (int64_t k = 0; k < tm_file_n_warnings(f); k++)
-            json_array_append_new(warn, json_string(tm_file_warning(f, k)));
-        json_object_set_new(d, "warnings", warn);
-        json_t *ts = json_array();
-        for (int64_t i = 0; i < n && !cli_has(a, "no-tensors"); i++) {
-            const tm_tensor *t = tm_file_tensor(f, i);
-            if (filter && regexec(&re, t->name, 0, NULL, 0) != 0) continue;
-            json_t *o = json_object();
-            json_object_set_new(o, "name", json_string(t->name));
-            if (strcmp(t->phys_name, t->name))
-                json_object_set_new(o, "stored_as", json_string(t->phys_name));
-            json_object_set_new(o, "dtype", json_string(tm_dtype_get(t->dtype)->name));
-            json_object_set_new(o, "shape", cli_json_shape(t->ndim, t->shape));
-            json_object_set_new(o, "bytes", json_integer((json_int_t)t->n_bytes));
-            json_object_set_new(o, "quantization", cli_quant_json(f, t));
-            static const char *roles[] = {"data", "scale", "zero_point", "aux"};
-            json_object_set_new(o, "role", json_string(roles[t->role]));
-            if (t->role != TM_ROLE_DATA && t->owner >= 0)
-                json_object_set_new(o, "owner", json_string(tm_file_tensor(f, t->owner)->name));
-            double bpp = t->n_elems ? 8.0 * (double)total_bytes(f, i) / (double)t->n_elems : 0;
-            json_object_set_new(o, "bits_per_param", cli_json_num(bpp));
-            json_array_append_new(ts, o);
-        }
-        json_object_set_new(d, "tensors", ts);
-        cli_json_print(d);
+        cli_json_print(inspect_json(f, a->pos[0], filter ? &re : NULL, !cli_has(a, "no-tensors")));
     } else {
         printf("path:        %s\nformat:      %s\n", a->pos[0], tm_format_name(tm_file_format(f)));
         printf("files:       %d (", tm_file_n_paths(f));
@@ -118,6 +139,15 @@ int cmd_inspect(const cli_cmd *cmd, cli_args *a) {
         printf("\n");
         for (int64_t k = 0; k < tm_file_n_warnings(f); k++)
             printf("warning:     %s\n", tm_file_warning(f, k));
+        if (tm_file_format(f) == TM_FMT_GGUF) /* GGUF key/values; long values cut */
+            for (int64_t k = 0; k < tm_file_n_meta(f); k++) {
+                const char *v = tm_file_meta_value(f, k);
+                printf("%-12s %s = ", k ? "" : "metadata:", tm_file_meta_key(f, k));
+                size_t len = strlen(v), shown = 0;
+                for (; shown < len && shown < 160; shown++)
+                    putchar(v[shown] == '\n' || v[shown] == '\r' || v[shown] == '\t' ? ' ' : v[shown]);
+                printf("%s\n", shown < len ? "..." : "");
+            }
         if (!cli_has(a, "no-tensors")) {
             printf("\n%-48s %-8s %-16s %12s  %-34s %6s\n", "name", "dtype", "shape", "bytes",
                    "quantization", "bits/p");

@@ -23,6 +23,39 @@ static void qdiff_progress(void *ud, uint64_t done, uint64_t total) {
     cli_progress_count("qdiff", done, total, "tensors");
 }
 
+/* qdiff_json: the `qdiff --json` document (also served as /api/v1/qdiff). */
+json_t *qdiff_json(const tm_qdiff_result *r, const char *ref_path, const char *q_path) {
+    json_t *d = cli_json_doc("qdiff");
+    json_object_set_new(d, "ref", json_string(ref_path));
+    json_object_set_new(d, "quant", json_string(q_path));
+    json_object_set_new(d, "median_sqnr_db", cli_json_num(r->median_sqnr_db));
+    json_object_set_new(d, "n_flagged", json_integer(r->n_flagged));
+    json_object_set_new(d, "n_unmatched", json_integer(r->n_unmatched));
+    json_t *ts = json_array();
+    for (int64_t i = 0; i < r->n; i++) {
+        tm_qdiff_entry *e = &r->entries[i];
+        json_t *o = json_object();
+        json_object_set_new(o, "name", json_string(e->name));
+        json_object_set_new(o, "scheme", json_string(e->scheme));
+        json_object_set_new(o, "n", json_integer(e->e.n));
+        json_object_set_new(o, "sqnr_db", cli_json_num(e->e.sqnr_db));
+        json_object_set_new(o, "rmse", cli_json_num(e->e.rmse));
+        json_object_set_new(o, "rmse_lsb", cli_json_num(e->e.rmse_lsb));
+        json_object_set_new(o, "max_abs_err", cli_json_num(e->e.max_abs_err));
+        json_object_set_new(o, "max_err_lsb", cli_json_num(e->e.max_err_lsb));
+        json_object_set_new(o, "max_err_lsb_unclipped", cli_json_num(e->e.max_err_lsb_unclipped));
+        json_object_set_new(o, "clipped_fraction", cli_json_num(e->e.clipped_fraction));
+        json_object_set_new(o, "cosine", cli_json_num(e->e.cosine));
+        json_object_set_new(o, "worst_group", json_integer(e->e.worst_group));
+        json_object_set_new(o, "worst_group_rmse_lsb", cli_json_num(e->e.worst_group_rmse_lsb));
+        json_object_set_new(o, "flagged", json_boolean(e->flagged));
+        json_object_set_new(o, "reason", json_string(e->reason));
+        json_array_append_new(ts, o);
+    }
+    json_object_set_new(d, "tensors", ts);
+    return d;
+}
+
 int cmd_qdiff(const cli_cmd *cmd, cli_args *a) {
     int top = -1;
     const char *v = cli_get(a, "top");
@@ -49,35 +82,7 @@ int cmd_qdiff(const cli_cmd *cmd, cli_args *a) {
     if (s) { rc = cli_fail(s, &err); tm_close(ref); tm_close(q); return rc; }
     if (r->n == 0) fprintf(stderr, "tensormorph: warning: %s holds no quantized tensor matching a tensor of %s\n", a->pos[1], a->pos[0]);
     if (g_cli.json) {
-        json_t *d = cli_json_doc("qdiff");
-        json_object_set_new(d, "ref", json_string(a->pos[0]));
-        json_object_set_new(d, "quant", json_string(a->pos[1]));
-        json_object_set_new(d, "median_sqnr_db", cli_json_num(r->median_sqnr_db));
-        json_object_set_new(d, "n_flagged", json_integer(r->n_flagged));
-        json_object_set_new(d, "n_unmatched", json_integer(r->n_unmatched));
-        json_t *ts = json_array();
-        for (int64_t i = 0; i < r->n; i++) {
-            tm_qdiff_entry *e = &r->entries[i];
-            json_t *o = json_object();
-            json_object_set_new(o, "name", json_string(e->name));
-            json_object_set_new(o, "scheme", json_string(e->scheme));
-            json_object_set_new(o, "n", json_integer(e->e.n));
-            json_object_set_new(o, "sqnr_db", cli_json_num(e->e.sqnr_db));
-            json_object_set_new(o, "rmse", cli_json_num(e->e.rmse));
-            json_object_set_new(o, "rmse_lsb", cli_json_num(e->e.rmse_lsb));
-            json_object_set_new(o, "max_abs_err", cli_json_num(e->e.max_abs_err));
-            json_object_set_new(o, "max_err_lsb", cli_json_num(e->e.max_err_lsb));
-            json_object_set_new(o, "max_err_lsb_unclipped", cli_json_num(e->e.max_err_lsb_unclipped));
-            json_object_set_new(o, "clipped_fraction", cli_json_num(e->e.clipped_fraction));
-            json_object_set_new(o, "cosine", cli_json_num(e->e.cosine));
-            json_object_set_new(o, "worst_group", json_integer(e->e.worst_group));
-            json_object_set_new(o, "worst_group_rmse_lsb", cli_json_num(e->e.worst_group_rmse_lsb));
-            json_object_set_new(o, "flagged", json_boolean(e->flagged));
-            json_object_set_new(o, "reason", json_string(e->reason));
-            json_array_append_new(ts, o);
-        }
-        json_object_set_new(d, "tensors", ts);
-        cli_json_print(d);
+        cli_json_print(qdiff_json(r, a->pos[0], a->pos[1]));
     } else {
         printf("Quantization Diff: %s vs %s\n", a->pos[1], a->pos[0]);
         printf("%" PRId64 " quantized tensors compared, %" PRId64 " flagged, median SQNR %.2f dB\n", r->n,

@@ -9,8 +9,8 @@
 #include <strings.h>
 
 const cli_opt opts_quantize[] = {
-    {"output", 'o', "OUT", 0, "output directory (compressed-tensors safetensors checkpoint)"},
-    {"type", 't', "T", 0, "int8 (default), int4, fp8_e4m3; uint8 uint4 fp8_e5m2 are refused for this output"},
+    {"output", 'o', "OUT", 0, "output directory (compressed-tensors safetensors checkpoint); OUT ending in .gguf writes one GGUF file"},
+    {"type", 't', "T", 0, "int8 (default), int4, fp8_e4m3; uint8 uint4 fp8_e5m2 are refused for this output; GGUF: Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 IQ4_NL Q2_K Q3_K_S/M/L Q4_K_S/M Q5_K_S/M Q6_K F16 BF16"},
     {"granularity", 'g', "G", 0, "tensor | channel[:AXIS] (default, axis 0) | group:N[:AXIS] | block:HxW"},
     {"symmetric", 0, NULL, 0, "symmetric codes, zero point 0 (default)"},
     {"asymmetric", 0, NULL, 0, "affine codes with a zero point"},
@@ -27,6 +27,9 @@ const cli_opt opts_quantize[] = {
     {"strict", 0, NULL, 0, "fail on a tensor the output layout cannot hold instead of keeping it dense"},
     {"kernel", 0, "K", 0, "auto (default) or ref: force the scalar reference kernels (also TM_FORCE_KERNEL)"},
     {"top", 0, "N", 0, "rows of the Quantization Diff summary to print (default 10)"},
+    {"pure", 0, NULL, 0, "GGUF: every quantizable tensor gets --type's type (no llama-quantize mixture rules)"},
+    {"leave-output-tensor", 0, NULL, 0, "GGUF: leave output.weight unquantized"},
+    {"tensor-type", 0, "RE=TYPE", 1, "GGUF: ggml TYPE for tensors whose name matches RE (POSIX extended; last match wins)"},
     {NULL, 0, NULL, 0, NULL},
 };
 
@@ -175,9 +178,15 @@ static int cmp_flag_sqnr(const void *pa, const void *pb) {
     return strcmp(a->name, b->name);
 }
 
+int cmd_quantize_gguf(const cli_cmd *cmd, cli_args *a); /* cmd_quantize_gguf.c */
+
 int cmd_quantize(const cli_cmd *cmd, cli_args *a) {
     const char *out = cli_get(a, "output");
     if (!out) return cli_usage_error(cmd, "missing -o OUT");
+    size_t out_len = strlen(out);
+    if (out_len > 5 && strcmp(out + out_len - 5, ".gguf") == 0) return cmd_quantize_gguf(cmd, a);
+    if (cli_has(a, "pure") || cli_has(a, "leave-output-tensor") || cli_has(a, "tensor-type"))
+        return cli_usage_error(cmd, "--pure, --leave-output-tensor and --tensor-type apply to GGUF output only (OUT ending in .gguf)");
     const char *in_path = a->pos[0];
     if (cli_has(a, "symmetric") && cli_has(a, "asymmetric"))
         return cli_usage_error(cmd, "--symmetric and --asymmetric exclude each other");

@@ -16,6 +16,78 @@ const char details_scalar[] =
     "file, the scale, zero point, group id and the dequantized value. A plain tensor prints its\n"
     "stored value.";
 
+/* scalar_json: the `scalar --json` document (also served as /api/v1/scalar). qe: the element
+** when t is quantized; ref_value used when have_ref. */
+json_t *scalar_json(const tm_file *f, const tm_tensor *t, int nc, const int64_t *coords, int64_t flat,
+                    const tm_qelement *qe_in, double value, int have_ref, double ref_value) {
+    (void)f;
+    tm_qelement qe = *qe_in;
+    double error = value - ref_value;
+    double err_lsb = t->quant && fabs(qe.scale) > 0 ? error / fabs(qe.scale) : NAN;
+    json_t *d = cli_json_doc("scalar");
+    json_object_set_new(d, "tensor", json_string(t->name));
+    json_object_set_new(d, "index", cli_json_shape(nc, coords));
+    json_object_set_new(d, "flat_index", json_integer(flat));
+    json_object_set_new(d, "dtype", json_string(tm_dtype_get(t->dtype)->name));
+    json_object_set_new(d, "quantized", json_boolean(t->quant != NULL));
+    if (t->quant) {
+        json_object_set_new(d, "code", json_integer(qe.code));
+        json_object_set_new(d, "stored", json_integer((json_int_t)qe.stored));
+        json_object_set_new(d, "stored_bits", json_integer(qe.stored_bits));
+        json_object_set_new(d, "scale", cli_json_num(qe.scale));
+        json_object_set_new(d, "zero_point", json_integer(qe.zero_point));
+        json_object_set_new(d, "group", json_integer(qe.group));
+        if (qe.ggml_type) { /* GGUF block type: both levels of scale (tm_qelement) */
+            json_t *g = json_object();
+            const tm_ggml_type_info *gi = tm_ggml_type_info_get(qe.ggml_type);
+            json_object_set_new(g, "type", json_string(gi ? gi->name : "?"));
+            json_object_set_new(g, "block", json_integer(qe.block));
+            json_object_set_new(g, "sub_block", json_integer(qe.sub_block));
+            json_object_set_new(g, "super_scale", cli_json_num(qe.super_scale));
+            json_object_set_new(g, "super_min", cli_json_num(qe.super_min));
+            json_object_set_new(g, "sub_scale", json_integer(qe.sub_scale));
+            json_object_set_new(g, "sub_min", json_integer(qe.sub_min));
+            json_object_set_new(g, "min", cli_json_num(qe.min));
+            json_object_set_new(d, "ggml", g);
+        }
+    } else {
+        json_object_set_new(d, "code", json_null());
+        json_object_set_new(d, "stored", json_null());
+        json_object_set_new(d, "scale", json_null());
+        json_object_set_new(d, "zero_point", json_null());
+        json_object_set_new(d, "group", json_null());
+    }
+    json_object_set_new(d, "value", cli_json_num(value));
+    json_object_set_new(d, "ref_value", have_ref ? cli_json_num(ref_value) : json_null());
+    json_object_set_new(d, "error", have_ref ? cli_json_num(error) : json_null());
+    json_object_set_new(d, "error_lsb", have_ref && t->quant ? cli_json_num(err_lsb) : json_null());
+    return d;
+}
+
+/* scalar_lookup: element `flat` of tensor ti: its value (dequantized), the quantized element
+** (when quantized, else *qe zeroed) and, when ref is given, tensor ri of ref's value there. */
+tm_status scalar_lookup(const tm_file *f, int64_t ti, int64_t flat, const tm_file *ref, int64_t ri,
+                        tm_qelement *qe, double *value, double *ref_value, tm_err *err) {
+    const tm_tensor *t = tm_file_tensor(f, ti);
+    memset(qe, 0, sizeof *qe);
+    *ref_value = NAN;
+    tm_status s;
+    if (t->quant) {
+        s = tm_qelement_get(f, ti, flat, qe, err);
+        *value = qe->value;
+    } else {
+        float v;
+        s = tm_tensor_read_f32(f, ti, flat, 1, &v, err);
+        *value = v;
+    }
+    if (!s && ref) {
+        float v;
+        s = tm_tensor_read_f32(ref, ri, flat, 1, &v, err);
+        *ref_value = v;
+    }
+    return s;
+}
+
 int cmd_scalar(const cli_cmd *cmd, cli_args *a) {
     int64_t coords[TM_MAX_DIMS];
     int nc = cli_parse_coords(a->pos[2], coords, TM_MAX_DIMS);
@@ -52,14 +124,8 @@ int cmd_scalar(const cli_cmd *cmd, cli_args *a) {
     memset(&qe, 0, sizeof qe);
     double value;
     tm_status s;
-    if (t->quant) {
-        s = tm_qelement_get(f, ti, flat, &qe, &err);
-        value = qe.value;
-    } else {
-        float v;
-        s = tm_tensor_read_f32(f, ti, flat, 1, &v, &err);
-        value = v;
-    }
+    double unused_ref;
+    s = scalar_lookup(f, ti, flat, NULL, -1, &qe, &value, &unused_ref, &err);
     if (s) { rc = cli_fail(s, &err); tm_close(f); return rc; }
     int have_ref = 0;
     double ref_value = NAN;
@@ -83,33 +149,9 @@ int cmd_scalar(const cli_cmd *cmd, cli_args *a) {
         have_ref = 1;
     }
     double error = value - ref_value;
-    double err_lsb = t->quant && qe.scale > 0 ? error / qe.scale : NAN;
+    double err_lsb = t->quant && fabs(qe.scale) > 0 ? error / fabs(qe.scale) : NAN;
     if (g_cli.json) {
-        json_t *d = cli_json_doc("scalar");
-        json_object_set_new(d, "tensor", json_string(t->name));
-        json_object_set_new(d, "index", cli_json_shape(nc, coords));
-        json_object_set_new(d, "flat_index", json_integer(flat));
-        json_object_set_new(d, "dtype", json_string(tm_dtype_get(t->dtype)->name));
-        json_object_set_new(d, "quantized", json_boolean(t->quant != NULL));
-        if (t->quant) {
-            json_object_set_new(d, "code", json_integer(qe.code));
-            json_object_set_new(d, "stored", json_integer((json_int_t)qe.stored));
-            json_object_set_new(d, "stored_bits", json_integer(qe.stored_bits));
-            json_object_set_new(d, "scale", cli_json_num(qe.scale));
-            json_object_set_new(d, "zero_point", json_integer(qe.zero_point));
-            json_object_set_new(d, "group", json_integer(qe.group));
-        } else {
-            json_object_set_new(d, "code", json_null());
-            json_object_set_new(d, "stored", json_null());
-            json_object_set_new(d, "scale", json_null());
-            json_object_set_new(d, "zero_point", json_null());
-            json_object_set_new(d, "group", json_null());
-        }
-        json_object_set_new(d, "value", cli_json_num(value));
-        json_object_set_new(d, "ref_value", have_ref ? cli_json_num(ref_value) : json_null());
-        json_object_set_new(d, "error", have_ref ? cli_json_num(error) : json_null());
-        json_object_set_new(d, "error_lsb", have_ref && t->quant ? cli_json_num(err_lsb) : json_null());
-        cli_json_print(d);
+        cli_json_print(scalar_json(f, t, nc, coords, flat, &qe, value, have_ref, ref_value));
     } else {
         printf("tensor:      %s %s %s\n", t->name, tm_dtype_get(t->dtype)->name, sh);
         printf("index:       %s (flat %" PRId64 ")\n", a->pos[2], flat);
@@ -122,6 +164,13 @@ int cmd_scalar(const cli_cmd *cmd, cli_args *a) {
             printf("scale:       %.9g\n", qe.scale);
             printf("zero_point:  %" PRId64 "\n", qe.zero_point);
             printf("group:       %" PRId64 "\n", qe.group);
+            if (qe.ggml_type) { /* GGUF block type */
+                printf("block:       %" PRId64 ", sub-block %" PRId64 "\n", qe.block, qe.sub_block);
+                printf("super-block: d %.9g  dmin %.9g\n", qe.super_scale, qe.super_min);
+                printf("sub-block:   scale %" PRId64 "  min %" PRId64 "\n", qe.sub_scale, qe.sub_min);
+                printf("value:       %.9g  = (%" PRId64 " - %" PRId64 ") x %.9g - %.9g\n", value,
+                       qe.code, qe.zero_point, qe.scale, qe.min);
+            } else
             printf("value:       %.9g  = (%" PRId64 " - %" PRId64 ") x %.9g\n", value, qe.code, qe.zero_point, qe.scale);
         } else {
             printf("value:       %.9g (not quantized)\n", value);

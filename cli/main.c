@@ -12,6 +12,15 @@ int cmd_scalar(const cli_cmd *cmd, cli_args *a);
 int cmd_diff(const cli_cmd *cmd, cli_args *a);
 int cmd_demo(const cli_cmd *cmd, cli_args *a);
 int cmd_version(const cli_cmd *cmd, cli_args *a);
+int cmd_graph(const cli_cmd *cmd, cli_args *a);
+extern const cli_opt opts_graph[];
+extern const char details_graph[];
+int cmd_heatmap(const cli_cmd *cmd, cli_args *a);
+extern const cli_opt opts_heatmap[];
+extern const char details_heatmap[];
+int cmd_serve(const cli_cmd *cmd, cli_args *a);
+extern const cli_opt opts_serve[];
+extern const char details_serve[];
 
 extern const cli_opt opts_inspect[], opts_quantize[], opts_qdiff[], opts_scalar[], opts_diff[],
     opts_demo[], opts_none[];
@@ -33,6 +42,12 @@ const cli_cmd cli_commands[] = {
      "diff A B [options]", details_diff, opts_diff, 2, 2},
     {"demo", cmd_demo, "Write the built-in demo checkpoint (deterministic, LLaMA-shaped).",
      "demo -o DIR [options]", details_demo, opts_demo, 0, 0},
+    {"heatmap", cmd_heatmap, "Draw a tensor as a PNG heatmap: values, |values|, quantization groups or error in LSB.",
+     "heatmap PATH TENSOR -o FILE.png [options]", details_heatmap, opts_heatmap, 2, 2},
+    {"serve", cmd_serve, "Serve the web UI (architecture, heatmaps, Scalar Inspector, Quantization Diff) on localhost.",
+     "serve PATH [--ref REF] [options]", details_serve, opts_serve, 1, 1},
+    {"graph", cmd_graph, "The graph of an ONNX model: nodes, values, dtypes and where quantization sits.",
+     "graph PATH [options]", details_graph, opts_graph, 1, 1},
     {"version", cmd_version, "Print the version.", "version [options]", NULL, opts_none, 0, 0},
 };
 const int cli_n_commands = (int)(sizeof cli_commands / sizeof cli_commands[0]);

@@ -238,6 +238,11 @@ typedef struct tm_tensor {
     tm_tensor_role role;
     int64_t        owner;       /* SCALE/ZERO_POINT/AUX: index of the tensor served, else -1 */
     const tm_qtensor *quant;    /* NULL for a plain tensor                                   */
+    /* Byte layout of a plain tensor's data (NumPy .npy/.npz, PyTorch); 0 = row-major,
+    ** little-endian, as every other reader stores. The view (tm_tensor_read_f32) undoes both,
+    ** so values always come back row-major; tm_tensor_data gives the bytes as stored.      */
+    int            fortran_order; /* 1: column-major bytes (shape[0] varies fastest)           */
+    int            big_endian;    /* 1: each multi-byte element stored big-endian              */
 } tm_tensor;
 
 typedef struct tm_file tm_file;  /* one opened checkpoint (one or more files) */
@@ -257,7 +262,7 @@ tm_open_params tm_open_params_default(void);
 ** On error *out is NULL and err names file, offset and reason. */
 tm_status tm_open(const char *path, const tm_open_params *p, tm_file **out, tm_err *err);
 
-/* tm_open_buffer: open a safetensors image held in memory (fuzzing, tests). The buffer must
+/* tm_open_buffer: open a safetensors image (or a GGUF one: magic "GGUF") held in memory (fuzzing, tests). The buffer must
 ** outlive the tm_file. `name` is used in messages. Same returns as tm_open. */
 tm_status tm_open_buffer(const void *data, size_t n_bytes, const char *name,
                          const tm_open_params *p, tm_file **out, tm_err *err);
@@ -383,6 +388,10 @@ void tm_qspec_range(const tm_qspec *spec, int64_t *qmin, int64_t *qmax);
 #include "tensormorph/quant.h"        /* quantize/dequantize kernels, observers, packing    */
 #include "tensormorph/safetensors.h"  /* the streaming, atomic safetensors writer            */
 #include "tensormorph/job.h"          /* quantize job, qdiff, diff, hashing                  */
+#include "tensormorph/explore.h"      /* heatmap tiles, summary pyramid, module tree         */
 #include "tensormorph/ggml.h"         /* ggml type table and dequantizers (GGUF)           */
+#include "tensormorph/ggml_quant.h"   /* ggml block quantizers (byte-identical to ggml)     */
+#include "tensormorph/gguf_write.h"   /* the streaming, atomic GGUF writer                   */
+#include "tensormorph/gguf_job.h"     /* quantize to GGUF with llama-quantize's rules        */
 
 #endif /* TENSORMORPH_H */

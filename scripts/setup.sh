@@ -4,6 +4,7 @@
 set -euo pipefail
 pkgs=(cmake make gcc pkg-config git libjansson-dev libssl-dev libcmocka-dev)
 pkgs+=(libprotobuf-c-dev protobuf-c-compiler libonnx-dev)  # ONNX reader: protoc-c + onnx.proto
+pkgs+=(libzip-dev)  # .npz and PyTorch zip checkpoints
 if [[ "${1:-}" == "--test" ]]; then
   pkgs+=(clang libclang-rt-14-dev)
 fi

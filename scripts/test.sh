@@ -20,7 +20,7 @@ if [[ "$what" == all || "$what" == release ]]; then
   run_suite release -DCMAKE_BUILD_TYPE=Release
 fi
 if [[ "$what" == all || "$what" == asan ]]; then
-  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+  TM_MODELS_MATRIX=subset ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     run_suite asan -DCMAKE_BUILD_TYPE=Debug -DTM_SANITIZE=ON
 fi
 if [[ "$what" == all || "$what" == fuzz ]]; then

@@ -102,6 +102,21 @@ tm_status tm_ggml_block_elem(int type, const void *block, int64_t j, tm_ggml_ele
 tm_status tm_ggml_block_scales(int type, const void *block, double *scale, double *zero_point,
                                double *min, tm_err *err);
 
+/* GGUF files (src/formats/gguf.c). tm_file_meta_key/value list every key/value; the value
+** text summarises arrays as "[N x type: first 8 ...]". These give the rest: */
+
+/* tm_gguf_meta_json: the complete value of metadata entry i as JSON text (numbers, strings,
+** true/false, arrays in full; a u64 above INT64_MAX and non-finite floats as strings); NULL when
+** f is not a GGUF file or i is out of range. Valid until tm_close. */
+const char *tm_gguf_meta_json(const tm_file *f, int64_t i);
+/* tm_gguf_meta_type: the GGUF value type of entry i ("u32", "string", "array", ...) or NULL. */
+const char *tm_gguf_meta_type(const tm_file *f, int64_t i);
+/* tm_gguf_tensor_type: the ggml type id of tensor i as stored; -1 when not GGUF. */
+int tm_gguf_tensor_type(const tm_file *f, int64_t i);
+/* tm_gguf_info: version, general.alignment (default 32) and the data section's file offset;
+** returns 0 (outputs untouched) when f is not GGUF. Any output may be NULL. */
+int tm_gguf_info(const tm_file *f, uint32_t *version, uint64_t *alignment, uint64_t *data_start);
+
 #ifdef __cplusplus
 }
 #endif

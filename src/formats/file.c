@@ -30,7 +30,8 @@ tm_file *tm__file_new(tm_format fmt) {
 void tm_close(tm_file *f) {
     if (!f) return;
     for (int i = 0; i < f->n_maps; i++) {
-        if (f->maps[i].owned && f->maps[i].size) munmap((void *)f->maps[i].base, f->maps[i].size);
+        if (f->maps[i].owned == 1 && f->maps[i].size) munmap((void *)f->maps[i].base, f->maps[i].size);
+        if (f->maps[i].owned == 2) free((void *)f->maps[i].base);
         free(f->maps[i].path);
     }
     free(f->maps);
@@ -123,6 +124,30 @@ tm_status tm__file_add_buffer(tm_file *f, const char *name, const void *data, si
     tm_status s = add_map_slot(f, m, idx, err);
     if (s != TM_OK) free(m.path);
     return s;
+}
+
+tm_status tm__file_add_buffer_owned(tm_file *f, const char *name, void *data, size_t n, int *idx,
+                                    tm_err *err) {
+    tm__map m = {0};
+    m.path = tm__strdup(name ? name : "<memory>");
+    if (!data || !m.path) {
+        free(data); free(m.path);
+        return tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
+    }
+    m.base = data;
+    m.size = n;
+    m.owned = 2;
+    tm_status s = add_map_slot(f, m, idx, err);
+    if (s != TM_OK) { free(data); free(m.path); }
+    return s;
+}
+
+tm_status tm__file_add_buffer_copy(tm_file *f, const char *name, const void *data, size_t n,
+                                   int *idx, tm_err *err) {
+    uint8_t *copy = malloc(n ? n : 1);
+    if (!copy) return tm__err_set(err, TM_E_NOMEM, -1, "out of memory copying %zu bytes", n);
+    if (n) memcpy(copy, data, n);
+    return tm__file_add_buffer_owned(f, name, copy, n, idx, err);
 }
 
 int64_t tm__shape_numel(int ndim, const int64_t *shape, int *ok) {
@@ -279,7 +304,11 @@ tm_status tm__file_finish(tm_file *f, tm_err *err) {
 }
 
 tm_format tm_file_format(const tm_file *f) { return f ? f->format : TM_FMT_UNKNOWN; }
-int tm_file_n_paths(const tm_file *f) { return f ? f->n_maps : 0; }
+int tm_file_n_paths(const tm_file *f) {
+    int n = 0;
+    while (f && n < f->n_maps && f->maps[n].owned != 2) n++; /* in-memory slots are not files */
+    return n;
+}
 const char *tm_file_path(const tm_file *f, int i) {
     return (f && i >= 0 && i < f->n_maps) ? f->maps[i].path : NULL;
 }
@@ -335,7 +364,7 @@ void tm_tensor_release(const tm_file *f, int64_t i, uint64_t off, uint64_t n) {
     const tm_tensor *t = tm_file_tensor(f, i);
     if (!t || t->file_index < 0 || t->file_index >= f->n_maps) return;
     const tm__map *m = &f->maps[t->file_index];
-    if (!m->owned || n == 0) return;
+    if (m->owned != 1 || n == 0) return; /* only file mappings can be dropped */
     uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
     uint64_t a = t->offset + off, b = a + n;
     if (b > m->size) b = m->size;

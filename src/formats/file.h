@@ -12,7 +12,7 @@ typedef struct tm__map {
     char       *path;     /* as given or resolved                                   */
     const uint8_t *base;  /* mmap'd bytes, or the caller's buffer                    */
     uint64_t    size;     /* bytes                                                   */
-    int         owned;    /* 1: munmap on close                                      */
+    int         owned;    /* 1: munmap on close; 2: a malloc'd copy, freed on close   */
 } tm__map;
 
 struct tm_file {
@@ -35,6 +35,14 @@ tm_status tm__file_map(tm_file *f, const char *path, int *idx, tm_err *err);
 /* Add a caller-owned buffer as a map slot. */
 tm_status tm__file_add_buffer(tm_file *f, const char *name, const void *data, size_t n, int *idx,
                               tm_err *err);
+/* Add a map slot holding a copy of n bytes of data (decoded in memory: inflated zip members,
+** torch per-tensor scales); the file owns and frees it. Slots of this kind are not files:
+** add them after every file slot; tm_file_n_paths stops at the first one. */
+tm_status tm__file_add_buffer_copy(tm_file *f, const char *name, const void *data, size_t n,
+                                   int *idx, tm_err *err);
+/* The same for a malloc'd buffer the file adopts (freed on close, and on failure here). */
+tm_status tm__file_add_buffer_owned(tm_file *f, const char *name, void *data, size_t n, int *idx,
+                                    tm_err *err);
 /* Append a tensor; the strings are copied; returns its index in *idx (may be NULL).
 ** name and phys_name may be equal; phys_name NULL means same as name. */
 tm_status tm__file_add_tensor(tm_file *f, const tm_tensor *t, int64_t *idx, tm_err *err);
@@ -58,6 +66,37 @@ tm_status tm__safetensors_open(const char *path, const tm_open_params *p, tm_fil
                                tm_err *err);
 tm_status tm__safetensors_open_buffer(const void *data, size_t n, const char *name,
                                       const tm_open_params *p, tm_file **out, tm_err *err);
+
+/* NumPy (npy.c) and zip checkpoints: .npz or PyTorch by content (zipckpt.c, pt_zip.c). */
+int       tm__npy_probe(const uint8_t *head, size_t n, const char *path);
+tm_status tm__npy_open(const char *path, const tm_open_params *p, tm_file **out, tm_err *err);
+/* a .npy image or an .npz archive held in memory */
+tm_status tm__npy_open_buffer(const void *data, size_t n, const char *name,
+                              const tm_open_params *p, tm_file **out, tm_err *err);
+int       tm__zip_probe(const uint8_t *head, size_t n, const char *path);
+tm_status tm__zip_ckpt_open(const char *path, const tm_open_params *p, tm_file **out,
+                            tm_err *err);
+/* want: TM_FMT_NPZ or TM_FMT_PT (read the archive as that format only) */
+tm_status tm__zip_ckpt_open_buffer(const void *data, size_t n, const char *name, tm_format want,
+                                   const tm_open_params *p, tm_file **out, tm_err *err);
+
+/* ONNX (onnx.c): a ModelProto file; protobuf-c code generated from the system's onnx.proto. */
+int       tm__onnx_probe(const uint8_t *head, size_t n, const char *path);
+tm_status tm__onnx_open(const char *path, const tm_open_params *p, tm_file **out, tm_err *err);
+
+/* GGUF (gguf.c): versions 2 and 3, little-endian; probe by the magic "GGUF". */
+int       tm__gguf_probe(const uint8_t *head, size_t n, const char *path);
+tm_status tm__gguf_open(const char *path, const tm_open_params *p, tm_file **out, tm_err *err);
+tm_status tm__gguf_open_buffer(const void *data, size_t n, const char *name,
+                               const tm_open_params *p, tm_file **out, tm_err *err);
+
+/* PyTorch (pt_zip.c, pt_unpickle.c): the legacy non-zip stream; zip ones go through zipckpt.c */
+int       tm__pt_legacy_probe(const uint8_t *head, size_t n, const char *path);
+tm_status tm__pt_legacy_open(const char *path, const tm_open_params *p, tm_file **out,
+                             tm_err *err);
+/* a zip checkpoint or a legacy stream held in memory */
+tm_status tm__pt_open_buffer(const void *data, size_t n, const char *name,
+                             const tm_open_params *p, tm_file **out, tm_err *err);
 
 /* safetensors helpers shared by the reader, the writer and the compressed-tensors recognizer. */
 tm_status tm__ctensors_recognize(tm_file *f, tm_err *err);

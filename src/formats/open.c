@@ -15,7 +15,13 @@ typedef struct reader {
 } reader;
 
 static const reader readers[] = {
+    /* exact magic numbers first: a zip's first 8 bytes can pass for a safetensors length */
+    {TM_FMT_NPY, tm__npy_probe, tm__npy_open},
+    {TM_FMT_NPZ, tm__zip_probe, tm__zip_ckpt_open}, /* .npz or PyTorch zip, by content */
+    {TM_FMT_PT, tm__pt_legacy_probe, tm__pt_legacy_open}, /* PyTorch legacy (non-zip) stream */
+    {TM_FMT_GGUF, tm__gguf_probe, tm__gguf_open},   /* magic "GGUF" */
     {TM_FMT_SAFETENSORS, tm__safetensors_probe, tm__safetensors_open},
+    {TM_FMT_ONNX, tm__onnx_probe, tm__onnx_open},
 };
 
 static int ends_with(const char *s, const char *suffix) {
@@ -58,6 +64,9 @@ tm_status tm_open_buffer(const void *data, size_t n_bytes, const char *name,
     tm_err_clear(err);
     *out = NULL;
     tm_open_params defp = tm_open_params_default();
+    if (data && tm__gguf_probe(data, n_bytes, name))
+        return tm__gguf_open_buffer(data, n_bytes, name ? name : "<buffer>", p ? p : &defp, out,
+                                    err);
     return tm__safetensors_open_buffer(data, n_bytes, name ? name : "<buffer>", p ? p : &defp,
                                        out, err);
 }

@@ -12,6 +12,7 @@
 #include "../core/core.h"
 #include "../core/fsutil.h"
 #include "../core/pool.h"
+#include "manifest.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -320,6 +321,31 @@ static tm_status observe_rows(plan_t *pl, const float *x, int64_t r0, int64_t r1
     return s;
 }
 
+/* param index of every element of rows [r0, r1) of a 2-D [R, C] tensor, without a division per
+** element for the common granularities (same values as tm_qgran_param_index). */
+static void fill_params(const tm_qgran *g, const int64_t *shape, int64_t r0, int64_t r1, int64_t *param) {
+    int64_t C = shape[1];
+    int64_t k = 0;
+    switch (g->kind) {
+    case TM_GRAN_TENSOR:
+        for (int64_t r = r0; r < r1; r++) for (int64_t c = 0; c < C; c++) param[k++] = 0;
+        return;
+    case TM_GRAN_CHANNEL:
+        for (int64_t r = r0; r < r1; r++) for (int64_t c = 0; c < C; c++) param[k++] = r;
+        return;
+    case TM_GRAN_GROUP: {
+        int64_t gs = g->group_size, ng = (C + gs - 1) / gs;
+        for (int64_t r = r0; r < r1; r++)
+            for (int64_t c0 = 0, gi = 0; c0 < C; c0 += gs, gi++)
+                for (int64_t c = c0; c < C && c < c0 + gs; c++) param[k++] = r * ng + gi;
+        return;
+    }
+    default:
+        for (int64_t r = r0; r < r1; r++)
+            for (int64_t c = 0; c < C; c++) param[k++] = tm_qgran_param_index(g, 2, shape, r * C + c);
+    }
+}
+
 static tm_status run_task_inner(void *vctx, int64_t task, int thread, tm_err *err);
 static tm_status run_task(void *vctx, int64_t task, int thread, tm_err *err) {
     tm_status s = run_task_inner(vctx, task, thread, err);
@@ -388,7 +414,7 @@ static tm_status run_task_inner(void *vctx, int64_t task, int thread, tm_err *er
     if (s) return s;
     s = tm_dequantize(&qp, 2, t->shape, codes, r0 * C, ne, xq, err);
     if (s) return s;
-    for (int64_t k = 0; k < ne; k++) param[k] = tm_qgran_param_index(&qp.gran, 2, t->shape, r0 * C + k);
+    fill_params(&qp.gran, t->shape, r0, r1, param);
     tm_erracc *acc = &pl->chunk_acc[chunk];
     if (pl->spec.gran.kind != TM_GRAN_TENSOR) {
         /* row-local units: this chunk owns its params, so it may accumulate into them */
@@ -633,11 +659,7 @@ static tm_status write_config(job_t *j, const char *dir, tm_err *err) {
     return s;
 }
 
-static json_t *num(double v) {
-    if (isnan(v)) return json_string("nan");
-    if (isinf(v)) return json_string(v > 0 ? "inf" : "-inf");
-    return json_real(v);
-}
+static json_t *num(double v) { return tm__manifest_num(v); }
 
 static json_t *spec_json(const tm_qspec *s) {
     json_t *o = json_object();
@@ -677,11 +699,6 @@ json_t *tm__errsum_json(const tm_errsum *e) {
     return o;
 }
 
-static void iso_time(time_t t, char *buf, size_t n) {
-    struct tm tmv;
-    gmtime_r(&t, &tmv);
-    strftime(buf, n, "%Y-%m-%dT%H:%M:%SZ", &tmv);
-}
 
 typedef struct hash_job {
     tm_file *in;
@@ -1005,38 +1022,10 @@ tm_status tm_quantize_checkpoint(tm_file *in, const char *out_dir, const tm_qjob
         struct timespec t1;
         clock_gettime(CLOCK_MONOTONIC, &t1);
         res->seconds = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
-        man = json_object();
-        json_object_set_new(man, "schema", json_string("tensormorph.manifest/1"));
-        json_t *tool = json_object();
-        json_object_set_new(tool, "name", json_string("tensormorph"));
-        json_object_set_new(tool, "version", json_string(TM_VERSION_STRING));
-        json_object_set_new(tool, "git_commit", json_string(TM_GIT_COMMIT));
-        json_object_set_new(man, "tool", tool);
-        json_object_set_new(man, "command_line", p->command_line ? json_string(p->command_line) : json_null());
-        tm_host_info_t h;
-        tm_host_info(&h);
-        json_t *host = json_object();
-        json_object_set_new(host, "cpu_model", json_string(h.cpu_model));
-        json_object_set_new(host, "cores", json_integer(h.n_cores));
-        json_object_set_new(host, "os", json_string(h.os));
-        json_object_set_new(host, "hostname", json_string(h.hostname));
-        json_object_set_new(man, "host", host);
-        json_object_set_new(man, "checksums", json_string(p->no_checksums ? "skipped (--no-checksums)" : "sha256"));
-        json_t *srcs = json_array();
-        json_t *rb = json_array();
-        for (int i = 0; i < nsrc; i++) {
-            json_t *o = json_object();
-            json_object_set_new(o, "path", json_string(tm_file_path(in, i)));
-            json_object_set_new(o, "bytes", json_integer((json_int_t)tm_file_size(in, i)));
-            json_object_set_new(o, "sha256", p->no_checksums ? json_null() : json_string(hj.hex[i]));
-            json_array_append_new(srcs, o);
-            if (!p->no_checksums) json_array_append_new(rb, json_string(hj.hex[i]));
-        }
-        json_object_set_new(man, "sources", srcs);
-        json_t *rollback = json_object();
-        json_object_set_new(rollback, "note", json_string("the source checkpoint is the higher-precision rollback artifact; its sha256 values are the rollback checksums"));
-        json_object_set_new(rollback, "sha256", rb);
-        json_object_set_new(man, "rollback", rollback);
+        man = tm__manifest_new(p->command_line, p->no_checksums, in, hj.hex);
+        if (!man) s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
+    }
+    if (!s) {
         json_t *recipe = json_object();
         json_object_set_new(recipe, "default", spec_json(&p->spec));
         json_object_set_new(recipe, "quantize_embeddings", json_boolean(p->quantize_embeddings));
@@ -1080,32 +1069,13 @@ tm_status tm_quantize_checkpoint(tm_file *in, const char *out_dir, const tm_qjob
             json_array_append_new(ts, o);
         }
         json_object_set_new(man, "tensors", ts);
-        json_t *outs = json_array();
-        for (int f = 0; f < tm_st_writer_n_files(j.w); f++) {
-            const char *fp = tm_st_writer_file(j.w, f);
-            const char *base = strrchr(fp, '/') ? strrchr(fp, '/') + 1 : fp;
-            json_t *o = json_object();
-            char hex[65];
-            uint64_t nb = 0;
-            json_object_set_new(o, "file", json_string(base));
-            if (!p->no_checksums) {
-                s = tm_sha256_file(fp, hex, &nb, err);
-                if (s) break;
-                json_object_set_new(o, "sha256", json_string(hex));
-            } else {
-                struct stat fst;
-                if (stat(fp, &fst) == 0) nb = (uint64_t)fst.st_size;
-                json_object_set_new(o, "sha256", json_null());
-            }
-            json_object_set_new(o, "bytes", json_integer((json_int_t)nb));
-            res->out_bytes += nb;
-            json_array_append_new(outs, o);
-        }
-        json_t *output = json_object();
-        json_object_set_new(output, "path", json_string(out_dir));
-        json_object_set_new(output, "format", json_string("compressed-tensors"));
-        json_object_set_new(output, "files", outs);
-        json_object_set_new(man, "output", output);
+        const char **ofiles = tm__calloc((size_t)tm_st_writer_n_files(j.w) + 1, sizeof *ofiles);
+        if (!ofiles) s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
+        for (int f = 0; ofiles && f < tm_st_writer_n_files(j.w); f++) ofiles[f] = tm_st_writer_file(j.w, f);
+        if (!s) s = tm__manifest_add_output(man, out_dir, "compressed-tensors", ofiles,
+                                            tm_st_writer_n_files(j.w), p->no_checksums,
+                                            &res->out_bytes, err);
+        free(ofiles);
         json_t *sum = json_object();
         json_object_set_new(sum, "n_tensors", json_integer(res->n));
         json_object_set_new(sum, "n_quantized", json_integer(res->n_quantized));
@@ -1114,14 +1084,7 @@ tm_status tm_quantize_checkpoint(tm_file *in, const char *out_dir, const tm_qjob
         json_object_set_new(sum, "source_bytes", json_integer((json_int_t)res->src_bytes));
         json_object_set_new(sum, "output_bytes", json_integer((json_int_t)res->out_bytes));
         json_object_set_new(man, "results", sum);
-        char tb[32], te[32];
-        iso_time(wall0, tb, sizeof tb);
-        iso_time(time(NULL), te, sizeof te);
-        json_t *times = json_object();
-        json_object_set_new(times, "started_utc", json_string(tb));
-        json_object_set_new(times, "finished_utc", json_string(te));
-        json_object_set_new(times, "seconds", json_real(res->seconds));
-        json_object_set_new(man, "times", times);
+        tm__manifest_add_times(man, wall0, res->seconds);
     }
     if (!s) {
         res->manifest_json = json_dumps(man, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17));

@@ -64,11 +64,127 @@ static tm_status locate(const tm_file *f, const tm_tensor *t, int64_t flat, int6
     const void *p;
     tm_status s = tm_tensor_data(f, q->codes_tensor, off, need, &p, err);
     if (s) return s;
+    if (pk->codes_per_container == 1 && q->code_dtype == TM_I32 && cb == 4) {
+        /* 32-bit codes (PyTorch qint32) are whole words, beyond the sub-byte packer's range */
+        *word = tm__ld32(p);
+        *code = (int32_t)*word;
+        return TM_OK;
+    }
     s = tm_unpack_one(pk, q->code_dtype, p, col, code, word);
     if (s) return tm__err_set(err, s, -1, "tensor '%s': cannot unpack element %lld", t->name,
                               (long long)flat);
     return TM_OK;
 }
+
+/* ---- ggml block types (GGUF) ------------------------------------------------------------ */
+/* A GGUF block-quantized tensor (q->ggml_type != 0) stores blocks of its ggml type in flat
+** row-major order (each row is a whole number of blocks). Its params are one per sub-block
+** (tm_ggml_type_info.sub_block values sharing one effective scale): scale = that step,
+** zero point = the type's code offset plus min/scale rounded to an integer (exact for the
+** types without a min; for Q4_1 Q5_1 Q2_K Q4_K Q5_K only the qdiff clipping test uses it).
+** A negative step is reported as its magnitude with the mirrored zero point, so these
+** arrays describe the value range (qdiff's LSB and clipping); tm_qelement_get gives the
+** signed step and the stored code.
+** Values come from tm_ggml_dequantize, so they are the reference dequantization bit for bit. */
+
+static const tm_ggml_type_info *ggml_info(const tm_tensor *t, tm_err *err) {
+    const tm_ggml_type_info *ti = tm_ggml_type_info_get(t->quant->ggml_type);
+    if (!ti || !ti->is_quantized)
+        tm__err_set(err, TM_E_UNSUPPORTED, -1, "tensor '%s': unsupported ggml type %d", t->name,
+                    t->quant->ggml_type);
+    return ti && ti->is_quantized ? ti : NULL;
+}
+
+static tm_status ggml_qparams(const tm_file *f, int64_t i, const tm_tensor *t, float **scale_out,
+                              int32_t **zp_out, int64_t *n_out, tm_err *err) {
+    const tm_ggml_type_info *ti = ggml_info(t, err);
+    if (!ti) return TM_E_UNSUPPORTED;
+    int64_t nb = t->n_elems / ti->block_size, per = ti->block_size / ti->sub_block;
+    int64_t np = nb * per;
+    float *scale = tm__malloc_n((size_t)(np ? np : 1), sizeof(float));
+    int32_t *zp = tm__calloc((size_t)(np ? np : 1), sizeof(int32_t));
+    if (!scale || !zp) { free(scale); free(zp); return tm__err_set(err, TM_E_NOMEM, -1, "oom"); }
+    tm_status s = TM_OK;
+    for (int64_t b = 0; b < nb && !s; b++) {
+        const void *p;
+        double sc[TM_GGML_QK_K], z[TM_GGML_QK_K], mn[TM_GGML_QK_K];
+        s = tm_tensor_data(f, i, (uint64_t)b * ti->type_size, ti->type_size, &p, err);
+        if (!s) s = tm_ggml_block_scales(ti->id, p, sc, z, mn, err);
+        for (int64_t k = 0; !s && k < per; k++) {
+            double zz = z[k] + (sc[k] != 0 ? mn[k] / sc[k] : 0);
+            /* a negative step (Q4_0 Q5_0 Q3_K Q6_K IQ4_* d < 0): the same value range is
+            ** (q' - zz') * |step| with q' = qmin + qmax - q, so report |step| and zz' */
+            if (sc[k] < 0) zz = (double)(ti->qmin + ti->qmax) - zz;
+            scale[b * per + k] = (float)fabs(sc[k]);
+            zp[b * per + k] = zz > 2e9 ? 2000000000 : zz < -2e9 ? -2000000000 : (int32_t)lrint(zz);
+        }
+    }
+    if (s) { free(scale); free(zp); return s; }
+    *scale_out = scale;
+    *zp_out = zp;
+    *n_out = np;
+    return TM_OK;
+}
+
+static tm_status ggml_read(const tm_file *f, int64_t i, const tm_tensor *t, int64_t start,
+                           int64_t n, float *out, int64_t *param, tm_err *err) {
+    const tm_ggml_type_info *ti = ggml_info(t, err);
+    if (!ti) return TM_E_UNSUPPORTED;
+    const int64_t bs = ti->block_size;
+    float tmp[TM_GGML_QK_K];
+    for (int64_t k = 0; k < n;) {
+        int64_t e = start + k, b = e / bs, j = e % bs;
+        int64_t nb = (j == 0 && n - k >= bs) ? (n - k) / bs : 1;
+        const void *p;
+        tm_status s = tm_tensor_data(f, i, (uint64_t)b * ti->type_size, (uint64_t)nb * ti->type_size,
+                                     &p, err);
+        if (s) return s;
+        if (j == 0 && nb * bs <= n - k) {
+            s = tm_ggml_dequantize(ti->id, p, (uint64_t)nb * ti->type_size, nb * bs, out + k, err);
+            k += nb * bs;
+        } else {
+            int64_t take = bs - j < n - k ? bs - j : n - k;
+            s = tm_ggml_dequantize(ti->id, p, ti->type_size, bs, tmp, err);
+            if (!s) memcpy(out + k, tmp + j, (size_t)take * sizeof(float));
+            k += take;
+        }
+        if (s) { tm__err_prefix(err, "tensor '%s'", t->name); return s; }
+    }
+    if (param)
+        for (int64_t k = 0; k < n; k++) param[k] = (start + k) / ti->sub_block;
+    return TM_OK;
+}
+
+static tm_status ggml_element(const tm_file *f, int64_t i, const tm_tensor *t, int64_t flat,
+                              tm_qelement *out, tm_err *err) {
+    const tm_ggml_type_info *ti = ggml_info(t, err);
+    if (!ti) return TM_E_UNSUPPORTED;
+    const void *p;
+    int64_t b = flat / ti->block_size;
+    tm_status s = tm_tensor_data(f, i, (uint64_t)b * ti->type_size, ti->type_size, &p, err);
+    if (s) return s;
+    tm_ggml_elem e;
+    s = tm_ggml_block_elem(ti->id, p, flat % ti->block_size, &e, err);
+    if (s) return s;
+    memset(out, 0, sizeof *out);
+    out->code = e.code;
+    out->stored = e.stored;
+    out->stored_bits = e.stored_bits;
+    out->scale = e.scale;
+    out->zero_point = (int64_t)e.zero_point;
+    out->group = flat / ti->sub_block;
+    out->value = e.value;
+    out->ggml_type = ti->id;
+    out->min = e.min;
+    out->super_scale = e.super_scale;
+    out->super_min = e.super_min;
+    out->sub_scale = e.sub_scale;
+    out->sub_min = e.sub_min;
+    out->sub_block = e.sub_block;
+    out->block = b;
+    return TM_OK;
+}
+/* ---- end of the ggml branch ---------------------------------------------------------------- */
 
 tm_status tm_tensor_qparams(const tm_file *f, int64_t i, float **scale_out, int32_t **zp_out,
                             int64_t *n_out, tm_err *err) {
@@ -78,6 +194,7 @@ tm_status tm_tensor_qparams(const tm_file *f, int64_t i, float **scale_out, int3
     const tm_tensor *t = tm_file_tensor(f, i);
     if (!t || !t->quant)
         return tm__err_set(err, TM_E_INVALID_ARG, -1, "tensor %lld is not quantized", (long long)i);
+    if (t->quant->ggml_type) return ggml_qparams(f, i, t, scale_out, zp_out, n_out, err);
     const tm_qtensor *q = t->quant;
     int pnd;
     int64_t pshape[TM_MAX_DIMS], np;
@@ -152,7 +269,31 @@ struct tm_qview {
     int64_t        n_params;
     int32_t       *g_idx;      /* act-order group of each column, or NULL */
     int64_t        n_groups;   /* groups per row when g_idx is used       */
+    double        *scale64;    /* F64 scale tensor: the scales unrounded, else NULL */
 };
+
+/* A float64 scale (PyTorch per-channel qtensors store them so) is applied as torch does:
+** (double)(q - zero_point) * scale, rounded once to float32 (../shared/vectors/README.md). */
+static float code_value64(int64_t code, double scale, int32_t zp) {
+    return (float)((double)(code - zp) * scale);
+}
+
+static tm_status load_scale64(tm_qview *v, const tm_tensor *t, tm_err *err) {
+    const tm_tensor *st = tm_file_tensor(v->f, t->quant->scale_tensor);
+    if (!st || st->dtype != TM_F64 || t->quant->code_dtype == TM_F8_E4M3 ||
+        t->quant->code_dtype == TM_F8_E5M2)
+        return TM_OK;
+    const void *p;
+    tm_status s = tm_tensor_data(v->f, t->quant->scale_tensor, 0, (uint64_t)v->n_params * 8, &p, err);
+    if (s) return s;
+    v->scale64 = tm__malloc_n((size_t)v->n_params, sizeof(double));
+    if (!v->scale64) return tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
+    for (int64_t k = 0; k < v->n_params; k++) {
+        uint64_t w = tm__ld64((const uint8_t *)p + 8 * k);
+        memcpy(&v->scale64[k], &w, sizeof w);
+    }
+    return TM_OK;
+}
 
 /* Load and check a GPTQ act-order g_idx: column c of row r uses param r*n_groups + g_idx[c]. */
 static tm_status load_g_idx(tm_qview *v, const tm_tensor *t, tm_err *err) {
@@ -202,6 +343,7 @@ tm_status tm_qview_open(const tm_file *f, int64_t i, tm_qview **out, tm_err *err
     tm_status s = tm_tensor_qparams(f, i, &v->scale, &v->zero_point, &v->n_params, err);
     if (s) { free(v); return s; }
     s = load_g_idx(v, tm_file_tensor(f, i), err);
+    if (!s) s = load_scale64(v, tm_file_tensor(f, i), err);
     if (s) { tm_qview_free(v); return s; }
     *out = v;
     return TM_OK;
@@ -212,6 +354,7 @@ void tm_qview_free(tm_qview *v) {
     free(v->scale);
     free(v->zero_point);
     free(v->g_idx);
+    free(v->scale64);
     free(v);
 }
 
@@ -227,6 +370,7 @@ tm_status tm_qview_read(tm_qview *v, int64_t start, int64_t n, float *out, int64
                            "tensor '%s': elements [%lld, +%lld) outside its %lld", t->name,
                            (long long)start, (long long)n, (long long)t->n_elems);
     const tm_qtensor *q = t->quant;
+    if (q->ggml_type) return ggml_read(v->f, v->i, t, start, n, out, param, err);
     int is_fp8 = q->code_dtype == TM_F8_E4M3 || q->code_dtype == TM_F8_E5M2;
     tm_status s = TM_OK;
     for (int64_t k = 0; k < n; k++) {
@@ -242,7 +386,8 @@ tm_status tm_qview_read(tm_qview *v, int64_t start, int64_t n, float *out, int64
             break;
         }
         if (param) param[k] = g;
-        out[k] = code_value(q->code_dtype, code, v->scale[g], v->zero_point[g]);
+        out[k] = v->scale64 ? code_value64(code, v->scale64[g], v->zero_point[g])
+                            : code_value(q->code_dtype, code, v->scale[g], v->zero_point[g]);
     }
     return s;
 }
@@ -254,6 +399,7 @@ tm_status tm_qelement_get(const tm_file *f, int64_t i, int64_t flat, tm_qelement
     if (flat < 0 || flat >= t->n_elems)
         return tm__err_set(err, TM_E_INVALID_ARG, -1, "tensor '%s': index %lld outside %lld elements",
                            t->name, (long long)flat, (long long)t->n_elems);
+    if (t->quant->ggml_type) return ggml_element(f, i, t, flat, out, err);
     tm_qview *v;
     tm_status s = tm_qview_open(f, i, &v, err);
     if (s) return s;
@@ -270,10 +416,62 @@ tm_status tm_qelement_get(const tm_file *f, int64_t i, int64_t flat, tm_qelement
             out->scale = v->scale[g];
             out->zero_point = v->zero_point[g];
             out->value = code_value(t->quant->code_dtype, out->code, v->scale[g], v->zero_point[g]);
+            if (v->scale64) {
+                out->scale = v->scale64[g];
+                out->value = code_value64(out->code, v->scale64[g], v->zero_point[g]);
+            }
         }
     }
     tm_qview_free(v);
     return s;
+}
+
+/* ---- Plain tensors stored column-major and/or big-endian (NumPy, PyTorch) -------------------
+** Kept apart from the common path: the logical element at row-major index k sits, in a
+** column-major tensor, at sum(idx[d] * fstride[d]) with fstride[0] = 1 and
+** fstride[d] = fstride[d-1] * shape[d-1]; a big-endian element has its bytes reversed. Elements
+** are gathered into a small little-endian staging buffer and converted in batches. */
+enum { RELAYOUT_BATCH = 256 };
+
+static tm_status read_relayout(const tm_file *f, int64_t i, const tm_tensor *t, int64_t start,
+                               int64_t n, float *out, tm_err *err) {
+    const tm_dtype_traits *dt = tm_dtype_get(t->dtype);
+    if (!dt || dt->bits < 8 || dt->bits % 8 || t->ndim > TM_MAX_DIMS)
+        return tm__err_set(err, TM_E_UNSUPPORTED, -1, "tensor '%s': dtype %s has no float view",
+                           t->name, dt ? dt->name : "?");
+    size_t isz = (size_t)dt->bits / 8;
+    const void *base;
+    tm_status s = tm_tensor_data(f, i, 0, (uint64_t)t->n_elems * isz, &base, err);
+    if (s) return s;
+    int64_t idx[TM_MAX_DIMS] = {0}, fstride[TM_MAX_DIMS];
+    int64_t rem = start, acc = 1;
+    for (int d = 0; d < t->ndim; d++) { fstride[d] = acc; acc *= t->shape[d]; }
+    for (int d = t->ndim - 1; d >= 0; d--) {
+        idx[d] = t->shape[d] ? rem % t->shape[d] : 0;
+        rem = t->shape[d] ? rem / t->shape[d] : 0;
+    }
+    uint8_t stage[RELAYOUT_BATCH * 8];
+    for (int64_t k0 = 0; k0 < n; k0 += RELAYOUT_BATCH) {
+        int64_t nb = n - k0 < RELAYOUT_BATCH ? n - k0 : RELAYOUT_BATCH;
+        for (int64_t k = 0; k < nb; k++) {
+            int64_t src = start + k0 + k;
+            if (t->fortran_order) {
+                src = 0;
+                for (int d = 0; d < t->ndim; d++) src += idx[d] * fstride[d];
+                for (int d = t->ndim - 1; d >= 0; d--) { /* next row-major index */
+                    if (++idx[d] < t->shape[d]) break;
+                    idx[d] = 0;
+                }
+            }
+            const uint8_t *p = (const uint8_t *)base + (size_t)src * isz;
+            uint8_t *q = stage + (size_t)k * isz;
+            for (size_t b = 0; b < isz; b++) q[b] = t->big_endian ? p[isz - 1 - b] : p[b];
+        }
+        s = tm_convert_to_f32(t->dtype, stage, nb, out + k0);
+        if (s) return tm__err_set(err, s, -1, "tensor '%s': cannot convert %s to float32", t->name,
+                                  dt->name);
+    }
+    return TM_OK;
 }
 
 tm_status tm_tensor_read_f32(const tm_file *f, int64_t i, int64_t start, int64_t n, float *out,
@@ -285,6 +483,7 @@ tm_status tm_tensor_read_f32(const tm_file *f, int64_t i, int64_t start, int64_t
                            "tensor '%s': elements [%lld, +%lld) outside its %lld", t->name,
                            (long long)start, (long long)n, (long long)t->n_elems);
     if (n == 0) return TM_OK;
+    if (!t->quant && (t->fortran_order || t->big_endian)) return read_relayout(f, i, t, start, n, out, err);
     if (!t->quant) {
         const tm_dtype_traits *dt = tm_dtype_get(t->dtype);
         if (!dt || dt->bits < 8)
@@ -298,6 +497,7 @@ tm_status tm_tensor_read_f32(const tm_file *f, int64_t i, int64_t start, int64_t
         if (s) return tm__err_set(err, s, -1, "tensor '%s': cannot convert %s to float32", t->name, dt->name);
         return TM_OK;
     }
+    if (t->quant->ggml_type) return ggml_read(f, i, t, start, n, out, NULL, err);
     tm_qview *v;
     tm_status s = tm_qview_open(f, i, &v, err);
     if (s) return s;

@@ -423,6 +423,51 @@ static void test_nonfinite_input(void **state) {
     json_decref(d);
 }
 
+/* Scales in f16/bf16 on request; a scale that overflows f16 is an error, never Inf. */
+static void test_scale_dtype(void **state) {
+    (void)state;
+    json_t *d = run_json(0, "%s quantize %s/demo -o %s/sf16 --scale-dtype f16 --json --no-checksums", g_bin, g_tmp, g_tmp);
+    json_decref(d);
+    d = run_json(0, "%s inspect %s/sf16 --json", g_bin, g_tmp);
+    json_t *e = find_named(json_object_get(d, "tensors"), "model.layers.0.mlp.up_proj.weight_scale");
+    assert_string_equal(json_string_value(json_object_get(e, "dtype")), "F16");
+    json_decref(d);
+    /* the f16 scale is the one used to quantize: max error still half an LSB */
+    d = run_json(0, "%s qdiff %s/demo %s/sf16 --json", g_bin, g_tmp, g_tmp);
+    size_t i;
+    json_t *t;
+    json_array_foreach(json_object_get(d, "tensors"), i, t) assert_true(jnum(t, "max_err_lsb") <= 0.5 + 1e-3);
+    json_decref(d);
+    char path[512];
+    snprintf(path, sizeof path, "%s/big/model.safetensors", g_tmp);
+    char *o;
+    run(&o, "mkdir -p %s/big", g_tmp);
+    free(o);
+    tm_st_entry en[1];
+    memset(en, 0, sizeof en);
+    en[0].name = "big.weight";
+    en[0].dtype = TM_F32;
+    en[0].ndim = 2;
+    en[0].shape[0] = 2;
+    en[0].shape[1] = 4;
+    tm_st_writer *w;
+    tm_err err;
+    assert_int_equal(tm_st_writer_open(path, en, 1, NULL, &w, &err), TM_OK);
+    float v[8] = {1e10f, -3e9f, 2.0f, 0, 5e9f, 1, -1e10f, 7};
+    assert_int_equal(tm_st_writer_write(w, 0, 0, v, sizeof v, &err), TM_OK);
+    assert_int_equal(tm_st_writer_finish(w, &err), TM_OK);
+    tm_st_writer_free(w);
+    assert_int_equal(run(&o, "%s quantize %s/big -o %s/bigq --scale-dtype f16 2>&1", g_bin, g_tmp, g_tmp), 3);
+    assert_non_null(strstr(o, "big.weight"));
+    assert_non_null(strstr(o, "F16"));
+    free(o);
+    snprintf(path, sizeof path, "%s/bigq", g_tmp);
+    assert_false(exists(path));
+    /* f32 scales hold it */
+    assert_int_equal(run(&o, "%s quantize %s/big -o %s/bigq -q", g_bin, g_tmp, g_tmp), 0);
+    free(o);
+}
+
 static void test_diff(void **state) {
     (void)state;
     json_t *d = run_json(0, "%s diff %s/demo %s/demo2 --json", g_bin, g_tmp, g_tmp);
@@ -451,6 +496,7 @@ int main(void) {
         cmocka_unit_test(test_fp8_and_refusals),
         cmocka_unit_test(test_killed_run_leaves_nothing),
         cmocka_unit_test(test_nonfinite_input),
+        cmocka_unit_test(test_scale_dtype),
         cmocka_unit_test(test_diff),
     };
     return cmocka_run_group_tests(tests, setup_all, teardown_all);

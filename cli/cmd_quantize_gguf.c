@@ -1,0 +1,113 @@
+/* cmd_quantize_gguf.c: `tensormorph quantize IN -o OUT.gguf --type T`: the GGUF output form of
+** the quantize command (cmd_quantize.c dispatches here when OUT ends in ".gguf"). */
+#include "cli.h"
+#include "tensormorph/ggml_quant.h"
+#include "tensormorph/gguf_job.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+int cmd_quantize_gguf(const cli_cmd *cmd, cli_args *a);
+
+/* Options of the compressed-tensors form that mean nothing for GGUF output. */
+static const char *const ct_only[] = {"granularity", "symmetric", "asymmetric", "observer",
+                                      "convention", "include", "exclude", "recipe",
+                                      "scale-dtype", "quantize-embeddings", "allow-nonfinite",
+                                      "max-shard-size", "kernel"};
+
+int cmd_quantize_gguf(const cli_cmd *cmd, cli_args *a) {
+    const char *out = cli_get(a, "output");
+    const char *in_path = a->pos[0];
+    for (size_t i = 0; i < sizeof ct_only / sizeof ct_only[0]; i++)
+        if (cli_has(a, ct_only[i]))
+            return cli_usage_error(cmd, "--%s does not apply to GGUF output (OUT ends in .gguf)", ct_only[i]);
+    const char *tv = cli_get(a, "type");
+    if (!tv) return cli_usage_error(cmd, "GGUF output needs --type (Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 IQ4_NL Q2_K Q3_K_S/M/L Q4_K_S/M Q5_K_S/M Q6_K)");
+    tm_gguf_qparams p = tm_gguf_qparams_default();
+    p.ftype = tm_gguf_ftype_from_name(tv);
+    if (p.ftype < 0)
+        return cli_usage_error(cmd, "--type: '%s' is not a GGUF file type (Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 IQ4_NL Q2_K Q3_K[_S|_M|_L] Q4_K[_S|_M] Q5_K[_S|_M] Q6_K F16 BF16)", tv);
+    int n_tt = cli_n(a, "tensor-type");
+    const char **pats = calloc((size_t)n_tt + 1, sizeof *pats);
+    int *types = calloc((size_t)n_tt + 1, sizeof *types);
+    char **bufs = calloc((size_t)n_tt + 1, sizeof *bufs);
+    int rc = 0;
+    if (!pats || !types || !bufs) {
+        fprintf(stderr, "tensormorph: out of memory\n");
+        rc = EXIT_INTERNAL;
+        goto done;
+    }
+    for (int i = 0; i < n_tt; i++) {
+        const char *v = cli_get_i(a, "tensor-type", i);
+        const char *eq = strrchr(v, '=');
+        if (!eq || eq == v) {
+            rc = cli_usage_error(cmd, "--tensor-type '%s': expected REGEX=TYPE", v);
+            goto done;
+        }
+        bufs[i] = strndup(v, (size_t)(eq - v));
+        pats[i] = bufs[i];
+        types[i] = tm_gq_type_from_name(eq + 1);
+        if (!bufs[i] || types[i] < 0) {
+            rc = cli_usage_error(cmd, "--tensor-type '%s': unknown ggml type '%s'", v, eq + 1);
+            goto done;
+        }
+    }
+    p.tt_patterns = pats;
+    p.tt_types = types;
+    p.n_tt = n_tt;
+    p.pure = cli_has(a, "pure");
+    p.leave_output_tensor = cli_has(a, "leave-output-tensor");
+    p.strict = cli_has(a, "strict");
+    p.no_checksums = cli_has(a, "no-checksums");
+    p.n_threads = g_cli.threads;
+    p.command_line = g_cli.argv_line;
+    p.progress = cli_progress_cb;
+    p.cancel = &g_cli_interrupted;
+    {
+        tm_file *in;
+        rc = cli_open(in_path, &in);
+        if (rc) goto done;
+        tm_err err;
+        tm_gguf_qresult *res = NULL;
+        tm_status s = tm_gguf_quantize(in, out, &p, &res, &err);
+        cli_progress_end();
+        if (s) {
+            rc = cli_fail(s, &err);
+            tm_close(in);
+            goto done;
+        }
+        if (g_cli.json) {
+            json_t *man = json_loads(res->manifest_json, 0, NULL);
+            json_t *d = cli_json_doc("quantize");
+            json_object_set_new(d, "output", json_string(out));
+            json_object_set_new(d, "manifest", man ? man : json_null());
+            cli_json_print(d);
+        } else if (!g_cli.quiet) {
+            printf("quantized %" PRId64 " of %" PRId64 " tensors to GGUF %s: %s -> %s (%.2f MB -> %.2f MB) in %.2f s\n",
+                   res->n_quantized, res->n, tm_gguf_ftype_name(p.ftype), in_path, out,
+                   (double)res->src_bytes / 1e6, (double)res->out_bytes / 1e6, res->seconds);
+            printf("%-36s %-7s %-7s %9s %11s  %s\n", "tensor", "from", "type", "SQNR dB", "RMSE", "why");
+            for (int64_t i = 0; i < res->n; i++) {
+                const tm_gguf_qtensor *t = &res->tensors[i];
+                const tm_ggml_type_info *a1 = tm_ggml_type_info_get(t->src_type);
+                const tm_ggml_type_info *a2 = tm_ggml_type_info_get(t->out_type);
+                if (t->quantized)
+                    printf("%-36s %-7s %-7s %9.2f %11.4g  %s\n", t->name, a1 ? a1->name : "?",
+                           a2 ? a2->name : "?", t->sqnr_db, t->rmse, t->reason);
+                else
+                    printf("%-36s %-7s %-7s %9s %11s  %s\n", t->name, a1 ? a1->name : "?",
+                           a2 ? a2->name : "?", "-", "-", t->reason);
+            }
+            printf("Manifest: %s\n", res->manifest_path);
+        }
+        tm_gguf_qresult_free(res);
+        tm_close(in);
+    }
+done:
+    for (int i = 0; bufs && i < n_tt; i++) free(bufs[i]);
+    free(bufs);
+    free(pats);
+    free(types);
+    return rc;
+}

@@ -1,0 +1,52 @@
+/* cmd_serve.c: `tensormorph serve PATH [--ref REF]`: the web UI and its JSON API (cli/serve/). */
+#include "serve/serve.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+const cli_opt opts_serve[] = {
+    {"ref", 0, "REF", 0, "full-precision checkpoint: enables the Quantization Diff, error heatmaps and errors in the Scalar Inspector"},
+    {"port", 0, "N", 0, "TCP port, 0..65535; 0 picks a free one (default 8765)"},
+    {"host", 0, "ADDR", 0, "address to listen on (default 127.0.0.1; any other address prints a warning)"},
+    {"cache-mb", 0, "N", 0, "memory for heatmap summary pyramids, MiB, 1..65536 (default 512)"},
+    {NULL, 0, NULL, 0, NULL},
+};
+const char details_serve[] =
+    "Serves a local web UI over the opened checkpoint: Architecture tree with quantization\n"
+    "boundaries, Heatmap, Scalar Inspector and (with --ref) the Quantization Diff, plus the JSON\n"
+    "API of docs/API.md. Prints the URL on stdout once listening. Read-only; the page and its\n"
+    "scripts are compiled into the binary; requests whose Host or Origin is not the address\n"
+    "served are refused (DNS rebinding). Stop with Ctrl-C.";
+
+static int parse_num(const cli_cmd *cmd, const char *name, const char *v, long lo, long hi, long *out) {
+    char *end;
+    errno = 0;
+    long x = strtol(v, &end, 10);
+    if (errno || *end || end == v || x < lo || x > hi)
+        return cli_usage_error(cmd, "--%s must be an integer in [%ld, %ld], got '%s'", name, lo, hi, v);
+    *out = x;
+    return 0;
+}
+
+int cmd_serve(const cli_cmd *cmd, cli_args *a) {
+    long port = 8765, cache_mb = 512;
+    int rc;
+    if (cli_get(a, "port") && (rc = parse_num(cmd, "port", cli_get(a, "port"), 0, 65535, &port))) return rc;
+    if (cli_get(a, "cache-mb") && (rc = parse_num(cmd, "cache-mb", cli_get(a, "cache-mb"), 1, 65536, &cache_mb))) return rc;
+    const char *host = cli_get(a, "host") ? cli_get(a, "host") : "127.0.0.1";
+    serve_ctx c;
+    memset(&c, 0, sizeof c);
+    c.path = a->pos[0];
+    c.ref_path = cli_get(a, "ref");
+    c.cache_bytes = (uint64_t)cache_mb << 20;
+    if ((rc = cli_open(c.path, &c.f))) return rc;
+    if (c.ref_path && (rc = cli_open(c.ref_path, &c.ref))) { tm_close(c.f); return rc; }
+    pthread_mutex_init(&c.mu, NULL);
+    rc = serve_run(&c, host, (int)port);
+    serve_ctx_free_cache(&c);
+    pthread_mutex_destroy(&c.mu);
+    tm_close(c.ref);
+    tm_close(c.f);
+    return rc;
+}

@@ -1,0 +1,91 @@
+/* fuzz_onnx_open.c: libFuzzer target for the ONNX reader (buffer entry point tm_onnx_open_buffer):
+** protobuf-c decoding of arbitrary bytes, then the walk over graphs, subgraphs, initializers and
+** Constant nodes, typed-field conversion, and quantization recognition. When an input opens, the
+** listing must be self-consistent: every tensor's bytes can be fetched, names resolve to
+** themselves, quantized descriptions point at tensors that exist, graph nodes reference values
+** that exist, and every tensor has a float view where its dtype has one.
+** Build: -DTM_FUZZ=ON (clang); without libFuzzer, link fuzz/standalone_main.c instead. */
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tensormorph.h"
+#include "tensormorph/graph.h"
+
+#define CHECK(x)                                                                                   \
+    do {                                                                                           \
+        if (!(x)) __builtin_trap();                                                                \
+    } while (0)
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static void check_file(const tm_file *f) {
+    int64_t n = tm_file_n_tensors(f);
+    CHECK(tm_file_n_paths(f) == 1);
+    for (int64_t i = 0; i < n; i++) {
+        const tm_tensor *t = tm_file_tensor(f, i);
+        CHECK(t != NULL && t->name != NULL && t->phys_name != NULL);
+        CHECK(t->ndim >= 0 && t->ndim <= TM_MAX_DIMS);
+        CHECK(tm_file_find(f, t->name) == i);
+        const void *p = NULL;
+        CHECK(tm_tensor_data(f, i, 0, t->n_bytes, &p, NULL) == TM_OK);
+        if (t->role != TM_ROLE_DATA) CHECK(t->owner >= 0 && t->owner < n);
+        if (t->quant) {
+            const tm_qtensor *q = t->quant;
+            CHECK(q->codes_tensor == i);
+            CHECK(q->scale_tensor >= 0 && q->scale_tensor < n && q->scale_tensor != i);
+            CHECK(q->zero_point_tensor >= -1 && q->zero_point_tensor < n);
+            CHECK(q->layout != NULL);
+        }
+        /* read a few values through the view: no crash, and an error is a clean status */
+        const tm_dtype_traits *dt = tm_dtype_get(t->dtype);
+        CHECK(dt != NULL);
+        if (t->n_elems > 0 && (t->quant || dt->bits >= 8)) {
+            float v[4];
+            int64_t k = t->n_elems < 4 ? t->n_elems : 4;
+            tm_err err;
+            tm_status s = tm_tensor_read_f32(f, i, t->n_elems - k, k, v, &err);
+            CHECK(s == TM_OK || err.msg[0] != '\0');
+        }
+    }
+    int64_t nv = tm_graph_n_values(f);
+    for (int64_t i = 0; i < tm_graph_n_nodes(f); i++) {
+        const tm_graph_node *nd = tm_graph_node_at(f, i);
+        CHECK(nd && nd->op_type && nd->domain && nd->graph && nd->name);
+        for (int64_t k = 0; k < nd->n_inputs; k++) CHECK(nd->inputs[k] >= -1 && nd->inputs[k] < nv);
+        for (int64_t k = 0; k < nd->n_outputs; k++) CHECK(nd->outputs[k] >= -1 && nd->outputs[k] < nv);
+        CHECK(nd->weight_tensor >= -1 && nd->weight_tensor < n);
+    }
+    for (int64_t i = 0; i < nv; i++) {
+        const tm_graph_value *v = tm_graph_value_at(f, i);
+        CHECK(v && v->name && v->elem_type_name && tm_graph_find_value(f, v->name) == i);
+        CHECK(v->tensor >= -1 && v->tensor < n);
+    }
+    for (int64_t i = 0; i < tm_file_n_warnings(f); i++) CHECK(tm_file_warning(f, i) != NULL);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    uint8_t *copy = malloc(size ? size : 1);
+    if (!copy) return 0;
+    if (size) memcpy(copy, data, size);
+    for (int raw = 0; raw < 2; raw++) {
+        tm_open_params p = tm_open_params_default();
+        p.no_recognize = raw;
+        tm_file *f = NULL;
+        tm_err err;
+        tm_status s = tm_onnx_open_buffer(copy, size, "fuzz.onnx", &p, &f, &err);
+        if (s == TM_OK) {
+            CHECK(f != NULL);
+            check_file(f);
+            tm_close(f);
+        } else {
+            CHECK(f == NULL);
+            CHECK(err.code == s);
+            CHECK(err.msg[0] != '\0');
+            CHECK(memchr(err.msg, '\0', sizeof err.msg) != NULL);
+        }
+    }
+    free(copy);
+    return 0;
+}

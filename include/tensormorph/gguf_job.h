@@ -1,0 +1,92 @@
+/*
+** tensormorph/gguf_job.h: quantize a checkpoint (GGUF, or safetensors F32/F16/BF16) into a
+** GGUF file with ggml block types, choosing each tensor's type by llama-quantize's rules
+** (llama.cpp@c392e509 src/llama-quant.cpp; the rules and their sources: docs/gguf-quantize.md),
+** byte-identical to llama-quantize on the same input.
+*/
+#ifndef TENSORMORPH_GGUF_JOB_H
+#define TENSORMORPH_GGUF_JOB_H
+#include "../tensormorph.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* llama.cpp's llama_ftype values (general.file_type) of the file types the job makes. */
+enum {
+    TM_FTYPE_F32 = 0, TM_FTYPE_F16 = 1, TM_FTYPE_Q4_0 = 2, TM_FTYPE_Q4_1 = 3, TM_FTYPE_Q8_0 = 7,
+    TM_FTYPE_Q5_0 = 8, TM_FTYPE_Q5_1 = 9, TM_FTYPE_Q2_K = 10, TM_FTYPE_Q3_K_S = 11,
+    TM_FTYPE_Q3_K_M = 12, TM_FTYPE_Q3_K_L = 13, TM_FTYPE_Q4_K_S = 14, TM_FTYPE_Q4_K_M = 15,
+    TM_FTYPE_Q5_K_S = 16, TM_FTYPE_Q5_K_M = 17, TM_FTYPE_Q6_K = 18, TM_FTYPE_IQ4_NL = 25,
+    TM_FTYPE_BF16 = 32
+};
+
+/* tm_gguf_ftype_from_name: a llama-quantize type name (case-insensitive): Q4_0 Q4_1 Q5_0 Q5_1
+** Q8_0 IQ4_NL Q2_K Q3_K_S Q3_K_M Q3_K_L Q4_K_S Q4_K_M Q5_K_S Q5_K_M Q6_K F16 BF16, and the
+** aliases Q3_K (= Q3_K_M), Q4_K (= Q4_K_M), Q5_K (= Q5_K_M). -1 when unknown. */
+int         tm_gguf_ftype_from_name(const char *name);
+/* tm_gguf_ftype_name: the canonical name ("Q4_K_M"), "?" when unknown. */
+const char *tm_gguf_ftype_name(int ftype);
+/* tm_gguf_ftype_default_type: the ggml type of a file type's ordinary tensors (Q4_K_M ->
+** Q4_K), -1 when unknown. */
+int         tm_gguf_ftype_default_type(int ftype);
+
+typedef struct tm_gguf_qparams {
+    int          ftype;               /* TM_FTYPE_*                                             */
+    int          pure;                /* 1: every quantizable tensor gets the default type      */
+    int          leave_output_tensor; /* 1: output.weight is not quantized                       */
+    const char *const *tt_patterns;   /* --tensor-type REGEX=TYPE: POSIX extended regexes,      */
+    const int   *tt_types;            /*   searched in the name; the last match wins             */
+    int64_t      n_tt;
+    int          strict;              /* 1: a tensor the reference refuses (a row that is not a
+                                         multiple of any allowed block) is an error instead of
+                                         being kept in F16                                       */
+    int          no_checksums;        /* 1: no sha256 in the manifest                            */
+    int          n_threads;           /* 0 = 1                                                   */
+    const char  *command_line;        /* recorded in the manifest                                */
+    void (*progress)(void *ud, const char *phase, uint64_t done, uint64_t total);
+    void        *progress_ud;
+    volatile const int *cancel;
+} tm_gguf_qparams;
+
+tm_gguf_qparams tm_gguf_qparams_default(void); /* Q8_0, rules on, 1 thread */
+
+/* Decision and outcome for one source tensor, in output order. */
+typedef struct tm_gguf_qtensor {
+    const char *name;
+    int         src_type;        /* ggml type of the source (F32, F16, BF16, ...)            */
+    int         out_type;        /* ggml type written                                         */
+    int         quantized;       /* 1: converted/quantized; 0: copied unchanged               */
+    char        reason[240];     /* why this type ("attn_v in an _M mixture: Q6_K", "1-D") */
+    int64_t     n_elems;
+    uint64_t    out_bytes;
+    double      rmse, max_abs_err, sqnr_db; /* quantized: error of the dequantized values   */
+} tm_gguf_qtensor;
+
+typedef struct tm_gguf_qresult {
+    tm_gguf_qtensor *tensors; int64_t n;
+    int64_t  n_quantized, n_fallback;
+    uint64_t src_bytes, out_bytes;
+    double   seconds;
+    char    *manifest_json;      /* as written to "<out>.manifest.json" (malloc'd)           */
+    char    *manifest_path;
+} tm_gguf_qresult;
+
+/* tm_gguf_quantize: write `out_path` (a GGUF v3 file) from `in`. Tensors come in llama-quantize's
+** order (non-layer tensors by name, then by layer number, by name within a layer); a GGUF
+** input's metadata is kept entry for entry, then general.quantization_version (2) and
+** general.file_type are set (moved to the end, as ggml's gguf_set_val does) and split.* keys
+** removed. The file is written as "<out>.tmp.<pid>" and renamed into place; the manifest
+** "<out>.manifest.json" follows.
+** Returns TM_OK | TM_E_INVALID_ARG (bad ftype or regex) | TM_E_UNSUPPORTED (a source tensor
+** already quantized, or a type the rules pick that cannot hold the row under --strict) |
+** TM_E_NONFINITE | TM_E_RANGE (a block scale overflows f16: names tensor, row and block) |
+** TM_E_IO | TM_E_NOMEM | TM_E_CANCELLED. Free the result with tm_gguf_qresult_free. */
+tm_status tm_gguf_quantize(tm_file *in, const char *out_path, const tm_gguf_qparams *p,
+                           tm_gguf_qresult **out, tm_err *err);
+void      tm_gguf_qresult_free(tm_gguf_qresult *r);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

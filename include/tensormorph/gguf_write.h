@@ -1,0 +1,100 @@
+/*
+** tensormorph/gguf_write.h: the streaming, atomic GGUF v3 writer and its metadata list.
+**
+** Output layout (ggml's docs/gguf.md; all integers little-endian):
+**   "GGUF", u32 version 3, u64 n_tensors, u64 n_kv,
+**   n_kv x { string key, u32 value type, value },
+**   n_tensors x { string name, u32 n_dims, u64 ne[n_dims], u32 ggml type, u64 offset },
+**   zero padding to the alignment, then the data: tensor i at data_start + offset_i, each
+**   tensor's bytes followed by zero padding to the alignment (the last one too), offsets in
+**   tensor order. string = u64 length + bytes. The alignment is the u32 value of the
+**   "general.alignment" entry when the list has one, else 32.
+** This is the layout llama-quantize writes, so the same tensors and metadata give the same bytes.
+*/
+#ifndef TENSORMORPH_GGUF_WRITE_H
+#define TENSORMORPH_GGUF_WRITE_H
+#include "../tensormorph.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* GGUF metadata value types (the u32 stored before each value). */
+enum {
+    TM_GGUF_U8 = 0, TM_GGUF_I8, TM_GGUF_U16, TM_GGUF_I16, TM_GGUF_U32, TM_GGUF_I32, TM_GGUF_F32,
+    TM_GGUF_BOOL, TM_GGUF_STRING, TM_GGUF_ARRAY, TM_GGUF_U64, TM_GGUF_I64, TM_GGUF_F64
+};
+
+/* An ordered list of metadata entries, each kept as its raw encoded value bytes, so entries
+** copied from a file are written back bit for bit. Keys are unique. */
+typedef struct tm_gguf_kvlist tm_gguf_kvlist;
+
+/* tm_gguf_kvlist_new: an empty list, NULL when out of memory. */
+tm_gguf_kvlist *tm_gguf_kvlist_new(void);
+void            tm_gguf_kvlist_free(tm_gguf_kvlist *l);               /* NULL is a no-op */
+int64_t         tm_gguf_kvlist_count(const tm_gguf_kvlist *l);
+const char     *tm_gguf_kvlist_key(const tm_gguf_kvlist *l, int64_t i);  /* borrowed        */
+uint32_t        tm_gguf_kvlist_type(const tm_gguf_kvlist *l, int64_t i);
+/* tm_gguf_kvlist_find: index of key, -1 when absent. */
+int64_t         tm_gguf_kvlist_find(const tm_gguf_kvlist *l, const char *key);
+/* tm_gguf_kvlist_get_int: a scalar integer entry (u8..i64, bool) as int64; 0 when absent or
+** not an integer (then *found = 0; found may be NULL). */
+int64_t         tm_gguf_kvlist_get_int(const tm_gguf_kvlist *l, const char *key, int *found);
+/* tm_gguf_kvlist_get_str: a string entry as a malloc'd NUL-terminated copy, NULL when absent,
+** not a string or out of memory. */
+char           *tm_gguf_kvlist_get_str(const tm_gguf_kvlist *l, const char *key);
+
+/* tm_gguf_kvlist_set_raw: remove `key` if present, then append it with `type` and the n
+** encoded value bytes (as they follow the type in a file). The bytes are copied and checked
+** to be exactly one well-formed value of that type.
+** Returns TM_OK | TM_E_INVALID_ARG (bad type or bytes) | TM_E_NOMEM. */
+tm_status tm_gguf_kvlist_set_raw(tm_gguf_kvlist *l, const char *key, uint32_t type,
+                                 const void *val, size_t n, tm_err *err);
+/* Typed setters: remove, then append at the end (ggml's gguf_set_val_* behaviour). */
+tm_status tm_gguf_kvlist_set_u32(tm_gguf_kvlist *l, const char *key, uint32_t v, tm_err *err);
+tm_status tm_gguf_kvlist_set_str(tm_gguf_kvlist *l, const char *key, const char *v, tm_err *err);
+/* tm_gguf_kvlist_remove: drop key when present. */
+void      tm_gguf_kvlist_remove(tm_gguf_kvlist *l, const char *key);
+
+/* tm_gguf_kvlist_read: the metadata of the GGUF file at path, in file order, values raw.
+** Reads the header with read(2) through a bounded cursor (every length checked against the
+** bytes left and a 1 GiB header cap; arrays nested at most 4 deep).
+** Returns TM_OK | TM_E_IO | TM_E_CORRUPT (names file and byte offset) | TM_E_UNSUPPORTED
+** (not GGUF v2/v3 little-endian) | TM_E_LIMIT | TM_E_NOMEM. */
+tm_status tm_gguf_kvlist_read(const char *path, tm_gguf_kvlist **out, tm_err *err);
+
+/* One tensor of the output, in file order. */
+typedef struct tm_gguf_wtensor {
+    const char *name;
+    int         type;        /* ggml type id (tensormorph/ggml.h)                           */
+    int         n_dims;      /* 1..4                                                         */
+    int64_t     ne[4];       /* ggml order: ne[0] is the row (the reverse of the shape)      */
+} tm_gguf_wtensor;
+
+typedef struct tm_gguf_writer tm_gguf_writer;
+
+/* tm_gguf_writer_open: fix the whole layout (header, each tensor's offset) and create
+** "<path>.tmp.<pid>" (O_EXCL) of the final size holding the header; padding is zero.
+**   kv       the metadata, written in list order (copied: may be freed after open).
+**   t        n tensors; names unique; ne[0] a multiple of the type's block size.
+** Returns TM_OK | TM_E_INVALID_ARG (duplicate name, bad type/dims, alignment not a power of
+** two) | TM_E_LIMIT (size overflow) | TM_E_IO | TM_E_NOMEM. */
+tm_status tm_gguf_writer_open(const char *path, const tm_gguf_kvlist *kv,
+                              const tm_gguf_wtensor *t, int64_t n, tm_gguf_writer **out,
+                              tm_err *err);
+/* Bytes of tensor i's data (without padding); 0 when i is out of range. */
+uint64_t  tm_gguf_writer_tensor_bytes(const tm_gguf_writer *w, int64_t i);
+/* tm_gguf_writer_write: n bytes at offset off of tensor i's data (pwrite; thread-safe for
+** disjoint ranges). Returns TM_OK | TM_E_INVALID_ARG (range) | TM_E_IO. */
+tm_status tm_gguf_writer_write(tm_gguf_writer *w, int64_t i, uint64_t off, const void *data,
+                               size_t n, tm_err *err);
+/* tm_gguf_writer_finish: fsync, rename onto path, fsync the directory. On error the
+** temporary file is removed. Returns TM_OK | TM_E_IO. */
+tm_status tm_gguf_writer_finish(tm_gguf_writer *w, tm_err *err);
+/* tm_gguf_writer_free: remove the temporary file unless finish succeeded; free. NULL no-op. */
+void      tm_gguf_writer_free(tm_gguf_writer *w);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,478 @@
+/*
+** gguf_write.c: the GGUF v3 writer and its raw metadata list (tensormorph/gguf_write.h).
+**
+** Open serialises the header once (metadata in list order, tensor infos with offsets
+** accumulated in tensor order, each padded to the alignment), creates "<path>.tmp.<pid>"
+** with O_EXCL, sizes it with ftruncate (so every padding byte reads as zero) and writes the
+** header. Tensor data then arrives by pwrite at fixed offsets, in any order, from any thread.
+** Finish fsyncs, renames onto the target and fsyncs the directory: a killed run leaves at most
+** a temporary file, never a half-written target.
+*/
+#include "file.h"
+#include "../core/fsutil.h"
+#include "tensormorph/gguf_write.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define GGUF_DEFAULT_ALIGNMENT 32u
+#define GGUF_MAX_DEPTH 4
+#define GGUF_HEADER_CAP (1ull << 30)
+
+/* ---------------------------------------------------------------------------------------- */
+/* Raw metadata list                                                                         */
+/* ---------------------------------------------------------------------------------------- */
+
+typedef struct kv_entry {
+    char    *key;
+    uint32_t type;
+    uint8_t *val;
+    size_t   n;
+} kv_entry;
+
+struct tm_gguf_kvlist {
+    kv_entry *e;
+    int64_t   n, cap;
+};
+
+static const uint64_t scalar_size[13] = {1, 1, 2, 2, 4, 4, 4, 1, 0, 0, 8, 8, 8};
+
+tm_gguf_kvlist *tm_gguf_kvlist_new(void) { return calloc(1, sizeof(tm_gguf_kvlist)); }
+
+void tm_gguf_kvlist_free(tm_gguf_kvlist *l) {
+    if (!l) return;
+    for (int64_t i = 0; i < l->n; i++) {
+        free(l->e[i].key);
+        free(l->e[i].val);
+    }
+    free(l->e);
+    free(l);
+}
+
+int64_t tm_gguf_kvlist_count(const tm_gguf_kvlist *l) { return l ? l->n : 0; }
+const char *tm_gguf_kvlist_key(const tm_gguf_kvlist *l, int64_t i) {
+    return l && i >= 0 && i < l->n ? l->e[i].key : NULL;
+}
+uint32_t tm_gguf_kvlist_type(const tm_gguf_kvlist *l, int64_t i) {
+    return l && i >= 0 && i < l->n ? l->e[i].type : UINT32_MAX;
+}
+
+int64_t tm_gguf_kvlist_find(const tm_gguf_kvlist *l, const char *key) {
+    for (int64_t i = 0; l && i < l->n; i++)
+        if (strcmp(l->e[i].key, key) == 0) return i;
+    return -1;
+}
+
+int64_t tm_gguf_kvlist_get_int(const tm_gguf_kvlist *l, const char *key, int *found) {
+    int64_t i = tm_gguf_kvlist_find(l, key);
+    if (found) *found = 0;
+    if (i < 0) return 0;
+    const kv_entry *e = &l->e[i];
+    int64_t v;
+    switch (e->type) {
+    case TM_GGUF_U8: case TM_GGUF_BOOL: v = e->val[0]; break;
+    case TM_GGUF_I8: v = (int8_t)e->val[0]; break;
+    case TM_GGUF_U16: v = tm__ld16(e->val); break;
+    case TM_GGUF_I16: v = (int16_t)tm__ld16(e->val); break;
+    case TM_GGUF_U32: v = tm__ld32(e->val); break;
+    case TM_GGUF_I32: v = (int32_t)tm__ld32(e->val); break;
+    case TM_GGUF_U64: case TM_GGUF_I64: v = (int64_t)tm__ld64(e->val); break;
+    default: return 0;
+    }
+    if (found) *found = 1;
+    return v;
+}
+
+char *tm_gguf_kvlist_get_str(const tm_gguf_kvlist *l, const char *key) {
+    int64_t i = tm_gguf_kvlist_find(l, key);
+    if (i < 0 || l->e[i].type != TM_GGUF_STRING) return NULL;
+    return tm__strndup((const char *)l->e[i].val + 8, l->e[i].n - 8);
+}
+
+/* Bytes of one encoded value of type t at p (at most `left` bytes), 0 when malformed. */
+static uint64_t value_size(uint32_t t, const uint8_t *p, uint64_t left, int depth) {
+    if (t > TM_GGUF_F64) return 0;
+    if (t == TM_GGUF_STRING) {
+        if (left < 8) return 0;
+        uint64_t len = tm__ld64(p);
+        if (len > left - 8) return 0;
+        return 8 + len;
+    }
+    if (t == TM_GGUF_ARRAY) {
+        if (depth >= GGUF_MAX_DEPTH || left < 12) return 0;
+        uint32_t et = tm__ld32(p);
+        uint64_t cnt = tm__ld64(p + 4), pos = 12;
+        if (et > TM_GGUF_F64) return 0;
+        if (et != TM_GGUF_STRING && et != TM_GGUF_ARRAY) {
+            uint64_t nb;
+            if (!tm__mul_u64_ok(cnt, scalar_size[et], &nb) || nb > left - pos) return 0;
+            return pos + nb;
+        }
+        if (cnt > (left - pos) / (et == TM_GGUF_STRING ? 8 : 12)) return 0;
+        for (uint64_t k = 0; k < cnt; k++) {
+            uint64_t s = value_size(et, p + pos, left - pos, depth + 1);
+            if (!s) return 0;
+            pos += s;
+        }
+        return pos;
+    }
+    return left >= scalar_size[t] ? scalar_size[t] : 0;
+}
+
+void tm_gguf_kvlist_remove(tm_gguf_kvlist *l, const char *key) {
+    int64_t i = tm_gguf_kvlist_find(l, key);
+    if (i < 0) return;
+    free(l->e[i].key);
+    free(l->e[i].val);
+    memmove(&l->e[i], &l->e[i + 1], (size_t)(l->n - i - 1) * sizeof(kv_entry));
+    l->n--;
+}
+
+tm_status tm_gguf_kvlist_set_raw(tm_gguf_kvlist *l, const char *key, uint32_t type,
+                                 const void *val, size_t n, tm_err *err) {
+    if (!l || !key || !*key) return tm__err_set(err, TM_E_INVALID_ARG, -1, "gguf: empty metadata key");
+    if (value_size(type, val, n, 0) != n)
+        return tm__err_set(err, TM_E_INVALID_ARG, -1,
+                           "gguf: metadata '%s': %zu bytes are not one value of type %u", key, n, type);
+    tm_gguf_kvlist_remove(l, key);
+    if (l->n == l->cap) {
+        int64_t nc = l->cap ? 2 * l->cap : 32;
+        kv_entry *ne = realloc(l->e, (size_t)nc * sizeof *ne);
+        if (!ne) return tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
+        l->e = ne;
+        l->cap = nc;
+    }
+    kv_entry *e = &l->e[l->n];
+    e->key = tm__strdup(key);
+    e->val = malloc(n ? n : 1);
+    if (!e->key || !e->val) {
+        free(e->key);
+        free(e->val);
+        return tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
+    }
+    memcpy(e->val, val, n);
+    e->n = n;
+    e->type = type;
+    l->n++;
+    return TM_OK;
+}
+
+tm_status tm_gguf_kvlist_set_u32(tm_gguf_kvlist *l, const char *key, uint32_t v, tm_err *err) {
+    uint8_t b[4];
+    tm__st32(b, v);
+    return tm_gguf_kvlist_set_raw(l, key, TM_GGUF_U32, b, 4, err);
+}
+
+tm_status tm_gguf_kvlist_set_str(tm_gguf_kvlist *l, const char *key, const char *v, tm_err *err) {
+    size_t len = strlen(v);
+    uint8_t *b = malloc(8 + len);
+    if (!b) return tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
+    tm__st64(b, len);
+    memcpy(b + 8, v, len);
+    tm_status s = tm_gguf_kvlist_set_raw(l, key, TM_GGUF_STRING, b, 8 + len, err);
+    free(b);
+    return s;
+}
+
+/* Read up to n bytes at offset off of fd into buf; returns bytes read or -1. */
+static ssize_t pread_full(int fd, void *buf, size_t n, off_t off) {
+    size_t got = 0;
+    while (got < n) {
+        ssize_t r = pread(fd, (char *)buf + got, n - got, off + (off_t)got);
+        if (r < 0) {
+            if (errno == EINTR) continue;
+            return -1;
+        }
+        if (r == 0) break;
+        got += (size_t)r;
+    }
+    return (ssize_t)got;
+}
+
+tm_status tm_gguf_kvlist_read(const char *path, tm_gguf_kvlist **out, tm_err *err) {
+    *out = NULL;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return tm__err_sys(err, errno, "%s: cannot open", path);
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        int e = errno;
+        close(fd);
+        return tm__err_sys(err, e, "%s: cannot stat", path);
+    }
+    uint64_t size = (uint64_t)st.st_size;
+    uint64_t nread = size < GGUF_HEADER_CAP ? size : GGUF_HEADER_CAP;
+    uint8_t *b = malloc(nread ? nread : 1);
+    if (!b) {
+        close(fd);
+        return tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
+    }
+    ssize_t r = pread_full(fd, b, (size_t)nread, 0);
+    int e = errno;
+    close(fd);
+    if (r < 0 || (uint64_t)r != nread) {
+        free(b);
+        return r < 0 ? tm__err_sys(err, e, "%s: cannot read", path)
+                     : tm__err_set(err, TM_E_IO, -1, "%s: file shrank while reading", path);
+    }
+    tm_status s = TM_OK;
+    tm_gguf_kvlist *l = tm_gguf_kvlist_new();
+    if (!l) s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
+    if (!s && (nread < 24 || memcmp(b, "GGUF", 4) != 0))
+        s = tm__err_set(err, TM_E_CORRUPT, 0, "%s: not a GGUF file (no \"GGUF\" magic and header)", path);
+    uint32_t version = s ? 0 : tm__ld32(b + 4);
+    if (!s && version != 2 && version != 3)
+        s = tm__err_set(err, TM_E_UNSUPPORTED, 4, "%s: GGUF version %u (only 2 and 3, little-endian)",
+                        path, version);
+    uint64_t n_kv = s ? 0 : tm__ld64(b + 16), pos = 24;
+    if (!s && n_kv > (nread - pos) / 13)
+        s = tm__err_set(err, TM_E_CORRUPT, 16, "%s: %llu metadata entries cannot fit in the file",
+                        path, (unsigned long long)n_kv);
+    for (uint64_t k = 0; k < n_kv && !s; k++) {
+        uint64_t at = pos;
+        if (nread - pos < 8) { s = tm__err_set(err, TM_E_CORRUPT, (int64_t)pos, "%s: metadata entry %llu: truncated key", path, (unsigned long long)k); break; }
+        uint64_t klen = tm__ld64(b + pos);
+        if (klen == 0 || klen > nread - pos - 8 || nread - pos - 8 - klen < 4) {
+            s = tm__err_set(err, TM_E_CORRUPT, (int64_t)pos, "%s: metadata entry %llu: key length %llu runs past the header",
+                            path, (unsigned long long)k, (unsigned long long)klen);
+            break;
+        }
+        char *key = tm__strndup((const char *)b + pos + 8, (size_t)klen);
+        pos += 8 + klen;
+        uint32_t t = tm__ld32(b + pos);
+        pos += 4;
+        uint64_t vs = value_size(t, b + pos, nread - pos, 0);
+        if (!key) s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
+        else if (!vs)
+            s = tm__err_set(err, TM_E_CORRUPT, (int64_t)at, "%s: metadata '%s': value of type %u is malformed or runs past the header",
+                            path, key, t);
+        else if (tm_gguf_kvlist_find(l, key) >= 0)
+            s = tm__err_set(err, TM_E_CORRUPT, (int64_t)at, "%s: metadata key '%s' appears twice", path, key);
+        else s = tm_gguf_kvlist_set_raw(l, key, t, b + pos, (size_t)vs, err);
+        free(key);
+        pos += vs;
+    }
+    free(b);
+    if (s) {
+        tm_gguf_kvlist_free(l);
+        return s;
+    }
+    *out = l;
+    return TM_OK;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Writer                                                                                    */
+/* ---------------------------------------------------------------------------------------- */
+
+struct tm_gguf_writer {
+    char     *target, *tmp;
+    int       fd, created, finished, ok;
+    int64_t   n;
+    uint64_t *offset;  /* absolute file offset of each tensor's data */
+    uint64_t *n_bytes;
+};
+
+typedef struct obuf { uint8_t *p; size_t n, cap; int oom; } obuf;
+
+static void ob_add(obuf *b, const void *p, size_t k) {
+    if (b->oom) return;
+    if (b->cap - b->n < k) {
+        size_t nc = b->cap ? b->cap : 4096;
+        while (nc - b->n < k) nc *= 2;
+        uint8_t *np = realloc(b->p, nc);
+        if (!np) { b->oom = 1; return; }
+        b->p = np;
+        b->cap = nc;
+    }
+    memcpy(b->p + b->n, p, k);
+    b->n += k;
+}
+static void ob_u32(obuf *b, uint32_t v) { uint8_t t[4]; tm__st32(t, v); ob_add(b, t, 4); }
+static void ob_u64(obuf *b, uint64_t v) { uint8_t t[8]; tm__st64(t, v); ob_add(b, t, 8); }
+static void ob_str(obuf *b, const char *s) { size_t k = strlen(s); ob_u64(b, k); ob_add(b, s, k); }
+
+static int cmp_str(const void *a, const void *b) {
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+void tm_gguf_writer_free(tm_gguf_writer *w) {
+    if (!w) return;
+    if (w->fd >= 0) close(w->fd);
+    if (w->created && !w->ok) unlink(w->tmp);
+    free(w->target);
+    free(w->tmp);
+    free(w->offset);
+    free(w->n_bytes);
+    free(w);
+}
+
+tm_status tm_gguf_writer_open(const char *path, const tm_gguf_kvlist *kv,
+                              const tm_gguf_wtensor *t, int64_t n, tm_gguf_writer **out,
+                              tm_err *err) {
+    *out = NULL;
+    if (!path || !*path || n < 0 || (n > 0 && !t))
+        return tm__err_set(err, TM_E_INVALID_ARG, -1, "gguf writer: bad arguments");
+    uint64_t align = GGUF_DEFAULT_ALIGNMENT;
+    if (tm_gguf_kvlist_find(kv, "general.alignment") >= 0) {
+        int found = 0;
+        int64_t a = tm_gguf_kvlist_get_int(kv, "general.alignment", &found);
+        if (!found || tm_gguf_kvlist_type(kv, tm_gguf_kvlist_find(kv, "general.alignment")) != TM_GGUF_U32 ||
+            a <= 0 || (a & (a - 1)) != 0)
+            return tm__err_set(err, TM_E_INVALID_ARG, -1,
+                               "%s: general.alignment must be a u32 power of two", path);
+        align = (uint64_t)a;
+    }
+    tm_gguf_writer *w = calloc(1, sizeof *w);
+    if (!w) return tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
+    w->fd = -1;
+    w->n = n;
+    w->target = tm__strdup(path);
+    w->tmp = tm__aprintf("%s.tmp.%ld", path, (long)getpid());
+    w->offset = tm__calloc((size_t)(n ? n : 1), sizeof(uint64_t));
+    w->n_bytes = tm__calloc((size_t)(n ? n : 1), sizeof(uint64_t));
+    const char **names = tm__calloc((size_t)(n ? n : 1), sizeof(char *));
+    obuf hb = {0};
+    tm_status s = TM_OK;
+    if (!w->target || !w->tmp || !w->offset || !w->n_bytes || !names)
+        s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
+    /* tensor sizes and relative offsets */
+    uint64_t rel = 0;
+    for (int64_t i = 0; i < n && !s; i++) {
+        const tm_ggml_type_info *ti = tm_ggml_type_info_get(t[i].type);
+        if (!t[i].name || !*t[i].name)
+            s = tm__err_set(err, TM_E_INVALID_ARG, -1, "%s: tensor %lld has no name", path, (long long)i);
+        else if (!ti)
+            s = tm__err_set(err, TM_E_INVALID_ARG, -1, "%s: tensor '%s': unknown ggml type %d", path, t[i].name, t[i].type);
+        else if (t[i].n_dims < 1 || t[i].n_dims > 4)
+            s = tm__err_set(err, TM_E_INVALID_ARG, -1, "%s: tensor '%s': %d dims (1..4)", path, t[i].name, t[i].n_dims);
+        if (s) break;
+        names[i] = t[i].name;
+        uint64_t ne = 1;
+        for (int d = 0; d < t[i].n_dims && !s; d++)
+            if (t[i].ne[d] < 0 || !tm__mul_u64_ok(ne, (uint64_t)t[i].ne[d], &ne))
+                s = tm__err_set(err, TM_E_LIMIT, -1, "%s: tensor '%s': element count overflows", path, t[i].name);
+        if (s) break;
+        if (t[i].ne[0] % ti->block_size != 0) {
+            s = tm__err_set(err, TM_E_INVALID_ARG, -1, "%s: tensor '%s': row of %lld is not a multiple of the %s block (%lld)",
+                            path, t[i].name, (long long)t[i].ne[0], ti->name, (long long)ti->block_size);
+            break;
+        }
+        uint64_t nb, padded;
+        if (!tm__mul_u64_ok(ne / (uint64_t)ti->block_size, ti->type_size, &nb) ||
+            !tm__add_u64_ok(nb, align - 1, &padded)) {
+            s = tm__err_set(err, TM_E_LIMIT, -1, "%s: tensor '%s': byte size overflows", path, t[i].name);
+            break;
+        }
+        padded &= ~(align - 1);
+        w->offset[i] = rel;
+        w->n_bytes[i] = nb;
+        if (!tm__add_u64_ok(rel, padded, &rel)) s = tm__err_set(err, TM_E_LIMIT, -1, "%s: data size overflows", path);
+    }
+    if (!s && n > 1) {
+        const char **sorted = tm__malloc_n((size_t)n, sizeof(char *));
+        if (!sorted) s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
+        else {
+            memcpy(sorted, names, (size_t)n * sizeof(char *));
+            qsort(sorted, (size_t)n, sizeof(char *), cmp_str);
+            for (int64_t i = 1; i < n && !s; i++)
+                if (strcmp(sorted[i - 1], sorted[i]) == 0)
+                    s = tm__err_set(err, TM_E_INVALID_ARG, -1, "%s: tensor name '%s' appears twice", path, sorted[i]);
+            free(sorted);
+        }
+    }
+    /* header */
+    if (!s) {
+        ob_add(&hb, "GGUF", 4);
+        ob_u32(&hb, 3);
+        ob_u64(&hb, (uint64_t)n);
+        ob_u64(&hb, (uint64_t)tm_gguf_kvlist_count(kv));
+        for (int64_t k = 0; k < tm_gguf_kvlist_count(kv); k++) {
+            ob_str(&hb, kv->e[k].key);
+            ob_u32(&hb, kv->e[k].type);
+            ob_add(&hb, kv->e[k].val, kv->e[k].n);
+        }
+        for (int64_t i = 0; i < n; i++) {
+            ob_str(&hb, t[i].name);
+            ob_u32(&hb, (uint32_t)t[i].n_dims);
+            for (int d = 0; d < t[i].n_dims; d++) ob_u64(&hb, (uint64_t)t[i].ne[d]);
+            ob_u32(&hb, (uint32_t)t[i].type);
+            ob_u64(&hb, w->offset[i]);
+        }
+        if (hb.oom) s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
+    }
+    uint64_t data_start = 0, total = 0;
+    if (!s) {
+        data_start = ((uint64_t)hb.n + align - 1) & ~(align - 1);
+        if (!tm__add_u64_ok(data_start, rel, &total) || total > (uint64_t)INT64_MAX)
+            s = tm__err_set(err, TM_E_LIMIT, -1, "%s: file size overflows", path);
+        for (int64_t i = 0; i < n && !s; i++) w->offset[i] += data_start;
+    }
+    if (!s) {
+        w->fd = open(w->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+        if (w->fd < 0) s = tm__err_sys(err, errno, "%s: cannot create", w->tmp);
+        else w->created = 1;
+    }
+    if (!s && ftruncate(w->fd, (off_t)total) != 0) s = tm__err_sys(err, errno, "%s: cannot size to %llu bytes", w->tmp, (unsigned long long)total);
+    if (!s) {
+        size_t done = 0;
+        while (done < hb.n && !s) {
+            ssize_t r = pwrite(w->fd, hb.p + done, hb.n - done, (off_t)done);
+            if (r < 0 && errno == EINTR) continue;
+            if (r <= 0) s = tm__err_sys(err, errno, "%s: cannot write the header", w->tmp);
+            else done += (size_t)r;
+        }
+    }
+    free(hb.p);
+    free(names);
+    if (s) {
+        tm_gguf_writer_free(w);
+        return s;
+    }
+    *out = w;
+    return TM_OK;
+}
+
+uint64_t tm_gguf_writer_tensor_bytes(const tm_gguf_writer *w, int64_t i) {
+    return w && i >= 0 && i < w->n ? w->n_bytes[i] : 0;
+}
+
+tm_status tm_gguf_writer_write(tm_gguf_writer *w, int64_t i, uint64_t off, const void *data,
+                               size_t n, tm_err *err) {
+    if (!w || w->finished || i < 0 || i >= w->n || off > w->n_bytes[i] || n > w->n_bytes[i] - off)
+        return tm__err_set(err, TM_E_INVALID_ARG, -1, "gguf writer: write outside tensor %lld", (long long)i);
+    size_t done = 0;
+    while (done < n) {
+        ssize_t r = pwrite(w->fd, (const char *)data + done, n - done,
+                           (off_t)(w->offset[i] + off + done));
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) return tm__err_sys(err, errno, "%s: cannot write", w->tmp);
+        done += (size_t)r;
+    }
+    return TM_OK;
+}
+
+tm_status tm_gguf_writer_finish(tm_gguf_writer *w, tm_err *err) {
+    if (!w || w->finished) return tm__err_set(err, TM_E_INVALID_ARG, -1, "gguf writer: already finished");
+    w->finished = 1;
+    tm_status s = TM_OK;
+    if (fsync(w->fd) != 0) s = tm__err_sys(err, errno, "%s: fsync failed", w->tmp);
+    if (close(w->fd) != 0 && !s) s = tm__err_sys(err, errno, "%s: close failed", w->tmp);
+    w->fd = -1;
+    if (!s && rename(w->tmp, w->target) != 0) s = tm__err_sys(err, errno, "%s: cannot rename into place", w->target);
+    if (!s) {
+        w->ok = 1;
+        w->created = 0;
+        char *dir = tm__dirname(w->target);
+        if (dir) {
+            s = tm__fsync_dir(dir, err);
+            free(dir);
+        }
+    } else if (w->created) {
+        unlink(w->tmp);
+        w->created = 0;
+    }
+    return s;
+}

@@ -1,0 +1,857 @@
+/* gguf_job.c: `tensormorph quantize IN -o OUT.gguf --type T`: the GGUF quantize job.
+**   1. plan: put the tensors in llama-quantize's order and choose each one's ggml type with
+**      llama-quantize's rules (llama.cpp@c392e509 src/llama-quant.cpp: which tensors are
+**      quantized at all, llama_tensor_get_type's per-tensor mixture, the fallbacks for rows
+**      that are not a multiple of the block); every output size and offset is then fixed;
+**   2. run: threads take row chunks of a tensor, convert them to float32, quantize them with
+**      the byte-identical block quantizers (src/quant/ggml_quant.c), pwrite them at their
+**      offsets and measure their error from a dequantization of the written bytes;
+**   3. finish: fsync and rename the GGUF file into place, then write "<out>.manifest.json".
+** Rules with their sources: docs/gguf-quantize.md. */
+#include "../core/core.h"
+#include "../core/fsutil.h"
+#include "manifest.h"
+#include "tensormorph/ggml_quant.h"
+#include "tensormorph/gguf_job.h"
+#include "tensormorph/gguf_write.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <math.h>
+#include <pthread.h>
+#include <regex.h>
+#include <stdio.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+enum { CHUNK_TARGET_VALUES = 1 << 20, COPY_PIECE = 16 << 20 };
+
+/* ---------------------------------------------------------------------------------------- */
+/* File types                                                                                */
+/* ---------------------------------------------------------------------------------------- */
+
+static const struct ftype_row {
+    const char *name; int ftype; int type;
+} ftypes[] = {
+    {"Q4_0", TM_FTYPE_Q4_0, TM_GQ_Q4_0},       {"Q4_1", TM_FTYPE_Q4_1, TM_GQ_Q4_1},
+    {"Q5_0", TM_FTYPE_Q5_0, TM_GQ_Q5_0},       {"Q5_1", TM_FTYPE_Q5_1, TM_GQ_Q5_1},
+    {"Q8_0", TM_FTYPE_Q8_0, TM_GQ_Q8_0},       {"IQ4_NL", TM_FTYPE_IQ4_NL, TM_GQ_IQ4_NL},
+    {"Q2_K", TM_FTYPE_Q2_K, TM_GQ_Q2_K},       {"Q3_K_S", TM_FTYPE_Q3_K_S, TM_GQ_Q3_K},
+    {"Q3_K_M", TM_FTYPE_Q3_K_M, TM_GQ_Q3_K},   {"Q3_K_L", TM_FTYPE_Q3_K_L, TM_GQ_Q3_K},
+    {"Q4_K_S", TM_FTYPE_Q4_K_S, TM_GQ_Q4_K},   {"Q4_K_M", TM_FTYPE_Q4_K_M, TM_GQ_Q4_K},
+    {"Q5_K_S", TM_FTYPE_Q5_K_S, TM_GQ_Q5_K},   {"Q5_K_M", TM_FTYPE_Q5_K_M, TM_GQ_Q5_K},
+    {"Q6_K", TM_FTYPE_Q6_K, TM_GQ_Q6_K},       {"F16", TM_FTYPE_F16, TM_GQ_F16},
+    {"BF16", TM_FTYPE_BF16, TM_GQ_BF16},
+    /* llama-quantize's aliases (its QUANT_OPTIONS table) */
+    {"Q3_K", TM_FTYPE_Q3_K_M, TM_GQ_Q3_K},     {"Q4_K", TM_FTYPE_Q4_K_M, TM_GQ_Q4_K},
+    {"Q5_K", TM_FTYPE_Q5_K_M, TM_GQ_Q5_K},
+};
+#define N_FTYPES (sizeof ftypes / sizeof ftypes[0])
+
+static int ieq(const char *a, const char *b) {
+    for (; *a && *b; a++, b++) {
+        char x = *a >= 'a' && *a <= 'z' ? (char)(*a - 32) : *a;
+        char y = *b >= 'a' && *b <= 'z' ? (char)(*b - 32) : *b;
+        if (x != y) return 0;
+    }
+    return *a == *b;
+}
+
+int tm_gguf_ftype_from_name(const char *name) {
+    for (size_t i = 0; name && i < N_FTYPES; i++)
+        if (ieq(name, ftypes[i].name)) return ftypes[i].ftype;
+    return -1;
+}
+
+const char *tm_gguf_ftype_name(int ftype) {
+    for (size_t i = 0; i < N_FTYPES; i++)
+        if (ftypes[i].ftype == ftype) return ftypes[i].name;
+    return "?";
+}
+
+int tm_gguf_ftype_default_type(int ftype) {
+    for (size_t i = 0; i < N_FTYPES; i++)
+        if (ftypes[i].ftype == ftype) return ftypes[i].type;
+    return -1;
+}
+
+tm_gguf_qparams tm_gguf_qparams_default(void) {
+    tm_gguf_qparams p;
+    memset(&p, 0, sizeof p);
+    p.ftype = TM_FTYPE_Q8_0;
+    p.n_threads = 1;
+    return p;
+}
+
+void tm_gguf_qresult_free(tm_gguf_qresult *r) {
+    if (!r) return;
+    free(r->tensors);
+    free(r->manifest_json);
+    free(r->manifest_path);
+    free(r);
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Plan                                                                                      */
+/* ---------------------------------------------------------------------------------------- */
+
+typedef struct gplan {
+    int64_t  src;           /* tensor index in the input                                  */
+    const char *name;
+    int      src_type, out_type;
+    int      quantize;      /* 1: convert/quantize; 0: copy the bytes                     */
+    int      n_dims;        /* as written (the source's dims, 1 for a scalar)             */
+    int64_t  ne[4];
+    int64_t  rows;          /* ne[1] * ne[2] * ne[3]                                      */
+    int64_t  rows_per_chunk, n_chunks;
+    char     reason[240];
+    double   *c_x2, *c_e2, *c_max; /* per chunk: sum x^2, sum err^2, max |err|             */
+} gplan;
+
+/* llama-quantize's state while choosing types (its quantize_state_impl). */
+typedef struct qstate {
+    int ftype, falcon, n_gqa, n_expert, is_70b, has_output;
+    int n_attention_wv, i_attention_wv;
+    int n_ffn_down, i_ffn_down, n_ffn_gate, i_ffn_gate, n_ffn_up, i_ffn_up;
+    int n_fallback;
+} qstate;
+
+static int contains(const char *s, const char *sub) { return strstr(s, sub) != NULL; }
+static int ends_with(const char *s, const char *suf) {
+    size_t a = strlen(s), b = strlen(suf);
+    return a >= b && strcmp(s + a - b, suf) == 0;
+}
+
+static int blck(int type) {
+    const tm_ggml_type_info *ti = tm_ggml_type_info_get(type);
+    return ti ? (int)ti->block_size : 0;
+}
+
+static const char *tname(int type) {
+    const tm_ggml_type_info *ti = tm_ggml_type_info_get(type);
+    return ti ? ti->name : "?";
+}
+
+/* The ggml type of a source tensor; -1 when it has none (a non-GGUF quantized tensor). */
+static int src_ggml_type(const tm_tensor *t) {
+    if (t->quant) return t->quant->ggml_type > 0 ? t->quant->ggml_type : -1;
+    switch (t->dtype) {
+    case TM_F32: return TM_GGML_F32;
+    case TM_F16: return TM_GGML_F16;
+    case TM_BF16: return TM_GGML_BF16;
+    case TM_F64: return TM_GGML_F64;
+    case TM_I8: return TM_GGML_I8;
+    case TM_I16: return TM_GGML_I16;
+    case TM_I32: return TM_GGML_I32;
+    case TM_I64: return TM_GGML_I64;
+    default: return -1;
+    }
+}
+
+/* llama-quantize's tensor order (its weight_name_comparer): by the layer number of a
+** "blk.N." prefix (-1 without one), then by name (byte order). */
+static int layer_of(const char *name) {
+    if (strncmp(name, "blk.", 4) != 0) return -1;
+    const char *p = name + 4;
+    if (*p < '0' || *p > '9') return -1;
+    long v = 0;
+    while (*p >= '0' && *p <= '9' && v < 100000000) v = v * 10 + (*p++ - '0');
+    return *p == '.' ? (int)v : -1;
+}
+
+static int cmp_plan(const void *a, const void *b) {
+    const gplan *x = a, *y = b;
+    int la = layer_of(x->name), lb = layer_of(y->name);
+    if (la != lb) return la < lb ? -1 : 1;
+    return strcmp(x->name, y->name);
+}
+
+static int use_more_bits(int i_layer, int n_layers) {
+    return i_layer < n_layers / 8 || i_layer >= 7 * n_layers / 8 || (i_layer - n_layers / 8) % 3 == 2;
+}
+
+/* The (layer, layer count) a per-layer rule uses: its counter, or for mixture-of-experts
+** models the layer parsed from the name (llama-quantize's layer_info). */
+static tm_status layer_info(const qstate *qs, int i, int n, const char *name, int *il, int *nl,
+                            tm_err *err) {
+    *il = i;
+    *nl = n;
+    if (qs->n_expert > 1) {
+        int l = layer_of(name);
+        if (l < 0) return tm__err_set(err, TM_E_UNSUPPORTED, -1, "tensor '%s': cannot determine its layer", name);
+        *il = l;
+    }
+    return TM_OK;
+}
+
+#define SETR(...) snprintf(reason, rn, __VA_ARGS__)
+
+/* llama_tensor_get_type for the file types this job makes (no importance matrix). `reason`
+** gets the rule that decided. *refused = 1 where the reference gives up on the tensor
+** ("Unsupported tensor size encountered"). */
+static tm_status get_type(qstate *qs, int new_type, const char *name, int64_t ne0, int *out,
+                          char *reason, size_t rn, int *refused, tm_err *err) {
+    const int ft = qs->ftype;
+    *refused = 0;
+    SETR("default type of %s", tm_gguf_ftype_name(ft));
+    if (strcmp(name, "output.weight") == 0 || (!qs->has_output && strcmp(name, "token_embd.weight") == 0)) {
+        int64_t qk = blck(new_type);
+        if (qs->falcon || ne0 % qk != 0) {
+            new_type = TM_GQ_Q8_0;
+            SETR("%s: row of %lld is not a multiple of %lld (or falcon): Q8_0",
+                 strcmp(name, "output.weight") ? "tied token embedding (the output)" : "output",
+                 (long long)ne0, (long long)qk);
+        } else if (new_type != TM_GQ_Q8_0) {
+            new_type = TM_GQ_Q6_K;
+            SETR("%s: Q6_K", strcmp(name, "output.weight") ? "tied token embedding (the output)" : "output");
+        }
+    } else if (strcmp(name, "token_embd.weight") == 0 || strcmp(name, "per_layer_token_embd.weight") == 0) {
+        /* only the IQ1/IQ2/IQ3 and TQ file types change it */
+    } else if (contains(name, "attn_v.weight")) {
+        int i = qs->i_attention_wv;
+        if (ft == TM_FTYPE_Q2_K) {
+            new_type = qs->n_gqa >= 4 ? TM_GQ_Q4_K : TM_GQ_Q3_K;
+            SETR("attn_v in Q2_K (n_gqa %d): %s", qs->n_gqa, tname(new_type));
+        } else if (ft == TM_FTYPE_Q3_K_M) {
+            new_type = i < 2 ? TM_GQ_Q5_K : TM_GQ_Q4_K;
+            SETR("attn_v #%d in Q3_K_M: %s", i, tname(new_type));
+        } else if (ft == TM_FTYPE_Q3_K_L) {
+            new_type = TM_GQ_Q5_K;
+            SETR("attn_v in Q3_K_L: Q5_K");
+        } else if (ft == TM_FTYPE_IQ4_NL && qs->n_gqa >= 4) {
+            new_type = TM_GQ_Q5_K;
+            SETR("attn_v in IQ4_NL (n_gqa %d): Q5_K", qs->n_gqa);
+        } else if ((ft == TM_FTYPE_Q4_K_M || ft == TM_FTYPE_Q5_K_M) && use_more_bits(i, qs->n_attention_wv)) {
+            new_type = TM_GQ_Q6_K;
+            SETR("attn_v #%d of %d in %s (use_more_bits): Q6_K", i, qs->n_attention_wv, tm_gguf_ftype_name(ft));
+        } else if (ft == TM_FTYPE_Q4_K_S && i < 4) {
+            new_type = TM_GQ_Q5_K;
+            SETR("attn_v #%d in Q4_K_S: Q5_K", i);
+        }
+        if (qs->is_70b && (new_type == TM_GQ_Q3_K || new_type == TM_GQ_Q4_K)) {
+            new_type = TM_GQ_Q5_K;
+            SETR("attn_v of a 70B model: Q5_K");
+        }
+        if (qs->n_expert == 8) {
+            new_type = TM_GQ_Q8_0;
+            SETR("attn_v of an 8-expert model: Q8_0");
+        }
+        ++qs->i_attention_wv;
+    } else if (contains(name, "attn_k.weight")) {
+        if (qs->n_expert == 8) {
+            new_type = TM_GQ_Q8_0;
+            SETR("attn_k of an 8-expert model: Q8_0");
+        }
+    } else if (contains(name, "attn_q.weight")) {
+        /* only IQ3_XS / IQ2_M change it */
+    } else if (contains(name, "ffn_down")) {
+        int il, nl;
+        tm_status s = layer_info(qs, qs->i_ffn_down, qs->n_ffn_down, name, &il, &nl, err);
+        if (s) return s;
+        if (ft == TM_FTYPE_Q2_K) {
+            new_type = TM_GQ_Q3_K;
+            SETR("ffn_down in Q2_K: Q3_K");
+        } else if (ft == TM_FTYPE_Q3_K_M) {
+            new_type = il < nl / 16 ? TM_GQ_Q5_K : !qs->falcon || use_more_bits(il, nl) ? TM_GQ_Q4_K : TM_GQ_Q3_K;
+            SETR("ffn_down layer %d of %d in Q3_K_M: %s", il, nl, tname(new_type));
+        } else if (ft == TM_FTYPE_Q3_K_L) {
+            new_type = qs->falcon ? TM_GQ_Q4_K : TM_GQ_Q5_K;
+            SETR("ffn_down in Q3_K_L: %s", tname(new_type));
+        } else if (ft == TM_FTYPE_Q4_K_M) {
+            if (qs->falcon) {
+                new_type = il < nl / 16 ? TM_GQ_Q6_K : use_more_bits(il, nl) ? TM_GQ_Q5_K : TM_GQ_Q4_K;
+                SETR("ffn_down layer %d of %d in Q4_K_M (falcon): %s", il, nl, tname(new_type));
+            } else if (use_more_bits(il, nl)) {
+                new_type = TM_GQ_Q6_K;
+                SETR("ffn_down layer %d of %d in Q4_K_M (use_more_bits): Q6_K", il, nl);
+            }
+        } else if (il < nl / 8 && ft == TM_FTYPE_IQ4_NL) {
+            new_type = TM_GQ_Q5_K;
+            SETR("ffn_down layer %d of %d in IQ4_NL: Q5_K", il, nl);
+        } else if (ft == TM_FTYPE_Q5_K_M && use_more_bits(il, nl)) {
+            new_type = TM_GQ_Q6_K;
+            SETR("ffn_down layer %d of %d in Q5_K_M (use_more_bits): Q6_K", il, nl);
+        } else if (ft == TM_FTYPE_Q4_K_S && !qs->falcon && il < nl / 8) {
+            new_type = TM_GQ_Q5_K;
+            SETR("ffn_down layer %d of %d in Q4_K_S: Q5_K", il, nl);
+        }
+        ++qs->i_ffn_down;
+    } else if (contains(name, "attn_output.weight")) {
+        if (!qs->falcon) {
+            if (qs->n_expert == 8) {
+                if (ft == TM_FTYPE_Q2_K || ft == TM_FTYPE_Q3_K_S || ft == TM_FTYPE_Q3_K_M ||
+                    ft == TM_FTYPE_IQ4_NL || ft == TM_FTYPE_Q4_K_S || ft == TM_FTYPE_Q4_K_M) {
+                    new_type = TM_GQ_Q5_K;
+                    SETR("attn_output of an 8-expert model: Q5_K");
+                }
+            } else {
+                if (ft == TM_FTYPE_Q2_K) new_type = TM_GQ_Q3_K;
+                else if (ft == TM_FTYPE_Q3_K_M) new_type = TM_GQ_Q4_K;
+                else if (ft == TM_FTYPE_Q3_K_L) new_type = TM_GQ_Q5_K;
+                if (ft == TM_FTYPE_Q2_K || ft == TM_FTYPE_Q3_K_M || ft == TM_FTYPE_Q3_K_L)
+                    SETR("attn_output in %s: %s", tm_gguf_ftype_name(ft), tname(new_type));
+            }
+        } else if (ft == TM_FTYPE_Q3_K_L) {
+            new_type = TM_GQ_Q4_K;
+            SETR("attn_output in Q3_K_L (falcon): Q4_K");
+        }
+    } else if (contains(name, "attn_qkv.weight")) {
+        if (ft == TM_FTYPE_Q3_K_M || ft == TM_FTYPE_Q3_K_L) new_type = TM_GQ_Q4_K;
+        else if (ft == TM_FTYPE_Q4_K_M) new_type = TM_GQ_Q5_K;
+        else if (ft == TM_FTYPE_Q5_K_M) new_type = TM_GQ_Q6_K;
+        if (ft == TM_FTYPE_Q3_K_M || ft == TM_FTYPE_Q3_K_L || ft == TM_FTYPE_Q4_K_M || ft == TM_FTYPE_Q5_K_M)
+            SETR("attn_qkv in %s: %s", tm_gguf_ftype_name(ft), tname(new_type));
+    } else if (contains(name, "ffn_gate")) {
+        ++qs->i_ffn_gate; /* only IQ3_XS changes it */
+    } else if (contains(name, "ffn_up")) {
+        ++qs->i_ffn_up;   /* only IQ3_XS changes it */
+    }
+    /* rows that are not a multiple of the chosen type's block */
+    int64_t qk = blck(new_type);
+    if (ne0 % qk != 0) {
+        int fb;
+        switch (new_type) {
+        case TM_GQ_Q2_K: case TM_GQ_Q3_K: fb = TM_GQ_IQ4_NL; break;
+        case TM_GQ_Q4_K: fb = TM_GQ_Q5_0; break;
+        case TM_GQ_Q5_K: fb = TM_GQ_Q5_1; break;
+        case TM_GQ_Q6_K: fb = TM_GQ_Q8_0; break;
+        default: fb = -1; break;
+        }
+        size_t k = strlen(reason);
+        if (fb < 0) {
+            *refused = 1;
+            snprintf(reason + k, rn - k, "; row of %lld is not a multiple of %lld and llama-quantize has no fallback for %s",
+                     (long long)ne0, (long long)qk, tname(new_type));
+            new_type = TM_GQ_F16;
+        } else {
+            int f2 = ne0 % blck(fb) != 0 ? TM_GQ_F16 : fb;
+            snprintf(reason + k, rn - k, "; row of %lld is not a multiple of %lld: fallback %s%s",
+                     (long long)ne0, (long long)qk, tname(fb), f2 == fb ? "" : ", not a multiple of its block either: F16");
+            new_type = f2;
+        }
+        ++qs->n_fallback;
+    }
+    *out = new_type;
+    return TM_OK;
+}
+
+/* Whether llama-quantize quantizes this tensor at all (its checks before the type choice). */
+static const char *not_quantized_reason(const char *name, int n_dims, int leave_output) {
+    static const char *const never[] = {
+        "_norm.weight", "ffn_gate_inp.weight", "altup", "laurel", "per_layer_model_proj",
+        "ssm_conv1d.weight", "shortconv.conv.weight", "time_mix_first.weight",
+        "time_mix_w0.weight", "time_mix_w1.weight", "time_mix_w2.weight", "time_mix_v0.weight",
+        "time_mix_v1.weight", "time_mix_v2.weight", "time_mix_a0.weight", "time_mix_a1.weight",
+        "time_mix_a2.weight", "time_mix_g1.weight", "time_mix_g2.weight",
+        "time_mix_decay_w1.weight", "time_mix_decay_w2.weight", "time_mix_lerp_fused.weight",
+        "attn_rel_b.weight", ".position_embd."};
+    if (!ends_with(name, "weight")) return "name does not end in 'weight'";
+    if (n_dims < 2) return "1-D tensor";
+    for (size_t i = 0; i < sizeof never / sizeof never[0]; i++)
+        if (contains(name, never[i])) return "kept by llama-quantize's name rules (norms, gates, small special tensors)";
+    if (leave_output && strcmp(name, "output.weight") == 0) return "--leave-output-tensor";
+    if (strcmp(name, "position_embd.weight") == 0 || strcmp(name, "token_types.weight") == 0)
+        return "positional embeddings / token types stay unquantized";
+    return NULL;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Run                                                                                       */
+/* ---------------------------------------------------------------------------------------- */
+
+typedef struct gjob {
+    tm_file              *in;
+    const tm_gguf_qparams *p;
+    gplan                *plans;
+    int64_t               n;
+    tm_gguf_writer       *w;
+    pthread_mutex_t       mu;
+    int64_t               cur_plan, cur_chunk;  /* next work item (under mu)           */
+    tm_status             status;               /* first error (under mu)              */
+    tm_err                err;
+    uint64_t              total_bytes, done_bytes;
+} gjob;
+
+static void report(gjob *j, uint64_t add) {
+    pthread_mutex_lock(&j->mu);
+    j->done_bytes += add;
+    uint64_t d = j->done_bytes;
+    pthread_mutex_unlock(&j->mu);
+    if (j->p->progress) j->p->progress(j->p->progress_ud, "quantize", d, j->total_bytes);
+}
+
+/* Take the next (plan, chunk); 0 when there is no more work or an error stopped the job. */
+static int next_item(gjob *j, int64_t *pi, int64_t *ci) {
+    int ok = 0;
+    pthread_mutex_lock(&j->mu);
+    while (j->status == TM_OK && j->cur_plan < j->n) {
+        gplan *pl = &j->plans[j->cur_plan];
+        if (j->cur_chunk < pl->n_chunks) {
+            *pi = j->cur_plan;
+            *ci = j->cur_chunk++;
+            ok = 1;
+            break;
+        }
+        j->cur_plan++;
+        j->cur_chunk = 0;
+    }
+    pthread_mutex_unlock(&j->mu);
+    return ok;
+}
+
+static void fail(gjob *j, tm_status s, const tm_err *e) {
+    pthread_mutex_lock(&j->mu);
+    if (j->status == TM_OK) {
+        j->status = s;
+        j->err = *e;
+    }
+    pthread_mutex_unlock(&j->mu);
+}
+
+typedef struct wbuf { float *x, *dq; uint8_t *q; size_t cap_vals, cap_bytes; } wbuf;
+
+static tm_status do_copy_chunk(gjob *j, gplan *pl, int64_t c, wbuf *b, tm_err *err) {
+    uint64_t nb = tm_gguf_writer_tensor_bytes(j->w, pl - j->plans);
+    uint64_t off = (uint64_t)c * COPY_PIECE, k = nb - off < COPY_PIECE ? nb - off : COPY_PIECE;
+    (void)b;
+    const void *src;
+    tm_status s = tm_tensor_data(j->in, pl->src, off, k, &src, err);
+    if (!s) s = tm_gguf_writer_write(j->w, pl - j->plans, off, src, (size_t)k, err);
+    tm_tensor_release(j->in, pl->src, off, k);
+    if (!s) report(j, k);
+    return s;
+}
+
+static tm_status do_quant_chunk(gjob *j, gplan *pl, int64_t c, wbuf *b, tm_err *err) {
+    const int64_t ne0 = pl->ne[0];
+    const int64_t r0 = c * pl->rows_per_chunk;
+    const int64_t r1 = r0 + pl->rows_per_chunk < pl->rows ? r0 + pl->rows_per_chunk : pl->rows;
+    const int64_t nv = (r1 - r0) * ne0;
+    const uint64_t rb = tm_gq_row_bytes(pl->out_type, ne0);
+    if ((size_t)nv > b->cap_vals || (size_t)(rb * (uint64_t)(r1 - r0)) > b->cap_bytes) {
+        size_t nvals = (size_t)nv, nbytes = (size_t)(rb * (uint64_t)(r1 - r0));
+        float *x = realloc(b->x, nvals * sizeof(float));
+        if (x) b->x = x;
+        float *dq = realloc(b->dq, nvals * sizeof(float));
+        if (dq) b->dq = dq;
+        uint8_t *q = realloc(b->q, nbytes ? nbytes : 1);
+        if (q) b->q = q;
+        if (!x || !dq || !q) return tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
+        b->cap_vals = nvals;
+        b->cap_bytes = nbytes;
+    }
+    const tm_tensor *t = tm_file_tensor(j->in, pl->src);
+    const uint64_t esz = t->n_elems > 0 ? t->n_bytes / (uint64_t)t->n_elems : 0;
+    tm_status s = tm_tensor_read_f32(j->in, pl->src, r0 * ne0, nv, b->x, err);
+    if (s) {
+        tm__err_prefix(err, "tensor '%s'", pl->name);
+        return s;
+    }
+    /* keep the resident set bounded: these source pages are done */
+    tm_tensor_release(j->in, pl->src, (uint64_t)(r0 * ne0) * esz, (uint64_t)nv * esz);
+    for (int64_t r = r0; r < r1; r++) {
+        int64_t bad;
+        s = tm_gq_quantize_row(pl->out_type, b->x + (r - r0) * ne0, ne0, b->q + (size_t)((uint64_t)(r - r0) * rb), &bad, err);
+        if (s) {
+            tm__err_prefix(err, "%s: tensor '%s' (%s): row %lld", tm_file_path(j->in, 0), pl->name,
+                           tname(pl->out_type), (long long)r);
+            return s;
+        }
+    }
+    uint64_t nbytes = rb * (uint64_t)(r1 - r0);
+    s = tm_gguf_writer_write(j->w, pl - j->plans, rb * (uint64_t)r0, b->q, (size_t)nbytes, err);
+    if (s) return s;
+    /* error of what was written */
+    s = tm_ggml_dequantize(pl->out_type, b->q, nbytes, nv, b->dq, err);
+    if (s) return s;
+    double sx2 = 0, se2 = 0, mx = 0;
+    for (int64_t k = 0; k < nv; k++) {
+        double e = (double)b->x[k] - (double)b->dq[k];
+        sx2 += (double)b->x[k] * b->x[k];
+        se2 += e * e;
+        if (fabs(e) > mx) mx = fabs(e);
+    }
+    pl->c_x2[c] = sx2;
+    pl->c_e2[c] = se2;
+    pl->c_max[c] = mx;
+    report(j, esz * (uint64_t)nv);
+    return TM_OK;
+}
+
+static void *worker(void *arg) {
+    gjob *j = arg;
+    wbuf b = {0};
+    int64_t pi, ci;
+    tm_err e;
+    tm_err_clear(&e);
+    while (next_item(j, &pi, &ci)) {
+        if (j->p->cancel && *j->p->cancel) {
+            tm__err_set(&e, TM_E_CANCELLED, -1, "cancelled");
+            fail(j, TM_E_CANCELLED, &e);
+            break;
+        }
+        gplan *pl = &j->plans[pi];
+        tm_status s = pl->quantize ? do_quant_chunk(j, pl, ci, &b, &e) : do_copy_chunk(j, pl, ci, &b, &e);
+        if (s) {
+            fail(j, s, &e);
+            break;
+        }
+    }
+    free(b.x);
+    free(b.dq);
+    free(b.q);
+    return NULL;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* The job                                                                                   */
+/* ---------------------------------------------------------------------------------------- */
+
+static void free_plans(gplan *pl, int64_t n) {
+    for (int64_t i = 0; pl && i < n; i++) {
+        free(pl[i].c_x2);
+        free(pl[i].c_e2);
+        free(pl[i].c_max);
+    }
+    free(pl);
+}
+
+/* hparams of the input's architecture from its metadata ("<arch>.block_count", ...). */
+static void read_hparams(const tm_gguf_kvlist *kv, qstate *qs, int *n_layer) {
+    char *arch = tm_gguf_kvlist_get_str(kv, "general.architecture");
+    char key[256];
+    int found;
+    *n_layer = 0;
+    if (arch) {
+        qs->falcon = strcmp(arch, "falcon") == 0;
+        snprintf(key, sizeof key, "%s.block_count", arch);
+        *n_layer = (int)tm_gguf_kvlist_get_int(kv, key, NULL);
+        snprintf(key, sizeof key, "%s.attention.head_count", arch);
+        int64_t nh = tm_gguf_kvlist_get_int(kv, key, NULL);
+        snprintf(key, sizeof key, "%s.attention.head_count_kv", arch);
+        int64_t nkv = tm_gguf_kvlist_get_int(kv, key, &found);
+        if (!found) nkv = nh;
+        qs->n_gqa = nkv > 0 ? (int)(nh / nkv) : 0;
+        snprintf(key, sizeof key, "%s.expert_count", arch);
+        qs->n_expert = (int)tm_gguf_kvlist_get_int(kv, key, NULL);
+        /* llama's LLM_TYPE_70B: 80 layers with grouped-query attention */
+        qs->is_70b = strcmp(arch, "llama") == 0 && *n_layer == 80 && nh != nkv;
+    }
+    free(arch);
+}
+
+tm_status tm_gguf_quantize(tm_file *in, const char *out_path, const tm_gguf_qparams *p,
+                           tm_gguf_qresult **out, tm_err *err) {
+    *out = NULL;
+    tm_err_clear(err);
+    tm_gguf_qparams defp = tm_gguf_qparams_default();
+    if (!p) p = &defp;
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    time_t wall0 = time(NULL);
+    const int def_type = tm_gguf_ftype_default_type(p->ftype);
+    if (def_type < 0) return tm__err_set(err, TM_E_INVALID_ARG, -1, "unknown GGUF file type %d", p->ftype);
+    const int def_quantized = def_type != TM_GQ_F16 && def_type != TM_GQ_BF16;
+    struct stat st;
+    if (stat(out_path, &st) == 0 && S_ISDIR(st.st_mode))
+        return tm__err_set(err, TM_E_INVALID_ARG, -1, "%s: is a directory (a GGUF output is one file)", out_path);
+
+    tm_status s = TM_OK;
+    regex_t *re = NULL;
+    int64_t n_re = 0;
+    if (p->n_tt > 0) {
+        re = tm__calloc((size_t)p->n_tt, sizeof *re);
+        if (!re) return tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
+        for (; n_re < p->n_tt; n_re++) {
+            int rc = regcomp(&re[n_re], p->tt_patterns[n_re], REG_EXTENDED | REG_NOSUB);
+            if (rc) {
+                char eb[128];
+                regerror(rc, &re[n_re], eb, sizeof eb);
+                s = tm__err_set(err, TM_E_INVALID_ARG, -1, "--tensor-type '%s': %s", p->tt_patterns[n_re], eb);
+                break;
+            }
+            if (!tm_gq_writable(p->tt_types[n_re])) {
+                regfree(&re[n_re]);
+                s = tm__err_set(err, TM_E_INVALID_ARG, -1, "--tensor-type '%s': type %s cannot be written",
+                                p->tt_patterns[n_re], tname(p->tt_types[n_re]));
+                break;
+            }
+        }
+    }
+    /* metadata: a GGUF input's, entry for entry */
+    tm_gguf_kvlist *kv = NULL;
+    if (!s) {
+        if (tm_file_format(in) == TM_FMT_GGUF) s = tm_gguf_kvlist_read(tm_file_path(in, 0), &kv, err);
+        else if (!(kv = tm_gguf_kvlist_new())) s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
+    }
+    /* ---- plan ---- */
+    const int64_t n = tm_file_n_tensors(in);
+    gplan *plans = s ? NULL : tm__calloc((size_t)(n ? n : 1), sizeof(gplan));
+    if (!s && !plans) s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
+    qstate qs;
+    memset(&qs, 0, sizeof qs);
+    qs.ftype = p->ftype;
+    int n_layer = 0;
+    if (!s) read_hparams(kv, &qs, &n_layer);
+    for (int64_t i = 0; i < n && !s; i++) {
+        const tm_tensor *t = tm_file_tensor(in, i);
+        gplan *pl = &plans[i];
+        pl->src = i;
+        pl->name = t->name;
+        pl->src_type = src_ggml_type(t);
+        if (pl->src_type < 0)
+            s = tm__err_set(err, TM_E_UNSUPPORTED, -1, "%s: tensor '%s': %s cannot be written to GGUF",
+                            tm_file_path(in, t->file_index), t->name,
+                            t->quant ? "a quantized tensor of this layout" : tm_dtype_get(t->dtype)->name);
+        else if (t->ndim > 4)
+            s = tm__err_set(err, TM_E_UNSUPPORTED, -1, "%s: tensor '%s' has %d dims (GGUF holds at most 4)",
+                            tm_file_path(in, t->file_index), t->name, t->ndim);
+        if (s) break;
+        pl->n_dims = t->ndim ? t->ndim : 1;
+        for (int d = 0; d < 4; d++) pl->ne[d] = 1;
+        for (int d = 0; d < t->ndim; d++) pl->ne[d] = t->shape[t->ndim - 1 - d]; /* ne = reversed shape */
+        pl->rows = pl->ne[1] * pl->ne[2] * pl->ne[3];
+        if (strcmp(t->name, "output.weight") == 0) qs.has_output = 1;
+        if (contains(t->name, "attn_v.weight") || contains(t->name, "attn_qkv.weight") ||
+            contains(t->name, "attn_kv_b.weight"))
+            qs.n_attention_wv++;
+    }
+    if (!s) qsort(plans, (size_t)n, sizeof *plans, cmp_plan);
+    if (!s && n_layer <= 0) /* no hparams (safetensors input): count the ffn_down tensors */
+        for (int64_t i = 0; i < n; i++) n_layer += contains(plans[i].name, "ffn_down") ? 1 : 0;
+    qs.n_ffn_down = qs.n_ffn_gate = qs.n_ffn_up = n_layer;
+    int64_t n_refused = 0;
+    for (int64_t i = 0; i < n && !s; i++) {
+        gplan *pl = &plans[i];
+        int nd = pl->n_dims; /* ggml_n_dims: trailing dims of 1 do not count */
+        while (nd > 1 && pl->ne[nd - 1] == 1) nd--;
+        const char *why = not_quantized_reason(pl->name, nd, p->leave_output_tensor);
+        int new_type = pl->src_type, refused = 0;
+        if (why) {
+            snprintf(pl->reason, sizeof pl->reason, "%s", why);
+        } else {
+            new_type = def_type;
+            snprintf(pl->reason, sizeof pl->reason, "%s", p->pure ? "--pure" : "default type");
+            if (!p->pure && def_quantized) {
+                int nf = qs.n_fallback;
+                s = get_type(&qs, new_type, pl->name, pl->ne[0], &new_type, pl->reason, sizeof pl->reason, &refused, err);
+                if (s) break;
+                if (qs.n_fallback == nf && !refused) {
+                    for (int64_t k = 0; k < n_re; k++)
+                        if (regexec(&re[k], pl->name, 0, NULL, 0) == 0 && p->tt_types[k] != new_type) {
+                            new_type = p->tt_types[k];
+                            snprintf(pl->reason, sizeof pl->reason, "--tensor-type %s=%s", p->tt_patterns[k], tname(new_type));
+                        }
+                }
+            }
+            /* --pure, an override or an F16/BF16 file type may pick a type the row cannot hold */
+            if (!refused && pl->ne[0] % blck(new_type) != 0) {
+                size_t k = strlen(pl->reason);
+                snprintf(pl->reason + k, sizeof pl->reason - k, "; row of %lld is not a multiple of the %s block (%d)",
+                         (long long)pl->ne[0], tname(new_type), blck(new_type));
+                new_type = TM_GQ_F16;
+                refused = 1;
+            }
+            if (refused) {
+                n_refused++;
+                if (p->strict) {
+                    s = tm__err_set(err, TM_E_UNSUPPORTED, -1, "%s: tensor '%s': %s (--strict)",
+                                    tm_file_path(in, 0), pl->name, pl->reason);
+                    break;
+                }
+                size_t k = strlen(pl->reason);
+                snprintf(pl->reason + k, sizeof pl->reason - k, ": kept in F16");
+            }
+        }
+        pl->out_type = new_type;
+        pl->quantize = pl->src_type != new_type;
+        if (pl->quantize && pl->src_type != TM_GGML_F32 && pl->src_type != TM_GGML_F16 && pl->src_type != TM_GGML_BF16)
+            s = tm__err_set(err, TM_E_UNSUPPORTED, -1,
+                            "%s: tensor '%s': requantizing from %s is not supported (llama-quantize refuses it too)",
+                            tm_file_path(in, 0), pl->name, tname(pl->src_type));
+    }
+    /* ---- writer ---- */
+    if (!s) s = tm_gguf_kvlist_set_u32(kv, "general.quantization_version", 2, err);
+    if (!s) s = tm_gguf_kvlist_set_u32(kv, "general.file_type", (uint32_t)p->ftype, err);
+    if (!s) {
+        tm_gguf_kvlist_remove(kv, "split.no");
+        tm_gguf_kvlist_remove(kv, "split.count");
+        tm_gguf_kvlist_remove(kv, "split.tensors.count");
+    }
+    tm_gguf_wtensor *wt = s ? NULL : tm__calloc((size_t)(n ? n : 1), sizeof *wt);
+    if (!s && !wt) s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
+    for (int64_t i = 0; i < n && !s; i++) {
+        wt[i].name = plans[i].name;
+        wt[i].type = plans[i].out_type;
+        wt[i].n_dims = plans[i].n_dims;
+        memcpy(wt[i].ne, plans[i].ne, sizeof wt[i].ne);
+    }
+    gjob j;
+    memset(&j, 0, sizeof j);
+    j.in = in;
+    j.p = p;
+    j.plans = plans;
+    j.n = n;
+    pthread_mutex_init(&j.mu, NULL);
+    if (!s) s = tm_gguf_writer_open(out_path, kv, wt, n, &j.w, err);
+    for (int64_t i = 0; i < n && !s; i++) {
+        gplan *pl = &plans[i];
+        const tm_tensor *t = tm_file_tensor(in, pl->src);
+        j.total_bytes += t->n_bytes;
+        if (pl->quantize) {
+            int64_t rpc = pl->ne[0] > 0 ? CHUNK_TARGET_VALUES / pl->ne[0] : pl->rows;
+            pl->rows_per_chunk = rpc < 1 ? 1 : rpc;
+            pl->n_chunks = pl->rows ? (pl->rows + pl->rows_per_chunk - 1) / pl->rows_per_chunk : 0;
+            size_t nc = (size_t)(pl->n_chunks ? pl->n_chunks : 1);
+            pl->c_x2 = tm__calloc(nc, sizeof(double));
+            pl->c_e2 = tm__calloc(nc, sizeof(double));
+            pl->c_max = tm__calloc(nc, sizeof(double));
+            if (!pl->c_x2 || !pl->c_e2 || !pl->c_max) s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
+        } else {
+            uint64_t nb = tm_gguf_writer_tensor_bytes(j.w, i);
+            if (nb != t->n_bytes)
+                s = tm__err_set(err, TM_E_INTERNAL, -1, "tensor '%s': %llu bytes in, %llu out", pl->name,
+                                (unsigned long long)t->n_bytes, (unsigned long long)nb);
+            pl->n_chunks = (int64_t)((nb + COPY_PIECE - 1) / COPY_PIECE);
+        }
+    }
+    /* ---- run ---- */
+    if (!s) {
+        int nt = p->n_threads > 0 ? p->n_threads : 1;
+        pthread_t *th = tm__calloc((size_t)nt, sizeof *th);
+        int started = 0;
+        if (!th) s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
+        for (int t = 1; th && t < nt; t++)
+            if (pthread_create(&th[t], NULL, worker, &j) == 0) started = t;
+            else break;
+        if (th) worker(&j);
+        for (int t = 1; t <= started; t++) pthread_join(th[t], NULL);
+        free(th);
+        if (!s && j.status) {
+            s = j.status;
+            *err = j.err;
+        }
+    }
+    if (!s) s = tm_gguf_writer_finish(j.w, err);
+
+    /* ---- results and manifest ---- */
+    tm_gguf_qresult *res = NULL;
+    json_t *man = NULL;
+    char (*hex)[65] = NULL;
+    if (!s) {
+        res = calloc(1, sizeof *res);
+        if (res) res->tensors = tm__calloc((size_t)(n ? n : 1), sizeof(tm_gguf_qtensor));
+        hex = tm__calloc((size_t)tm_file_n_paths(in) + 1, sizeof *hex);
+        if (!res || !res->tensors || !hex) s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
+    }
+    if (!s && !p->no_checksums) s = tm__manifest_hash_sources(in, hex, err);
+    if (!s) {
+        res->n_fallback = qs.n_fallback + n_refused;
+        for (int64_t i = 0; i < n; i++) {
+            gplan *pl = &plans[i];
+            tm_gguf_qtensor *rt = &res->tensors[res->n++];
+            const tm_tensor *t = tm_file_tensor(in, pl->src);
+            rt->name = pl->name;
+            rt->src_type = pl->src_type;
+            rt->out_type = pl->out_type;
+            rt->quantized = pl->quantize;
+            snprintf(rt->reason, sizeof rt->reason, "%s", pl->reason);
+            rt->n_elems = t->n_elems;
+            rt->out_bytes = tm_gguf_writer_tensor_bytes(j.w, i);
+            res->src_bytes += t->n_bytes;
+            if (!pl->quantize) continue;
+            res->n_quantized++;
+            double sx2 = 0, se2 = 0, mx = 0;
+            for (int64_t c = 0; c < pl->n_chunks; c++) {
+                sx2 += pl->c_x2[c];
+                se2 += pl->c_e2[c];
+                if (pl->c_max[c] > mx) mx = pl->c_max[c];
+            }
+            rt->rmse = t->n_elems ? sqrt(se2 / (double)t->n_elems) : 0;
+            rt->max_abs_err = mx;
+            rt->sqnr_db = se2 > 0 ? 10 * log10(sx2 / se2) : INFINITY;
+        }
+        struct timespec t1;
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        res->seconds = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+        man = tm__manifest_new(p->command_line, p->no_checksums, in, hex);
+        if (!man) s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
+    }
+    if (!s) {
+        json_t *recipe = json_object();
+        json_object_set_new(recipe, "format", json_string("gguf"));
+        json_object_set_new(recipe, "file_type", json_string(tm_gguf_ftype_name(p->ftype)));
+        json_object_set_new(recipe, "file_type_id", json_integer(p->ftype));
+        json_object_set_new(recipe, "default_type", json_string(tname(def_type)));
+        json_object_set_new(recipe, "rules", json_string(p->pure ? "none (--pure)" : "llama-quantize llama_tensor_get_type (llama.cpp@c392e509)"));
+        json_object_set_new(recipe, "pure", json_boolean(p->pure));
+        json_object_set_new(recipe, "leave_output_tensor", json_boolean(p->leave_output_tensor));
+        json_object_set_new(recipe, "strict", json_boolean(p->strict));
+        json_t *tt = json_array();
+        for (int64_t k = 0; k < p->n_tt; k++) {
+            json_t *o = json_object();
+            json_object_set_new(o, "pattern", json_string(p->tt_patterns[k]));
+            json_object_set_new(o, "type", json_string(tname(p->tt_types[k])));
+            json_array_append_new(tt, o);
+        }
+        json_object_set_new(recipe, "tensor_types", tt);
+        json_object_set_new(recipe, "importance_matrix", json_null());
+        json_object_set_new(man, "recipe", recipe);
+        json_t *cal = json_object();
+        json_object_set_new(cal, "data", json_string("none: no importance matrix; ggml's reference quantizers ran on the weights themselves"));
+        json_object_set_new(man, "calibration", cal);
+        json_t *ts = json_array();
+        for (int64_t i = 0; i < res->n; i++) {
+            tm_gguf_qtensor *rt = &res->tensors[i];
+            json_t *o = json_object();
+            json_object_set_new(o, "name", json_string(rt->name));
+            json_object_set_new(o, "decision", json_string(rt->quantized ? "quantized" : "kept"));
+            json_object_set_new(o, "source_type", json_string(tname(rt->src_type)));
+            json_object_set_new(o, "type", json_string(tname(rt->out_type)));
+            json_object_set_new(o, "reason", json_string(rt->reason));
+            json_object_set_new(o, "bytes", json_integer((json_int_t)rt->out_bytes));
+            if (rt->quantized) {
+                json_t *e = json_object();
+                json_object_set_new(e, "sqnr_db", tm__manifest_num(rt->sqnr_db));
+                json_object_set_new(e, "rmse", tm__manifest_num(rt->rmse));
+                json_object_set_new(e, "max_abs_err", tm__manifest_num(rt->max_abs_err));
+                json_object_set_new(o, "error", e);
+            }
+            json_array_append_new(ts, o);
+        }
+        json_object_set_new(man, "tensors", ts);
+        const char *files[1] = {out_path};
+        s = tm__manifest_add_output(man, out_path, "gguf", files, 1, p->no_checksums, &res->out_bytes, err);
+    }
+    if (!s) {
+        json_t *sum = json_object();
+        json_object_set_new(sum, "n_tensors", json_integer(res->n));
+        json_object_set_new(sum, "n_quantized", json_integer(res->n_quantized));
+        json_object_set_new(sum, "n_fallback", json_integer(res->n_fallback));
+        json_object_set_new(sum, "source_bytes", json_integer((json_int_t)res->src_bytes));
+        json_object_set_new(sum, "output_bytes", json_integer((json_int_t)res->out_bytes));
+        json_object_set_new(man, "results", sum);
+        tm__manifest_add_times(man, wall0, res->seconds);
+        res->manifest_json = json_dumps(man, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17));
+        res->manifest_path = tm__aprintf("%s.manifest.json", out_path);
+        if (!res->manifest_json || !res->manifest_path) s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
+        else s = tm__write_file_atomic(res->manifest_path, res->manifest_json, strlen(res->manifest_json), err);
+    }
+    json_decref(man);
+    free(hex);
+    tm_gguf_writer_free(j.w);
+    pthread_mutex_destroy(&j.mu);
+    free(wt);
+    free_plans(plans, n);
+    tm_gguf_kvlist_free(kv);
+    for (int64_t k = 0; k < n_re; k++) regfree(&re[k]);
+    free(re);
+    if (s) {
+        tm_gguf_qresult_free(res);
+        return s;
+    }
+    /* names point into `in`; plans are gone, keep only what the result owns */
+    *out = res;
+    return TM_OK;
+}

@@ -1,0 +1,112 @@
+/* manifest.c: the shared parts of tensormorph.manifest/1 (manifest.h). */
+#include "manifest.h"
+
+#include <math.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#ifndef TM_GIT_COMMIT
+#define TM_GIT_COMMIT "unknown"
+#endif
+
+json_t *tm__manifest_num(double v) {
+    if (isnan(v)) return json_string("nan");
+    if (isinf(v)) return json_string(v > 0 ? "inf" : "-inf");
+    return json_real(v);
+}
+
+tm_status tm__manifest_hash_sources(const tm_file *in, char (*hex)[65], tm_err *err) {
+    for (int i = 0; i < tm_file_n_paths(in); i++) {
+        tm_status s = tm_sha256_file(tm_file_path(in, i), hex[i], NULL, err);
+        if (s) return s;
+    }
+    return TM_OK;
+}
+
+json_t *tm__manifest_new(const char *command_line, int no_checksums, const tm_file *in,
+                         char (*hex)[65]) {
+    json_t *man = json_object();
+    if (!man) return NULL;
+    json_object_set_new(man, "schema", json_string("tensormorph.manifest/1"));
+    json_t *tool = json_object();
+    json_object_set_new(tool, "name", json_string("tensormorph"));
+    json_object_set_new(tool, "version", json_string(TM_VERSION_STRING));
+    json_object_set_new(tool, "git_commit", json_string(TM_GIT_COMMIT));
+    json_object_set_new(man, "tool", tool);
+    json_object_set_new(man, "command_line", command_line ? json_string(command_line) : json_null());
+    tm_host_info_t h;
+    tm_host_info(&h);
+    json_t *host = json_object();
+    json_object_set_new(host, "cpu_model", json_string(h.cpu_model));
+    json_object_set_new(host, "cores", json_integer(h.n_cores));
+    json_object_set_new(host, "os", json_string(h.os));
+    json_object_set_new(host, "hostname", json_string(h.hostname));
+    json_object_set_new(man, "host", host);
+    json_object_set_new(man, "checksums", json_string(no_checksums ? "skipped (--no-checksums)" : "sha256"));
+    json_t *srcs = json_array();
+    json_t *rb = json_array();
+    for (int i = 0; i < tm_file_n_paths(in); i++) {
+        json_t *o = json_object();
+        json_object_set_new(o, "path", json_string(tm_file_path(in, i)));
+        json_object_set_new(o, "bytes", json_integer((json_int_t)tm_file_size(in, i)));
+        json_object_set_new(o, "sha256", no_checksums || !hex ? json_null() : json_string(hex[i]));
+        json_array_append_new(srcs, o);
+        if (!no_checksums && hex) json_array_append_new(rb, json_string(hex[i]));
+    }
+    json_object_set_new(man, "sources", srcs);
+    json_t *rollback = json_object();
+    json_object_set_new(rollback, "note", json_string("the source checkpoint is the higher-precision rollback artifact; its sha256 values are the rollback checksums"));
+    json_object_set_new(rollback, "sha256", rb);
+    json_object_set_new(man, "rollback", rollback);
+    return man;
+}
+
+tm_status tm__manifest_add_output(json_t *man, const char *path, const char *format,
+                                  const char *const *files, int n_files, int no_checksums,
+                                  uint64_t *out_bytes, tm_err *err) {
+    json_t *outs = json_array();
+    tm_status s = TM_OK;
+    for (int f = 0; f < n_files && !s; f++) {
+        const char *fp = files[f];
+        const char *base = strrchr(fp, '/') ? strrchr(fp, '/') + 1 : fp;
+        json_t *o = json_object();
+        char hex[65];
+        uint64_t nb = 0;
+        json_object_set_new(o, "file", json_string(base));
+        if (!no_checksums) {
+            s = tm_sha256_file(fp, hex, &nb, err);
+            if (s) { json_decref(o); break; }
+            json_object_set_new(o, "sha256", json_string(hex));
+        } else {
+            struct stat fst;
+            if (stat(fp, &fst) == 0) nb = (uint64_t)fst.st_size;
+            json_object_set_new(o, "sha256", json_null());
+        }
+        json_object_set_new(o, "bytes", json_integer((json_int_t)nb));
+        *out_bytes += nb;
+        json_array_append_new(outs, o);
+    }
+    json_t *output = json_object();
+    json_object_set_new(output, "path", json_string(path));
+    json_object_set_new(output, "format", json_string(format));
+    json_object_set_new(output, "files", outs);
+    json_object_set_new(man, "output", output);
+    return s;
+}
+
+static void iso_time(time_t t, char *buf, size_t n) {
+    struct tm tmv;
+    gmtime_r(&t, &tmv);
+    strftime(buf, n, "%Y-%m-%dT%H:%M:%SZ", &tmv);
+}
+
+void tm__manifest_add_times(json_t *man, time_t wall0, double seconds) {
+    char tb[32], te[32];
+    iso_time(wall0, tb, sizeof tb);
+    iso_time(time(NULL), te, sizeof te);
+    json_t *times = json_object();
+    json_object_set_new(times, "started_utc", json_string(tb));
+    json_object_set_new(times, "finished_utc", json_string(te));
+    json_object_set_new(times, "seconds", json_real(seconds));
+    json_object_set_new(man, "times", times);
+}

@@ -1,0 +1,39 @@
+/*
+** manifest.h: the parts of tensormorph.manifest/1 that every quantize job writes the same way
+** (tool, command line, host, sources and rollback checksums, output files, times), shared by
+** the compressed-tensors job (qjob.c) and the GGUF job (gguf_job.c). Each job adds its own
+** "recipe", "tensors" and "results" between these calls, so the key order is:
+**   schema tool command_line host checksums sources rollback  <- tm__manifest_new
+**   ... job-specific keys ...
+**   output                                                    <- tm__manifest_add_output
+**   ... results ...
+**   times                                                     <- tm__manifest_add_times
+*/
+#ifndef TM_JOB_MANIFEST_H
+#define TM_JOB_MANIFEST_H
+#include "../core/core.h"
+
+#include <jansson.h>
+#include <time.h>
+
+/* A number, or the strings "nan", "inf", "-inf" for non-finite values. */
+json_t *tm__manifest_num(double v);
+
+/* A new manifest object with schema ... rollback. hex: the sha256 of each of in's files
+** (tm_file_n_paths entries), or NULL with no_checksums. NULL when out of memory. */
+json_t *tm__manifest_new(const char *command_line, int no_checksums, const tm_file *in,
+                         char (*hex)[65]);
+
+/* Hash every file of `in` (tm_sha256_file) into hex[tm_file_n_paths(in)]. */
+tm_status tm__manifest_hash_sources(const tm_file *in, char (*hex)[65], tm_err *err);
+
+/* "output": {path, format, files: [{file (basename), sha256 (or null), bytes}]}; the byte
+** counts are added to *out_bytes. Returns TM_OK | TM_E_IO (hashing). */
+tm_status tm__manifest_add_output(json_t *man, const char *path, const char *format,
+                                  const char *const *files, int n_files, int no_checksums,
+                                  uint64_t *out_bytes, tm_err *err);
+
+/* "times": {started_utc, finished_utc (now), seconds}. */
+void tm__manifest_add_times(json_t *man, time_t wall0, double seconds);
+
+#endif

@@ -1,0 +1,907 @@
+/*
+** ggml_quant.c: ggml block quantizers, byte-identical to ggml's C reference quantizers
+** (quantize_row_*_ref and quantize_iq4_nl without importance matrix, ggml-org/ggml@d99724f2,
+** src/ggml-quants.c, default x86-64 build). Written from the block layouts and algorithms
+** described in docs/gguf-quantize.md and the case.json files of ../shared/vectors/gguf; every float32
+** expression below keeps the reference's order of operations (the library is compiled with
+** -ffp-contract=off, so every product is rounded, as in that build).
+**
+** Block layouts (little-endian, no padding):
+**   Q4_0   18 B / 32: f16 d, qs[16] (value j low nibble of qs[j], j+16 high nibble); x = d(q-8)
+**   Q4_1   20 B / 32: f16 d, f16 m, qs[16];                                 x = d q + m
+**   Q5_0   22 B / 32: f16 d, u32 qh (5th bit of value j at bit j), qs[16];   x = d(q-16)
+**   Q5_1   24 B / 32: f16 d, f16 m, u32 qh, qs[16];                         x = d q + m
+**   Q8_0   34 B / 32: f16 d, int8 qs[32];                                   x = d q
+**   IQ4_NL 18 B / 32: f16 d, qs[16] indices into kvalues_iq4nl;              x = d v[q]
+**   Q2_K   84 B / 256: scales[16] (lo: scale, hi: min), qs[64], f16 d, f16 dmin
+**   Q3_K  110 B / 256: hmask[32], qs[64], scales[12] (16 x 6 bit, -32), f16 d
+**   Q4_K  144 B / 256: f16 d, f16 dmin, scales[12] (8 x 6-bit scale, 8 x 6-bit min), qs[128]
+**   Q5_K  176 B / 256: f16 d, f16 dmin, scales[12], qh[32], qs[128]
+**   Q6_K  210 B / 256: ql[128], qh[64], int8 scales[16], f16 d
+*/
+#include "core/core.h"
+#include "ggml_quant_impl.h"
+#include "tensormorph/ggml_quant.h"
+
+#include <ctype.h>
+#include <math.h>
+
+#define QK_K 256
+#define GROUP_MAX_EPS 1e-15f /* the reference's threshold for "all zero" sub-blocks */
+
+/* ---------------------------------------------------------------------------------------- */
+/* Type table                                                                                */
+/* ---------------------------------------------------------------------------------------- */
+
+static const struct gq_type {
+    int id; const char *name; int blck; size_t size;
+} gq_types[] = {
+    {TM_GQ_F32, "F32", 1, 4},       {TM_GQ_F16, "F16", 1, 2},       {TM_GQ_Q4_0, "Q4_0", 32, 18},
+    {TM_GQ_Q4_1, "Q4_1", 32, 20},   {TM_GQ_Q5_0, "Q5_0", 32, 22},   {TM_GQ_Q5_1, "Q5_1", 32, 24},
+    {TM_GQ_Q8_0, "Q8_0", 32, 34},   {TM_GQ_Q2_K, "Q2_K", 256, 84},  {TM_GQ_Q3_K, "Q3_K", 256, 110},
+    {TM_GQ_Q4_K, "Q4_K", 256, 144}, {TM_GQ_Q5_K, "Q5_K", 256, 176}, {TM_GQ_Q6_K, "Q6_K", 256, 210},
+    {TM_GQ_IQ4_NL, "IQ4_NL", 32, 18}, {TM_GQ_BF16, "BF16", 1, 2},
+};
+
+static const struct gq_type *gq_find(int type) {
+    for (size_t i = 0; i < sizeof gq_types / sizeof gq_types[0]; i++)
+        if (gq_types[i].id == type) return &gq_types[i];
+    return NULL;
+}
+
+int tm_gq_writable(int type) { return gq_find(type) != NULL; }
+
+const char *tm_gq_type_name(int type) {
+    const struct gq_type *t = gq_find(type);
+    return t ? t->name : "?";
+}
+
+int tm_gq_type_from_name(const char *name) {
+    if (!name) return -1;
+    for (size_t i = 0; i < sizeof gq_types / sizeof gq_types[0]; i++) {
+        const char *a = gq_types[i].name, *b = name;
+        while (*a && *b && toupper((unsigned char)*b) == *a) { a++; b++; }
+        if (!*a && !*b) return gq_types[i].id;
+    }
+    return -1;
+}
+
+int tm_gq_block_size(int type) {
+    const struct gq_type *t = gq_find(type);
+    return t ? t->blck : 0;
+}
+
+size_t tm_gq_type_size(int type) {
+    const struct gq_type *t = gq_find(type);
+    return t ? t->size : 0;
+}
+
+uint64_t tm_gq_row_bytes(int type, int64_t n) {
+    const struct gq_type *t = gq_find(type);
+    if (!t || n < 0 || n % t->blck != 0) return 0;
+    uint64_t r;
+    if (!tm__mul_u64_ok((uint64_t)(n / t->blck), t->size, &r)) return 0;
+    return r;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Shared helpers                                                                            */
+/* ---------------------------------------------------------------------------------------- */
+
+/* The reference's nearest_int: add 1.5 * 2^23 so the float adder rounds to an integer (to
+** nearest, ties to even), then read the integer from the mantissa bits. Exact for
+** |x| <= 2^22 - 1; outside that it returns what the bit trick gives (as the reference, whose
+** range assert is compiled out), never undefined behaviour. */
+static inline int nearest_int(float fval) {
+    float val = fval + 12582912.f;
+    int32_t i;
+    memcpy(&i, &val, sizeof i);
+    return (i & 0x007fffff) - 0x00400000;
+}
+
+static inline int imax(int a, int b) { return a > b ? a : b; }
+static inline int imin(int a, int b) { return a < b ? a : b; }
+
+/* (int8_t)v as C converts it (truncation toward zero) for v inside int8's range, saturated
+** outside it (where the conversion would be undefined). */
+static inline int trunc_i8(float v) {
+    if (!(v > -129.0f)) return -128;
+    if (!(v < 128.0f)) return 127;
+    return (int)(int8_t)v;
+}
+/* (uint8_t)v for v in [0, 256), saturated outside. */
+static inline int trunc_u8(float v) {
+    if (!(v > -1.0f)) return 0;
+    if (!(v < 256.0f)) return 255;
+    return (int)(uint8_t)v;
+}
+
+/* Store f as f16 at p; an overflow to +-inf is TM_E_RANGE (the reference would store inf). */
+static tm_status put_f16(uint8_t *p, float f, const char *field, int64_t blk, tm_err *err) {
+    uint16_t h = tm_f32_to_f16(f);
+    if ((h & 0x7c00u) == 0x7c00u)
+        return tm__err_set(err, TM_E_RANGE, -1,
+                           "block %lld: %s = %g does not fit float16 (largest 65504)",
+                           (long long)blk, field, (double)f);
+    tm__st16(p, h);
+    return TM_OK;
+}
+
+static inline float get_f16(const uint8_t *p) { return tm_f16_to_f32(tm__ld16(p)); }
+
+/* id = 1/d as the reference computes it, except that an overflowing 1/d (d subnormal) gives
+** 0: the block is then written as all zero codes instead of converting +-inf to an integer. */
+static inline float safe_inv(float d) {
+    if (!d) return 0.0f;
+    float id = 1.0f / d;
+    return isinf(id) ? 0.0f : id;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Legacy 32-value blocks                                                                    */
+/* ---------------------------------------------------------------------------------------- */
+
+/* max: the signed value of largest magnitude, first one on a tie. */
+static float signed_absmax(const float *x, int n) {
+    float amax = 0.0f, max = 0.0f;
+    for (int j = 0; j < n; j++) {
+        if (amax < fabsf(x[j])) { amax = fabsf(x[j]); max = x[j]; }
+    }
+    return max;
+}
+
+static tm_status q4_0_block(const float *x, uint8_t *y, int64_t blk, tm_err *err) {
+    const float max = signed_absmax(x, 32);
+    const float d = max / -8;
+    const float id = safe_inv(d);
+    tm_status st = put_f16(y, d, "d", blk, err);
+    if (st) return st;
+    for (int j = 0; j < 16; j++) {
+        const float x0 = x[j] * id, x1 = x[16 + j] * id;
+        const int q0 = imin(15, trunc_i8(x0 + 8.5f)), q1 = imin(15, trunc_i8(x1 + 8.5f));
+        y[2 + j] = (uint8_t)((q0 & 0xF) | ((q1 & 0xF) << 4));
+    }
+    return TM_OK;
+}
+
+static tm_status q4_1_block(const float *x, uint8_t *y, int64_t blk, tm_err *err) {
+    float min = 3.402823466e+38f, max = -3.402823466e+38f;
+    for (int j = 0; j < 32; j++) {
+        if (x[j] < min) min = x[j];
+        if (x[j] > max) max = x[j];
+    }
+    const float d = (max - min) / 15;
+    const float id = safe_inv(d);
+    tm_status st = put_f16(y, d, "d", blk, err);
+    if (!st) st = put_f16(y + 2, min, "m", blk, err);
+    if (st) return st;
+    for (int j = 0; j < 16; j++) {
+        const float x0 = (x[j] - min) * id, x1 = (x[16 + j] - min) * id;
+        const int q0 = imin(15, trunc_i8(x0 + 0.5f)), q1 = imin(15, trunc_i8(x1 + 0.5f));
+        y[4 + j] = (uint8_t)((q0 & 0xF) | ((q1 & 0xF) << 4));
+    }
+    return TM_OK;
+}
+
+static tm_status q5_0_block(const float *x, uint8_t *y, int64_t blk, tm_err *err) {
+    const float max = signed_absmax(x, 32);
+    const float d = max / -16;
+    const float id = safe_inv(d);
+    tm_status st = put_f16(y, d, "d", blk, err);
+    if (st) return st;
+    uint32_t qh = 0;
+    for (int j = 0; j < 16; j++) {
+        const float x0 = x[j] * id, x1 = x[16 + j] * id;
+        const int q0 = imin(31, trunc_i8(x0 + 16.5f)), q1 = imin(31, trunc_i8(x1 + 16.5f));
+        y[6 + j] = (uint8_t)((q0 & 0xF) | ((q1 & 0xF) << 4));
+        qh |= (uint32_t)((q0 & 0x10) >> 4) << j;
+        qh |= (uint32_t)((q1 & 0x10) >> 4) << (j + 16);
+    }
+    tm__st32(y + 2, qh);
+    return TM_OK;
+}
+
+static tm_status q5_1_block(const float *x, uint8_t *y, int64_t blk, tm_err *err) {
+    float min = 3.402823466e+38f, max = -3.402823466e+38f;
+    for (int j = 0; j < 32; j++) {
+        if (x[j] < min) min = x[j];
+        if (x[j] > max) max = x[j];
+    }
+    const float d = (max - min) / 31;
+    const float id = safe_inv(d);
+    tm_status st = put_f16(y, d, "d", blk, err);
+    if (!st) st = put_f16(y + 2, min, "m", blk, err);
+    if (st) return st;
+    uint32_t qh = 0;
+    for (int j = 0; j < 16; j++) {
+        const float x0 = (x[j] - min) * id, x1 = (x[16 + j] - min) * id;
+        const int q0 = imin(31, trunc_u8(x0 + 0.5f)), q1 = imin(31, trunc_u8(x1 + 0.5f));
+        y[8 + j] = (uint8_t)((q0 & 0xF) | ((q1 & 0xF) << 4));
+        qh |= (uint32_t)((q0 & 0x10) >> 4) << j;
+        qh |= (uint32_t)((q1 & 0x10) >> 4) << (j + 16);
+    }
+    tm__st32(y + 4, qh);
+    return TM_OK;
+}
+
+static tm_status q8_0_block(const float *x, uint8_t *y, int64_t blk, tm_err *err) {
+    float amax = 0.0f;
+    for (int j = 0; j < 32; j++) {
+        const float v = fabsf(x[j]);
+        if (v > amax) amax = v;
+    }
+    const float d = amax / 127;
+    const float id = safe_inv(d);
+    tm_status st = put_f16(y, d, "d", blk, err);
+    if (st) return st;
+    for (int j = 0; j < 32; j++) {
+        const float r = roundf(x[j] * id); /* half away from zero, as the reference */
+        y[2 + j] = (uint8_t)(int8_t)(r > 127.0f ? 127 : r < -128.0f ? -128 : (int)r);
+    }
+    return TM_OK;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* IQ4_NL                                                                                    */
+/* ---------------------------------------------------------------------------------------- */
+
+/* The non-linear 4-bit grid (ggml-common.h kvalues_iq4nl): a fact of the format. */
+static const int8_t kvalues_iq4nl[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                         1,    13,   25,  38,  53,  69,  89,  113};
+
+/* Index of the grid value nearest x (the lower one on an exact tie), by bisection as the
+** reference's best_index_int8. */
+static int best_index_iq4nl(float x) {
+    const int8_t *val = kvalues_iq4nl;
+    if (x <= val[0]) return 0;
+    if (x >= val[15]) return 15;
+    int ml = 0, mu = 15;
+    while (mu - ml > 1) {
+        int mav = (ml + mu) / 2;
+        if (x < val[mav]) mu = mav;
+        else ml = mav;
+    }
+    return x - val[mu - 1] < val[mu] - x ? mu - 1 : mu;
+}
+
+/* One block of quantize_iq4_nl without importance matrix: weights x^2, a first scale from the
+** largest value, then 2*7+1 trial inverse scales (itry + v[0]) / max, keeping the least
+** weighted squared error (largest sumqx^2 / sumq2); codes from the final scale. */
+static tm_status iq4_nl_block(const float *x, uint8_t *y, int64_t blk, tm_err *err) {
+    const int ntry = 7;
+    float weight[32];
+    uint8_t L[32];
+    for (int j = 0; j < 32; j++) weight[j] = x[j] * x[j];
+    float amax = 0, max = 0;
+    for (int j = 0; j < 32; j++) {
+        float ax = fabsf(x[j]);
+        if (ax > amax) { amax = ax; max = x[j]; }
+    }
+    float scale = 0.0f;
+    if (!(amax < GROUP_MAX_EPS)) {
+        float d = -max / kvalues_iq4nl[0];
+        float id = 1 / d;
+        float sumqx = 0, sumq2 = 0;
+        for (int j = 0; j < 32; j++) {
+            float al = id * x[j];
+            int l = best_index_iq4nl(al);
+            float q = kvalues_iq4nl[l];
+            float w = weight[j];
+            sumqx += w * q * x[j];
+            sumq2 += w * q * q;
+        }
+        d = sumqx / sumq2;
+        float best = d * sumqx;
+        for (int itry = -ntry; itry <= ntry; ++itry) {
+            id = (itry + kvalues_iq4nl[0]) / max;
+            sumqx = sumq2 = 0;
+            for (int j = 0; j < 32; j++) {
+                float al = id * x[j];
+                int l = best_index_iq4nl(al);
+                float q = kvalues_iq4nl[l];
+                float w = weight[j];
+                sumqx += w * q * x[j];
+                sumq2 += w * q * q;
+            }
+            if (sumq2 > 0 && sumqx * sumqx > best * sumq2) {
+                d = sumqx / sumq2;
+                best = d * sumqx;
+            }
+        }
+        /* Deviation: weights x^2 all underflow to 0 on tiny values and the reference gets
+        ** d = 0/0 = NaN; such a block is written all zero instead. */
+        scale = isfinite(d) ? d : 0.0f;
+    }
+    tm_status st = put_f16(y, scale, "d", blk, err);
+    if (st) return st;
+    float id = scale ? 1 / scale : 0;
+    if (isinf(id)) id = 0;
+    for (int j = 0; j < 32; j++) L[j] = (uint8_t)best_index_iq4nl(id * x[j]);
+    for (int j = 0; j < 16; j++) y[2 + j] = (uint8_t)(L[j] | (L[16 + j] << 4));
+    return TM_OK;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* K-quant scale searches                                                                    */
+/* ---------------------------------------------------------------------------------------- */
+
+/* make_qx_quants (symmetric, codes L in [0, 2 nmax)): first iscale = -nmax / max (max the
+** signed value of largest magnitude); with rmse_type 1 (weights x^2) the least-squares scale
+** sum(w x l) / sum(w l^2) is refined over 18 trial iscales -(nmax + 0.1 is) / max, is in
+** [-9, 9] \ {0}, keeping the one with the largest sumlx^2 / suml2. Used by Q6_K (nmax 32). */
+static float make_qx_quants(int n, int nmax, const float *x, int8_t *L) {
+    float max = 0, amax = 0;
+    for (int i = 0; i < n; ++i) {
+        float ax = fabsf(x[i]);
+        if (ax > amax) { amax = ax; max = x[i]; }
+    }
+    if (amax < GROUP_MAX_EPS) {
+        for (int i = 0; i < n; ++i) L[i] = 0;
+        return 0.f;
+    }
+    float iscale = -nmax / max;
+    float sumlx = 0, suml2 = 0;
+    for (int i = 0; i < n; ++i) {
+        int l = nearest_int(iscale * x[i]);
+        l = imax(-nmax, imin(nmax - 1, l));
+        L[i] = (int8_t)(l + nmax);
+        float w = x[i] * x[i];
+        sumlx += w * x[i] * l;
+        suml2 += w * l * l;
+    }
+    float scale = suml2 ? sumlx / suml2 : 0.0f;
+    float best = scale * sumlx;
+    for (int is = -9; is <= 9; ++is) {
+        if (is == 0) continue;
+        iscale = -(nmax + 0.1f * is) / max;
+        sumlx = suml2 = 0;
+        for (int i = 0; i < n; ++i) {
+            int l = nearest_int(iscale * x[i]);
+            l = imax(-nmax, imin(nmax - 1, l));
+            float w = x[i] * x[i];
+            sumlx += w * x[i] * l;
+            suml2 += w * l * l;
+        }
+        if (suml2 > 0 && sumlx * sumlx > best * suml2) {
+            for (int i = 0; i < n; ++i) {
+                int l = nearest_int(iscale * x[i]);
+                L[i] = (int8_t)(nmax + imax(-nmax, imin(nmax - 1, l)));
+            }
+            scale = sumlx / suml2;
+            best = scale * sumlx;
+        }
+    }
+    return scale;
+}
+
+/* make_q3_quants with rmse: start from iscale = -nmax / max, then up to 5 passes of
+** coordinate descent, each code moved to nearest_int(x * suml2 / sumlx) when that raises
+** sumlx^2 / suml2 (weights x^2). Codes L in [0, 2 nmax). Used by Q3_K (nmax 4). */
+static float make_q3_quants(int n, int nmax, const float *x, int8_t *L) {
+    float max = 0, amax = 0;
+    for (int i = 0; i < n; ++i) {
+        float ax = fabsf(x[i]);
+        if (ax > amax) { amax = ax; max = x[i]; }
+    }
+    if (amax < GROUP_MAX_EPS) {
+        for (int i = 0; i < n; ++i) L[i] = 0;
+        return 0.f;
+    }
+    float iscale = -nmax / max;
+    float sumlx = 0, suml2 = 0;
+    for (int i = 0; i < n; ++i) {
+        int l = nearest_int(iscale * x[i]);
+        l = imax(-nmax, imin(nmax - 1, l));
+        L[i] = (int8_t)l;
+        float w = x[i] * x[i];
+        sumlx += w * x[i] * l;
+        suml2 += w * l * l;
+    }
+    for (int itry = 0; itry < 5; ++itry) {
+        int n_changed = 0;
+        for (int i = 0; i < n; ++i) {
+            float w = x[i] * x[i];
+            float slx = sumlx - w * x[i] * L[i];
+            if (slx > 0) {
+                float sl2 = suml2 - w * L[i] * L[i];
+                int new_l = nearest_int(x[i] * sl2 / slx);
+                new_l = imax(-nmax, imin(nmax - 1, new_l));
+                if (new_l != L[i]) {
+                    slx += w * x[i] * new_l;
+                    sl2 += w * new_l * new_l;
+                    if (sl2 > 0 && slx * slx * suml2 > sumlx * sumlx * sl2) {
+                        L[i] = (int8_t)new_l;
+                        sumlx = slx;
+                        suml2 = sl2;
+                        ++n_changed;
+                    }
+                }
+            }
+        }
+        if (!n_changed) break;
+    }
+    for (int i = 0; i < n; ++i) L[i] = (int8_t)(L[i] + nmax);
+    return sumlx / suml2;
+}
+
+/* make_qkx2_quants: asymmetric codes L in [0, nmax] with scale and min (min <= 0, returned
+** negated in *the_min). Start from the range [min(0, min x), max x]; then nstep+1 trial inverse
+** scales (rmin + rdelta is + nmax) / (max - min), each followed by the weighted least-squares
+** fit of scale and min to the trial codes; keep the fit with the least weighted error
+** (|err| with use_mad, else err^2). Used by Q2_K (16, 3, MAD), Q4_K (32, 15), Q5_K (32, 31). */
+static float make_qkx2_quants(int n, int nmax, const float *x, const float *weights, uint8_t *L,
+                              float *the_min, uint8_t *Laux, float rmin, float rdelta, int nstep,
+                              int use_mad) {
+    float min = x[0], max = x[0];
+    float sum_w = weights[0];
+    float sum_x = sum_w * x[0];
+    for (int i = 1; i < n; ++i) {
+        if (x[i] < min) min = x[i];
+        if (x[i] > max) max = x[i];
+        float w = weights[i];
+        sum_w += w;
+        sum_x += w * x[i];
+    }
+    if (min > 0) min = 0;
+    if (max == min) {
+        for (int i = 0; i < n; ++i) L[i] = 0;
+        *the_min = -min;
+        return 0.f;
+    }
+    float iscale = nmax / (max - min);
+    float scale = 1 / iscale;
+    float best_error = 0;
+    for (int i = 0; i < n; ++i) {
+        int l = nearest_int(iscale * (x[i] - min));
+        L[i] = (uint8_t)imax(0, imin(nmax, l));
+        float diff = scale * L[i] + min - x[i];
+        diff = use_mad ? fabsf(diff) : diff * diff;
+        float w = weights[i];
+        best_error += w * diff;
+    }
+    if (nstep < 1) {
+        *the_min = -min;
+        return scale;
+    }
+    for (int is = 0; is <= nstep; ++is) {
+        iscale = (rmin + rdelta * is + nmax) / (max - min);
+        float sum_l = 0, sum_l2 = 0, sum_xl = 0;
+        for (int i = 0; i < n; ++i) {
+            int l = nearest_int(iscale * (x[i] - min));
+            l = imax(0, imin(nmax, l));
+            Laux[i] = (uint8_t)l;
+            float w = weights[i];
+            sum_l += w * l;
+            sum_l2 += w * l * l;
+            sum_xl += w * l * x[i];
+        }
+        float D = sum_w * sum_l2 - sum_l * sum_l;
+        if (D > 0) {
+            float this_scale = (sum_w * sum_xl - sum_x * sum_l) / D;
+            float this_min = (sum_l2 * sum_x - sum_l * sum_xl) / D;
+            if (this_min > 0) {
+                this_min = 0;
+                this_scale = sum_xl / sum_l2;
+            }
+            float cur_error = 0;
+            for (int i = 0; i < n; ++i) {
+                float diff = this_scale * Laux[i] + this_min - x[i];
+                diff = use_mad ? fabsf(diff) : diff * diff;
+                float w = weights[i];
+                cur_error += w * diff;
+            }
+            if (cur_error < best_error) {
+                for (int i = 0; i < n; ++i) L[i] = Laux[i];
+                best_error = cur_error;
+                scale = this_scale;
+                min = this_min;
+            }
+        }
+    }
+    *the_min = -min;
+    return scale;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* K-quant blocks                                                                            */
+/* ---------------------------------------------------------------------------------------- */
+
+static tm_status q2_k_impl(const float *x, uint8_t *y, int64_t blk, int simd, tm_err *err) {
+    uint8_t *scales = y, *qs = y + 16;
+    uint8_t L[QK_K], Laux[16];
+    float weights[16], mins[QK_K / 16], sc[QK_K / 16];
+    const float q4scale = 15.f;
+    float max_scale = 0, max_min = 0;
+#ifdef TM_GQ_HAVE_AVX2
+    if (simd) {
+        float w[QK_K];
+        for (int l = 0; l < QK_K; ++l) w[l] = fabsf(x[l]);
+        tm__gq_qkx2_x8_avx2(x, w, 16, 3, -0.5f, 0.1f, 15, 1, L, sc, mins);
+        tm__gq_qkx2_x8_avx2(x + 128, w + 128, 16, 3, -0.5f, 0.1f, 15, 1, L + 128, sc + 8, mins + 8);
+    }
+#else
+    (void)simd;
+#endif
+    for (int j = 0; j < QK_K / 16; ++j) {
+        if (!simd) {
+            for (int l = 0; l < 16; ++l) weights[l] = fabsf(x[16 * j + l]);
+            sc[j] = make_qkx2_quants(16, 3, x + 16 * j, weights, L + 16 * j, &mins[j], Laux, -0.5f,
+                                     0.1f, 15, 1);
+        }
+        if (sc[j] > max_scale) max_scale = sc[j];
+        if (mins[j] > max_min) max_min = mins[j];
+    }
+    tm_status st;
+    if (max_scale > 0) {
+        float iscale = q4scale / max_scale;
+        for (int j = 0; j < QK_K / 16; ++j) scales[j] = (uint8_t)nearest_int(iscale * sc[j]);
+        st = put_f16(y + 80, max_scale / q4scale, "d", blk, err);
+    } else {
+        for (int j = 0; j < QK_K / 16; ++j) scales[j] = 0;
+        st = put_f16(y + 80, 0.f, "d", blk, err);
+    }
+    if (st) return st;
+    if (max_min > 0) {
+        float iscale = q4scale / max_min;
+        for (int j = 0; j < QK_K / 16; ++j)
+            scales[j] = (uint8_t)(scales[j] | (nearest_int(iscale * mins[j]) << 4));
+        st = put_f16(y + 82, max_min / q4scale, "dmin", blk, err);
+    } else {
+        st = put_f16(y + 82, 0.f, "dmin", blk, err);
+    }
+    if (st) return st;
+    for (int j = 0; j < QK_K / 16; ++j) {
+        const float d = get_f16(y + 80) * (scales[j] & 0xF);
+        if (!d) continue;
+        const float dm = get_f16(y + 82) * (scales[j] >> 4);
+        for (int ii = 0; ii < 16; ++ii) {
+            int l = nearest_int((x[16 * j + ii] + dm) / d);
+            L[16 * j + ii] = (uint8_t)imax(0, imin(3, l));
+        }
+    }
+    for (int j = 0; j < QK_K; j += 128)
+        for (int l = 0; l < 32; ++l)
+            qs[j / 4 + l] = (uint8_t)(L[j + l] | (L[j + l + 32] << 2) | (L[j + l + 64] << 4) |
+                                      (L[j + l + 96] << 6));
+    return TM_OK;
+}
+
+static tm_status q2_k_block(const float *x, uint8_t *y, int64_t blk, tm_err *err) {
+    return q2_k_impl(x, y, blk, 0, err);
+}
+#ifdef TM_GQ_HAVE_AVX2
+static tm_status q2_k_block_avx2(const float *x, uint8_t *y, int64_t blk, tm_err *err) {
+    return q2_k_impl(x, y, blk, 1, err);
+}
+#endif
+
+static tm_status q3_k_block(const float *x, uint8_t *y, int64_t blk, tm_err *err) {
+    uint8_t *hmask = y, *qs = y + 32, *scales = y + 96;
+    int8_t L[QK_K];
+    float sc[QK_K / 16];
+    float max_scale = 0, amax = 0;
+    for (int j = 0; j < QK_K / 16; ++j) {
+        sc[j] = make_q3_quants(16, 4, x + 16 * j, L + 16 * j);
+        float scale = fabsf(sc[j]);
+        if (scale > amax) { amax = scale; max_scale = sc[j]; }
+    }
+    memset(scales, 0, 12);
+    tm_status st;
+    if (max_scale) {
+        float iscale = -32.f / max_scale;
+        for (int j = 0; j < QK_K / 16; ++j) {
+            int l = (int8_t)nearest_int(iscale * sc[j]);
+            l = imax(-32, imin(31, l)) + 32;
+            if (j < 8) scales[j] = (uint8_t)(l & 0xF);
+            else scales[j - 8] = (uint8_t)(scales[j - 8] | ((l & 0xF) << 4));
+            l >>= 4;
+            scales[j % 4 + 8] = (uint8_t)(scales[j % 4 + 8] | (l << (2 * (j / 4))));
+        }
+        st = put_f16(y + 108, 1 / iscale, "d", blk, err);
+    } else {
+        st = put_f16(y + 108, 0.f, "d", blk, err);
+    }
+    if (st) return st;
+    const float dh = get_f16(y + 108);
+    for (int j = 0; j < QK_K / 16; ++j) {
+        int s = j < 8 ? scales[j] & 0xF : scales[j - 8] >> 4;
+        s = (s | (((scales[8 + j % 4] >> (2 * (j / 4))) & 3) << 4)) - 32;
+        float d = dh * s;
+        if (!d) continue;
+        for (int ii = 0; ii < 16; ++ii) {
+            int l = nearest_int(x[16 * j + ii] / d);
+            L[16 * j + ii] = (int8_t)(imax(-4, imin(3, l)) + 4);
+        }
+    }
+    memset(hmask, 0, QK_K / 8);
+    int m = 0;
+    uint8_t hm = 1;
+    for (int j = 0; j < QK_K; ++j) {
+        if (L[j] > 3) {
+            hmask[m] = (uint8_t)(hmask[m] | hm);
+            L[j] = (int8_t)(L[j] - 4);
+        }
+        if (++m == QK_K / 8) { m = 0; hm = (uint8_t)(hm << 1); }
+    }
+    for (int j = 0; j < QK_K; j += 128)
+        for (int l = 0; l < 32; ++l)
+            qs[j / 4 + l] = (uint8_t)(L[j + l] | (L[j + l + 32] << 2) | (L[j + l + 64] << 4) |
+                                      (L[j + l + 96] << 6));
+    return TM_OK;
+}
+
+/* The 6-bit scale/min of sub-block j of a Q4_K/Q5_K scales[12] field. */
+static void get_scale_min_k4(int j, const uint8_t *q, uint8_t *d, uint8_t *m) {
+    if (j < 4) {
+        *d = q[j] & 63;
+        *m = q[j + 4] & 63;
+    } else {
+        *d = (uint8_t)((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
+        *m = (uint8_t)((q[j + 4] >> 4) | ((q[j - 0] >> 6) << 4));
+    }
+}
+
+/* Q4_K and Q5_K share the scale search and scale packing; nmax 15 or 31. y points at the
+** block (d at 0, dmin at 2, scales at 4); L gets the final codes. */
+static tm_status qk_scales_mins(const float *x, uint8_t *y, uint8_t *L, int nmax, float rmin,
+                                int nstep, int64_t blk, int simd, tm_err *err) {
+    uint8_t *scales = y + 4;
+    uint8_t Laux[32];
+    float weights[QK_K], mins[QK_K / 32], sc[QK_K / 32];
+    float max_scale = 0, max_min = 0;
+    for (int j = 0; j < QK_K / 32; ++j) {
+        float sum_x2 = 0;
+        for (int l = 0; l < 32; ++l) sum_x2 += x[32 * j + l] * x[32 * j + l];
+        float av_x = sqrtf(sum_x2 / 32);
+        for (int l = 0; l < 32; ++l) weights[32 * j + l] = av_x + fabsf(x[32 * j + l]);
+    }
+#ifdef TM_GQ_HAVE_AVX2
+    if (simd) tm__gq_qkx2_x8_avx2(x, weights, 32, nmax, rmin, 0.1f, nstep, 0, L, sc, mins);
+#else
+    (void)simd;
+#endif
+    for (int j = 0; j < QK_K / 32; ++j) {
+        if (!simd)
+            sc[j] = make_qkx2_quants(32, nmax, x + 32 * j, weights + 32 * j, L + 32 * j, &mins[j],
+                                     Laux, rmin, 0.1f, nstep, 0);
+        if (sc[j] > max_scale) max_scale = sc[j];
+        if (mins[j] > max_min) max_min = mins[j];
+    }
+    float inv_scale = max_scale > 0 ? 63.f / max_scale : 0.f;
+    float inv_min = max_min > 0 ? 63.f / max_min : 0.f;
+    for (int j = 0; j < QK_K / 32; ++j) {
+        uint8_t ls = (uint8_t)nearest_int(inv_scale * sc[j]);
+        uint8_t lm = (uint8_t)nearest_int(inv_min * mins[j]);
+        ls = ls < 63 ? ls : 63;
+        lm = lm < 63 ? lm : 63;
+        if (j < 4) {
+            scales[j] = ls;
+            scales[j + 4] = lm;
+        } else {
+            scales[j + 4] = (uint8_t)((ls & 0xF) | ((lm & 0xF) << 4));
+            scales[j - 4] = (uint8_t)(scales[j - 4] | ((ls >> 4) << 6));
+            scales[j - 0] = (uint8_t)(scales[j - 0] | ((lm >> 4) << 6));
+        }
+    }
+    tm_status st = put_f16(y, max_scale / 63.f, "d", blk, err);
+    if (!st) st = put_f16(y + 2, max_min / 63.f, "dmin", blk, err);
+    if (st) return st;
+    const float dh = get_f16(y), dmh = get_f16(y + 2);
+    for (int j = 0; j < QK_K / 32; ++j) {
+        uint8_t s, m;
+        get_scale_min_k4(j, scales, &s, &m);
+        const float d = dh * s;
+        if (!d) continue;
+        const float dm = dmh * m;
+        for (int ii = 0; ii < 32; ++ii) {
+            int l = nearest_int((x[32 * j + ii] + dm) / d);
+            L[32 * j + ii] = (uint8_t)imax(0, imin(nmax, l));
+        }
+    }
+    return TM_OK;
+}
+
+static tm_status q4_k_impl(const float *x, uint8_t *y, int64_t blk, int simd, tm_err *err) {
+    uint8_t L[QK_K];
+    tm_status st = qk_scales_mins(x, y, L, 15, -1.f, 20, blk, simd, err);
+    if (st) return st;
+    uint8_t *q = y + 16;
+    for (int j = 0; j < QK_K; j += 64) {
+        for (int l = 0; l < 32; ++l) q[l] = (uint8_t)(L[j + l] | (L[j + l + 32] << 4));
+        q += 32;
+    }
+    return TM_OK;
+}
+
+static tm_status q5_k_impl(const float *x, uint8_t *y, int64_t blk, int simd, tm_err *err) {
+    uint8_t L[QK_K];
+    tm_status st = qk_scales_mins(x, y, L, 31, -0.5f, 15, blk, simd, err);
+    if (st) return st;
+    uint8_t *qh = y + 16, *ql = y + 48;
+    memset(qh, 0, QK_K / 8);
+    uint8_t m1 = 1, m2 = 2;
+    for (int n = 0; n < QK_K; n += 64) {
+        for (int j = 0; j < 32; ++j) {
+            int l1 = L[n + j];
+            if (l1 > 15) { l1 -= 16; qh[j] = (uint8_t)(qh[j] | m1); }
+            int l2 = L[n + j + 32];
+            if (l2 > 15) { l2 -= 16; qh[j] = (uint8_t)(qh[j] | m2); }
+            ql[j] = (uint8_t)(l1 | (l2 << 4));
+        }
+        m1 = (uint8_t)(m1 << 2);
+        m2 = (uint8_t)(m2 << 2);
+        ql += 32;
+    }
+    return TM_OK;
+}
+
+static tm_status q4_k_block(const float *x, uint8_t *y, int64_t blk, tm_err *err) {
+    return q4_k_impl(x, y, blk, 0, err);
+}
+static tm_status q5_k_block(const float *x, uint8_t *y, int64_t blk, tm_err *err) {
+    return q5_k_impl(x, y, blk, 0, err);
+}
+#ifdef TM_GQ_HAVE_AVX2
+static tm_status q4_k_block_avx2(const float *x, uint8_t *y, int64_t blk, tm_err *err) {
+    return q4_k_impl(x, y, blk, 1, err);
+}
+static tm_status q5_k_block_avx2(const float *x, uint8_t *y, int64_t blk, tm_err *err) {
+    return q5_k_impl(x, y, blk, 1, err);
+}
+#endif
+
+static tm_status q6_k_block(const float *x, uint8_t *y, int64_t blk, tm_err *err) {
+    uint8_t *ql = y, *qh = y + 128;
+    int8_t *scales = (int8_t *)(y + 192);
+    int8_t L[QK_K];
+    float sc[QK_K / 16];
+    float max_scale = 0, max_abs_scale = 0;
+    for (int ib = 0; ib < QK_K / 16; ++ib) {
+        const float scale = make_qx_quants(16, 32, x + 16 * ib, L + 16 * ib);
+        sc[ib] = scale;
+        const float abs_scale = fabsf(scale);
+        if (abs_scale > max_abs_scale) { max_abs_scale = abs_scale; max_scale = scale; }
+    }
+    if (max_abs_scale < GROUP_MAX_EPS) {
+        memset(y, 0, 210);
+        return TM_OK;
+    }
+    float iscale = -128.f / max_scale;
+    tm_status st = put_f16(y + 208, 1 / iscale, "d", blk, err);
+    if (st) return st;
+    for (int ib = 0; ib < QK_K / 16; ++ib) scales[ib] = (int8_t)imin(127, nearest_int(iscale * sc[ib]));
+    const float dh = get_f16(y + 208);
+    for (int j = 0; j < QK_K / 16; ++j) {
+        float d = dh * scales[j];
+        if (!d) continue;
+        for (int ii = 0; ii < 16; ++ii) {
+            int l = nearest_int(x[16 * j + ii] / d);
+            L[16 * j + ii] = (int8_t)(imax(-32, imin(31, l)) + 32);
+        }
+    }
+    for (int j = 0; j < QK_K; j += 128) {
+        for (int l = 0; l < 32; ++l) {
+            const int q1 = L[j + l + 0] & 0xF, q2 = L[j + l + 32] & 0xF;
+            const int q3 = L[j + l + 64] & 0xF, q4 = L[j + l + 96] & 0xF;
+            ql[l + 0] = (uint8_t)(q1 | (q3 << 4));
+            ql[l + 32] = (uint8_t)(q2 | (q4 << 4));
+            qh[l] = (uint8_t)((L[j + l] >> 4) | ((L[j + l + 32] >> 4) << 2) |
+                              ((L[j + l + 64] >> 4) << 4) | ((L[j + l + 96] >> 4) << 6));
+        }
+        ql += 64;
+        qh += 32;
+    }
+    return TM_OK;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Rows                                                                                      */
+/* ---------------------------------------------------------------------------------------- */
+
+typedef tm_status (*block_fn)(const float *x, uint8_t *y, int64_t blk, tm_err *err);
+
+static block_fn block_fn_of(int type) {
+    switch (type) {
+    case TM_GQ_Q4_0: return q4_0_block;
+    case TM_GQ_Q4_1: return q4_1_block;
+    case TM_GQ_Q5_0: return q5_0_block;
+    case TM_GQ_Q5_1: return q5_1_block;
+    case TM_GQ_Q8_0: return q8_0_block;
+    case TM_GQ_IQ4_NL: return iq4_nl_block;
+    case TM_GQ_Q2_K: return q2_k_block;
+    case TM_GQ_Q3_K: return q3_k_block;
+    case TM_GQ_Q4_K: return q4_k_block;
+    case TM_GQ_Q5_K: return q5_k_block;
+    case TM_GQ_Q6_K: return q6_k_block;
+    default: return NULL;
+    }
+}
+
+/* 1 when any of n values is NaN or +-Inf: a branch-free scan the compiler vectorises. */
+static int any_nonfinite(const float *x, int64_t n) {
+    uint32_t bad = 0;
+    for (int64_t i = 0; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, &x[i], 4);
+        bad |= (uint32_t)((u & 0x7f800000u) == 0x7f800000u);
+    }
+    return bad != 0;
+}
+
+static tm_status quantize_row(int type, const float *x, int64_t n, void *out, int64_t *bad_block,
+                              int simd, tm_err *err) {
+    if (bad_block) *bad_block = -1;
+    const struct gq_type *t = gq_find(type);
+    if (!t) return tm__err_set(err, TM_E_INVALID_ARG, -1, "ggml type %d cannot be written", type);
+    if (n < 0 || n % t->blck != 0)
+        return tm__err_set(err, TM_E_INVALID_ARG, -1,
+                           "row of %lld values is not a multiple of the %s block (%d)",
+                           (long long)n, t->name, t->blck);
+    const int nonfinite = any_nonfinite(x, n);
+    for (int64_t i = 0; nonfinite && i < n; i++) {
+        if (!isfinite(x[i])) {
+            if (bad_block) *bad_block = i / t->blck;
+            return tm__err_set(err, TM_E_NONFINITE, -1, "block %lld: element %lld is %s",
+                               (long long)(i / t->blck), (long long)i,
+                               isnan(x[i]) ? "NaN" : "infinite");
+        }
+    }
+    uint8_t *y = out;
+    switch (type) {
+    case TM_GQ_F32:
+        memcpy(y, x, (size_t)n * 4);
+        return TM_OK;
+    case TM_GQ_F16:
+        for (int64_t i = 0; i < n; i++) {
+            uint16_t h = tm_f32_to_f16(x[i]);
+            if ((h & 0x7c00u) == 0x7c00u) {
+                if (bad_block) *bad_block = i;
+                return tm__err_set(err, TM_E_RANGE, -1,
+                                   "element %lld = %g does not fit float16 (largest 65504)",
+                                   (long long)i, (double)x[i]);
+            }
+            tm__st16(y + 2 * i, h);
+        }
+        return TM_OK;
+    case TM_GQ_BF16:
+        for (int64_t i = 0; i < n; i++) tm__st16(y + 2 * i, tm_f32_to_bf16(x[i]));
+        return TM_OK;
+    default: break;
+    }
+    block_fn fn = block_fn_of(type);
+    if (TM_NEVER(fn == NULL)) return tm__err_set(err, TM_E_INTERNAL, -1, "no quantizer for %s", t->name);
+    const int64_t nb = n / t->blck;
+    int64_t b0 = 0;
+#ifdef TM_GQ_HAVE_AVX2
+    if (simd && __builtin_cpu_supports("avx2")) {
+        if (type == TM_GQ_Q2_K) fn = q2_k_block_avx2;
+        if (type == TM_GQ_Q4_K) fn = q4_k_block_avx2;
+        if (type == TM_GQ_Q5_K) fn = q5_k_block_avx2;
+    }
+    if (simd && (type == TM_GQ_Q8_0 || type == TM_GQ_Q4_0) && __builtin_cpu_supports("avx2")) {
+        int64_t bad = type == TM_GQ_Q8_0 ? tm__gq_q8_0_avx2(x, nb, y) : tm__gq_q4_0_avx2(x, nb, y);
+        if (bad < 0) return TM_OK;
+        b0 = bad; /* the scalar code reports the failing block */
+    }
+#else
+    (void)simd;
+#endif
+    for (int64_t b = b0; b < nb; b++) {
+        tm_status st = fn(x + b * t->blck, y + (size_t)b * t->size, b, err);
+        if (st) {
+            if (bad_block) *bad_block = b;
+            return st;
+        }
+    }
+    return TM_OK;
+}
+
+tm_status tm_gq_quantize_row(int type, const float *x, int64_t n, void *out, int64_t *bad_block,
+                             tm_err *err) {
+    return quantize_row(type, x, n, out, bad_block, 1, err);
+}
+
+tm_status tm_gq_quantize_row_ref(int type, const float *x, int64_t n, void *out,
+                                 int64_t *bad_block, tm_err *err) {
+    return quantize_row(type, x, n, out, bad_block, 0, err);
+}

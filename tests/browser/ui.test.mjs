@@ -1,0 +1,209 @@
+// ui.test.mjs: the web UI in a real Chromium (Playwright, playwright-core + Debian's chromium).
+// Quantizes a ../shared/models checkpoint with tensormorph (int4 group:32: projections quantized,
+// embeddings and norms dense, side by side), serves it with --ref, then: expands the tree and finds
+// a boundary line, opens a heatmap, switches to quantization shading and checks the colours across
+// a group boundary, clicks a cell and checks every Scalar Inspector number against
+// `tensormorph scalar --json`, sorts the Quantization Diff and opens an error heatmap from it, and
+// downloads a recipe from the plan editor that `tensormorph quantize --recipe` accepts.
+// Screenshots of each view go to $TM_BUILD/browser-screenshots/.
+//
+// Exit 77 (skipped) with a reason when chromium or playwright-core is missing, unless
+// TM_REQUIRE_BROWSER=1; "SKIP: ../shared not found" unless TM_REQUIRE_SHARED=1.
+import { spawn, execFileSync } from "node:child_process";
+import { createRequire } from "node:module";
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const src = process.env.TM_SRC || path.resolve(here, "../..");
+const build = process.env.TM_BUILD || path.join(src, "build");
+const bin = process.env.TM_BIN || path.join(build, "tensormorph");
+const chromium = process.env.TM_CHROMIUM || "/usr/bin/chromium";
+
+function skip(reason, requiredBy) {
+  if (process.env[requiredBy] === "1") {
+    console.error("FAIL: " + reason + " (" + requiredBy + "=1)");
+    process.exit(1);
+  }
+  console.log("SKIP: " + reason);
+  process.exit(77);
+}
+
+const shared = process.env.TM_SHARED || path.resolve(src, "../shared");
+const model = path.join(shared, "models/safetensors/stories260K-f32");
+if (!fs.existsSync(model)) skip("../shared not found", "TM_REQUIRE_SHARED");
+if (!fs.existsSync(chromium)) skip("chromium not found at " + chromium + " (apt-get install chromium)", "TM_REQUIRE_BROWSER");
+let chromiumApi;
+{
+  // playwright-core from tests/browser/node_modules, the build dir's node_modules or NODE_PATH-like TM_NODE_MODULES
+  const bases = [process.env.TM_NODE_MODULES, path.join(here, "node_modules"), path.join(build, "node_modules")].filter(Boolean);
+  for (const b of bases) {
+    try {
+      const req = createRequire(path.join(b, "noop.js"));
+      chromiumApi = req(req.resolve("playwright-core", { paths: [b] })).chromium;
+      break;
+    } catch (e) { /* try the next place */ }
+  }
+  if (!chromiumApi) skip("playwright-core not installed (npm install --ignore-scripts playwright-core in tests/browser or the build dir)", "TM_REQUIRE_BROWSER");
+}
+
+let failures = 0;
+function check(cond, what) {
+  if (cond) console.log("ok   " + what);
+  else { failures++; console.log("FAIL " + what); }
+}
+
+const tmp = fs.mkdtempSync(path.join(os.tmpdir(), "tm_ui_"));
+const shots = path.join(build, "browser-screenshots");
+fs.mkdirSync(shots, { recursive: true });
+const quant = path.join(tmp, "q4");
+const tm = (...args) => execFileSync(bin, args, { encoding: "utf8", stdio: ["ignore", "pipe", "inherit"] });
+tm("quantize", model, "-o", quant, "-t", "int4", "-g", "group:32", "-q");
+
+// serve with --ref on a free port; the URL is the first line on stdout
+const server = spawn(bin, ["serve", quant, "--ref", model, "--port", "0", "-q"], { stdio: ["ignore", "pipe", "inherit"] });
+const url = await new Promise((resolve, reject) => {
+  let buf = "";
+  const t = setTimeout(() => reject(new Error("serve printed no URL")), 15000);
+  server.stdout.on("data", (d) => {
+    buf += d;
+    const m = buf.match(/^(http:\/\/127\.0\.0\.1:\d+\/)\n/);
+    if (m) { clearTimeout(t); resolve(m[1]); }
+  });
+  server.on("exit", (c) => reject(new Error("serve exited with " + c)));
+});
+
+const userDir = fs.mkdtempSync(path.join(os.tmpdir(), "tm_ui_profile_"));
+const browser = await chromiumApi.launch({
+  executablePath: chromium, headless: true,
+  args: ["--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
+         "--disable-component-update", "--disable-sync", "--disable-quic", "--user-data-dir=" + userDir],
+});
+try {
+  const ctx = await browser.newContext({ viewport: { width: 1400, height: 950 }, acceptDownloads: true });
+  const page = await ctx.newPage();
+  const consoleErrors = [];
+  page.on("console", (m) => { if (m.type() === "error") consoleErrors.push(m.text()); });
+  page.on("pageerror", (e) => consoleErrors.push(String(e)));
+  await page.goto(url);
+  await page.waitForSelector("body[data-loaded='1']", { timeout: 15000 });
+
+  // ---- Architecture: opens with the first block expanded, a boundary line is drawn
+  const attn = page.locator(".node[data-path='model.layers.0.self_attn']");
+  check(await attn.isVisible(), "first block's self_attn is visible without a click");
+  check(!(await page.locator(".node[data-path='model.layers.1.self_attn']").isVisible()), "the second block starts collapsed");
+  await page.click("#expand-all");
+  check(await page.locator(".node[data-path='model.layers.1.self_attn']").isVisible(), "expand all opens every block");
+  const boundaries = page.locator(".node.boundary");
+  const nb = await boundaries.count();
+  check(nb > 0, "boundary rows exist (" + nb + ")");
+  const b0 = page.locator(".node.boundary[data-path='model.layers.0.self_attn']");
+  check(await b0.isVisible(), "a boundary on model.layers.0.self_attn (dense norm -> int4 attention)");
+  const line = await b0.evaluate((e) => { const s = getComputedStyle(e); return { w: s.borderTopWidth, c: s.borderTopColor }; });
+  check(parseFloat(line.w) >= 2 && /rgb\(208, 48, 48\)/.test(line.c), "the boundary is a visible line (" + line.w + " " + line.c + ")");
+  const badges = await b0.locator(".badge").allTextContents();
+  check(badges.includes("I4") && badges.includes("I4 group:32 sym"), "dtype and scheme badges: " + badges.join(" | "));
+  await page.fill("#search", "layers.1.mlp.down");
+  check(await page.locator(".node.match[data-path='model.layers.1.mlp.down_proj']").isVisible(), "search finds and shows a module");
+  await page.fill("#search", "");
+  await page.click("#collapse-all");
+  check(!(await attn.isVisible()), "collapse all hides the blocks");
+  await page.screenshot({ path: path.join(shots, "architecture.png"), fullPage: true });
+  await page.click("#expand-all");
+
+  // ---- plan editing -> recipe that tensormorph accepts
+  await page.selectOption(".plan[data-path='model.layers.1.mlp']", "exclude");
+  await page.selectOption(".plan[data-path='model.layers.0.self_attn']", "int8-channel");
+  await page.selectOption("#plan-default", "int4-g32");
+  const [dl] = await Promise.all([page.waitForEvent("download"), page.click("#download-recipe")]);
+  const recipePath = path.join(tmp, "recipe.json");
+  await dl.saveAs(recipePath);
+  const recipe = JSON.parse(fs.readFileSync(recipePath, "utf8"));
+  check(recipe.ignore && recipe.ignore.includes("^model\\.layers\\.1\\.mlp(\\.|$)"), "recipe ignores the excluded module");
+  check(recipe.targets && recipe.targets[0].scheme.type === "int8", "recipe targets the module given int8");
+  const qr = JSON.parse(tm("quantize", model, "-o", path.join(tmp, "q_recipe"), "--recipe", recipePath, "--json", "-q"));
+  const rt = qr.manifest.tensors;
+  const dec = (n) => rt.find((t) => t.name === n);
+  check(dec("model.layers.1.mlp.up_proj.weight").decision === "kept", "tensormorph quantize --recipe keeps the excluded module");
+  check(dec("model.layers.0.self_attn.q_proj.weight").decision === "quantized", "and quantizes the targeted one");
+
+  // ---- Heatmap: open from the tree
+  const tname = "model.layers.0.self_attn.q_proj.weight";
+  await page.click(".node[data-path='" + tname + "'] .name");
+  await page.waitForSelector("#heatmap[data-ready='1'][data-tensor='" + tname + "'][data-mode='value']", { timeout: 15000 });
+  check(await page.isVisible("#view-heat"), "clicking a tensor opens its heatmap");
+  const legend = await page.textContent("#legend-label");
+  check(/white = 0/.test(legend), "value legend: " + legend);
+  await page.screenshot({ path: path.join(shots, "heatmap-value.png") });
+
+  // ---- quantization shading: colours differ across a group boundary, not inside a group
+  await page.selectOption("#mode", "groups");
+  await page.waitForSelector("#heatmap[data-ready='1'][data-mode='groups']", { timeout: 15000 });
+  const geo = await page.$eval("#heatmap", (c) => ({ ox: +c.dataset.ox, oy: +c.dataset.oy, z: +c.dataset.z, zy: +c.dataset.zy, s: +c.dataset.step }));
+  check(geo.s === 1 && geo.z >= 4, "a 64x64 tensor fits at several pixels per element (z=" + geo.z + ")");
+  const at = (r, c) => ({ x: geo.ox + Math.floor(c / geo.s) * geo.z + geo.z / 2, y: geo.oy + Math.floor(r / geo.s) * geo.zy + geo.zy / 2 });
+  const pixel = (p) => page.$eval("#heatmap", (c, p) => Array.from(c.getContext("2d").getImageData(Math.floor(p.x), Math.floor(p.y), 1, 1).data), p);
+  const [g0, g1, g31, g32] = [await pixel(at(2, 0)), await pixel(at(2, 1)), await pixel(at(2, 30)), await pixel(at(2, 33))];
+  check(g0.join() === g1.join(), "one colour inside a group");
+  check(g31.join() !== g32.join(), "distinct colours across the group boundary at column 32");
+  await page.screenshot({ path: path.join(shots, "heatmap-groups.png") });
+
+  // ---- click a cell: the Scalar Inspector shows what `tensormorph scalar --json` says
+  const r = 5, c = 37;
+  const box = await page.locator("#heatmap").boundingBox();
+  const cw = await page.$eval("#heatmap", (cv) => cv.width / cv.getBoundingClientRect().width);
+  const p = at(r, c);
+  await page.mouse.click(box.x + p.x / cw, box.y + p.y / cw);
+  await page.waitForSelector("#inspector[data-flat='" + (r * 64 + c) + "'] [data-field='error_lsb']", { timeout: 10000 });
+  const field = async (f) => (await page.textContent("#inspector [data-field='" + f + "']")).trim();
+  const want = JSON.parse(tm("scalar", quant, tname, r + "," + c, "--ref", model, "--json"));
+  check((await field("index")) === "[" + r + ", " + c + "]", "inspector index [" + r + ", " + c + "]");
+  for (const k of ["code", "zero_point", "group"]) check(Number(await field(k)) === want[k], "inspector " + k + " = " + want[k]);
+  for (const k of ["scale", "value", "ref_value", "error", "error_lsb"])
+    check(parseFloat(await field(k)) === want[k], "inspector " + k + " = " + want[k] + " (shows " + (await field(k)) + ")");
+  const stored = await field("stored");
+  check(parseInt(stored.split(" ")[0], 16) === want.stored && stored.includes(want.stored_bits + "-bit"), "inspector container word " + stored);
+  await page.screenshot({ path: path.join(shots, "inspector.png") });
+
+  // ---- hover shows index and value
+  const ph = at(3, 4);
+  await page.mouse.move(box.x + ph.x / cw, box.y + ph.y / cw);
+  const hov = await page.textContent("#hover");
+  check(/^\[3,4\]/.test(hov.trim()), "hover shows the index: " + hov.trim());
+
+  // ---- zoom out and pan keep working (tiles at a coarser step)
+  await page.click("#zoom-out");
+  await page.click("#zoom-out");
+  await page.waitForSelector("#heatmap[data-ready='1']", { timeout: 10000 });
+  const z2 = await page.$eval("#heatmap", (c2) => +c2.dataset.z);
+  check(z2 === geo.z / 4, "zoom out halves the scale twice (" + geo.z + " -> " + z2 + ")");
+
+  // ---- Quantization Diff: sortable, flagged highlighted, a click opens the error heatmap
+  await page.click("#tab-qdiff");
+  const nrows = await page.locator("#qdiff-table tbody tr").count();
+  const want_q = JSON.parse(tm("qdiff", model, quant, "--json"));
+  check(nrows === want_q.tensors.length, "qdiff rows: " + nrows);
+  check((await page.locator("#qdiff-table tr.flagged").count()) === want_q.n_flagged, "flagged rows highlighted: " + want_q.n_flagged);
+  await page.click("#qdiff-table th[data-key='sqnr_db']");
+  const sq = (await page.locator("#qdiff-table tbody tr td:nth-child(3)").allTextContents()).map(Number);
+  check(sq.every((v, i) => i === 0 || sq[i - 1] <= v), "sorted by SQNR ascending");
+  await page.click("#qdiff-table th[data-key='sqnr_db']");
+  const sq2 = (await page.locator("#qdiff-table tbody tr td:nth-child(3)").allTextContents()).map(Number);
+  check(sq2.every((v, i) => i === 0 || sq2[i - 1] >= v), "second click sorts descending");
+  await page.screenshot({ path: path.join(shots, "qdiff.png"), fullPage: true });
+  const first = await page.getAttribute("#qdiff-table tbody tr:first-child", "data-name");
+  await page.click("#qdiff-table tbody tr:first-child");
+  await page.waitForSelector("#heatmap[data-ready='1'][data-mode='error'][data-tensor='" + first + "']", { timeout: 15000 });
+  check(true, "a qdiff row opens the error heatmap of " + first);
+  await page.screenshot({ path: path.join(shots, "heatmap-error.png") });
+  check(consoleErrors.length === 0, "no console errors" + (consoleErrors.length ? ": " + consoleErrors.join("; ") : ""));
+} finally {
+  await browser.close();
+  server.kill("SIGTERM");
+  fs.rmSync(tmp, { recursive: true, force: true });
+  fs.rmSync(userDir, { recursive: true, force: true });
+}
+console.log(failures ? failures + " check(s) failed" : "all checks passed; screenshots in " + shots);
+process.exit(failures ? 1 : 0);

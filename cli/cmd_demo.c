@@ -31,7 +31,7 @@ int cmd_demo(const cli_cmd *cmd, cli_args *a) {
         char *end;
         errno = 0;
         seed = strtoull(ss, &end, 10);
-        if (errno || *end) return cli_usage_error(cmd, "--seed must be a non-negative integer");
+        if (errno || *end || ss[0] == '-' || end == ss) return cli_usage_error(cmd, "--seed must be a non-negative integer");
     }
     tm_err err;
     tm_status s = tm_write_demo_checkpoint(out, dt, seed, &err);

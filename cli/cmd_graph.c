@@ -96,6 +96,10 @@ int cmd_graph(const cli_cmd *cmd, cli_args *a) {
                     json_object_set_new(p, "output", json_string(y->name));
                     json_object_set_new(p, "elem_type", json_string(y->elem_type_name));
                     json_object_set_new(p, "dynamic", json_boolean(nd->qkind == TM_GQ_DYNAMIC_QUANTIZE));
+                    const tm_graph_value *sv = tm_graph_value_at(f, y->scale_value);
+                    const tm_graph_value *zv = tm_graph_value_at(f, y->zero_point_value);
+                    json_object_set_new(p, "scale", sv ? json_string(sv->name) : json_null());
+                    json_object_set_new(p, "zero_point", zv ? json_string(zv->name) : json_null());
                     json_array_append_new(points, p);
                 }
             }

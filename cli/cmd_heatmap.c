@@ -27,7 +27,8 @@ const char details_heatmap[] =
     "mode shows their mean on a blue-white-red scale symmetric about zero (zero is white), abs\n"
     "mode the largest |value| (black is zero), error mode the largest |ref - dequantized| in\n"
     "LSB (the element's scale), groups mode colours each pixel by the quantization parameter\n"
-    "(channel, group or block) of its first element, neighbouring units in distinct colours.\n"
+    "(channel, group or block) of its first element, neighbouring units in distinct colours,\n"
+    "with a dark line between units when the image is enlarged 4x or more.\n"
     "A small tensor is enlarged by a whole factor (at most 16). --json prints the geometry and\n"
     "the range the colours span.";
 
@@ -254,7 +255,14 @@ int cmd_heatmap(const cli_cmd *cmd, cli_args *a) {
         for (int x = 0; x < iw; x++) {
             size_t o = (size_t)(y / vrep) * (size_t)pw + (size_t)(x / up);
             uint8_t *p = rgb + ((size_t)y * (size_t)iw + (size_t)x) * 3;
-            if (mode == MODE_GROUPS) col_group(gid[o], p);
+            if (mode == MODE_GROUPS) {
+                /* enlarged enough to spare a pixel: a dark line where the unit changes */
+                int px = x / up, py = y / vrep;
+                int edge_r = up >= 4 && x % up == up - 1 && px + 1 < pw && gid[o + 1] != gid[o];
+                int edge_b = vrep >= 4 && y % vrep == vrep - 1 && py + 1 < ph && gid[o + (size_t)pw] != gid[o];
+                if (edge_r || edge_b) px_set(p, 20, 20, 30);
+                else col_group(gid[o], p);
+            }
             else if (mode == MODE_VALUE) col_diverging(span > 0 ? val[o] / span : (isnan(val[o]) ? NAN : 0), p);
             else col_sequential(span > 0 ? val[o] / span : (isnan(val[o]) ? NAN : 0), p);
         }

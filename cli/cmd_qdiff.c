@@ -18,6 +18,37 @@ const char details_qdiff[] =
     "more than half an LSB, more than 1% of values are clipped, or its SQNR is more than 10 dB\n"
     "below the checkpoint's median. Flagged tensors come first, worst first, with the reason.";
 
+/* A tensormorph output records each tensor's observer in its manifest: where the observer
+** clips by design (percentile, mse, entropy, histogram), clipping is not a finding. */
+static void mark_clip_expected(const char *quant_path, tm_qdiff_result *r) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/tensormorph-manifest.json", quant_path);
+    json_t *m = json_load_file(path, 0, NULL);
+    if (!m) {
+        snprintf(path, sizeof path, "%s.manifest.json", quant_path);
+        m = json_load_file(path, 0, NULL);
+    }
+    if (!m) return;
+    json_t *ts = json_object_get(m, "tensors"), *t;
+    size_t i;
+    int changed = 0;
+    json_array_foreach(ts, i, t) {
+        const char *name = json_string_value(json_object_get(t, "name"));
+        const char *obs = json_string_value(json_object_get(json_object_get(t, "scheme"), "observer"));
+        if (!name || !obs) continue;
+        int clips = !strncmp(obs, "percentile", 10) || !strcmp(obs, "mse") || !strcmp(obs, "entropy") ||
+                    !strcmp(obs, "histogram");
+        if (!clips) continue;
+        for (int64_t k = 0; k < r->n; k++)
+            if (!strcmp(r->entries[k].name, name) && !r->entries[k].clip_expected) {
+                r->entries[k].clip_expected = 1;
+                changed = 1;
+            }
+    }
+    json_decref(m);
+    if (changed) tm_qdiff_flag(r);
+}
+
 static void qdiff_progress(void *ud, uint64_t done, uint64_t total) {
     (void)ud;
     cli_progress_count("qdiff", done, total, "tensors");
@@ -80,7 +111,16 @@ int cmd_qdiff(const cli_cmd *cmd, cli_args *a) {
     tm_status s = tm_qdiff(ref, q, &p, &r, &err);
     cli_progress_end();
     if (s) { rc = cli_fail(s, &err); tm_close(ref); tm_close(q); return rc; }
-    if (r->n == 0) fprintf(stderr, "tensormorph: warning: %s holds no quantized tensor matching a tensor of %s\n", a->pos[1], a->pos[0]);
+    if (r->n == 0) {
+        fprintf(stderr, "tensormorph: %s holds no quantized tensor matching a tensor of %s by name and size%s\n",
+                a->pos[1], a->pos[0],
+                tm_file_n_tensors(ref) && tm_file_tensor(ref, 0) ? " (the order is qdiff REF QUANT: full precision first)" : "");
+        tm_qdiff_free(r);
+        tm_close(ref);
+        tm_close(q);
+        return EXIT_USAGE;
+    }
+    mark_clip_expected(a->pos[1], r);
     if (g_cli.json) {
         cli_json_print(qdiff_json(r, a->pos[0], a->pos[1]));
     } else {
@@ -102,3 +142,7 @@ int cmd_qdiff(const cli_cmd *cmd, cli_args *a) {
     tm_close(q);
     return (flagged && cli_has(a, "fail-on-flag")) ? EXIT_CHECK : 0;
 }
+
+/* qdiff_apply_manifest: what `qdiff` does to the library's result from QUANT's manifest (observers
+** that clip by design), so `serve` reports the same document. */
+void qdiff_apply_manifest(const char *quant_path, tm_qdiff_result *r) { mark_clip_expected(quant_path, r); }

@@ -2,6 +2,7 @@
 #include "cli.h"
 
 #include <errno.h>
+#include <regex.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdlib.h>
@@ -25,6 +26,7 @@ const cli_opt opts_quantize[] = {
     {"no-checksums", 0, NULL, 0, "skip sha256 of inputs and outputs (the manifest says so)"},
     {"max-shard-size", 0, "SIZE", 0, "split the safetensors output into shards (e.g. 5GB, 500MiB)"},
     {"strict", 0, NULL, 0, "fail on a tensor the output layout cannot hold instead of keeping it dense"},
+    {"force", 'f', NULL, 0, "replace OUT when it holds a previous tensormorph output (never anything else)"},
     {"kernel", 0, "K", 0, "auto (default) or ref: force the scalar reference kernels (also TM_FORCE_KERNEL)"},
     {"top", 0, "N", 0, "rows of the Quantization Diff summary to print (default 10)"},
     {"pure", 0, NULL, 0, "GGUF: every quantizable tensor gets --type's type (no llama-quantize mixture rules)"},
@@ -42,7 +44,10 @@ const char details_quantize[] =
     "stay dense, each listed with its reason. int8/int4 are written pack-quantized (codes + 2^(b-1)\n"
     "packed into int32, weight_scale, weight_shape, packed weight_zero_point when asymmetric);\n"
     "fp8_e4m3 is naive-quantized (weight F8_E4M3 + weight_scale).\n"
-    "Ends with the Quantization Diff summary: error in units of each tensor's own scale (LSB).";
+    "Ends with the Quantization Diff summary: error in units of each tensor's own scale (LSB).\n"
+    "OUT ending in .gguf writes one GGUF file instead, byte-identical to llama-quantize: --type is\n"
+    "a llama-quantize file type (Q4_K_M, ...) with its per-tensor rules, unless --pure;\n"
+    "OUT.gguf.manifest.json goes beside it (docs/gguf-quantize.md).";
 
 static int parse_gran(const char *s, tm_qgran *g) {
     memset(g, 0, sizeof *g);
@@ -180,6 +185,42 @@ static int cmp_flag_sqnr(const void *pa, const void *pb) {
 
 int cmd_quantize_gguf(const cli_cmd *cmd, cli_args *a); /* cmd_quantize_gguf.c */
 
+/* The scheme options given on the command line, applied over *s (they beat a recipe's
+** "default"). Returns 0 or the usage exit code. */
+static int apply_scheme_flags(const cli_cmd *cmd, cli_args *a, tm_qspec *s) {
+    const char *v;
+    if ((v = cli_get(a, "type")) && parse_type(v, &s->code_dtype))
+        return cli_usage_error(cmd, "--type: unknown type '%s' (int8 uint8 int4 uint4 fp8_e4m3 fp8_e5m2)", v);
+    if ((v = cli_get(a, "granularity")) && parse_gran(v, &s->gran))
+        return cli_usage_error(cmd, "--granularity: cannot parse '%s' (tensor | channel[:AXIS] | group:N[:AXIS] | block:HxW)", v);
+    if (cli_has(a, "asymmetric")) s->symmetric = 0;
+    if (cli_has(a, "symmetric")) s->symmetric = 1;
+    if ((v = cli_get(a, "observer")) && parse_observer(v, &s->observer))
+        return cli_usage_error(cmd, "--observer: unknown '%s' (minmax ema_minmax histogram percentile:P with 0 < P <= 100, mse, entropy)", v);
+    if ((v = cli_get(a, "convention"))) {
+        if (!strcmp(v, "onnx")) s->convention = TM_CONV_ONNX;
+        else if (!strcmp(v, "torch")) s->convention = TM_CONV_TORCH;
+        else return cli_usage_error(cmd, "--convention must be onnx or torch");
+    }
+    if ((v = cli_get(a, "scale-dtype")) && parse_scale_dtype(v, &s->scale_dtype))
+        return cli_usage_error(cmd, "--scale-dtype must be f32, f16 or bf16");
+    return 0;
+}
+
+static int only_keys(json_t *o, const char *const *keys, const char *where, const char *path) {
+    const char *key;
+    json_t *val;
+    json_object_foreach(o, key, val) {
+        int ok = 0;
+        for (size_t i = 0; keys[i]; i++) ok |= !strcmp(key, keys[i]);
+        if (!ok) {
+            fprintf(stderr, "tensormorph: recipe %s: %s: unknown key \"%s\" (docs/recipe.md)\n", path, where, key);
+            return 0;
+        }
+    }
+    return 1;
+}
+
 int cmd_quantize(const cli_cmd *cmd, cli_args *a) {
     const char *out = cli_get(a, "output");
     if (!out) return cli_usage_error(cmd, "missing -o OUT");
@@ -187,26 +228,19 @@ int cmd_quantize(const cli_cmd *cmd, cli_args *a) {
     if (out_len > 5 && strcmp(out + out_len - 5, ".gguf") == 0) return cmd_quantize_gguf(cmd, a);
     if (cli_has(a, "pure") || cli_has(a, "leave-output-tensor") || cli_has(a, "tensor-type"))
         return cli_usage_error(cmd, "--pure, --leave-output-tensor and --tensor-type apply to GGUF output only (OUT ending in .gguf)");
+    /* "out/" as tab completion writes it names the directory "out" */
+    char outbuf[4096];
+    if (out_len == 0 || out_len >= sizeof outbuf) return cli_usage_error(cmd, "-o: bad output path '%s'", out);
+    memcpy(outbuf, out, out_len + 1);
+    while (out_len > 1 && outbuf[out_len - 1] == '/') outbuf[--out_len] = '\0';
+    out = outbuf;
     const char *in_path = a->pos[0];
     if (cli_has(a, "symmetric") && cli_has(a, "asymmetric"))
         return cli_usage_error(cmd, "--symmetric and --asymmetric exclude each other");
     tm_qjob_params p = tm_qjob_params_default();
     const char *v;
-    if ((v = cli_get(a, "type")) && parse_type(v, &p.spec.code_dtype))
-        return cli_usage_error(cmd, "--type: unknown type '%s' (int8 uint8 int4 uint4 fp8_e4m3 fp8_e5m2)", v);
-    if ((v = cli_get(a, "granularity")) && parse_gran(v, &p.spec.gran))
-        return cli_usage_error(cmd, "--granularity: cannot parse '%s' (tensor | channel[:AXIS] | group:N[:AXIS] | block:HxW)", v);
-    if (cli_has(a, "asymmetric")) p.spec.symmetric = 0;
-    if (cli_has(a, "symmetric")) p.spec.symmetric = 1;
-    if ((v = cli_get(a, "observer")) && parse_observer(v, &p.spec.observer))
-        return cli_usage_error(cmd, "--observer: unknown '%s' (minmax ema_minmax histogram percentile:P mse entropy)", v);
-    if ((v = cli_get(a, "convention"))) {
-        if (!strcmp(v, "onnx")) p.spec.convention = TM_CONV_ONNX;
-        else if (!strcmp(v, "torch")) p.spec.convention = TM_CONV_TORCH;
-        else return cli_usage_error(cmd, "--convention must be onnx or torch");
-    }
-    if ((v = cli_get(a, "scale-dtype")) && parse_scale_dtype(v, &p.spec.scale_dtype))
-        return cli_usage_error(cmd, "--scale-dtype must be f32, f16 or bf16");
+    int frc = apply_scheme_flags(cmd, a, &p.spec);
+    if (frc) return frc;
     if ((v = cli_get(a, "max-shard-size")) && !(p.max_shard_bytes = cli_parse_size(v)))
         return cli_usage_error(cmd, "--max-shard-size: cannot parse '%s'", v);
     const char *kern = cli_get(a, "kernel");
@@ -227,6 +261,7 @@ int cmd_quantize(const cli_cmd *cmd, cli_args *a) {
     p.quantize_embeddings = cli_has(a, "quantize-embeddings");
     p.no_checksums = cli_has(a, "no-checksums");
     p.strict = cli_has(a, "strict");
+    p.force = cli_has(a, "force");
     p.n_threads = g_cli.threads;
     p.command_line = g_cli.argv_line;
     p.progress = cli_progress_cb;
@@ -246,20 +281,43 @@ int cmd_quantize(const cli_cmd *cmd, cli_args *a) {
     int rc = 0;
     if ((v = cli_get(a, "recipe"))) {
         json_error_t je;
-        recipe = json_load_file(v, JSON_REJECT_DUPLICATES, &je);
+        FILE *rf = fopen(v, "rb");
+        if (!rf) {
+            fprintf(stderr, "tensormorph: recipe %s: cannot open: %s\n", v, strerror(errno));
+            rc = EXIT_IO;
+            goto done;
+        }
+        recipe = json_loadf(rf, JSON_REJECT_DUPLICATES, &je);
+        fclose(rf);
         if (!recipe || !json_is_object(recipe)) {
-            fprintf(stderr, "tensormorph: recipe %s: %s (line %d)\n", v, recipe ? "not a JSON object" : je.text, je.line);
+            if (recipe) fprintf(stderr, "tensormorph: recipe %s: not a JSON object\n", v);
+            else fprintf(stderr, "tensormorph: recipe %s: line %d, column %d: %s\n", v, je.line, je.column, je.text);
             rc = EXIT_INPUT;
             goto done;
         }
+        static const char *const top_keys[] = {"default", "ignore", "targets", "comment", "schema", NULL};
+        static const char *const target_keys[] = {"pattern", "scheme", "comment", NULL};
+        if (!only_keys(recipe, top_keys, "top level", v)) { rc = EXIT_INPUT; goto done; }
         json_t *def = json_object_get(recipe, "default");
         const char *bad;
+        if (def && !json_is_object(def)) {
+            fprintf(stderr, "tensormorph: recipe %s: \"default\" must be an object\n", v);
+            rc = EXIT_INPUT;
+            goto done;
+        }
         if (def && (bad = scheme_from_json(def, &p.spec))) {
             fprintf(stderr, "tensormorph: recipe %s: \"default\": %s\n", v, bad);
             rc = EXIT_INPUT;
             goto done;
         }
+        /* options given on the command line beat the recipe's default */
+        if ((frc = apply_scheme_flags(cmd, a, &p.spec))) { rc = frc; goto done; }
         json_t *targets = json_object_get(recipe, "targets"), *ignore = json_object_get(recipe, "ignore");
+        if ((targets && !json_is_array(targets)) || (ignore && !json_is_array(ignore))) {
+            fprintf(stderr, "tensormorph: recipe %s: \"targets\" and \"ignore\" must be arrays\n", v);
+            rc = EXIT_INPUT;
+            goto done;
+        }
         size_t nt = json_is_array(targets) ? json_array_size(targets) : 0;
         size_t ni = json_is_array(ignore) ? json_array_size(ignore) : 0;
         rules = calloc(nt + ni + 1, sizeof *rules);
@@ -277,16 +335,30 @@ int cmd_quantize(const cli_cmd *cmd, cli_args *a) {
                 rc = EXIT_INPUT;
                 goto done;
             }
+            char where[64];
+            snprintf(where, sizeof where, "targets[%zu]", i);
+            if (!only_keys(e, target_keys, where, v)) { rc = EXIT_INPUT; goto done; }
             tm_qrule *r = &rules[p.n_rules++];
             r->pattern = json_string_value(pat);
             r->has_spec = 1;
             r->spec = p.spec;
             json_t *sch = json_object_get(e, "scheme");
-            if (sch && (bad = scheme_from_json(sch, &r->spec))) {
-                fprintf(stderr, "tensormorph: recipe %s: targets[%zu].scheme: %s\n", v, i, bad);
+            if (sch && (!json_is_object(sch) || (bad = scheme_from_json(sch, &r->spec)))) {
+                fprintf(stderr, "tensormorph: recipe %s: targets[%zu].scheme: %s\n", v, i,
+                        json_is_object(sch) ? bad : "must be an object");
                 rc = EXIT_INPUT;
                 goto done;
             }
+        }
+        /* check every pattern compiles, naming the recipe */
+        for (int64_t k = 0; rules && k < p.n_rules; k++) {
+            regex_t re;
+            if (regcomp(&re, rules[k].pattern, REG_EXTENDED | REG_NOSUB) != 0) {
+                fprintf(stderr, "tensormorph: recipe %s: invalid regular expression '%s'\n", v, rules[k].pattern);
+                rc = EXIT_INPUT;
+                goto done;
+            }
+            regfree(&re);
         }
         p.rules = rules;
         p.recipe_path = v;
@@ -306,6 +378,8 @@ int cmd_quantize(const cli_cmd *cmd, cli_args *a) {
             tm_close(in);
             goto done;
         }
+        for (int64_t k = 0; k < res->n_warnings && !g_cli.quiet; k++)
+            fprintf(stderr, "tensormorph: warning: %s\n", res->warnings[k]);
         if (g_cli.json) {
             json_t *man = json_loads(res->manifest_json, 0, NULL);
             json_t *d = cli_json_doc("quantize");
@@ -324,7 +398,7 @@ int cmd_quantize(const cli_cmd *cmd, cli_args *a) {
             if (shown_kept > 12) printf("  ... and %d more kept dense (see the manifest)\n", shown_kept - 12);
             for (int64_t i = 0; i < res->n; i++)
                 if (res->tensors[i].n_degenerate > 0)
-                    printf("  note: %s has %" PRId64 " constant channel(s)/group(s) (e.g. all-zero), given a finite fallback scale\n",
+                    printf("  note: %s has %" PRId64 " channel(s)/group(s) with a zero range (constant, e.g. all-zero), given a finite fallback scale\n",
                            res->tensors[i].name, res->tensors[i].n_degenerate);
             printf("\nQuantization Diff (error in units of each tensor's own scale; rounding alone gives RMSE 0.29 LSB, max 0.5 LSB)\n");
             printf("%-44s %8s %8s %8s %8s %8s  %s\n", "tensor", "SQNR dB", "RMSE LSB", "max LSB", "clipped", "worst", "flag");

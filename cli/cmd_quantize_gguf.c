@@ -60,6 +60,7 @@ int cmd_quantize_gguf(const cli_cmd *cmd, cli_args *a) {
     p.leave_output_tensor = cli_has(a, "leave-output-tensor");
     p.strict = cli_has(a, "strict");
     p.no_checksums = cli_has(a, "no-checksums");
+    p.force = cli_has(a, "force");
     p.n_threads = g_cli.threads;
     p.command_line = g_cli.argv_line;
     p.progress = cli_progress_cb;

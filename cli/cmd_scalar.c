@@ -23,7 +23,8 @@ json_t *scalar_json(const tm_file *f, const tm_tensor *t, int nc, const int64_t 
     (void)f;
     tm_qelement qe = *qe_in;
     double error = value - ref_value;
-    double err_lsb = t->quant && fabs(qe.scale) > 0 ? error / fabs(qe.scale) : NAN;
+    double lsb = t->quant ? tm_lsb_size(t->quant->code_dtype, qe.scale, have_ref ? ref_value : value) : 0;
+    double err_lsb = lsb > 0 ? error / lsb : NAN;
     json_t *d = cli_json_doc("scalar");
     json_object_set_new(d, "tensor", json_string(t->name));
     json_object_set_new(d, "index", cli_json_shape(nc, coords));
@@ -149,7 +150,8 @@ int cmd_scalar(const cli_cmd *cmd, cli_args *a) {
         have_ref = 1;
     }
     double error = value - ref_value;
-    double err_lsb = t->quant && fabs(qe.scale) > 0 ? error / fabs(qe.scale) : NAN;
+    double lsb = t->quant ? tm_lsb_size(t->quant->code_dtype, qe.scale, have_ref ? ref_value : value) : 0;
+    double err_lsb = lsb > 0 ? error / lsb : NAN;
     if (g_cli.json) {
         cli_json_print(scalar_json(f, t, nc, coords, flat, &qe, value, have_ref, ref_value));
     } else {
@@ -170,6 +172,11 @@ int cmd_scalar(const cli_cmd *cmd, cli_args *a) {
                 printf("sub-block:   scale %" PRId64 "  min %" PRId64 "\n", qe.sub_scale, qe.sub_min);
                 printf("value:       %.9g  = (%" PRId64 " - %" PRId64 ") x %.9g - %.9g\n", value,
                        qe.code, qe.zero_point, qe.scale, qe.min);
+            } else if (t->quant->code_dtype == TM_F8_E4M3 || t->quant->code_dtype == TM_F8_E5M2) {
+                int e4 = t->quant->code_dtype == TM_F8_E4M3;
+                double dv = e4 ? tm_e4m3_to_f32((uint8_t)qe.code) : tm_e5m2_to_f32((uint8_t)qe.code);
+                printf("value:       %.9g  = %s(0x%02x) = %.9g x %.9g\n", value, e4 ? "e4m3" : "e5m2",
+                       (unsigned)(qe.code & 0xff), dv, qe.scale);
             } else
             printf("value:       %.9g  = (%" PRId64 " - %" PRId64 ") x %.9g\n", value, qe.code, qe.zero_point, qe.scale);
         } else {

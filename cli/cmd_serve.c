@@ -10,6 +10,7 @@ const cli_opt opts_serve[] = {
     {"port", 0, "N", 0, "TCP port, 0..65535; 0 picks a free one (default 8765)"},
     {"host", 0, "ADDR", 0, "address to listen on (default 127.0.0.1; any other address prints a warning)"},
     {"cache-mb", 0, "N", 0, "memory for heatmap summary pyramids, MiB, 1..65536 (default 512)"},
+    {"allow-host", 0, "NAME", 1, "also accept requests addressed to NAME (this machine's name or address, when --host is not loopback); at most 16"},
     {NULL, 0, NULL, 0, NULL},
 };
 const char details_serve[] =
@@ -40,6 +41,14 @@ int cmd_serve(const cli_cmd *cmd, cli_args *a) {
     c.path = a->pos[0];
     c.ref_path = cli_get(a, "ref");
     c.cache_bytes = (uint64_t)cache_mb << 20;
+    int na = cli_n(a, "allow-host");
+    if (na > (int)(sizeof c.allow / sizeof c.allow[0])) return cli_usage_error(cmd, "--allow-host: at most 16 names");
+    for (int k = 0; k < na; k++) {
+        const char *h = cli_get_i(a, "allow-host", k);
+        if (!*h || strlen(h) > 253 || strpbrk(h, "/ \t\r\n[]@"))
+            return cli_usage_error(cmd, "--allow-host: '%s' is not a host name or address", h);
+        c.allow[c.n_allow++] = h;
+    }
     if ((rc = cli_open(c.path, &c.f))) return rc;
     if (c.ref_path && (rc = cli_open(c.ref_path, &c.ref))) { tm_close(c.f); return rc; }
     pthread_mutex_init(&c.mu, NULL);

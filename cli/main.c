@@ -57,10 +57,10 @@ int cmd_version(const cli_cmd *cmd, cli_args *a) {
     if (g_cli.json) {
         json_t *d = cli_json_doc("version");
         json_object_set_new(d, "version", json_string(TM_VERSION_STRING));
-        json_object_set_new(d, "git_commit", json_string(TM_GIT_COMMIT));
+        json_object_set_new(d, "git_commit", json_string(tm_git_commit()));
         cli_json_print(d);
     } else {
-        printf("tensormorph %s (%s)\n", TM_VERSION_STRING, TM_GIT_COMMIT);
+        printf("tensormorph %s (%s)\n", TM_VERSION_STRING, tm_git_commit());
     }
     return 0;
 }

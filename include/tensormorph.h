@@ -59,6 +59,11 @@ typedef struct tm_err {
     char      msg[TM_ERR_MSG_MAX];/* one line of English, no trailing newline          */
 } tm_err;
 
+/* tm_version: TM_VERSION_STRING of the library linked; tm_git_commit: the commit it was built
+** from ("abc123def456", "-dirty" appended for uncommitted changes, "unknown" outside git). */
+const char *tm_version(void);
+const char *tm_git_commit(void);
+
 /* tm_status_str: a short static name for a status ("corrupt", "io", ...); never NULL. */
 const char *tm_status_str(tm_status s);
 

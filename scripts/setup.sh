@@ -2,10 +2,13 @@
 # setup.sh: install the Debian packages Tensormorph needs that are missing (Debian 12, as root
 # or with sudo). Usage: scripts/setup.sh [--test]   (--test adds clang + libFuzzer runtime)
 set -euo pipefail
-pkgs=(cmake make gcc pkg-config git libjansson-dev libssl-dev libcmocka-dev)
+pkgs=(cmake make gcc pkg-config git libjansson-dev libssl-dev libcmocka-dev libmicrohttpd-dev libpng-dev)
 pkgs+=(libprotobuf-c-dev protobuf-c-compiler libonnx-dev)  # ONNX reader: protoc-c + onnx.proto
 pkgs+=(libzip-dev)  # .npz and PyTorch zip checkpoints
 if [[ "${1:-}" == "--test" ]]; then
+  # the browser test (tests/browser): Debian's chromium, and node + npm unless a node is installed
+  pkgs+=(chromium)
+  command -v node >/dev/null 2>&1 || pkgs+=(nodejs npm)
   pkgs+=(clang libclang-rt-14-dev)
 fi
 missing=()

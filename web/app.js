@@ -158,13 +158,14 @@ function renderNode(node, depth, firstOfList) {
   const row = el("div", {
     class: "node" + (node.boundary ? " boundary" : "") + (leaf ? " leaf" : ""),
     role: "treeitem", "data-path": node.path, "data-boundary": node.boundary ? "1" : "0",
-    "aria-expanded": leaf ? "" : String(open), style: "padding-left:" + (8 + depth * 16) + "px",
+    "aria-expanded": leaf ? "" : String(open),
     title: node.boundary ? "boundary: dtype or scheme differs from the module above" : "",
   },
     el("div", { class: "label" }, toggle, name),
     el("div", {}, badge(node.dtype)), el("div", {}, badge(node.scheme)),
     el("div", { class: "num", text: fmtCount(node.n_params) }), el("div", { class: "num", text: fmtBytes(node.bytes) }),
     el("div", {}, planSel));
+  row.style.paddingLeft = (8 + depth * 16) + "px";  /* CSSOM, not a style attribute: CSP allows it */
   wrap.append(row);
   if (!leaf) {
     const kids = el("div", { class: "children", role: "group" });
@@ -274,15 +275,28 @@ async function openHeatmap(name, mode) {
   if ((mode === "groups" || mode === "error") && !isQuantized(name)) { mode = "value"; $("#mode").value = mode; }
   if (mode === "error" && !state.session.ref) { mode = "value"; $("#mode").value = mode; }
   try {
-    const meta = await api("/api/v1/tensor?name=" + encodeURIComponent(name) + "&mode=" + metaMode(mode));
     const keep = state.heat && state.heat.name === name;
-    state.heat = keep ? Object.assign(state.heat, { mode, meta }) : { name, mode, meta, level: 0, ox: 0, oy: 0 };
+    const split = keep && state.heat.split !== undefined ? state.heat.split : undefined;
+    const meta = await api("/api/v1/tensor?name=" + encodeURIComponent(name) + "&mode=" + metaMode(mode) +
+                           (split !== undefined ? "&split=" + split : ""));
+    if (!keep) clearInspector();
+    state.heat = keep ? Object.assign(state.heat, { mode, meta }) : { name, mode, meta, level: 0, ox: 0, oy: 0, split: meta.split };
+    updateSplit();
     state.tiles.clear();
-    if (!keep) fit();
+    if (!keep || state.heat.fitNext) { fit(); state.heat.fitNext = false; }
     updateModeOptions();
     drawLegend();
     draw();
   } catch (e) { showError(e); }
+}
+
+/* N-D tensors: choose how many leading dims form the rows. */
+function updateSplit() {
+  const h = state.heat, sel = $("#split"), nd = h.meta.shape.length;
+  $("#split-label").hidden = nd <= 2;
+  sel.textContent = "";
+  for (let k = 0; k <= nd; k++) sel.append(el("option", { value: String(k), text: k + " [" + h.meta.shape.slice(0, k).join("\u00d7") + "]" }));
+  sel.value = String(h.meta.split);
 }
 
 function updateModeOptions() {
@@ -340,14 +354,14 @@ function colourTile(t) {
   t.canvas = off;
 }
 
-function tileKey(s, tx, ty) { const h = state.heat; return h.name + "|" + h.mode + "|" + s + "|" + tx + "|" + ty; }
+function tileKey(s, tx, ty) { const h = state.heat; return h.name + "|" + h.mode + "|" + h.meta.split + "|" + s + "|" + tx + "|" + ty; }
 
 async function fetchTile(s, tx, ty) {
   const h = state.heat, key = tileKey(s, tx, ty);
   if (state.pending.has(key)) return;
   state.pending.add(key);
   try {
-    const j = await api("/api/v1/tile?name=" + encodeURIComponent(h.name) + "&mode=" + h.mode + "&step=" + s +
+    const j = await api("/api/v1/tile?name=" + encodeURIComponent(h.name) + "&mode=" + h.mode + "&split=" + h.meta.split + "&step=" + s +
                         "&x=" + tx * TILE + "&y=" + ty * TILE + "&w=" + TILE + "&h=" + TILE);
     const t = { w: j.w, h: j.h, s, tx, ty };
     if (j.encoding === "i32le-base64") t.groups = new Int32Array(b64bytes(j.groups));
@@ -487,6 +501,15 @@ async function inspectAt(r, c) {
   } catch (e) { showError(e); }
 }
 
+/* Another tensor: nothing selected, nothing inspected. */
+function clearInspector() {
+  state.selected = null;
+  $("#inspector-table tbody").textContent = "";
+  $("#inspector-hint").textContent = "Click an element of the heatmap.";
+  $("#inspector").removeAttribute("data-flat");
+  $("#hover").textContent = "\u00a0";
+}
+
 function renderInspector(d) {
   const rows = [
     ["tensor", d.tensor, "tensor"], ["index", "[" + d.index.join(", ") + "]", "index"], ["flat index", d.flat_index, "flat_index"],
@@ -563,6 +586,12 @@ function wire() {
   for (const k of Object.keys(PLAN_SCHEMES)) if (k !== "exclude") def.append(el("option", { value: k, text: k ? PLAN_LABELS[k] : "(tensormorph's default)" }));
   $("#tensor").addEventListener("change", (e) => { if (state.tensors.has(e.target.value)) openHeatmap(e.target.value); });
   $("#mode").addEventListener("change", () => { if (state.heat) openHeatmap(state.heat.name, $("#mode").value); });
+  $("#split").addEventListener("change", () => {
+    if (!state.heat) return;
+    state.heat.split = Number($("#split").value);
+    state.heat.fitNext = true;
+    openHeatmap(state.heat.name, $("#mode").value);
+  });
   const cv = $("#heatmap");
   $("#zoom-in").addEventListener("click", () => zoomAt(1, cv.width / 2, cv.height / 2));
   $("#zoom-out").addEventListener("click", () => zoomAt(-1, cv.width / 2, cv.height / 2));

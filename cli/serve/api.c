@@ -164,6 +164,13 @@ static json_t *api_session(serve_ctx *c) {
     json_object_set_new(d, "path", json_string(c->path));
     json_object_set_new(d, "ref", c->ref ? json_string(c->ref_path) : json_null());
     json_object_set_new(d, "max_tile_side", json_integer(SERVE_MAX_TILE_SIDE));
+    json_t *cache = json_object();
+    pthread_mutex_lock(&c->mu);
+    json_object_set_new(cache, "bytes", json_integer((json_int_t)c->cached_bytes));
+    json_object_set_new(cache, "limit_bytes", json_integer((json_int_t)c->cache_bytes));
+    json_object_set_new(cache, "n_pyramids", json_integer(c->n_cache));
+    pthread_mutex_unlock(&c->mu);
+    json_object_set_new(d, "pyramid_cache", cache);
     return d;
 }
 
@@ -357,6 +364,7 @@ static json_t *api_qdiff(serve_ctx *c, int *status) {
         memset(&p, 0, sizeof p);
         p.n_threads = g_cli.threads;
         s = tm_qdiff(c->ref, c->f, &p, &c->qdiff, &err);
+        if (!s) qdiff_apply_manifest(c->path, c->qdiff);  /* exactly as `qdiff` does */
     }
     json_t *d = s ? NULL : qdiff_json(c->qdiff, c->ref_path, c->path);
     pthread_mutex_unlock(&c->mu);

@@ -26,6 +26,7 @@ json_t *scalar_json(const tm_file *f, const tm_tensor *t, int nc, const int64_t 
 tm_status scalar_lookup(const tm_file *f, int64_t ti, int64_t flat, const tm_file *ref, int64_t ri,
                         tm_qelement *qe, double *value, double *ref_value, tm_err *err);
 json_t *qdiff_json(const tm_qdiff_result *r, const char *ref_path, const char *q_path);
+void    qdiff_apply_manifest(const char *quant_path, tm_qdiff_result *r);
 
 #define SERVE_MAX_TILE_SIDE 512          /* pixels a side per /api/v1/tile request          */
 #define SERVE_MAX_URL       2048         /* bytes of a request URL                          */
@@ -49,8 +50,10 @@ typedef struct serve_ctx {
     const char     *ref_path;
     uint64_t        cache_bytes;/* bound on all pyramids together                        */
     int             port;
-    char            hosts[4][300]; /* accepted Host header values ("127.0.0.1:8080")    */
+    char            hosts[20][300]; /* accepted Host header values ("127.0.0.1:8080")   */
     int             n_hosts;
+    const char     *allow[16];  /* --allow-host names (without port)                    */
+    int             n_allow;
     pthread_mutex_t mu;         /* guards everything below                              */
     serve_tiles    *cache;
     int             n_cache, cap_cache;

@@ -162,6 +162,7 @@ int serve_run(serve_ctx *c, const char *host, int port) {
     } else if (strcmp(host, addr)) {
         add_host(c, host, strchr(host, ':') != NULL);
     }
+    for (int k = 0; k < c->n_allow; k++) add_host(c, c->allow[k], strchr(c->allow[k], ':') != NULL);
     printf("http://%s%s%s:%d/\n", v6 ? "[" : "", addr, v6 ? "]" : "", c->port);
     fflush(stdout);
     if (!g_cli.quiet) fprintf(stderr, "tensormorph serve: serving %s%s%s; Ctrl-C stops\n", c->path, c->ref ? " with reference " : "", c->ref ? c->ref_path : "");

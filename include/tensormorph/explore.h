@@ -41,8 +41,8 @@ int64_t   tm_tiles_rows(const tm_tiles *t);
 int64_t   tm_tiles_cols(const tm_tiles *t);
 
 /* tm_tiles_build_pyramid: one streaming pass over the tensor building min/max/mean summaries
-** at steps b, 2b, 4b, ... up to one cell, b the smallest power of two >= 2 whose level fits in
-** max_bytes * 3/4 (all levels together stay below max_bytes). Later tile reads at a step >= b
+** at steps b, 2b, 4b, ... up to one cell, b the smallest power of two >= 2 whose levels all
+** together fit in max_bytes (12 bytes per cell). Later tile reads at a step >= b
 ** read the pyramid instead of the tensor. Memory: tm_tiles_bytes(). Building twice is a no-op.
 ** Returns TM_OK | TM_E_NOMEM | TM_E_CORRUPT | TM_E_LIMIT (max_bytes too small for any level). */
 tm_status tm_tiles_build_pyramid(tm_tiles *t, uint64_t max_bytes, tm_err *err);

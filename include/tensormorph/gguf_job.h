@@ -47,6 +47,8 @@ typedef struct tm_gguf_qparams {
     void (*progress)(void *ud, const char *phase, uint64_t done, uint64_t total);
     void        *progress_ud;
     volatile const int *cancel;
+    int          force;               /* 1: replace an existing OUT that is a previous tensormorph
+                                         output (has "<OUT>.manifest.json"); never anything else */
 } tm_gguf_qparams;
 
 tm_gguf_qparams tm_gguf_qparams_default(void); /* Q8_0, rules on, 1 thread */
@@ -78,7 +80,9 @@ typedef struct tm_gguf_qresult {
 ** general.file_type are set (moved to the end, as ggml's gguf_set_val does) and split.* keys
 ** removed. The file is written as "<out>.tmp.<pid>" and renamed into place; the manifest
 ** "<out>.manifest.json" follows.
-** Returns TM_OK | TM_E_INVALID_ARG (bad ftype or regex) | TM_E_UNSUPPORTED (a source tensor
+** An existing OUT is replaced only when it is a previous tensormorph output and p->force is
+** set; OUT may never be the input.
+** Returns TM_OK | TM_E_INVALID_ARG (bad ftype or regex; OUT exists, is the input or a directory) | TM_E_UNSUPPORTED (a source tensor
 ** already quantized, or a type the rules pick that cannot hold the row under --strict) |
 ** TM_E_NONFINITE | TM_E_RANGE (a block scale overflows f16: names tensor, row and block) |
 ** TM_E_IO | TM_E_NOMEM | TM_E_CANCELLED. Free the result with tm_gguf_qresult_free. */

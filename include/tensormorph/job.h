@@ -51,6 +51,7 @@ typedef struct tm_errsum {
     int64_t worst_group;       /* flat param index with the largest RMSE in LSB (-1 none)       */
     double  worst_group_rmse_lsb;
     double  cosine;            /* cosine similarity of x and xq                                  */
+    int64_t n_bad_scales;      /* scales that are NaN, infinite, zero or negative                */
 } tm_errsum;
 
 /* Streaming accumulator behind tm_errsum. Deterministic: merge in a fixed order. */
@@ -62,6 +63,10 @@ typedef struct tm_erracc {
     double *param_sum_l2;      /* [n_params] sum of (err/scale)^2                               */
     int64_t *param_n;          /* [n_params]                                                    */
 } tm_erracc;
+
+/* tm_lsb_size: one LSB at source value x for codes of code_dtype with this scale: |scale| for
+** integer codes; for float8 codes |scale| times the spacing of the float8 grid at x/scale. */
+double    tm_lsb_size(tm_dtype code_dtype, double scale, double x);
 
 tm_status tm_erracc_init(tm_erracc *a, int64_t n_params, tm_err *err);
 void      tm_erracc_free(tm_erracc *a);
@@ -85,6 +90,9 @@ typedef struct tm_qdiff_entry {
     int         flagged;
     char        reason[256];   /* why flagged, "" otherwise                                      */
     char        scheme[96];    /* "I4 group:128 sym f32-scale"                                    */
+    int         clip_expected; /* the observer clips by design (percentile, mse, entropy,
+                                  histogram) or the codec searches its range (ggml K-quants):
+                                  clipping and half-LSB excess are not flagged; RMSE and SQNR are */
 } tm_qdiff_entry;
 
 typedef struct tm_qdiff_result {
@@ -109,7 +117,8 @@ typedef struct tm_qdiff_params {
 ** Returns TM_OK | TM_E_NOMEM | TM_E_CORRUPT | TM_E_CANCELLED. Free with tm_qdiff_free. */
 tm_status tm_qdiff(const tm_file *ref, const tm_file *q, const tm_qdiff_params *p,
                    tm_qdiff_result **out, tm_err *err);
-/* tm_qdiff_flag: (re)apply the flag rules to r (median, thresholds). Called by tm_qdiff. */
+/* tm_qdiff_flag: (re)apply the flag rules to r (median SQNR per scheme, thresholds). Called by
+** tm_qdiff; call again after changing entries' clip_expected. */
 void      tm_qdiff_flag(tm_qdiff_result *r);
 void      tm_qdiff_free(tm_qdiff_result *r);
 
@@ -130,6 +139,9 @@ typedef struct tm_qjob_params {
     const char    **exclude;int64_t n_exclude; /* regexes: never these                          */
     int             quantize_embeddings;  /* 0: embeddings and lm_head stay dense (default)     */
     int             strict;        /* 1: a tensor the output layout cannot hold is an error       */
+    int             force;         /* 1: replace an existing OUT that holds a previous tensormorph
+                                      output (tensormorph-manifest.json); anything else is never
+                                      replaced                                                    */
     int             no_checksums;  /* 1: skip sha256 of sources and outputs                       */
     int             n_threads;     /* 0 = 1                                                       */
     uint64_t        max_shard_bytes;
@@ -161,6 +173,8 @@ typedef struct tm_qjob_result {
     double   seconds;
     char    *manifest_json;      /* the manifest as written (malloc'd)                           */
     char    *out_path;           /* the output directory                                         */
+    char   **warnings;           /* lines about runtime compatibility of the output (malloc'd)   */
+    int64_t  n_warnings;
 } tm_qjob_result;
 
 /* tm_quantize_checkpoint: quantize `in` into a compressed-tensors directory `out_dir`

@@ -15,7 +15,8 @@ static tm_status diff_one(void *vctx, int64_t k, int thread, tm_err *err) {
     if (e->kind != TM_DIFF_SAME && e->kind != TM_DIFF_DTYPE) return TM_OK;
     const tm_tensor *ta = tm_file_tensor(c->a, e->a_index), *tb = tm_file_tensor(c->b, e->b_index);
     /* identical bytes of identical plain tensors: nothing to compute */
-    if (!ta->quant && !tb->quant && ta->dtype == tb->dtype && ta->n_bytes == tb->n_bytes) {
+    if (!ta->quant && !tb->quant && ta->dtype == tb->dtype && ta->n_bytes == tb->n_bytes &&
+        ta->fortran_order == tb->fortran_order && ta->big_endian == tb->big_endian) {
         const void *pa, *pb;
         if (tm_tensor_data(c->a, e->a_index, 0, ta->n_bytes, &pa, NULL) == TM_OK &&
             tm_tensor_data(c->b, e->b_index, 0, tb->n_bytes, &pb, NULL) == TM_OK &&

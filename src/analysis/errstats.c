@@ -44,6 +44,13 @@ static double fp8_spacing(tm_dtype dt, double v) {
     return ldexp(1.0, e - mbits);
 }
 
+double tm_lsb_size(tm_dtype code_dtype, double scale, double x) {
+    double s = fabs(scale);
+    if ((code_dtype == TM_F8_E4M3 || code_dtype == TM_F8_E5M2) && s > 0)
+        return s * fp8_spacing(code_dtype, x / s);
+    return s;
+}
+
 void tm_erracc_add(tm_erracc *a, tm_dtype code_dtype, const float *x, const float *xq,
                    const int64_t *param, const float *scale, const int32_t *zero_point,
                    int64_t qmin, int64_t qmax, int64_t n) {

@@ -82,7 +82,12 @@ static tm_status qdiff_one(void *vctx, int64_t k, int thread, tm_err *err) {
     }
     if (s == TM_OK) {
         tm_erracc_summary(&acc, &e->e);
+        for (int64_t k2 = 0; k2 < n_params; k2++)
+            if (!(scale[k2] > 0) || !isfinite(scale[k2])) e->e.n_bad_scales++;
         scheme_str(c->q, tq, e->scheme, sizeof e->scheme);
+        /* ggml codecs round the scale after choosing codes and search K-quant ranges: neither
+        ** the half-LSB bound nor "no clipping" holds by design */
+        if (qt->ggml_type != 0) e->clip_expected = 1;
     } else {
         tm__err_prefix(err, "qdiff: tensor '%s'", tq->name);
     }
@@ -97,11 +102,25 @@ static int cmp_double(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
+static double sort_key(double v) { return isnan(v) ? -INFINITY : v; }
+
 static int cmp_entry(const void *a, const void *b) {
     const tm_qdiff_entry *x = a, *y = b;
     if (x->flagged != y->flagged) return y->flagged - x->flagged;
-    if (x->e.sqnr_db != y->e.sqnr_db) return x->e.sqnr_db < y->e.sqnr_db ? -1 : 1;
+    double kx = sort_key(x->e.sqnr_db), ky = sort_key(y->e.sqnr_db);
+    if (kx != ky) return kx < ky ? -1 : 1;
     return strcmp(x->name, y->name);
+}
+
+/* median of the finite SQNRs of the entries with the same scheme as entries[i] */
+static double scheme_median(const tm_qdiff_result *r, int64_t i, double *buf) {
+    int64_t m = 0;
+    for (int64_t k = 0; k < r->n; k++)
+        if (!strcmp(r->entries[k].scheme, r->entries[i].scheme) && isfinite(r->entries[k].e.sqnr_db))
+            buf[m++] = r->entries[k].e.sqnr_db;
+    if (!m) return NAN;
+    qsort(buf, (size_t)m, sizeof *buf, cmp_double);
+    return m % 2 ? buf[m / 2] : 0.5 * (buf[m / 2 - 1] + buf[m / 2]);
 }
 
 void tm_qdiff_flag(tm_qdiff_result *r) {
@@ -114,10 +133,12 @@ void tm_qdiff_flag(tm_qdiff_result *r) {
         qsort(v, (size_t)m, sizeof *v, cmp_double);
         r->median_sqnr_db = m % 2 ? v[m / 2] : 0.5 * (v[m / 2 - 1] + v[m / 2]);
     }
-    free(v);
     r->n_flagged = 0;
     for (int64_t i = 0; i < r->n; i++) {
         tm_qdiff_entry *e = &r->entries[i];
+        /* compare a tensor with the others quantized the same way: an int4 layer is not
+        ** "damaged" for being 24 dB below the int8 layers of a mixed-precision model */
+        double med = v ? scheme_median(r, i, v) : NAN;
         e->flagged = 0;
         e->reason[0] = '\0';
         size_t p = 0;
@@ -129,21 +150,26 @@ void tm_qdiff_flag(tm_qdiff_result *r) {
         }                                                                                        \
         e->flagged = 1;                                                                          \
     } while (0)
+        if (e->e.n_bad_scales > 0)
+            ADD_REASON("%lld scale(s) NaN, infinite, zero or negative", (long long)e->e.n_bad_scales);
+        if (e->e.n > 0 && (isnan(e->e.sqnr_db) || isnan(e->e.rmse_lsb) || isnan(e->e.max_err_lsb)))
+            ADD_REASON("error metrics are not finite");
         if (e->e.rmse_lsb > TM_QDIFF_RMSE_LSB_FLAG)
             ADD_REASON("RMSE %.2f LSB (rounding alone gives 0.29)", e->e.rmse_lsb);
-        if (e->e.n_beyond_half_lsb > 0)
+        if (!e->clip_expected && e->e.n_beyond_half_lsb > 0)
             ADD_REASON("%lld unclipped values off by more than half an LSB (max %.2f LSB)",
                        (long long)e->e.n_beyond_half_lsb, e->e.max_err_lsb_unclipped);
-        if (e->e.clipped_fraction > TM_QDIFF_CLIPPED_FLAG)
+        if (!e->clip_expected && e->e.clipped_fraction > TM_QDIFF_CLIPPED_FLAG)
             ADD_REASON("%.2f%% of values clipped", 100.0 * e->e.clipped_fraction);
-        if (isfinite(r->median_sqnr_db) && e->e.sqnr_db < r->median_sqnr_db - TM_QDIFF_SQNR_DROP_DB)
-            ADD_REASON("SQNR %.1f dB, %.1f dB below the median %.1f dB", e->e.sqnr_db,
-                       r->median_sqnr_db - e->e.sqnr_db, r->median_sqnr_db);
+        if (isfinite(med) && e->e.sqnr_db < med - TM_QDIFF_SQNR_DROP_DB)
+            ADD_REASON("SQNR %.1f dB, %.1f dB below the median %.1f dB of its scheme", e->e.sqnr_db,
+                       med - e->e.sqnr_db, med);
         if (e->e.n_nonfinite > 0)
             ADD_REASON("%lld non-finite source values", (long long)e->e.n_nonfinite);
 #undef ADD_REASON
         if (e->flagged) r->n_flagged++;
     }
+    free(v);
     qsort(r->entries, (size_t)r->n, sizeof *r->entries, cmp_entry);
 }
 

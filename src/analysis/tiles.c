@@ -179,11 +179,15 @@ static int64_t ceil_div(int64_t a, int64_t b) { return a / b + (a % b != 0); }
 tm_status tm_tiles_build_pyramid(tm_tiles *t, uint64_t max_bytes, tm_err *err) {
     if (t->n_levels) return TM_OK;
     if (t->rows == 0 || t->cols == 0) return TM_OK;
-    /* base step: the smallest power of two >= 2 whose levels (<= 4/3 of the base) fit */
+    /* base step: the smallest power of two >= 2 whose levels, all together, fit */
     int64_t b = 2;
     for (;;) {
-        uint64_t cells = (uint64_t)ceil_div(t->rows, b) * (uint64_t)ceil_div(t->cols, b);
-        if (cells * 3 * sizeof(float) * 4 / 3 + 64 <= max_bytes) break;
+        uint64_t total = 0;
+        for (int64_t s = b;; s *= 2) {
+            total += (uint64_t)ceil_div(t->rows, s) * (uint64_t)ceil_div(t->cols, s) * 3 * sizeof(float);
+            if ((ceil_div(t->rows, s) == 1 && ceil_div(t->cols, s) == 1) || s > INT64_MAX / 4) break;
+        }
+        if (total <= max_bytes) break;
         if (b >= TM_TILE_MAX_STEP)
             return tm__err_set(err, TM_E_LIMIT, -1, "pyramid: %llu bytes hold no level",
                                (unsigned long long)max_bytes);

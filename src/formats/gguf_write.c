@@ -192,35 +192,13 @@ static ssize_t pread_full(int fd, void *buf, size_t n, off_t off) {
     return (ssize_t)got;
 }
 
-tm_status tm_gguf_kvlist_read(const char *path, tm_gguf_kvlist **out, tm_err *err) {
-    *out = NULL;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return tm__err_sys(err, errno, "%s: cannot open", path);
-    struct stat st;
-    if (fstat(fd, &st) != 0) {
-        int e = errno;
-        close(fd);
-        return tm__err_sys(err, e, "%s: cannot stat", path);
-    }
-    uint64_t size = (uint64_t)st.st_size;
-    uint64_t nread = size < GGUF_HEADER_CAP ? size : GGUF_HEADER_CAP;
-    uint8_t *b = malloc(nread ? nread : 1);
-    if (!b) {
-        close(fd);
-        return tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
-    }
-    ssize_t r = pread_full(fd, b, (size_t)nread, 0);
-    int e = errno;
-    close(fd);
-    if (r < 0 || (uint64_t)r != nread) {
-        free(b);
-        return r < 0 ? tm__err_sys(err, e, "%s: cannot read", path)
-                     : tm__err_set(err, TM_E_IO, -1, "%s: file shrank while reading", path);
-    }
+/* Parse the metadata of the first nread bytes of a GGUF file into a new list. */
+static tm_status parse_kv(const uint8_t *b, uint64_t nread, const char *path, tm_gguf_kvlist **out,
+                          tm_err *err) {
     tm_status s = TM_OK;
     tm_gguf_kvlist *l = tm_gguf_kvlist_new();
-    if (!l) s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
-    if (!s && (nread < 24 || memcmp(b, "GGUF", 4) != 0))
+    if (!l) return tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
+    if (nread < 24 || memcmp(b, "GGUF", 4) != 0)
         s = tm__err_set(err, TM_E_CORRUPT, 0, "%s: not a GGUF file (no \"GGUF\" magic and header)", path);
     uint32_t version = s ? 0 : tm__ld32(b + 4);
     if (!s && version != 2 && version != 3)
@@ -232,11 +210,16 @@ tm_status tm_gguf_kvlist_read(const char *path, tm_gguf_kvlist **out, tm_err *er
                         path, (unsigned long long)n_kv);
     for (uint64_t k = 0; k < n_kv && !s; k++) {
         uint64_t at = pos;
-        if (nread - pos < 8) { s = tm__err_set(err, TM_E_CORRUPT, (int64_t)pos, "%s: metadata entry %llu: truncated key", path, (unsigned long long)k); break; }
+        if (nread - pos < 8) {
+            s = tm__err_set(err, TM_E_CORRUPT, (int64_t)pos, "%s: metadata entry %llu: truncated key",
+                            path, (unsigned long long)k);
+            break;
+        }
         uint64_t klen = tm__ld64(b + pos);
         if (klen == 0 || klen > nread - pos - 8 || nread - pos - 8 - klen < 4) {
-            s = tm__err_set(err, TM_E_CORRUPT, (int64_t)pos, "%s: metadata entry %llu: key length %llu runs past the header",
-                            path, (unsigned long long)k, (unsigned long long)klen);
+            s = tm__err_set(err, TM_E_CORRUPT, (int64_t)pos,
+                            "%s: metadata entry %llu: key length %llu runs past the header", path,
+                            (unsigned long long)k, (unsigned long long)klen);
             break;
         }
         char *key = tm__strndup((const char *)b + pos + 8, (size_t)klen);
@@ -246,7 +229,8 @@ tm_status tm_gguf_kvlist_read(const char *path, tm_gguf_kvlist **out, tm_err *er
         uint64_t vs = value_size(t, b + pos, nread - pos, 0);
         if (!key) s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
         else if (!vs)
-            s = tm__err_set(err, TM_E_CORRUPT, (int64_t)at, "%s: metadata '%s': value of type %u is malformed or runs past the header",
+            s = tm__err_set(err, TM_E_CORRUPT, (int64_t)at,
+                            "%s: metadata '%s': value of type %u is malformed or runs past the header",
                             path, key, t);
         else if (tm_gguf_kvlist_find(l, key) >= 0)
             s = tm__err_set(err, TM_E_CORRUPT, (int64_t)at, "%s: metadata key '%s' appears twice", path, key);
@@ -254,13 +238,49 @@ tm_status tm_gguf_kvlist_read(const char *path, tm_gguf_kvlist **out, tm_err *er
         free(key);
         pos += vs;
     }
-    free(b);
     if (s) {
         tm_gguf_kvlist_free(l);
         return s;
     }
     *out = l;
     return TM_OK;
+}
+
+tm_status tm_gguf_kvlist_read(const char *path, tm_gguf_kvlist **out, tm_err *err) {
+    *out = NULL;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return tm__err_sys(err, errno, "%s: cannot open", path);
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        int e = errno;
+        close(fd);
+        return tm__err_sys(err, e, "%s: cannot stat", path);
+    }
+    const uint64_t size = (uint64_t)st.st_size;
+    const uint64_t limit = size < GGUF_HEADER_CAP ? size : GGUF_HEADER_CAP;
+    /* Read 1 MiB first and 4x more while the metadata runs past what was read: a big model's
+    ** header is read, never its tensor data. */
+    uint64_t want = 1u << 20;
+    tm_status s = TM_OK;
+    for (;;) {
+        uint64_t nread = want < limit ? want : limit;
+        uint8_t *b = malloc(nread ? nread : 1);
+        if (!b) { s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory"); break; }
+        ssize_t r = pread_full(fd, b, (size_t)nread, 0);
+        int e = errno;
+        if (r < 0 || (uint64_t)r != nread) {
+            free(b);
+            s = r < 0 ? tm__err_sys(err, e, "%s: cannot read", path)
+                      : tm__err_set(err, TM_E_IO, -1, "%s: file shrank while reading", path);
+            break;
+        }
+        s = parse_kv(b, nread, path, out, err);
+        free(b);
+        if (s == TM_OK || s == TM_E_NOMEM || s == TM_E_UNSUPPORTED || nread >= limit) break;
+        want *= 4; /* perhaps only truncated by the read: try again with more */
+    }
+    close(fd);
+    return s;
 }
 
 /* ---------------------------------------------------------------------------------------- */

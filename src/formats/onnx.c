@@ -35,7 +35,8 @@
 ** INT4) and listed as I8/U8 (phys_dtype I4/U4), the form the tensor view reads zero points in.
 **
 ** Limits: a protobuf message cannot exceed 2 GiB, so a model file larger than that is refused
-** (its weights must be external). Graph nesting is limited to ONNX_MAX_DEPTH.
+** (its weights must be external). Graph nesting is limited to ONNX_MAX_DEPTH, message nesting
+** to ONNX_MAX_MSG_DEPTH (measured before protobuf-c, which recurses, sees the bytes).
 */
 #include "file.h"
 #include "../core/fsutil.h"
@@ -51,6 +52,7 @@
 
 #define ONNX_MAX_FILE   (2ull << 30) /* protobuf's message size limit                          */
 #define ONNX_MAX_DEPTH  64           /* nested subgraphs                                         */
+#define ONNX_MAX_MSG_DEPTH 512       /* nested messages of any kind (checked before decoding)    */
 
 /* ---------------------------------------------------------------------------------------- */
 /* Element types                                                                             */
@@ -140,6 +142,8 @@ typedef struct ox_ctx {
     int         n_bound;      /* tm_onnx_open_bound: TensorProto files bound to graph inputs */
     const char *const *bound;
 } ox_ctx;
+
+static int too_deep(const ProtobufCMessageDescriptor *root, const uint8_t *b, size_t n, int max);
 
 #define ARENA_SLOT (-2) /* file_index of tensors whose bytes sit in the arena (patched at end) */
 
@@ -296,7 +300,12 @@ static tm_status external_map(ox_ctx *c, const char *tname, const char *loc, int
     /* the resolved file (symlinks followed) must still lie inside the model's folder */
     char *rdir = realpath(c->dir, NULL), *rfull = realpath(full, NULL);
     tm_status s = TM_OK;
-    if (!rfull) {
+    if (!rfull && errno == ENOENT) {
+        s = tm__err_set(err, TM_E_CORRUPT, name_offset(c, loc),
+                        "%s: tensor '%s': external data file '%s' (%s) is missing", c->path, tname,
+                        loc, full);
+        if (err) err->sys_errno = ENOENT;
+    } else if (!rfull) {
         s = tm__err_sys(err, errno, "%s: tensor '%s': external data file '%s' (%s)", c->path, tname,
                         loc, full);
     } else if (!rdir || strncmp(rfull, rdir, strlen(rdir)) != 0 ||
@@ -692,7 +701,10 @@ static tm_status bind_input(ox_ctx *c, const char *name, const char *path, tm_er
     const tm__map *m = &c->f->maps[slot];
     if (m->size > ONNX_MAX_FILE)
         return tm__err_set(err, TM_E_LIMIT, 0, "%s: more than 2 GiB", path);
-    Onnx__TensorProto *tp = onnx__tensor_proto__unpack(NULL, (size_t)m->size, m->base);
+    Onnx__TensorProto *tp = too_deep(&onnx__tensor_proto__descriptor, m->base, (size_t)m->size,
+                                     ONNX_MAX_MSG_DEPTH)
+                                ? NULL
+                                : onnx__tensor_proto__unpack(NULL, (size_t)m->size, m->base);
     if (!tp)
         return tm__err_set(err, TM_E_CORRUPT, 0,
                            "%s: the %llu bytes do not decode as an onnx.TensorProto (malformed or "
@@ -1158,6 +1170,63 @@ static tm_status add_meta_fmt(tm_file *f, const char *key, tm_err *err, const ch
     return tm__file_add_meta(f, key, buf, err);
 }
 
+/* protobuf-c decodes nested messages recursively without a depth limit, so a small file of
+** deeply nested subgraphs (or TypeProtos) would exhaust the stack. Before it runs, the nesting
+** depth is measured: only tags and lengths are read, and which fields are messages is looked
+** up in protobuf-c's generated descriptors; values are never decoded here. Bytes this walk
+** cannot follow are left for protobuf-c to reject. Returns 1 when the depth exceeds `max`. */
+
+static int wire_varint(const uint8_t *b, size_t end, size_t *pos, uint64_t *v) {
+    uint64_t r = 0;
+    for (int sh = 0; sh < 64 && *pos < end; sh += 7) {
+        uint8_t x = b[(*pos)++];
+        r |= (uint64_t)(x & 0x7f) << sh;
+        if (!(x & 0x80)) { *v = r; return 1; }
+    }
+    return 0;
+}
+
+static int too_deep(const ProtobufCMessageDescriptor *root, const uint8_t *b, size_t n, int max) {
+    struct { const ProtobufCMessageDescriptor *d; size_t end; } st[ONNX_MAX_MSG_DEPTH + 1];
+    if (max > ONNX_MAX_MSG_DEPTH) max = ONNX_MAX_MSG_DEPTH;
+    int depth = 0;
+    size_t pos = 0;
+    st[0].d = root;
+    st[0].end = n;
+    while (depth >= 0) {
+        if (pos >= st[depth].end) {
+            if (pos > st[depth].end) return 0;
+            depth--;
+            continue;
+        }
+        uint64_t tag, len;
+        if (!wire_varint(b, st[depth].end, &pos, &tag)) return 0;
+        switch (tag & 7) {
+        case 0: if (!wire_varint(b, st[depth].end, &pos, &len)) return 0; break;
+        case 1: pos += 8; break;
+        case 5: pos += 4; break;
+        case 2: {
+            if (!wire_varint(b, st[depth].end, &pos, &len) || len > st[depth].end - pos) return 0;
+            const ProtobufCFieldDescriptor *fd =
+                tag >> 3 <= UINT32_MAX
+                    ? protobuf_c_message_descriptor_get_field(st[depth].d, (unsigned)(tag >> 3))
+                    : NULL;
+            if (fd && fd->type == PROTOBUF_C_TYPE_MESSAGE && fd->descriptor) {
+                if (depth + 1 > max) return 1;
+                depth++;
+                st[depth].d = fd->descriptor;
+                st[depth].end = pos + (size_t)len;
+            } else {
+                pos += (size_t)len;
+            }
+            break;
+        }
+        default: return 0;
+        }
+    }
+    return 0;
+}
+
 /* Shared tail: walk the model in map slot 0 and finish the tm_file. */
 static tm_status parse_model(ox_ctx *c, const tm_open_params *p, tm_err *err) {
     tm_file *f = c->f;
@@ -1166,6 +1235,10 @@ static tm_status parse_model(ox_ctx *c, const tm_open_params *p, tm_err *err) {
         return tm__err_set(err, TM_E_LIMIT, 0,
                            "%s: %llu bytes, more than the 2 GiB a protobuf message may hold", c->path,
                            (unsigned long long)m->size);
+    if (too_deep(&onnx__model_proto__descriptor, m->base, (size_t)m->size, ONNX_MAX_MSG_DEPTH))
+        return tm__err_set(err, TM_E_LIMIT, 0,
+                           "%s: messages nest more than %d deep (subgraphs or types); refused "
+                           "before decoding", c->path, ONNX_MAX_MSG_DEPTH);
     Onnx__ModelProto *mp = onnx__model_proto__unpack(NULL, (size_t)m->size, m->base);
     if (!mp)
         return tm__err_set(err, TM_E_CORRUPT, 0,
@@ -1367,7 +1440,9 @@ tm_status tm_onnx_open_tensor(const char *path, tm_file **out, tm_err *err) {
         c.file_len = (size_t)f->maps[0].size;
         if (f->maps[0].size > ONNX_MAX_FILE)
             s = tm__err_set(err, TM_E_LIMIT, 0, "%s: more than 2 GiB", path);
-        else if (!(tp = onnx__tensor_proto__unpack(NULL, (size_t)f->maps[0].size, f->maps[0].base)))
+        else if (too_deep(&onnx__tensor_proto__descriptor, f->maps[0].base,
+                          (size_t)f->maps[0].size, ONNX_MAX_MSG_DEPTH) ||
+                 !(tp = onnx__tensor_proto__unpack(NULL, (size_t)f->maps[0].size, f->maps[0].base)))
             s = tm__err_set(err, TM_E_CORRUPT, 0,
                             "%s: the %llu bytes do not decode as an onnx.TensorProto (malformed or "
                             "truncated protobuf)", path, (unsigned long long)f->maps[0].size);

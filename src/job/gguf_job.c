@@ -373,12 +373,12 @@ typedef struct gjob {
     uint64_t              total_bytes, done_bytes;
 } gjob;
 
+/* Progress: the callback runs under the job's lock, so it is never called concurrently. */
 static void report(gjob *j, uint64_t add) {
     pthread_mutex_lock(&j->mu);
     j->done_bytes += add;
-    uint64_t d = j->done_bytes;
+    if (j->p->progress) j->p->progress(j->p->progress_ud, "quantize", j->done_bytes, j->total_bytes);
     pthread_mutex_unlock(&j->mu);
-    if (j->p->progress) j->p->progress(j->p->progress_ud, "quantize", d, j->total_bytes);
 }
 
 /* Take the next (plan, chunk); 0 when there is no more work or an error stopped the job. */
@@ -454,7 +454,7 @@ static tm_status do_quant_chunk(gjob *j, gplan *pl, int64_t c, wbuf *b, tm_err *
         int64_t bad;
         s = tm_gq_quantize_row(pl->out_type, b->x + (r - r0) * ne0, ne0, b->q + (size_t)((uint64_t)(r - r0) * rb), &bad, err);
         if (s) {
-            tm__err_prefix(err, "%s: tensor '%s' (%s): row %lld", tm_file_path(j->in, 0), pl->name,
+            tm__err_prefix(err, "%s: tensor '%s' (%s): row %lld", tm_file_path(j->in, t->file_index), pl->name,
                            tname(pl->out_type), (long long)r);
             return s;
         }
@@ -553,9 +553,27 @@ tm_status tm_gguf_quantize(tm_file *in, const char *out_path, const tm_gguf_qpar
     const int def_type = tm_gguf_ftype_default_type(p->ftype);
     if (def_type < 0) return tm__err_set(err, TM_E_INVALID_ARG, -1, "unknown GGUF file type %d", p->ftype);
     const int def_quantized = def_type != TM_GQ_F16 && def_type != TM_GQ_BF16;
+    /* nothing is lost: OUT is a new path, or (with force) a previous tensormorph output */
     struct stat st;
-    if (stat(out_path, &st) == 0 && S_ISDIR(st.st_mode))
-        return tm__err_set(err, TM_E_INVALID_ARG, -1, "%s: is a directory (a GGUF output is one file)", out_path);
+    if (stat(out_path, &st) == 0) {
+        if (S_ISDIR(st.st_mode))
+            return tm__err_set(err, TM_E_INVALID_ARG, -1, "-o %s is a directory (a GGUF output is one file)", out_path);
+        for (int i = 0; i < tm_file_n_paths(in); i++) {
+            struct stat is;
+            if (stat(tm_file_path(in, i), &is) == 0 && is.st_dev == st.st_dev && is.st_ino == st.st_ino)
+                return tm__err_set(err, TM_E_INVALID_ARG, -1, "-o %s is the input; choose another output path", out_path);
+        }
+        char *mp = tm__aprintf("%s.manifest.json", out_path);
+        struct stat ms;
+        int ours = mp && stat(mp, &ms) == 0 && S_ISREG(ms.st_mode);
+        free(mp);
+        if (!(ours && p->force))
+            return tm__err_set(err, TM_E_INVALID_ARG, -1,
+                               ours ? "-o %s holds a previous tensormorph output; add --force to replace it"
+                                    : "-o %s exists; tensormorph never replaces a file it did not write "
+                                      "(choose another path)",
+                               out_path);
+    }
 
     tm_status s = TM_OK;
     regex_t *re = NULL;

@@ -5,9 +5,6 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#ifndef TM_GIT_COMMIT
-#define TM_GIT_COMMIT "unknown"
-#endif
 
 json_t *tm__manifest_num(double v) {
     if (isnan(v)) return json_string("nan");
@@ -31,7 +28,7 @@ json_t *tm__manifest_new(const char *command_line, int no_checksums, const tm_fi
     json_t *tool = json_object();
     json_object_set_new(tool, "name", json_string("tensormorph"));
     json_object_set_new(tool, "version", json_string(TM_VERSION_STRING));
-    json_object_set_new(tool, "git_commit", json_string(TM_GIT_COMMIT));
+    json_object_set_new(tool, "git_commit", json_string(tm_git_commit()));
     json_object_set_new(man, "tool", tool);
     json_object_set_new(man, "command_line", command_line ? json_string(command_line) : json_null());
     tm_host_info_t h;

@@ -12,9 +12,13 @@
 #include "../core/core.h"
 #include "../core/fsutil.h"
 #include "../core/pool.h"
+#include "../view/layout.h"
 #include "manifest.h"
 
+#include <dirent.h>
+#include <stdarg.h>
 #include <errno.h>
+#include <limits.h>
 #include <jansson.h>
 #include <math.h>
 #include <pthread.h>
@@ -25,9 +29,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#ifndef TM_GIT_COMMIT
-#define TM_GIT_COMMIT "unknown"
-#endif
 
 enum { CHUNK_TARGET_BYTES = 4 << 20 };  /* source bytes per task (about 1M f32 values) */
 
@@ -52,7 +53,7 @@ typedef struct plan_t {
     int64_t  *param_n;
     tm_erracc *chunk_acc;     /* [n_tasks]                                                     */
     int64_t   n_degenerate;
-    char      module[256];    /* name without ".weight"                                        */
+    char     *module;         /* name without ".weight" (malloc'd)                             */
 } plan_t;
 
 typedef struct job_t {
@@ -241,16 +242,20 @@ static tm_status decide(job_t *j, plan_t *pl, tm_err *err) {
             return tm__err_set(err, TM_E_UNSUPPORTED, -1, "--strict: tensor '%s': %s", t->name, pl->reason);
         return TM_OK;
     }
+    /* one group per row is per-channel: compressed-tensors infers the strategy from the scale's
+    ** shape ([rows, 1] = channel), so say so in the config too */
+    if (pl->spec.gran.kind == TM_GRAN_GROUP && pl->spec.gran.group_size >= pl->cols) {
+        pl->spec.gran.kind = TM_GRAN_CHANNEL;
+        pl->spec.gran.axis = 0;
+    }
     /* normalise axes to the 2-D convention */
     if (pl->spec.gran.kind == TM_GRAN_CHANNEL) pl->spec.gran.axis = 0;
     if (pl->spec.gran.kind == TM_GRAN_GROUP) pl->spec.gran.axis = 1;
     pl->kind = pl->spec.code_dtype == TM_F8_E4M3 ? OUT_FP8 : OUT_PACK;
     s = tm_qgran_param_shape(&pl->spec.gran, t->ndim, t->shape, &pl->pndim, pl->pshape, &pl->n_params, err);
     if (s) { tm__err_prefix(err, "tensor '%s'", t->name); return s; }
-    size_t ml = strlen(t->name) - strlen(".weight");
-    if (ml >= sizeof pl->module) ml = sizeof pl->module - 1;
-    memcpy(pl->module, t->name, ml);
-    pl->module[ml] = '\0';
+    pl->module = tm__strndup(t->name, strlen(t->name) - strlen(".weight"));
+    if (!pl->module) return tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
     return TM_OK;
 }
 
@@ -279,7 +284,18 @@ static tm_status load_rows(job_t *j, int64_t src, int64_t e0, int64_t ne, float 
 /* Observe one param unit gathered into `vals`, and store its scale / zero point. */
 static tm_status set_unit(plan_t *pl, int64_t pidx, const float *vals, int64_t n, tm_err *err) {
     double lo, hi;
-    tm_status s = tm_observe_range(&pl->spec, vals, n, &lo, &hi, err);
+    tm_qspec spec = pl->spec;
+    if (spec.observer.kind == TM_OBS_ENTROPY) {
+        /* ONNX Runtime's entropy defaults (128 bins, 128 quantized bins) leave the KL search a
+        ** single candidate, i.e. min/max. Over weights the histogram is sized to the unit:
+        ** n/4 bins rounded up to even, within [160, 2048], with 128 quantized bins, so the
+        ** search has 17 to 961 thresholds to choose from (docs/quantization.md). */
+        int64_t b = (n / 4 + 1) & ~(int64_t)1;
+        int bins = b < 160 ? 160 : b > 2048 ? 2048 : (int)b;
+        spec.observer.n_bins = bins;
+        spec.observer.n_quantized_bins = 128;
+    }
+    tm_status s = tm_observe_range(&spec, vals, n, &lo, &hi, err);
     if (s) return s;
     float sc;
     int32_t z;
@@ -369,8 +385,17 @@ static tm_status run_task_inner(void *vctx, int64_t task, int thread, tm_err *er
         uint64_t off = (uint64_t)chunk * piece;
         uint64_t n = t->n_bytes - off < piece ? t->n_bytes - off : piece;
         const void *p;
-        s = tm_tensor_data(j->in, pl->src, off, n, &p, err);
+        void *rowmajor = NULL; /* column-major or big-endian source (NumPy, PyTorch): relaid */
+        if (t->fortran_order || t->big_endian) {
+            rowmajor = malloc(n ? (size_t)n : 1);
+            s = rowmajor ? tm__tensor_bytes_rowmajor(j->in, pl->src, off, n, rowmajor, err)
+                         : tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
+            p = rowmajor;
+        } else {
+            s = tm_tensor_data(j->in, pl->src, off, n, &p, err);
+        }
         if (!s) s = tm_st_writer_write(j->w, pl->e_copy, off, p, (size_t)n, err);
+        free(rowmajor);
         tm_tensor_release(j->in, pl->src, off, n);
         progress(j, "copy", n);
         return s;
@@ -543,7 +568,7 @@ static const char *gran_strategy(tm_granularity g) {
 }
 
 /* QuantizationArgs of compressed-tensors for one scheme (every key the library knows). */
-static json_t *ct_weights_args(const tm_qspec *s) {
+static json_t *ct_weights_args(const tm_qspec *s, tm_dtype weight_dtype) {
     json_t *w = json_object();
     int fp8 = s->code_dtype == TM_F8_E4M3;
     json_object_set_new(w, "num_bits", json_integer(tm_dtype_get(s->code_dtype)->bits));
@@ -560,9 +585,13 @@ static json_t *ct_weights_args(const tm_qspec *s) {
     }
     json_object_set_new(w, "dynamic", json_false());
     json_object_set_new(w, "actorder", json_null());
-    json_object_set_new(w, "scale_dtype", json_null());
+    /* null means "the weight's dtype"; say which dtype the scales really have otherwise */
+    json_object_set_new(w, "scale_dtype", s->scale_dtype == weight_dtype ? json_null()
+                        : json_string(s->scale_dtype == TM_F16 ? "torch.float16"
+                                      : s->scale_dtype == TM_BF16 ? "torch.bfloat16" : "torch.float32"));
     json_object_set_new(w, "zp_dtype", s->symmetric ? json_null() : json_string("torch.int8"));
-    json_object_set_new(w, "observer", json_string("minmax"));
+    char ob[48];
+    json_object_set_new(w, "observer", json_string(observer_name(&s->observer, ob, sizeof ob)));
     json_object_set_new(w, "observer_kwargs", json_object());
     return w;
 }
@@ -594,15 +623,19 @@ static json_t *build_quant_config(job_t *j) {
         top_format = fmt;
         json_t *grp = json_object();
         json_t *targets = json_array();
-        if (n_groups == 1) {
+        int only_linear = 1;
+        for (int64_t i = 0; i < j->n_plans; i++)
+            if (j->plans[i].kind != OUT_COPY && (is_embedding(j->plans[i].module) || is_embedding(tm_file_tensor(j->in, j->plans[i].src)->name)))
+                only_linear = 0;
+        if (n_groups == 1 && only_linear) {
             json_array_append_new(targets, json_string("Linear"));
-        } else {
+        } else { /* exact module names: also covers embeddings, which "Linear" would not */
             for (int64_t i = 0; i < j->n_plans; i++)
                 if (j->plans[i].kind != OUT_COPY && same_scheme(&j->plans[i].spec, &r->spec))
                     json_array_append_new(targets, json_string(j->plans[i].module));
         }
         json_object_set_new(grp, "targets", targets);
-        json_object_set_new(grp, "weights", ct_weights_args(&r->spec));
+        json_object_set_new(grp, "weights", ct_weights_args(&r->spec, tm_file_tensor(j->in, r->src)->dtype));
         json_object_set_new(grp, "input_activations", json_null());
         json_object_set_new(grp, "output_activations", json_null());
         json_object_set_new(grp, "format", json_string(fmt));
@@ -618,12 +651,9 @@ static json_t *build_quant_config(job_t *j) {
         if (pl->kind != OUT_COPY || t->role != TM_ROLE_DATA || t->ndim != 2 || !ends_with(t->name, ".weight"))
             continue;
         if (is_embedding(t->name)) continue; /* not a Linear module */
-        char mod[256];
-        size_t ml = strlen(t->name) - strlen(".weight");
-        if (ml >= sizeof mod) ml = sizeof mod - 1;
-        memcpy(mod, t->name, ml);
-        mod[ml] = '\0';
-        json_array_append_new(ignore, json_string(mod));
+        char *mod = tm__strndup(t->name, strlen(t->name) - strlen(".weight"));
+        if (mod) json_array_append_new(ignore, json_string(mod));
+        free(mod);
     }
     json_object_set_new(qc, "config_groups", groups);
     json_object_set_new(qc, "format", json_string(mixed ? "mixed-precision" : (top_format ? top_format : "dense")));
@@ -721,6 +751,7 @@ static void free_plans(job_t *j) {
     for (int64_t i = 0; i < j->n_plans; i++) {
         plan_t *pl = &j->plans[i];
         free(pl->scale); free(pl->zp); free(pl->param_l2); free(pl->param_n); free(pl->chunk_acc);
+        free(pl->module);
     }
     free(j->plans);
     free(j->task_plan);
@@ -743,7 +774,150 @@ void tm_qjob_result_free(tm_qjob_result *r) {
     free(r->tensors);
     free(r->manifest_json);
     free(r->out_path);
+    for (int64_t i = 0; i < r->n_warnings; i++) free(r->warnings[i]);
+    free(r->warnings);
     free(r);
+}
+
+static void add_warning(tm_qjob_result *r, const char *fmt, ...) TM_PRINTF(2, 3);
+static void add_warning(tm_qjob_result *r, const char *fmt, ...) {
+    char buf[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    char **w = realloc(r->warnings, (size_t)(r->n_warnings + 1) * sizeof *w);
+    if (!w) return;
+    r->warnings = w;
+    if ((w[r->n_warnings] = tm__strdup(buf)) != NULL) r->n_warnings++;
+}
+
+/* Runtime notes (../shared/formats/compressed-tensors.md §7, marked "verify" there): vLLM's
+** weight-only integer kernels take channel or group scales; vLLM fuses q/k/v and gate/up and
+** needs one scheme (or all ignored) across a fused layer's shards. */
+static void runtime_warnings(const job_t *j, tm_qjob_result *r) {
+    int block_int = 0;
+    for (int64_t i = 0; i < j->n_plans; i++)
+        if (j->plans[i].kind == OUT_PACK && j->plans[i].spec.gran.kind == TM_GRAN_BLOCK) block_int = 1;
+    if (block_int)
+        add_warning(r, "int codes with block scales: compressed-tensors decodes them, but vLLM's "
+                       "weight-only int kernels take channel or group scales only");
+    static const char *const fused[][3] = {{"q_proj", "k_proj", "v_proj"}, {"gate_proj", "up_proj", NULL}};
+    for (int64_t i = 0; i < j->n_plans; i++) {
+        const char *name = tm_file_tensor(j->in, j->plans[i].src)->name;
+        for (size_t f = 0; f < 2; f++) {
+            const char *first = strstr(name, fused[f][0]);
+            if (!first || !ends_with(name, ".weight")) continue;
+            size_t pre = (size_t)(first - name);
+            for (int k = 1; k < 3 && fused[f][k]; k++) {
+                char *other = tm__aprintf("%.*s%s%s", (int)pre, name, fused[f][k], first + strlen(fused[f][0]));
+                int64_t oi = other ? tm_file_find(j->in, other) : -1;
+                if (oi >= 0 && oi < j->n_plans) {
+                    const plan_t *a = &j->plans[i], *b = &j->plans[oi];
+                    int differ = (a->kind == OUT_COPY) != (b->kind == OUT_COPY) ||
+                                 (a->kind != OUT_COPY && !same_scheme(&a->spec, &b->spec));
+                    if (differ)
+                        add_warning(r, "%s and %s are fused by vLLM but get different schemes", name, other);
+                }
+                free(other);
+            }
+        }
+    }
+}
+
+/* The files a Hugging Face checkpoint directory carries beside its weights, which a runtime
+** loading the quantized directory needs just the same. Copied when present beside the input. */
+static const char *const side_files[] = {
+    "generation_config.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
+    "tokenizer.model", "vocab.json", "vocab.txt", "merges.txt", "added_tokens.json",
+    "chat_template.jinja", "chat_template.json", "preprocessor_config.json", NULL};
+
+static tm_status copy_side_files(const tm_file *in, const char *dir, tm_err *err) {
+    if (tm_file_n_paths(in) < 1) return TM_OK;
+    char *src_dir = tm__dirname(tm_file_path(in, 0));
+    if (!src_dir) return tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
+    tm_status s = TM_OK;
+    for (int k = 0; side_files[k] && !s; k++) {
+        char *from = tm__aprintf("%s/%s", src_dir, side_files[k]);
+        char *to = tm__aprintf("%s/%s", dir, side_files[k]);
+        struct stat st;
+        if (from && to && stat(from, &st) == 0 && S_ISREG(st.st_mode) && st.st_size < (64 << 20)) {
+            FILE *fp = fopen(from, "rb");
+            char *buf = malloc((size_t)st.st_size + 1);
+            size_t got = (fp && buf) ? fread(buf, 1, (size_t)st.st_size, fp) : 0;
+            if (fp) fclose(fp);
+            if (!buf || got != (size_t)st.st_size) s = tm__err_sys(err, errno ? errno : EIO, "%s: cannot read", from);
+            else s = tm__write_file_atomic(to, buf, got, err);
+            free(buf);
+        }
+        free(from);
+        free(to);
+    }
+    free(src_dir);
+    return s;
+}
+
+/* Absolute, normalised form of a path whose last component may not exist yet. */
+static char *abs_path(const char *path) {
+    char *r = realpath(path, NULL);
+    if (r) return r;
+    char *dir = tm__dirname(path);
+    if (!dir) return NULL;
+    char *rd = realpath(dir, NULL);
+    free(dir);
+    if (!rd) return NULL;
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    char *full = tm__aprintf("%s/%s", strcmp(rd, "/") ? rd : "", base);
+    free(rd);
+    return full;
+}
+
+static int path_within(const char *inner, const char *outer) {
+    size_t n = strlen(outer);
+    return strncmp(inner, outer, n) == 0 && (inner[n] == '/' || inner[n] == '\0');
+}
+
+/* Nothing is lost: OUT may be a new path, an empty directory, or (with force) a previous
+** tensormorph output; never a directory that holds the input or anything else. Checked before
+** any work is done. */
+static tm_status check_output_dir(const tm_file *in, const char *out_dir, int force, tm_err *err) {
+    if (!out_dir || !*out_dir) return tm__err_set(err, TM_E_INVALID_ARG, -1, "empty output path");
+    char *oabs = abs_path(out_dir);
+    if (!oabs) return tm__err_sys(err, errno, "%s: cannot resolve the output path", out_dir);
+    tm_status s = TM_OK;
+    for (int i = 0; !s && i < tm_file_n_paths(in); i++) {
+        char *iabs = realpath(tm_file_path(in, i), NULL);
+        if (iabs && path_within(iabs, oabs))
+            s = tm__err_set(err, TM_E_INVALID_ARG, -1,
+                            "-o %s would replace a directory that holds the input %s; choose another "
+                            "output path", out_dir, tm_file_path(in, i));
+        free(iabs);
+    }
+    struct stat st;
+    if (!s && stat(out_dir, &st) == 0) {
+        if (!S_ISDIR(st.st_mode)) {
+            s = tm__err_set(err, TM_E_INVALID_ARG, -1, "-o %s exists and is not a directory", out_dir);
+        } else {
+            DIR *d = opendir(out_dir);
+            int n_entries = 0, has_manifest = 0;
+            struct dirent *de;
+            while (d && (de = readdir(d)) != NULL) {
+                if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..")) continue;
+                n_entries++;
+                if (!strcmp(de->d_name, "tensormorph-manifest.json")) has_manifest = 1;
+            }
+            if (d) closedir(d);
+            if (n_entries > 0 && !(has_manifest && force))
+                s = tm__err_set(err, TM_E_INVALID_ARG, -1,
+                                has_manifest ? "-o %s holds a previous tensormorph output; add --force to replace it"
+                                             : "-o %s exists and is not empty; tensormorph never replaces a "
+                                               "directory it did not write (choose another path)",
+                                out_dir);
+        }
+    }
+    free(oabs);
+    return s;
 }
 
 tm_status tm_quantize_checkpoint(tm_file *in, const char *out_dir, const tm_qjob_params *p,
@@ -761,7 +935,8 @@ tm_status tm_quantize_checkpoint(tm_file *in, const char *out_dir, const tm_qjob
     j.p = p;
     pthread_mutex_init(&j.prog_mu, NULL);
     atomic_init(&j.done_bytes, 0);
-    tm_status s = check_layout_scheme(&p->spec, err);
+    tm_status s = check_output_dir(in, out_dir, p->force, err);
+    if (!s) s = check_layout_scheme(&p->spec, err);
     for (int64_t k = 0; !s && k < p->n_rules; k++)
         if (p->rules[k].has_spec && !p->rules[k].ignore) {
             s = check_layout_scheme(&p->rules[k].spec, err);
@@ -771,6 +946,13 @@ tm_status tm_quantize_checkpoint(tm_file *in, const char *out_dir, const tm_qjob
 
     /* ---- plan ---- */
     int64_t n = tm_file_n_tensors(in);
+    for (int64_t i = 0; !s && i < n; i++)
+        if (tm_file_tensor(in, i)->quant)
+            s = tm__err_set(err, TM_E_INVALID_ARG, -1,
+                            "%s is already quantized (e.g. '%s'); quantize its full-precision source "
+                            "instead (re-quantizing codes would compound the error)",
+                            tm_file_path(in, 0), tm_file_tensor(in, i)->name);
+    if (s) return s;
     j.plans = tm__calloc((size_t)(n ? n : 1), sizeof(plan_t));
     if (!j.plans) return tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
     j.n_plans = n;
@@ -966,6 +1148,7 @@ tm_status tm_quantize_checkpoint(tm_file *in, const char *out_dir, const tm_qjob
     }
     if (!s) s = tm_st_writer_finish(j.w, err);
     if (!s) s = write_config(&j, tmpdir, err);
+    if (!s) s = copy_side_files(in, tmpdir, err);
 
     /* ---- results and manifest ---- */
     tm_qjob_result *res = NULL;
@@ -1008,6 +1191,20 @@ tm_status tm_quantize_checkpoint(tm_file *in, const char *out_dir, const tm_qjob
         qe->ref_index = i;
         qe->q_index = i;
         qe->e = rt->e;
+        {
+            char ob[48];
+            const tm_qgran *g = &pl->spec.gran;
+            char gs[64];
+            if (g->kind == TM_GRAN_CHANNEL) snprintf(gs, sizeof gs, "channel:%d", g->axis);
+            else if (g->kind == TM_GRAN_GROUP) snprintf(gs, sizeof gs, "group:%lld", (long long)g->group_size);
+            else if (g->kind == TM_GRAN_BLOCK) snprintf(gs, sizeof gs, "block:%lldx%lld", (long long)g->block_h, (long long)g->block_w);
+            else snprintf(gs, sizeof gs, "tensor");
+            snprintf(qe->scheme, sizeof qe->scheme, "%s %s %s scale:%s", tm_dtype_get(pl->spec.code_dtype)->name, gs,
+                     pl->spec.symmetric ? "sym" : "asym", tm_dtype_get(pl->spec.scale_dtype)->name);
+            (void)ob;
+            tm_observer_kind ok = pl->spec.observer.kind;
+            qe->clip_expected = ok == TM_OBS_PERCENTILE || ok == TM_OBS_MSE || ok == TM_OBS_ENTROPY || ok == TM_OBS_HISTOGRAM;
+        }
     }
     if (!s) {
         tm_qdiff_flag(&qr);
@@ -1085,6 +1282,10 @@ tm_status tm_quantize_checkpoint(tm_file *in, const char *out_dir, const tm_qjob
         json_object_set_new(sum, "output_bytes", json_integer((json_int_t)res->out_bytes));
         json_object_set_new(man, "results", sum);
         tm__manifest_add_times(man, wall0, res->seconds);
+        runtime_warnings(&j, res);
+        json_t *wa = json_array();
+        for (int64_t k = 0; k < res->n_warnings; k++) json_array_append_new(wa, json_string(res->warnings[k]));
+        json_object_set_new(man, "warnings", wa);
     }
     if (!s) {
         res->manifest_json = json_dumps(man, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17));

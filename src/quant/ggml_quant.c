@@ -544,7 +544,7 @@ static tm_status q2_k_impl(const float *x, uint8_t *y, int64_t blk, int simd, tm
     if (max_min > 0) {
         float iscale = q4scale / max_min;
         for (int j = 0; j < QK_K / 16; ++j)
-            scales[j] = (uint8_t)(scales[j] | (nearest_int(iscale * mins[j]) << 4));
+            scales[j] = (uint8_t)(scales[j] | ((unsigned)nearest_int(iscale * mins[j]) << 4));
         st = put_f16(y + 82, max_min / q4scale, "dmin", blk, err);
     } else {
         st = put_f16(y + 82, 0.f, "dmin", blk, err);
@@ -575,13 +575,21 @@ static tm_status q2_k_block_avx2(const float *x, uint8_t *y, int64_t blk, tm_err
 }
 #endif
 
-static tm_status q3_k_block(const float *x, uint8_t *y, int64_t blk, tm_err *err) {
+static tm_status q3_k_impl(const float *x, uint8_t *y, int64_t blk, int simd, tm_err *err) {
     uint8_t *hmask = y, *qs = y + 32, *scales = y + 96;
     int8_t L[QK_K];
     float sc[QK_K / 16];
     float max_scale = 0, amax = 0;
+#ifdef TM_GQ_HAVE_AVX2
+    if (simd) {
+        tm__gq_q3_x8_avx2(x, 16, 4, L, sc);
+        tm__gq_q3_x8_avx2(x + 128, 16, 4, L + 128, sc + 8);
+    }
+#else
+    (void)simd;
+#endif
     for (int j = 0; j < QK_K / 16; ++j) {
-        sc[j] = make_q3_quants(16, 4, x + 16 * j, L + 16 * j);
+        if (!simd) sc[j] = make_q3_quants(16, 4, x + 16 * j, L + 16 * j);
         float scale = fabsf(sc[j]);
         if (scale > amax) { amax = scale; max_scale = sc[j]; }
     }
@@ -629,6 +637,15 @@ static tm_status q3_k_block(const float *x, uint8_t *y, int64_t blk, tm_err *err
                                       (L[j + l + 96] << 6));
     return TM_OK;
 }
+
+static tm_status q3_k_block(const float *x, uint8_t *y, int64_t blk, tm_err *err) {
+    return q3_k_impl(x, y, blk, 0, err);
+}
+#ifdef TM_GQ_HAVE_AVX2
+static tm_status q3_k_block_avx2(const float *x, uint8_t *y, int64_t blk, tm_err *err) {
+    return q3_k_impl(x, y, blk, 1, err);
+}
+#endif
 
 /* The 6-bit scale/min of sub-block j of a Q4_K/Q5_K scales[12] field. */
 static void get_scale_min_k4(int j, const uint8_t *q, uint8_t *d, uint8_t *m) {
@@ -750,14 +767,22 @@ static tm_status q5_k_block_avx2(const float *x, uint8_t *y, int64_t blk, tm_err
 }
 #endif
 
-static tm_status q6_k_block(const float *x, uint8_t *y, int64_t blk, tm_err *err) {
+static tm_status q6_k_impl(const float *x, uint8_t *y, int64_t blk, int simd, tm_err *err) {
     uint8_t *ql = y, *qh = y + 128;
     int8_t *scales = (int8_t *)(y + 192);
     int8_t L[QK_K];
     float sc[QK_K / 16];
     float max_scale = 0, max_abs_scale = 0;
+#ifdef TM_GQ_HAVE_AVX2
+    if (simd) {
+        tm__gq_qx_x8_avx2(x, 16, 32, L, sc);
+        tm__gq_qx_x8_avx2(x + 128, 16, 32, L + 128, sc + 8);
+    }
+#else
+    (void)simd;
+#endif
     for (int ib = 0; ib < QK_K / 16; ++ib) {
-        const float scale = make_qx_quants(16, 32, x + 16 * ib, L + 16 * ib);
+        const float scale = simd ? sc[ib] : make_qx_quants(16, 32, x + 16 * ib, L + 16 * ib);
         sc[ib] = scale;
         const float abs_scale = fabsf(scale);
         if (abs_scale > max_abs_scale) { max_abs_scale = abs_scale; max_scale = scale; }
@@ -793,6 +818,15 @@ static tm_status q6_k_block(const float *x, uint8_t *y, int64_t blk, tm_err *err
     }
     return TM_OK;
 }
+
+static tm_status q6_k_block(const float *x, uint8_t *y, int64_t blk, tm_err *err) {
+    return q6_k_impl(x, y, blk, 0, err);
+}
+#ifdef TM_GQ_HAVE_AVX2
+static tm_status q6_k_block_avx2(const float *x, uint8_t *y, int64_t blk, tm_err *err) {
+    return q6_k_impl(x, y, blk, 1, err);
+}
+#endif
 
 /* ---------------------------------------------------------------------------------------- */
 /* Rows                                                                                      */
@@ -877,6 +911,8 @@ static tm_status quantize_row(int type, const float *x, int64_t n, void *out, in
         if (type == TM_GQ_Q2_K) fn = q2_k_block_avx2;
         if (type == TM_GQ_Q4_K) fn = q4_k_block_avx2;
         if (type == TM_GQ_Q5_K) fn = q5_k_block_avx2;
+        if (type == TM_GQ_Q6_K) fn = q6_k_block_avx2;
+        if (type == TM_GQ_Q3_K) fn = q3_k_block_avx2;
     }
     if (simd && (type == TM_GQ_Q8_0 || type == TM_GQ_Q4_0) && __builtin_cpu_supports("avx2")) {
         int64_t bad = type == TM_GQ_Q8_0 ? tm__gq_q8_0_avx2(x, nb, y) : tm__gq_q4_0_avx2(x, nb, y);

@@ -1,13 +1,13 @@
 /*
 ** ggml_quant_avx2.c: AVX2 variants of the Q8_0 and Q4_0 block quantizers and of the K-quant
-** scale search make_qkx2_quants (Q2_K, Q4_K, Q5_K); ggml_quant.c holds the scalar
-** specification. Compiled for every x86-64 build with __attribute__((target("avx2"))) (never
+** scale searches make_qkx2_quants (Q2_K, Q4_K, Q5_K), make_qx_quants (Q6_K) and make_q3_quants
+** (Q3_K); ggml_quant.c holds the scalar specification. Compiled for every x86-64 build with __attribute__((target("avx2"))) (never
 ** -march); ggml_quant.c calls them only after __builtin_cpu_supports("avx2").
 ** Byte-identical to the scalar code, because every lane does the scalar arithmetic:
 **   Q8_0/Q4_0: one IEEE multiply (x * id), one add (+ 8.5f), truncation or half-away-from-zero
 **   rounding done exactly (below); the per-block maximum is order-free; d and id come from the
 **   scalar expressions;
-**   make_qkx2_quants: 8 independent sub-blocks, one per lane, each lane's sums accumulated in
+**   the scale searches: 8 independent sub-blocks, one per lane, each lane's sums accumulated in
 **   the scalar order (a reduction is never reordered), intrinsics never fused.
 ** tests/unit/test_ggml_quant.c compares both paths (vectors and random rows).
 */
@@ -75,9 +75,15 @@ TM_AVX2 int64_t tm__gq_q4_0_avx2(const float *x, int64_t nb, uint8_t *y) {
     for (int64_t b = 0; b < nb; b++, x += 32, y += 18) {
         const float amax = absmax32(x);
         float max = 0.0f; /* the first value of largest magnitude, as the scalar scan finds it */
-        if (amax > 0.0f)
-            for (int j = 0; j < 32; j++)
-                if (fabsf(x[j]) == amax) { max = x[j]; break; }
+        if (amax > 0.0f) {
+            const __m256 sign = _mm256_set1_ps(-0.0f), va = _mm256_set1_ps(amax);
+            uint32_t bits = 0;
+            for (int k = 0; k < 4; k++) {
+                __m256 eq = _mm256_cmp_ps(_mm256_andnot_ps(sign, _mm256_loadu_ps(x + 8 * k)), va, _CMP_EQ_OQ);
+                bits |= (uint32_t)_mm256_movemask_ps(eq) << (8 * k);
+            }
+            max = x[__builtin_ctz(bits)]; /* bits != 0: amax is one of the |x| */
+        }
         const float d = max / -8;
         const float id = inv_or_zero(d);
         uint16_t h = tm_f32_to_f16(d);
@@ -204,6 +210,137 @@ TM_AVX2 void tm__gq_qkx2_x8_avx2(const float *x, const float *w, int n, int nmax
         int32_t l[8];
         _mm256_storeu_si256((__m256i *)(void *)l, _mm256_andnot_si256(dg, Lv[i]));
         for (int k = 0; k < 8; k++) L[k * n + i] = (uint8_t)l[k];
+    }
+}
+#endif
+
+#ifdef TM_GQ_HAVE_AVX2
+/* make_qx_quants (rmse_type 1: weights x^2, no importance) on 8 sub-blocks of n values, one per
+** lane, each lane in the scalar order. Used by Q6_K (n 16, nmax 32). */
+TM_AVX2 void tm__gq_qx_x8_avx2(const float *x, int n, int nmax, int8_t *L, float *scales) {
+    __m256 xt[32], wt[32];
+    __m256i Lv[32];
+    const __m256i idx = _mm256_setr_epi32(0, n, 2 * n, 3 * n, 4 * n, 5 * n, 6 * n, 7 * n);
+    const __m256 sign = _mm256_set1_ps(-0.0f), zero = _mm256_setzero_ps();
+    const __m256i lo = _mm256_set1_epi32(-nmax), hi = _mm256_set1_epi32(nmax - 1);
+    __m256 amax = zero, max = zero;
+    xt[0] = wt[0] = zero;
+    for (int i = 0; i < n; i++) {
+        xt[i] = _mm256_i32gather_ps(x + i, idx, 4);
+        wt[i] = _mm256_mul_ps(xt[i], xt[i]);
+        __m256 ax = _mm256_andnot_ps(sign, xt[i]);
+        __m256 gt = _mm256_cmp_ps(ax, amax, _CMP_GT_OQ); /* first largest wins */
+        amax = _mm256_blendv_ps(amax, ax, gt);
+        max = _mm256_blendv_ps(max, xt[i], gt);
+    }
+    const __m256 allzero = _mm256_cmp_ps(amax, _mm256_set1_ps(1e-15f), _CMP_LT_OQ);
+    __m256 iscale = _mm256_div_ps(_mm256_set1_ps((float)-nmax), max);
+    __m256 sumlx = zero, suml2 = zero;
+    for (int i = 0; i < n; i++) {
+        __m256i l = _mm256_min_epi32(_mm256_max_epi32(nearest_int8(_mm256_mul_ps(iscale, xt[i])), lo), hi);
+        Lv[i] = l;
+        __m256 lf = _mm256_cvtepi32_ps(l);
+        sumlx = _mm256_add_ps(sumlx, _mm256_mul_ps(_mm256_mul_ps(wt[i], xt[i]), lf));
+        suml2 = _mm256_add_ps(suml2, _mm256_mul_ps(_mm256_mul_ps(wt[i], lf), lf));
+    }
+    __m256 nz = _mm256_cmp_ps(suml2, zero, _CMP_NEQ_UQ);
+    __m256 scale = _mm256_and_ps(nz, _mm256_div_ps(sumlx, suml2));
+    __m256 best = _mm256_mul_ps(scale, sumlx);
+    for (int is = -9; is <= 9; ++is) {
+        if (is == 0) continue;
+        const float num = -(nmax + 0.1f * is);
+        iscale = _mm256_div_ps(_mm256_set1_ps(num), max);
+        __m256i La[32];
+        sumlx = suml2 = zero;
+        for (int i = 0; i < n; i++) {
+            __m256i l = _mm256_min_epi32(_mm256_max_epi32(nearest_int8(_mm256_mul_ps(iscale, xt[i])), lo), hi);
+            La[i] = l;
+            __m256 lf = _mm256_cvtepi32_ps(l);
+            sumlx = _mm256_add_ps(sumlx, _mm256_mul_ps(_mm256_mul_ps(wt[i], xt[i]), lf));
+            suml2 = _mm256_add_ps(suml2, _mm256_mul_ps(_mm256_mul_ps(wt[i], lf), lf));
+        }
+        __m256 take = _mm256_and_ps(_mm256_cmp_ps(suml2, zero, _CMP_GT_OQ),
+                                    _mm256_cmp_ps(_mm256_mul_ps(sumlx, sumlx), _mm256_mul_ps(best, suml2), _CMP_GT_OQ));
+        take = _mm256_andnot_ps(allzero, take);
+        if (_mm256_movemask_ps(take) == 0) continue;
+        __m256i ti = _mm256_castps_si256(take);
+        for (int i = 0; i < n; i++) Lv[i] = _mm256_blendv_epi8(Lv[i], La[i], ti);
+        __m256 ns = _mm256_div_ps(sumlx, suml2);
+        scale = _mm256_blendv_ps(scale, ns, take);
+        best = _mm256_blendv_ps(best, _mm256_mul_ps(ns, sumlx), take);
+    }
+    scale = _mm256_andnot_ps(allzero, scale); /* all-zero sub-blocks: codes 0, scale 0 */
+    __m256i az = _mm256_castps_si256(allzero);
+    _mm256_storeu_ps(scales, scale);
+    for (int i = 0; i < n; i++) {
+        int32_t l[8];
+        __m256i v = _mm256_add_epi32(Lv[i], _mm256_set1_epi32(nmax));
+        _mm256_storeu_si256((__m256i *)(void *)l, _mm256_andnot_si256(az, v));
+        for (int k = 0; k < 8; k++) L[k * n + i] = (int8_t)l[k];
+    }
+}
+#endif
+
+#ifdef TM_GQ_HAVE_AVX2
+/* make_q3_quants with rmse (Q3_K: n 16, nmax 4) on 8 sub-blocks, one per lane. The scalar code
+** stops its coordinate-descent passes when a pass changes nothing; a lane that has stopped
+** changing would change nothing in a further pass either (the pass depends only on the state,
+** which is unchanged), so running all lanes until no lane changes gives every lane the scalar
+** result. */
+TM_AVX2 void tm__gq_q3_x8_avx2(const float *x, int n, int nmax, int8_t *L, float *scales) {
+    __m256 xt[32], wt[32], wx[32], Lf[32];
+    const __m256i idx = _mm256_setr_epi32(0, n, 2 * n, 3 * n, 4 * n, 5 * n, 6 * n, 7 * n);
+    const __m256 sign = _mm256_set1_ps(-0.0f), zero = _mm256_setzero_ps();
+    const __m256i lo = _mm256_set1_epi32(-nmax), hi = _mm256_set1_epi32(nmax - 1);
+    __m256 amax = zero, max = zero;
+    xt[0] = wt[0] = zero;
+    for (int i = 0; i < n; i++) {
+        xt[i] = _mm256_i32gather_ps(x + i, idx, 4);
+        wt[i] = _mm256_mul_ps(xt[i], xt[i]);
+        wx[i] = _mm256_mul_ps(wt[i], xt[i]); /* w*x, the first product of w*x*l */
+        __m256 ax = _mm256_andnot_ps(sign, xt[i]);
+        __m256 gt = _mm256_cmp_ps(ax, amax, _CMP_GT_OQ);
+        amax = _mm256_blendv_ps(amax, ax, gt);
+        max = _mm256_blendv_ps(max, xt[i], gt);
+    }
+    const __m256 allzero = _mm256_cmp_ps(amax, _mm256_set1_ps(1e-15f), _CMP_LT_OQ);
+    const __m256 iscale = _mm256_div_ps(_mm256_set1_ps((float)-nmax), max);
+    __m256 sumlx = zero, suml2 = zero;
+    for (int i = 0; i < n; i++) {
+        __m256i l = _mm256_min_epi32(_mm256_max_epi32(nearest_int8(_mm256_mul_ps(iscale, xt[i])), lo), hi);
+        Lf[i] = _mm256_cvtepi32_ps(l);
+        sumlx = _mm256_add_ps(sumlx, _mm256_mul_ps(wx[i], Lf[i]));
+        suml2 = _mm256_add_ps(suml2, _mm256_mul_ps(_mm256_mul_ps(wt[i], Lf[i]), Lf[i]));
+    }
+    for (int itry = 0; itry < 5; ++itry) {
+        __m256 changed = zero;
+        for (int i = 0; i < n; i++) {
+            __m256 slx = _mm256_sub_ps(sumlx, _mm256_mul_ps(wx[i], Lf[i]));
+            __m256 ok = _mm256_cmp_ps(slx, zero, _CMP_GT_OQ);
+            if (_mm256_movemask_ps(ok) == 0) continue;
+            __m256 sl2 = _mm256_sub_ps(suml2, _mm256_mul_ps(_mm256_mul_ps(wt[i], Lf[i]), Lf[i]));
+            __m256i nl = nearest_int8(_mm256_div_ps(_mm256_mul_ps(xt[i], sl2), slx));
+            __m256 nlf = _mm256_cvtepi32_ps(_mm256_min_epi32(_mm256_max_epi32(nl, lo), hi));
+            ok = _mm256_and_ps(ok, _mm256_cmp_ps(nlf, Lf[i], _CMP_NEQ_OQ));
+            slx = _mm256_add_ps(slx, _mm256_mul_ps(wx[i], nlf));
+            sl2 = _mm256_add_ps(sl2, _mm256_mul_ps(_mm256_mul_ps(wt[i], nlf), nlf));
+            __m256 better = _mm256_cmp_ps(_mm256_mul_ps(_mm256_mul_ps(slx, slx), suml2),
+                                          _mm256_mul_ps(_mm256_mul_ps(sumlx, sumlx), sl2), _CMP_GT_OQ);
+            ok = _mm256_and_ps(ok, _mm256_and_ps(_mm256_cmp_ps(sl2, zero, _CMP_GT_OQ), better));
+            Lf[i] = _mm256_blendv_ps(Lf[i], nlf, ok);
+            sumlx = _mm256_blendv_ps(sumlx, slx, ok);
+            suml2 = _mm256_blendv_ps(suml2, sl2, ok);
+            changed = _mm256_or_ps(changed, ok);
+        }
+        if (_mm256_movemask_ps(_mm256_andnot_ps(allzero, changed)) == 0) break;
+    }
+    _mm256_storeu_ps(scales, _mm256_andnot_ps(allzero, _mm256_div_ps(sumlx, suml2)));
+    __m256i az = _mm256_castps_si256(allzero);
+    for (int i = 0; i < n; i++) {
+        int32_t l[8];
+        __m256i v = _mm256_add_epi32(_mm256_cvtps_epi32(Lf[i]), _mm256_set1_epi32(nmax));
+        _mm256_storeu_si256((__m256i *)(void *)l, _mm256_andnot_si256(az, v));
+        for (int k = 0; k < 8; k++) L[k * n + i] = (int8_t)l[k];
     }
 }
 #endif

@@ -5,6 +5,7 @@
 ** Dequantize: value = (q - zero_point) * scale in float32 [ONNX DequantizeLinear]; float8
 ** codes: value = decode(q) * scale. */
 #include "../core/core.h"
+#include "layout.h"
 
 #include <math.h>
 
@@ -433,16 +434,9 @@ tm_status tm_qelement_get(const tm_file *f, int64_t i, int64_t flat, tm_qelement
 ** are gathered into a small little-endian staging buffer and converted in batches. */
 enum { RELAYOUT_BATCH = 256 };
 
-static tm_status read_relayout(const tm_file *f, int64_t i, const tm_tensor *t, int64_t start,
-                               int64_t n, float *out, tm_err *err) {
-    const tm_dtype_traits *dt = tm_dtype_get(t->dtype);
-    if (!dt || dt->bits < 8 || dt->bits % 8 || t->ndim > TM_MAX_DIMS)
-        return tm__err_set(err, TM_E_UNSUPPORTED, -1, "tensor '%s': dtype %s has no float view",
-                           t->name, dt ? dt->name : "?");
-    size_t isz = (size_t)dt->bits / 8;
-    const void *base;
-    tm_status s = tm_tensor_data(f, i, 0, (uint64_t)t->n_elems * isz, &base, err);
-    if (s) return s;
+/* Elements [start, start+n) of a plain tensor, row-major and little-endian, into dst. */
+static void gather_rowmajor(const tm_tensor *t, const uint8_t *base, size_t isz, int64_t start,
+                            int64_t n, uint8_t *dst) {
     int64_t idx[TM_MAX_DIMS] = {0}, fstride[TM_MAX_DIMS];
     int64_t rem = start, acc = 1;
     for (int d = 0; d < t->ndim; d++) { fstride[d] = acc; acc *= t->shape[d]; }
@@ -450,27 +444,66 @@ static tm_status read_relayout(const tm_file *f, int64_t i, const tm_tensor *t, 
         idx[d] = t->shape[d] ? rem % t->shape[d] : 0;
         rem = t->shape[d] ? rem / t->shape[d] : 0;
     }
+    for (int64_t k = 0; k < n; k++) {
+        int64_t src = start + k;
+        if (t->fortran_order) {
+            src = 0;
+            for (int d = 0; d < t->ndim; d++) src += idx[d] * fstride[d];
+            for (int d = t->ndim - 1; d >= 0; d--) { /* next row-major index */
+                if (++idx[d] < t->shape[d]) break;
+                idx[d] = 0;
+            }
+        }
+        const uint8_t *p = base + (size_t)src * isz;
+        uint8_t *q = dst + (size_t)k * isz;
+        for (size_t b = 0; b < isz; b++) q[b] = t->big_endian ? p[isz - 1 - b] : p[b];
+    }
+}
+
+static tm_status relayout_base(const tm_file *f, int64_t i, const tm_tensor *t, size_t *isz,
+                               const uint8_t **base, tm_err *err) {
+    const tm_dtype_traits *dt = tm_dtype_get(t->dtype);
+    if (t->quant || !dt || dt->bits < 8 || dt->bits % 8 || t->ndim > TM_MAX_DIMS)
+        return tm__err_set(err, TM_E_UNSUPPORTED, -1, "tensor '%s': dtype %s has no element view",
+                           t->name, dt ? dt->name : "?");
+    *isz = (size_t)dt->bits / 8;
+    const void *p;
+    tm_status s = tm_tensor_data(f, i, 0, (uint64_t)t->n_elems * *isz, &p, err);
+    *base = p;
+    return s;
+}
+
+static tm_status read_relayout(const tm_file *f, int64_t i, const tm_tensor *t, int64_t start,
+                               int64_t n, float *out, tm_err *err) {
+    size_t isz = 1;
+    const uint8_t *base = NULL;
+    tm_status s = relayout_base(f, i, t, &isz, &base, err);
+    if (s) return s;
     uint8_t stage[RELAYOUT_BATCH * 8];
     for (int64_t k0 = 0; k0 < n; k0 += RELAYOUT_BATCH) {
         int64_t nb = n - k0 < RELAYOUT_BATCH ? n - k0 : RELAYOUT_BATCH;
-        for (int64_t k = 0; k < nb; k++) {
-            int64_t src = start + k0 + k;
-            if (t->fortran_order) {
-                src = 0;
-                for (int d = 0; d < t->ndim; d++) src += idx[d] * fstride[d];
-                for (int d = t->ndim - 1; d >= 0; d--) { /* next row-major index */
-                    if (++idx[d] < t->shape[d]) break;
-                    idx[d] = 0;
-                }
-            }
-            const uint8_t *p = (const uint8_t *)base + (size_t)src * isz;
-            uint8_t *q = stage + (size_t)k * isz;
-            for (size_t b = 0; b < isz; b++) q[b] = t->big_endian ? p[isz - 1 - b] : p[b];
-        }
+        gather_rowmajor(t, base, isz, start + k0, nb, stage);
         s = tm_convert_to_f32(t->dtype, stage, nb, out + k0);
         if (s) return tm__err_set(err, s, -1, "tensor '%s': cannot convert %s to float32", t->name,
-                                  dt->name);
+                                  tm_dtype_get(t->dtype)->name);
     }
+    return TM_OK;
+}
+
+tm_status tm__tensor_bytes_rowmajor(const tm_file *f, int64_t i, uint64_t off, uint64_t n,
+                                    void *dst, tm_err *err) {
+    const tm_tensor *t = tm_file_tensor(f, i);
+    if (!t) return tm__err_set(err, TM_E_INVALID_ARG, -1, "tensor index %lld out of range", (long long)i);
+    size_t isz = 1;
+    const uint8_t *base = NULL;
+    tm_status s = relayout_base(f, i, t, &isz, &base, err);
+    if (s) return s;
+    uint64_t end;
+    if (off % isz || n % isz || !tm__add_u64_ok(off, n, &end) || end > t->n_bytes)
+        return tm__err_set(err, TM_E_INVALID_ARG, -1,
+                           "tensor '%s': byte range [%llu, +%llu) is not whole elements inside it",
+                           t->name, (unsigned long long)off, (unsigned long long)n);
+    gather_rowmajor(t, base, isz, (int64_t)(off / isz), (int64_t)(n / isz), dst);
     return TM_OK;
 }
 

@@ -56,14 +56,28 @@ function check(cond, what) {
 }
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), "tm_ui_"));
+let server = null, userDir = null;
+process.on("exit", () => {  // also when a step throws: no server or scratch left behind
+  if (server) { try { server.kill("SIGTERM"); } catch (e) { /* already gone */ } }
+  fs.rmSync(tmp, { recursive: true, force: true });
+  if (userDir) fs.rmSync(userDir, { recursive: true, force: true });
+});
 const shots = path.join(build, "browser-screenshots");
 fs.mkdirSync(shots, { recursive: true });
 const quant = path.join(tmp, "q4");
 const tm = (...args) => execFileSync(bin, args, { encoding: "utf8", stdio: ["ignore", "pipe", "inherit"] });
-tm("quantize", model, "-o", quant, "-t", "int4", "-g", "group:32", "-q");
+// int4 group:32 everywhere, but one tensor with a clipping observer (percentile:90): the
+// Quantization Diff must flag it, so the page has a flagged row to highlight
+const damaged = "model.layers.2.self_attn.o_proj.weight";
+const recipeIn = path.join(tmp, "recipe-in.json");
+fs.writeFileSync(recipeIn, JSON.stringify({
+  default: { type: "int4", granularity: "group:32" },
+  targets: [{ pattern: "^" + damaged.replace(/\./g, "\\.") + "$", scheme: { type: "int4", granularity: "group:32", observer: "percentile:90" } }],
+}));
+tm("quantize", model, "-o", quant, "--recipe", recipeIn, "-q");
 
 // serve with --ref on a free port; the URL is the first line on stdout
-const server = spawn(bin, ["serve", quant, "--ref", model, "--port", "0", "-q"], { stdio: ["ignore", "pipe", "inherit"] });
+server = spawn(bin, ["serve", quant, "--ref", model, "--port", "0", "-q"], { stdio: ["ignore", "pipe", "inherit"] });
 const url = await new Promise((resolve, reject) => {
   let buf = "";
   const t = setTimeout(() => reject(new Error("serve printed no URL")), 15000);
@@ -75,15 +89,15 @@ const url = await new Promise((resolve, reject) => {
   server.on("exit", (c) => reject(new Error("serve exited with " + c)));
 });
 
-const userDir = fs.mkdtempSync(path.join(os.tmpdir(), "tm_ui_profile_"));
-const browser = await chromiumApi.launch({
-  executablePath: chromium, headless: true,
+// a fresh profile every run (Playwright passes it as --user-data-dir)
+userDir = fs.mkdtempSync(path.join(os.tmpdir(), "tm_ui_profile_"));
+const ctx = await chromiumApi.launchPersistentContext(userDir, {
+  executablePath: chromium, headless: true, viewport: { width: 1400, height: 950 }, acceptDownloads: true,
   args: ["--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync", "--disable-quic", "--user-data-dir=" + userDir],
+         "--disable-component-update", "--disable-sync", "--disable-quic"],
 });
 try {
-  const ctx = await browser.newContext({ viewport: { width: 1400, height: 950 }, acceptDownloads: true });
-  const page = await ctx.newPage();
+  const page = ctx.pages()[0] || await ctx.newPage();
   const consoleErrors = [];
   page.on("console", (m) => { if (m.type() === "error") consoleErrors.push(m.text()); });
   page.on("pageerror", (e) => consoleErrors.push(String(e)));
@@ -94,6 +108,7 @@ try {
   const attn = page.locator(".node[data-path='model.layers.0.self_attn']");
   check(await attn.isVisible(), "first block's self_attn is visible without a click");
   check(!(await page.locator(".node[data-path='model.layers.1.self_attn']").isVisible()), "the second block starts collapsed");
+  await page.screenshot({ path: path.join(shots, "architecture.png"), fullPage: true });
   await page.click("#expand-all");
   check(await page.locator(".node[data-path='model.layers.1.self_attn']").isVisible(), "expand all opens every block");
   const boundaries = page.locator(".node.boundary");
@@ -105,12 +120,12 @@ try {
   check(parseFloat(line.w) >= 2 && /rgb\(208, 48, 48\)/.test(line.c), "the boundary is a visible line (" + line.w + " " + line.c + ")");
   const badges = await b0.locator(".badge").allTextContents();
   check(badges.includes("I4") && badges.includes("I4 group:32 sym"), "dtype and scheme badges: " + badges.join(" | "));
+  await page.screenshot({ path: path.join(shots, "architecture-expanded.png"), fullPage: true });
   await page.fill("#search", "layers.1.mlp.down");
   check(await page.locator(".node.match[data-path='model.layers.1.mlp.down_proj']").isVisible(), "search finds and shows a module");
   await page.fill("#search", "");
   await page.click("#collapse-all");
   check(!(await attn.isVisible()), "collapse all hides the blocks");
-  await page.screenshot({ path: path.join(shots, "architecture.png"), fullPage: true });
   await page.click("#expand-all");
 
   // ---- plan editing -> recipe that tensormorph accepts
@@ -185,7 +200,16 @@ try {
   const nrows = await page.locator("#qdiff-table tbody tr").count();
   const want_q = JSON.parse(tm("qdiff", model, quant, "--json"));
   check(nrows === want_q.tensors.length, "qdiff rows: " + nrows);
+  check(want_q.n_flagged === 1 && want_q.tensors[0].name === damaged, "qdiff flags the damaged tensor");
   check((await page.locator("#qdiff-table tr.flagged").count()) === want_q.n_flagged, "flagged rows highlighted: " + want_q.n_flagged);
+  const flaggedRow = page.locator("#qdiff-table tr.flagged");
+  check((await flaggedRow.getAttribute("data-name")) === damaged, "the flagged row is " + damaged);
+  const bg = await flaggedRow.evaluate((e) => getComputedStyle(e).backgroundColor);
+  const plain = await page.locator("#qdiff-table tbody tr:not(.flagged)").first().evaluate((e) => getComputedStyle(e).backgroundColor);
+  check(bg !== plain && /rgb\(255, 227, 224\)/.test(bg), "flagged rows have their own background (" + bg + ")");
+  check((await page.getAttribute("#qdiff-table tbody tr:first-child", "data-name")) === damaged, "flagged first, as qdiff orders them");
+  const reason = await flaggedRow.locator("td:last-child").textContent();
+  check(reason === want_q.tensors[0].reason && /RMSE/.test(reason), "the flag reason is shown: " + reason);
   await page.click("#qdiff-table th[data-key='sqnr_db']");
   const sq = (await page.locator("#qdiff-table tbody tr td:nth-child(3)").allTextContents()).map(Number);
   check(sq.every((v, i) => i === 0 || sq[i - 1] <= v), "sorted by SQNR ascending");
@@ -193,17 +217,21 @@ try {
   const sq2 = (await page.locator("#qdiff-table tbody tr td:nth-child(3)").allTextContents()).map(Number);
   check(sq2.every((v, i) => i === 0 || sq2[i - 1] >= v), "second click sorts descending");
   await page.screenshot({ path: path.join(shots, "qdiff.png"), fullPage: true });
-  const first = await page.getAttribute("#qdiff-table tbody tr:first-child", "data-name");
-  await page.click("#qdiff-table tbody tr:first-child");
-  await page.waitForSelector("#heatmap[data-ready='1'][data-mode='error'][data-tensor='" + first + "']", { timeout: 15000 });
-  check(true, "a qdiff row opens the error heatmap of " + first);
+  await page.click("#qdiff-table tr.flagged");
+  await page.waitForSelector("#heatmap[data-ready='1'][data-mode='error'][data-tensor='" + damaged + "']", { timeout: 15000 });
+  check(true, "a qdiff row opens the error heatmap of " + damaged);
+  check((await page.locator("#inspector [data-field]").count()) === 0, "another tensor clears the inspector");
+  const errHi = parseFloat(await page.textContent("#legend-hi"));
+  const want_e = want_q.tensors[0].max_err_lsb;
+  check(Math.abs(errHi - want_e) <= 1e-3 * want_e, "error legend spans to the tensor's max error, " + errHi + " LSB (qdiff: " + want_e + ")");
   await page.screenshot({ path: path.join(shots, "heatmap-error.png") });
-  check(consoleErrors.length === 0, "no console errors" + (consoleErrors.length ? ": " + consoleErrors.join("; ") : ""));
+  check(consoleErrors.length === 0, "no console errors (CSP violations included)" +
+        (consoleErrors.length ? ": " + [...new Set(consoleErrors)].slice(0, 3).join("; ").slice(0, 600) : ""));
+} catch (e) {
+  failures++;
+  console.log("FAIL " + (e && e.stack ? e.stack : e));
 } finally {
-  await browser.close();
-  server.kill("SIGTERM");
-  fs.rmSync(tmp, { recursive: true, force: true });
-  fs.rmSync(userDir, { recursive: true, force: true });
+  await ctx.close();
 }
 console.log(failures ? failures + " check(s) failed" : "all checks passed; screenshots in " + shots);
 process.exit(failures ? 1 : 0);

@@ -468,6 +468,99 @@ static void test_scale_dtype(void **state) {
     free(o);
 }
 
+/* Nothing is lost: an existing directory is never replaced unless it is a previous
+** tensormorph output and --force is given; never a directory holding the input. */
+static void test_output_path_safety(void **state) {
+    (void)state;
+    char *o;
+    char p[512];
+    run(&o, "mkdir -p %s/keep && touch %s/keep/mine.txt", g_tmp, g_tmp);
+    free(o);
+    assert_int_equal(run(&o, "%s quantize %s/demo -o %s/keep 2>&1", g_bin, g_tmp, g_tmp), 2);
+    assert_non_null(strstr(o, "not empty"));
+    free(o);
+    snprintf(p, sizeof p, "%s/keep/mine.txt", g_tmp);
+    assert_true(exists(p));
+    /* OUT equal to, or containing, the input */
+    assert_int_equal(run(&o, "%s quantize %s/demo -o %s/demo 2>&1", g_bin, g_tmp, g_tmp), 2);
+    assert_non_null(strstr(o, "holds the input"));
+    free(o);
+    assert_int_equal(run(&o, "%s quantize %s/demo -o %s 2>&1", g_bin, g_tmp, g_tmp), 2);
+    free(o);
+    snprintf(p, sizeof p, "%s/demo/model.safetensors", g_tmp);
+    assert_true(exists(p));
+    /* a previous output: refused without --force, replaced with it; a trailing slash is fine */
+    assert_int_equal(run(&o, "%s quantize %s/demo -o %s/q8/ -q 2>&1", g_bin, g_tmp, g_tmp), 2);
+    assert_non_null(strstr(o, "--force"));
+    free(o);
+    assert_int_equal(run(&o, "%s quantize %s/demo -o %s/q8/ -q --force 2>&1", g_bin, g_tmp, g_tmp), 0);
+    free(o);
+    /* re-quantizing codes is refused */
+    assert_int_equal(run(&o, "%s quantize %s/q8 -o %s/qq 2>&1", g_bin, g_tmp, g_tmp), 2);
+    assert_non_null(strstr(o, "already quantized"));
+    free(o);
+    /* qdiff with REF and QUANT swapped says so */
+    assert_int_equal(run(&o, "%s qdiff %s/q8 %s/demo 2>&1", g_bin, g_tmp, g_tmp), 2);
+    assert_non_null(strstr(o, "REF QUANT"));
+    free(o);
+}
+
+static void test_recipe(void **state) {
+    (void)state;
+    char *o;
+    char p[512];
+    snprintf(p, sizeof p, "%s/recipe.json", g_tmp);
+    FILE *fp = fopen(p, "w");
+    fputs("{\"default\": {\"type\": \"int4\", \"granularity\": \"group:64\"},\n"
+          " \"ignore\": [\"mlp\\\\.down_proj\"],\n"
+          " \"targets\": [{\"pattern\": \"self_attn\\\\.q_proj\", \"scheme\": {\"type\": \"int8\", \"granularity\": \"channel\"}},\n"
+          "             {\"pattern\": \"^lm_head\\\\.weight$\"}]}\n", fp);
+    fclose(fp);
+    json_t *d = run_json(0, "%s quantize %s/demo -o %s/rq --recipe %s --json --no-checksums", g_bin, g_tmp, g_tmp, p);
+    json_t *ts = json_object_get(json_object_get(d, "manifest"), "tensors");
+    json_t *e = find_named(ts, "model.layers.0.mlp.down_proj.weight");
+    assert_non_null(strstr(json_string_value(json_object_get(e, "reason")), "ignored by recipe"));
+    e = find_named(ts, "model.layers.0.self_attn.q_proj.weight");
+    assert_string_equal(json_string_value(json_object_get(json_object_get(e, "scheme"), "type")), "I8");
+    e = find_named(ts, "model.layers.0.self_attn.k_proj.weight");
+    assert_string_equal(json_string_value(json_object_get(json_object_get(e, "scheme"), "type")), "I4");
+    e = find_named(ts, "lm_head.weight"); /* named by a target: quantized with the default scheme */
+    assert_string_equal(json_string_value(json_object_get(e, "decision")), "quantized");
+    json_decref(d);
+    /* two schemes: config groups target exact module names */
+    char cp[512];
+    snprintf(cp, sizeof cp, "%s/rq/config.json", g_tmp);
+    json_t *cfg = json_load_file(cp, 0, NULL);
+    json_t *groups = json_object_get(json_object_get(cfg, "quantization_config"), "config_groups");
+    assert_int_equal(json_object_size(groups), 2);
+    json_decref(cfg);
+    /* command-line options beat the recipe's default */
+    d = run_json(0, "%s quantize %s/demo -o %s/rq2 --recipe %s -t int8 --json --no-checksums", g_bin, g_tmp, g_tmp, p);
+    e = find_named(json_object_get(json_object_get(d, "manifest"), "tensors"), "model.layers.0.self_attn.k_proj.weight");
+    assert_string_equal(json_string_value(json_object_get(json_object_get(e, "scheme"), "type")), "I8");
+    json_decref(d);
+    /* typos are errors, never silently ignored */
+    fp = fopen(p, "w");
+    fputs("{\"defualt\": {\"type\": \"int4\"}}", fp);
+    fclose(fp);
+    assert_int_equal(run(&o, "%s quantize %s/demo -o %s/rq3 --recipe %s 2>&1", g_bin, g_tmp, g_tmp, p), 3);
+    assert_non_null(strstr(o, "defualt"));
+    free(o);
+    fp = fopen(p, "w");
+    fputs("{\"ignore\": \"q_proj\"}", fp);
+    fclose(fp);
+    assert_int_equal(run(&o, "%s quantize %s/demo -o %s/rq3 --recipe %s 2>&1", g_bin, g_tmp, g_tmp, p), 3);
+    free(o);
+    assert_int_equal(run(&o, "%s quantize %s/demo -o %s/rq3 --recipe %s/none.json 2>&1", g_bin, g_tmp, g_tmp, g_tmp), 4);
+    free(o);
+    /* one group per row is per-channel in the config, matching the [rows, 1] scale */
+    run(&o, "%s quantize %s/demo -o %s/g256 -g group:256 -q --no-checksums", g_bin, g_tmp, g_tmp);
+    free(o);
+    d = run_json(0, "%s inspect %s/g256 --json", g_bin, g_tmp);
+    assert_int_equal(json_array_size(json_object_get(d, "warnings")), 0);
+    json_decref(d);
+}
+
 static void test_diff(void **state) {
     (void)state;
     json_t *d = run_json(0, "%s diff %s/demo %s/demo2 --json", g_bin, g_tmp, g_tmp);
@@ -497,6 +590,8 @@ int main(void) {
         cmocka_unit_test(test_killed_run_leaves_nothing),
         cmocka_unit_test(test_nonfinite_input),
         cmocka_unit_test(test_scale_dtype),
+        cmocka_unit_test(test_output_path_safety),
+        cmocka_unit_test(test_recipe),
         cmocka_unit_test(test_diff),
     };
     return cmocka_run_group_tests(tests, setup_all, teardown_all);

@@ -317,7 +317,7 @@ static void test_simd_matches_ref(void **state) {
     static float x[N];
     static uint8_t a[N * 2], b[N * 2];
     uint64_t s = 12345;
-    const int types[] = {TM_GQ_Q8_0, TM_GQ_Q4_0, TM_GQ_Q2_K, TM_GQ_Q4_K, TM_GQ_Q5_K, TM_GQ_Q6_K};
+    const int types[] = {TM_GQ_Q8_0, TM_GQ_Q4_0, TM_GQ_Q2_K, TM_GQ_Q3_K, TM_GQ_Q4_K, TM_GQ_Q5_K, TM_GQ_Q6_K};
     for (int round = 0; round < 40; round++) {
         for (int i = 0; i < N; i++) {
             s ^= s << 13; s ^= s >> 7; s ^= s << 17;

@@ -442,6 +442,55 @@ static void test_synthetic_fallbacks(void **state) {
     free_res(r);
 }
 
+/* An existing OUT: refused unless it is a previous tensormorph output and force is set; never
+** the input itself, never a file tensormorph did not write. */
+static void test_existing_output(void **state) {
+    (void)state;
+    char in[4096], out[4096];
+    tmp_path(in, sizeof in, "synex.gguf");
+    write_synthetic(in, 256, NULL, 0);
+    tm_file *f;
+    assert_int_equal(tm_open(in, NULL, &f, NULL), TM_OK);
+    tm_gguf_qparams p = tm_gguf_qparams_default();
+    tm_gguf_qresult *r = NULL;
+    tm_err e;
+    tmp_path(out, sizeof out, "ex-out.gguf");
+    unlink(out);
+    assert_int_equal(tm_gguf_quantize(f, out, &p, &r, &e), TM_OK);
+    tm_gguf_qresult_free(r);
+    r = NULL;
+    size_t n1 = 0;
+    uint8_t *first = read_all(out, &n1);
+    assert_int_equal(tm_gguf_quantize(f, out, &p, &r, &e), TM_E_INVALID_ARG); /* no force */
+    assert_non_null(strstr(e.msg, "--force"));
+    p.ftype = TM_FTYPE_Q4_0;
+    p.force = 1;
+    assert_int_equal(tm_gguf_quantize(f, out, &p, &r, &e), TM_OK); /* replaced */
+    tm_gguf_qresult_free(r);
+    r = NULL;
+    size_t n2 = 0;
+    uint8_t *second = read_all(out, &n2);
+    assert_true(n1 != n2 || memcmp(first, second, n1) != 0);
+    free(first);
+    free(second);
+    /* a file without a manifest beside it is not ours: refused even with force */
+    char other[4096];
+    tmp_path(other, sizeof other, "notours.gguf");
+    FILE *o = fopen(other, "wb");
+    fputs("precious", o);
+    fclose(o);
+    assert_int_equal(tm_gguf_quantize(f, other, &p, &r, &e), TM_E_INVALID_ARG);
+    assert_non_null(strstr(e.msg, "did not write"));
+    size_t no = 0;
+    uint8_t *kept = read_all(other, &no);
+    assert_int_equal(no, 8);
+    free(kept);
+    /* the input itself */
+    assert_int_equal(tm_gguf_quantize(f, in, &p, &r, &e), TM_E_INVALID_ARG);
+    assert_non_null(strstr(e.msg, "is the input"));
+    tm_close(f);
+}
+
 /* A block whose scale overflows f16 is refused naming file, tensor, row and block; NaN input
 ** is refused too; nothing is left at the output path. */
 static void test_bad_values(void **state) {
@@ -522,6 +571,57 @@ static void test_safetensors_input(void **state) {
     }
 }
 
+/* An F16 GGUF source: quantized tensors are what the quantizer makes of the F16 values
+** widened to float32; tensors whose type stays F16 (the 172-wide ffn_down fallback) are
+** copied byte for byte. */
+static void test_f16_source(void **state) {
+    (void)state;
+    if (!tmv_require_shared()) return;
+    char in[4096], out[4096];
+    snprintf(in, sizeof in, "%s/models/gguf/stories260K-F16.gguf", tmv_shared_dir());
+    tm_gguf_qresult *r = NULL;
+    tm_err e;
+    if (quantize(in, "f16src.gguf", "Q4_K_M", NULL, &r, &e, out, sizeof out)) fail_msg("%s", e.msg);
+    tm_file *src, *q;
+    assert_int_equal(tm_open(in, NULL, &src, NULL), TM_OK);
+    assert_int_equal(tm_open(out, NULL, &q, NULL), TM_OK);
+    int n_copied = 0, n_quant = 0;
+    for (int64_t i = 0; i < tm_file_n_tensors(q); i++) {
+        const tm_tensor *qt = tm_file_tensor(q, i);
+        int64_t si = tm_file_find(src, qt->name);
+        assert_true(si >= 0);
+        const tm_tensor *st = tm_file_tensor(src, si);
+        int ty = file_tensor_type(q, i);
+        const void *a, *b;
+        if (ty == file_tensor_type(src, si)) {
+            assert_int_equal(qt->n_bytes, st->n_bytes);
+            assert_int_equal(tm_tensor_data(q, i, 0, qt->n_bytes, &a, NULL), TM_OK);
+            assert_int_equal(tm_tensor_data(src, si, 0, st->n_bytes, &b, NULL), TM_OK);
+            assert_memory_equal(a, b, (size_t)qt->n_bytes);
+            n_copied++;
+            continue;
+        }
+        int64_t ne0 = st->shape[st->ndim - 1], rows = st->n_elems / ne0;
+        float *x = malloc((size_t)st->n_elems * sizeof *x);
+        assert_int_equal(tm_tensor_read_f32(src, si, 0, st->n_elems, x, NULL), TM_OK);
+        uint64_t rb = tm_gq_row_bytes(ty, ne0);
+        uint8_t *want = malloc((size_t)(rb * (uint64_t)rows));
+        for (int64_t rr = 0; rr < rows; rr++)
+            assert_int_equal(tm_gq_quantize_row_ref(ty, x + rr * ne0, ne0, want + rr * rb, NULL, NULL), TM_OK);
+        assert_int_equal(qt->n_bytes, rb * (uint64_t)rows);
+        assert_int_equal(tm_tensor_data(q, i, 0, qt->n_bytes, &a, NULL), TM_OK);
+        assert_memory_equal(a, want, (size_t)qt->n_bytes);
+        n_quant++;
+        free(want);
+        free(x);
+    }
+    assert_int_equal(n_quant, 31);  /* 28 Q5_0 + 3 Q8_0, as the F32 source gives */
+    assert_int_equal(n_copied, 16); /* 11 F32 norms + 5 F16 ffn_down */
+    tm_close(q);
+    tm_close(src);
+    free_res(r);
+}
+
 static void test_kvlist(void **state) {
     (void)state;
     tm_gguf_kvlist *l = tm_gguf_kvlist_new();
@@ -558,6 +658,42 @@ static void test_kvlist(void **state) {
     tm_gguf_kvlist *k2;
     assert_int_equal(tm_gguf_kvlist_read(p, &k2, &e), TM_E_CORRUPT);
     assert_non_null(strstr(e.msg, "notgguf.bin"));
+    /* metadata larger than the reader's first 1 MiB read: read back whole, bit for bit */
+    {
+        tm_gguf_kvlist *big = tm_gguf_kvlist_new();
+        size_t blen = 3u << 20;
+        char *txt = malloc(blen + 1);
+        for (size_t i = 0; i < blen; i++) txt[i] = (char)('a' + i % 26);
+        txt[blen] = '\0';
+        assert_int_equal(tm_gguf_kvlist_set_u32(big, "first", 5, NULL), TM_OK);
+        assert_int_equal(tm_gguf_kvlist_set_str(big, "big", txt, NULL), TM_OK);
+        assert_int_equal(tm_gguf_kvlist_set_u32(big, "after", 9, NULL), TM_OK);
+        tm_gguf_wtensor one = {"w", TM_GGML_F32, 1, {8, 1, 1, 1}};
+        tm_gguf_writer *bw;
+        tmp_path(p, sizeof p, "bigmeta.gguf");
+        assert_int_equal(tm_gguf_writer_open(p, big, &one, 1, &bw, NULL), TM_OK);
+        float v[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+        assert_int_equal(tm_gguf_writer_write(bw, 0, 0, v, sizeof v, NULL), TM_OK);
+        assert_int_equal(tm_gguf_writer_finish(bw, NULL), TM_OK);
+        tm_gguf_writer_free(bw);
+        tm_gguf_kvlist *back;
+        if (tm_gguf_kvlist_read(p, &back, &e)) fail_msg("%s", e.msg);
+        assert_int_equal(tm_gguf_kvlist_count(back), 3);
+        char *got = tm_gguf_kvlist_get_str(back, "big");
+        assert_non_null(got);
+        assert_string_equal(got, txt);
+        assert_int_equal(tm_gguf_kvlist_get_int(back, "after", NULL), 9);
+        tm_file *bf;
+        assert_int_equal(tm_open(p, NULL, &bf, NULL), TM_OK); /* the reader agrees */
+        float rv[8];
+        assert_int_equal(tm_tensor_read_f32(bf, 0, 0, 8, rv, NULL), TM_OK);
+        assert_memory_equal(rv, v, sizeof v);
+        tm_close(bf);
+        free(got);
+        free(txt);
+        tm_gguf_kvlist_free(back);
+        tm_gguf_kvlist_free(big);
+    }
     /* a duplicate tensor name is refused by the writer */
     tm_gguf_wtensor t[2] = {{"x", TM_GGML_F32, 1, {4, 1, 1, 1}}, {"x", TM_GGML_F32, 1, {4, 1, 1, 1}}};
     tm_gguf_writer *w;
@@ -648,8 +784,10 @@ int main(void) {
         cmocka_unit_test(test_f16_keep_and_strict),
         cmocka_unit_test(test_synthetic_rules),
         cmocka_unit_test(test_synthetic_fallbacks),
+        cmocka_unit_test(test_existing_output),
         cmocka_unit_test(test_bad_values),
         cmocka_unit_test(test_safetensors_input),
+        cmocka_unit_test(test_f16_source),
         cmocka_unit_test(test_cli),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

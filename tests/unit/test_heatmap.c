@@ -135,11 +135,18 @@ static void test_tiles_match_brute_force(void **state) {
     assert_int_equal(tm_tiles_open(f, ti, NULL, -1, TM_TILE_VALUE, -1, &pyr, &err), TM_OK);
     assert_int_equal(tm_tiles_rows(raw), R);
     assert_int_equal(tm_tiles_cols(raw), C);
-    /* a budget that only the base step 4 fits: 3 floats per cell, all levels < 4/3 of the base */
-    uint64_t cells4 = (uint64_t)((R + 3) / 4) * (uint64_t)((C + 3) / 4);
-    assert_int_equal(tm_tiles_build_pyramid(pyr, cells4 * 12 * 4 / 3 + 64, &err), TM_OK);
+    /* exactly the bytes of the levels 4, 8, ... 1024 (3 floats per cell): base step 4, not 2 */
+    uint64_t cells4 = (uint64_t)((R + 3) / 4) * (uint64_t)((C + 3) / 4), need = 0;
+    for (int64_t s = 4; s <= 1024; s *= 2) need += (uint64_t)((R + s - 1) / s) * (uint64_t)((C + s - 1) / s) * 12;
+    tm_tiles *tight;
+    assert_int_equal(tm_tiles_open(f, ti, NULL, -1, TM_TILE_VALUE, -1, &tight, &err), TM_OK);
+    assert_int_equal(tm_tiles_build_pyramid(tight, need - 1, &err), TM_OK);
+    assert_int_equal(tm_tiles_pyramid_step(tight), 8);  /* one byte less: the next step up */
+    tm_tiles_free(tight);
+    assert_int_equal(tm_tiles_build_pyramid(pyr, need, &err), TM_OK);
     assert_int_equal(tm_tiles_pyramid_step(pyr), 4);
-    assert_true(tm_tiles_bytes(pyr) >= cells4 * 12);
+    assert_int_equal(tm_tiles_bytes(pyr), need);
+    assert_true(need > cells4 * 12);
     for (int64_t step = 4; step <= 2048; step *= 2) {
         int W = 48, H = 40;
         int64_t o0 = step <= 64 ? 1 : 0;     /* starts one pixel in: offsets are honoured */
@@ -313,6 +320,17 @@ static void test_png_groups_distinct_across_boundary(void **state) {
         assert_false(px_eq(&im, 0, y, 0, y + 1));
     }
     free(im.rgb);
+    /* enlarged 4x (the default size): a dark line on the last pixel before each unit boundary */
+    assert_int_equal(run(&o, "%s heatmap %s/q4 " OPROJ " -o %s/g4.png --mode groups -q", g_bin, g_tmp, g_tmp), 0);
+    free(o);
+    snprintf(p, sizeof p, "%s/g4.png", g_tmp);
+    im = load_png(p);
+    assert_int_equal(im.w, 1024);
+    assert_true(px_is(&im, 4 * 32 - 1, 1, 20, 20, 30));   /* column 31 | 32, above the row line */
+    assert_false(px_is(&im, 4 * 32 - 2, 1, 20, 20, 30));
+    assert_true(px_eq(&im, 0, 1, 4 * 32 - 2, 1));          /* inside the group: its colour */
+    assert_true(px_is(&im, 10, 3, 20, 20, 30));            /* row 0 | row 1: other groups */
+    free(im.rgb);
     /* a dense tensor has no groups */
     assert_int_equal(run(&o, "%s heatmap %s/demo " OPROJ " -o %s/x.png --mode groups 2>/dev/null", g_bin, g_tmp, g_tmp), 2);
     free(o);
@@ -345,6 +363,18 @@ static void test_png_error_mode_and_strip(void **state) {
     im = load_png(p);
     assert_int_equal(im.h, 16);
     assert_true(px_eq(&im, 5, 0, 5, 15));
+    free(im.rgb);
+    /* --split 0: the 256 x 256 matrix as one 65536-element strip, 64 elements per pixel */
+    d = run_json("%s heatmap %s/demo " OPROJ " -o %s/n.png --split 0 --json", g_bin, g_tmp, g_tmp);
+    assert_int_equal(json_integer_value(json_object_get(d, "rows")), 1);
+    assert_int_equal(json_integer_value(json_object_get(d, "cols")), 65536);
+    assert_int_equal(json_integer_value(json_object_get(d, "step")), 64);
+    assert_int_equal(json_integer_value(json_object_get(d, "width")), 1024);
+    json_decref(d);
+    snprintf(p, sizeof p, "%s/n.png", g_tmp);
+    im = load_png(p);
+    assert_true(px_is(&im, 12, 0, 255, 255, 255));  /* pixel 12 = elements 768..831: row 3, all zero */
+    assert_false(px_is(&im, 11, 0, 255, 255, 255));
     free(im.rgb);
     d = run_json("%s heatmap %s/demo model.layers.0.mlp.down_proj.weight -o %s/s.png --width 100 --height 100 --json", g_bin, g_tmp, g_tmp);
     assert_int_equal(json_integer_value(json_object_get(d, "step")), 8);  /* 256 x 688 */

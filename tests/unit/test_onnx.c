@@ -678,7 +678,13 @@ static void test_cli_graph_json(void **state) {
     json_t *qn = json_object_get(d, "quant_nodes");
     assert_int_equal(json_integer_value(json_object_get(qn, "dequantize")), 4);
     assert_int_equal(json_integer_value(json_object_get(qn, "quantize")), 2);
-    assert_int_equal(json_array_size(json_object_get(d, "activation_quantization_points")), 2);
+    json_t *pts = json_object_get(d, "activation_quantization_points");
+    assert_int_equal(json_array_size(pts), 2);
+    json_t *p0 = json_array_get(pts, 0);
+    assert_string_equal(json_string_value(json_object_get(p0, "input")), "input");
+    assert_string_equal(json_string_value(json_object_get(p0, "scale")), "input_scale");
+    assert_string_equal(json_string_value(json_object_get(p0, "zero_point")), "input_zero_point");
+    assert_string_equal(json_string_value(json_object_get(p0, "elem_type")), "INT8");
     json_t *n1 = json_array_get(json_object_get(d, "nodes"), 1);
     assert_string_equal(json_string_value(json_object_get(n1, "weight")), "conv1.weight_quantized");
     json_t *x = json_array_get(json_object_get(n1, "inputs"), 0);
@@ -863,6 +869,18 @@ static void test_malformed(void **state) {
     pb_msg(&g, 5, &t);
     pb_model(&m, &g, 13);
     expect_corrupt("sub/ext_link.onnx", &m, TM_E_CORRUPT, "outside the model's folder");
+    /* external data naming a file that is not there */
+    pb_tensor_raw(&t, "ext", 1, 1, d4, NULL, 0);
+    {
+        pb e = {0};
+        pb_str(&e, 1, "location");
+        pb_str(&e, 2, "absent.bin");
+        pb_msg(&t, 13, &e);
+    }
+    pb_vfield(&t, 14, 1);
+    pb_msg(&g, 5, &t);
+    pb_model(&m, &g, 13);
+    expect_corrupt("ext_absent.onnx", &m, TM_E_CORRUPT, "'absent.bin'");
     /* external data past the end of its file, and a good one */
     const char *offs[2] = {"8", "0"};
     for (int k = 0; k < 2; k++) {
@@ -907,6 +925,41 @@ static void test_malformed(void **state) {
         pb_raw(&m, buf, 100000);
         free(buf);
         expect_corrupt("truncated.onnx", &m, TM_E_CORRUPT, "truncated protobuf");
+    }
+    /* 15000 nested If subgraphs in 433 KB (enough to overflow the stack of a recursive decoder):
+    ** refused before protobuf-c recurses into them. Written outside-in: sizes first, then each
+    ** level's prefix (the nested field is the last of every message) and the innermost graph. */
+    {
+        enum { LEVELS = 15000 };
+        static uint64_t gsz[LEVELS + 1], asz[LEVELS + 1], nsz[LEVELS + 1];
+        gsz[0] = 3; /* GraphProto {name: "g"} */
+        for (int k = 1; k <= LEVELS; k++) {
+            pb v = {0};
+            pb_varint(&v, gsz[k - 1]);
+            asz[k] = 13 + 1 + v.n + gsz[k - 1];
+            v.n = 0;
+            pb_varint(&v, asz[k]);
+            nsz[k] = 4 + 1 + v.n + asz[k];
+            v.n = 0;
+            pb_varint(&v, nsz[k]);
+            gsz[k] = 1 + v.n + nsz[k];
+            free(v.b);
+        }
+        pb_vfield(&m, 1, 8);
+        pb_varint(&m, (7 << 3) | 2);
+        pb_varint(&m, gsz[LEVELS]);
+        for (int k = LEVELS; k >= 1; k--) {
+            pb_varint(&m, (1 << 3) | 2); /* GraphProto.node */
+            pb_varint(&m, nsz[k]);
+            pb_raw(&m, "\x22\x02If", 4); /* NodeProto.op_type */
+            pb_varint(&m, (5 << 3) | 2); /* NodeProto.attribute */
+            pb_varint(&m, asz[k]);
+            pb_raw(&m, "\x0a\x0bthen_branch", 13); /* AttributeProto.name */
+            pb_varint(&m, (6 << 3) | 2); /* AttributeProto.g */
+            pb_varint(&m, gsz[k - 1]);
+        }
+        pb_raw(&m, "\x12\x01g", 3);
+        expect_corrupt("deep.onnx", &m, TM_E_LIMIT, "nest more than");
     }
     /* a model with no graph */
     pb_vfield(&m, 1, 8);

@@ -296,6 +296,17 @@ static void test_host_origin_and_methods(void **state) {
     r = http_raw("DELETE", "/index.html", NULL);
     assert_int_equal(r.status, 405);
     resp_free(&r);
+    r = http_raw("HEAD", "/index.html", NULL);  /* headers only */
+    assert_int_equal(r.status, 200);
+    assert_int_equal(r.body_len, 0);
+    resp_free(&r);
+    char longpath[3200];
+    memset(longpath, 'a', sizeof longpath - 1);
+    longpath[0] = '/';
+    longpath[sizeof longpath - 1] = '\0';
+    r = http_get(longpath);
+    assert_int_equal(r.status, 414);
+    resp_free(&r);
 }
 
 static void test_documents_equal_cli_json(void **state) {
@@ -372,6 +383,19 @@ static void test_tiles_hold_real_values(void **state) {
         assert_int_equal(g[64 + x], 8 + x / 32);
     }
     json_decref(d);
+    /* another 2-D view: split 0 makes the whole tensor one row */
+    m = api("/api/v1/tensor?name=" OPROJ "&split=0");
+    assert_int_equal(json_integer_value(json_object_get(m, "rows")), 1);
+    assert_int_equal(json_integer_value(json_object_get(m, "cols")), 65536);
+    json_decref(m);
+    d = api("/api/v1/tile?name=" OPROJ "&split=0&step=1&x=%d&w=4&h=1", 5 * 256 + 70);
+    me = tile_floats(d, "mean", 4);
+    s = api("/api/v1/scalar?name=" OPROJ "&index=5,70");
+    assert_true(me[0] == (float)json_number_value(json_object_get(s, "value")));
+    free(me);
+    json_decref(d);
+    json_decref(s);
+    assert_int_equal(api_status("/api/v1/tensor?name=" OPROJ "&split=3"), 400);
     /* bounds */
     assert_int_equal(api_status("/api/v1/tile?name=" OPROJ "&w=513"), 400);
     assert_int_equal(api_status("/api/v1/tile?name=" OPROJ "&step=3"), 400);
@@ -441,6 +465,96 @@ static void test_arch_tree_and_boundaries(void **state) {
     json_decref(ins);
 }
 
+static void test_listen_options(void **state) {
+    (void)state;
+    char *o;
+    /* a non-loopback address works but warns; the URL still comes first on stdout */
+    int rc = run(&o, "timeout 3 %s serve %s/q4 --host 0.0.0.0 --port 0 2>&1", g_bin, g_tmp);
+    assert_int_equal(rc, 124);  /* still serving when timeout stopped it */
+    assert_non_null(strstr(o, "http://0.0.0.0:"));
+    assert_non_null(strstr(o, "warning"));
+    assert_non_null(strstr(o, "not a loopback address"));
+    free(o);
+    rc = run(&o, "timeout 3 %s serve %s/q4 --port 0 2>&1", g_bin, g_tmp);
+    assert_int_equal(rc, 124);
+    assert_null(strstr(o, "warning"));
+    free(o);
+    assert_int_equal(run(&o, "%s serve %s/q4 --port 70000 2>&1", g_bin, g_tmp), 2);
+    free(o);
+    assert_int_equal(run(&o, "%s serve %s/q4 --host no-such-host.invalid --port 0 2>&1", g_bin, g_tmp), 2);
+    free(o);
+    assert_int_equal(run(&o, "%s serve %s/q4 --allow-host 'a/b' --port 0 2>&1", g_bin, g_tmp), 2);
+    free(o);
+    /* the port in use: an I/O error, not a hang */
+    assert_int_equal(run(&o, "%s serve %s/q4 --port %d 2>&1", g_bin, g_tmp, g_port), 4);
+    free(o);
+}
+
+/* Start `serve DIR/q4 ARG1..ARG4 --port 0 -q`; returns the pid and sets *port. */
+static pid_t start_server(const char *arg1, const char *arg2, const char *arg3, const char *arg4, int *port) {
+    int pfd[2];
+    assert_int_equal(pipe(pfd), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        dup2(pfd[1], 1);
+        close(pfd[0]);
+        close(pfd[1]);
+        char q[512];
+        snprintf(q, sizeof q, "%s/q4", g_tmp);
+        execl(g_bin, g_bin, "serve", q, arg1, arg2, arg3, arg4, "--port", "0", "-q", (char *)NULL);
+        _exit(127);
+    }
+    close(pfd[1]);
+    FILE *in = fdopen(pfd[0], "r");
+    char line[256];
+    assert_non_null(in);
+    assert_non_null(fgets(line, sizeof line, in));
+    fclose(in);
+    assert_int_equal(sscanf(line, "http://127.0.0.1:%d/", port), 1);
+    return pid;
+}
+
+/* Pyramids stay within --cache-mb: older ones are evicted, tiles keep working. --allow-host adds
+** one accepted Host name, no other. */
+static void test_pyramid_cache_bound(void **state) {
+    (void)state;
+    int port, main_port = g_port;
+    pid_t pid = start_server("--cache-mb", "1", "--allow-host", "tm.example", &port);
+    g_port = port;
+    char hdr[256];
+    snprintf(hdr, sizeof hdr, "Host: tm.example:%d\r\nOrigin: http://tm.example:%d\r\n", port, port);
+    http_resp hr = http_raw("GET", "/api/v1/session", hdr);
+    assert_int_equal(hr.status, 200);
+    resp_free(&hr);
+    snprintf(hdr, sizeof hdr, "Host: other.example:%d\r\n", port);
+    hr = http_raw("GET", "/api/v1/session", hdr);
+    assert_int_equal(hr.status, 403);
+    resp_free(&hr);
+    static const char *names[] = {"model.layers.0.mlp.down_proj.weight", "model.layers.1.mlp.down_proj.weight",
+                                  "model.layers.2.mlp.down_proj.weight", "model.layers.3.mlp.down_proj.weight",
+                                  "model.embed_tokens.weight", "lm_head.weight"};
+    for (int k = 0; k < 6; k++) {
+        json_t *m = api("/api/v1/tensor?name=%s", names[k]);
+        assert_true(json_integer_value(json_object_get(m, "pyramid_bytes")) > 0);
+        json_decref(m);
+        json_t *d = api("/api/v1/tile?name=%s&step=1&w=8&h=8", names[k]);
+        json_decref(d);
+        json_t *s = api("/api/v1/session");
+        json_t *c = json_object_get(s, "pyramid_cache");
+        assert_int_equal(json_integer_value(json_object_get(c, "limit_bytes")), 1 << 20);
+        assert_true(json_integer_value(json_object_get(c, "bytes")) <= 1 << 20);
+        assert_true(json_integer_value(json_object_get(c, "n_pyramids")) >= 1);
+        if (k == 5) assert_true(json_integer_value(json_object_get(c, "n_pyramids")) < 6);  /* some evicted */
+        json_decref(s);
+    }
+    g_port = main_port;
+    kill(pid, SIGTERM);
+    int st;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);  /* SIGTERM: a clean stop */
+}
+
 static void *hammer(void *arg) {
     long id = (long)arg;
     int ok = 0;
@@ -474,6 +588,8 @@ int main(void) {
         cmocka_unit_test(test_tiles_hold_real_values),
         cmocka_unit_test(test_arch_tree_and_boundaries),
         cmocka_unit_test(test_concurrent_requests),
+        cmocka_unit_test(test_listen_options),
+        cmocka_unit_test(test_pyramid_cache_bound),
     };
     return cmocka_run_group_tests(tests, setup_all, teardown_all);
 }

@@ -115,11 +115,9 @@ int cmd_inspect(const cli_cmd *cmd, cli_args *a) {
     int64_t n = tm_file_n_tensors(f);
     uint64_t by_dtype[TM_DTYPE_COUNT] = {0};
     int64_t n_params = 0, n_quant = 0;
-    uint64_t total = 0;
     for (int64_t i = 0; i < n; i++) {
         const tm_tensor *t = tm_file_tensor(f, i);
         by_dtype[t->phys_dtype] += t->n_bytes;
-        total += t->n_bytes;
         if (t->role == TM_ROLE_DATA) n_params += t->n_elems;
         if (t->quant) n_quant++;
     }

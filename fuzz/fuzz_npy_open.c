@@ -10,31 +10,12 @@
 
 #include "formats/file.h"
 #include "tensormorph.h"
+#include "fuzz_check.h"
 
-#define CHECK(x)                                                                                   \
-    do {                                                                                           \
-        if (!(x)) __builtin_trap();                                                                \
-    } while (0)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-static void check_file(const tm_file *f) {
-    int64_t n = tm_file_n_tensors(f);
-    for (int64_t i = 0; i < n; i++) {
-        const tm_tensor *t = tm_file_tensor(f, i);
-        CHECK(t && t->name && t->ndim >= 0 && t->ndim <= TM_MAX_DIMS);
-        CHECK(t->file_index >= 0 && tm_file_path(f, t->file_index) != NULL);
-        CHECK(t->offset <= tm_file_size(f, t->file_index));
-        CHECK(t->n_bytes <= tm_file_size(f, t->file_index) - t->offset);
-        CHECK(tm_file_find(f, t->name) == i);
-        float buf[64];
-        int64_t m = t->n_elems < 64 ? t->n_elems : 64;
-        tm_err e;
-        tm_status s = tm_tensor_read_f32(f, i, 0, m, buf, &e);
-        CHECK(s == TM_OK);
-        if (t->n_elems > m) CHECK(tm_tensor_read_f32(f, i, t->n_elems - m, m, buf, &e) == TM_OK);
-    }
-}
+static void check_file(const tm_file *f) { tm_fuzz_check_file(f, 1); }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     uint8_t *copy = malloc(size ? size : 1); /* exactly `size` bytes: ASan sees any overrun */
@@ -48,9 +29,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         check_file(f);
         tm_close(f);
     } else {
-        CHECK(f == NULL);
-        CHECK(err.code == s);
-        CHECK(err.msg[0] != '\0');
+        tm_fuzz_check_error(s, f, &err);
     }
     free(copy);
     return 0;

@@ -23,6 +23,11 @@ typedef struct qd_ctx {
 
 static void scheme_str(const tm_file *f, const tm_tensor *t, char *buf, size_t n) {
     const tm_qtensor *q = t->quant;
+    if (q->ggml_type != 0) { /* a ggml block type names its whole scheme */
+        const tm_ggml_type_info *gi = tm_ggml_type_info_get(q->ggml_type);
+        snprintf(buf, n, "%s (ggml, block %lld)", gi ? gi->name : "ggml", (long long)q->ggml_block_size);
+        return;
+    }
     const tm_tensor *sc = tm_file_tensor(f, q->scale_tensor);
     char g[48];
     switch (q->gran.kind) {

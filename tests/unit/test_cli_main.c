@@ -21,80 +21,20 @@
 #include <fcntl.h>
 
 #include "tensormorph.h"
+#include "helpers/cli_run.h"
 
 static char g_tmp[256];
 static const char *g_bin;
 
-/* Run a shell command line; capture stdout (malloc'd) and return the exit code. */
-static int run(char **out, const char *fmt, ...) {
-    char cmd[4096];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(cmd, sizeof cmd, fmt, ap);
-    va_end(ap);
-    FILE *p = popen(cmd, "r");
-    assert_non_null(p);
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap);
-    size_t r;
-    while ((r = fread(buf + n, 1, cap - n - 1, p)) > 0) {
-        n += r;
-        if (cap - n < 1024) { cap *= 2; buf = realloc(buf, cap); }
-    }
-    buf[n] = '\0';
-    int st = pclose(p);
-    if (out) *out = buf;
-    else free(buf);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-}
-
-static json_t *run_json(int expect_rc, const char *fmt, ...) {
-    char cmd[4096];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(cmd, sizeof cmd, fmt, ap);
-    va_end(ap);
-    char *out;
-    int rc = run(&out, "%s", cmd);
-    if (rc != expect_rc) fprintf(stderr, "command: %s\nexit %d (expected %d)\nstdout: %.2000s\n", cmd, rc, expect_rc, out);
-    assert_int_equal(rc, expect_rc);
-    json_error_t je;
-    json_t *j = json_loads(out, 0, &je);
-    if (!j) fprintf(stderr, "command: %s\nnot JSON: %s\n%.2000s\n", cmd, je.text, out);
-    free(out);
-    assert_non_null(j);
-    return j;
-}
-
-static double jnum(json_t *o, const char *k) {
-    json_t *v = json_object_get(o, k);
-    if (json_is_number(v)) return json_number_value(v);
-    if (json_is_string(v)) {
-        const char *s = json_string_value(v);
-        if (!strcmp(s, "inf")) return INFINITY;
-        if (!strcmp(s, "-inf")) return -INFINITY;
-        return NAN;
-    }
-    fail_msg("key '%s' missing or not a number", k);
-    return NAN;
-}
-
-static json_t *find_named(json_t *arr, const char *name) {
-    size_t i;
-    json_t *e;
-    json_array_foreach(arr, i, e) {
-        const char *n = json_string_value(json_object_get(e, "name"));
-        if (n && !strcmp(n, name)) return e;
-    }
-    return NULL;
-}
-
-static int exists(const char *path) { struct stat st; return stat(path, &st) == 0; }
+#define run tmt_run
+#define run_json tmt_run_json
+#define jnum tmt_num
+#define find_named tmt_find_named
+#define exists tmt_exists
 
 static int setup_all(void **state) {
     (void)state;
-    g_bin = getenv("TM_BIN");
-    if (!g_bin) g_bin = "./tensormorph";
+    g_bin = tmt_bin();
     snprintf(g_tmp, sizeof g_tmp, "/tmp/tm_cli_XXXXXX");
     if (!mkdtemp(g_tmp)) return -1;
     char *o;

@@ -19,48 +19,15 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "helpers/cli_run.h"
+
 static char g_tmp[256];
 static const char *g_bin;
 static char g_models[512];
 
-static int run_capture(char **out, const char *cmd) {
-    FILE *p = popen(cmd, "r");
-    if (!p) return -1;
-    size_t cap = 1 << 16, n = 0, r;
-    char *buf = malloc(cap);
-    while ((r = fread(buf + n, 1, cap - n - 1, p)) > 0) {
-        n += r;
-        if (cap - n < 1024) { cap *= 2; buf = realloc(buf, cap); }
-    }
-    buf[n] = '\0';
-    int st = pclose(p);
-    *out = buf;
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
-}
-
-static json_t *jrun(const char *fmt, ...) {
-    char cmd[2048];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(cmd, sizeof cmd, fmt, ap);
-    va_end(ap);
-    char *out;
-    int rc = run_capture(&out, cmd);
-    if (rc != 0) fprintf(stderr, "FAILED (exit %d): %s\n%.1500s\n", rc, cmd, out);
-    assert_int_equal(rc, 0);
-    json_t *j = json_loads(out, 0, NULL);
-    if (!j) fprintf(stderr, "not JSON: %s\n%.1500s\n", cmd, out);
-    free(out);
-    assert_non_null(j);
-    return j;
-}
-
-static double num(json_t *o, const char *k) {
-    json_t *v = json_object_get(o, k);
-    if (json_is_number(v)) return json_number_value(v);
-    if (json_is_string(v) && !strcmp(json_string_value(v), "inf")) return INFINITY;
-    return NAN;
-}
+static int run_capture(char **out, const char *cmd) { return tmt_run(out, "%s", cmd); }
+#define jrun(...) tmt_run_json(0, __VA_ARGS__)
+#define num tmt_num
 
 static int have_shared(void) {
     const char *s = getenv("TM_SHARED");
@@ -216,8 +183,7 @@ static void test_sharded_equals_single(void **s) {
 
 static int setup(void **s) {
     (void)s;
-    g_bin = getenv("TM_BIN");
-    if (!g_bin) g_bin = "./tensormorph";
+    g_bin = tmt_bin();
     snprintf(g_tmp, sizeof g_tmp, "/tmp/tm_models_XXXXXX");
     return mkdtemp(g_tmp) ? 0 : -1;
 }

@@ -51,30 +51,81 @@ double tm_lsb_size(tm_dtype code_dtype, double scale, double x) {
     return s;
 }
 
+/* Integer codes: one scale per run of elements sharing a param (a row, a group), so the
+** per-element work is a few multiply-adds on local accumulators. */
+static void add_int(tm_erracc *a, const float *x, const float *xq, const int64_t *param,
+                    const float *scale, const int32_t *zero_point, int64_t qmin, int64_t qmax,
+                    int64_t n) {
+    int64_t k = 0;
+    while (k < n) {
+        int64_t p = param[k], k1 = k + 1;
+        while (k1 < n && param[k1] == p) k1++;
+        double s = scale[p];
+        double zp = zero_point ? zero_point[p] : 0;
+        double inv = s > 0 ? 1.0 / s : 0; /* one LSB is |scale|; s <= 0 gives inf/NaN below */
+        double lo = ((double)qmin - zp) * s - TM_QDIFF_MAX_LSB_TOL * s;
+        double hi = ((double)qmax - zp) * s + TM_QDIFF_MAX_LSB_TOL * s;
+        double sx2 = 0, sq2 = 0, sxq = 0, se2 = 0, sl2 = 0, mabs = 0, mlsb = 0, mlsbu = 0;
+        int64_t cnt = 0, clip = 0, beyond = 0, nonfin = 0;
+        for (int64_t i = k; i < k1; i++) {
+            double xv = x[i];
+            if (!isfinite(xv)) { nonfin++; continue; }
+            double q = xq[i], e = q - xv, ae = fabs(e);
+            double el = s > 0 ? ae * inv : (ae > 0 ? INFINITY : 0);
+            cnt++;
+            sx2 += xv * xv;
+            sq2 += q * q;
+            sxq += xv * q;
+            se2 += e * e;
+            sl2 += el * el;
+            if (ae > mabs) mabs = ae;
+            if (el > mlsb) mlsb = el;
+            if (xv < lo || xv > hi) clip++;
+            else {
+                if (el > mlsbu) mlsbu = el;
+                if (el > TM_QDIFF_MAX_LSB_TOL) beyond++;
+            }
+        }
+        a->n += cnt;
+        a->n_nonfinite += nonfin;
+        a->n_clipped += clip;
+        a->n_beyond += beyond;
+        a->sum_x2 += sx2;
+        a->sum_q2 += sq2;
+        a->sum_xq += sxq;
+        a->sum_e2 += se2;
+        a->sum_l2 += sl2;
+        if (mabs > a->max_abs) a->max_abs = mabs;
+        if (mlsb > a->max_lsb) a->max_lsb = mlsb;
+        if (mlsbu > a->max_lsb_unclipped) a->max_lsb_unclipped = mlsbu;
+        if (a->n_params > 0 && p >= 0 && p < a->n_params) {
+            a->param_sum_l2[p] += sl2;
+            a->param_n[p] += cnt;
+        }
+        k = k1;
+    }
+}
+
 void tm_erracc_add(tm_erracc *a, tm_dtype code_dtype, const float *x, const float *xq,
                    const int64_t *param, const float *scale, const int32_t *zero_point,
                    int64_t qmin, int64_t qmax, int64_t n) {
     int is_fp8 = code_dtype == TM_F8_E4M3 || code_dtype == TM_F8_E5M2;
+    if (!is_fp8) {
+        add_int(a, x, xq, param, scale, zero_point, qmin, qmax, n);
+        return;
+    }
     for (int64_t k = 0; k < n; k++) {
         double xv = x[k];
         if (!isfinite(xv)) { a->n_nonfinite++; continue; }
         int64_t p = param[k];
         double s = scale[p];
-        double zp = zero_point ? zero_point[p] : 0;
         double q = xq[k];
         double e = q - xv;
         double ae = fabs(e);
-        double lsb = s;
-        if (is_fp8) lsb = s * fp8_spacing(code_dtype, xv / s);
+        double lsb = s * fp8_spacing(code_dtype, xv / s);
         double el = lsb > 0 ? ae / lsb : (ae > 0 ? INFINITY : 0);
-        double lo = ((double)qmin - zp) * s, hi = ((double)qmax - zp) * s;
-        int clipped;
-        if (is_fp8) {
-            double lim = (double)qmax * s; /* qmax = largest finite code value */
-            clipped = fabs(xv) > lim + TM_QDIFF_MAX_LSB_TOL * s * fp8_spacing(code_dtype, (double)qmax);
-        } else {
-            clipped = xv < lo - TM_QDIFF_MAX_LSB_TOL * s || xv > hi + TM_QDIFF_MAX_LSB_TOL * s;
-        }
+        double lim = (double)qmax * s; /* qmax = largest finite code value */
+        int clipped = fabs(xv) > lim + TM_QDIFF_MAX_LSB_TOL * s * fp8_spacing(code_dtype, (double)qmax);
         a->n++;
         a->sum_x2 += xv * xv;
         a->sum_q2 += q * q;

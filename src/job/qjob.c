@@ -404,11 +404,19 @@ static tm_status run_task_inner(void *vctx, int64_t task, int thread, tm_err *er
     int64_t r0 = chunk * pl->rows_per_chunk;
     int64_t r1 = r0 + pl->rows_per_chunk < pl->rows ? r0 + pl->rows_per_chunk : pl->rows;
     int64_t ne = (r1 - r0) * C;
-    float *x = j->fbuf[thread], *xq = j->qbuf[thread];
+    const float *x = j->fbuf[thread];
+    float *xq = j->qbuf[thread];
     uint8_t *codes = j->cbuf[thread];
     int64_t *param = j->ibuf[thread];
-    s = load_rows(j, pl->src, r0 * C, ne, x, err);
-    if (s) return s;
+    const void *mapped = NULL;
+    if (t->dtype == TM_F32 && !t->fortran_order && !t->big_endian &&
+        tm_tensor_data(j->in, pl->src, (uint64_t)(r0 * C) * 4, (uint64_t)ne * 4, &mapped, NULL) == TM_OK &&
+        ((uintptr_t)mapped & 3u) == 0) {
+        x = mapped; /* aligned little-endian float32 in the map: read it in place, no copy */
+    } else {
+        s = load_rows(j, pl->src, r0 * C, ne, j->fbuf[thread], err);
+        if (s) return s;
+    }
     if (!pl->spec.allow_nonfinite) {
         for (int64_t k = 0; k < ne; k++)
             if (!isfinite(x[k])) {
@@ -469,6 +477,7 @@ static tm_status run_task_inner(void *vctx, int64_t task, int thread, tm_err *er
             s = tm_st_writer_write(j->w, pl->e_codes, (uint64_t)r0 * pl->row_bytes, j->pbuf[thread],
                                    (size_t)((uint64_t)(r1 - r0) * pl->row_bytes), err);
     }
+    if (x != j->fbuf[thread]) tm_tensor_release(j->in, pl->src, (uint64_t)(r0 * C) * 4, (uint64_t)ne * 4);
     progress(j, "quantize", (uint64_t)ne * (uint64_t)tm_dtype_get(t->dtype)->bits / 8);
     return s;
 }

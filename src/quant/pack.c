@@ -151,6 +151,30 @@ tm_status tm_pack_codes(const tm_packing *pk, tm_dtype code_dtype, const uint8_t
     if (st != TM_OK || rows == 0 || cols == 0) return st;
     uint64_t row_bytes = tm_packed_row_bytes(pk, cols);
     size_t wbytes = (size_t)p.wbits / 8;
+    if (p.lsb_first && (p.bits == 8 || p.bits == 4)) {
+        /* Byte-aligned fields of an LSB-first stream in little-endian words: field j of an 8-bit
+        ** stream is byte j, of a 4-bit stream the low (even j) or high (odd j) nibble of byte
+        ** j/2. (code + offset) mod 2^bits equals ((uint8_t)code + offset) mod 2^bits for signed
+        ** and unsigned codes alike, so one add per code: the same words as put_field writes. */
+        const uint8_t off = (uint8_t)((uint64_t)p.offset & 0xffu);
+        for (int64_t r = 0; r < rows; r++) {
+            uint8_t *row = (uint8_t *)out + (size_t)r * row_bytes;
+            const uint8_t *c = codes + (size_t)r * (size_t)cols;
+            size_t used;
+            if (p.bits == 8) {
+                for (int64_t j = 0; j < cols; j++) row[j] = (uint8_t)(c[j] + off);
+                used = (size_t)cols;
+            } else {
+                int64_t j = 0;
+                for (; j + 1 < cols; j += 2)
+                    row[j / 2] = (uint8_t)(((c[j] + off) & 0x0fu) | (((c[j + 1] + off) & 0x0fu) << 4));
+                if (j < cols) row[j / 2] = (uint8_t)((c[j] + off) & 0x0fu);
+                used = (size_t)(cols + 1) / 2;
+            }
+            memset(row + used, 0, row_bytes - used);
+        }
+        return TM_OK;
+    }
     for (int64_t r = 0; r < rows; r++) {
         uint8_t *row = (uint8_t *)out + (size_t)r * row_bytes;
         memset(row, 0, row_bytes);

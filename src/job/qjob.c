@@ -362,6 +362,24 @@ static void fill_params(const tm_qgran *g, const int64_t *shape, int64_t r0, int
     }
 }
 
+/* The observer or the quantizer met NaN/Inf (the cold path): name the tensor and the first
+** bad element by its flat index and coordinates. */
+static tm_status nonfinite_error(const job_t *j, const tm_tensor *t, const float *x, int64_t r0,
+                                 int64_t ne, tm_err *err) {
+    int64_t C = t->shape[1];
+    for (int64_t k = 0; k < ne; k++)
+        if (!isfinite(x[k])) {
+            int64_t flat = r0 * C + k;
+            return tm__err_set(err, TM_E_NONFINITE, -1,
+                               "%s: tensor '%s': %s at element %lld ([%lld, %lld]); "
+                               "use --allow-nonfinite to quantize it anyway",
+                               tm_file_path(j->in, t->file_index), t->name,
+                               isnan(x[k]) ? "NaN" : "infinity", (long long)flat,
+                               (long long)(flat / C), (long long)(flat % C));
+        }
+    return tm__err_set(err, TM_E_NONFINITE, -1, "tensor '%s': non-finite value", t->name);
+}
+
 static tm_status run_task_inner(void *vctx, int64_t task, int thread, tm_err *err);
 static tm_status run_task(void *vctx, int64_t task, int thread, tm_err *err) {
     tm_status s = run_task_inner(vctx, task, thread, err);
@@ -417,20 +435,9 @@ static tm_status run_task_inner(void *vctx, int64_t task, int thread, tm_err *er
         s = load_rows(j, pl->src, r0 * C, ne, j->fbuf[thread], err);
         if (s) return s;
     }
-    if (!pl->spec.allow_nonfinite) {
-        for (int64_t k = 0; k < ne; k++)
-            if (!isfinite(x[k])) {
-                int64_t flat = r0 * C + k;
-                return tm__err_set(err, TM_E_NONFINITE, -1,
-                                   "%s: tensor '%s': %s at element %lld ([%lld, %lld]); "
-                                   "use --allow-nonfinite to quantize it anyway",
-                                   tm_file_path(j->in, t->file_index), t->name,
-                                   isnan(x[k]) ? "NaN" : "infinity", (long long)flat,
-                                   (long long)(flat / C), (long long)(flat % C));
-            }
-    }
     if (pl->spec.gran.kind != TM_GRAN_TENSOR) {
         s = observe_rows(pl, x, r0, r1, xq, err);
+        if (s == TM_E_NONFINITE) return nonfinite_error(j, t, x, r0, ne, err);
         if (s) return s;
     }
     tm_qparams qp;
@@ -444,6 +451,7 @@ static tm_status run_task_inner(void *vctx, int64_t task, int thread, tm_err *er
     qp.convention = pl->spec.convention;
     qp.allow_nonfinite = pl->spec.allow_nonfinite;
     s = tm_quantize_f32(&qp, 2, t->shape, x, r0 * C, ne, codes, NULL, err);
+    if (s == TM_E_NONFINITE) return nonfinite_error(j, t, x, r0, ne, err);
     if (s) return s;
     s = tm_dequantize(&qp, 2, t->shape, codes, r0 * C, ne, xq, err);
     if (s) return s;

@@ -5,7 +5,8 @@
 ** 1. writes two synthetic LLaMA-7B-shaped safetensors checkpoints (same values, F32 and BF16)
 **    into SCRATCH_DIR/f32 and SCRATCH_DIR/bf16, streamed piece by piece through the library's
 **    tm_st_writer_* API (bounded memory); deterministic (seeded), Gaussian-ish rows;
-** 2. measures a memory ceiling: memcpy of 1 GiB, best of 3;
+** 2. measures a memory ceiling: memcpy of 1 GiB, best of 3, at the start and again at the end
+**    (the machine may be shared: the ceiling is the better of the two);
 ** 3. measures `sha256sum` over each source file (spawned, wall time);
 ** 4. spawns TENSORMORPH_BIN quantize for int8 per-channel (with and without checksums) and
 **    int4 group:128, from F32 and BF16, with --threads 1 and 2. Each configuration runs once
@@ -13,8 +14,11 @@
 **    Peak resident set comes from wait4()'s ru_maxrss, which counts the mapped file pages the
 **    child touched.
 **
-** Output: JSON Lines on stdout (one object per measurement and per target), a human table on
-** stderr. This is a benchmark, never a test: the exit status is 0 whether targets pass or miss,
+** Before each timed run the share of the source file in the page cache (mincore) and the
+** 1-minute load average are recorded; user/system CPU seconds come from the same rusage.
+**
+** Output: JSON Lines on stdout (one object per measurement and per target, emitted once all
+** runs are done), progress and a human table on stderr. This is a benchmark, never a test: the exit status is 0 whether targets pass or miss,
 ** nonzero only when something could not be run.
 **
 ** Throughput is always in bytes of SOURCE (the checkpoint file being quantized) per second,

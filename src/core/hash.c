@@ -30,7 +30,7 @@ tm_status tm_sha256_file(const char *path, char hex_out[65], uint64_t *n_bytes, 
         EVP_MD_CTX_free(ctx); free(buf); close(fd);
         return tm__err_set(err, TM_E_NOMEM, -1, "sha256: cannot initialise");
     }
-    uint64_t total = 0, since_drop = 0;
+    uint64_t total = 0;
     for (;;) {
         ssize_t r = read(fd, buf, bufsz);
         if (r < 0) {
@@ -43,14 +43,6 @@ tm_status tm_sha256_file(const char *path, char hex_out[65], uint64_t *n_bytes, 
         if (r == 0) break;
         EVP_DigestUpdate(ctx, buf, (size_t)r);
         total += (uint64_t)r;
-        since_drop += (uint64_t)r;
-#ifdef POSIX_FADV_DONTNEED
-        /* keep the page cache from holding what was hashed (bounded memory on huge inputs) */
-        if (since_drop >= (64u << 20)) {
-            posix_fadvise(fd, 0, (off_t)total, POSIX_FADV_DONTNEED);
-            since_drop = 0;
-        }
-#endif
     }
     unsigned char md[32];
     unsigned mdlen = 0;

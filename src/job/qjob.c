@@ -52,7 +52,12 @@ typedef struct plan_t {
     double   *param_l2;       /* [n_params] per-param sum of squared LSB error                 */
     int64_t  *param_n;
     tm_erracc *chunk_acc;     /* [n_tasks]                                                     */
-    int64_t   n_degenerate;
+    atomic_llong n_degenerate;/* units with a zero range (constant), given the fallback scale */
+    atomic_llong chunks_done; /* the chunk that completes the tensor writes its params, sums its
+                                 statistics and frees the per-param arrays: memory follows the
+                                 tensors in flight, not the model                              */
+    int       params_ready;   /* scale/zp/param arrays allocated (under job_t.alloc_mu)        */
+    tm_errsum summary;        /* filled by finish_plan                                          */
     char     *module;         /* name without ".weight" (malloc'd)                             */
 } plan_t;
 
@@ -68,6 +73,7 @@ typedef struct job_t {
     uint64_t              total_bytes;
     atomic_ullong         done_bytes;
     pthread_mutex_t       prog_mu;
+    pthread_mutex_t       alloc_mu;
     float               **fbuf;       /* per thread: chunk as float32                           */
     float               **qbuf;       /* per thread: dequantized chunk                          */
     uint8_t             **cbuf;       /* per thread: codes one per byte                         */
@@ -301,7 +307,7 @@ static tm_status set_unit(plan_t *pl, int64_t pidx, const float *vals, int64_t n
     int32_t z;
     s = tm_qparams_from_range(&pl->spec, lo, hi, &sc, &z, err);
     if (s) return s;
-    if (lo == hi) pl->n_degenerate++; /* constant (often all-zero) unit: fallback scale */
+    if (lo == hi) atomic_fetch_add(&pl->n_degenerate, 1); /* constant unit: fallback scale */
     pl->scale[pidx] = sc;
     if (pl->zp) pl->zp[pidx] = z;
     return TM_OK;
@@ -380,6 +386,50 @@ static tm_status nonfinite_error(const job_t *j, const tm_tensor *t, const float
     return tm__err_set(err, TM_E_NONFINITE, -1, "tensor '%s': non-finite value", t->name);
 }
 
+/* Allocate a tensor's per-param arrays on its first chunk (thread-safe). */
+static tm_status ensure_params(job_t *j, plan_t *pl, tm_err *err) {
+    tm_status s = TM_OK;
+    pthread_mutex_lock(&j->alloc_mu);
+    if (!pl->params_ready) {
+        pl->scale = tm__calloc((size_t)pl->n_params, sizeof(float));
+        pl->zp = pl->spec.symmetric ? NULL : tm__calloc((size_t)pl->n_params, sizeof(int32_t));
+        pl->param_l2 = tm__calloc((size_t)pl->n_params, sizeof(double));
+        pl->param_n = tm__calloc((size_t)pl->n_params, sizeof(int64_t));
+        if (!pl->scale || (!pl->spec.symmetric && !pl->zp) || !pl->param_l2 || !pl->param_n)
+            s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory for %lld scales", (long long)pl->n_params);
+        else pl->params_ready = 1;
+    }
+    pthread_mutex_unlock(&j->alloc_mu);
+    return s;
+}
+
+static tm_status write_params(job_t *j, plan_t *pl, tm_err *err);
+
+/* The last chunk of a tensor: write its scales and zero points, summarise its error
+** statistics (chunks merged in chunk order: deterministic), free the per-param arrays. */
+static tm_status finish_plan(job_t *j, plan_t *pl, tm_err *err) {
+    tm_status s = write_params(j, pl, err);
+    if (s) return s;
+    tm_erracc total;
+    tm_erracc_init(&total, 0, NULL);
+    for (int64_t c = 0; c < pl->n_tasks; c++) tm_erracc_merge(&total, &pl->chunk_acc[c]);
+    total.n_params = pl->spec.gran.kind == TM_GRAN_TENSOR ? 0 : pl->n_params;
+    total.param_sum_l2 = pl->param_l2;
+    total.param_n = pl->param_n;
+    tm_erracc_summary(&total, &pl->summary);
+    if (pl->spec.gran.kind == TM_GRAN_TENSOR) {
+        pl->summary.worst_group = 0;
+        pl->summary.worst_group_rmse_lsb = pl->summary.rmse_lsb;
+    }
+    for (int64_t k = 0; k < pl->n_params; k++)
+        if (!(pl->scale[k] > 0) || !isfinite(pl->scale[k])) pl->summary.n_bad_scales++;
+    pthread_mutex_lock(&j->alloc_mu);
+    free(pl->scale); free(pl->zp); free(pl->param_l2); free(pl->param_n);
+    pl->scale = NULL; pl->zp = NULL; pl->param_l2 = NULL; pl->param_n = NULL;
+    pthread_mutex_unlock(&j->alloc_mu);
+    return TM_OK;
+}
+
 static tm_status run_task_inner(void *vctx, int64_t task, int thread, tm_err *err);
 static tm_status run_task(void *vctx, int64_t task, int thread, tm_err *err) {
     tm_status s = run_task_inner(vctx, task, thread, err);
@@ -418,6 +468,8 @@ static tm_status run_task_inner(void *vctx, int64_t task, int thread, tm_err *er
         progress(j, "copy", n);
         return s;
     }
+    s = ensure_params(j, pl, err);
+    if (s) return s;
     int64_t C = pl->cols;
     int64_t r0 = chunk * pl->rows_per_chunk;
     int64_t r1 = r0 + pl->rows_per_chunk < pl->rows ? r0 + pl->rows_per_chunk : pl->rows;
@@ -487,12 +539,15 @@ static tm_status run_task_inner(void *vctx, int64_t task, int thread, tm_err *er
     }
     if (x != j->fbuf[thread]) tm_tensor_release(j->in, pl->src, (uint64_t)(r0 * C) * 4, (uint64_t)ne * 4);
     progress(j, "quantize", (uint64_t)ne * (uint64_t)tm_dtype_get(t->dtype)->bits / 8);
+    if (!s && atomic_fetch_add(&pl->chunks_done, 1) + 1 == pl->n_tasks) s = finish_plan(j, pl, err);
     return s;
 }
 
 /* Per-tensor granularity: observe the whole tensor first (one extra streaming pass). */
 static tm_status observe_whole(job_t *j, plan_t *pl, tm_err *err) {
     const tm_tensor *t = tm_file_tensor(j->in, pl->src);
+    tm_status s0 = ensure_params(j, pl, err);
+    if (s0) return s0;
     float *all = tm__malloc_n((size_t)t->n_elems, sizeof(float));
     if (!all) return tm__err_set(err, TM_E_NOMEM, -1, "tensor '%s': out of memory for %lld values",
                                  t->name, (long long)t->n_elems);
@@ -951,6 +1006,7 @@ tm_status tm_quantize_checkpoint(tm_file *in, const char *out_dir, const tm_qjob
     j.in = in;
     j.p = p;
     pthread_mutex_init(&j.prog_mu, NULL);
+    pthread_mutex_init(&j.alloc_mu, NULL);
     atomic_init(&j.done_bytes, 0);
     tm_status s = check_output_dir(in, out_dir, p->force, err);
     if (!s) s = check_layout_scheme(&p->spec, err);
@@ -1044,12 +1100,6 @@ tm_status tm_quantize_checkpoint(tm_file *in, const char *out_dir, const tm_qjob
         }
         for (int64_t k = pl->e_codes; k < ne; k++)
             if (!names[k]) s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
-        pl->scale = tm__calloc((size_t)pl->n_params, sizeof(float));
-        pl->zp = pl->spec.symmetric ? NULL : tm__calloc((size_t)pl->n_params, sizeof(int32_t));
-        pl->param_l2 = tm__calloc((size_t)pl->n_params, sizeof(double));
-        pl->param_n = tm__calloc((size_t)pl->n_params, sizeof(int64_t));
-        if (!pl->scale || (!pl->spec.symmetric && !pl->zp) || !pl->param_l2 || !pl->param_n)
-            s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
         j.total_bytes += t->n_bytes;
     }
     /* tasks */
@@ -1153,12 +1203,6 @@ tm_status tm_quantize_checkpoint(tm_file *in, const char *out_dir, const tm_qjob
         if (j.plans[i].kind != OUT_COPY && j.plans[i].spec.gran.kind == TM_GRAN_TENSOR)
             s = observe_whole(&j, &j.plans[i], err);
     if (!s) s = tm__parallel_for(j.n_tasks, nt, run_task, &j, p->cancel, err);
-    if (s && s != TM_E_CANCELLED) {
-        int64_t dummy = 0;
-        (void)dummy;
-    }
-    for (int64_t i = 0; i < n && !s; i++)
-        if (j.plans[i].kind != OUT_COPY) s = write_params(&j, &j.plans[i], err);
     if (hashing) {
         pthread_join(hth, NULL);
         if (!s && hj.status) { s = hj.status; *err = hj.err; }
@@ -1193,16 +1237,9 @@ tm_status tm_quantize_checkpoint(tm_file *in, const char *out_dir, const tm_qjob
         }
         rt->quantized = 1;
         rt->spec = pl->spec;
-        rt->n_degenerate = pl->n_degenerate;
+        rt->n_degenerate = atomic_load(&pl->n_degenerate);
         res->n_quantized++;
-        tm_erracc total;
-        tm_erracc_init(&total, 0, NULL);
-        for (int64_t c = 0; c < pl->n_tasks; c++) tm_erracc_merge(&total, &pl->chunk_acc[c]);
-        total.n_params = pl->spec.gran.kind == TM_GRAN_TENSOR ? 0 : pl->n_params;
-        total.param_sum_l2 = pl->param_l2;
-        total.param_n = pl->param_n;
-        tm_erracc_summary(&total, &rt->e);
-        if (pl->spec.gran.kind == TM_GRAN_TENSOR) { rt->e.worst_group = 0; rt->e.worst_group_rmse_lsb = rt->e.rmse_lsb; }
+        rt->e = pl->summary;
         tm_qdiff_entry *qe = &qr.entries[qr.n++];
         qe->name = t->name;
         qe->ref_index = i;
@@ -1349,6 +1386,7 @@ tm_status tm_quantize_checkpoint(tm_file *in, const char *out_dir, const tm_qjob
     free_bufs(&j, nt);
     free_plans(&j);
     pthread_mutex_destroy(&j.prog_mu);
+    pthread_mutex_destroy(&j.alloc_mu);
     *out = res;
     return s;
 }

@@ -174,7 +174,7 @@ static json_t *api_session(serve_ctx *c) {
     return d;
 }
 
-static json_t *arch_node_json(const tm_arch *a, int64_t k) {
+static json_t *arch_node_json(const tm_file *f, const tm_arch *a, int64_t k) {
     const tm_arch_node *x = &a->nodes[k];
     json_t *o = json_object();
     json_object_set_new(o, "name", json_string(x->name));
@@ -185,10 +185,11 @@ static json_t *arch_node_json(const tm_arch *a, int64_t k) {
     json_object_set_new(o, "dtype", json_string(x->dtype));
     json_object_set_new(o, "scheme", json_string(x->scheme));
     json_object_set_new(o, "boundary", json_boolean(x->boundary));
-    if (x->tensor >= 0) json_object_set_new(o, "tensor", json_string(x->path));
+    const tm_tensor *t = x->tensor >= 0 ? tm_file_tensor(f, x->tensor) : NULL;
+    if (t) json_object_set_new(o, "tensor", json_string(t->name)); /* an ONNX node's weight */
     json_t *ch = json_array();
     for (int64_t c = x->first_child; c >= 0; c = a->nodes[c].next_sibling)
-        json_array_append_new(ch, arch_node_json(a, c));
+        json_array_append_new(ch, arch_node_json(f, a, c));
     json_object_set_new(o, "children", ch);
     return o;
 }
@@ -201,7 +202,7 @@ static json_t *api_arch(serve_ctx *c, int *status) {
     json_t *d = cli_json_doc("arch");
     json_object_set_new(d, "path", json_string(c->path));
     json_object_set_new(d, "n_boundaries", json_integer(a->n_boundaries));
-    json_object_set_new(d, "root", arch_node_json(a, 0));
+    json_object_set_new(d, "root", arch_node_json(c->f, a, 0));
     tm_arch_free(a);
     return d;
 }

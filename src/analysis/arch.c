@@ -4,6 +4,7 @@
 ** the dtype and quantization scheme of each subtree, and a boundary mark on every module whose
 ** dtype or scheme differs from its previous sibling's. */
 #include "../core/core.h"
+#include "tensormorph/graph.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -116,8 +117,109 @@ static void merge_label(char *dst, size_t n, const char *src) {
     }
 }
 
+/* Shared tail of both builders: fold subtree totals bottom-up, optionally sort siblings, and
+** mark a boundary wherever dtype or scheme differs from the previous sibling. */
+static tm_status finish_tree(builder *b, int sort, tm_arch **out, tm_err *err) {
+    free(b->last_child);
+    tm_arch *A = calloc(1, sizeof *A);
+    if (!A) {
+        for (int64_t k = 0; k < b->n; k++) free((char *)b->nodes[k].path);
+        free(b->nodes);
+        return tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
+    }
+    A->nodes = b->nodes;
+    A->n = b->n;
+    for (int64_t k = A->n - 1; k > 0; k--) {
+        tm_arch_node *x = &A->nodes[k], *p = &A->nodes[x->parent];
+        p->n_params += x->n_params;
+        p->n_bytes += x->n_bytes;
+        p->n_tensors += x->n_tensors;
+        merge_label(p->dtype, sizeof p->dtype, x->dtype);
+        merge_label(p->scheme, sizeof p->scheme, x->scheme);
+    }
+    tm_status s = sort ? sort_children(A, err) : TM_OK;
+    if (s) { tm_arch_free(A); return s; }
+    for (int64_t p = 0; p < A->n; p++) {
+        int64_t prev = -1;
+        for (int64_t c = A->nodes[p].first_child; c >= 0; c = A->nodes[c].next_sibling) {
+            tm_arch_node *x = &A->nodes[c];
+            if (prev >= 0 && (strcmp(x->dtype, A->nodes[prev].dtype) || strcmp(x->scheme, A->nodes[prev].scheme))) {
+                x->boundary = 1;
+                A->n_boundaries++;
+            }
+            prev = c;
+        }
+    }
+    *out = A;
+    return TM_OK;
+}
+
+/* An ONNX model's architecture is its graph: one child per (sub)graph, then its nodes in graph
+** order, each labelled "<index>:<op_type> <node name>", with the dtype of what it outputs and
+** the scheme of its quantized weight (or "quantized codes" when it outputs codes); a boundary
+** falls where that changes from one node to the next. A node's parameters and bytes are those
+** of the checkpoint tensors it consumes (a tensor shared by two nodes counts in both). */
+static void dotless(char *s) { for (; *s; s++) if (*s == '.') *s = '_'; }
+
+static tm_status arch_from_graph(const tm_file *f, tm_arch **out, tm_err *err) {
+    builder b;
+    memset(&b, 0, sizeof b);
+    if (add_node(&b, -1, "", 0, err) < 0) return TM_E_NOMEM;
+    int64_t nn = tm_graph_n_nodes(f);
+    tm_status s = TM_OK;
+    for (int64_t k = 0; k < nn && !s; k++) {
+        const tm_graph_node *nd = tm_graph_node_at(f, k);
+        char glabel[256];
+        snprintf(glabel, sizeof glabel, "%s", nd->graph[0] ? nd->graph : "graph");
+        dotless(glabel);
+        int64_t g = find_child(&b, 0, glabel, strlen(glabel));
+        if (g < 0) g = add_node(&b, 0, glabel, strlen(glabel), err);
+        if (g < 0) { s = TM_E_NOMEM; break; }
+        char nm[256], path[600];
+        snprintf(nm, sizeof nm, "%lld:%s %s", (long long)k, nd->op_type, nd->name);
+        dotless(nm);
+        int pl = snprintf(path, sizeof path, "%s.%s", glabel, nm);
+        if (pl < 0) pl = 0;
+        if ((size_t)pl >= sizeof path) pl = (int)sizeof path - 1;
+        int64_t c = add_node(&b, g, path, (size_t)pl, err);
+        if (c < 0) { s = TM_E_NOMEM; break; }
+        tm_arch_node *x = &b.nodes[c];
+        int outputs_codes = 0;
+        for (int64_t o = 0; o < nd->n_outputs; o++) {
+            const tm_graph_value *v = nd->outputs[o] >= 0 ? tm_graph_value_at(f, nd->outputs[o]) : NULL;
+            if (!v) continue;
+            if (!x->dtype[0]) snprintf(x->dtype, sizeof x->dtype, "%s", v->elem_type_name);
+            outputs_codes |= v->quantized;
+        }
+        for (int64_t in = 0; in < nd->n_inputs; in++) {
+            const tm_graph_value *v = nd->inputs[in] >= 0 ? tm_graph_value_at(f, nd->inputs[in]) : NULL;
+            const tm_tensor *t = v && v->tensor >= 0 ? tm_file_tensor(f, v->tensor) : NULL;
+            if (!t || t->role != TM_ROLE_DATA) continue;
+            if (x->tensor < 0) x->tensor = v->tensor;
+            x->n_params += t->n_elems;
+            x->n_bytes += t->n_bytes;
+            x->n_tensors++;
+        }
+        if (nd->weight_tensor >= 0) {
+            x->tensor = nd->weight_tensor;
+            tm_scheme_str(tm_file_tensor(f, nd->weight_tensor), x->scheme, sizeof x->scheme);
+        } else {
+            snprintf(x->scheme, sizeof x->scheme, "%s", outputs_codes ? "quantized codes" : "dense");
+        }
+        if (!x->dtype[0]) snprintf(x->dtype, sizeof x->dtype, "?");
+    }
+    if (s) {
+        for (int64_t k = 0; k < b.n; k++) free((char *)b.nodes[k].path);
+        free(b.nodes);
+        free(b.last_child);
+        return s;
+    }
+    return finish_tree(&b, 0, out, err);
+}
+
 tm_status tm_arch_build(const tm_file *f, tm_arch **out, tm_err *err) {
     *out = NULL;
+    if (tm_file_format(f) == TM_FMT_ONNX && tm_graph_n_nodes(f) > 0) return arch_from_graph(f, out, err);
     builder b;
     memset(&b, 0, sizeof b);
     int64_t nt = tm_file_n_tensors(f);
@@ -156,41 +258,13 @@ tm_status tm_arch_build(const tm_file *f, tm_arch **out, tm_err *err) {
         merge_label(x->scheme, sizeof x->scheme, sch);
     }
     free(extra);
-    free(b.last_child);
-    tm_arch *A = calloc(1, sizeof *A);
-    if (!A && !s) s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
     if (s) {
         for (int64_t k = 0; k < b.n; k++) free((char *)b.nodes[k].path);
         free(b.nodes);
-        free(A);
+        free(b.last_child);
         return s;
     }
-    A->nodes = b.nodes;
-    A->n = b.n;
-    /* children were created after their parents: fold subtrees bottom-up */
-    for (int64_t k = A->n - 1; k > 0; k--) {
-        tm_arch_node *x = &A->nodes[k], *p = &A->nodes[x->parent];
-        p->n_params += x->n_params;
-        p->n_bytes += x->n_bytes;
-        p->n_tensors += x->n_tensors;
-        merge_label(p->dtype, sizeof p->dtype, x->dtype);
-        merge_label(p->scheme, sizeof p->scheme, x->scheme);
-    }
-    s = sort_children(A, err);
-    if (s) { tm_arch_free(A); return s; }
-    for (int64_t p = 0; p < A->n; p++) {
-        int64_t prev = -1;
-        for (int64_t c = A->nodes[p].first_child; c >= 0; c = A->nodes[c].next_sibling) {
-            tm_arch_node *x = &A->nodes[c];
-            if (prev >= 0 && (strcmp(x->dtype, A->nodes[prev].dtype) || strcmp(x->scheme, A->nodes[prev].scheme))) {
-                x->boundary = 1;
-                A->n_boundaries++;
-            }
-            prev = c;
-        }
-    }
-    *out = A;
-    return TM_OK;
+    return finish_tree(&b, 1, out, err);
 }
 
 void tm_arch_free(tm_arch *a) {

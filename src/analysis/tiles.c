@@ -113,9 +113,14 @@ static tm_status read_span(const tm_tiles *t, int64_t start, int64_t n, float *o
     if (!s) s = tm_tensor_read_f32(t->ref, t->ref_i, start, n, refbuf, err);
     if (s) return s;
     const float *scale = tm_qview_scale(t->qv);
+    tm_dtype cd = tm_file_tensor(t->f, t->i)->quant->code_dtype;
+    int fp8 = cd == TM_F8_E4M3 || cd == TM_F8_E5M2;
     for (int64_t k = 0; k < n; k++) {
         float sc = scale[param[k]];
-        out[k] = sc > 0 && isfinite(sc) ? fabsf(refbuf[k] - out[k]) / sc : NAN;
+        if (!(sc > 0) || !isfinite(sc)) { out[k] = NAN; continue; }
+        /* float8: one LSB is the grid spacing at the value, as qdiff and scalar measure it */
+        if (fp8) out[k] = (float)(fabs((double)refbuf[k] - out[k]) / tm_lsb_size(cd, sc, refbuf[k]));
+        else out[k] = fabsf(refbuf[k] - out[k]) / sc;
     }
     return TM_OK;
 }

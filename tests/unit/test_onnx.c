@@ -614,6 +614,48 @@ static void test_ort_granularities(void **state) {
 }
 
 /* Q/DQ around activations are quantization points; types flow through the graph. */
+/* The Architecture view of an ONNX model is its graph: nodes in graph order under their
+** (sub)graph, badges from what flows out, boundaries where that changes. */
+static void test_arch_from_graph(void **state) {
+    (void)state;
+    if (!tmv_require_shared()) return;
+    tm_file *f = open_ok("ort_testdata/conv.int4_weights.qdq.onnx");
+    tm_arch *a = NULL;
+    tm_err err;
+    assert_int_equal(tm_arch_build(f, &a, &err), TM_OK);
+    const tm_arch_node *root = &a->nodes[0];
+    assert_int_equal(root->first_child >= 0, 1);
+    const tm_arch_node *g = &a->nodes[root->first_child];
+    assert_string_equal(g->name, "graph");
+    assert_int_equal(g->next_sibling, -1); /* no subgraphs in this model */
+    int64_t k = 0, n_boundary = 0, weight_node = -1;
+    for (int64_t c = g->first_child; c >= 0; c = a->nodes[c].next_sibling, k++) {
+        const tm_arch_node *x = &a->nodes[c];
+        const tm_graph_node *nd = tm_graph_node_at(f, k);
+        char want[256];
+        snprintf(want, sizeof want, "%lld:%s %s", (long long)k, nd->op_type, nd->name);
+        for (char *q = want; *q; q++) if (*q == '.') *q = '_';
+        assert_string_equal(x->name, want); /* graph order, not name order */
+        n_boundary += x->boundary;
+        if (!strcmp(nd->name, "weight_DequantizeLinear")) weight_node = c;
+        if (!strcmp(nd->name, "input_0_QuantizeLinear")) {
+            assert_string_equal(x->dtype, "UINT8");
+            assert_string_equal(x->scheme, "quantized codes");
+        }
+    }
+    assert_int_equal(k, tm_graph_n_nodes(f));
+    assert_true(weight_node >= 0);
+    /* the int4 weight's own scheme on the node that dequantizes it, its params counted there */
+    assert_string_equal(a->nodes[weight_node].dtype, "FLOAT");
+    assert_non_null(strstr(a->nodes[weight_node].scheme, "I4 channel"));
+    assert_int_equal(a->nodes[weight_node].n_params >= 5 * 3 * 3 * 3, 1);
+    /* codes -> float -> codes: the dtype changes along the graph, so boundaries are drawn */
+    assert_true(n_boundary >= 2);
+    assert_int_equal(a->n_boundaries, n_boundary);
+    tm_arch_free(a);
+    tm_close(f);
+}
+
 static void test_graph_quant_boundaries(void **state) {
     (void)state;
     if (!tmv_require_shared()) return;
@@ -1037,6 +1079,7 @@ int main(void) {
         cmocka_unit_test(test_dequantizelinear_node_tests),
         cmocka_unit_test(test_tensorproto_typed_fields),
         cmocka_unit_test(test_ort_granularities),
+        cmocka_unit_test(test_arch_from_graph),
         cmocka_unit_test(test_graph_quant_boundaries),
         cmocka_unit_test(test_cli_graph_json),
         cmocka_unit_test(test_qdiff_float_vs_qdq),

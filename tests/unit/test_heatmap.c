@@ -18,46 +18,14 @@
 #include <unistd.h>
 
 #include "tensormorph.h"
+#include "helpers/cli_run.h"
 
 static char g_tmp[256];
 static const char *g_bin;
 
-static int run(char **out, const char *fmt, ...) {
-    char cmd[4096];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(cmd, sizeof cmd, fmt, ap);
-    va_end(ap);
-    FILE *p = popen(cmd, "r");
-    assert_non_null(p);
-    size_t cap = 1 << 16, n = 0, r;
-    char *buf = malloc(cap);
-    while ((r = fread(buf + n, 1, cap - n - 1, p)) > 0) {
-        n += r;
-        if (cap - n < 1024) { cap *= 2; buf = realloc(buf, cap); }
-    }
-    buf[n] = '\0';
-    int st = pclose(p);
-    if (out) *out = buf;
-    else free(buf);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-}
+#define run tmt_run
 
-static json_t *run_json(const char *fmt, ...) {
-    char cmd[4096];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(cmd, sizeof cmd, fmt, ap);
-    va_end(ap);
-    char *out;
-    int rc = run(&out, "%s", cmd);
-    if (rc) fprintf(stderr, "command: %s\nexit %d\n%s\n", cmd, rc, out);
-    assert_int_equal(rc, 0);
-    json_t *j = json_loads(out, 0, NULL);
-    free(out);
-    assert_non_null(j);
-    return j;
-}
+#define run_json(...) tmt_run_json(0, __VA_ARGS__)
 
 typedef struct image { int w, h; uint8_t *rgb; } image;
 

@@ -22,6 +22,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "helpers/cli_run.h"
+
 static char g_tmp[256];
 static const char *g_bin;
 static pid_t g_server = -1;
@@ -29,40 +31,9 @@ static int g_port;
 
 #define OPROJ "model.layers.1.self_attn.o_proj.weight"
 
-static int run(char **out, const char *fmt, ...) {
-    char cmd[4096];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(cmd, sizeof cmd, fmt, ap);
-    va_end(ap);
-    FILE *p = popen(cmd, "r");
-    if (!p) return -1;
-    size_t cap = 1 << 16, n = 0, r;
-    char *buf = malloc(cap);
-    while ((r = fread(buf + n, 1, cap - n - 1, p)) > 0) {
-        n += r;
-        if (cap - n < 1024) { cap *= 2; buf = realloc(buf, cap); }
-    }
-    buf[n] = '\0';
-    int st = pclose(p);
-    if (out) *out = buf;
-    else free(buf);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-}
+#define run tmt_run
 
-static json_t *cli_json(const char *fmt, ...) {
-    char cmd[4096];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(cmd, sizeof cmd, fmt, ap);
-    va_end(ap);
-    char *out;
-    assert_int_equal(run(&out, "%s", cmd), 0);
-    json_t *j = json_loads(out, 0, NULL);
-    free(out);
-    assert_non_null(j);
-    return j;
-}
+#define cli_json(...) tmt_run_json(0, __VA_ARGS__)
 
 typedef struct http_resp { int status; char *head; char *body; size_t body_len; } http_resp;
 

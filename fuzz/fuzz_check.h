@@ -6,6 +6,7 @@
 #ifndef TM_FUZZ_CHECK_H
 #define TM_FUZZ_CHECK_H
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "tensormorph.h"
@@ -59,6 +60,29 @@ static inline void tm_fuzz_check_error(tm_status s, const tm_file *f, const tm_e
     CHECK(err->code == s);
     CHECK(err->msg[0] != '\0');
     CHECK(memchr(err->msg, '\0', sizeof err->msg) != NULL);
+}
+
+/* The common body of a buffer-opener target: open a private copy exactly `size` bytes long
+** (ASan sees any overrun), check the result with `check` or the error, close. */
+typedef tm_status (*tm_fuzz_opener)(const void *data, size_t n, const char *name,
+                                    const tm_open_params *p, tm_file **out, tm_err *err);
+static inline int tm_fuzz_open_and_check(tm_fuzz_opener open, const char *name, const uint8_t *data,
+                                         size_t size, void (*check)(const tm_file *)) {
+    uint8_t *copy = malloc(size ? size : 1);
+    if (!copy) return 0;
+    if (size) memcpy(copy, data, size);
+    tm_file *f = NULL;
+    tm_err err;
+    tm_status s = open(copy, size, name, NULL, &f, &err);
+    if (s == TM_OK) {
+        CHECK(f != NULL);
+        check(f);
+        tm_close(f);
+    } else {
+        tm_fuzz_check_error(s, f, &err);
+    }
+    free(copy);
+    return 0;
 }
 
 #endif

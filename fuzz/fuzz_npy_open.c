@@ -18,19 +18,5 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 static void check_file(const tm_file *f) { tm_fuzz_check_file(f, 1); }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    uint8_t *copy = malloc(size ? size : 1); /* exactly `size` bytes: ASan sees any overrun */
-    if (!copy) return 0;
-    if (size) memcpy(copy, data, size);
-    tm_file *f = NULL;
-    tm_err err;
-    tm_status s = tm__npy_open_buffer(copy, size, "fuzz.npy", NULL, &f, &err);
-    if (s == TM_OK) {
-        CHECK(f != NULL);
-        check_file(f);
-        tm_close(f);
-    } else {
-        tm_fuzz_check_error(s, f, &err);
-    }
-    free(copy);
-    return 0;
+    return tm_fuzz_open_and_check(tm__npy_open_buffer, "fuzz.npy", data, size, check_file);
 }

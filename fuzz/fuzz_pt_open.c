@@ -30,19 +30,5 @@ static void check_file(const tm_file *f) {
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    uint8_t *copy = malloc(size ? size : 1); /* exactly `size` bytes: ASan sees any overrun */
-    if (!copy) return 0;
-    if (size) memcpy(copy, data, size);
-    tm_file *f = NULL;
-    tm_err err;
-    tm_status s = tm__pt_open_buffer(copy, size, "fuzz.pt", NULL, &f, &err);
-    if (s == TM_OK) {
-        CHECK(f != NULL);
-        check_file(f);
-        tm_close(f);
-    } else {
-        tm_fuzz_check_error(s, f, &err);
-    }
-    free(copy);
-    return 0;
+    return tm_fuzz_open_and_check(tm__pt_open_buffer, "fuzz.pt", data, size, check_file);
 }

@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
 # setup.sh: install the Debian packages Tensormorph needs that are missing (Debian 12, as root
-# or with sudo). Usage: scripts/setup.sh [--test]   (--test adds clang + libFuzzer runtime)
+# or with sudo), then the Node.js runner's npm package (runner/: onnxruntime-node, the CPU build of
+# ONNX Runtime that `tensormorph evidence` and the ONNX round-trip test run models with).
+# Usage: scripts/setup.sh [--test]   (--test adds clang + libFuzzer runtime, chromium and
+# playwright-core for the browser test; there a failed npm install is an error, not a warning)
 set -euo pipefail
 pkgs=(cmake make gcc pkg-config git libjansson-dev libssl-dev libcmocka-dev libmicrohttpd-dev libpng-dev)
 pkgs+=(libprotobuf-c-dev protobuf-c-compiler libonnx-dev)  # ONNX reader: protoc-c + onnx.proto
 pkgs+=(libzip-dev)  # .npz and PyTorch zip checkpoints
+command -v node >/dev/null 2>&1 || pkgs+=(nodejs)  # the runner (runner/)
+command -v npm >/dev/null 2>&1 || pkgs+=(npm)
 if [[ "${1:-}" == "--test" ]]; then
-  # the browser test (tests/browser): Debian's chromium, and node + npm unless a node is installed
-  pkgs+=(chromium)
-  command -v node >/dev/null 2>&1 || pkgs+=(nodejs npm)
+  pkgs+=(chromium)  # the browser test (tests/browser)
   pkgs+=(clang libclang-rt-14-dev)
 fi
 missing=()
@@ -22,4 +25,28 @@ if ((${#missing[@]})); then
   export DEBIAN_FRONTEND=noninteractive
   $SUDO apt-get update -qq
   $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# The runner's npm package, into runner/node_modules (ignored by git). --ignore-scripts: the
+# package's install script only downloads optional GPU providers, which offline machines cannot.
+root="$(cd "$(dirname "$0")/.." && pwd)"
+npm_install() {  # npm_install DIR [extra packages, not saved]
+  local dir="$1"; shift
+  if (($#)); then
+    npm install --ignore-scripts --no-audit --no-fund --no-save --prefix "$dir" "$@" >/dev/null
+  else
+    npm install --ignore-scripts --no-audit --no-fund --prefix "$dir" >/dev/null
+  fi
+}
+if [[ ! -f "$root/runner/node_modules/onnxruntime-node/package.json" ]]; then
+  echo "setup: npm install --ignore-scripts in runner/ (onnxruntime-node)" >&2
+  if ! npm_install "$root/runner"; then
+    if [[ "${1:-}" == "--test" ]]; then echo "setup: npm install in runner/ failed" >&2; exit 1; fi
+    echo "setup: warning: npm install in runner/ failed; 'tensormorph evidence' needs it" \
+         "(cd runner && npm install --ignore-scripts)" >&2
+  fi
+fi
+if [[ "${1:-}" == "--test" && ! -f "$root/runner/node_modules/playwright-core/package.json" ]]; then
+  echo "setup: npm install playwright-core into runner/node_modules (browser test)" >&2
+  npm_install "$root/runner" playwright-core
 fi

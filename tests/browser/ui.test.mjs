@@ -38,7 +38,7 @@ if (!fs.existsSync(chromium)) skip("chromium not found at " + chromium + " (apt-
 let chromiumApi;
 {
   // playwright-core from tests/browser/node_modules, the build dir's node_modules or NODE_PATH-like TM_NODE_MODULES
-  const bases = [process.env.TM_NODE_MODULES, path.join(here, "node_modules"), path.join(build, "node_modules")].filter(Boolean);
+  const bases = [process.env.TM_NODE_MODULES, path.join(here, "..", "..", "runner", "node_modules"), path.join(here, "node_modules"), path.join(build, "node_modules")].filter(Boolean);
   for (const b of bases) {
     try {
       const req = createRequire(path.join(b, "noop.js"));

@@ -138,7 +138,7 @@ static double run_one(const char *bin, const char *in, const char *out, const ch
         int dn = open("/dev/null", O_WRONLY);
         if (dn >= 0) { dup2(dn, 1); }
         execl(bin, bin, "quantize", in, "-o", out, "--type", type, "--threads", th, "--no-checksums", "-q",
-              (char *)NULL);
+              "--force", (char *)NULL); /* --force: the previous run's output is tensormorph's own */
         _exit(127);
     }
     if (pid < 0) return -1;
@@ -152,17 +152,18 @@ static double run_one(const char *bin, const char *in, const char *out, const ch
 }
 
 int main(int argc, char **argv) {
-    int layers = 5, reps = 1;
+    int layers = 5, reps = 1, keep = 0;
     const char *types = "Q8_0,Q4_0,Q6_K,Q4_K_M";
     int i = 1;
     for (; i < argc && argv[i][0] == '-'; i++) {
         if (!strcmp(argv[i], "--layers") && i + 1 < argc) layers = (int)strtol(argv[++i], NULL, 10);
         else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = (int)strtol(argv[++i], NULL, 10);
         else if (!strcmp(argv[i], "--types") && i + 1 < argc) types = argv[++i];
+        else if (!strcmp(argv[i], "--keep")) keep = 1; /* leave the sources (profiling input) */
         else break;
     }
     if (argc - i != 2 || layers < 1 || reps < 1) {
-        fprintf(stderr, "usage: bench_gguf_job [--layers L] [--reps N] [--types T,...] TENSORMORPH_BIN SCRATCH_DIR\n");
+        fprintf(stderr, "usage: bench_gguf_job [--layers L] [--reps N] [--types T,...] [--keep] TENSORMORPH_BIN SCRATCH_DIR\n");
         return 2;
     }
     const char *bin = argv[i], *dir = argv[i + 1];
@@ -205,8 +206,10 @@ int main(int argc, char **argv) {
             }
         }
     }
-    unlink(src[0]);
-    unlink(src[1]);
+    if (!keep) {
+        unlink(src[0]);
+        unlink(src[1]);
+    }
     unlink(out);
     char mp[4200];
     snprintf(mp, sizeof mp, "%s.manifest.json", out);

@@ -18,6 +18,9 @@
 #include <errno.h>
 #include <jansson.h>
 #include <math.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 #include <pthread.h>
 #include <regex.h>
 #include <stdio.h>
@@ -423,6 +426,63 @@ static tm_status do_copy_chunk(gjob *j, gplan *pl, int64_t c, wbuf *b, tm_err *e
     return s;
 }
 
+/* Sum of x^2, sum of (x - dq)^2 and max |x - dq| over n values, in double. ERR_LANES independent
+** partial sums, lane k taking the elements i with i % ERR_LANES == k, added together in lane order
+** at the end: a fixed order for a given chunk (chunks depend on the tensor's shape only, never on
+** the thread count; and every lane is one IEEE sequence whatever vector width the compiler picks),
+** with independent chains the compiler can keep in vector registers. */
+#define ERR_LANES 8
+static void err_sums(const float *x, const float *dq, int64_t n, double *sx2, double *se2, double *emax) {
+    double ax[ERR_LANES] = {0}, ae[ERR_LANES] = {0}, am[ERR_LANES] = {0};
+    int64_t i = 0;
+#ifdef __SSE2__
+    /* the same lanes in SSE2 registers (every x86-64 CPU has SSE2): lane k of vector v is
+    ** lane 2v+k; _mm_max_pd(a, m) is (a > m ? a : m), as below */
+    __m128d vx[4], ve[4], vm[4];
+    const __m128d sign = _mm_set1_pd(-0.0);
+    for (int v = 0; v < 4; v++) vx[v] = ve[v] = vm[v] = _mm_setzero_pd();
+    for (; i + ERR_LANES <= n; i += ERR_LANES) {
+        for (int v = 0; v < 4; v++) {
+            const __m128d xv = _mm_cvtps_pd(_mm_castsi128_ps(_mm_loadl_epi64((const __m128i *)(const void *)(x + i + 2 * v))));
+            const __m128d dv = _mm_cvtps_pd(_mm_castsi128_ps(_mm_loadl_epi64((const __m128i *)(const void *)(dq + i + 2 * v))));
+            const __m128d e = _mm_sub_pd(xv, dv);
+            vx[v] = _mm_add_pd(vx[v], _mm_mul_pd(xv, xv));
+            ve[v] = _mm_add_pd(ve[v], _mm_mul_pd(e, e));
+            vm[v] = _mm_max_pd(_mm_andnot_pd(sign, e), vm[v]);
+        }
+    }
+    for (int v = 0; v < 4; v++) {
+        _mm_storeu_pd(ax + 2 * v, vx[v]);
+        _mm_storeu_pd(ae + 2 * v, ve[v]);
+        _mm_storeu_pd(am + 2 * v, vm[v]);
+    }
+#else
+    for (; i + ERR_LANES <= n; i += ERR_LANES) {
+        for (int k = 0; k < ERR_LANES; k++) {
+            const double xv = (double)x[i + k], e = xv - (double)dq[i + k];
+            ax[k] += xv * xv;
+            ae[k] += e * e;
+            am[k] = fabs(e) > am[k] ? fabs(e) : am[k];
+        }
+    }
+#endif
+    double tx = 0, te = 0, tm = 0;
+    for (; i < n; i++) {
+        const double xv = (double)x[i], e = xv - (double)dq[i];
+        tx += xv * xv;
+        te += e * e;
+        tm = fabs(e) > tm ? fabs(e) : tm;
+    }
+    for (int k = 0; k < ERR_LANES; k++) {
+        tx += ax[k];
+        te += ae[k];
+        tm = am[k] > tm ? am[k] : tm;
+    }
+    *sx2 = tx;
+    *se2 = te;
+    *emax = tm;
+}
+
 static tm_status do_quant_chunk(gjob *j, gplan *pl, int64_t c, wbuf *b, tm_err *err) {
     const int64_t ne0 = pl->ne[0];
     const int64_t r0 = c * pl->rows_per_chunk;
@@ -443,16 +503,25 @@ static tm_status do_quant_chunk(gjob *j, gplan *pl, int64_t c, wbuf *b, tm_err *
     }
     const tm_tensor *t = tm_file_tensor(j->in, pl->src);
     const uint64_t esz = t->n_elems > 0 ? t->n_bytes / (uint64_t)t->n_elems : 0;
-    tm_status s = tm_tensor_read_f32(j->in, pl->src, r0 * ne0, nv, b->x, err);
-    if (s) {
-        tm__err_prefix(err, "tensor '%s'", pl->name);
-        return s;
+    const float *x = b->x;
+    const void *mapped = NULL;
+    tm_status s;
+    if (t->dtype == TM_F32 && !t->big_endian && !t->fortran_order &&
+        tm_tensor_data(j->in, pl->src, (uint64_t)(r0 * ne0) * 4, (uint64_t)nv * 4, &mapped, NULL) == TM_OK &&
+        ((uintptr_t)mapped & 3u) == 0) {
+        x = mapped; /* aligned little-endian float32 in the map: read in place, no copy */
+    } else {
+        s = tm_tensor_read_f32(j->in, pl->src, r0 * ne0, nv, b->x, err);
+        if (s) {
+            tm__err_prefix(err, "tensor '%s'", pl->name);
+            return s;
+        }
+        /* keep the resident set bounded: these source pages are done */
+        tm_tensor_release(j->in, pl->src, (uint64_t)(r0 * ne0) * esz, (uint64_t)nv * esz);
     }
-    /* keep the resident set bounded: these source pages are done */
-    tm_tensor_release(j->in, pl->src, (uint64_t)(r0 * ne0) * esz, (uint64_t)nv * esz);
     for (int64_t r = r0; r < r1; r++) {
         int64_t bad;
-        s = tm_gq_quantize_row(pl->out_type, b->x + (r - r0) * ne0, ne0, b->q + (size_t)((uint64_t)(r - r0) * rb), &bad, err);
+        s = tm_gq_quantize_row(pl->out_type, x + (r - r0) * ne0, ne0, b->q + (size_t)((uint64_t)(r - r0) * rb), &bad, err);
         if (s) {
             tm__err_prefix(err, "%s: tensor '%s' (%s): row %lld", tm_file_path(j->in, t->file_index), pl->name,
                            tname(pl->out_type), (long long)r);
@@ -465,16 +534,8 @@ static tm_status do_quant_chunk(gjob *j, gplan *pl, int64_t c, wbuf *b, tm_err *
     /* error of what was written */
     s = tm_ggml_dequantize(pl->out_type, b->q, nbytes, nv, b->dq, err);
     if (s) return s;
-    double sx2 = 0, se2 = 0, mx = 0;
-    for (int64_t k = 0; k < nv; k++) {
-        double e = (double)b->x[k] - (double)b->dq[k];
-        sx2 += (double)b->x[k] * b->x[k];
-        se2 += e * e;
-        if (fabs(e) > mx) mx = fabs(e);
-    }
-    pl->c_x2[c] = sx2;
-    pl->c_e2[c] = se2;
-    pl->c_max[c] = mx;
+    err_sums(x, b->dq, nv, &pl->c_x2[c], &pl->c_e2[c], &pl->c_max[c]);
+    if (mapped) tm_tensor_release(j->in, pl->src, (uint64_t)(r0 * ne0) * 4, (uint64_t)nv * 4);
     report(j, esz * (uint64_t)nv);
     return TM_OK;
 }

@@ -104,6 +104,27 @@ static void test_f16_every_value_round_trips(void **state) {
     }
 }
 
+/* The bulk conversion (tm_convert_to_f32, branch-free and vectorised) gives the bits of the
+** scalar tm_f16_to_f32 for every one of the 65536 patterns, NaN payloads included. */
+static void test_f16_bulk_equals_scalar(void **state) {
+    (void)state;
+    uint16_t *h = malloc(65536 * sizeof *h);
+    float *f = malloc(65536 * sizeof *f);
+    assert_non_null(h);
+    assert_non_null(f);
+    for (uint32_t i = 0; i < 65536; i++) h[i] = (uint16_t)i; /* little-endian host */
+    assert_int_equal(tm_convert_to_f32(TM_F16, h, 65536, f), TM_OK);
+    for (uint32_t i = 0; i < 65536; i++) {
+        float s = tm_f16_to_f32((uint16_t)i);
+        uint32_t a, b;
+        memcpy(&a, &f[i], 4);
+        memcpy(&b, &s, 4);
+        if (a != b) fail_msg("f16 0x%04x: bulk 0x%08x, scalar 0x%08x", i, a, b);
+    }
+    free(h);
+    free(f);
+}
+
 static void test_f16_subnormals_not_flushed(void **state) {
     (void)state;
     assert_int_equal(tm_f32_to_f16(5.9604644775390625e-08f), 0x0001); /* 2^-24 */
@@ -445,6 +466,7 @@ int main(void) {
         cmocka_unit_test(test_dtype_traits_values),
         cmocka_unit_test(test_dtype_nbytes),
         cmocka_unit_test(test_f16_every_value_round_trips),
+        cmocka_unit_test(test_f16_bulk_equals_scalar),
         cmocka_unit_test(test_f16_subnormals_not_flushed),
         cmocka_unit_test(test_bf16_rounding_and_nan),
         cmocka_unit_test(test_fp8_every_code_round_trips),

@@ -79,6 +79,12 @@ void      tm_erracc_free(tm_erracc *a);
 void      tm_erracc_add(tm_erracc *a, tm_dtype code_dtype, const float *x, const float *xq,
                         const int64_t *param, const float *scale, const int32_t *zero_point,
                         int64_t qmin, int64_t qmax, int64_t n);
+/* The same for n consecutive elements that all use param p (a row of a per-channel tensor, a
+** group, a per-tensor chunk): equal, bit for bit, to tm_erracc_add with param[k] = p for those
+** n elements, without the per-element param array. */
+void      tm_erracc_add_run(tm_erracc *a, tm_dtype code_dtype, const float *x, const float *xq,
+                            int64_t p, const float *scale, const int32_t *zero_point, int64_t qmin,
+                            int64_t qmax, int64_t n);
 void      tm_erracc_merge(tm_erracc *into, const tm_erracc *from);
 void      tm_erracc_summary(const tm_erracc *a, tm_errsum *out);
 

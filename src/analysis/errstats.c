@@ -52,7 +52,264 @@ double tm_lsb_size(tm_dtype code_dtype, double scale, double x) {
 }
 
 /* Integer codes: one scale per run of elements sharing a param (a row, a group), so the
-** per-element work is a few multiply-adds on local accumulators. */
+** per-element work is a few multiply-adds on local accumulators.
+**
+** Summation order (fixed, so results never depend on the kernel, the thread count or the CPU):
+** within a run, element i of the run goes to lane i % RUN_LANES while whole groups of RUN_LANES
+** remain; the last (run length % RUN_LANES) elements go, in order, to a tail accumulator; the run's
+** total is the tail plus lanes 0..RUN_LANES-1 in that order. A non-finite x contributes +0 to
+** every sum and nothing to the counts (skipping it and adding +0 give the same bits, because
+** every lane starts at +0). run_sums_ref is the reference; run_sums_sse2 computes the same lanes
+** in SSE2 registers (lane 2v+k is element k of vector v), run_sums_avx2 in AVX2 registers (chosen
+** at run time), either used when the scale is finite and positive; tests/unit/test_quant.c
+** compares all three. */
+#define RUN_LANES 8
+
+/* Tests set this to pick the lanes' implementation (tests/unit/test_quant.c): 0 the fastest the
+** CPU has, 1 the reference only, 2 no AVX2 (SSE2 on x86-64). */
+int tm__errstats_force_ref = 0;
+
+typedef struct run_sums {
+    double  sx2, sq2, sxq, se2, sl2, mabs, mlsb, mlsbu;
+    int64_t cnt, clip, beyond, nonfin;
+} run_sums;
+
+typedef struct run_lane {
+    double sx2, sq2, sxq, se2, sl2, mabs, mlsb, mlsbu;
+    int64_t cnt, clip, beyond;
+} run_lane;
+
+static inline void lane_add(run_lane *l, double xv, double q, double s, double inv, double lo, double hi) {
+    double e = q - xv, ae = fabs(e);
+    double el = s > 0 ? ae * inv : (ae > 0 ? INFINITY : 0);
+    l->cnt++;
+    l->sx2 += xv * xv;
+    l->sq2 += q * q;
+    l->sxq += xv * q;
+    l->se2 += e * e;
+    l->sl2 += el * el;
+    if (ae > l->mabs) l->mabs = ae;
+    if (el > l->mlsb) l->mlsb = el;
+    if (xv < lo || xv > hi) l->clip++;
+    else {
+        if (el > l->mlsbu) l->mlsbu = el;
+        if (el > TM_QDIFF_MAX_LSB_TOL) l->beyond++;
+    }
+}
+
+/* total = tail, then += lane 0 .. RUN_LANES-1 */
+static void lanes_total(const run_lane *lanes, const run_lane *tail, int64_t nonfin, run_sums *o) {
+    o->sx2 = tail->sx2; o->sq2 = tail->sq2; o->sxq = tail->sxq; o->se2 = tail->se2; o->sl2 = tail->sl2;
+    o->mabs = tail->mabs; o->mlsb = tail->mlsb; o->mlsbu = tail->mlsbu;
+    o->cnt = tail->cnt; o->clip = tail->clip; o->beyond = tail->beyond; o->nonfin = nonfin;
+    for (int k = 0; k < RUN_LANES; k++) {
+        const run_lane *l = &lanes[k];
+        o->sx2 += l->sx2; o->sq2 += l->sq2; o->sxq += l->sxq; o->se2 += l->se2; o->sl2 += l->sl2;
+        if (l->mabs > o->mabs) o->mabs = l->mabs;
+        if (l->mlsb > o->mlsb) o->mlsb = l->mlsb;
+        if (l->mlsbu > o->mlsbu) o->mlsbu = l->mlsbu;
+        o->cnt += l->cnt; o->clip += l->clip; o->beyond += l->beyond;
+    }
+}
+
+static void run_sums_ref(const float *x, const float *xq, int64_t n, double s, double inv, double lo,
+                         double hi, run_sums *o) {
+    run_lane lanes[RUN_LANES], tail;
+    memset(lanes, 0, sizeof lanes);
+    memset(&tail, 0, sizeof tail);
+    int64_t nonfin = 0, i = 0;
+    for (; i + RUN_LANES <= n; i += RUN_LANES)
+        for (int k = 0; k < RUN_LANES; k++) {
+            double xv = x[i + k];
+            if (!isfinite(xv)) { nonfin++; continue; }
+            lane_add(&lanes[k], xv, xq[i + k], s, inv, lo, hi);
+        }
+    for (; i < n; i++) {
+        double xv = x[i];
+        if (!isfinite(xv)) { nonfin++; continue; }
+        lane_add(&tail, xv, xq[i], s, inv, lo, hi);
+    }
+    lanes_total(lanes, &tail, nonfin, o);
+}
+
+#ifdef __SSE2__
+#include <emmintrin.h>
+/* run_sums_ref for 0 < s < inf, RUN_LANES = 8 lanes as 4 vectors of 2 doubles. */
+static void run_sums_sse2(const float *x, const float *xq, int64_t n, double s, double inv, double lo,
+                          double hi, run_sums *o) {
+    const __m128d sign = _mm_set1_pd(-0.0), vinf = _mm_set1_pd(INFINITY);
+    const __m128d vinv = _mm_set1_pd(inv), vlo = _mm_set1_pd(lo), vhi = _mm_set1_pd(hi);
+    const __m128d vtol = _mm_set1_pd(TM_QDIFF_MAX_LSB_TOL);
+    __m128d sx2[4], sq2[4], sxq[4], se2[4], sl2[4], mabs[4], mlsb[4], mlsbu[4];
+    __m128i cnt[4], clip[4], beyond[4];
+    for (int v = 0; v < 4; v++) {
+        sx2[v] = sq2[v] = sxq[v] = se2[v] = sl2[v] = mabs[v] = mlsb[v] = mlsbu[v] = _mm_setzero_pd();
+        cnt[v] = clip[v] = beyond[v] = _mm_setzero_si128();
+    }
+    int64_t i = 0;
+    for (; i + RUN_LANES <= n; i += RUN_LANES) {
+        for (int v = 0; v < 4; v++) {
+            __m128d xv = _mm_cvtps_pd(_mm_castsi128_ps(_mm_loadl_epi64((const __m128i *)(const void *)(x + i + 2 * v))));
+            __m128d q = _mm_cvtps_pd(_mm_castsi128_ps(_mm_loadl_epi64((const __m128i *)(const void *)(xq + i + 2 * v))));
+            const __m128d fin = _mm_cmplt_pd(_mm_andnot_pd(sign, xv), vinf); /* all ones: finite */
+            xv = _mm_and_pd(xv, fin); /* a non-finite x and its q contribute +0 */
+            q = _mm_and_pd(q, fin);
+            const __m128d e = _mm_sub_pd(q, xv), ae = _mm_andnot_pd(sign, e);
+            const __m128d el = _mm_mul_pd(ae, vinv);
+            sx2[v] = _mm_add_pd(sx2[v], _mm_mul_pd(xv, xv));
+            sq2[v] = _mm_add_pd(sq2[v], _mm_mul_pd(q, q));
+            sxq[v] = _mm_add_pd(sxq[v], _mm_mul_pd(xv, q));
+            se2[v] = _mm_add_pd(se2[v], _mm_mul_pd(e, e));
+            sl2[v] = _mm_add_pd(sl2[v], _mm_mul_pd(el, el));
+            mabs[v] = _mm_max_pd(ae, mabs[v]); /* (ae > m ? ae : m) */
+            mlsb[v] = _mm_max_pd(el, mlsb[v]);
+            const __m128d in = _mm_and_pd(_mm_cmpge_pd(xv, vlo), _mm_cmple_pd(xv, vhi));
+            const __m128d unclipped = _mm_and_pd(in, fin), clipped = _mm_andnot_pd(in, fin);
+            mlsbu[v] = _mm_max_pd(_mm_and_pd(el, unclipped), mlsbu[v]);
+            const __m128d bey = _mm_and_pd(_mm_cmpgt_pd(el, vtol), unclipped);
+            cnt[v] = _mm_sub_epi64(cnt[v], _mm_castpd_si128(fin)); /* all ones = -1 */
+            clip[v] = _mm_sub_epi64(clip[v], _mm_castpd_si128(clipped));
+            beyond[v] = _mm_sub_epi64(beyond[v], _mm_castpd_si128(bey));
+        }
+    }
+    run_lane lanes[RUN_LANES], tail;
+    memset(&tail, 0, sizeof tail);
+    for (int v = 0; v < 4; v++) {
+        double d[2];
+        int64_t c[2];
+#define LANE_STORE(field, vec) _mm_storeu_pd(d, vec); lanes[2 * v].field = d[0]; lanes[2 * v + 1].field = d[1];
+#define LANE_STORE_I(field, vec) _mm_storeu_si128((__m128i *)(void *)c, vec); lanes[2 * v].field = c[0]; lanes[2 * v + 1].field = c[1];
+        LANE_STORE(sx2, sx2[v]) LANE_STORE(sq2, sq2[v]) LANE_STORE(sxq, sxq[v]) LANE_STORE(se2, se2[v])
+        LANE_STORE(sl2, sl2[v]) LANE_STORE(mabs, mabs[v]) LANE_STORE(mlsb, mlsb[v]) LANE_STORE(mlsbu, mlsbu[v])
+        LANE_STORE_I(cnt, cnt[v]) LANE_STORE_I(clip, clip[v]) LANE_STORE_I(beyond, beyond[v])
+#undef LANE_STORE
+#undef LANE_STORE_I
+    }
+    int64_t nonfin = 0; /* each lane saw i / RUN_LANES elements and counted its finite ones */
+    for (int k = 0; k < RUN_LANES; k++) nonfin += i / RUN_LANES - lanes[k].cnt;
+    for (; i < n; i++) {
+        double xv = x[i];
+        if (!isfinite(xv)) { nonfin++; continue; }
+        lane_add(&tail, xv, xq[i], s, inv, lo, hi);
+    }
+    lanes_total(lanes, &tail, nonfin, o);
+}
+#endif
+
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define TM_ES_AVX2 __attribute__((target("avx2")))
+/* run_sums_sse2 with the same 8 lanes as 2 vectors of 4 doubles (lane 4v+k is element k of
+** vector v); chosen at run time when the CPU has AVX2. */
+TM_ES_AVX2 static void run_sums_avx2(const float *x, const float *xq, int64_t n, double s, double inv,
+                                     double lo, double hi, run_sums *o) {
+    const __m256d sign = _mm256_set1_pd(-0.0), vinf = _mm256_set1_pd(INFINITY);
+    const __m256d vinv = _mm256_set1_pd(inv), vlo = _mm256_set1_pd(lo), vhi = _mm256_set1_pd(hi);
+    const __m256d vtol = _mm256_set1_pd(TM_QDIFF_MAX_LSB_TOL);
+    __m256d sx2[2], sq2[2], sxq[2], se2[2], sl2[2], mabs[2], mlsb[2], mlsbu[2];
+    __m256i cnt[2], clip[2], beyond[2];
+    for (int v = 0; v < 2; v++) {
+        sx2[v] = sq2[v] = sxq[v] = se2[v] = sl2[v] = mabs[v] = mlsb[v] = mlsbu[v] = _mm256_setzero_pd();
+        cnt[v] = clip[v] = beyond[v] = _mm256_setzero_si256();
+    }
+    int64_t i = 0;
+    for (; i + RUN_LANES <= n; i += RUN_LANES) {
+        for (int v = 0; v < 2; v++) {
+            __m256d xv = _mm256_cvtps_pd(_mm_loadu_ps(x + i + 4 * v));
+            __m256d q = _mm256_cvtps_pd(_mm_loadu_ps(xq + i + 4 * v));
+            const __m256d fin = _mm256_cmp_pd(_mm256_andnot_pd(sign, xv), vinf, _CMP_LT_OQ);
+            xv = _mm256_and_pd(xv, fin);
+            q = _mm256_and_pd(q, fin);
+            const __m256d e = _mm256_sub_pd(q, xv), ae = _mm256_andnot_pd(sign, e);
+            const __m256d el = _mm256_mul_pd(ae, vinv);
+            sx2[v] = _mm256_add_pd(sx2[v], _mm256_mul_pd(xv, xv));
+            sq2[v] = _mm256_add_pd(sq2[v], _mm256_mul_pd(q, q));
+            sxq[v] = _mm256_add_pd(sxq[v], _mm256_mul_pd(xv, q));
+            se2[v] = _mm256_add_pd(se2[v], _mm256_mul_pd(e, e));
+            sl2[v] = _mm256_add_pd(sl2[v], _mm256_mul_pd(el, el));
+            mabs[v] = _mm256_max_pd(ae, mabs[v]);
+            mlsb[v] = _mm256_max_pd(el, mlsb[v]);
+            const __m256d in = _mm256_and_pd(_mm256_cmp_pd(xv, vlo, _CMP_GE_OQ), _mm256_cmp_pd(xv, vhi, _CMP_LE_OQ));
+            const __m256d unclipped = _mm256_and_pd(in, fin), clipped = _mm256_andnot_pd(in, fin);
+            mlsbu[v] = _mm256_max_pd(_mm256_and_pd(el, unclipped), mlsbu[v]);
+            const __m256d bey = _mm256_and_pd(_mm256_cmp_pd(el, vtol, _CMP_GT_OQ), unclipped);
+            cnt[v] = _mm256_sub_epi64(cnt[v], _mm256_castpd_si256(fin));
+            clip[v] = _mm256_sub_epi64(clip[v], _mm256_castpd_si256(clipped));
+            beyond[v] = _mm256_sub_epi64(beyond[v], _mm256_castpd_si256(bey));
+        }
+    }
+    run_lane lanes[RUN_LANES], tail;
+    memset(&tail, 0, sizeof tail);
+    for (int v = 0; v < 2; v++) {
+        double d[4];
+        int64_t c[4];
+#define LANE_STORE(field, vec) _mm256_storeu_pd(d, vec); for (int k = 0; k < 4; k++) lanes[4 * v + k].field = d[k];
+#define LANE_STORE_I(field, vec) _mm256_storeu_si256((__m256i *)(void *)c, vec); for (int k = 0; k < 4; k++) lanes[4 * v + k].field = c[k];
+        LANE_STORE(sx2, sx2[v]) LANE_STORE(sq2, sq2[v]) LANE_STORE(sxq, sxq[v]) LANE_STORE(se2, se2[v])
+        LANE_STORE(sl2, sl2[v]) LANE_STORE(mabs, mabs[v]) LANE_STORE(mlsb, mlsb[v]) LANE_STORE(mlsbu, mlsbu[v])
+        LANE_STORE_I(cnt, cnt[v]) LANE_STORE_I(clip, clip[v]) LANE_STORE_I(beyond, beyond[v])
+#undef LANE_STORE
+#undef LANE_STORE_I
+    }
+    int64_t nonfin = 0;
+    for (int k = 0; k < RUN_LANES; k++) nonfin += i / RUN_LANES - lanes[k].cnt;
+    for (; i < n; i++) {
+        double xv = x[i];
+        if (!isfinite(xv)) { nonfin++; continue; }
+        lane_add(&tail, xv, xq[i], s, inv, lo, hi);
+    }
+    lanes_total(lanes, &tail, nonfin, o);
+}
+#define TM_ES_HAVE_AVX2 1
+#endif
+
+/* The run's sums, through the SSE2 lanes when they apply (same result as run_sums_ref). */
+static void run_sums_any(const float *x, const float *xq, int64_t n, double s, double inv, double lo,
+                         double hi, run_sums *o) {
+    if (s > 0 && isfinite(s) && tm__errstats_force_ref != 1) {
+#ifdef TM_ES_HAVE_AVX2
+        if (tm__errstats_force_ref != 2 && __builtin_cpu_supports("avx2")) {
+            run_sums_avx2(x, xq, n, s, inv, lo, hi, o);
+            return;
+        }
+#endif
+#ifdef __SSE2__
+        run_sums_sse2(x, xq, n, s, inv, lo, hi, o);
+        return;
+#endif
+    }
+    run_sums_ref(x, xq, n, s, inv, lo, hi, o);
+}
+
+/* One run of integer codes sharing param p (see tm_erracc_add_run). */
+static void add_int_run(tm_erracc *a, const float *x, const float *xq, int64_t p, const float *scale,
+                        const int32_t *zero_point, int64_t qmin, int64_t qmax, int64_t n) {
+    double s = scale[p];
+    double zp = zero_point ? zero_point[p] : 0;
+    double inv = s > 0 ? 1.0 / s : 0; /* one LSB is |scale|; s <= 0 gives inf/NaN below */
+    double lo = ((double)qmin - zp) * s - TM_QDIFF_MAX_LSB_TOL * s;
+    double hi = ((double)qmax - zp) * s + TM_QDIFF_MAX_LSB_TOL * s;
+    run_sums r;
+    run_sums_any(x, xq, n, s, inv, lo, hi, &r);
+    a->n += r.cnt;
+    a->n_nonfinite += r.nonfin;
+    a->n_clipped += r.clip;
+    a->n_beyond += r.beyond;
+    a->sum_x2 += r.sx2;
+    a->sum_q2 += r.sq2;
+    a->sum_xq += r.sxq;
+    a->sum_e2 += r.se2;
+    a->sum_l2 += r.sl2;
+    if (r.mabs > a->max_abs) a->max_abs = r.mabs;
+    if (r.mlsb > a->max_lsb) a->max_lsb = r.mlsb;
+    if (r.mlsbu > a->max_lsb_unclipped) a->max_lsb_unclipped = r.mlsbu;
+    if (a->n_params > 0 && p >= 0 && p < a->n_params) {
+        a->param_sum_l2[p] += r.sl2;
+        a->param_n[p] += r.cnt;
+    }
+}
+
 static void add_int(tm_erracc *a, const float *x, const float *xq, const int64_t *param,
                     const float *scale, const int32_t *zero_point, int64_t qmin, int64_t qmax,
                     int64_t n) {
@@ -60,50 +317,26 @@ static void add_int(tm_erracc *a, const float *x, const float *xq, const int64_t
     while (k < n) {
         int64_t p = param[k], k1 = k + 1;
         while (k1 < n && param[k1] == p) k1++;
-        double s = scale[p];
-        double zp = zero_point ? zero_point[p] : 0;
-        double inv = s > 0 ? 1.0 / s : 0; /* one LSB is |scale|; s <= 0 gives inf/NaN below */
-        double lo = ((double)qmin - zp) * s - TM_QDIFF_MAX_LSB_TOL * s;
-        double hi = ((double)qmax - zp) * s + TM_QDIFF_MAX_LSB_TOL * s;
-        double sx2 = 0, sq2 = 0, sxq = 0, se2 = 0, sl2 = 0, mabs = 0, mlsb = 0, mlsbu = 0;
-        int64_t cnt = 0, clip = 0, beyond = 0, nonfin = 0;
-        for (int64_t i = k; i < k1; i++) {
-            double xv = x[i];
-            if (!isfinite(xv)) { nonfin++; continue; }
-            double q = xq[i], e = q - xv, ae = fabs(e);
-            double el = s > 0 ? ae * inv : (ae > 0 ? INFINITY : 0);
-            cnt++;
-            sx2 += xv * xv;
-            sq2 += q * q;
-            sxq += xv * q;
-            se2 += e * e;
-            sl2 += el * el;
-            if (ae > mabs) mabs = ae;
-            if (el > mlsb) mlsb = el;
-            if (xv < lo || xv > hi) clip++;
-            else {
-                if (el > mlsbu) mlsbu = el;
-                if (el > TM_QDIFF_MAX_LSB_TOL) beyond++;
-            }
-        }
-        a->n += cnt;
-        a->n_nonfinite += nonfin;
-        a->n_clipped += clip;
-        a->n_beyond += beyond;
-        a->sum_x2 += sx2;
-        a->sum_q2 += sq2;
-        a->sum_xq += sxq;
-        a->sum_e2 += se2;
-        a->sum_l2 += sl2;
-        if (mabs > a->max_abs) a->max_abs = mabs;
-        if (mlsb > a->max_lsb) a->max_lsb = mlsb;
-        if (mlsbu > a->max_lsb_unclipped) a->max_lsb_unclipped = mlsbu;
-        if (a->n_params > 0 && p >= 0 && p < a->n_params) {
-            a->param_sum_l2[p] += sl2;
-            a->param_n[p] += cnt;
-        }
+        add_int_run(a, x + k, xq + k, p, scale, zero_point, qmin, qmax, k1 - k);
         k = k1;
     }
+}
+
+void tm_erracc_add_run(tm_erracc *a, tm_dtype code_dtype, const float *x, const float *xq, int64_t p,
+                       const float *scale, const int32_t *zero_point, int64_t qmin, int64_t qmax,
+                       int64_t n) {
+    if (n <= 0) return;
+    if (code_dtype == TM_F8_E4M3 || code_dtype == TM_F8_E5M2) {
+        /* float8: per element anyway; reuse the general path with a constant param */
+        int64_t buf[256];
+        for (int64_t k = 0; k < n; k += 256) {
+            int64_t m = n - k < 256 ? n - k : 256;
+            for (int64_t i = 0; i < m; i++) buf[i] = p;
+            tm_erracc_add(a, code_dtype, x + k, xq + k, buf, scale, zero_point, qmin, qmax, m);
+        }
+        return;
+    }
+    add_int_run(a, x, xq, p, scale, zero_point, qmin, qmax, n);
 }
 
 void tm_erracc_add(tm_erracc *a, tm_dtype code_dtype, const float *x, const float *xq,

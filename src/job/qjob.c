@@ -501,13 +501,14 @@ static tm_status run_task_inner(void *vctx, int64_t task, int thread, tm_err *er
     qp.scale = pl->scale;
     qp.zero_point = pl->zp;
     qp.convention = pl->spec.convention;
-    qp.allow_nonfinite = pl->spec.allow_nonfinite;
+    /* the observer pass (observe_rows, or observe_whole for per-tensor) has already refused
+    ** non-finite values unless they are allowed: the quantizer need not scan for them again */
+    qp.allow_nonfinite = 1;
     s = tm_quantize_f32(&qp, 2, t->shape, x, r0 * C, ne, codes, NULL, err);
     if (s == TM_E_NONFINITE) return nonfinite_error(j, t, x, r0, ne, err);
     if (s) return s;
     s = tm_dequantize(&qp, 2, t->shape, codes, r0 * C, ne, xq, err);
     if (s) return s;
-    fill_params(&qp.gran, t->shape, r0, r1, param);
     tm_erracc *acc = &pl->chunk_acc[chunk];
     if (pl->spec.gran.kind != TM_GRAN_TENSOR) {
         /* row-local units: this chunk owns its params, so it may accumulate into them */
@@ -517,7 +518,27 @@ static tm_status run_task_inner(void *vctx, int64_t task, int thread, tm_err *er
     }
     int64_t emin = qp.qmin, emax = qp.qmax;
     if (pl->kind == OUT_FP8) { emin = -448; emax = 448; }
-    tm_erracc_add(acc, pl->spec.code_dtype, x, xq, param, pl->scale, pl->zp, emin, emax, ne);
+    switch (qp.gran.kind) { /* runs of one param: no per-element param array */
+    case TM_GRAN_TENSOR:
+        tm_erracc_add_run(acc, pl->spec.code_dtype, x, xq, 0, pl->scale, pl->zp, emin, emax, ne);
+        break;
+    case TM_GRAN_CHANNEL: /* axis 0 of a 2-D weight: one param per row */
+        for (int64_t r = r0; r < r1; r++)
+            tm_erracc_add_run(acc, pl->spec.code_dtype, x + (r - r0) * C, xq + (r - r0) * C, r, pl->scale,
+                              pl->zp, emin, emax, C);
+        break;
+    case TM_GRAN_GROUP: { /* groups along axis 1, the last one possibly short */
+        const int64_t gs = qp.gran.group_size, ng = (C + gs - 1) / gs;
+        for (int64_t r = r0; r < r1; r++)
+            for (int64_t c0 = 0, gi = 0; c0 < C; c0 += gs, gi++)
+                tm_erracc_add_run(acc, pl->spec.code_dtype, x + (r - r0) * C + c0, xq + (r - r0) * C + c0,
+                                  r * ng + gi, pl->scale, pl->zp, emin, emax, C - c0 < gs ? C - c0 : gs);
+        break;
+    }
+    default:
+        fill_params(&qp.gran, t->shape, r0, r1, param);
+        tm_erracc_add(acc, pl->spec.code_dtype, x, xq, param, pl->scale, pl->zp, emin, emax, ne);
+    }
     acc->n_params = 0;
     acc->param_sum_l2 = NULL;
     acc->param_n = NULL;

@@ -14,6 +14,10 @@
 
 #include <float.h>
 #include <math.h>
+#include <string.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 struct tm_calib {
     tm_qspec         spec;
@@ -71,7 +75,20 @@ static tm_status check_observer(const tm_observer *o, tm_err *err) {
     return tm__err_set(err, TM_E_INVALID_ARG, -1, "observer: unknown kind %d", (int)o->kind);
 }
 
+/* 1 when some v[i] is NaN or infinite: exponent bits all ones, tested without branches so the
+** loop vectorises. */
+static int any_nonfinite(const float *v, int64_t n) {
+    uint32_t bad = 0;
+    for (int64_t i = 0; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, &v[i], 4);
+        bad |= (uint32_t)((u & 0x7f800000u) == 0x7f800000u);
+    }
+    return bad != 0;
+}
+
 static tm_status check_values(const float *v, int64_t n, tm_err *err) {
+    if (!any_nonfinite(v, n)) return TM_OK;
     for (int64_t i = 0; i < n; i++) {
         if (!isfinite(v[i]))
             return tm__err_set(err, TM_E_NONFINITE, -1,
@@ -82,16 +99,44 @@ static tm_status check_values(const float *v, int64_t n, tm_err *err) {
 }
 
 /* min and max of the finite values (inputs are checked, or non-finite ones are allowed and
-** ignored); +inf / -inf when there is none */
-static void minmax_f32(const float *v, int64_t n, float *mn, float *mx) {
+** ignored); +inf / -inf when there is none. Returns 1 when it met a non-finite value. The SSE2 path takes 8 lanes (a non-finite value
+** becomes +inf for the minimum and -inf for the maximum, which is skipping it); minimum and
+** maximum do not depend on the order, except which of -0 and +0 is returned when both are the
+** extreme, which no scale or zero point depends on. */
+static int minmax_f32(const float *v, int64_t n, float *mn, float *mx) {
     float a = INFINITY, b = -INFINITY;
-    for (int64_t i = 0; i < n; i++) {
-        if (!isfinite(v[i])) continue;
+    int64_t i = 0, bad = 0;
+#ifdef __SSE2__
+    if (n >= 8) {
+        const __m128 sign = _mm_set1_ps(-0.0f), inf = _mm_set1_ps(INFINITY), ninf = _mm_set1_ps(-INFINITY);
+        __m128 lo0 = inf, lo1 = inf, hi0 = ninf, hi1 = ninf, all = _mm_castsi128_ps(_mm_set1_epi32(-1));
+        for (; i + 8 <= n; i += 8) {
+            __m128 x0 = _mm_loadu_ps(v + i), x1 = _mm_loadu_ps(v + i + 4);
+            __m128 f0 = _mm_cmplt_ps(_mm_andnot_ps(sign, x0), inf), f1 = _mm_cmplt_ps(_mm_andnot_ps(sign, x1), inf);
+            all = _mm_and_ps(all, _mm_and_ps(f0, f1));
+            lo0 = _mm_min_ps(lo0, _mm_or_ps(_mm_and_ps(f0, x0), _mm_andnot_ps(f0, inf)));
+            lo1 = _mm_min_ps(lo1, _mm_or_ps(_mm_and_ps(f1, x1), _mm_andnot_ps(f1, inf)));
+            hi0 = _mm_max_ps(hi0, _mm_or_ps(_mm_and_ps(f0, x0), _mm_andnot_ps(f0, ninf)));
+            hi1 = _mm_max_ps(hi1, _mm_or_ps(_mm_and_ps(f1, x1), _mm_andnot_ps(f1, ninf)));
+        }
+        bad = _mm_movemask_ps(all) != 0xf;
+        float l[8], h[8];
+        _mm_storeu_ps(l, lo0); _mm_storeu_ps(l + 4, lo1);
+        _mm_storeu_ps(h, hi0); _mm_storeu_ps(h + 4, hi1);
+        for (int k = 0; k < 8; k++) {
+            if (l[k] < a) a = l[k];
+            if (h[k] > b) b = h[k];
+        }
+    }
+#endif
+    for (; i < n; i++) {
+        if (!isfinite(v[i])) { bad = 1; continue; }
         if (v[i] < a) a = v[i];
         if (v[i] > b) b = v[i];
     }
     *mn = a;
     *mx = b;
+    return bad != 0;
 }
 
 /* ---------------------------------------------------------------------------------------- */
@@ -171,6 +216,7 @@ static tm_status observe_finite(const tm_qspec *spec, const float *vals, int64_t
                                 double *hi, tm_err *err);
 
 static int64_t count_nonfinite(const float *v, int64_t n) {
+    if (!any_nonfinite(v, n)) return 0;
     int64_t k = 0;
     for (int64_t i = 0; i < n; i++) k += !isfinite(v[i]);
     return k;
@@ -184,6 +230,14 @@ tm_status tm_observe_range(const tm_qspec *spec, const float *vals, int64_t n, d
     tm_status st = check_observer(&spec->observer, err);
     if (st != TM_OK) return st;
     if (!spec->allow_nonfinite) {
+        if (spec->observer.kind == TM_OBS_MINMAX || spec->observer.kind == TM_OBS_EMA_MINMAX) {
+            /* one pass: the range and the finiteness check together */
+            float mn, mx;
+            if (minmax_f32(vals, n, &mn, &mx)) return check_values(vals, n, err);
+            *lo = mn;
+            *hi = mx;
+            return TM_OK;
+        }
         if ((st = check_values(vals, n, err)) != TM_OK) return st;
         return observe_finite(spec, vals, n, lo, hi, err);
     }

@@ -257,7 +257,13 @@ static tm_status seg_init(struct tm__qseg *seg, const tm_qparams *qp, const stru
 
 int64_t tm_count_nonfinite(const float *x, int64_t n, int64_t *first) {
     int64_t bad = 0, f = -1;
+    uint32_t any = 0; /* branch-free first pass (vectorises): exponent bits all ones */
     for (int64_t i = 0; x && i < n; i++) {
+        uint32_t u;
+        memcpy(&u, &x[i], 4);
+        any |= (uint32_t)((u & 0x7f800000u) == 0x7f800000u);
+    }
+    for (int64_t i = 0; any && i < n; i++) {
         if (!f32_finite(x[i])) {
             if (f < 0) f = i;
             bad++;

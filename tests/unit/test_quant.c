@@ -18,6 +18,7 @@
 
 #include "helpers/vectors.h"
 #include "tensormorph.h"
+#include "tensormorph/job.h"
 
 static uint32_t fbits(float x) { return tmv_f32_bits(x); }
 
@@ -1264,6 +1265,119 @@ static void test_vectors_spec(void **state) {
     tmv_free_names(names, n);
 }
 
+
+/* ---------------------------------------------------------------------------------------- */
+/* Error statistics (tm_erracc): SIMD lanes = reference lanes, and the values themselves      */
+/* ---------------------------------------------------------------------------------------- */
+
+extern int tm__errstats_force_ref; /* src/analysis/errstats.c: 0 fastest, 1 reference, 2 no AVX2 */
+
+static uint64_t erracc_rng = 88172645463325252ull;
+static double erracc_u(void) { /* xorshift64 in [0, 1) */
+    erracc_rng ^= erracc_rng << 13; erracc_rng ^= erracc_rng >> 7; erracc_rng ^= erracc_rng << 17;
+    return (double)(erracc_rng >> 11) / 9007199254740992.0;
+}
+
+static void erracc_fill(tm_erracc *a, int force_ref, const float *x, const float *xq, const int64_t *param,
+                        const float *scale, const int32_t *zp, int64_t n, int64_t n_params) {
+    tm__errstats_force_ref = force_ref;
+    assert_int_equal(tm_erracc_init(a, n_params, NULL), TM_OK);
+    tm_erracc_add(a, TM_I8, x, xq, param, scale, zp, -128, 127, n);
+    tm__errstats_force_ref = 0;
+}
+
+static void test_erracc_lanes_and_values(void **state) {
+    (void)state;
+    enum { NP = 9, N = 9 * 37 + 5 };
+    float x[N], xq[N], scale[NP];
+    int32_t zp[NP];
+    int64_t param[N];
+    /* runs of 37 (tails of 5), then 5 of the last param; scales include 0, negative and
+    ** normal values; x includes NaN, inf, clipped outliers and -0 */
+    for (int p = 0; p < NP; p++) {
+        scale[p] = p == 3 ? 0.0f : p == 5 ? -0.01f : (float)(0.001 + 0.01 * erracc_u());
+        zp[p] = (int32_t)(erracc_u() * 20) - 10;
+    }
+    for (int64_t i = 0; i < N; i++) {
+        int64_t p = i < 9 * 37 ? i / 37 : NP - 1;
+        param[i] = p;
+        float s = scale[p] > 0 ? scale[p] : 0.01f;
+        x[i] = (float)((erracc_u() * 2 - 1) * 100 * s);
+        if (i % 41 == 7) x[i] = (float)(400 * s);        /* clipped */
+        if (i == 50) x[i] = NAN;
+        if (i == 90) x[i] = INFINITY;
+        if (i == 91) x[i] = -0.0f;
+        double q = nearbyint(x[i] / s) + zp[p];
+        q = q < -128 ? -128 : q > 127 ? 127 : q;
+        xq[i] = (float)(s * (q - zp[p]));
+        if (i % 53 == 11) xq[i] += 0.9f * s;                 /* beyond half an LSB */
+    }
+    tm_erracc a, b, a2;
+    erracc_fill(&a, 0, x, xq, param, scale, zp, N, NP);
+    erracc_fill(&b, 1, x, xq, param, scale, zp, N, NP);
+    erracc_fill(&a2, 2, x, xq, param, scale, zp, N, NP); /* SSE2 on x86-64 */
+    assert_memory_equal(&a.sum_l2, &a2.sum_l2, sizeof(double));
+    assert_memory_equal(&a.sum_xq, &a2.sum_xq, sizeof(double));
+    assert_memory_equal(&a.max_lsb_unclipped, &a2.max_lsb_unclipped, sizeof(double));
+    assert_memory_equal(a.param_sum_l2, a2.param_sum_l2, NP * sizeof(double));
+    assert_int_equal(a.n_beyond, a2.n_beyond);
+    tm_erracc_free(&a2);
+    /* bit-identical: the SIMD lanes are the reference lanes */
+    assert_int_equal(a.n, b.n);
+    assert_int_equal(a.n_clipped, b.n_clipped);
+    assert_int_equal(a.n_beyond, b.n_beyond);
+    assert_int_equal(a.n_nonfinite, b.n_nonfinite);
+    assert_memory_equal(&a.sum_x2, &b.sum_x2, sizeof(double));
+    assert_memory_equal(&a.sum_e2, &b.sum_e2, sizeof(double));
+    assert_memory_equal(&a.sum_l2, &b.sum_l2, sizeof(double));
+    assert_memory_equal(&a.sum_q2, &b.sum_q2, sizeof(double));
+    assert_memory_equal(&a.sum_xq, &b.sum_xq, sizeof(double));
+    assert_memory_equal(&a.max_abs, &b.max_abs, sizeof(double));
+    assert_memory_equal(&a.max_lsb, &b.max_lsb, sizeof(double));
+    assert_memory_equal(&a.max_lsb_unclipped, &b.max_lsb_unclipped, sizeof(double));
+    assert_memory_equal(a.param_sum_l2, b.param_sum_l2, NP * sizeof(double));
+    assert_memory_equal(a.param_n, b.param_n, NP * sizeof(int64_t));
+    /* and the values: an independent element-order computation (sums to 1e-12 relative;
+    ** counts and maxima exact) */
+    double sx2 = 0, se2 = 0, mabs = 0;
+    int64_t cnt = 0, nonfin = 0, clip = 0;
+    for (int64_t i = 0; i < N; i++) {
+        if (!isfinite(x[i])) { nonfin++; continue; }
+        int64_t p = param[i];
+        double s = scale[p], e = (double)xq[i] - (double)x[i];
+        cnt++;
+        sx2 += (double)x[i] * x[i];
+        se2 += e * e;
+        if (fabs(e) > mabs) mabs = fabs(e);
+        double lo = (-128.0 - zp[p]) * s - TM_QDIFF_MAX_LSB_TOL * s, hi = (127.0 - zp[p]) * s + TM_QDIFF_MAX_LSB_TOL * s;
+        if (x[i] < lo || x[i] > hi) clip++;
+    }
+    assert_int_equal(a.n, cnt);
+    assert_int_equal(a.n_nonfinite, nonfin);
+    assert_int_equal(nonfin, 2);
+    assert_int_equal(a.n_clipped, clip);
+    assert_true(clip > 3);
+    assert_true(a.n_beyond > 3);
+    assert_true(fabs(a.sum_x2 - sx2) <= 1e-12 * sx2);
+    assert_true(fabs(a.sum_e2 - se2) <= 1e-12 * se2);
+    assert_true(a.max_abs == mabs);
+    /* runs through tm_erracc_add_run give the same bits as the param array */
+    tm_erracc c;
+    assert_int_equal(tm_erracc_init(&c, NP, NULL), TM_OK);
+    for (int64_t k = 0; k < N;) {
+        int64_t k1 = k;
+        while (k1 < N && param[k1] == param[k]) k1++;
+        tm_erracc_add_run(&c, TM_I8, x + k, xq + k, param[k], scale, zp, -128, 127, k1 - k);
+        k = k1;
+    }
+    assert_memory_equal(&a.sum_e2, &c.sum_e2, sizeof(double));
+    assert_memory_equal(&a.sum_l2, &c.sum_l2, sizeof(double));
+    assert_int_equal(a.n_clipped, c.n_clipped);
+    tm_erracc_free(&a);
+    tm_erracc_free(&b);
+    tm_erracc_free(&c);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_qgran_param_shape),
@@ -1282,6 +1396,7 @@ int main(void) {
         cmocka_unit_test(test_vectors_torch_quantize),
         cmocka_unit_test(test_vectors_torch_fake_quantize),
         cmocka_unit_test(test_vectors_spec),
+        cmocka_unit_test(test_erracc_lanes_and_values),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1543,7 +1543,7 @@ static void test_fuzz_seeds(void **state) {
         n++;
     }
     closedir(d);
-    assert_true(n >= 3 && n <= 5);
+    assert_true(n >= 3 && n <= 12); /* the hand-made seeds; a fuzzing run left in the corpus would add many */
     tm_file *f = open_seed(dir, "ct-pack-int4-group.safetensors");
     const tm_tensor *l = must_find(f, "l.weight");
     assert_int_equal(l->dtype, TM_I4);

@@ -322,6 +322,16 @@ json_t *cli_quant_json(const tm_file *f, const tm_tensor *t) {
     json_object_set_new(pk, "codes_per_container", json_integer(q->packing.codes_per_container));
     json_object_set_new(pk, "packed_axis", json_integer(q->packing.packed_axis));
     json_object_set_new(pk, "offset", json_integer(q->packing.offset));
+    if (q->transposed) { /* GPTQ / AWQ (docs/formats.md "GPTQ and AWQ") */
+        json_object_set_new(pk, "transposed", json_true());
+        json_object_set_new(pk, "zero_point_offset", json_integer(q->zp_packing.offset));
+    }
+    if (q->field_order) {
+        json_t *fo = json_array();
+        for (int j = 0; j < q->packing.codes_per_container && j < 8; j++)
+            json_array_append_new(fo, json_integer(q->field_order[j]));
+        json_object_set_new(pk, "field_order", fo);
+    }
     json_object_set_new(o, "packing", pk);
     if (q->ggml_type) { /* GGUF block type */
         const tm_ggml_type_info *gi = tm_ggml_type_info_get(q->ggml_type);

@@ -186,7 +186,7 @@ typedef struct tm_packing {
 } tm_packing;
 
 typedef struct tm_qtensor {
-    tm_dtype   code_dtype;       /* I8 U8 I4 U4 F8_E4M3 F8_E5M2                              */
+    tm_dtype   code_dtype;       /* I8 U8 I4 U4 F8_E4M3 F8_E5M2; whole-word I16 U16 I32       */
     int64_t    qmin, qmax;       /* code range (floats: +-max finite)                        */
     int        symmetric;        /* 1 when the zero point is 0 (or absent) by construction   */
     tm_qgran   gran;
@@ -204,6 +204,18 @@ typedef struct tm_qtensor {
                                     group_size = the sub-block (values sharing one effective
                                     scale), and ggml_block_size the block / super-block size    */
     int64_t    ggml_block_size;
+    /* GPTQ / AWQ (docs/formats.md "GPTQ and AWQ"); 0 and NULL for every other layout.
+    ** transposed = 1: the tensor is 2-D [rows, cols] and the codes tensor holds its word grid
+    ** transposed. Packed along axis 1 (GPTQ) it is [ceil(cols/per), rows] words, word (c/per, r)
+    ** holding element (r, c) in field c % per; packed along axis 0 (AWQ) it is
+    ** [cols, ceil(rows/per)], word (c, r/per) holding (r, c) in field r % per (per =
+    ** codes_per_container, field f = bits [f*bits, (f+1)*bits), bits divides the word). The
+    ** scale and zero-point tensors hold the [rows, n_groups] param matrix transposed
+    ** ([n_groups, rows]); zero points packed along rows (zp_packing, packed_axis 0). */
+    int            transposed;
+    /* Field order inside a word: the j-th element along the packed axis (j < per <= 8) sits in
+    ** field field_order[j]; NULL = field j. AWQ: {0,4,1,5,2,6,3,7}. Codes and packed zero points. */
+    const uint8_t *field_order;
 } tm_qtensor;
 
 /* ---------------------------------------------------------------------------------------- */

@@ -178,6 +178,17 @@ void tm_qdiff_flag(tm_qdiff_result *r) {
     qsort(r->entries, (size_t)r->n, sizeof *r->entries, cmp_entry);
 }
 
+/* GPTQ/AWQ list a Linear as "P.qweight" (docs/formats.md "GPTQ and AWQ"): its float source is
+** "P.weight". -1 when name is not a qweight or the source has no such tensor. */
+static int64_t ref_of_qweight(const tm_file *ref, const char *name) {
+    size_t n = strlen(name);
+    if (n < 7 || strcmp(name + n - 7, "qweight") != 0 || (n > 7 && name[n - 8] != '.')) return -1;
+    char *w = tm__aprintf("%.*sweight", (int)(n - 7), name);
+    int64_t j = w ? tm_file_find(ref, w) : -1;
+    free(w);
+    return j;
+}
+
 tm_status tm_qdiff(const tm_file *ref, const tm_file *q, const tm_qdiff_params *p,
                    tm_qdiff_result **out, tm_err *err) {
     tm_qdiff_params defp;
@@ -193,6 +204,7 @@ tm_status tm_qdiff(const tm_file *ref, const tm_file *q, const tm_qdiff_params *
         const tm_tensor *t = tm_file_tensor(q, i);
         if (!t->quant || t->role != TM_ROLE_DATA) continue;
         int64_t j = tm_file_find(ref, t->name);
+        if (j < 0) j = ref_of_qweight(ref, t->name);
         const tm_tensor *rt = tm_file_tensor(ref, j);
         if (!rt || rt->n_elems != t->n_elems) { r->n_unmatched++; continue; }
         tm_qdiff_entry *e = &r->entries[r->n++];

@@ -100,6 +100,8 @@ tm_status tm__pt_open_buffer(const void *data, size_t n, const char *name,
 
 /* safetensors helpers shared by the reader, the writer and the compressed-tensors recognizer. */
 tm_status tm__ctensors_recognize(tm_file *f, tm_err *err);
+/* GPTQ and AWQ qweight/qzeros/scales/g_idx modules (gptq.c); run after tm__ctensors_recognize. */
+tm_status tm__gptq_recognize(tm_file *f, tm_err *err);
 void      tm__st_fmt_shape(char *buf, size_t n, int ndim, const int64_t *shape);
 int       tm__st_dtype_ok(tm_dtype dt);
 

@@ -763,7 +763,8 @@ static int64_t val_tensor(const ox_state *st, int64_t v) {
 }
 
 static int code_dtype_ok(tm_dtype d) {
-    return d == TM_I8 || d == TM_U8 || d == TM_I4 || d == TM_U4 || d == TM_F8_E4M3 || d == TM_F8_E5M2;
+    return d == TM_I8 || d == TM_U8 || d == TM_I4 || d == TM_U4 || d == TM_F8_E4M3 || d == TM_F8_E5M2 ||
+           d == TM_I16 || d == TM_U16; /* 16-bit QDQ (opset 21, com.microsoft): whole-word codes */
 }
 static int scale_dtype_ok(tm_dtype d) {
     return d == TM_F32 || d == TM_F16 || d == TM_BF16 || d == TM_F64;
@@ -807,8 +808,8 @@ static tm_packing codes_packing(tm_dtype cd, int ndim) {
     tm_packing p;
     memset(&p, 0, sizeof p);
     p.container = cd == TM_I4 || cd == TM_U4 ? TM_U8 : cd;
-    p.bits = cd == TM_I4 || cd == TM_U4 ? 4 : 8;
-    p.codes_per_container = 8 / p.bits;
+    p.bits = cd == TM_I4 || cd == TM_U4 ? 4 : cd == TM_I16 || cd == TM_U16 ? 16 : 8;
+    p.codes_per_container = p.bits < 8 ? 8 / p.bits : 1;
     p.packed_axis = p.codes_per_container > 1 ? ndim - 1 : -1;
     p.lsb_first = 1;
     return p;
@@ -841,7 +842,7 @@ static tm_status attach(ox_ctx *c, ox_node *on, int64_t ci, int64_t si, int64_t 
     /* an int32 bias dequantized with scale = input scale x weight scale is ordinary in QDQ
     ** graphs: listed as a plain I32 tensor without a warning (the graph marks it quantized) */
     if (ct->dtype == TM_I32) return TM_OK;
-    if (!code_dtype_ok(ct->dtype)) why = "the tensor view has no code dtype for it (codes are I8 U8 I4 U4 F8_E4M3 F8_E5M2); listed unquantized";
+    if (!code_dtype_ok(ct->dtype)) why = "the tensor view has no code dtype for it (codes are I8 U8 I4 U4 I16 U16 F8_E4M3 F8_E5M2); listed unquantized";
     else if (!scale_dtype_ok(stn->dtype)) why = "the scale is not a float tensor";
     else if (zt && (zt->quant || zi == ci || (zt->role != TM_ROLE_DATA && zt->role != TM_ROLE_ZERO_POINT)))
         why = "the zero point is itself a quantized tensor or a scale";

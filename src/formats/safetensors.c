@@ -565,6 +565,7 @@ static tm_status st_finish(tm_file *f, const tm_open_params *p, tm_err *err) {
     tm_status s = tm__file_finish(f, err);
     if (s != TM_OK || p->no_recognize) return s;
     s = tm__ctensors_recognize(f, err);
+    if (s == TM_OK) s = tm__gptq_recognize(f, err);
     if (s != TM_OK) return s;
     return tm__file_finish(f, err); /* names changed: rebuild the index */
 }

@@ -33,6 +33,37 @@ static int64_t field_to_code(uint64_t field, int bits, int is_signed_container, 
     return v - offset;
 }
 
+/* GPTQ / AWQ: element `flat` of a 2-D tensor whose word grid is stored transposed, codes packed
+** along logical axis 1 (GPTQ) or 0 (AWQ), fields possibly reordered (tm_qtensor.transposed and
+** .field_order in tensormorph.h; docs/formats.md "GPTQ and AWQ"). Words are read as unsigned. */
+static tm_status locate_transposed(const tm_file *f, const tm_tensor *t, int64_t flat,
+                                   int64_t *code, uint64_t *word, int *word_bits, tm_err *err) {
+    const tm_qtensor *q = t->quant;
+    const tm_packing *pk = &q->packing;
+    int cb = container_bytes(pk->container), wbits = cb * 8;
+    if (t->ndim != 2 || cb < 1 || cb > 8 || pk->bits < 1 || pk->bits > 8 || wbits % pk->bits ||
+        (pk->packed_axis != 0 && pk->packed_axis != 1) || (q->field_order && wbits / pk->bits > 8))
+        return tm__err_set(err, TM_E_UNSUPPORTED, -1,
+                           "tensor '%s': transposed packing of %d-bit codes along axis %d is not "
+                           "supported", t->name, pk->bits, pk->packed_axis);
+    int64_t per = wbits / pk->bits, rows = t->shape[0], cols = t->shape[1];
+    if (rows <= 0 || cols <= 0) return tm__err_set(err, TM_E_CORRUPT, -1, "tensor '%s': empty", t->name);
+    int64_t r = flat / cols, c = flat % cols, prow, pcol, pcols, j;
+    if (pk->packed_axis == 1) { prow = c / per; pcol = r; pcols = rows; j = c % per; }
+    else { prow = c; pcol = r / per; pcols = (rows + per - 1) / per; j = r % per; }
+    int field = q->field_order ? q->field_order[j] : (int)j;
+    const void *p;
+    tm_status s = tm_tensor_data(f, q->codes_tensor, ((uint64_t)prow * (uint64_t)pcols + (uint64_t)pcol) * (uint64_t)cb,
+                                 (uint64_t)cb, &p, err);
+    if (s) return s;
+    *word_bits = wbits;
+    *word = load_word(p, cb);
+    uint64_t fv = (*word >> ((unsigned)field * (unsigned)pk->bits)) & ((1ull << pk->bits) - 1);
+    const tm_dtype_traits *cd = tm_dtype_get(q->code_dtype);
+    *code = field_to_code(fv, pk->bits, cd && cd->is_signed && !cd->is_float, pk->offset);
+    return TM_OK;
+}
+
 /* Location of logical element `flat` of a quantized tensor in its packed storage. */
 static tm_status locate(const tm_file *f, const tm_tensor *t, int64_t flat, int64_t *code,
                         uint64_t *word, int *word_bits, tm_err *err) {
@@ -40,6 +71,7 @@ static tm_status locate(const tm_file *f, const tm_tensor *t, int64_t flat, int6
     const tm_packing *pk = &q->packing;
     const tm_tensor *ct = tm_file_tensor(f, q->codes_tensor);
     if (!ct) return tm__err_set(err, TM_E_CORRUPT, -1, "tensor '%s': codes tensor missing", t->name);
+    if (q->transposed) return locate_transposed(f, t, flat, code, word, word_bits, err);
     int cb = container_bytes(pk->container);
     if (cb <= 0) return tm__err_set(err, TM_E_CORRUPT, -1, "tensor '%s': bad container dtype", t->name);
     *word_bits = cb * 8;
@@ -65,10 +97,12 @@ static tm_status locate(const tm_file *f, const tm_tensor *t, int64_t flat, int6
     const void *p;
     tm_status s = tm_tensor_data(f, q->codes_tensor, off, need, &p, err);
     if (s) return s;
-    if (pk->codes_per_container == 1 && q->code_dtype == TM_I32 && cb == 4) {
-        /* 32-bit codes (PyTorch qint32) are whole words, beyond the sub-byte packer's range */
-        *word = tm__ld32(p);
-        *code = (int32_t)*word;
+    if (pk->codes_per_container == 1 && cb >= 2 &&
+        (q->code_dtype == TM_I16 || q->code_dtype == TM_U16 || q->code_dtype == TM_I32)) {
+        /* 16- and 32-bit codes (ONNX int16/uint16 QDQ, PyTorch qint32) are whole words, beyond
+        ** the sub-byte packer's range: sign-extended as the code dtype says, offset removed */
+        *word = load_word(p, cb);
+        *code = field_to_code(*word, cb * 8, tm_dtype_get(q->code_dtype)->is_signed, pk->offset);
         return TM_OK;
     }
     s = tm_unpack_one(pk, q->code_dtype, p, col, code, word);
@@ -187,6 +221,19 @@ static tm_status ggml_element(const tm_file *f, int64_t i, const tm_tensor *t, i
 }
 /* ---- end of the ggml branch ---------------------------------------------------------------- */
 
+/* The param matrix of a GPTQ/AWQ tensor is stored [ng, rows]; the view's is [rows, ng]. */
+static tm_status transpose_params(float *v, int64_t np, int64_t ng, tm_err *err) {
+    if (ng <= 1 || np <= ng) return TM_OK; /* one column or one row: same order */
+    int64_t rows = np / ng;
+    float *tmp = tm__malloc_n((size_t)np, sizeof(float));
+    if (!tmp) return tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
+    for (int64_t g = 0; g < ng; g++)
+        for (int64_t r = 0; r < rows; r++) tmp[r * ng + g] = v[g * rows + r];
+    memcpy(v, tmp, (size_t)np * sizeof(float));
+    free(tmp);
+    return TM_OK;
+}
+
 tm_status tm_tensor_qparams(const tm_file *f, int64_t i, float **scale_out, int32_t **zp_out,
                             int64_t *n_out, tm_err *err) {
     *scale_out = NULL;
@@ -212,6 +259,7 @@ tm_status tm_tensor_qparams(const tm_file *f, int64_t i, float **scale_out, int3
     const void *p;
     s = tm_tensor_data(f, q->scale_tensor, 0, st->n_bytes, &p, err);
     if (!s) s = tm_convert_to_f32(st->dtype, p, np, scale);
+    if (!s && q->transposed) s = transpose_params(scale, np, pnd >= 2 ? pshape[pnd - 1] : 1, err);
     if (!s && q->zero_point_tensor >= 0) {
         const tm_tensor *zt = tm_file_tensor(f, q->zero_point_tensor);
         const tm_packing *zk = &q->zp_packing;
@@ -226,12 +274,18 @@ tm_status tm_tensor_qparams(const tm_file *f, int64_t i, float **scale_out, int3
             if (wrows * (uint64_t)ng * (uint64_t)cb > zt->n_bytes)
                 s = tm__err_set(err, TM_E_CORRUPT, -1, "tensor '%s': zero point tensor too small",
                                 t->name);
+            /* GPTQ/AWQ (q->transposed): the word grid is [ng, wrows]; AWQ reorders fields */
+            if (q->field_order && (zk->bits < 1 || (cb * 8) % zk->bits || (cb * 8) / zk->bits > 8))
+                s = tm__err_set(err, TM_E_UNSUPPORTED, -1,
+                                "tensor '%s': reordered %d-bit zero points", t->name, zk->bits);
             for (int64_t r = 0; !s && r < rows; r++) {
                 uint64_t bit = (uint64_t)r * (uint64_t)zk->bits;
                 uint64_t wr = bit / ((uint64_t)cb * 8);
                 unsigned sh = (unsigned)(bit % ((uint64_t)cb * 8));
+                if (q->field_order) sh = (unsigned)q->field_order[sh / (unsigned)zk->bits] * (unsigned)zk->bits;
                 for (int64_t g = 0; g < ng; g++) {
-                    uint64_t w = load_word((const uint8_t *)p + (wr * (uint64_t)ng + (uint64_t)g) * (uint64_t)cb, cb);
+                    uint64_t widx = q->transposed ? (uint64_t)g * wrows + wr : wr * (uint64_t)ng + (uint64_t)g;
+                    uint64_t w = load_word((const uint8_t *)p + widx * (uint64_t)cb, cb);
                     uint64_t field = (w >> sh) & ((1ull << zk->bits) - 1);
                     zp[r * ng + g] = (int32_t)((int64_t)field - zk->offset);
                 }

@@ -11,6 +11,7 @@ const cli_opt opts_serve[] = {
     {"host", 0, "ADDR", 0, "address to listen on (default 127.0.0.1; any other address prints a warning)"},
     {"cache-mb", 0, "N", 0, "memory for heatmap summary pyramids, MiB, 1..65536 (default 512)"},
     {"allow-host", 0, "NAME", 1, "also accept requests addressed to NAME (this machine's name or address, when --host is not loopback); at most 16"},
+    {"samples", 0, "SAMPLES", 1, "calibration samples for the Calibration Lab page, as calibrate takes them (.npy, FILE.npz:KEY, PATH:TENSOR); each one batch"},
     {NULL, 0, NULL, 0, NULL},
 };
 const char details_serve[] =
@@ -40,6 +41,7 @@ int cmd_serve(const cli_cmd *cmd, cli_args *a) {
     memset(&c, 0, sizeof c);
     c.path = a->pos[0];
     c.ref_path = cli_get(a, "ref");
+    c.calib_args = a; /* --samples, read by /api/v1/calibrate (serve/api_calib.c) */
     c.cache_bytes = (uint64_t)cache_mb << 20;
     int na = cli_n(a, "allow-host");
     if (na > (int)(sizeof c.allow / sizeof c.allow[0])) return cli_usage_error(cmd, "--allow-host: at most 16 names");

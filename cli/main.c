@@ -19,6 +19,9 @@ int cmd_heatmap(const cli_cmd *cmd, cli_args *a);
 extern const cli_opt opts_heatmap[];
 extern const char details_heatmap[];
 int cmd_serve(const cli_cmd *cmd, cli_args *a);
+int cmd_calibrate(const cli_cmd *cmd, cli_args *a);
+extern const cli_opt opts_calibrate[];
+extern const char details_calibrate[];
 extern const cli_opt opts_serve[];
 extern const char details_serve[];
 
@@ -44,6 +47,8 @@ const cli_cmd cli_commands[] = {
      "demo -o DIR [options]", details_demo, opts_demo, 0, 0},
     {"heatmap", cmd_heatmap, "Draw a tensor as a PNG heatmap: values, |values|, quantization groups or error in LSB.",
      "heatmap PATH TENSOR -o FILE.png [options]", details_heatmap, opts_heatmap, 2, 2},
+    {"calibrate", cmd_calibrate, "Calibration lab: range, scale, zero point, clipped tails, SQNR and probes of each observer over samples.",
+     "calibrate SAMPLES... [options]", details_calibrate, opts_calibrate, 1, 64},
     {"serve", cmd_serve, "Serve the web UI (architecture, heatmaps, Scalar Inspector, Quantization Diff) on localhost.",
      "serve PATH [--ref REF] [options]", details_serve, opts_serve, 1, 1},
     {"graph", cmd_graph, "The graph of an ONNX model: nodes, values, dtypes and where quantization sits.",

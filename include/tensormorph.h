@@ -403,6 +403,7 @@ void tm_qspec_range(const tm_qspec *spec, int64_t *qmin, int64_t *qmax);
 #endif
 
 #include "tensormorph/quant.h"        /* quantize/dequantize kernels, observers, packing    */
+#include "tensormorph/calib.h"        /* calibration lab: observer, qparams, clipping, SQNR */
 #include "tensormorph/safetensors.h"  /* the streaming, atomic safetensors writer            */
 #include "tensormorph/job.h"          /* quantize job, qdiff, diff, hashing                  */
 #include "tensormorph/explore.h"      /* heatmap tiles, summary pyramid, module tree         */

@@ -569,6 +569,7 @@ function switchView(v) {
   for (const b of document.querySelectorAll(".tab")) b.classList.toggle("active", b.dataset.view === v);
   for (const s of document.querySelectorAll(".view")) s.hidden = s.id !== "view-" + v;
   if (v === "heat") { resizeCanvas(); draw(); }
+  if (v === "calib" && typeof calibLab !== "undefined") calibLab.show();  /* calib.js */
 }
 
 function resizeCanvas() {

@@ -9,7 +9,7 @@
 //
 // Exit 77 (skipped) with a reason when chromium or playwright-core is missing, unless
 // TM_REQUIRE_BROWSER=1; "SKIP: ../shared not found" unless TM_REQUIRE_SHARED=1.
-import { spawn, execFileSync } from "node:child_process";
+import { spawn, spawnSync, execFileSync } from "node:child_process";
 import { createRequire } from "node:module";
 import fs from "node:fs";
 import os from "node:os";
@@ -225,6 +225,46 @@ try {
   const want_e = want_q.tensors[0].max_err_lsb;
   check(Math.abs(errHi - want_e) <= 1e-3 * want_e, "error legend spans to the tensor's max error, " + errHi + " LSB (qdiff: " + want_e + ")");
   await page.screenshot({ path: path.join(shots, "heatmap-error.png") });
+
+  // ---- Calibration Lab (web/calib.js): switch the observer, the rendered numbers are the API's and
+  // `tensormorph calibrate --json`'s; editing a probe recomputes it
+  {
+    const ct = "model.layers.0.self_attn.q_proj.weight", obs = "percentile:99.9";
+    await page.click("#tab-calib");
+    await page.waitForSelector("#calib-hist[data-ready='1']", { timeout: 15000 });
+    await page.selectOption("#calib-tensor", ct);
+    await page.waitForFunction((t) => { const s = document.querySelector("#calib-status").textContent; return s.startsWith(t + ":"); }, ct, { timeout: 15000 });
+    // a pixel high above the smallest sample: inside the clipped tail only when the observer clips
+    const tailPx = () => page.$eval("#calib-hist", (c) => Array.from(c.getContext("2d").getImageData(+c.dataset.xmin + 2, 15, 1, 1).data));
+    const px0 = await tailPx();  // minmax clips nothing
+    await page.selectOption("#calib-observer", obs);
+    await page.waitForSelector("#calib-hist[data-ready='1'][data-observer='" + obs + "']", { timeout: 15000 });
+    const px1 = await tailPx();
+    check(px0[0] === px0[1] && px1[0] > px1[1] + 15, "calibration lab: the clipped tail is shaded red only when the observer clips (" + px0.join() + " -> " + px1.join() + ")");
+    const cfield = async (f) => (await page.textContent("#calib-table [data-field='" + f + "']")).trim();
+    const apiDoc = await page.evaluate(async (q) => (await fetch("/api/v1/calibrate?" + q)).json(),
+      "tensor=" + encodeURIComponent(ct) + "&observer=" + encodeURIComponent(obs) + "&probe=0.1,-0.25");
+    const ao = apiDoc.observers[0];
+    check(parseFloat(await cfield("scale")) === ao.scale, "calibration lab: rendered scale " + (await cfield("scale")) + " = the API's " + ao.scale);
+    const cliObs = (probes) => JSON.parse(tm("calibrate", quant + ":" + ct, "--observer", obs, ...probes.flatMap((p) => ["--probe", p]), "--json")).observers[0];
+    const co = cliObs(["0.1", "-0.25"]);
+    check(co.scale === ao.scale && co.zero_point === ao.zero_point && Number(await cfield("zero_point")) === co.zero_point,
+      "calibration lab: scale and zero point = tensormorph calibrate --json (" + co.scale + ", " + co.zero_point + ")");
+    for (const k of ["range_min", "range_max", "clipped_fraction", "clipped_max_excess", "sqnr_db"])
+      check(parseFloat(await cfield(k)) === co[k], "calibration lab: " + k + " = " + co[k]);
+    check(co.clipped_fraction > 0, "percentile:99.9 clips a tail (" + co.clipped_fraction + ")");
+    await page.fill("#calib-probes", "0.3");
+    await page.dispatchEvent("#calib-probes", "change");
+    await page.waitForFunction(() => {
+      const rows = document.querySelectorAll("#calib-probe-table tbody tr");
+      return rows.length === 1 && rows[0].querySelector("[data-field='real']").textContent === "0.3";
+    }, null, { timeout: 10000 });
+    const c3 = cliObs(["0.3"]).probes[0];
+    const pf = async (f) => (await page.textContent("#calib-probe-table tr[data-probe='0'] [data-field='" + f + "']")).trim();
+    check(Number(await pf("code")) === c3.code && parseFloat(await pf("dequantized")) === c3.dequantized && parseFloat(await pf("error")) === c3.error,
+      "an edited probe recomputes: 0.3 -> code " + c3.code + " -> " + c3.dequantized);
+    await page.screenshot({ path: path.join(shots, "calibration-lab.png"), fullPage: true });
+  }
   check(consoleErrors.length === 0, "no console errors (CSP violations included)" +
         (consoleErrors.length ? ": " + [...new Set(consoleErrors)].slice(0, 3).join("; ").slice(0, 600) : ""));
 } catch (e) {

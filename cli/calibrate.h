@@ -1,0 +1,65 @@
+/* calibrate.h: `tensormorph calibrate` pieces shared with the web API (/api/v1/calibrate): the
+** request parsed from option strings, the run over every chosen observer and the one JSON
+** serializer (docs/calibrate.md). Implemented in cli/cmd_calibrate.c. */
+#ifndef TM_CLI_CALIBRATE_H
+#define TM_CLI_CALIBRATE_H
+
+#include "cli.h"
+
+#define CALIB_MAX_PROBES 64
+#define CALIB_MAX_OBS    TM_OBS_COUNT
+
+/* The options as strings (NULL: not given), as the command line and the query string hold them. */
+typedef struct calib_args {
+    const char *observer;       /* a tm_observer_from_name name, or "all"        */
+    const char *convention;     /* onnx | torch                                  */
+    const char *type;           /* int8 | uint8 | int4 | uint4                   */
+    const char *granularity;    /* tensor | channel[:AXIS]                       */
+    int         symmetric;      /* -1 default (symmetric), 0, 1                  */
+    const char *bins;           /* histogram / percentile / entropy bins         */
+    const char *quantized_bins; /* entropy                                       */
+    const char *qrange;         /* QMIN:QMAX                                     */
+    int         reduce_range;
+    const char *const *probes;  /* n_probes decimal numbers                      */
+    int         n_probes;
+} calib_args;
+
+typedef struct calib_req {
+    tm_calib_params p;              /* spec, code range, probes (point into probes[]) */
+    tm_observer     obs[CALIB_MAX_OBS];
+    int             n_obs;
+    double          probes[CALIB_MAX_PROBES];
+} calib_req;
+
+/* Parse; 0 ok, else -1 with one line in msg naming the option. */
+int calibrate_parse(const calib_args *a, calib_req *r, char *msg, size_t n);
+
+/* 0 when tensor t can give samples (a float dtype, or a quantized tensor: its dequantized
+** values), else -1 with the reason in msg. */
+int calibrate_tensor_ok(const tm_tensor *t, char *msg, size_t n);
+
+/* Samples read from one SAMPLES argument, float32 row-major (malloc'd). */
+typedef struct calib_samples {
+    float   *x;
+    int      ndim;
+    int64_t  shape[TM_MAX_DIMS];
+    int64_t  n;
+} calib_samples;
+
+/* Load SAMPLES: FILE (exactly one tensor), FILE.npz:KEY or PATH:TENSOR; the whole argument is
+** tried as a file first, then split at the last ':' whose left part is a file or directory.
+** Returns 0, or an exit code with one line in msg (no "tensormorph: " prefix): EXIT_USAGE for
+** no such tensor/key or a file of several tensors, EXIT_INPUT for samples that are not
+** floating point, empty or not finite, the open error's code otherwise. free(out->x) after. */
+int calibrate_load_samples(const char *arg, calib_samples *out, char *msg, size_t n);
+
+/* Run every observer of r: res[k] for r->obs[k] (free each with tm_calib_result_free). */
+tm_status calibrate_run(const calib_req *r, const tm_calib_batch *b, int nb, tm_calib_result **res,
+                        tm_err *err);
+
+/* The `calibrate --json` document (schema tensormorph.calibrate/1) without the samples'
+** description, which the caller adds. */
+json_t *calibrate_json(const calib_req *r, tm_calib_result *const *res, const tm_calib_batch *b,
+                       int nb);
+
+#endif

@@ -1,0 +1,645 @@
+/*
+** test_calibrate.c: the calibration lab (tm_calibrate, `tensormorph calibrate`): the observer
+** reference vectors (torch_observer, ort_calibration) through the library call and the command,
+** a hand-checked clipping case, the three SAMPLES forms (generated .npy / .npz / a checkpoint
+** path holding ':'; the shared calibration files), per-channel output and bad input.
+*/
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <zip.h>
+
+#include "helpers/cli_run.h"
+#include "helpers/obs_cases.h"
+#include "helpers/vectors.h"
+#include "tensormorph.h"
+
+static char g_tmp[256];
+
+static int setup(void **state) {
+    (void)state;
+    snprintf(g_tmp, sizeof g_tmp, "/tmp/tm_calib_XXXXXX");
+    return mkdtemp(g_tmp) ? 0 : -1;
+}
+
+static int teardown(void **state) {
+    (void)state;
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_tmp);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+static uint32_t fbits(float x) { return tmv_f32_bits(x); }
+
+/* element u of a per-unit JSON value: a number (one unit) or an array */
+static double jat(json_t *o, const char *key, size_t u) {
+    json_t *v = json_object_get(o, key);
+    if (json_is_array(v)) v = json_array_get(v, u);
+    if (!json_is_number(v)) fail_msg("key %s[%zu] missing", key, u);
+    return json_number_value(v);
+}
+
+/* ---- fixtures ------------------------------------------------------------------------------- */
+
+/* a NumPy 1.0 .npy image of float32 (descr "<f4") or int64 ("<i8") values, C order */
+static size_t npy_image(unsigned char *out, const char *descr, int ndim, const int64_t *shape,
+                        const void *data, size_t nbytes) {
+    char hdr[256], sh[128] = "";
+    size_t o = 0;
+    for (int d = 0; d < ndim; d++) o += (size_t)snprintf(sh + o, sizeof sh - o, "%lld,%s", (long long)shape[d], d + 1 < ndim ? " " : "");
+    if (ndim > 1) sh[o - 1] = '\0'; /* (2, 3) not (2, 3,) */
+    int hl = snprintf(hdr, sizeof hdr, "{'descr': '%s', 'fortran_order': False, 'shape': (%s), }", descr, sh);
+    int total = 10 + hl + 1;
+    int pad = (64 - total % 64) % 64;
+    memcpy(out, "\x93NUMPY\x01\x00", 8);
+    uint16_t h = (uint16_t)(hl + pad + 1);
+    memcpy(out + 8, &h, 2);
+    memcpy(out + 10, hdr, (size_t)hl);
+    memset(out + 10 + hl, ' ', (size_t)pad);
+    out[10 + hl + pad] = '\n';
+    memcpy(out + total + pad, data, nbytes);
+    return (size_t)(total + pad) + nbytes;
+}
+
+static void write_file(const char *path, const void *p, size_t n) {
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(p, 1, n, f), n);
+    fclose(f);
+}
+
+static void write_npy(const char *path, int ndim, const int64_t *shape, const float *x) {
+    int64_t n = 1;
+    for (int d = 0; d < ndim; d++) n *= shape[d];
+    unsigned char *img = malloc((size_t)n * 4 + 512);
+    size_t len = npy_image(img, "<f4", ndim, shape, x, (size_t)n * 4);
+    write_file(path, img, len);
+    free(img);
+}
+
+/* ---- torch_observer ------------------------------------------------------------------------- */
+
+static void torch_case(const char *name, json_t *cj) {
+    tmv_obs_case oc;
+    if (tmv_torch_observer_case(name, cj, &oc) != 0) fail_msg("torch_observer/%s: cannot set up", name);
+    tmv_npy es, ez, emin, emax;
+    assert_int_equal(tmv_npy_load_case("torch_observer", name, "expected_scale.npy", &es), 0);
+    assert_int_equal(tmv_npy_load_case("torch_observer", name, "expected_zero_point.npy", &ez), 0);
+    assert_int_equal(tmv_npy_load_case("torch_observer", name, "expected_min_val.npy", &emin), 0);
+    assert_int_equal(tmv_npy_load_case("torch_observer", name, "expected_max_val.npy", &emax), 0);
+    int exact = strcmp(tmv_output_match(cj, "scale"), "exact") == 0;
+    int hist = oc.spec.observer.kind == TM_OBS_HISTOGRAM;
+    /* the library call */
+    tm_calib_params p = {.spec = oc.spec, .qmin = oc.qmin, .qmax = oc.qmax, .custom_range = oc.custom};
+    tm_calib_result *r;
+    tm_err err;
+    if (tm_calibrate(&p, oc.batch, oc.n_batches, &r, &err) != TM_OK) fail_msg("torch_observer/%s: %s", name, err.msg);
+    assert_int_equal(r->n_units, es.n);
+    int64_t n = 0;
+    for (int b = 0; b < oc.n_batches; b++) {
+        int64_t m = 1;
+        for (int d = 0; d < oc.batch[b].ndim; d++) m *= oc.batch[b].shape[d];
+        n += m;
+    }
+    assert_int_equal(r->total.n, n);
+    /* the command: the same case as options */
+    char args[512], path[4096];
+    tmv_case_path(path, sizeof path, "torch_observer", name, "input.npy");
+    int o = snprintf(args, sizeof args, "--convention torch --batches --type %s %s",
+                     oc.spec.code_dtype == TM_I8 ? "int8" : "uint8", oc.spec.symmetric ? "--symmetric" : "--asymmetric");
+    if (oc.spec.gran.kind == TM_GRAN_CHANNEL) o += snprintf(args + o, sizeof args - (size_t)o, " -g channel:%d", oc.spec.gran.axis);
+    if (oc.custom) o += snprintf(args + o, sizeof args - (size_t)o, " --qrange %lld:%lld", (long long)oc.qmin, (long long)oc.qmax);
+    else if (oc.reduce_range) o += snprintf(args + o, sizeof args - (size_t)o, " --reduce-range");
+    if (oc.spec.observer.kind == TM_OBS_EMA_MINMAX)
+        o += snprintf(args + o, sizeof args - (size_t)o, " --observer ema_minmax:%.17g", oc.spec.observer.averaging_constant);
+    else if (hist) o += snprintf(args + o, sizeof args - (size_t)o, " --observer histogram --bins %d", oc.spec.observer.n_bins);
+    json_t *doc = tmt_run_json(0, "%s calibrate '%s' %s --json", tmt_bin(), path, args);
+    json_t *jo = json_array_get(json_object_get(doc, "observers"), 0);
+    assert_non_null(jo);
+    assert_int_equal(json_integer_value(json_object_get(doc, "qmin")), oc.qmin);
+    assert_int_equal(json_integer_value(json_object_get(doc, "qmax")), oc.qmax);
+    for (int64_t u = 0; u < r->n_units; u++) {
+        float s = r->units[u].scale, cs = (float)jat(jo, "scale", (size_t)u);
+        int64_t zp = r->units[u].zero_point, czp = (int64_t)jat(jo, "zero_point", (size_t)u);
+        int64_t want_zp = tmv_npy_get_i64(&ez, u);
+        assert_int_equal(fbits(cs), fbits(s)); /* command == library, bit for bit */
+        assert_int_equal(czp, zp);
+        if (exact) {
+            if (fbits(s) != tmv_npy_f32_bits(&es, u) || zp != want_zp)
+                fail_msg("torch_observer/%s: unit %lld scale %.9g zp %lld, torch %.9g %lld", name, (long long)u,
+                         (double)s, (long long)zp, tmv_npy_get_f64(&es, u), (long long)want_zp);
+        } else {
+            double ws = tmv_npy_get_f64(&es, u);
+            double rtol = json_number_value(json_object_get(tmv_output(cj, "scale"), "rtol"));
+            printf("torch_observer/%s: scale %.9g zp %lld, torch %.9g %lld (%s)\n", name, (double)s, (long long)zp, ws,
+                   (long long)want_zp, fbits(s) == tmv_npy_f32_bits(&es, u) && zp == want_zp ? "exact" : "within tolerance");
+            assert_true(fabs(s - ws) <= rtol * fabs(ws));
+            assert_true(llabs(zp - want_zp) <= 1);
+        }
+        if (!hist) { /* minmax / moving average: the range is torch's min_val / max_val */
+            assert_int_equal(fbits((float)r->units[u].range_min), tmv_npy_f32_bits(&emin, u));
+            assert_int_equal(fbits((float)r->units[u].range_max), tmv_npy_f32_bits(&emax, u));
+        }
+        assert_true(r->units[u].rounding_bound == (double)s / 2);
+    }
+    json_decref(doc);
+    tm_calib_result_free(r);
+    tmv_npy_free(&es);
+    tmv_npy_free(&ez);
+    tmv_npy_free(&emin);
+    tmv_npy_free(&emax);
+    tmv_obs_case_free(&oc);
+}
+
+static void test_torch_observer_vectors(void **state) {
+    (void)state;
+    if (!tmv_require_shared()) return;
+    char **names;
+    int n = tmv_list_cases("torch_observer", &names);
+    assert_true(n > 0);
+    for (int i = 0; i < n; i++) {
+        json_t *cj = tmv_case_json("torch_observer", names[i]);
+        assert_non_null(cj);
+        torch_case(names[i], cj);
+        json_decref(cj);
+    }
+    printf("torch_observer: %d of %d cases through tm_calibrate and tensormorph calibrate\n", n, n);
+    tmv_free_names(names, n);
+}
+
+/* ---- ort_calibration ------------------------------------------------------------------------ */
+
+static void test_ort_calibration_vectors(void **state) {
+    (void)state;
+    if (!tmv_require_shared()) return;
+    char **names;
+    int n = tmv_list_cases("ort_calibration", &names);
+    assert_true(n > 0);
+    for (int i = 0; i < n; i++) {
+        const char *name = names[i];
+        json_t *cj = tmv_case_json("ort_calibration", name);
+        assert_non_null(cj);
+        assert_string_equal(tmv_output_match(cj, "range"), "exact");
+        tmv_obs_case oc;
+        if (tmv_ort_calibration_case(name, cj, &oc) != 0) fail_msg("ort_calibration/%s: cannot set up", name);
+        tmv_npy er;
+        assert_int_equal(tmv_npy_load_case("ort_calibration", name, "expected_range.npy", &er), 0);
+        tm_calib_params p = {.spec = oc.spec};
+        tm_calib_result *r;
+        tm_err err;
+        if (tm_calibrate(&p, oc.batch, oc.n_batches, &r, &err) != TM_OK) fail_msg("ort_calibration/%s: %s", name, err.msg);
+        if (fbits((float)r->units[0].range_min) != tmv_npy_f32_bits(&er, 0) ||
+            fbits((float)r->units[0].range_max) != tmv_npy_f32_bits(&er, 1))
+            fail_msg("ort_calibration/%s: range (%.9g, %.9g), ORT (%.9g, %.9g)", name, r->units[0].range_min,
+                     r->units[0].range_max, tmv_npy_get_f64(&er, 0), tmv_npy_get_f64(&er, 1));
+        /* scale from that range, ONNX convention */
+        float ws;
+        int32_t wzp;
+        assert_int_equal(tm_qparams_from_range(&oc.spec, tmv_npy_get_f64(&er, 0), tmv_npy_get_f64(&er, 1), &ws, &wzp, &err), TM_OK);
+        assert_int_equal(fbits(r->units[0].scale), fbits(ws));
+        assert_int_equal(r->units[0].zero_point, wzp);
+        /* the command, each input file one batch */
+        char files[4096] = "", path[4096];
+        size_t o = 0;
+        for (int b = 0; b < oc.n_batches; b++) {
+            tmv_case_path(path, sizeof path, "ort_calibration", name, oc.files[b]);
+            o += (size_t)snprintf(files + o, sizeof files - o, " '%s'", path);
+        }
+        char obs[64];
+        tm_observer_name(&oc.spec.observer, obs, sizeof obs);
+        json_t *doc = tmt_run_json(0, "%s calibrate%s --observer %s --bins %d --quantized-bins %d %s --json", tmt_bin(), files,
+                                   obs, oc.spec.observer.n_bins, oc.spec.observer.n_quantized_bins,
+                                   oc.spec.symmetric ? "--symmetric" : "--asymmetric");
+        json_t *jo = json_array_get(json_object_get(doc, "observers"), 0);
+        assert_int_equal(json_integer_value(json_object_get(doc, "n_batches")), oc.n_batches);
+        assert_int_equal(fbits((float)tmt_num(jo, "range_min")), tmv_npy_f32_bits(&er, 0));
+        assert_int_equal(fbits((float)tmt_num(jo, "range_max")), tmv_npy_f32_bits(&er, 1));
+        assert_int_equal(fbits((float)tmt_num(jo, "scale")), fbits(ws));
+        json_decref(doc);
+        tm_calib_result_free(r);
+        tmv_npy_free(&er);
+        tmv_obs_case_free(&oc);
+        json_decref(cj);
+    }
+    printf("ort_calibration: %d of %d cases exact through tm_calibrate and tensormorph calibrate\n", n, n);
+    tmv_free_names(names, n);
+}
+
+/* ---- hand-checked clipping ------------------------------------------------------------------ */
+
+/* 10000 values evenly in [-1, 1] plus four outliers; percentile 99.9 (symmetric |x| histogram,
+** 2048 bins over [0, 10]) picks just under 1.0, so the outliers, and only they, are clipped
+** (1.0 still rounds to code 127: 127.5 * scale > 1). The
+** clipped fraction, excesses, SQNR and probes are recomputed here from the reported scale. */
+static void test_percentile_clipping_hand_checked(void **state) {
+    (void)state;
+    enum { NU = 10000, N = NU + 4 };
+    static float x[N];
+    for (int i = 0; i < NU; i++) x[i] = -1.0f + 2.0f * (float)i / (float)(NU - 1);
+    const float out[4] = {3.0f, -4.0f, 5.0f, 10.0f};
+    for (int k = 0; k < 4; k++) x[NU + k] = out[k];
+    tm_calib_batch b = {.ndim = 1, .shape = {N}, .x = x};
+    const double probes[3] = {0.5, 20.0, -0.0123};
+    tm_calib_params p = {.spec = tm_qspec_default(), .probes = probes, .n_probes = 3};
+    p.spec.gran.kind = TM_GRAN_TENSOR;
+    assert_int_equal(tm_observer_from_name("percentile:99.9", &p.spec.observer), TM_OK);
+    tm_calib_result *r;
+    tm_err err;
+    assert_int_equal(tm_calibrate(&p, &b, 1, &r, &err), TM_OK);
+    const tm_calib_unit *u = &r->units[0];
+    /* ORT returns the left edge of the bin where the |x| cdf reaches 0.999: within one bin
+    ** (10 / 2048) below the 0.999 quantile of |x| (about 0.9994) */
+    assert_true(u->range_max > 0.9994 - 10.0 / 2048 && u->range_max < 0.9995);
+    assert_true(u->range_min == -u->range_max); /* symmetric percentile */
+    float s = u->scale;
+    assert_int_equal(fbits(s), fbits((float)u->range_max / 127.0f)); /* ONNX symmetric int8: a/127 */
+    assert_int_equal(u->zero_point, 0);
+    /* independently: clipped beyond [(-128 - 1/2) s, (127 + 1/2) s]; excess beyond [-128 s, 127 s] */
+    double lo = -128.5 * s, hi = 127.5 * s, rlo = (double)(-128.0f * s), rhi = (double)(127.0f * s);
+    int64_t nc = 0;
+    double sum_ex = 0, max_ex = 0, sx2 = 0, se2 = 0;
+    for (int i = 0; i < N; i++) {
+        double v = x[i];
+        if (v < lo || v > hi) {
+            double e = v < lo ? rlo - v : v - rhi;
+            nc++;
+            sum_ex += e;
+            if (e > max_ex) max_ex = e;
+        }
+        float q = rintf(x[i] / s);
+        if (q < -128) q = -128;
+        if (q > 127) q = 127;
+        double d = (double)(q * s);
+        sx2 += v * v;
+        se2 += (v - d) * (v - d);
+    }
+    assert_int_equal(nc, 4); /* exactly the outliers */
+    assert_int_equal(u->st.n_clipped, 4);
+    assert_true(u->st.clipped_fraction == 4.0 / N);
+    assert_true(fabs(u->st.clipped_mean_excess - sum_ex / 4) <= 1e-12);
+    assert_true(fabs(u->st.clipped_mean_excess - ((3 + 4 + 5 + 10) / 4.0 - (3 * rhi - rlo) / 4.0)) <= 1e-9);
+    assert_true(u->st.clipped_max_excess == 10.0 - rhi);
+    assert_true(max_ex == u->st.clipped_max_excess);
+    assert_true(fabs(u->st.sqnr_db - 10 * log10(sx2 / se2)) <= 1e-9);
+    assert_true(u->rounding_bound == (double)s / 2);
+    /* probes: 0.5 -> rint(0.5 / s); 20 saturates at 127 */
+    assert_int_equal(r->probes[0].code, (int64_t)rintf(0.5f / s));
+    assert_true(r->probes[0].dequantized == (double)((float)r->probes[0].code * s));
+    assert_true(fabs(r->probes[0].error) <= (double)s / 2);
+    assert_int_equal(r->probes[1].code, 127);
+    assert_true(r->probes[1].error == (double)(127.0f * s) - 20.0);
+    assert_int_equal(r->probes[2].code, (int64_t)rintf(-0.0123f / s));
+    tm_calib_result_free(r);
+
+    /* the command on the same samples, and minmax on them clips nothing */
+    char path[512];
+    snprintf(path, sizeof path, "%s/uniform.npy", g_tmp);
+    const int64_t shape[1] = {N};
+    write_npy(path, 1, shape, x);
+    json_t *doc = tmt_run_json(0, "%s calibrate '%s' --observer all --probe 0.5 --probe 20 --json", tmt_bin(), path);
+    json_t *obs = json_object_get(doc, "observers");
+    assert_int_equal(json_array_size(obs), 6);
+    json_t *pc = NULL, *mm = NULL;
+    size_t i;
+    json_t *e;
+    json_array_foreach(obs, i, e) {
+        const char *nm = json_string_value(json_object_get(e, "observer"));
+        if (!strcmp(nm, "minmax")) mm = e;
+        if (!strncmp(nm, "percentile", 10)) pc = e;
+        const char *keys[] = {"observer", "range_min", "range_max", "scale", "zero_point", "rounding_bound", "clipped_fraction",
+                              "clipped_mean_excess", "clipped_max_excess", "sqnr_db", "probes"};
+        assert_int_equal(json_object_size(e), 11);
+        for (size_t k = 0; k < 11; k++) assert_non_null(json_object_get(e, keys[k]));
+        json_t *p0 = json_array_get(json_object_get(e, "probes"), 0);
+        assert_int_equal(json_object_size(p0), 4);
+        assert_true(tmt_num(p0, "real") == 0.5);
+    }
+    assert_non_null(pc);
+    assert_non_null(mm);
+    assert_true(tmt_num(mm, "clipped_fraction") == 0.0 && tmt_num(mm, "range_max") == 10.0 && tmt_num(mm, "range_min") == -4.0);
+    assert_true(tmt_num(pc, "clipped_fraction") == 0.0); /* default 99.999 keeps the outliers */
+    json_decref(doc);
+    doc = tmt_run_json(0, "%s calibrate '%s' --observer percentile:99.9 --probe 20 --json", tmt_bin(), path);
+    pc = json_array_get(json_object_get(doc, "observers"), 0);
+    assert_true(tmt_num(pc, "clipped_fraction") == 4.0 / N);
+    assert_true(tmt_num(pc, "clipped_max_excess") == 10.0 - rhi);
+    assert_int_equal(json_integer_value(json_object_get(json_array_get(json_object_get(pc, "probes"), 0), "code")), 127);
+    json_decref(doc);
+    /* text mode: a table with a row per observer */
+    char *txt = NULL;
+    assert_int_equal(tmt_run(&txt, "%s calibrate '%s' --observer all", tmt_bin(), path), 0);
+    assert_non_null(strstr(txt, "SQNR dB"));
+    assert_non_null(strstr(txt, "\nentropy "));
+    assert_non_null(strstr(txt, "\nhistogram "));
+    free(txt);
+}
+
+/* ---- SAMPLES forms ---------------------------------------------------------------------------- */
+
+static void test_samples_forms(void **state) {
+    (void)state;
+    /* .npy */
+    const int64_t shape[2] = {3, 4};
+    const float a[12] = {0.5f, -1.5f, 2.0f, 0.25f, -0.75f, 1.0f, 3.5f, -2.25f, 0.0f, 0.125f, -3.0f, 1.75f};
+    char npy[512], npz[512], dir[512], st[600], cmd[1200];
+    snprintf(npy, sizeof npy, "%s/a.npy", g_tmp);
+    write_npy(npy, 2, shape, a);
+    json_t *doc = tmt_run_json(0, "%s calibrate '%s' --json", tmt_bin(), npy);
+    json_t *o = json_array_get(json_object_get(doc, "observers"), 0);
+    assert_true(tmt_num(o, "range_min") == -3.0 && tmt_num(o, "range_max") == 3.5);
+    assert_true((float)tmt_num(o, "scale") == 3.5f / 127.0f);
+    assert_int_equal(json_integer_value(json_object_get(doc, "n_samples")), 12);
+    json_decref(doc);
+    /* per channel (axis 1: 4 channels): per-unit arrays, probes per channel, overall */
+    doc = tmt_run_json(0, "%s calibrate '%s' -g channel:1 --asymmetric --type uint8 --probe 1 --json", tmt_bin(), npy);
+    o = json_array_get(json_object_get(doc, "observers"), 0);
+    assert_int_equal(json_array_size(json_object_get(o, "scale")), 4);
+    assert_int_equal(json_array_size(json_object_get(o, "sqnr_db")), 4);
+    for (size_t c = 0; c < 4; c++) {
+        float mn = fminf(fminf(a[c], a[4 + c]), a[8 + c]), mx = fmaxf(fmaxf(a[c], a[4 + c]), a[8 + c]);
+        assert_true(jat(o, "range_min", c) == mn && jat(o, "range_max", c) == mx);
+        float s = (fmaxf(mx, 0) - fminf(mn, 0)) / 255.0f; /* ONNX affine uint8 */
+        assert_int_equal(fbits((float)jat(o, "scale", c)), fbits(s));
+        assert_true(jat(o, "zero_point", c) == (double)(0 - (int)rintf(fminf(mn, 0) / s)));
+    }
+    json_t *p0 = json_array_get(json_object_get(o, "probes"), 0);
+    assert_int_equal(json_array_size(json_object_get(p0, "code")), 4);
+    assert_non_null(json_object_get(json_object_get(o, "overall"), "sqnr_db"));
+    json_decref(doc);
+
+    /* .npz: FILE.npz:KEY (stored members, made with libzip) */
+    snprintf(npz, sizeof npz, "%s/s.npz", g_tmp);
+    static unsigned char img1[1024], img2[1024];
+    const float b2[5] = {-8.0f, 1.0f, 2.0f, 3.0f, 6.0f};
+    const int64_t ids[3] = {1, 2, 3};
+    const int64_t s5[1] = {5}, s3[1] = {3};
+    size_t l1 = npy_image(img1, "<f4", 1, s5, b2, sizeof b2), l2 = npy_image(img2, "<i8", 1, s3, ids, sizeof ids);
+    int ze;
+    zip_t *z = zip_open(npz, ZIP_CREATE | ZIP_TRUNCATE, &ze);
+    assert_non_null(z);
+    zip_source_t *zs1 = zip_source_buffer(z, img1, l1, 0), *zs2 = zip_source_buffer(z, img2, l2, 0);
+    zip_int64_t i1 = zip_file_add(z, "acts.npy", zs1, 0), i2 = zip_file_add(z, "ids.npy", zs2, 0);
+    assert_true(i1 >= 0 && i2 >= 0);
+    zip_set_file_compression(z, (zip_uint64_t)i1, ZIP_CM_STORE, 0);
+    zip_set_file_compression(z, (zip_uint64_t)i2, ZIP_CM_STORE, 0);
+    assert_int_equal(zip_close(z), 0);
+    doc = tmt_run_json(0, "%s calibrate '%s:acts' --asymmetric --json", tmt_bin(), npz);
+    o = json_array_get(json_object_get(doc, "observers"), 0);
+    assert_true(tmt_num(o, "range_min") == -8.0 && tmt_num(o, "range_max") == 6.0);
+    assert_int_equal(fbits((float)tmt_num(o, "scale")), fbits(14.0f / 255.0f));
+    json_decref(doc);
+
+    /* PATH:TENSOR of a checkpoint whose path holds ':' (safetensors written here) */
+    snprintf(dir, sizeof dir, "%s/run:1", g_tmp);
+    assert_int_equal(mkdir(dir, 0700), 0);
+    snprintf(st, sizeof st, "%s/m.safetensors", dir);
+    const char *hdr = "{\"w\":{\"dtype\":\"F32\",\"shape\":[2,2],\"data_offsets\":[0,16]}}";
+    size_t hl = strlen(hdr);
+    unsigned char buf[256];
+    uint64_t h64 = hl;
+    memcpy(buf, &h64, 8);
+    memcpy(buf + 8, hdr, hl);
+    const float w[4] = {-0.5f, 0.25f, 0.75f, -1.0f};
+    memcpy(buf + 8 + hl, w, 16);
+    write_file(st, buf, 8 + hl + 16);
+    doc = tmt_run_json(0, "%s calibrate '%s:w' --convention torch --json", tmt_bin(), st);
+    o = json_array_get(json_object_get(doc, "observers"), 0);
+    assert_true(tmt_num(o, "range_min") == -1.0 && tmt_num(o, "range_max") == 0.75);
+    assert_int_equal(fbits((float)tmt_num(o, "scale")), fbits(1.0f / 127.5f)); /* torch symmetric: /127.5 */
+    json_decref(doc);
+
+    /* bad input: clear messages and exit codes */
+    char *txt = NULL;
+    snprintf(cmd, sizeof cmd, "%s calibrate '%s:nokey' 2>&1", tmt_bin(), npz);
+    assert_int_equal(tmt_run(&txt, "%s", cmd), 2);
+    assert_non_null(strstr(txt, "no array (npz key) named 'nokey'"));
+    assert_non_null(strstr(txt, "'acts'"));
+    free(txt);
+    assert_int_equal(tmt_run(&txt, "%s calibrate '%s:nope' 2>&1", tmt_bin(), st), 2);
+    assert_non_null(strstr(txt, "no tensor named 'nope'"));
+    free(txt);
+    assert_int_equal(tmt_run(&txt, "%s calibrate '%s:ids' 2>&1", tmt_bin(), npz), 3);
+    assert_non_null(strstr(txt, "has dtype I64: calibration needs floating-point samples"));
+    free(txt);
+    assert_int_equal(tmt_run(&txt, "%s calibrate '%s' 2>&1", tmt_bin(), npz), 2); /* two arrays: name one */
+    assert_non_null(strstr(txt, "holds 2 tensors"));
+    free(txt);
+    char empty[512], nan[512];
+    snprintf(empty, sizeof empty, "%s/empty.npy", g_tmp);
+    const int64_t s0[2] = {0, 4};
+    write_npy(empty, 2, s0, a);
+    assert_int_equal(tmt_run(&txt, "%s calibrate '%s' 2>&1", tmt_bin(), empty), 3);
+    assert_non_null(strstr(txt, "is empty (shape [0, 4]): no samples"));
+    free(txt);
+    snprintf(nan, sizeof nan, "%s/nan.npy", g_tmp);
+    float an[12];
+    memcpy(an, a, sizeof an);
+    an[6] = NAN;
+    write_npy(nan, 2, shape, an);
+    assert_int_equal(tmt_run(&txt, "%s calibrate '%s' --json 2>&1", tmt_bin(), nan), 3);
+    assert_non_null(strstr(txt, "NaN at flat index 6 [1, 2]: calibration needs finite samples"));
+    free(txt);
+    assert_int_equal(tmt_run(&txt, "%s calibrate '%s' --observer bogus 2>&1", tmt_bin(), npy), 2);
+    assert_non_null(strstr(txt, "observer: unknown 'bogus'"));
+    free(txt);
+    assert_int_equal(tmt_run(&txt, "%s calibrate '%s' --probe abc 2>&1", tmt_bin(), npy), 2);
+    assert_non_null(strstr(txt, "probe: 'abc' is not a finite number"));
+    free(txt);
+    assert_int_equal(tmt_run(&txt, "%s calibrate '%s/missing.npy' 2>&1", tmt_bin(), g_tmp), 4);
+    free(txt);
+    /* the library refuses the same things */
+    tm_calib_batch bb = {.ndim = 2, .shape = {3, 4}, .x = an};
+    tm_calib_params p = {.spec = tm_qspec_default()};
+    p.spec.gran.kind = TM_GRAN_TENSOR;
+    tm_calib_result *r = NULL;
+    tm_err err;
+    assert_int_equal(tm_calibrate(&p, &bb, 1, &r, &err), TM_E_NONFINITE);
+    assert_non_null(strstr(err.msg, "NaN at flat index 6 of batch 0"));
+    bb.shape[0] = 0;
+    assert_int_equal(tm_calibrate(&p, &bb, 1, &r, &err), TM_E_INVALID_ARG);
+    assert_non_null(strstr(err.msg, "no samples"));
+    assert_null(r);
+}
+
+/* the shared calibration activations: an f16 Fortran-order .npy, a deflated .npz member, the
+** integer tokens array refused */
+static void test_shared_calibration_files(void **state) {
+    (void)state;
+    if (!tmv_require_shared()) return;
+    char p[4096];
+    snprintf(p, sizeof p, "%s/models/numpy/stories260K_calib_b_L4_down_proj_in_f16_fortran.npy", tmv_shared_dir());
+    /* min and max do not depend on the element order: read the f16 values here */
+    FILE *f = fopen(p, "rb");
+    assert_non_null(f);
+    unsigned char h[12];
+    assert_int_equal(fread(h, 1, 10, f), 10);
+    uint16_t hl = (uint16_t)(h[8] | h[9] << 8);
+    assert_int_equal(fseek(f, 10 + hl, SEEK_SET), 0);
+    float mn = INFINITY, mx = -INFINITY;
+    int64_t n = 0;
+    uint16_t v;
+    while (fread(&v, 2, 1, f) == 1) {
+        float x = tm_f16_to_f32(v);
+        mn = fminf(mn, x);
+        mx = fmaxf(mx, x);
+        n++;
+    }
+    fclose(f);
+    assert_int_equal(n, 384 * 172);
+    json_t *doc = tmt_run_json(0, "%s calibrate '%s' --asymmetric --type uint8 --json", tmt_bin(), p);
+    json_t *o = json_array_get(json_object_get(doc, "observers"), 0);
+    assert_true(tmt_num(o, "range_min") == mn && tmt_num(o, "range_max") == mx);
+    assert_int_equal(json_integer_value(json_object_get(doc, "n_samples")), n);
+    json_decref(doc);
+    /* per channel along axis 1 of the Fortran array: channel c's min is over column c */
+    doc = tmt_run_json(0, "%s calibrate '%s' -g channel:1 --json", tmt_bin(), p);
+    o = json_array_get(json_object_get(doc, "observers"), 0);
+    assert_int_equal(json_array_size(json_object_get(o, "range_min")), 172);
+    json_decref(doc);
+    snprintf(p, sizeof p, "%s/models/numpy/stories260K_calib_b_acts.npz", tmv_shared_dir());
+    doc = tmt_run_json(0, "%s calibrate '%s:layers.0.attn_in' --observer entropy --json", tmt_bin(), p);
+    o = json_array_get(json_object_get(doc, "observers"), 0);
+    assert_true(tmt_num(o, "range_max") <= tmt_num(doc, "sample_max") && tmt_num(o, "scale") > 0);
+    json_decref(doc);
+    char *txt = NULL;
+    assert_int_equal(tmt_run(&txt, "%s calibrate '%s:tokens' 2>&1", tmt_bin(), p), 3);
+    assert_non_null(strstr(txt, "calibration needs floating-point samples"));
+    free(txt);
+}
+
+/* ---- /api/v1/calibrate ------------------------------------------------------------------------ */
+
+/* GET path from 127.0.0.1:port; *status the HTTP status; returns the parsed JSON body */
+static json_t *http_json(int port, const char *path, int *status) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    assert_true(fd >= 0);
+    struct sockaddr_in sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons((uint16_t)port);
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+    char req[2048];
+    int n = snprintf(req, sizeof req, "GET %s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nConnection: close\r\n\r\n", path, port);
+    assert_int_equal(write(fd, req, (size_t)n), n);
+    static char buf[1 << 20];
+    size_t len = 0;
+    ssize_t r;
+    while ((r = read(fd, buf + len, sizeof buf - 1 - len)) > 0) len += (size_t)r;
+    close(fd);
+    buf[len] = '\0';
+    assert_int_equal(sscanf(buf, "HTTP/1.1 %d", status), 1);
+    char *body = strstr(buf, "\r\n\r\n");
+    assert_non_null(body);
+    json_t *j = json_loads(body + 4, 0, NULL);
+    assert_non_null(j);
+    return j;
+}
+
+/* the page's API answers with the command's document for a tensor of the served checkpoint */
+static void test_api_equals_cli(void **state) {
+    (void)state;
+    char st[512];
+    snprintf(st, sizeof st, "%s/api.safetensors", g_tmp);
+    const char *hdr = "{\"w\":{\"dtype\":\"F32\",\"shape\":[2,3],\"data_offsets\":[0,24]},"
+                      "\"ids\":{\"dtype\":\"I32\",\"shape\":[2],\"data_offsets\":[24,32]}}";
+    size_t hl = strlen(hdr);
+    unsigned char buf[512];
+    uint64_t h64 = hl;
+    memcpy(buf, &h64, 8);
+    memcpy(buf + 8, hdr, hl);
+    const float w[6] = {-0.5f, 0.25f, 0.75f, -1.0f, 2.0f, 0.125f};
+    const int32_t ids[2] = {7, 9};
+    memcpy(buf + 8 + hl, w, 24);
+    memcpy(buf + 8 + hl + 24, ids, 8);
+    write_file(st, buf, 8 + hl + 32);
+    char npy[512];
+    snprintf(npy, sizeof npy, "%s/served.npy", g_tmp);
+    const float sv[8] = {0.5f, -1.0f, 4.0f, 0.25f, -0.125f, 2.0f, 1.5f, -3.0f};
+    const int64_t s8[2] = {2, 4};
+    write_npy(npy, 2, s8, sv);
+    int pfd[2];
+    assert_int_equal(pipe(pfd), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        dup2(pfd[1], 1);
+        close(pfd[0]);
+        execl(tmt_bin(), tmt_bin(), "serve", st, "--port", "0", "-q", "--samples", npy, (char *)NULL);
+        _exit(127);
+    }
+    close(pfd[1]);
+    char line[256];
+    FILE *f = fdopen(pfd[0], "r");
+    int port = 0;
+    if (!fgets(line, sizeof line, f) || sscanf(line, "http://127.0.0.1:%d/", &port) != 1) {
+        kill(pid, SIGTERM);
+        waitpid(pid, NULL, 0);
+        fail_msg("serve printed no URL");
+    }
+    int status;
+    json_t *a = http_json(port, "/api/v1/calibrate?tensor=w&observer=mse&convention=torch&type=uint8&symmetric=0&probe=0.5,-3&hist_bins=4", &status);
+    json_t *c = tmt_run_json(0, "%s calibrate '%s:w' --observer mse --convention torch --type uint8 --asymmetric --probe 0.5 --probe -3 --json", tmt_bin(), st);
+    assert_int_equal(status, 200);
+    assert_true(json_equal(json_object_get(a, "observers"), json_object_get(c, "observers")));
+    assert_true(json_equal(json_object_get(a, "qmax"), json_object_get(c, "qmax")));
+    json_t *h = json_object_get(a, "histogram"), *cnt = json_object_get(h, "counts");
+    assert_int_equal(json_array_size(cnt), 4);
+    assert_int_equal(json_array_size(json_object_get(h, "edges")), 5);
+    /* 4 bins over [-1, 2]: [-1,-0.25) [-0.25,0.5) [0.5,1.25) [1.25,2] */
+    const int64_t want[4] = {2, 2, 1, 1};
+    for (size_t k = 0; k < 4; k++) assert_int_equal(json_integer_value(json_array_get(cnt, k)), want[k]);
+    json_decref(a);
+    json_decref(c);
+    /* serve --samples: listed, and calibrated as the command does */
+    a = http_json(port, "/api/v1/calibrate?samples=list", &status);
+    assert_int_equal(status, 200);
+    assert_string_equal(json_string_value(json_array_get(json_object_get(a, "samples"), 0)), npy);
+    json_decref(a);
+    a = http_json(port, "/api/v1/calibrate?samples=1&observer=histogram&symmetric=0&probe=1", &status);
+    c = tmt_run_json(0, "%s calibrate '%s' --observer histogram --asymmetric --probe 1 --json", tmt_bin(), npy);
+    assert_int_equal(status, 200);
+    assert_true(json_equal(json_object_get(a, "observers"), json_object_get(c, "observers")));
+    assert_true(json_equal(json_object_get(a, "samples"), json_object_get(c, "samples")));
+    json_decref(a);
+    json_decref(c);
+    a = http_json(port, "/api/v1/calibrate?tensor=nope", &status);
+    assert_int_equal(status, 404);
+    json_decref(a);
+    a = http_json(port, "/api/v1/calibrate?tensor=ids", &status);
+    assert_int_equal(status, 400);
+    assert_non_null(strstr(json_string_value(json_object_get(a, "error")), "dtype I32"));
+    json_decref(a);
+    a = http_json(port, "/api/v1/calibrate?tensor=w&observer=bogus", &status);
+    assert_int_equal(status, 400);
+    json_decref(a);
+    kill(pid, SIGTERM);
+    waitpid(pid, NULL, 0);
+    fclose(f);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_torch_observer_vectors),
+        cmocka_unit_test(test_ort_calibration_vectors),
+        cmocka_unit_test(test_percentile_clipping_hand_checked),
+        cmocka_unit_test(test_samples_forms),
+        cmocka_unit_test(test_shared_calibration_files),
+        cmocka_unit_test(test_api_equals_cli),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

@@ -389,6 +389,12 @@ void cli_progress_cb(void *ud, const char *phase, uint64_t done, uint64_t total)
     cli_progress(phase, done, total);
 }
 
+int cli_parse_observer(const char *s, tm_observer *o) {
+    if (!s || tm_observer_from_name(s, o) != TM_OK) return -1;
+    if (o->kind == TM_OBS_ENTROPY) { o->n_bins = 128; o->n_quantized_bins = 128; }
+    return 0;
+}
+
 int cli_parse_coords(const char *s, int64_t *out, int max) {
     int n = 0;
     const char *p = s;

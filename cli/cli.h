@@ -101,6 +101,10 @@ void cli_progress_end(void);
 void cli_progress_count(const char *phase, uint64_t done, uint64_t total, const char *unit);
 void cli_progress_cb(void *ud, const char *phase, uint64_t done, uint64_t total);
 
+/* Parse an observer name for quantize (tm_observer_from_name: minmax, ema_minmax[:C], histogram,
+** percentile[:P], mse, entropy), entropy with ONNX Runtime's EntropyCalibrater defaults (128
+** bins, 128 quantized bins). 0 ok, -1 unknown name or bad number. */
+int cli_parse_observer(const char *s, tm_observer *o);
 /* Parse "1,2,3" into coords; returns count or -1. */
 int cli_parse_coords(const char *s, int64_t *out, int max);
 /* Parse a size like "5GB", "500MiB", "1000000". 0 on error. */

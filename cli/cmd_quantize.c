@@ -10,12 +10,12 @@
 #include <strings.h>
 
 const cli_opt opts_quantize[] = {
-    {"output", 'o', "OUT", 0, "output directory (compressed-tensors safetensors checkpoint); OUT ending in .gguf writes one GGUF file"},
+    {"output", 'o', "OUT", 0, "output directory (compressed-tensors safetensors checkpoint); OUT ending in .gguf writes one GGUF file, in .onnx one ONNX model (ONNX input)"},
     {"type", 't', "T", 0, "int8 (default), int4, fp8_e4m3; uint8 uint4 fp8_e5m2 are refused for this output; GGUF: Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 IQ4_NL Q2_K Q3_K_S/M/L Q4_K_S/M Q5_K_S/M Q6_K F16 BF16"},
     {"granularity", 'g', "G", 0, "tensor | channel[:AXIS] (default, axis 0) | group:N[:AXIS] | block:HxW"},
     {"symmetric", 0, NULL, 0, "symmetric codes, zero point 0 (default)"},
     {"asymmetric", 0, NULL, 0, "affine codes with a zero point"},
-    {"observer", 0, "O", 0, "minmax (default) | ema_minmax | histogram | percentile:P | mse | entropy"},
+    {"observer", 0, "O", 0, "minmax (default) | ema_minmax[:C] | histogram | percentile:P | mse | entropy"},
     {"convention", 0, "C", 0, "onnx (default: ONNX Runtime's scale/zero-point formulas) | torch"},
     {"include", 0, "RE", 1, "quantize only tensors whose name matches RE (POSIX extended)"},
     {"exclude", 0, "RE", 1, "never quantize tensors whose name matches RE"},
@@ -47,7 +47,10 @@ const char details_quantize[] =
     "Ends with the Quantization Diff summary: error in units of each tensor's own scale (LSB).\n"
     "OUT ending in .gguf writes one GGUF file instead, byte-identical to llama-quantize: --type is\n"
     "a llama-quantize file type (Q4_K_M, ...) with its per-tensor rules, unless --pure;\n"
-    "OUT.gguf.manifest.json goes beside it (docs/gguf-quantize.md).";
+    "OUT.gguf.manifest.json goes beside it (docs/gguf-quantize.md).\n"
+    "IN an ONNX model and OUT ending in .onnx: weight-only DequantizeLinear quantization of the\n"
+    "Conv/ConvTranspose/MatMul/Gemm weights (int8 uint8 int4; tensor, channel, group:N),\n"
+    "OUT.onnx.manifest.json beside it (docs/onnx-quantize.md).";
 
 static int parse_gran(const char *s, tm_qgran *g) {
     memset(g, 0, sizeof *g);
@@ -103,31 +106,6 @@ static int parse_type(const char *s, tm_dtype *d) {
     return -1;
 }
 
-/* Observer names; each gets the defaults of the tool it follows (tm_observer_default), and
-** entropy ONNX Runtime's EntropyCalibrater defaults: 128 bins, 128 quantized bins. */
-static int parse_observer(const char *s, tm_observer *o) {
-    tm_observer_kind k;
-    double pct = -1;
-    if (!strcmp(s, "minmax")) k = TM_OBS_MINMAX;
-    else if (!strcmp(s, "ema_minmax")) k = TM_OBS_EMA_MINMAX;
-    else if (!strcmp(s, "histogram")) k = TM_OBS_HISTOGRAM;
-    else if (!strcmp(s, "mse")) k = TM_OBS_MSE;
-    else if (!strcmp(s, "entropy")) k = TM_OBS_ENTROPY;
-    else if (!strncmp(s, "percentile", 10)) {
-        k = TM_OBS_PERCENTILE;
-        if (s[10] == ':') {
-            char *end;
-            errno = 0;
-            pct = strtod(s + 11, &end);
-            if (errno || *end || end == s + 11 || !(pct > 0 && pct <= 100)) return -1;
-        } else if (s[10]) return -1;
-    } else return -1;
-    *o = tm_observer_default(k);
-    if (k == TM_OBS_ENTROPY) { o->n_bins = 128; o->n_quantized_bins = 128; }
-    if (pct > 0) o->percentile = pct;
-    return 0;
-}
-
 static int parse_scale_dtype(const char *s, tm_dtype *d) {
     if (!strcasecmp(s, "f32")) *d = TM_F32;
     else if (!strcasecmp(s, "f16")) *d = TM_F16;
@@ -151,7 +129,7 @@ static const char *scheme_from_json(json_t *o, tm_qspec *s) {
         s->symmetric = json_is_true(v);
     }
     if ((v = json_object_get(o, "observer"))) {
-        if (!json_is_string(v) || parse_observer(json_string_value(v), &s->observer)) return "bad \"observer\"";
+        if (!json_is_string(v) || cli_parse_observer(json_string_value(v), &s->observer)) return "bad \"observer\"";
     }
     if ((v = json_object_get(o, "convention"))) {
         const char *c = json_is_string(v) ? json_string_value(v) : "";
@@ -184,6 +162,7 @@ static int cmp_flag_sqnr(const void *pa, const void *pb) {
 }
 
 int cmd_quantize_gguf(const cli_cmd *cmd, cli_args *a); /* cmd_quantize_gguf.c */
+int cmd_quantize_onnx(const cli_cmd *cmd, cli_args *a); /* cmd_quantize_onnx.c */
 
 /* The scheme options given on the command line, applied over *s (they beat a recipe's
 ** "default"). Returns 0 or the usage exit code. */
@@ -195,7 +174,7 @@ static int apply_scheme_flags(const cli_cmd *cmd, cli_args *a, tm_qspec *s) {
         return cli_usage_error(cmd, "--granularity: cannot parse '%s' (tensor | channel[:AXIS] | group:N[:AXIS] | block:HxW)", v);
     if (cli_has(a, "asymmetric")) s->symmetric = 0;
     if (cli_has(a, "symmetric")) s->symmetric = 1;
-    if ((v = cli_get(a, "observer")) && parse_observer(v, &s->observer))
+    if ((v = cli_get(a, "observer")) && cli_parse_observer(v, &s->observer))
         return cli_usage_error(cmd, "--observer: unknown '%s' (minmax ema_minmax histogram percentile:P with 0 < P <= 100, mse, entropy)", v);
     if ((v = cli_get(a, "convention"))) {
         if (!strcmp(v, "onnx")) s->convention = TM_CONV_ONNX;
@@ -226,6 +205,7 @@ int cmd_quantize(const cli_cmd *cmd, cli_args *a) {
     if (!out) return cli_usage_error(cmd, "missing -o OUT");
     size_t out_len = strlen(out);
     if (out_len > 5 && strcmp(out + out_len - 5, ".gguf") == 0) return cmd_quantize_gguf(cmd, a);
+    if (out_len > 5 && strcmp(out + out_len - 5, ".onnx") == 0) return cmd_quantize_onnx(cmd, a);
     if (cli_has(a, "pure") || cli_has(a, "leave-output-tensor") || cli_has(a, "tensor-type"))
         return cli_usage_error(cmd, "--pure, --leave-output-tensor and --tensor-type apply to GGUF output only (OUT ending in .gguf)");
     /* "out/" as tab completion writes it names the directory "out" */

@@ -189,6 +189,17 @@ static int64_t ref_of_qweight(const tm_file *ref, const char *name) {
     return j;
 }
 
+/* ONNX DequantizeLinear codes named "X_quantized" (tensormorph's ONNX output and ONNX Runtime's
+** quantizer name them so) pair with the reference's "X" when it has no "X_quantized". */
+static int64_t ref_of_onnx_quantized(const tm_file *ref, const char *name) {
+    size_t n = strlen(name);
+    if (n <= 10 || strcmp(name + n - 10, "_quantized") != 0) return -1;
+    char *w = tm__aprintf("%.*s", (int)(n - 10), name);
+    int64_t j = w ? tm_file_find(ref, w) : -1;
+    free(w);
+    return j;
+}
+
 tm_status tm_qdiff(const tm_file *ref, const tm_file *q, const tm_qdiff_params *p,
                    tm_qdiff_result **out, tm_err *err) {
     tm_qdiff_params defp;
@@ -205,6 +216,7 @@ tm_status tm_qdiff(const tm_file *ref, const tm_file *q, const tm_qdiff_params *
         if (!t->quant || t->role != TM_ROLE_DATA) continue;
         int64_t j = tm_file_find(ref, t->name);
         if (j < 0) j = ref_of_qweight(ref, t->name);
+        if (j < 0) j = ref_of_onnx_quantized(ref, t->name);
         const tm_tensor *rt = tm_file_tensor(ref, j);
         if (!rt || rt->n_elems != t->n_elems) { r->n_unmatched++; continue; }
         tm_qdiff_entry *e = &r->entries[r->n++];

@@ -1,0 +1,156 @@
+/* cmd_quantize_onnx.c: `tensormorph quantize model.onnx -o OUT.onnx`: the ONNX output form of
+** the quantize command (cmd_quantize.c dispatches here when OUT ends in ".onnx"); weight-only
+** DequantizeLinear quantization, docs/onnx-quantize.md. */
+#include "cli.h"
+#include "tensormorph/onnx_quant.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+int cmd_quantize_onnx(const cli_cmd *cmd, cli_args *a);
+
+/* Options of the other output forms that mean nothing for ONNX output. */
+static const char *const not_onnx[] = {"recipe", "quantize-embeddings", "max-shard-size",
+                                       "strict", "pure", "leave-output-tensor", "tensor-type"};
+
+static int parse_gran_onnx(const char *s, tm_qgran *g) {
+    memset(g, 0, sizeof *g);
+    if (!strcmp(s, "tensor")) { g->kind = TM_GRAN_TENSOR; return 0; }
+    if (!strcmp(s, "channel")) { g->kind = TM_GRAN_CHANNEL; return 0; }
+    if (!strncmp(s, "group:", 6)) {
+        char *end;
+        errno = 0;
+        long long n = strtoll(s + 6, &end, 10);
+        if (errno || end == s + 6 || *end || n < 2) return -1;
+        g->kind = TM_GRAN_GROUP;
+        g->group_size = n;
+        return 0;
+    }
+    return -1;
+}
+
+int cmd_quantize_onnx(const cli_cmd *cmd, cli_args *a) {
+    const char *out = cli_get(a, "output");
+    const char *in_path = a->pos[0];
+    for (size_t i = 0; i < sizeof not_onnx / sizeof not_onnx[0]; i++)
+        if (cli_has(a, not_onnx[i]))
+            return cli_usage_error(cmd, "--%s does not apply to ONNX output (OUT ends in .onnx)", not_onnx[i]);
+    if (cli_has(a, "symmetric") && cli_has(a, "asymmetric"))
+        return cli_usage_error(cmd, "--symmetric and --asymmetric exclude each other");
+    tm_onnx_qparams p = tm_onnx_qparams_default();
+    const char *v;
+    if ((v = cli_get(a, "scale-dtype")) && strcasecmp(v, "f32"))
+        return cli_usage_error(cmd, "--scale-dtype: ONNX output keeps float32 scales (DequantizeLinear before opset 19 takes no other)");
+    if ((v = cli_get(a, "type"))) {
+        if (!strcasecmp(v, "int8")) p.spec.code_dtype = TM_I8;
+        else if (!strcasecmp(v, "uint8")) p.spec.code_dtype = TM_U8;
+        else if (!strcasecmp(v, "int4")) p.spec.code_dtype = TM_I4;
+        else return cli_usage_error(cmd, "--type: '%s' cannot be written to ONNX output (int8, uint8, int4)", v);
+    }
+    if ((v = cli_get(a, "granularity")) && parse_gran_onnx(v, &p.spec.gran))
+        return cli_usage_error(cmd, "--granularity: '%s' cannot be written to ONNX output (tensor | channel | group:N with N >= 2; "
+                               "the channel axis comes from each weight's consumer)", v);
+    if (p.spec.code_dtype == TM_I4 && !cli_get(a, "granularity"))
+        return cli_usage_error(cmd, "--type int4 for ONNX output needs -g group:N (e.g. group:32), or -g channel / -g tensor");
+    if (cli_has(a, "asymmetric")) p.spec.symmetric = 0;
+    if ((v = cli_get(a, "observer")) && cli_parse_observer(v, &p.spec.observer))
+        return cli_usage_error(cmd, "--observer: unknown '%s' (minmax ema_minmax histogram percentile:P with 0 < P <= 100, mse, entropy)", v);
+    if ((v = cli_get(a, "convention"))) {
+        if (!strcmp(v, "onnx")) p.spec.convention = TM_CONV_ONNX;
+        else if (!strcmp(v, "torch")) p.spec.convention = TM_CONV_TORCH;
+        else return cli_usage_error(cmd, "--convention must be onnx or torch");
+    }
+    const char *kern = cli_get(a, "kernel");
+    if (!kern) kern = getenv("TM_FORCE_KERNEL");
+    if (kern && *kern) {
+        if (strcmp(kern, "auto") && strcmp(kern, "ref")) return cli_usage_error(cmd, "--kernel must be auto or ref");
+        tm_quant_set_kernel(kern);
+    }
+    int top = 10;
+    if ((v = cli_get(a, "top"))) {
+        char *end;
+        long t = strtol(v, &end, 10);
+        if (*end || t < 0) return cli_usage_error(cmd, "--top must be a non-negative integer");
+        top = (int)t;
+    }
+    p.spec.allow_nonfinite = cli_has(a, "allow-nonfinite");
+    p.no_checksums = cli_has(a, "no-checksums");
+    p.force = cli_has(a, "force");
+    p.command_line = g_cli.argv_line;
+    p.progress = cli_progress_cb;
+    p.cancel = &g_cli_interrupted;
+    p.n_include = cli_n(a, "include");
+    p.n_exclude = cli_n(a, "exclude");
+    const char **inc = calloc((size_t)p.n_include + 1, sizeof *inc);
+    const char **exc = calloc((size_t)p.n_exclude + 1, sizeof *exc);
+    if (!inc || !exc) {
+        free(inc);
+        free(exc);
+        fprintf(stderr, "tensormorph: out of memory\n");
+        return EXIT_INTERNAL;
+    }
+    for (int i = 0; i < p.n_include; i++) inc[i] = cli_get_i(a, "include", i);
+    for (int i = 0; i < p.n_exclude; i++) exc[i] = cli_get_i(a, "exclude", i);
+    p.include = inc;
+    p.exclude = exc;
+    tm_file *in;
+    int rc = cli_open(in_path, &in);
+    if (rc) goto done;
+    tm_err err;
+    tm_onnx_qresult *res = NULL;
+    tm_status s = tm_onnx_quantize(in, out, &p, &res, &err);
+    cli_progress_end();
+    if (s) {
+        rc = cli_fail(s, &err);
+        tm_close(in);
+        goto done;
+    }
+    if (g_cli.json) {
+        json_t *man = json_loads(res->manifest_json, 0, NULL);
+        json_t *d = cli_json_doc("quantize");
+        json_object_set_new(d, "output", json_string(out));
+        json_t *os = json_object();
+        json_object_set_new(os, "strategy", json_string(tm_onnx_opset_strategy_name(res->strategy)));
+        json_object_set_new(os, "from", json_integer(res->opset_from));
+        json_object_set_new(os, "to", json_integer(res->opset_to));
+        json_object_set_new(os, "needed", json_integer(res->opset_needed));
+        json_object_set_new(os, "reason", json_string(res->strategy_reason));
+        json_object_set_new(d, "opset", os);
+        json_object_set_new(d, "manifest", man ? man : json_null());
+        cli_json_print(d);
+    } else if (!g_cli.quiet) {
+        printf("quantized %" PRId64 " of %" PRId64 " weights to ONNX: %s -> %s (%.2f MB -> %.2f MB) in %.2f s\n",
+               res->n_quantized, res->n, in_path, out, (double)res->src_bytes / 1e6,
+               (double)res->out_bytes / 1e6, res->seconds);
+        printf("opset: %s (%s)\n", tm_onnx_opset_strategy_name(res->strategy), res->strategy_reason);
+        int shown = 0;
+        for (int64_t i = 0; i < res->n; i++) {
+            const tm_onnx_qweight *w = &res->weights[i];
+            if (w->quantized && !*w->reason) continue;
+            if (shown++ < 12) printf("  %s %-40s %s\n", w->quantized ? "note:" : "kept:", w->name, w->reason);
+        }
+        if (shown > 12) printf("  ... and %d more (see the manifest)\n", shown - 12);
+        printf("\n%-44s %-8s %8s %8s %8s %8s\n", "weight", "scheme", "SQNR dB", "RMSE LSB", "max LSB", "clipped");
+        int64_t k = 0;
+        for (int64_t i = 0; i < res->n && k < top; i++) {
+            const tm_onnx_qweight *w = &res->weights[i];
+            if (!w->quantized) continue;
+            k++;
+            printf("%-44s %-8s %8.2f %8.3f %8.3f %7.3f%%\n", w->name, w->gran.kind == TM_GRAN_TENSOR ? "tensor"
+                   : w->gran.kind == TM_GRAN_CHANNEL ? "channel" : "group", w->e.sqnr_db, w->e.rmse_lsb,
+                   w->e.max_err_lsb, 100 * w->e.clipped_fraction);
+        }
+        if (res->n_quantized > top)
+            printf("... %" PRId64 " more (tensormorph qdiff %s %s --top N)\n", res->n_quantized - top, in_path, out);
+        printf("Manifest: %s\n", res->manifest_path);
+    }
+    tm_onnx_qresult_free(res);
+    tm_close(in);
+done:
+    free(inc);
+    free(exc);
+    return rc;
+}

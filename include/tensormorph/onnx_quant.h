@@ -1,0 +1,124 @@
+/*
+** tensormorph/onnx_quant.h: weight-only quantization of an ONNX model into an ONNX model
+** (`tensormorph quantize model.onnx -o out.onnx`). Every float weight consumed as the weight
+** input (index 1) of Conv, ConvTranspose, MatMul or Gemm, whether an initializer or a Constant
+** node's output, in the main graph or any subgraph (If/Loop/Scan bodies), is replaced by
+**   <w>_quantized (codes) + <w>_scale + <w>_zero_point -> DequantizeLinear -> <w>
+** so every consumer keeps reading the name it read before. The rules (targets, channel axes,
+** opset strategy, limits) are in docs/onnx-quantize.md; the DequantizeLinear formula
+** y = (x - zero_point) * scale and its opset history are ONNX Operators.md / Changelog.md
+** ("DequantizeLinear" 10, 13, 19, 21).
+*/
+#ifndef TENSORMORPH_ONNX_QUANT_H
+#define TENSORMORPH_ONNX_QUANT_H
+#include "../tensormorph.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* How the DequantizeLinear nodes fit the model's ai.onnx opset. */
+typedef enum tm_onnx_opset_strategy {
+    TM_ONNX_OPSET_NATIVE = 0,     /* the model's ai.onnx opset already has what is needed     */
+    TM_ONNX_OPSET_RAISED,         /* ai.onnx opset raised to the needed version: no op of the
+                                     graph changes meaning between the two versions           */
+    TM_ONNX_OPSET_MS_CONTRIB,     /* com.microsoft DequantizeLinear (ONNX Runtime contrib op,
+                                     opset import com.microsoft 1): int8/uint8, per-tensor or
+                                     per-axis                                                 */
+    TM_ONNX_OPSET_NONE            /* refused: neither works                                    */
+} tm_onnx_opset_strategy;
+
+/* tm_onnx_opset_strategy_name: "native", "raised", "com.microsoft", "none". */
+const char *tm_onnx_opset_strategy_name(tm_onnx_opset_strategy s);
+
+/* tm_onnx_dq_min_opset: the ai.onnx opset whose DequantizeLinear can hold codes of code_dtype
+** with granularity kind g: 10 (8-bit per-tensor, DequantizeLinear-10), 13 (8-bit per-axis,
+** DequantizeLinear-13), 21 (INT4/UINT4 codes or block_size, DequantizeLinear-21).
+** [ONNX Operators.md "DequantizeLinear"]. -1 for a combination no version holds (fp8 codes
+** are not offered; BLOCK granularity). */
+int tm_onnx_dq_min_opset(tm_dtype code_dtype, tm_granularity g);
+
+/* tm_onnx_op_stable: 1 when ai.onnx operator `op` means the same at opset `from` and at opset
+** `to` (from <= to): no version of it in (from, to] changed its inputs, attributes or
+** semantics; versions that only added element types do not count. *changed_at (may be NULL)
+** gets the first version that changed it, or 0. An operator missing from the table is
+** assumed to change (returns 0, *changed_at = to). The table and its sources (ONNX
+** docs/Operators.md and docs/Changelog.md) are in src/formats/onnx_opset.c. */
+int tm_onnx_op_stable(const char *op, int64_t from, int64_t to, int64_t *changed_at);
+
+/* tm_onnx_channel_axis: the axis of a weight that indexes the consuming op's output channels
+** [ONNX Operators.md: Conv W is (M x C/group x k...), ConvTranspose W is (C x M/group x k...),
+** MatMul B is (K x N), Gemm B is (K x N), or (N x K) with transB=1]:
+** Conv 0, ConvTranspose 1, MatMul 1, Gemm 0 when trans_b else 1. -1 for any other op. */
+int tm_onnx_channel_axis(const char *op, int trans_b);
+
+typedef struct tm_onnx_qparams {
+    tm_qspec      spec;          /* code_dtype I8 | U8 | I4; gran TENSOR | CHANNEL (the axis is
+                                    taken from each weight's consumer, spec.gran.axis is ignored)
+                                    | GROUP (group_size = DequantizeLinear block_size, along axis
+                                    0 = K of a MatMul weight; other weights are skipped); scale
+                                    dtype F32                                                   */
+    int64_t       min_elems;     /* weights with fewer elements are skipped (0: 16)             */
+    const char  **include;  int64_t n_include; /* regexes on the weight name: only these     */
+    const char  **exclude;  int64_t n_exclude; /* regexes: never these                        */
+    int           no_checksums;  /* 1: no sha256 in the manifest                                */
+    int           force;         /* 1: replace an OUT that is a previous tensormorph output      */
+    const char   *command_line;  /* recorded in the manifest                                    */
+    void (*progress)(void *ud, const char *phase, uint64_t done, uint64_t total);
+    void         *progress_ud;
+    volatile const int *cancel;
+} tm_onnx_qparams;
+
+/* tm_onnx_qparams_default: int8, symmetric, per-channel, minmax, onnx convention, f32 scale,
+** min_elems 16. */
+tm_onnx_qparams tm_onnx_qparams_default(void);
+
+/* One weight the job looked at, in model order (graph by graph, depth first). */
+typedef struct tm_onnx_qweight {
+    char       *name;            /* the weight (output name of its DequantizeLinear)            */
+    char       *graph;           /* "" for the main graph, "node/attr" path for subgraphs       */
+    char        consumers[160];  /* "Conv" / "MatMul,Gemm": ops reading it as their weight      */
+    int         constant_node;   /* 1: defined by a Constant node, 0: an initializer            */
+    int         quantized;
+    char        reason[240];     /* skipped: why; quantized: notes ("axes disagree: per-tensor")*/
+    tm_qgran    gran;            /* as written (axis filled in)                                 */
+    tm_dtype    src_dtype;
+    int64_t     n_elems;
+    tm_errsum   e;               /* quantized: error summary (tm_erracc, LSB of each scale)    */
+} tm_onnx_qweight;
+
+typedef struct tm_onnx_qresult {
+    tm_onnx_qweight *weights; int64_t n;
+    int64_t  n_quantized;
+    tm_onnx_opset_strategy strategy;
+    int64_t  opset_from, opset_to;   /* ai.onnx opset before and after                          */
+    int64_t  opset_needed;           /* what DequantizeLinear needed                             */
+    int64_t  ir_from, ir_to;
+    char     strategy_reason[320];   /* why this strategy (the op that blocked raising, ...)     */
+    uint64_t src_bytes, out_bytes;
+    double   seconds;
+    char    *manifest_json;          /* as written to "<out>.manifest.json" (malloc'd)           */
+    char    *manifest_path;
+} tm_onnx_qresult;
+
+/* tm_onnx_quantize: read the ONNX model `in` (opened with tm_open; its path is decoded again
+** with protobuf-c and rewritten), write `out_path` (temp file beside it, fsync, rename;
+** tm__write_file_atomic) and "<out_path>.manifest.json" (tensormorph.manifest/1). Before the
+** rename the new model is opened with tensormorph's own ONNX reader and every quantized weight
+** must come back as a logical quantized tensor with the scales, zero points and granularity
+** written. Only float32/float16/bfloat16 weights are quantized; DequantizeLinear, QOperator or
+** MatMulNBits weights already in the model are left as they are.
+** Returns TM_OK | TM_E_INVALID_ARG (bad params; OUT exists and is not a previous output, is the
+** input, or is a directory; include/exclude regex) | TM_E_UNSUPPORTED (not ONNX; external data;
+** int4 or block_size needed but neither raising the opset nor com.microsoft works: the message
+** names the op) | TM_E_LIMIT (output over 2 GiB) | TM_E_NONFINITE | TM_E_RANGE | TM_E_IO |
+** TM_E_NOMEM | TM_E_CANCELLED | TM_E_INTERNAL (the re-opened output disagrees).
+** Free the result with tm_onnx_qresult_free. */
+tm_status tm_onnx_quantize(tm_file *in, const char *out_path, const tm_onnx_qparams *p,
+                           tm_onnx_qresult **out, tm_err *err);
+void      tm_onnx_qresult_free(tm_onnx_qresult *r);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,235 @@
+/* cmd_evidence.c: `tensormorph evidence BASELINE.onnx CANDIDATE.onnx`: serving evidence from a
+** real runtime (tensormorph/evidence.h, docs/evidence.md). This file finds Node.js, the runner
+** script and onnxruntime-node (the library reads no environment), parses the options and prints
+** or writes the evidence. */
+#include "cli.h"
+#include "tensormorph/evidence.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#ifndef TM_RUNNER_DIR
+#define TM_RUNNER_DIR "runner" /* CMakeLists.txt defines it as <source dir>/runner */
+#endif
+
+const cli_opt opts_evidence[] = {
+    {"inputs", 0, "DIR", 0, "sample sets: DIR/inputs.json (docs/schemas/inputs.schema.json) and its .npy files"},
+    {"random-inputs", 0, "N", 0, "instead of --inputs: N seeded random sample sets (1..100000)"},
+    {"input-shape", 0, "NAME=D1,D2,...", 1, "fix the shape of model input NAME (needed for dynamic dims)"},
+    {"seed", 0, "S", 0, "seed of --random-inputs (0..2^63-1, default 0)"},
+    {"warmup", 0, "W", 0, "untimed runs per sample set before the timed ones (default 3)"},
+    {"runs", 0, "R", 0, "timed runs per sample set (default 10)"},
+    {"slices", 0, "SLICES.json", 0, "named subsets of --inputs ids (docs/schemas/slices.schema.json): drift per slice"},
+    {"output", 'o', "FILE", 0, "write the evidence JSON here (atomically); without it, it goes to stdout"},
+    {NULL, 0, NULL, 0, NULL},
+};
+const char details_evidence[] =
+    "Runs BASELINE and CANDIDATE (ONNX models) on ONNX Runtime's CPU execution provider under one\n"
+    "frozen protocol: the same sample sets and shapes, --threads T as intraOpNumThreads (default\n"
+    "$TM_NUM_THREADS, else 1; interOpNumThreads 1), graph optimization level 'all', W warmup and R\n"
+    "timed runs per sample set, one Node.js process per model (runner/evidence.js, npm package\n"
+    "onnxruntime-node). Writes evidence JSON (docs/schemas/evidence.schema.json): the protocol,\n"
+    "raw latency samples and nearest-rank p50/p95/p99 per model, peak RSS, output drift per output\n"
+    "(max |c-b|, relative L2, top-1 agreement) overall and per slice, and the candidate's operators\n"
+    "by type.\n"
+    "\n"
+    "Where things are found: onnxruntime-node in $TM_NODE_MODULES (a node_modules folder), else in\n"
+    "<source dir>/runner/node_modules, else <prefix>/share/tensormorph/runner/node_modules next to\n"
+    "an installed binary; node is $TM_NODE or 'node' on PATH; scratch files go to $TMPDIR or /tmp.\n"
+    "\n"
+    "Output: without -o the evidence JSON goes to stdout. With -o FILE it is written to FILE and\n"
+    "stdout gets a short summary, or the evidence JSON again with --json. Progress on stderr.\n"
+    "Exit status: 0 ok; 2 usage (also: a dynamic input dim without --input-shape); 3 bad input\n"
+    "(inputs.json or SLICES.json against their schema, an .npy that does not fit the model, a model\n"
+    "ONNX Runtime cannot load); 4 I/O, and Node.js or onnxruntime-node missing (the message gives\n"
+    "the install command); 5 internal.";
+
+/* Absolute folder of the running binary, or "" when /proc/self/exe is unreadable. */
+static void exe_dir(char *out, size_t cap) {
+    char buf[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
+    out[0] = '\0';
+    if (n <= 0) return;
+    buf[n] = '\0';
+    char *slash = strrchr(buf, '/');
+    if (slash) *slash = '\0';
+    snprintf(out, cap, "%s", buf);
+}
+
+static int is_file(const char *p) {
+    struct stat st;
+    return stat(p, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+static int parse_int(const cli_cmd *cmd, const cli_args *a, const char *name, long def, long lo,
+                     long hi, long *out) {
+    const char *v = cli_get(a, name);
+    *out = def;
+    if (!v) return 0;
+    char *end;
+    errno = 0;
+    long x = strtol(v, &end, 10);
+    if (errno || *end || end == v || x < lo || x > hi)
+        return cli_usage_error(cmd, "--%s must be an integer in [%ld, %ld], got '%s'", name, lo, hi, v);
+    *out = x;
+    return 0;
+}
+
+static void summary(const char *doc_text, const char *out_path) {
+    json_t *d = json_loads(doc_text, 0, NULL);
+    if (!d) return;
+    json_t *models = json_object_get(d, "models");
+    const char *names[2] = {"baseline", "candidate"};
+    for (int i = 0; i < 2; i++) {
+        json_t *m = json_object_get(models, names[i]);
+        json_int_t nops = 0;
+        const char *k;
+        json_t *v;
+        json_object_foreach(json_object_get(m, "operators"), k, v) nops += json_integer_value(v);
+        printf("%-10s p50 %.3f ms  p95 %.3f ms  p99 %.3f ms  peak RSS %.1f MiB  %" PRId64 " nodes  %s\n",
+               names[i], json_number_value(json_object_get(m, "p50_ms")),
+               json_number_value(json_object_get(m, "p95_ms")),
+               json_number_value(json_object_get(m, "p99_ms")),
+               (double)json_integer_value(json_object_get(m, "peak_rss_bytes")) / 1048576.0,
+               (int64_t)nops, json_string_value(json_object_get(m, "path")));
+    }
+    json_t *cops = json_object_get(d, "candidate_operators");
+    json_t *dq = json_object_get(cops, "DequantizeLinear"), *q = json_object_get(cops, "QuantizeLinear");
+    printf("candidate  QuantizeLinear %" PRId64 ", DequantizeLinear %" PRId64 "\n",
+           (int64_t)(q ? json_integer_value(q) : 0), (int64_t)(dq ? json_integer_value(dq) : 0));
+    json_t *drift = json_object_get(d, "drift");
+    const char *k;
+    json_t *v;
+    json_object_foreach(json_object_get(drift, "overall"), k, v) {
+        json_t *t1 = json_object_get(v, "top1_agreement");
+        printf("drift      %s: max_abs %.6g  rel_l2 %.6g  top1 %s", k,
+               json_number_value(json_object_get(v, "max_abs")),
+               json_number_value(json_object_get(v, "rel_l2")), json_is_null(t1) ? "-" : "");
+        if (!json_is_null(t1)) printf("%.4f", json_number_value(t1));
+        printf("\n");
+    }
+    const char *sk;
+    json_t *sv;
+    json_object_foreach(json_object_get(drift, "slices"), sk, sv) {
+        json_object_foreach(sv, k, v) {
+            printf("slice %-8s %s: max_abs %.6g  rel_l2 %.6g  (%" PRId64 " inputs)\n", sk, k,
+                   json_number_value(json_object_get(v, "max_abs")),
+                   json_number_value(json_object_get(v, "rel_l2")),
+                   (int64_t)json_integer_value(json_object_get(v, "n_inputs")));
+        }
+    }
+    printf("wrote %s\n", out_path);
+    json_decref(d);
+}
+
+int cmd_evidence(const cli_cmd *cmd, cli_args *a) {
+    tm_evidence_params p = tm_evidence_params_default();
+    p.baseline = a->pos[0];
+    p.candidate = a->pos[1];
+    p.inputs_dir = cli_get(a, "inputs");
+    p.slices_path = cli_get(a, "slices");
+    p.threads = g_cli.threads;
+    const char *outp = cli_get(a, "output");
+    long v;
+    int rc;
+    if (p.inputs_dir && cli_has(a, "random-inputs"))
+        return cli_usage_error(cmd, "--inputs and --random-inputs exclude each other");
+    if (!p.inputs_dir && !cli_has(a, "random-inputs"))
+        return cli_usage_error(cmd, "give --inputs DIR or --random-inputs N");
+    if ((rc = parse_int(cmd, a, "random-inputs", 1, 1, 100000, &v))) return rc;
+    p.n_random = v;
+    if ((rc = parse_int(cmd, a, "warmup", 3, 0, 100000, &v))) return rc;
+    p.warmup = (int)v;
+    if ((rc = parse_int(cmd, a, "runs", 10, 1, 100000, &v))) return rc;
+    p.runs = (int)v;
+    if (cli_get(a, "seed")) {
+        const char *s = cli_get(a, "seed");
+        char *end;
+        errno = 0;
+        unsigned long long x = strtoull(s, &end, 10);
+        if (errno || *end || end == s || s[0] == '-' || x > (unsigned long long)INT64_MAX)
+            return cli_usage_error(cmd, "--seed must be an integer in [0, 2^63-1], got '%s'", s);
+        p.seed = x;
+    }
+    if (p.inputs_dir && cli_has(a, "seed")) return cli_usage_error(cmd, "--seed applies to --random-inputs only");
+    if (p.slices_path && !p.inputs_dir) return cli_usage_error(cmd, "--slices needs --inputs DIR");
+
+    int n_shapes = cli_n(a, "input-shape");
+    tm_evidence_shape *shapes = calloc((size_t)(n_shapes ? n_shapes : 1), sizeof *shapes);
+    char **names = calloc((size_t)(n_shapes ? n_shapes : 1), sizeof *names);
+    if (!shapes || !names) { free(shapes); free(names); fprintf(stderr, "tensormorph: out of memory\n"); return EXIT_IO; }
+    rc = 0;
+    for (int i = 0; i < n_shapes && !rc; i++) {
+        const char *s = cli_get_i(a, "input-shape", i);
+        const char *eq = strrchr(s, '=');
+        if (!eq || eq == s) { rc = cli_usage_error(cmd, "--input-shape must be NAME=D1,D2,..., got '%s'", s); break; }
+        names[i] = strndup(s, (size_t)(eq - s));
+        shapes[i].name = names[i];
+        int nd = eq[1] ? cli_parse_coords(eq + 1, shapes[i].shape, TM_MAX_DIMS) : 0;
+        for (int d = 0; d < nd; d++) if (shapes[i].shape[d] < 0) nd = -1;
+        if (nd < 0 || !names[i]) { rc = cli_usage_error(cmd, "--input-shape %s: dims must be up to %d non-negative integers, comma-separated", s, TM_MAX_DIMS); break; }
+        shapes[i].ndim = nd;
+        for (int j = 0; j < i; j++)
+            if (!strcmp(names[j], names[i])) { rc = cli_usage_error(cmd, "--input-shape %s given twice", names[i]); break; }
+    }
+    p.input_shapes = shapes;
+    p.n_input_shapes = n_shapes;
+
+    /* where node, the runner script and onnxruntime-node are */
+    char edir[PATH_MAX], share[PATH_MAX + 64], script[PATH_MAX + 128], nm[PATH_MAX + 128];
+    exe_dir(edir, sizeof edir);
+    snprintf(share, sizeof share, "%s/../share/tensormorph/runner", edir);
+    const char *runner_dir = TM_RUNNER_DIR;
+    snprintf(script, sizeof script, "%s/evidence.js", runner_dir);
+    if (!is_file(script) && edir[0]) {
+        snprintf(script, sizeof script, "%s/evidence.js", share);
+        if (is_file(script)) runner_dir = share;
+    }
+    const char *env_nm = getenv("TM_NODE_MODULES");
+    if (env_nm && *env_nm) snprintf(nm, sizeof nm, "%s", env_nm);
+    else snprintf(nm, sizeof nm, "%s/node_modules", runner_dir);
+    const char *node = getenv("TM_NODE");
+    p.node = node && *node ? node : "node";
+    p.runner_script = script;
+    p.node_modules = nm;
+    const char *tmp = getenv("TMPDIR");
+    p.tmp_dir = tmp && *tmp ? tmp : "/tmp";
+    if (!rc && !is_file(script)) {
+        fprintf(stderr, "tensormorph: the runner script is missing: looked for %s/evidence.js and %s/evidence.js\n",
+                TM_RUNNER_DIR, share);
+        rc = EXIT_IO;
+    }
+    if (!rc && !tm_evidence_runtime_present(nm)) {
+        fprintf(stderr, "tensormorph: onnxruntime-node is not installed in %s (%s).\n"
+                        "Install it with:\n  cd %s && npm install --ignore-scripts\n"
+                        "or set TM_NODE_MODULES to a node_modules folder that holds onnxruntime-node.\n",
+                nm, env_nm && *env_nm ? "from TM_NODE_MODULES" : "the runner's node_modules", runner_dir);
+        rc = EXIT_IO;
+    }
+    if (!rc) {
+        p.progress = cli_progress_cb;
+        p.cancel = &g_cli_interrupted;
+        char *text = NULL;
+        tm_err err;
+        tm_status s = tm_evidence_run(&p, &text, &err);
+        cli_progress_end();
+        if (!s && outp) s = tm_evidence_write(outp, text, &err);
+        if (s) {
+            rc = cli_fail(s, &err);
+        } else if (!outp || g_cli.json) {
+            fputs(text, stdout);
+        } else if (!g_cli.quiet) {
+            summary(text, outp);
+        }
+        free(text);
+    }
+    for (int i = 0; i < n_shapes; i++) free(names[i]);
+    free(names);
+    free(shapes);
+    return rc;
+}

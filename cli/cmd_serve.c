@@ -12,6 +12,12 @@ const cli_opt opts_serve[] = {
     {"cache-mb", 0, "N", 0, "memory for heatmap summary pyramids, MiB, 1..65536 (default 512)"},
     {"allow-host", 0, "NAME", 1, "also accept requests addressed to NAME (this machine's name or address, when --host is not loopback); at most 16"},
     {"samples", 0, "SAMPLES", 1, "calibration samples for the Calibration Lab page, as calibrate takes them (.npy, FILE.npz:KEY, PATH:TENSOR); each one batch"},
+    {"manifest", 0, "FILE", 0, "Release page: the quantize job's manifest to gate (with --evidence and --policy; see `tensormorph gate`)"},
+    {"evidence", 0, "FILE", 0, "Release page: evidence from `tensormorph evidence`"},
+    {"policy", 0, "FILE", 0, "Release page: release policy (tensormorph.policy/1)"},
+    {"release-target", 0, "TARGET", 0, "Release page: policy target (gate --target)"},
+    {"canary", 0, "FRACTION", 0, "Release page: planned canary share of traffic, in (0, 1] (gate --canary)"},
+    {"rollback", 0, "PATH", 0, "Release page: rollback artifact (gate --rollback)"},
     {NULL, 0, NULL, 0, NULL},
 };
 const char details_serve[] =
@@ -42,6 +48,7 @@ int cmd_serve(const cli_cmd *cmd, cli_args *a) {
     c.path = a->pos[0];
     c.ref_path = cli_get(a, "ref");
     c.calib_args = a; /* --samples, read by /api/v1/calibrate (serve/api_calib.c) */
+    c.release_args = a; /* --manifest --evidence --policy ..., read by /api/v1/release (serve/api_release.c) */
     c.cache_bytes = (uint64_t)cache_mb << 20;
     int na = cli_n(a, "allow-host");
     if (na > (int)(sizeof c.allow / sizeof c.allow[0])) return cli_usage_error(cmd, "--allow-host: at most 16 names");

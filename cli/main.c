@@ -15,9 +15,15 @@ int cmd_version(const cli_cmd *cmd, cli_args *a);
 int cmd_graph(const cli_cmd *cmd, cli_args *a);
 extern const cli_opt opts_graph[];
 extern const char details_graph[];
+int cmd_compat(const cli_cmd *cmd, cli_args *a);
+extern const cli_opt opts_compat[];
+extern const char details_compat[];
 int cmd_evidence(const cli_cmd *cmd, cli_args *a);
 extern const cli_opt opts_evidence[];
 extern const char details_evidence[];
+int cmd_gate(const cli_cmd *cmd, cli_args *a);
+extern const cli_opt opts_gate[];
+extern const char details_gate[];
 int cmd_heatmap(const cli_cmd *cmd, cli_args *a);
 extern const cli_opt opts_heatmap[];
 extern const char details_heatmap[];
@@ -56,8 +62,12 @@ const cli_cmd cli_commands[] = {
      "serve PATH [--ref REF] [options]", details_serve, opts_serve, 1, 1},
     {"graph", cmd_graph, "The graph of an ONNX model: nodes, values, dtypes and where quantization sits.",
      "graph PATH [options]", details_graph, opts_graph, 1, 1},
+    {"compat", cmd_compat, "Runtime contract: which quantized tensors/nodes a target runs natively, and why not.",
+     "compat ARTIFACT --target TARGET [options]", details_compat, opts_compat, 1, 1},
     {"evidence", cmd_evidence, "Serving evidence: latency, peak memory and output drift of two ONNX models on ONNX Runtime (CPU).",
      "evidence BASELINE.onnx CANDIDATE.onnx --inputs DIR|--random-inputs N [options]", details_evidence, opts_evidence, 2, 2},
+    {"gate", cmd_gate, "Release gate: checksums, evidence, policy thresholds, canary and rollback -> PASS/FAIL.",
+     "gate --manifest M --evidence E --policy P [options]", details_gate, opts_gate, 0, 0},
     {"version", cmd_version, "Print the version.", "version [options]", NULL, opts_none, 0, 0},
 };
 const int cli_n_commands = (int)(sizeof cli_commands / sizeof cli_commands[0]);

@@ -570,6 +570,7 @@ function switchView(v) {
   for (const s of document.querySelectorAll(".view")) s.hidden = s.id !== "view-" + v;
   if (v === "heat") { resizeCanvas(); draw(); }
   if (v === "calib" && typeof calibLab !== "undefined") calibLab.show();  /* calib.js */
+  if (v === "release" && typeof releasePage !== "undefined") releasePage.show();  /* release.js */
 }
 
 function resizeCanvas() {

@@ -382,5 +382,6 @@ json_t *serve_api(serve_ctx *c, const char *url, serve_query_fn q, void *ud, int
     if (!strcmp(url, "/api/v1/scalar")) return api_scalar(c, q, ud, status);
     if (!strcmp(url, "/api/v1/qdiff")) return api_qdiff(c, status);
     if (!strcmp(url, "/api/v1/calibrate")) return api_calibrate(c, q, ud, status); /* api_calib.c */
+    if (!strcmp(url, "/api/v1/release")) return api_release(c, status); /* api_release.c */
     return api_error(status, 404, "no API endpoint %.200s", url);
 }

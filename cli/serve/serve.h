@@ -49,6 +49,8 @@ typedef struct serve_ctx {
     tm_file        *ref;        /* NULL without --ref                                   */
     const char     *ref_path;
     const cli_args *calib_args; /* serve's options: --samples for /api/v1/calibrate      */
+    const cli_args *release_args; /* serve's options: --manifest --evidence --policy ... for
+                                     /api/v1/release (api_release.c)                    */
     uint64_t        cache_bytes;/* bound on all pyramids together                        */
     int             port;
     char            hosts[20][300]; /* accepted Host header values ("127.0.0.1:8080")   */
@@ -67,6 +69,7 @@ typedef struct serve_ctx {
 typedef const char *(*serve_query_fn)(void *ud, const char *key);
 json_t *serve_api(serve_ctx *c, const char *url, serve_query_fn query, void *ud, int *status);
 json_t *api_calibrate(serve_ctx *c, serve_query_fn query, void *ud, int *status); /* api_calib.c */
+json_t *api_release(serve_ctx *c, int *status); /* api_release.c */
 void    serve_ctx_free_cache(serve_ctx *c);
 
 /* serve_run: listen on host:port (port 0: a free one), print the URL on stdout, serve until

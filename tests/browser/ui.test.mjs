@@ -265,6 +265,78 @@ try {
       "an edited probe recomputes: 0.3 -> code " + c3.code + " -> " + c3.dequantized);
     await page.screenshot({ path: path.join(shots, "calibration-lab.png"), fullPage: true });
   }
+  // ---- Release page (web/release.js): without release inputs it says so; a second server started
+  // with --manifest/--evidence/--policy shows the same verdict, checks, reasons and evidence values
+  // as `tensormorph gate --json` on the same files (self-contained: its own files and server)
+  {
+    await page.click("#tab-release");
+    await page.waitForSelector("#release-verdict[data-ready='1']", { timeout: 15000 });
+    check((await page.getAttribute("#release-verdict", "data-verdict")) === "none", "release page without inputs: no verdict, a hint");
+    const rdir = fs.mkdtempSync(path.join(tmp, "release_"));
+    const man = JSON.parse(fs.readFileSync(path.join(quant, "tensormorph-manifest.json"), "utf8"));
+    const lat = (first, step) => Array.from({ length: 20 }, (_, i) => first + step * ((i * 7) % 20));
+    const mdl = (p, sha, first, step, rss) => ({ path: p, sha256: sha, latency_ms: lat(first, step), p50_ms: first + 9 * step,
+      p95_ms: 0.001 /* a lie: the gate must recompute */, p99_ms: first + 19 * step, peak_rss_bytes: rss, operators: { MatMul: 24 } });
+    const ev = {
+      schema: "tensormorph.evidence/1", tool: { name: "tensormorph", version: "0.1.0", commit: "ui-test" },
+      runtime: { name: "onnxruntime-node", version: "1.30.0", node: process.version, execution_provider: "cpu" },
+      device: { kind: "cpu", name: "ui test cpu", cores: 2, measured: true },
+      host: { cpu_model: "ui test cpu", cores: 2, os: "Linux", hostname: "ui" },
+      protocol: { inputs: { mode: "random", path: null, count: 2, sha256: "ab".repeat(32), seed: 1 }, input_shapes: { x: [1, 64] },
+                  warmup: 2, runs: 10, threads: 1, graph_optimization_level: "all" },
+      models: { baseline: mdl("base", man.sources[0].sha256, 2.0, 0.5, 100e6), candidate: mdl("cand", man.output.files[0].sha256, 1.0, 0.25, 60e6) },
+      drift: { overall: { logits: { max_abs: 0.02, rel_l2: 0.004, top1_agreement: 1 } }, slices: {} },
+      candidate_operators: { MatMul: 24 },
+    };
+    const pol = { schema: "tensormorph.policy/1", targets: { "ort-cpu": {
+      latency_ms: { p95: { max: 6, max_ratio: 1.0 } }, peak_rss_bytes: { max_ratio: 1.0 }, drift: { overall: { max_abs: 0.05 } },
+      canary: { min_fraction: 0.05 } } } };
+    const evPath = path.join(rdir, "evidence.json"), polPath = path.join(rdir, "policy.json");
+    fs.writeFileSync(evPath, JSON.stringify(ev));
+    fs.writeFileSync(polPath, JSON.stringify(pol));
+    const manPath = path.join(quant, "tensormorph-manifest.json");
+    const gargs = ["--manifest", manPath, "--evidence", evPath, "--policy", polPath, "--canary", "0.01", "--rollback", model];
+    const g = spawnSync(bin, ["gate", ...gargs, "--json"], { encoding: "utf8" });
+    check(g.status === 1, "tensormorph gate exits 1 on FAIL (canary below the policy's minimum), got " + g.status);
+    const want = JSON.parse(g.stdout);
+    const rserver = spawn(bin, ["serve", quant, "--port", "0", "-q", ...gargs],
+                          { stdio: ["ignore", "pipe", "inherit"] });
+    process.on("exit", () => { try { rserver.kill("SIGTERM"); } catch (e) { /* gone */ } });
+    try {
+      const rurl = await new Promise((resolve, reject) => {
+        let buf = "";
+        const t = setTimeout(() => reject(new Error("release serve printed no URL")), 15000);
+        rserver.stdout.on("data", (d) => { buf += d; const m = buf.match(/^(http:\/\/127\.0\.0\.1:\d+\/)\n/); if (m) { clearTimeout(t); resolve(m[1]); } });
+        rserver.on("exit", (c) => reject(new Error("release serve exited with " + c)));
+      });
+      const rpage = await ctx.newPage();
+      rpage.on("console", (m) => { if (m.type() === "error") consoleErrors.push(m.text()); });
+      rpage.on("pageerror", (e) => consoleErrors.push(String(e)));
+      await rpage.goto(rurl);
+      await rpage.waitForSelector("body[data-loaded='1']", { timeout: 15000 });
+      await rpage.click("#tab-release");
+      await rpage.waitForSelector("#release-verdict[data-ready='1'][data-verdict='FAIL']", { timeout: 20000 });
+      check(want.verdict === "FAIL" && (await rpage.getAttribute("#release-verdict", "data-verdict")) === want.verdict,
+        "release page verdict = tensormorph gate --json's (" + want.verdict + ")");
+      const rows = await rpage.$$eval("#release-checks tbody tr", (trs) => trs.map((tr) => ({
+        name: tr.dataset.check, status: tr.dataset.status, reason: tr.querySelector("[data-field='reason']").textContent,
+        evidence: tr.querySelector("pre") ? JSON.parse(tr.querySelector("pre").textContent) : null })));
+      check(rows.length === want.checks.length && rows.every((r, i) => r.name === want.checks[i].name && r.status === want.checks[i].status &&
+            r.reason === want.checks[i].reason), "release page lists every check of the gate (" + rows.length + ") with its status and reason");
+      const p95 = rows.find((r) => r.name === "latency.p95");
+      const wp95 = want.checks.find((c) => c.name === "latency.p95").evidence;
+      check(p95 && p95.status === "pass" && p95.evidence.candidate === wp95.candidate && wp95.candidate === 5.5 && p95.evidence.file_candidate === 0.001,
+        "latency p95 evidence on the page: recomputed 5.5 ms from the samples, not the file's 0.001");
+      const failed = rows.filter((r) => r.status === "fail").map((r) => r.name);
+      check(failed.length === 1 && failed[0] === "canary", "the one failed check is the canary: " + failed.join(", "));
+      const reasons = await rpage.$$eval("#release-reasons li", (li) => li.map((x) => x.textContent));
+      check(reasons.length === want.reasons.length && reasons[0] === want.reasons[0], "release page reasons = the gate's: " + reasons[0]);
+      await rpage.screenshot({ path: path.join(shots, "release.png"), fullPage: true });
+      await rpage.close();
+    } finally {
+      rserver.kill("SIGTERM");
+    }
+  }
   check(consoleErrors.length === 0, "no console errors (CSP violations included)" +
         (consoleErrors.length ? ": " + [...new Set(consoleErrors)].slice(0, 3).join("; ").slice(0, 600) : ""));
 } catch (e) {

@@ -1,0 +1,120 @@
+/* cmd_compat.c: `tensormorph compat ARTIFACT --target TARGET`: the runtime contract check
+** (tensormorph/compat.h): which quantized tensors / ONNX quantization nodes the target runs
+** natively, at higher precision, through a slow fallback, or not at all, each with the reason
+** and the document it comes from. */
+#include "cli.h"
+#include "tensormorph/compat.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+const cli_opt opts_compat[] = {
+    {"target", 't', "TARGET", 0, "runtime target: ort-cpu, tensorrt:smNN, vllm:smNN, llamacpp-cpu, llamacpp-cuda, llamacpp-metal (required)"},
+    {"table", 0, "FILE", 0, "use this contract table instead of the compiled-in data/compat.json (same schema)"},
+    {"all", 0, NULL, 0, "also list native items in the text output (they are always in --json)"},
+    {NULL, 0, NULL, 0, NULL},
+};
+const char details_compat[] =
+    "ARTIFACT is anything tensormorph opens. Every quantized tensor (for ONNX: every node that\n"
+    "quantizes, dequantizes or computes on codes) is classified for the target as native,\n"
+    "higher_precision (expanded to a wider type before the math), fallback_slow or unsupported,\n"
+    "by the first matching rule of the contract table (data/compat.json, docs/compat.md); each\n"
+    "rule cites the public document it was read from. An item no rule covers is unsupported.\n"
+    "Exit status: 0 every item native (or nothing quantized), 1 at least one item is not\n"
+    "native, 2 unknown target, 3 the artifact or the table cannot be read.";
+
+static char *slurp(const char *path, tm_err *err) {
+    FILE *fp = fopen(path, "rb");
+    if (!fp) { tm_err_clear(err); err->code = TM_E_IO; err->sys_errno = errno;
+               snprintf(err->msg, sizeof err->msg, "%s: %s", path, strerror(errno)); return NULL; }
+    size_t cap = 1 << 16, n = 0, r;
+    char *buf = malloc(cap);
+    while (buf && (r = fread(buf + n, 1, cap - n - 1, fp)) > 0) {
+        n += r;
+        if (cap - n < 2) {
+            if (cap > (64u << 20)) { free(buf); buf = NULL; break; }
+            char *nb = realloc(buf, cap * 2);
+            if (!nb) { free(buf); buf = NULL; break; }
+            buf = nb;
+            cap *= 2;
+        }
+    }
+    fclose(fp);
+    if (!buf) { tm_err_clear(err); err->code = TM_E_LIMIT; snprintf(err->msg, sizeof err->msg, "%s: larger than 64 MiB or out of memory", path); return NULL; }
+    buf[n] = '\0';
+    return buf;
+}
+
+int cmd_compat(const cli_cmd *cmd, cli_args *a) {
+    const char *target = cli_get(a, "target");
+    if (!target) return cli_usage_error(cmd, "--target is required (e.g. --target vllm:sm80)");
+    tm_err err;
+    char *table = NULL;
+    const char *table_path = cli_get(a, "table");
+    if (table_path && !(table = slurp(table_path, &err))) return cli_fail(err.code, &err);
+    tm_file *f;
+    int rc = cli_open(a->pos[0], &f);
+    if (rc) { free(table); return rc; }
+    tm_compat_report *r = NULL;
+    tm_status s = tm_compat_check(f, target, table, table_path, &r, &err);
+    free(table);
+    if (s) { rc = cli_fail(s, &err); tm_close(f); return rc; }
+    int all_native = r->counts[TM_COMPAT_NATIVE] == r->n_items;
+    if (g_cli.json) {
+        char *txt = tm_compat_report_json(r);
+        json_t *body = txt ? json_loads(txt, 0, NULL) : NULL;
+        free(txt);
+        if (!body) { tm_compat_report_free(r); tm_close(f); tm_err_clear(&err); return cli_fail(TM_E_NOMEM, &err); }
+        json_t *d = cli_json_doc("compat");
+        json_object_set_new(d, "path", json_string(a->pos[0]));
+        json_object_update(d, body);
+        json_decref(body);
+        cli_json_print(d);
+    } else {
+        printf("%s (%s) on %s: %s, %s\n", a->pos[0], r->format, r->target, r->runtime, r->device);
+        if (!r->format_loaded)
+            printf("  %s does not load %s artifacts: every quantized item is unsupported\n", r->family, r->format);
+        if (r->n_items == 0) printf("  nothing quantized: nothing to check\n");
+        int show_all = cli_has(a, "all");
+        int64_t shown = 0;
+        int wn = 4, wd = 4; /* column widths: the longest name / description listed, capped */
+        for (int64_t i = 0; i < r->n_items; i++) {
+            const tm_compat_item *it = &r->items[i];
+            if (it->status == TM_COMPAT_NATIVE && !show_all) continue;
+            int ln = (int)strlen(it->name), ld = (int)strlen(it->describe);
+            if (ln > wn) wn = ln > 60 ? 60 : ln;
+            if (ld > wd) wd = ld > 60 ? 60 : ld;
+        }
+        for (int64_t i = 0; i < r->n_items; i++) {
+            const tm_compat_item *it = &r->items[i];
+            if (it->status == TM_COMPAT_NATIVE && !show_all) continue;
+            if (!shown++) printf("  %-16s  %-*s  %-*s  %s\n", "STATUS", wn, "ITEM", wd, "WHAT", "REASON [source]");
+            printf("  %-16s  %-*s  %-*s  %s [%s]\n", tm_compat_status_name(it->status), wn, it->name,
+                   wd, it->describe, it->reason, it->source_id ? it->source_id : "no row");
+        }
+        if (!show_all && r->counts[TM_COMPAT_NATIVE] > 0)
+            printf("  (%" PRId64 " native item%s not listed; --all lists them)\n", r->counts[TM_COMPAT_NATIVE],
+                   r->counts[TM_COMPAT_NATIVE] == 1 ? "" : "s");
+        printf("summary: %" PRId64 " native, %" PRId64 " higher_precision, %" PRId64 " fallback_slow, %" PRId64 " unsupported\n",
+               r->counts[TM_COMPAT_NATIVE], r->counts[TM_COMPAT_HIGHER_PRECISION],
+               r->counts[TM_COMPAT_FALLBACK_SLOW], r->counts[TM_COMPAT_UNSUPPORTED]);
+        /* each cited source once */
+        int printed_hdr = 0;
+        for (int64_t i = 0; i < r->n_items; i++) {
+            const tm_compat_item *it = &r->items[i];
+            if (!it->source_id || (it->status == TM_COMPAT_NATIVE && !show_all)) continue;
+            int seen = 0;
+            for (int64_t k = 0; k < i && !seen; k++)
+                seen = r->items[k].source_id && !strcmp(r->items[k].source_id, it->source_id) &&
+                       (r->items[k].status != TM_COMPAT_NATIVE || show_all);
+            if (seen) continue;
+            if (!printed_hdr++) printf("sources:\n");
+            printf("  [%s] %s\n      %s\n", it->source_id, it->source_title, it->source_url);
+        }
+    }
+    tm_compat_report_free(r);
+    tm_close(f);
+    return all_native ? EXIT_OK : EXIT_CHECK;
+}

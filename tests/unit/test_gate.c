@@ -1,0 +1,577 @@
+/* test_gate.c: the release gate (`tensormorph gate`, tensormorph/gate.h) on a real manifest
+** (`tensormorph quantize` of the demo checkpoint) with evidence and policy built here with
+** jansson: the PASS case, then one change at a time (missing candidate, unmeasured device,
+** protocol mismatch, slice drift over budget, a p95 field that lies about its own samples,
+** rollback missing / of another checkpoint / not loadable, an artifact modified after the
+** manifest, canary below the minimum, truncated JSON, a wrong type at a JSON path, a policy
+** without the target, a disallowed fallback), each FAIL listing every reason at once. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "tensormorph.h"
+#include "tensormorph/gate.h"
+#include "helpers/cli_run.h"
+#include "helpers/vectors.h"
+
+static char g_tmp[256];
+static char g_src_sha[65], g_out_sha[65];
+
+/* ---- fixtures -------------------------------------------------------------------------- */
+
+static json_t *samples(double first, double step, int n) {
+    json_t *a = json_array();
+    /* a fixed permutation so that the gate has to sort: i * 7 mod n visits every index once */
+    for (int i = 0; i < n; i++) json_array_append_new(a, json_real(first + step * ((i * 7) % n)));
+    return a;
+}
+
+static json_t *model(const char *path, const char *sha, double first, double step, json_int_t rss) {
+    json_t *m = json_object();
+    json_object_set_new(m, "path", json_string(path));
+    json_object_set_new(m, "sha256", json_string(sha));
+    json_object_set_new(m, "latency_ms", samples(first, step, 20));
+    /* the nearest-rank values of those samples, as an honest writer would put them */
+    json_object_set_new(m, "p50_ms", json_real(first + step * 9));
+    json_object_set_new(m, "p95_ms", json_real(first + step * 18));
+    json_object_set_new(m, "p99_ms", json_real(first + step * 19));
+    json_object_set_new(m, "peak_rss_bytes", json_integer(rss));
+    json_t *ops = json_object();
+    json_object_set_new(ops, "MatMul", json_integer(24));
+    json_object_set_new(m, "operators", ops);
+    return m;
+}
+
+static json_t *drift_entry(double max_abs, double rel_l2, double top1, int n_inputs) {
+    json_t *d = json_object();
+    json_object_set_new(d, "max_abs", json_real(max_abs));
+    json_object_set_new(d, "rel_l2", json_real(rel_l2));
+    json_object_set_new(d, "top1_agreement", json_real(top1));
+    if (n_inputs) json_object_set_new(d, "n_inputs", json_integer(n_inputs));
+    return d;
+}
+
+/* evidence that passes the policy below: 10 runs x 2 inputs = 20 samples per model */
+static json_t *evidence_ok(void) {
+    json_t *e = json_object();
+    json_object_set_new(e, "schema", json_string("tensormorph.evidence/1"));
+    json_t *tool = json_object();
+    json_object_set_new(tool, "name", json_string("tensormorph"));
+    json_object_set_new(tool, "version", json_string("0.1.0"));
+    json_object_set_new(tool, "commit", json_string("test"));
+    json_object_set_new(e, "tool", tool);
+    json_t *rt = json_object();
+    json_object_set_new(rt, "name", json_string("onnxruntime-node"));
+    json_object_set_new(rt, "version", json_string("1.30.0"));
+    json_object_set_new(rt, "node", json_string("v20.0.0"));
+    json_object_set_new(rt, "execution_provider", json_string("cpu"));
+    json_object_set_new(e, "runtime", rt);
+    json_t *dev = json_object();
+    json_object_set_new(dev, "kind", json_string("cpu"));
+    json_object_set_new(dev, "name", json_string("test cpu"));
+    json_object_set_new(dev, "cores", json_integer(2));
+    json_object_set_new(dev, "measured", json_true());
+    json_object_set_new(e, "device", dev);
+    json_t *host = json_object();
+    json_object_set_new(host, "cpu_model", json_string("test cpu"));
+    json_object_set_new(host, "cores", json_integer(2));
+    json_object_set_new(host, "os", json_string("Linux"));
+    json_object_set_new(host, "hostname", json_string("h"));
+    json_object_set_new(e, "host", host);
+    json_t *proto = json_object(), *inputs = json_object(), *shapes = json_object(), *shp = json_array();
+    json_object_set_new(inputs, "mode", json_string("random"));
+    json_object_set_new(inputs, "path", json_null());
+    json_object_set_new(inputs, "count", json_integer(2));
+    json_object_set_new(inputs, "sha256", json_string("0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"));
+    json_object_set_new(inputs, "seed", json_integer(7));
+    json_object_set_new(proto, "inputs", inputs);
+    json_array_append_new(shp, json_integer(1));
+    json_array_append_new(shp, json_integer(64));
+    json_object_set_new(shapes, "x", shp);
+    json_object_set_new(proto, "input_shapes", shapes);
+    json_object_set_new(proto, "warmup", json_integer(3));
+    json_object_set_new(proto, "runs", json_integer(10));
+    json_object_set_new(proto, "threads", json_integer(2));
+    json_object_set_new(proto, "graph_optimization_level", json_string("all"));
+    json_object_set_new(e, "protocol", proto);
+    json_t *models = json_object();
+    json_object_set_new(models, "baseline", model("demo", g_src_sha, 2.0, 0.5, 100000000));
+    json_object_set_new(models, "candidate", model("q8", g_out_sha, 1.0, 0.25, 60000000));
+    json_object_set_new(e, "models", models);
+    json_t *drift = json_object(), *overall = json_object(), *slices = json_object(), *s1 = json_object();
+    json_object_set_new(overall, "logits", drift_entry(0.02, 0.004, 1.0, 0));
+    json_object_set_new(drift, "overall", overall);
+    json_object_set_new(s1, "logits", drift_entry(0.03, 0.006, 1.0, 1));
+    json_object_set_new(slices, "long_prompts", s1);
+    json_object_set_new(drift, "slices", slices);
+    json_object_set_new(e, "drift", drift);
+    json_t *ops = json_object();
+    json_object_set_new(ops, "MatMul", json_integer(24));
+    json_object_set_new(e, "candidate_operators", ops);
+    return e;
+}
+
+static json_t *bound(double max, double max_ratio) {
+    json_t *b = json_object();
+    if (max >= 0) json_object_set_new(b, "max", json_real(max));
+    if (max_ratio > 0) json_object_set_new(b, "max_ratio", json_real(max_ratio));
+    return b;
+}
+
+static json_t *policy_ok(void) {
+    json_t *p = json_object(), *targets = json_object(), *t = json_object(), *lat = json_object();
+    json_object_set_new(p, "schema", json_string("tensormorph.policy/1"));
+    json_object_set_new(lat, "p50", bound(4.0, -1));
+    json_object_set_new(lat, "p95", bound(6.0, 1.0));
+    json_object_set_new(lat, "p99", bound(-1, 1.1));
+    json_object_set_new(t, "latency_ms", lat);
+    json_object_set_new(t, "peak_rss_bytes", bound(80000000, 1.0));
+    json_t *drift = json_object(), *db = json_object(), *sl = json_object(), *sb = json_object();
+    json_object_set_new(db, "max_abs", json_real(0.05));
+    json_object_set_new(db, "max_rel_l2", json_real(0.01));
+    json_object_set_new(db, "min_top1_agreement", json_real(0.99));
+    json_object_set_new(drift, "overall", db);
+    json_object_set_new(sb, "max_abs", json_real(0.05));
+    json_object_set_new(sl, "long_prompts", sb);
+    json_object_set_new(drift, "slices", sl);
+    json_object_set_new(t, "drift", drift);
+    json_t *proto = json_object();
+    json_object_set_new(proto, "threads", json_integer(2));
+    json_object_set_new(proto, "min_runs", json_integer(10));
+    json_object_set_new(t, "protocol", proto);
+    json_t *canary = json_object();
+    json_object_set_new(canary, "min_fraction", json_real(0.05));
+    json_object_set_new(t, "canary", canary);
+    json_object_set_new(targets, "ort-cpu", t);
+    json_object_set_new(p, "targets", targets);
+    return p;
+}
+
+static void write_json(const char *name, json_t *doc) {
+    char p[600];
+    snprintf(p, sizeof p, "%s/%s", g_tmp, name);
+    assert_int_equal(json_dump_file(doc, p, JSON_INDENT(1)), 0);
+    json_decref(doc);
+}
+
+/* run the gate; returns the verdict document and checks the exit status */
+static json_t *gate(int want_rc, const char *evidence, const char *policy, const char *extra) {
+    return tmt_run_json(want_rc, "%s gate --manifest %s/q8/tensormorph-manifest.json --evidence %s/%s --policy %s/%s %s --json 2>/dev/null",
+                        tmt_bin(), g_tmp, g_tmp, evidence, g_tmp, policy, extra ? extra : "");
+}
+
+static json_t *find_check(json_t *doc, const char *name) {
+    json_t *c = tmt_find_named(json_object_get(doc, "checks"), name);
+    if (!c) print_message("no check %s\n", name);
+    assert_non_null(c);
+    return c;
+}
+
+static const char *status_of(json_t *doc, const char *name) {
+    return json_string_value(json_object_get(find_check(doc, name), "status"));
+}
+
+static const char *reason_of(json_t *doc, const char *name) {
+    return json_string_value(json_object_get(find_check(doc, name), "reason"));
+}
+
+/* the failed checks of a verdict are exactly `names` (NULL-terminated), and each has a reason line */
+static void assert_failed_exactly(json_t *doc, const char *const *names) {
+    int n = 0;
+    for (; names[n]; n++) {
+        if (strcmp(status_of(doc, names[n]), "fail")) print_message("%s: %s\n", names[n], status_of(doc, names[n]));
+        assert_string_equal(status_of(doc, names[n]), "fail");
+    }
+    assert_string_equal(json_string_value(json_object_get(doc, "verdict")), "FAIL");
+    assert_int_equal(json_integer_value(json_object_get(doc, "n_failed")), n);
+    json_t *reasons = json_object_get(doc, "reasons");
+    assert_int_equal((int)json_array_size(reasons), n);
+    for (int i = 0; i < n; i++) {
+        int found = 0;
+        size_t k;
+        json_t *r;
+        json_array_foreach(reasons, k, r) found |= !strncmp(json_string_value(r), names[i], strlen(names[i]));
+        assert_true(found);
+    }
+}
+
+/* ---- cases ----------------------------------------------------------------------------- */
+
+static void test_pass(void **state) {
+    (void)state;
+    write_json("ev.json", evidence_ok());
+    write_json("pol.json", policy_ok());
+    json_t *d = gate(0, "ev.json", "pol.json", "--canary 0.1");
+    assert_string_equal(json_string_value(json_object_get(d, "schema")), "tensormorph.gate/1");
+    assert_string_equal(json_string_value(json_object_get(d, "verdict")), "PASS");
+    assert_int_equal(json_integer_value(json_object_get(d, "exit_code")), 0);
+    assert_string_equal(json_string_value(json_object_get(d, "target")), "ort-cpu");
+    assert_int_equal(json_array_size(json_object_get(d, "reasons")), 0);
+    size_t i;
+    json_t *c;
+    json_array_foreach(json_object_get(d, "checks"), i, c) {
+        const char *st = json_string_value(json_object_get(c, "status"));
+        if (strcmp(st, "pass")) assert_string_equal(json_string_value(json_object_get(c, "name")), "compat"); /* skipped */
+    }
+    /* p95 of 20 samples = the 19th smallest: 1.0 + 0.25*18 = 5.5 ms, baseline 2.0 + 0.5*18 = 11 */
+    json_t *ev = json_object_get(find_check(d, "latency.p95"), "evidence");
+    assert_true(fabs(tmt_num(ev, "candidate") - 5.5) < 1e-12);
+    assert_true(fabs(tmt_num(ev, "baseline") - 11.0) < 1e-12);
+    assert_true(fabs(tmt_num(ev, "ratio") - 0.5) < 1e-12);
+    ev = json_object_get(find_check(d, "latency.p50"), "evidence");
+    assert_true(fabs(tmt_num(ev, "candidate") - 3.25) < 1e-12); /* rank ceil(10) = 10th: 1 + 0.25*9 */
+    assert_string_equal(status_of(d, "compat"), "skipped");
+    assert_non_null(strstr(reason_of(d, "rollback"), "loads and its 1 file matches the manifest"));
+    json_decref(d);
+    /* the text form says so too */
+    char *out = NULL;
+    assert_int_equal(tmt_run(&out, "%s gate --manifest %s/q8/tensormorph-manifest.json --evidence %s/ev.json --policy %s/pol.json --canary 0.1",
+                             tmt_bin(), g_tmp, g_tmp, g_tmp), 0);
+    assert_non_null(strstr(out, "verdict: PASS (0 of 17 checks failed)"));
+    free(out);
+}
+
+static void test_missing_candidate(void **state) {
+    (void)state;
+    json_t *e = evidence_ok();
+    json_object_del(json_object_get(e, "models"), "candidate");
+    write_json("ev_nocand.json", e);
+    write_json("pol.json", policy_ok());
+    json_t *d = gate(1, "ev_nocand.json", "pol.json", "--canary 0.1");
+    const char *const f[] = {"inputs.evidence", NULL};
+    assert_failed_exactly(d, f);
+    assert_non_null(strstr(reason_of(d, "inputs.evidence"), "$.models: missing required property \"candidate\""));
+    /* everything that needs the evidence is listed as not run, never as passed */
+    assert_string_equal(status_of(d, "latency.p95"), "not_run");
+    assert_string_equal(status_of(d, "evidence.protocol"), "not_run");
+    json_decref(d);
+}
+
+static void test_unmeasured_device_protocol_slices_canary_together(void **state) {
+    (void)state;
+    json_t *e = evidence_ok();
+    json_object_set_new(json_object_get(e, "device"), "measured", json_false());
+    json_object_set_new(json_object_get(e, "protocol"), "threads", json_integer(4));
+    json_t *sl = json_object_get(json_object_get(json_object_get(e, "drift"), "slices"), "long_prompts");
+    json_object_set_new(sl, "logits", drift_entry(0.5, 0.004, 1.0, 1));
+    write_json("ev_many.json", e);
+    write_json("pol.json", policy_ok());
+    json_t *d = gate(1, "ev_many.json", "pol.json", "--canary 0.01");
+    const char *const f[] = {"evidence.device", "evidence.protocol", "drift.slices", "canary", NULL};
+    assert_failed_exactly(d, f);
+    assert_non_null(strstr(reason_of(d, "evidence.device"), "device.measured is false"));
+    assert_non_null(strstr(reason_of(d, "evidence.protocol"), "threads 4, the policy requires 2"));
+    assert_non_null(strstr(reason_of(d, "drift.slices"), "slice 'long_prompts' output 'logits': max_abs 0.5 > max_abs 0.05"));
+    assert_non_null(strstr(reason_of(d, "canary"), "planned canary share 0.01 < the policy's min_fraction 0.05"));
+    json_decref(d);
+    /* no --canary at all while the policy asks for one */
+    write_json("ev.json", evidence_ok());
+    d = gate(1, "ev.json", "pol.json", NULL);
+    const char *const f2[] = {"canary", NULL};
+    assert_failed_exactly(d, f2);
+    json_decref(d);
+}
+
+static void test_p95_from_raw_samples(void **state) {
+    (void)state;
+    json_t *e = evidence_ok();
+    json_t *cand = json_object_get(json_object_get(e, "models"), "candidate");
+    /* slow samples 4..8.75 ms, but a p95_ms field claiming 1.0 */
+    json_object_set_new(cand, "latency_ms", samples(4.0, 0.25, 20));
+    json_object_set_new(cand, "p95_ms", json_real(1.0));
+    write_json("ev_lie.json", e);
+    write_json("pol.json", policy_ok());
+    json_t *d = gate(1, "ev_lie.json", "pol.json", "--canary 0.1");
+    /* p95 = 4 + 0.25*18 = 8.5 > max 6; also p50 = 6.25 > 4 and p99 = 8.75 > 1.1 * 11.5 ... no: 8.75 < 12.65 */
+    const char *const f[] = {"latency.p50", "latency.p95", NULL};
+    assert_failed_exactly(d, f);
+    json_t *ev = json_object_get(find_check(d, "latency.p95"), "evidence");
+    assert_true(fabs(tmt_num(ev, "candidate") - 8.5) < 1e-12);
+    assert_true(fabs(tmt_num(ev, "file_candidate") - 1.0) < 1e-12);
+    assert_non_null(json_object_get(ev, "note"));
+    assert_non_null(strstr(reason_of(d, "latency.p95"), "candidate p95 8.5 ms > max 6 ms"));
+    json_decref(d);
+    /* a sample count that does not match runs x inputs is a protocol failure */
+    e = evidence_ok();
+    json_array_remove(json_object_get(json_object_get(json_object_get(e, "models"), "baseline"), "latency_ms"), 0);
+    write_json("ev_short.json", e);
+    d = gate(1, "ev_short.json", "pol.json", "--canary 0.1");
+    assert_string_equal(status_of(d, "evidence.protocol"), "fail");
+    assert_non_null(strstr(reason_of(d, "evidence.protocol"), "baseline has 19 latency samples, the protocol's runs x inputs = 10 x 2 = 20"));
+    json_decref(d);
+}
+
+static void test_rollback_and_manifest(void **state) {
+    (void)state;
+    write_json("ev.json", evidence_ok());
+    write_json("pol.json", policy_ok());
+    /* missing */
+    json_t *d = gate(1, "ev.json", "pol.json", "--canary 0.1 --rollback /nonexistent/model");
+    const char *const f1[] = {"rollback", NULL};
+    assert_failed_exactly(d, f1);
+    assert_non_null(strstr(reason_of(d, "rollback"), "/nonexistent/model"));
+    json_decref(d);
+    /* another checkpoint: loads, checksum differs */
+    char extra[800];
+    snprintf(extra, sizeof extra, "--canary 0.1 --rollback %s/q4", g_tmp);
+    d = gate(1, "ev.json", "pol.json", extra);
+    assert_failed_exactly(d, f1);
+    assert_non_null(strstr(reason_of(d, "rollback"), "not one of the manifest's rollback checksums"));
+    json_decref(d);
+    /* not loadable */
+    snprintf(extra, sizeof extra, "%s/garbage.safetensors", g_tmp);
+    FILE *fp = fopen(extra, "wb");
+    assert_non_null(fp);
+    fputs("this is not a checkpoint", fp);
+    fclose(fp);
+    snprintf(extra, sizeof extra, "--canary 0.1 --rollback %s/garbage.safetensors", g_tmp);
+    d = gate(1, "ev.json", "pol.json", extra);
+    assert_failed_exactly(d, f1);
+    assert_non_null(strstr(reason_of(d, "rollback"), "does not load"));
+    json_decref(d);
+    /* artifact modified after the manifest was written, plus unmeasured device and low canary:
+    ** all three listed */
+    assert_int_equal(tmt_run(NULL, "cp -r %s/q8 %s/q8mod && printf 'X' | dd of=%s/q8mod/model.safetensors bs=1 seek=100 conv=notrunc 2>/dev/null",
+                             g_tmp, g_tmp, g_tmp), 0);
+    json_t *e = evidence_ok();
+    json_object_set_new(json_object_get(e, "device"), "measured", json_false());
+    write_json("ev_unmeasured.json", e);
+    d = tmt_run_json(1, "%s gate --manifest %s/q8mod/tensormorph-manifest.json --evidence %s/ev_unmeasured.json --policy %s/pol.json --canary 0.001 --json 2>/dev/null",
+                     tmt_bin(), g_tmp, g_tmp, g_tmp);
+    const char *const f2[] = {"manifest.checksums", "evidence.device", "canary", NULL};
+    assert_failed_exactly(d, f2);
+    assert_non_null(strstr(reason_of(d, "manifest.checksums"), "q8mod/model.safetensors: sha256"));
+    json_t *files = json_object_get(json_object_get(find_check(d, "manifest.checksums"), "evidence"), "files");
+    assert_false(json_is_true(json_object_get(json_array_get(files, 0), "ok")));
+    json_decref(d);
+}
+
+static void test_unparseable_inputs(void **state) {
+    (void)state;
+    write_json("pol.json", policy_ok());
+    write_json("ev.json", evidence_ok());
+    /* truncated evidence: exit 3 and the FAIL verdict still printed (text and JSON) */
+    assert_int_equal(tmt_run(NULL, "head -c 400 %s/ev.json > %s/ev_trunc.json", g_tmp, g_tmp), 0);
+    char *out = NULL;
+    assert_int_equal(tmt_run(&out, "%s gate --manifest %s/q8/tensormorph-manifest.json --evidence %s/ev_trunc.json --policy %s/pol.json --canary 0.1 2>/dev/null",
+                             tmt_bin(), g_tmp, g_tmp, g_tmp), 3);
+    assert_non_null(strstr(out, "verdict: FAIL"));
+    assert_non_null(strstr(out, "ev_trunc.json: not valid JSON: line"));
+    free(out);
+    json_t *d = gate(3, "ev_trunc.json", "pol.json", "--canary 0.1");
+    assert_int_equal(json_integer_value(json_object_get(d, "exit_code")), 3);
+    const char *const f1[] = {"inputs.evidence", NULL};
+    assert_failed_exactly(d, f1);
+    json_decref(d);
+    /* a wrong type deep inside: the message names the JSON path */
+    json_t *e = evidence_ok();
+    json_array_set_new(json_object_get(json_object_get(json_object_get(e, "models"), "candidate"), "latency_ms"), 3, json_string("fast"));
+    write_json("ev_type.json", e);
+    d = gate(3, "ev_type.json", "pol.json", "--canary 0.1");
+    assert_failed_exactly(d, f1);
+    assert_non_null(strstr(reason_of(d, "inputs.evidence"), "$.models.candidate.latency_ms[3]: expected number, got string"));
+    json_decref(d);
+    /* a policy whose bound has the wrong type, and a truncated manifest: both listed, exit 3 */
+    json_t *p = policy_ok();
+    json_object_set_new(json_object_get(json_object_get(json_object_get(p, "targets"), "ort-cpu"), "latency_ms"), "p95", json_string("6ms"));
+    write_json("pol_type.json", p);
+    assert_int_equal(tmt_run(NULL, "head -c 200 %s/q8/tensormorph-manifest.json > %s/man_trunc.json", g_tmp, g_tmp), 0);
+    d = tmt_run_json(3, "%s gate --manifest %s/man_trunc.json --evidence %s/ev.json --policy %s/pol_type.json --canary 0.1 --json 2>/dev/null",
+                     tmt_bin(), g_tmp, g_tmp, g_tmp);
+    const char *const f2[] = {"inputs.manifest", "inputs.policy", NULL};
+    assert_failed_exactly(d, f2);
+    assert_non_null(strstr(reason_of(d, "inputs.policy"), "latency_ms.p95: expected object, got string"));
+    assert_string_equal(status_of(d, "rollback"), "not_run");
+    json_decref(d);
+    /* a missing evidence file is incomplete, not unparseable: exit 1 */
+    d = gate(1, "no-such-evidence.json", "pol.json", "--canary 0.1");
+    assert_failed_exactly(d, f1);
+    assert_non_null(strstr(reason_of(d, "inputs.evidence"), "missing evidence"));
+    json_decref(d);
+}
+
+static void test_policy_target_and_compat(void **state) {
+    (void)state;
+    write_json("ev.json", evidence_ok());
+    /* a policy for a GPU target only: the CPU evidence did not measure it */
+    json_t *p = policy_ok();
+    json_t *t = json_deep_copy(json_object_get(json_object_get(p, "targets"), "ort-cpu"));
+    json_object_set_new(json_object_get(p, "targets"), "vllm:sm90", t);
+    write_json("pol2.json", p);
+    json_t *d = gate(1, "ev.json", "pol2.json", "--canary 0.1");
+    const char *const f1[] = {"policy.target", NULL};
+    assert_failed_exactly(d, f1);
+    assert_non_null(strstr(reason_of(d, "policy.target"), "the policy has 2 targets: choose one with --target"));
+    json_decref(d);
+    d = gate(1, "ev.json", "pol2.json", "--canary 0.1 --target vllm:sm90");
+    const char *const f2[] = {"evidence.device", NULL};
+    assert_failed_exactly(d, f2);
+    assert_non_null(strstr(reason_of(d, "evidence.device"), "no evidence runner measures target 'vllm:sm90'"));
+    json_decref(d);
+    d = gate(1, "ev.json", "pol2.json", "--canary 0.1 --target tensorrt:sm89");
+    assert_failed_exactly(d, f1);
+    assert_non_null(strstr(reason_of(d, "policy.target"), "no thresholds for target 'tensorrt:sm89'"));
+    json_decref(d);
+    /* allowed_fallbacks: the compressed-tensors artifact is not an ONNX Runtime artifact at all */
+    p = policy_ok();
+    json_t *af = json_array();
+    json_array_append_new(af, json_string("higher_precision"));
+    json_object_set_new(json_object_get(json_object_get(p, "targets"), "ort-cpu"), "allowed_fallbacks", af);
+    write_json("pol3.json", p);
+    d = gate(1, "ev.json", "pol3.json", "--canary 0.1");
+    const char *const f3[] = {"compat", NULL};
+    assert_failed_exactly(d, f3);
+    json_t *ev = json_object_get(find_check(d, "compat"), "evidence");
+    assert_int_equal(json_integer_value(json_object_get(json_object_get(ev, "counts"), "unsupported")), 28);
+    assert_int_equal(json_array_size(json_object_get(ev, "not_allowed")), 28);
+    assert_non_null(strstr(reason_of(d, "compat"), "28 of 28 quantized items"));
+    json_decref(d);
+    /* with unsupported allowed too, the same artifact passes the compat check */
+    p = policy_ok();
+    af = json_array();
+    json_array_append_new(af, json_string("higher_precision"));
+    json_array_append_new(af, json_string("unsupported"));
+    json_object_set_new(json_object_get(json_object_get(p, "targets"), "ort-cpu"), "allowed_fallbacks", af);
+    write_json("pol4.json", p);
+    d = gate(0, "ev.json", "pol4.json", "--canary 0.1");
+    assert_string_equal(status_of(d, "compat"), "pass");
+    json_decref(d);
+    /* usage: a canary outside (0, 1] */
+    assert_int_equal(tmt_run(NULL, "%s gate --manifest %s/q8/tensormorph-manifest.json --evidence %s/ev.json --policy %s/pol.json --canary 1.5 2>/dev/null",
+                             tmt_bin(), g_tmp, g_tmp, g_tmp), 2);
+}
+
+static void test_example_policy_is_valid(void **state) {
+    (void)state;
+    const char *src = getenv("TM_SRC");
+    if (!src) { print_message("SKIP: TM_SRC not set (run through ctest)\n"); skip(); return; }
+    write_json("ev.json", evidence_ok());
+    char extra[1200];
+    snprintf(extra, sizeof extra, "--canary 0.1");
+    json_t *d = tmt_run_json(1, "%s gate --manifest %s/q8/tensormorph-manifest.json --evidence %s/ev.json --policy %s/docs/examples/policy.json %s --json 2>/dev/null",
+                             tmt_bin(), g_tmp, g_tmp, src, extra);
+    /* the example parses and names ort-cpu; this evidence (2 threads, 10 runs x 2 inputs, a
+    ** safetensors artifact) does not meet its protocol, and ORT does not load safetensors */
+    assert_string_equal(status_of(d, "inputs.policy"), "pass");
+    assert_string_equal(status_of(d, "policy.target"), "pass");
+    const char *const f[] = {"evidence.protocol", "compat", NULL};
+    assert_failed_exactly(d, f);
+    assert_non_null(strstr(reason_of(d, "evidence.protocol"), "threads 2, the policy requires 4; runs 10 < the policy's min_runs 20"));
+    json_decref(d);
+}
+
+/* The whole chain on a real model: quantize an ONNX model (weight-only int8 DequantizeLinear),
+** measure both with `tensormorph evidence` on onnxruntime-node, gate. Needs ../shared and the
+** Node.js runner; says SKIP with the reason when the runner is not installed. */
+static void test_end_to_end_onnx(void **state) {
+    (void)state;
+    if (!tmv_require_shared()) return;
+    const char *bin = tmt_bin();
+    char model[1024];
+    snprintf(model, sizeof model, "%s/models/onnx/npm/paddleocr/ch_ppocr_mobile_v2.0_cls_infer.onnx", tmv_shared_dir());
+    assert_int_equal(tmt_run(NULL, "%s quantize %s -o %s/cls-int8.onnx -t int8 -q", bin, model, g_tmp), 0);
+    char *out = NULL;
+    int rc = tmt_run(&out, "%s evidence %s %s/cls-int8.onnx --random-inputs 2 --input-shape x=1,3,48,192 --runs 5 --warmup 1 -o %s/ev_real.json 2>&1",
+                     bin, model, g_tmp, g_tmp);
+    if (rc == 4) {
+        print_message("SKIP: tensormorph evidence cannot run here (Node.js or onnxruntime-node missing): %.300s\n", out ? out : "");
+        free(out);
+        skip();
+        return;
+    }
+    free(out);
+    assert_int_equal(rc, 0);
+    json_t *p = json_object(), *targets = json_object(), *t = json_object(), *lat = json_object(), *drift = json_object(), *db = json_object();
+    json_object_set_new(p, "schema", json_string("tensormorph.policy/1"));
+    json_object_set_new(lat, "p95", bound(1000.0, -1));
+    json_object_set_new(t, "latency_ms", lat);
+    json_object_set_new(t, "peak_rss_bytes", bound(-1, 2.0));
+    json_object_set_new(db, "max_rel_l2", json_real(0.05));
+    json_object_set_new(db, "min_top1_agreement", json_real(0.99));
+    json_object_set_new(drift, "overall", db);
+    json_object_set_new(t, "drift", drift);
+    json_t *af = json_array();
+    json_array_append_new(af, json_string("higher_precision"));
+    json_object_set_new(t, "allowed_fallbacks", af);
+    json_object_set_new(targets, "ort-cpu", t);
+    json_object_set_new(p, "targets", targets);
+    write_json("pol_real.json", json_deep_copy(p));
+    json_t *d = tmt_run_json(0, "%s gate --manifest %s/cls-int8.onnx.manifest.json --evidence %s/ev_real.json --policy %s/pol_real.json --json",
+                             bin, g_tmp, g_tmp, g_tmp);
+    assert_string_equal(json_string_value(json_object_get(d, "verdict")), "PASS");
+    /* weight-only int8 DequantizeLinear into float Conv: every node is higher_precision on ORT CPU */
+    json_t *counts = json_object_get(json_object_get(find_check(d, "compat"), "evidence"), "counts");
+    json_int_t hp = json_integer_value(json_object_get(counts, "higher_precision"));
+    assert_true(hp > 0);
+    assert_int_equal(json_integer_value(json_object_get(counts, "native")), 0);
+    /* the gate's percentiles are the runner's (both nearest rank over the same samples) */
+    json_t *ev = json_load_file("ev_real.json", 0, NULL);
+    assert_non_null(ev);
+    double file_p95 = json_number_value(json_object_get(json_object_get(json_object_get(ev, "models"), "candidate"), "p95_ms"));
+    json_decref(ev);
+    assert_true(tmt_num(json_object_get(find_check(d, "latency.p95"), "evidence"), "candidate") == file_p95);
+    json_decref(d);
+    /* the same run with no fallback allowed: FAIL, every higher_precision node listed */
+    json_object_set_new(json_object_get(json_object_get(p, "targets"), "ort-cpu"), "allowed_fallbacks", json_array());
+    write_json("pol_real2.json", p);
+    d = tmt_run_json(1, "%s gate --manifest %s/cls-int8.onnx.manifest.json --evidence %s/ev_real.json --policy %s/pol_real2.json --json 2>/dev/null",
+                     bin, g_tmp, g_tmp, g_tmp);
+    const char *const f[] = {"compat", NULL};
+    assert_failed_exactly(d, f);
+    assert_int_equal((json_int_t)json_array_size(json_object_get(json_object_get(find_check(d, "compat"), "evidence"), "not_allowed")), hp);
+    json_decref(d);
+}
+
+/* ---- setup ----------------------------------------------------------------------------- */
+
+static int setup(void **state) {
+    (void)state;
+    snprintf(g_tmp, sizeof g_tmp, "/tmp/tm_test_gate_%d", (int)getpid());
+    const char *bin = tmt_bin();
+    if (tmt_run(NULL, "rm -rf %s && mkdir -p %s && cd %s && %s demo -o demo -q", g_tmp, g_tmp, g_tmp, bin)) return -1;
+    /* relative paths, run from g_tmp, as a user would: the manifest's source path is "demo" */
+    if (tmt_run(NULL, "cd %s && %s quantize demo -o q8 -t int8 -g channel -q && %s quantize demo -o q4 -t int4 -g group:128 -q",
+                g_tmp, bin, bin)) return -1;
+    char p[600];
+    snprintf(p, sizeof p, "%s/q8/tensormorph-manifest.json", g_tmp);
+    json_t *m = json_load_file(p, 0, NULL);
+    if (!m) return -1;
+    snprintf(g_src_sha, sizeof g_src_sha, "%s", json_string_value(json_object_get(json_array_get(json_object_get(m, "sources"), 0), "sha256")));
+    snprintf(g_out_sha, sizeof g_out_sha, "%s",
+             json_string_value(json_object_get(json_array_get(json_object_get(json_object_get(m, "output"), "files"), 0), "sha256")));
+    json_decref(m);
+    /* the gate resolves the manifest's relative source path from the current directory */
+    if (chdir(g_tmp)) return -1;
+    return strlen(g_src_sha) == 64 && strlen(g_out_sha) == 64 ? 0 : -1;
+}
+
+static int teardown(void **state) {
+    (void)state;
+    if (chdir("/")) return -1;
+    tmt_run(NULL, "rm -rf %s", g_tmp);
+    return 0;
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_pass),
+        cmocka_unit_test(test_missing_candidate),
+        cmocka_unit_test(test_unmeasured_device_protocol_slices_canary_together),
+        cmocka_unit_test(test_p95_from_raw_samples),
+        cmocka_unit_test(test_rollback_and_manifest),
+        cmocka_unit_test(test_unparseable_inputs),
+        cmocka_unit_test(test_policy_target_and_compat),
+        cmocka_unit_test(test_example_policy_is_valid),
+        cmocka_unit_test(test_end_to_end_onnx),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

@@ -1,0 +1,119 @@
+/* release.js: the Release page of the Tensormorph web UI. Loaded after app.js and uses its
+** helpers ($, api, el, showError). Shows the release gate's verdict for the inputs serve was
+** started with (serve --manifest M --evidence E --policy P [--release-target T] [--canary F]
+** [--rollback PATH]): GET /api/v1/release returns exactly `tensormorph gate --json`'s document
+** (docs/gate.md), so the page shows the same verdict, every check with pass/fail, its reason
+** and the evidence values it used. app.js's switchView calls releasePage.show() when the tab
+** opens; "Run again" re-reads the files. */
+"use strict";
+
+const releasePage = (() => {
+  const COLORS = { pass: "#1a7f37", fail: "#b42318", not_run: "#8a6d00", skipped: "#667085" };
+  let built = false, seq = 0;
+
+  function build() {
+    if (built) return;
+    built = true;
+    const sec = el("section", { id: "view-release", class: "view" });
+    sec.hidden = true;
+    const bar = el("div", { class: "toolbar" },
+      el("button", { id: "release-rerun", title: "read the manifest, evidence and policy again and re-run every check" }, "Run again"),
+      el("span", { id: "release-status", class: "muted" }));
+    const verdict = el("div", { id: "release-verdict", "data-verdict": "" });
+    verdict.style.fontSize = "20px";
+    verdict.style.fontWeight = "700";
+    verdict.style.margin = "8px 0";
+    const inputs = el("p", { id: "release-inputs", class: "hint" });
+    const tbl = el("table", { id: "release-checks" },
+      el("thead", {}, el("tr", {}, ...["status", "check", "reason", "evidence"].map((h) => el("th", { text: h })))),
+      el("tbody"));
+    tbl.style.borderCollapse = "collapse";
+    tbl.style.background = "#fff";
+    tbl.style.fontSize = "13px";
+    tbl.style.width = "100%";
+    const reasons = el("ol", { id: "release-reasons" });
+    sec.append(bar, verdict, inputs, tbl, el("h3", { text: "Reasons" }), reasons);
+    $("main").insertBefore(sec, $("#error"));
+    $("#release-rerun").addEventListener("click", run);
+  }
+
+  function cell(text) {
+    const td = el("td", { text });
+    td.style.borderTop = "1px solid #e4e7ec";
+    td.style.padding = "4px 8px";
+    td.style.verticalAlign = "top";
+    return td;
+  }
+
+  function evidenceCell(ev) {
+    const td = cell("");
+    const keys = ev && typeof ev === "object" ? Object.keys(ev) : [];
+    if (!keys.length) return td;
+    const pre = el("pre", { class: "release-evidence", text: JSON.stringify(ev, null, 1) });
+    pre.style.margin = "0";
+    pre.style.maxHeight = "160px";
+    pre.style.overflow = "auto";
+    pre.style.fontSize = "11px";
+    const det = el("details", {}, el("summary", { text: keys.slice(0, 4).join(", ") + (keys.length > 4 ? ", ..." : "") }), pre);
+    td.append(det);
+    return td;
+  }
+
+  function render(d) {
+    const v = $("#release-verdict");
+    const tb = $("#release-checks tbody");
+    tb.textContent = "";
+    $("#release-reasons").textContent = "";
+    if (!d.configured) {
+      v.dataset.verdict = "none";
+      v.textContent = "No release inputs";
+      v.style.color = "#667085";
+      $("#release-inputs").textContent = d.hint || "";
+      return;
+    }
+    v.dataset.verdict = d.verdict;
+    v.textContent = d.verdict + " \u2014 " + d.n_failed + " of " + d.n_checks + " checks failed" +
+      (d.exit_code === 3 ? " (an input could not be parsed)" : "") + (d.target ? " \u2014 target " + d.target : "");
+    v.style.color = d.verdict === "PASS" ? COLORS.pass : COLORS.fail;
+    const inp = d.inputs || {};
+    $("#release-inputs").textContent = "manifest " + inp.manifest + " \u00b7 evidence " + inp.evidence + " \u00b7 policy " + inp.policy +
+      (inp.rollback ? " \u00b7 rollback " + inp.rollback : "") + (inp.canary != null ? " \u00b7 canary " + inp.canary : "");
+    for (const c of d.checks) {
+      const st = cell(c.status.toUpperCase().replace("_", " "));
+      st.style.color = COLORS[c.status] || "#000";
+      st.style.fontWeight = "600";
+      st.dataset.field = "status";
+      const name = cell(c.name);
+      name.dataset.field = "name";
+      const reason = cell(c.reason);
+      reason.dataset.field = "reason";
+      const tr = el("tr", { "data-check": c.name, "data-status": c.status }, st, name, reason, evidenceCell(c.evidence));
+      if (c.status === "fail") tr.style.background = "#fff1f0";
+      tb.append(tr);
+    }
+    for (const r of d.reasons) $("#release-reasons").append(el("li", { text: r }));
+  }
+
+  async function run() {
+    const my = ++seq;
+    $("#release-status").textContent = "running the gate\u2026";
+    try {
+      const d = await api("/api/v1/release");
+      if (my !== seq) return;
+      render(d);
+      $("#release-status").textContent = "";
+      $("#release-verdict").dataset.ready = "1";
+    } catch (e) {
+      $("#release-status").textContent = "";
+      showError(e);
+    }
+  }
+
+  async function show() {
+    build();
+    await run();
+  }
+
+  build();
+  return { show, run };
+})();

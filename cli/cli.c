@@ -14,6 +14,7 @@
 
 cli_state g_cli;
 volatile int g_cli_interrupted;
+volatile int g_cli_exit_on_interrupt;
 
 const cli_opt cli_common_opts[] = {
     {"json", 0, NULL, 0, "print one JSON document on stdout (schema tensormorph.<cmd>/1)"},
@@ -56,13 +57,17 @@ void cli_print_help(const cli_cmd *cmd, FILE *out) {
     }
 }
 
+static void json_error_doc(int code, const char *msg);
+static char s_last_msg[1024];
+
 int cli_usage_error(const cli_cmd *cmd, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    fprintf(stderr, "tensormorph %s: ", cmd ? cmd->name : "");
-    vfprintf(stderr, fmt, ap);
+    vsnprintf(s_last_msg, sizeof s_last_msg, fmt, ap);
     va_end(ap);
-    fprintf(stderr, "\ntry 'tensormorph %s --help'\n", cmd ? cmd->name : "");
+    fprintf(stderr, "tensormorph %s: %s\ntry 'tensormorph %s --help'\n", cmd ? cmd->name : "", s_last_msg,
+            cmd ? cmd->name : "");
+    json_error_doc(EXIT_USAGE, s_last_msg);
     return EXIT_USAGE;
 }
 
@@ -98,6 +103,8 @@ int cli_parse(const cli_cmd *cmd, int argc, char **argv, cli_args *out) {
         }
     }
     shorts[sp] = '\0';
+    for (int i = 1; i < argc && strcmp(argv[i], "--"); i++)
+        if (!strcmp(argv[i], "--json")) g_cli.json = 1; /* option errors below answer in JSON too */
     optind = 1;
     opterr = 0;
     int rc = 0;
@@ -108,7 +115,17 @@ int cli_parse(const cli_cmd *cmd, int argc, char **argv, cli_args *out) {
         int idx = -1;
         if (c >= 1000) idx = c - 1000;
         else if (c == '?') {
-            rc = cli_usage_error(cmd, "unknown option '%s'", argv[optind - 1]);
+            /* "-1,0": a negative number, not an option (getopt reads it as "-1") */
+            const char *neg = NULL;
+            for (int i = 1; i < argc && !neg; i++)
+                if (argv[i][0] == '-' && argv[i][1] >= '0' && argv[i][1] <= '9') neg = argv[i];
+            if (neg && optopt >= '0' && optopt <= '9')
+                rc = cli_usage_error(cmd, "'%s': index %lld is negative (coordinates count from 0); "
+                                     "put -- before arguments that start with '-'", neg, strtoll(neg, NULL, 10));
+            else if (optopt)
+                rc = cli_usage_error(cmd, "unknown option '-%c'", optopt);
+            else
+                rc = cli_usage_error(cmd, "unknown option '%s'", argv[optind - 1]);
             break;
         } else if (c == ':') {
             rc = cli_usage_error(cmd, "option '%s' needs an argument", argv[optind - 1]);
@@ -213,10 +230,59 @@ int cli_exit_code(tm_status s) {
     }
 }
 
+/* --json failures: whether a document already went to stdout, and the last error message */
+static int s_json_printed;
+
+static const char *exit_status_name(int code) {
+    switch (code) {
+    case EXIT_USAGE: return "usage";
+    case EXIT_INPUT: return "input";
+    case EXIT_IO: return "io";
+    case EXIT_INTERNAL: return "internal";
+    case EXIT_INTERRUPT: return "interrupted";
+    default: return "failed";
+    }
+}
+
+/* {"error": {"code", "status", "message"}} on stdout, once, when --json was given and no
+** document was printed yet (docs/exit-codes.md). */
+static void json_error_doc(int code, const char *msg) {
+    if (!g_cli.json || s_json_printed) return;
+    json_t *e = json_object();
+    json_object_set_new(e, "code", json_integer(code));
+    json_object_set_new(e, "status", json_string(exit_status_name(code)));
+    json_object_set_new(e, "message", json_string(msg && *msg ? msg : exit_status_name(code)));
+    json_t *d = json_object();
+    json_object_set_new(d, "error", e);
+    cli_json_print(d);
+}
+
+int cli_error(int code, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(s_last_msg, sizeof s_last_msg, fmt, ap);
+    va_end(ap);
+    cli_progress_end();
+    fprintf(stderr, "tensormorph: %s\n", s_last_msg);
+    json_error_doc(code, s_last_msg);
+    return code;
+}
+
+void cli_json_error_fallback(int rc) {
+    if (rc >= EXIT_USAGE) json_error_doc(rc, s_last_msg[0] ? s_last_msg : "see the message on stderr");
+}
+
 int cli_fail(tm_status s, const tm_err *err) {
     cli_progress_end();
-    fprintf(stderr, "tensormorph: %s\n", err && err->msg[0] ? err->msg : tm_status_str(s));
-    return cli_exit_code(s);
+    const char *msg = err && err->msg[0] ? err->msg : tm_status_str(s);
+    fprintf(stderr, "tensormorph: %s\n", msg);
+    snprintf(s_last_msg, sizeof s_last_msg, "%s", msg);
+    int code = cli_exit_code(s);
+    /* a file that is not there (e.g. an ONNX model's external data file) cannot be opened:
+    ** an I/O error whichever reader noticed it */
+    if (err && err->sys_errno == ENOENT && (s == TM_E_CORRUPT || s == TM_E_UNSUPPORTED)) code = EXIT_IO;
+    json_error_doc(code, msg);
+    return code;
 }
 
 json_t *cli_json_num(double v) {
@@ -234,6 +300,7 @@ json_t *cli_json_doc(const char *cmd) {
 }
 
 void cli_json_print(json_t *doc) {
+    s_json_printed = 1;
     json_dumpf(doc, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17));
     fputc('\n', stdout);
     json_decref(doc);

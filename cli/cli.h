@@ -79,9 +79,17 @@ typedef struct cli_state {
 } cli_state;
 extern cli_state g_cli;
 extern volatile int g_cli_interrupted;
+/* 1 while a command holds nothing to clean up (no output started, no temp file): the first
+** SIGINT/SIGTERM then exits 130 at once instead of waiting for the next cancel check. */
+extern volatile int g_cli_exit_on_interrupt;
 
 /* Map a library status to an exit code, print err->msg on stderr ("tensormorph: ..."). */
 int cli_fail(tm_status s, const tm_err *err);
+/* With --json, a failing command (rc >= 2) that printed no document yet prints
+** {"error": {"code", "status", "message"}} on stdout (cli_fail and cli_usage_error do it at once). */
+void cli_json_error_fallback(int rc);
+/* Print "tensormorph: <message>" on stderr (and the --json error document); returns code. */
+int cli_error(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 int cli_exit_code(tm_status s);
 
 /* JSON helpers. Non-finite numbers become the strings "nan", "inf", "-inf". */

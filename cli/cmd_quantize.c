@@ -26,6 +26,7 @@ const cli_opt opts_quantize[] = {
     {"no-checksums", 0, NULL, 0, "skip sha256 of inputs and outputs (the manifest says so)"},
     {"max-shard-size", 0, "SIZE", 0, "split the safetensors output into shards (e.g. 5GB, 500MiB)"},
     {"strict", 0, NULL, 0, "fail on a tensor the output layout cannot hold instead of keeping it dense"},
+    {"allow-empty", 0, NULL, 0, "write OUT even when no tensor gets quantized (else exit 2/3 saying why)"},
     {"force", 'f', NULL, 0, "replace OUT when it holds a previous tensormorph output (never anything else)"},
     {"kernel", 0, "K", 0, "auto (default) or ref: force the scalar reference kernels (also TM_FORCE_KERNEL)"},
     {"top", 0, "N", 0, "rows of the Quantization Diff summary to print (default 10)"},
@@ -61,8 +62,8 @@ static int parse_gran(const char *s, tm_qgran *g) {
         if (s[7] == '\0') return 0;
         if (s[7] != ':') return -1;
         errno = 0;
-        long a = strtol(s + 8, &end, 10);
-        if (errno || *end || end == s + 8 || a < -8 || a > 7) return -1;
+        long a = strtol(s + 8, &end, 10); /* any integer: the job says when it is out of range */
+        if (errno || *end || end == s + 8 || a < -1000000 || a > 1000000) return -1;
         g->axis = (int)a;
         return 0;
     }
@@ -75,8 +76,9 @@ static int parse_gran(const char *s, tm_qgran *g) {
         g->group_size = n;
         if (*end == ':') {
             const char *a0 = end + 1;
+            errno = 0;
             long a = strtol(a0, &end, 10);
-            if (end == a0 || *end || a < -8 || a > 7) return -1;
+            if (errno || end == a0 || *end || a < -1000000 || a > 1000000) return -1;
             g->axis = (int)a;
         } else if (*end) return -1;
         return 0;
@@ -241,6 +243,7 @@ int cmd_quantize(const cli_cmd *cmd, cli_args *a) {
     p.quantize_embeddings = cli_has(a, "quantize-embeddings");
     p.no_checksums = cli_has(a, "no-checksums");
     p.strict = cli_has(a, "strict");
+    p.allow_empty = cli_has(a, "allow-empty");
     p.force = cli_has(a, "force");
     p.n_threads = g_cli.threads;
     p.command_line = g_cli.argv_line;

@@ -14,7 +14,7 @@ int cmd_quantize_gguf(const cli_cmd *cmd, cli_args *a);
 static const char *const ct_only[] = {"granularity", "symmetric", "asymmetric", "observer",
                                       "convention", "include", "exclude", "recipe",
                                       "scale-dtype", "quantize-embeddings", "allow-nonfinite",
-                                      "max-shard-size", "kernel"};
+                                      "max-shard-size", "kernel", "allow-empty"};
 
 int cmd_quantize_gguf(const cli_cmd *cmd, cli_args *a) {
     const char *out = cli_get(a, "output");

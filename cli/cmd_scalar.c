@@ -14,7 +14,9 @@ const char details_scalar[] =
     "e.g. 3,17. For a quantized tensor prints the code q of value = (q - zero_point) x scale with\n"
     "any storage offset removed (for fp8 the stored byte), the container word as stored in the\n"
     "file, the scale, zero point, group id and the dequantized value. A plain tensor prints its\n"
-    "stored value.";
+    "stored value. With --ref, a tensor the reference lacks (e.g. a quantized output's\n"
+    "weight_scale) still prints its value; ref value and error are left out (JSON: null, with a\n"
+    "\"note\"), exit 0. A negative coordinate is refused; put -- before an INDEX that starts with -.";
 
 /* scalar_json: the `scalar --json` document (also served as /api/v1/scalar). qe: the element
 ** when t is quantized; ref_value used when have_ref. */
@@ -99,22 +101,28 @@ int cmd_scalar(const cli_cmd *cmd, cli_args *a) {
     int64_t ti = tm_file_find(f, a->pos[1]);
     const tm_tensor *t = tm_file_tensor(f, ti);
     if (!t) {
-        fprintf(stderr, "tensormorph: %s: no tensor named '%s'\n", a->pos[0], a->pos[1]);
+        cli_error(EXIT_USAGE, "%s: no tensor named '%s'", a->pos[0], a->pos[1]);
         tm_close(f);
         return EXIT_USAGE;
     }
     char sh[96];
     cli_shape_str(t->ndim, t->shape, sh, sizeof sh);
     if (nc != t->ndim && !(t->ndim == 0 && nc == 1 && coords[0] == 0)) {
-        fprintf(stderr, "tensormorph: tensor '%s' has shape %s: INDEX needs %d coordinate(s), got %d\n", t->name, sh, t->ndim, nc);
+        cli_error(EXIT_USAGE, "tensor '%s' has shape %s: INDEX needs %d coordinate(s), got %d", t->name, sh, t->ndim, nc);
         tm_close(f);
         return EXIT_USAGE;
     }
     int64_t flat = 0;
     for (int d = 0; d < t->ndim; d++) {
-        if (coords[d] < 0 || coords[d] >= t->shape[d]) {
-            fprintf(stderr, "tensormorph: tensor '%s' has shape %s: coordinate %d is %" PRId64 ", outside [0, %" PRId64 ")\n",
-                    t->name, sh, d, coords[d], t->shape[d]);
+        if (coords[d] < 0) {
+            cli_error(EXIT_USAGE, "tensor '%s' has shape %s: index %" PRId64 " (coordinate %d) is negative; "
+                      "coordinates count from 0", t->name, sh, coords[d], d);
+            tm_close(f);
+            return EXIT_USAGE;
+        }
+        if (coords[d] >= t->shape[d]) {
+            cli_error(EXIT_USAGE, "tensor '%s' has shape %s: coordinate %d is %" PRId64 ", outside [0, %" PRId64 ")",
+                      t->name, sh, d, coords[d], t->shape[d]);
             tm_close(f);
             return EXIT_USAGE;
         }
@@ -130,6 +138,7 @@ int cmd_scalar(const cli_cmd *cmd, cli_args *a) {
     if (s) { rc = cli_fail(s, &err); tm_close(f); return rc; }
     int have_ref = 0;
     double ref_value = NAN;
+    char ref_note[1024] = "";
     if (cli_get(a, "ref")) {
         tm_file *r;
         rc = cli_open(cli_get(a, "ref"), &r);
@@ -137,23 +146,33 @@ int cmd_scalar(const cli_cmd *cmd, cli_args *a) {
         int64_t ri = tm_file_find(r, t->name);
         const tm_tensor *rt = tm_file_tensor(r, ri);
         if (!rt || rt->n_elems != t->n_elems) {
-            fprintf(stderr, "tensormorph: %s: no tensor '%s' with %" PRId64 " elements\n", cli_get(a, "ref"), t->name, t->n_elems);
+            /* e.g. a quantized output's weight_scale: the source has nothing to compare with.
+            ** The stored value is still shown; the ref_* fields are left out (docs/API.md). */
+            if (!rt)
+                snprintf(ref_note, sizeof ref_note, "%s has no tensor '%s': ref value and error left out",
+                         cli_get(a, "ref"), t->name);
+            else
+                snprintf(ref_note, sizeof ref_note,
+                         "%s: tensor '%s' has %" PRId64 " elements, not %" PRId64 ": ref value and error left out",
+                         cli_get(a, "ref"), t->name, rt->n_elems, t->n_elems);
+            fprintf(stderr, "tensormorph: note: %s\n", ref_note);
             tm_close(r);
-            tm_close(f);
-            return EXIT_USAGE;
+        } else {
+            float v;
+            s = tm_tensor_read_f32(r, ri, flat, 1, &v, &err);
+            tm_close(r);
+            if (s) { rc = cli_fail(s, &err); tm_close(f); return rc; }
+            ref_value = v;
+            have_ref = 1;
         }
-        float v;
-        s = tm_tensor_read_f32(r, ri, flat, 1, &v, &err);
-        tm_close(r);
-        if (s) { rc = cli_fail(s, &err); tm_close(f); return rc; }
-        ref_value = v;
-        have_ref = 1;
     }
     double error = value - ref_value;
     double lsb = t->quant ? tm_lsb_size(t->quant->code_dtype, qe.scale, have_ref ? ref_value : value) : 0;
     double err_lsb = lsb > 0 ? error / lsb : NAN;
     if (g_cli.json) {
-        cli_json_print(scalar_json(f, t, nc, coords, flat, &qe, value, have_ref, ref_value));
+        json_t *d = scalar_json(f, t, nc, coords, flat, &qe, value, have_ref, ref_value);
+        if (ref_note[0]) json_object_set_new(d, "note", json_string(ref_note));
+        cli_json_print(d);
     } else {
         printf("tensor:      %s %s %s\n", t->name, tm_dtype_get(t->dtype)->name, sh);
         printf("index:       %s (flat %" PRId64 ")\n", a->pos[2], flat);

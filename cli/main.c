@@ -121,7 +121,7 @@ static const cli_cmd *find_cmd(const char *name) {
 
 static void on_sigint(int sig) {
     (void)sig;
-    if (g_cli_interrupted) _Exit(130);
+    if (g_cli_interrupted || g_cli_exit_on_interrupt) _Exit(130);
     g_cli_interrupted = 1;
 }
 
@@ -131,7 +131,7 @@ int main(int argc, char **argv) {
     if (!strcmp(name, "--help") || !strcmp(name, "-h")) { usage_main(stdout); return 0; }
     if (!strcmp(name, "--version")) name = "version";
     if (!strcmp(name, "help")) {
-        if (argc < 3) { usage_main(stdout); return 0; }
+        if (argc < 3 || !strcmp(argv[2], "--help") || !strcmp(argv[2], "-h")) { usage_main(stdout); return 0; }
         const cli_cmd *c = find_cmd(argv[2]);
         if (!c) { fprintf(stderr, "tensormorph: no command '%s'\n", argv[2]); return EXIT_USAGE; }
         cli_print_help(c, stdout);
@@ -176,5 +176,6 @@ int main(int argc, char **argv) {
     cli_args_free(&args);
     free(g_cli.argv_line);
     if (g_cli_interrupted && rc != 0) rc = EXIT_INTERRUPT;
+    cli_json_error_fallback(rc);
     return rc;
 }

@@ -150,6 +150,8 @@ typedef struct tm_qjob_params {
                                       output (tensormorph-manifest.json); anything else is never
                                       replaced                                                    */
     int             no_checksums;  /* 1: skip sha256 of sources and outputs                       */
+    int             allow_empty;   /* 1: write the output even when no tensor is quantized (else
+                                      TM_E_INVALID_ARG / TM_E_UNSUPPORTED saying why)             */
     int             n_threads;     /* 0 = 1                                                       */
     uint64_t        max_shard_bytes;
     const char     *command_line;  /* recorded in the manifest                                    */
@@ -190,7 +192,9 @@ typedef struct tm_qjob_result {
 ** and renamed into place at the end: a killed run leaves nothing at out_dir.
 ** Returns TM_OK | TM_E_INVALID_ARG (a type/granularity the layout cannot represent at all:
 ** uint codes, e5m2, channel axis != 0, group axis != last) | TM_E_NONFINITE | TM_E_RANGE |
-** TM_E_UNSUPPORTED (strict: a tensor it cannot hold) | TM_E_IO | TM_E_NOMEM | TM_E_CANCELLED.
+** TM_E_UNSUPPORTED (strict: a tensor it cannot hold; an already-quantized input; no tensor
+** quantized and !allow_empty) | TM_E_INVALID_ARG also when --include matches nothing or the
+** filters leave nothing (!allow_empty) | TM_E_IO | TM_E_NOMEM | TM_E_CANCELLED.
 ** Free the result with tm_qjob_result_free. */
 tm_status tm_quantize_checkpoint(tm_file *in, const char *out_dir, const tm_qjob_params *p,
                                  tm_qjob_result **out, tm_err *err);

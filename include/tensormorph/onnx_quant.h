@@ -108,8 +108,8 @@ typedef struct tm_onnx_qresult {
 ** must come back as a logical quantized tensor with the scales, zero points and granularity
 ** written. Only float32/float16/bfloat16 weights are quantized; DequantizeLinear, QOperator or
 ** MatMulNBits weights already in the model are left as they are.
-** Returns TM_OK | TM_E_INVALID_ARG (bad params; OUT exists and is not a previous output, is the
-** input, or is a directory; include/exclude regex) | TM_E_UNSUPPORTED (not ONNX; external data;
+** Returns TM_OK | TM_E_INVALID_ARG (bad params; the input is not ONNX; OUT exists and is not a
+** previous output, is the input, or is a directory; include/exclude regex) | TM_E_UNSUPPORTED (external data;
 ** int4 or block_size needed but neither raising the opset nor com.microsoft works: the message
 ** names the op) | TM_E_LIMIT (output over 2 GiB) | TM_E_NONFINITE | TM_E_RANGE | TM_E_IO |
 ** TM_E_NOMEM | TM_E_CANCELLED | TM_E_INTERNAL (the re-opened output disagrees).

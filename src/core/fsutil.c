@@ -27,7 +27,23 @@ tm_status tm__fsync_dir(const char *dir, tm_err *err) {
     return TM_OK;
 }
 
+tm_status tm__check_out_dir(const char *path, tm_err *err) {
+    char *dir = tm__dirname(path);
+    if (!dir) return tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
+    struct stat st;
+    tm_status s = TM_OK;
+    if (stat(dir, &st) != 0)
+        s = tm__err_sys(err, errno, "-o %s: directory '%s' %s", path, dir,
+                        errno == ENOENT ? "does not exist" : "cannot be read");
+    else if (!S_ISDIR(st.st_mode))
+        s = tm__err_set(err, TM_E_IO, -1, "-o %s: '%s' is not a directory", path, dir);
+    free(dir);
+    return s;
+}
+
 tm_status tm__write_file_atomic(const char *path, const void *data, size_t n, tm_err *err) {
+    tm_status cs = tm__check_out_dir(path, err);
+    if (cs) return cs;
     char *tmp = tm__aprintf("%s.tmp.%ld", path, (long)getpid());
     if (!tmp) return tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
     int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);

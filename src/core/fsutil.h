@@ -13,4 +13,7 @@ void tm__rm_rf(const char *path);
 tm_status tm__mkdir_p(const char *path, tm_err *err);
 /* The directory part of path ("." when none); malloc'd. */
 char *tm__dirname(const char *path);
+/* Before writing the file `path`: its directory must exist and be a directory. TM_OK, or
+** TM_E_IO naming the output path and the directory ("-o P: directory 'D' does not exist"). */
+tm_status tm__check_out_dir(const char *path, tm_err *err);
 #endif

@@ -24,7 +24,13 @@
 ** .npz: a zip archive (numpy.savez: stored members; savez_compressed: deflate) whose members
 ** "<key>.npy" are .npy images; each array becomes a tensor named <key>. Stored members are used
 ** in place at their data offset (zipread.c); deflated members are inflated into memory that the
-** tm_file owns, at most NPZ_MAX_INFLATED bytes in all.
+** tm_file owns, at most NPZ_MAX_INFLATED bytes in all. Members are independent: one that cannot
+** be read (a bad .npy header, truncated data, a failed inflate or CRC, the inflate limit) is
+** skipped with the warning "<path>: array '<key>' is unreadable (<reason>); skipped", as a
+** non-tensor dtype is ("...: array '<key>' has dtype <descr>, which is not a tensor dtype;
+** skipped"), so the other arrays stay usable; only when no array at all could be read and some
+** member failed does the open fail, with the first member's error. The archive's own structure
+** (central directory, local headers) is checked by zipread.c and still fails the open.
 */
 #include "zipread.h"
 
@@ -192,9 +198,13 @@ static tm_status parse_descr(const npy_where *w, uint64_t off, npy_info *in, tm_
 static tm_status npy_parse(const uint8_t *p, uint64_t n, const npy_where *w, npy_info *in,
                            tm_err *err) {
     memset(in, 0, sizeof *in);
-    if (n < 10 || memcmp(p, npy_magic, 6) != 0)
+    size_t nm = n < 6 ? (size_t)n : 6;
+    if (memcmp(p, npy_magic, nm) != 0 || n == 0)
         return NPY_ERR(TM_E_CORRUPT, 0, "not a .npy image (no \\x93NUMPY magic in its %llu bytes)",
                        (unsigned long long)n);
+    if (n < 10) /* the magic (or its start) is there: the header stops early */
+        return NPY_ERR(TM_E_CORRUPT, n, ".npy header truncated: %llu bytes, the fixed part (magic, "
+                       "version, header length) needs 10", (unsigned long long)n);
     int major = p[6], minor = p[7];
     if (major < 1 || major > 3 || minor != 0)
         return NPY_ERR(TM_E_UNSUPPORTED, 6, ".npy format version %d.%d (1.0, 2.0 and 3.0 are read)",
@@ -360,9 +370,14 @@ tm_status tm__npy_open(const char *path, const tm_open_params *p, tm_file **out,
 
 tm_status tm__npz_load(tm_file *f, int mi, tm__zip *z, const tm_open_params *p, tm_err *err) {
     (void)p;
+    tm_err local;
+    if (!err) err = &local;
     f->format = TM_FMT_NPZ;
     const char *path = f->maps[mi].path;
     uint64_t inflated = 0;
+    int64_t n_arrays = 0, n_broken = 0;
+    tm_err first; /* the first unreadable member's error */
+    memset(&first, 0, sizeof first);
     for (int64_t i = 0; i < z->n; i++) {
         const tm__zip_entry *e = &z->e[i];
         size_t l = strlen(e->name);
@@ -415,14 +430,28 @@ tm_status tm__npz_load(tm_file *f, int mi, tm__zip *z, const tm_open_params *p, 
                 free(slot_name);
             }
         }
-        if (!s && !in.is_tensor)
-            s = tm__file_add_warning(f, err, "%s: array '%s' has dtype '%s', not a numeric tensor "
-                                     "type; skipped", path, key, in.descr);
-        else if (!s) {
+        if (!s && !in.is_tensor) {
+            s = tm__file_add_warning(f, err, "%s: array '%s' has dtype %s, which is not a tensor "
+                                     "dtype; skipped", path, key, in.descr);
+        } else if (!s) {
             s = add_array(f, w, &in, slot, image_off, err);
+            if (!s) n_arrays++;
+        } else if (s != TM_E_NOMEM && s != TM_E_IO && s != TM_E_INTERNAL) {
+            /* this member only: keep the others usable, report it */
+            if (n_broken++ == 0) first = *err;
+            char pre[600];
+            snprintf(pre, sizeof pre, "%s: array '%s': ", path, key);
+            size_t pl = strlen(pre);
+            const char *why = strncmp(err->msg, pre, pl) ? err->msg : err->msg + pl;
+            s = tm__file_add_warning(f, err, "%s: array '%s' is unreadable (%.300s); skipped",
+                                     path, key, why);
         }
         free(key);
         if (s) return s;
+    }
+    if (n_arrays == 0 && n_broken > 0) { /* nothing usable: the first member's error */
+        *err = first;
+        return first.code;
     }
     return TM_OK;
 }

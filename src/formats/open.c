@@ -56,7 +56,7 @@ tm_status tm_open(const char *path, const tm_open_params *p, tm_file **out, tm_e
         return tm__err_set(err, TM_E_CORRUPT, (int64_t)n,
                            "%s: file is %zu bytes, too short for any checkpoint format", path, n);
     return tm__err_set(err, TM_E_UNSUPPORTED, 0,
-                       "%s: unrecognised file format (not safetensors)", path);
+                       "%s: unrecognised file format (not safetensors, GGUF, ONNX, PyTorch or NumPy)", path);
 }
 
 tm_status tm_open_buffer(const void *data, size_t n_bytes, const char *name,

@@ -332,8 +332,8 @@ static tm_status get_type(qstate *qs, int new_type, const char *name, int64_t ne
             snprintf(reason + k, rn - k, "; row of %lld is not a multiple of %lld: fallback %s%s",
                      (long long)ne0, (long long)qk, tname(fb), f2 == fb ? "" : ", not a multiple of its block either: F16");
             new_type = f2;
+            ++qs->n_fallback; /* refused rows are counted once, by the caller (n_refused) */
         }
-        ++qs->n_fallback;
     }
     *out = new_type;
     return TM_OK;
@@ -614,6 +614,8 @@ tm_status tm_gguf_quantize(tm_file *in, const char *out_path, const tm_gguf_qpar
     const int def_type = tm_gguf_ftype_default_type(p->ftype);
     if (def_type < 0) return tm__err_set(err, TM_E_INVALID_ARG, -1, "unknown GGUF file type %d", p->ftype);
     const int def_quantized = def_type != TM_GQ_F16 && def_type != TM_GQ_BF16;
+    tm_status ds = tm__check_out_dir(out_path, err);
+    if (ds) return ds;
     /* nothing is lost: OUT is a new path, or (with force) a previous tensormorph output */
     struct stat st;
     if (stat(out_path, &st) == 0) {

@@ -225,7 +225,8 @@ tm_status tm_onnx_quantize(tm_file *in, const char *out_path, const tm_onnx_qpar
     const tm_qspec *ds = &p->spec;
     int64_t min_elems = p->min_elems > 0 ? p->min_elems : 16;
     if (tm_file_format(in) != TM_FMT_ONNX)
-        return tm__err_set(err, TM_E_UNSUPPORTED, -1, "%s: ONNX output needs an ONNX input (this is %s)",
+        return tm__err_set(err, TM_E_INVALID_ARG, -1, "%s: ONNX output (-o ending in .onnx) needs an ONNX "
+                           "input (this is %s); for it write -o DIR (compressed-tensors) or -o OUT.gguf",
                            tm_file_path(in, 0), tm_format_name(tm_file_format(in)));
     if (tm_onnx_dq_min_opset(ds->code_dtype, ds->gran.kind) < 0 || ds->code_dtype == TM_U4)
         return tm__err_set(err, TM_E_INVALID_ARG, -1, "ONNX output: type %s with granularity %s is not "
@@ -237,6 +238,8 @@ tm_status tm_onnx_quantize(tm_file *in, const char *out_path, const tm_onnx_qpar
     if (ds->scale_dtype != TM_F32)
         return tm__err_set(err, TM_E_INVALID_ARG, -1, "ONNX output: scales are float32 (DequantizeLinear "
                            "before opset 19 takes only float32 scales)");
+    tm_status dst = tm__check_out_dir(out_path, err);
+    if (dst) return dst;
     /* nothing is lost: OUT is a new path, or (with force) a previous tensormorph output */
     struct stat st;
     if (stat(out_path, &st) == 0) {

@@ -146,6 +146,10 @@ static tm_status check_layout_scheme(const tm_qspec *s, tm_err *err) {
     switch (s->gran.kind) {
     case TM_GRAN_TENSOR: break;
     case TM_GRAN_CHANNEL:
+        if (s->gran.axis < -2 || s->gran.axis > 1)
+            return tm__err_set(err, TM_E_INVALID_ARG, -1,
+                               "--granularity channel:%d: axis %d out of range for a 2-D weight "
+                               "(0 or -2: output channels; 1 or -1: input)", s->gran.axis, s->gran.axis);
         if (s->gran.axis != 0 && s->gran.axis != -2)
             return tm__err_set(err, TM_E_INVALID_ARG, -1,
                                "--granularity channel:%d: compressed-tensors keeps one scale per output "
@@ -156,6 +160,11 @@ static tm_status check_layout_scheme(const tm_qspec *s, tm_err *err) {
             return tm__err_set(err, TM_E_INVALID_ARG, -1,
                                "fp8 weights in compressed-tensors take tensor, channel or block scales, "
                                "not groups");
+        if (s->gran.axis < -2 || s->gran.axis > 1)
+            return tm__err_set(err, TM_E_INVALID_ARG, -1,
+                               "--granularity group:%lld:%d: axis %d out of range for a 2-D weight "
+                               "(1 or -1: input dimension)", (long long)s->gran.group_size, s->gran.axis,
+                               s->gran.axis);
         if (s->gran.axis != 1 && s->gran.axis != -1)
             return tm__err_set(err, TM_E_INVALID_ARG, -1,
                                "--granularity group:%lld:%d: compressed-tensors groups run along the "
@@ -170,6 +179,60 @@ static tm_status check_layout_scheme(const tm_qspec *s, tm_err *err) {
     if (s->scale_dtype != TM_F32 && s->scale_dtype != TM_F16 && s->scale_dtype != TM_BF16)
         return tm__err_set(err, TM_E_INVALID_ARG, -1, "--scale-dtype must be f32, f16 or bf16");
     return TM_OK;
+}
+
+/* After every tensor is decided: when none is quantized, say why (unless allow_empty) instead
+** of writing a copy of the input. A filter that matches nothing is an argument error
+** (TM_E_INVALID_ARG); a group size that divides no weight, or a checkpoint without a
+** quantizable weight, is TM_E_UNSUPPORTED (docs/exit-codes.md). */
+static tm_status check_something_quantized(const job_t *j, tm_err *err) {
+    const tm_qjob_params *p = j->p;
+    int64_t n_group = 0, n_filtered = 0, n_inc_match = 0, n_data = 0;
+    int64_t cols[2] = {-1, -1};
+    for (int64_t i = 0; i < j->n_plans; i++) {
+        const plan_t *pl = &j->plans[i];
+        if (pl->kind != OUT_COPY) return TM_OK;
+        const tm_tensor *t = tm_file_tensor(j->in, pl->src);
+        if (t->role != TM_ROLE_DATA) continue;
+        n_data++;
+        if (!strncmp(pl->reason, "group_size ", 11)) {
+            if (cols[0] < 0) cols[0] = pl->cols;
+            else if (cols[1] < 0 && pl->cols != cols[0]) cols[1] = pl->cols;
+            n_group++;
+        }
+        if (!strncmp(pl->reason, "excluded by --exclude", 21) || !strncmp(pl->reason, "not matched by any --include", 28) ||
+            !strncmp(pl->reason, "ignored by recipe", 17))
+            n_filtered++;
+        int bad = 0;
+        for (int64_t k = 0; k < p->n_include; k++)
+            if (re_match(p->include[k], t->name, err, &bad)) { n_inc_match++; break; }
+    }
+    const char *in_path = tm_file_path(j->in, 0);
+    if (p->n_include > 0 && n_inc_match == 0)
+        return tm__err_set(err, TM_E_INVALID_ARG, -1,
+                           "%s: --include '%s'%s matched no tensor (of %lld); nothing to quantize "
+                           "(--allow-empty writes the unchanged copy anyway)",
+                           in_path, p->include[0], p->n_include > 1 ? " (and the other --include patterns)" : "",
+                           (long long)n_data);
+    if (n_group > 0) {
+        char seen[64] = "";
+        if (cols[1] >= 0) snprintf(seen, sizeof seen, "%lld, %lld, ...", (long long)cols[0], (long long)cols[1]);
+        else snprintf(seen, sizeof seen, "%lld", (long long)cols[0]);
+        return tm__err_set(err, TM_E_UNSUPPORTED, -1,
+                           "%s: group:%lld does not divide the input dimension (columns: %s) of any of its %lld "
+                           "2-D weights, so no tensor was quantized; choose a group size that divides it "
+                           "(--allow-empty writes the unchanged copy anyway)",
+                           in_path, (long long)p->spec.gran.group_size, seen, (long long)n_group);
+    }
+    if (n_filtered > 0)
+        return tm__err_set(err, TM_E_INVALID_ARG, -1,
+                           "%s: --include/--exclude/recipe ignore left no tensor to quantize (%lld filtered out) "
+                           "(--allow-empty writes the unchanged copy anyway)",
+                           in_path, (long long)n_filtered);
+    return tm__err_set(err, TM_E_UNSUPPORTED, -1,
+                       "%s: no tensor can be quantized: none is a 2-D float '.weight' outside embeddings/lm_head "
+                       "(see the reasons with --allow-empty, or --quantize-embeddings)",
+                       in_path);
 }
 
 /* Decide one tensor. Returns TM_OK, or an error for --strict / bad regex. */
@@ -789,8 +852,8 @@ static json_t *spec_json(const tm_qspec *s) {
     char ob[48];
     json_object_set_new(o, "type", json_string(tm_dtype_get(s->code_dtype)->name));
     json_object_set_new(o, "granularity", json_string(gran_strategy(s->gran.kind)));
-    if (s->gran.kind == TM_GRAN_CHANNEL || s->gran.kind == TM_GRAN_GROUP)
-        json_object_set_new(o, "axis", json_integer(s->gran.axis));
+    if (s->gran.kind == TM_GRAN_CHANNEL || s->gran.kind == TM_GRAN_GROUP) /* 2-D weights: -2 -> 0, -1 -> 1 */
+        json_object_set_new(o, "axis", json_integer(s->gran.axis < 0 ? s->gran.axis + 2 : s->gran.axis));
     if (s->gran.kind == TM_GRAN_GROUP) json_object_set_new(o, "group_size", json_integer(s->gran.group_size));
     if (s->gran.kind == TM_GRAN_BLOCK) {
         json_t *b = json_array();
@@ -1042,7 +1105,7 @@ tm_status tm_quantize_checkpoint(tm_file *in, const char *out_dir, const tm_qjob
     int64_t n = tm_file_n_tensors(in);
     for (int64_t i = 0; !s && i < n; i++)
         if (tm_file_tensor(in, i)->quant)
-            s = tm__err_set(err, TM_E_INVALID_ARG, -1,
+            s = tm__err_set(err, TM_E_UNSUPPORTED, -1,
                             "%s is already quantized (e.g. '%s'); quantize its full-precision source "
                             "instead (re-quantizing codes would compound the error)",
                             tm_file_path(in, 0), tm_file_tensor(in, i)->name);
@@ -1058,6 +1121,7 @@ tm_status tm_quantize_checkpoint(tm_file *in, const char *out_dir, const tm_qjob
         s = decide(&j, pl, err);
         n_entries += pl->kind == OUT_COPY ? 1 : 4;
     }
+    if (!s && !p->allow_empty) s = check_something_quantized(&j, err);
     tm_st_entry *entries = s ? NULL : tm__calloc((size_t)(n_entries ? n_entries : 1), sizeof(tm_st_entry));
     char **names = s ? NULL : tm__calloc((size_t)(n_entries ? n_entries : 1), sizeof(char *));
     if (!s && (!entries || !names)) s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory");

@@ -435,8 +435,8 @@ static void test_output_path_safety(void **state) {
     free(o);
     assert_int_equal(run(&o, "%s quantize %s/demo -o %s/q8/ -q --force 2>&1", g_bin, g_tmp, g_tmp), 0);
     free(o);
-    /* re-quantizing codes is refused */
-    assert_int_equal(run(&o, "%s quantize %s/q8 -o %s/qq 2>&1", g_bin, g_tmp, g_tmp), 2);
+    /* re-quantizing codes is refused: input unsupported (3, as for GGUF, ONNX and .pt input) */
+    assert_int_equal(run(&o, "%s quantize %s/q8 -o %s/qq 2>&1", g_bin, g_tmp, g_tmp), 3);
     assert_non_null(strstr(o, "already quantized"));
     free(o);
     /* qdiff with REF and QUANT swapped says so */
@@ -519,6 +519,117 @@ static void test_diff(void **state) {
     json_decref(d);
 }
 
+/* The {"error": ...} document a failing --json command prints on stdout. */
+static void expect_json_error(json_t *d, int code, const char *status, const char *needle) {
+    json_t *e = json_object_get(d, "error");
+    assert_non_null(e);
+    assert_int_equal(json_integer_value(json_object_get(e, "code")), code);
+    assert_string_equal(json_string_value(json_object_get(e, "status")), status);
+    const char *m = json_string_value(json_object_get(e, "message"));
+    assert_non_null(m);
+    if (!strstr(m, needle)) fail_msg("message '%s' lacks '%s'", m, needle);
+}
+
+/* Nothing quantized, axis ranges, negative indices, a reference without the tensor, JSON
+** errors on stdout, help --help, an unknown file format. */
+static void test_refusals_and_messages(void **state) {
+    (void)state;
+    char *o = NULL;
+    /* group:7 divides no column count of the demo (256, 688): exit 3, nothing written */
+    json_t *d = run_json(3, "%s quantize %s/demo -o %s/g7 -t int4 -g group:7 --json 2>/dev/null", g_bin, g_tmp, g_tmp);
+    expect_json_error(d, 3, "input", "group:7 does not divide");
+    json_decref(d);
+    assert_false(exists("/nonexistent-never")); /* sanity of the helper */
+    char p[512];
+    snprintf(p, sizeof p, "%s/g7", g_tmp);
+    assert_false(exists(p));
+    /* a filter that matches nothing: a usage error */
+    d = run_json(2, "%s quantize %s/demo -o %s/inc --include nomatch --json 2>/dev/null", g_bin, g_tmp, g_tmp);
+    expect_json_error(d, 2, "usage", "--include 'nomatch' matched no tensor");
+    json_decref(d);
+    snprintf(p, sizeof p, "%s/inc", g_tmp);
+    assert_false(exists(p));
+    /* --allow-empty forces the copy */
+    d = run_json(0, "%s quantize %s/demo -o %s/g7e -t int4 -g group:7 --allow-empty --json", g_bin, g_tmp, g_tmp);
+    assert_int_equal(json_integer_value(json_object_get(json_object_get(json_object_get(d, "manifest"), "results"), "n_quantized")), 0);
+    json_decref(d);
+    /* any integer axis parses; out of range is said so */
+    d = run_json(2, "%s quantize %s/demo -o %s/ax -g channel:99 --json 2>/dev/null", g_bin, g_tmp, g_tmp);
+    expect_json_error(d, 2, "usage", "axis 99 out of range for a 2-D weight");
+    json_decref(d);
+    /* group axis -1 is recorded as 1 in the manifest, as the command line's default */
+    d = run_json(0, "%s quantize %s/demo -o %s/gm1 -t int4 -g group:64:-1 --json", g_bin, g_tmp, g_tmp);
+    json_t *rec = json_object_get(json_object_get(d, "manifest"), "recipe");
+    assert_non_null(rec);
+    char *txt = json_dumps(rec, JSON_COMPACT);
+    assert_non_null(txt);
+    assert_null(strstr(txt, "\"axis\":-1"));
+    assert_non_null(strstr(txt, "\"axis\":1"));
+    free(txt);
+    json_decref(d);
+    /* a compressed-tensors directory cannot become ONNX: usage error */
+    d = run_json(2, "%s quantize %s/demo -o %s/x.onnx --json 2>/dev/null", g_bin, g_tmp, g_tmp);
+    expect_json_error(d, 2, "usage", "needs an ONNX input");
+    json_decref(d);
+    /* re-quantizing quantized codes: input unsupported (3) */
+    assert_int_equal(run(&o, "%s quantize %s/demo -o %s/f2q8 -q", g_bin, g_tmp, g_tmp), 0);
+    free(o);
+    d = run_json(3, "%s quantize %s/f2q8 -o %s/f2rq --json 2>/dev/null", g_bin, g_tmp, g_tmp);
+    expect_json_error(d, 3, "input", "already quantized");
+    json_decref(d);
+    /* scalar: a negative index is named as such, with or without -- */
+    const char *w = "model.layers.2.mlp.down_proj.weight";
+    d = run_json(2, "%s scalar %s/f2q8 %s -1,0 --json 2>/dev/null", g_bin, g_tmp, w);
+    expect_json_error(d, 2, "usage", "index -1 is negative");
+    json_decref(d);
+    d = run_json(2, "%s scalar %s/f2q8 %s --json -- -1,0 2>/dev/null", g_bin, g_tmp, w);
+    expect_json_error(d, 2, "usage", "index -1 (coordinate 0) is negative");
+    json_decref(d);
+    /* scalar --ref where the reference has no such tensor: value shown, ref_* null, note */
+    d = run_json(0, "%s scalar %s/f2q8 %s_scale 3,0 --ref %s/demo --json 2>/dev/null", g_bin, g_tmp, w, g_tmp);
+    assert_true(jnum(d, "value") > 0);
+    assert_true(json_is_null(json_object_get(d, "ref_value")));
+    assert_true(json_is_null(json_object_get(d, "error")));
+    assert_non_null(strstr(json_string_value(json_object_get(d, "note")), "has no tensor"));
+    json_decref(d);
+    /* ... and it is the same scale the quantized weight's element reports */
+    d = run_json(0, "%s scalar %s/f2q8 %s 3,5 --json", g_bin, g_tmp, w);
+    double sc = jnum(d, "scale");
+    json_decref(d);
+    d = run_json(0, "%s scalar %s/f2q8 %s_scale 3,0 --json", g_bin, g_tmp, w);
+    assert_true((float)jnum(d, "value") == (float)sc);
+    json_decref(d);
+    /* help --help is the overview, exit 0 */
+    assert_int_equal(run(&o, "%s help --help", g_bin), 0);
+    assert_non_null(o);
+    assert_non_null(strstr(o, "usage: tensormorph <command>"));
+    free(o);
+    /* an unknown file: every format tried is named */
+    snprintf(p, sizeof p, "%s/junk.bin", g_tmp);
+    FILE *f = fopen(p, "wb");
+    assert_non_null(f);
+    for (int i = 0; i < 64; i++) fputc((i * 37 + 11) & 0xff, f);
+    fclose(f);
+    d = run_json(3, "%s inspect %s --json 2>/dev/null", g_bin, p);
+    expect_json_error(d, 3, "input", "not safetensors, GGUF, ONNX, PyTorch or NumPy");
+    json_decref(d);
+    /* a .npy holding only the magic: its header is truncated (the magic is not "missing") */
+    snprintf(p, sizeof p, "%s/six.npy", g_tmp);
+    f = fopen(p, "wb");
+    assert_non_null(f);
+    fwrite("\x93NUMPY", 1, 6, f);
+    fclose(f);
+    assert_int_equal(run(&o, "%s inspect %s 2>&1", g_bin, p), 3);
+    assert_non_null(strstr(o, "header truncated"));
+    assert_null(strstr(o, "no \\x93NUMPY magic"));
+    free(o);
+    /* a check that fails (exit 1) still prints its own document, not an error document */
+    d = run_json(1, "%s qdiff %s/demo %s/f2q8 --fail-on-flag --json", g_bin, g_tmp, g_tmp);
+    assert_null(json_object_get(d, "error"));
+    assert_non_null(json_object_get(d, "tensors"));
+    json_decref(d);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_quantize_default_int8_channel),
@@ -533,6 +644,7 @@ int main(void) {
         cmocka_unit_test(test_output_path_safety),
         cmocka_unit_test(test_recipe),
         cmocka_unit_test(test_diff),
+        cmocka_unit_test(test_refusals_and_messages),
     };
     return cmocka_run_group_tests(tests, setup_all, teardown_all);
 }

@@ -210,6 +210,27 @@ static void test_f16_keep_and_strict(void **state) {
     assert_int_equal(find_t(res, "token_embd.weight")->out_type, TM_GGML_Q8_0); /* tied, 64-wide */
     assert_int_equal(find_t(res, "output_norm.weight")->out_type, TM_GGML_F32);
     assert_true(find_t(res, "blk.3.ffn_down.weight")->sqnr_db > 60); /* F16 keeps ~all bits */
+    /* each refused tensor (the five 172-wide ffn_down) counts once, not twice; plus the tied
+    ** token_embd's real fallback (Q6_K -> Q8_0 for its 64-wide rows) */
+    int64_t n_down = 0;
+    for (int64_t i = 0; i < res->n; i++) n_down += strstr(res->tensors[i].name, "ffn_down") != NULL;
+    assert_int_equal(n_down, 5);
+    assert_non_null(strstr(find_t(res, "token_embd.weight")->reason, "fallback Q8_0"));
+    assert_int_equal(res->n_fallback, 5 + 1);
+    free_res(res);
+    res = NULL;
+    assert_int_equal(quantize(in, "q80.gguf", "Q8_0", NULL, &res, &e, out, sizeof out), TM_OK);
+    assert_int_equal(find_t(res, "blk.0.ffn_down.weight")->out_type, TM_GGML_F16);
+    assert_null(strstr(find_t(res, "token_embd.weight")->reason, "fallback")); /* Q8_0 needs none */
+    assert_int_equal(res->n_fallback, 5);
+    char mp[4200];
+    snprintf(mp, sizeof mp, "%s.manifest.json", out);
+    json_t *m = json_load_file(mp, 0, NULL);
+    assert_non_null(m);
+    json_t *mres = json_object_get(m, "results");
+    assert_non_null(mres);
+    assert_int_equal(json_integer_value(json_object_get(mres, "n_fallback")), 5);
+    json_decref(m);
     free_res(res);
     res = NULL;
     tm_gguf_qparams p = tm_gguf_qparams_default();
@@ -423,7 +444,15 @@ static void test_synthetic_fallbacks(void **state) {
         {"blk.1.attn_v.weight", TM_GGML_Q8_0}, {"blk.1.ffn_down.weight", TM_GGML_Q8_0},
         {"blk.0.ffn_down.weight", TM_GGML_Q5_0}};
     check_types(r, q4m, sizeof q4m / sizeof q4m[0], "Q4_K_M rows 96");
-    assert_true(r->n_fallback > 0);
+    /* here every count is a real fallback (Q4_K -> Q5_0, Q6_K -> Q8_0), none refused */
+    int64_t n_fb = 0, n_kept = 0;
+    for (int64_t i = 0; i < r->n; i++) {
+        n_fb += strstr(r->tensors[i].reason, ": fallback ") != NULL;
+        n_kept += strstr(r->tensors[i].reason, "kept in F16") != NULL;
+    }
+    assert_true(n_fb >= 4);
+    assert_int_equal(n_kept, 0);
+    assert_int_equal(r->n_fallback, n_fb);
     free_res(r);
     assert_int_equal(quantize(in, "f-q5km.gguf", "Q5_K_M", NULL, &r, &e, out, sizeof out), TM_OK);
     const struct expect q5m[] = {{"blk.0.attn_q.weight", TM_GGML_Q5_1}, {"blk.1.ffn_down.weight", TM_GGML_Q8_0}};
@@ -759,6 +788,65 @@ static void test_cli(void **state) {
     tmp_path(out, sizeof out, "clibig-out.gguf");
     assert_int_equal(run_cmd("'%s' quantize '%s' -o '%s' --type Q8_0 2>/dev/null", bin, in, out), 3);
     assert_false(exists(out));
+    /* an output directory that does not exist: exit 4, the message names OUT and the directory,
+    ** not the temporary file */
+    char err_path[4096], nodir[4096];
+    tmp_path(err_path, sizeof err_path, "cli-err.txt");
+    tmp_path(nodir, sizeof nodir, "no-such-dir/y.gguf");
+    tmp_path(in, sizeof in, "clisyn.gguf");
+    assert_int_equal(run_cmd("'%s' quantize '%s' -o '%s' --type Q8_0 2>'%s'", bin, in, nodir, err_path), 4);
+    size_t ne = 0;
+    char *msg = (char *)read_all(err_path, &ne);
+    assert_non_null(msg);
+    msg = realloc(msg, ne + 1);
+    msg[ne] = '\0';
+    assert_non_null(strstr(msg, nodir));
+    assert_non_null(strstr(msg, "does not exist"));
+    assert_null(strstr(msg, ".tmp."));
+    free(msg);
+    /* re-quantizing a quantized GGUF: input unsupported, exit 3 (as for every other format) */
+    tmp_path(out, sizeof out, "cli-q8.gguf");
+    assert_int_equal(run_cmd("'%s' quantize '%s' -o '%s' --type Q8_0 -q", bin, in, out), 0);
+    tmp_path(js, sizeof js, "cli-q4.gguf");
+    assert_int_equal(run_cmd("'%s' quantize '%s' -o '%s' --type Q4_0 2>/dev/null", bin, out, js), 3);
+}
+
+/* qdiff on llama-quantize-identical Q8_0: codes chosen with the float32 step d = amax/127, d
+** then stored as f16, so some errors exceed half an LSB; docs/qdiff.md exempts ggml block
+** types from the half-LSB and clipping flags, while RMSE stays near plain rounding. */
+static void test_qdiff_ggml_half_lsb(void **state) {
+    (void)state;
+    if (!tmv_require_shared()) return;
+    char in[4096], out[4096];
+    snprintf(in, sizeof in, "%s/models/gguf/stories260K-F32.gguf", tmv_shared_dir());
+    tm_gguf_qresult *res = NULL;
+    tm_err e;
+    assert_int_equal(quantize(in, "qd-q80.gguf", "Q8_0", NULL, &res, &e, out, sizeof out), TM_OK);
+    free_res(res);
+    tm_file *ref = NULL, *q = NULL;
+    assert_int_equal(tm_open(in, NULL, &ref, &e), TM_OK);
+    assert_int_equal(tm_open(out, NULL, &q, &e), TM_OK);
+    tm_qdiff_params qp;
+    memset(&qp, 0, sizeof qp);
+    qp.n_threads = 2;
+    tm_qdiff_result *r = NULL;
+    assert_int_equal(tm_qdiff(ref, q, &qp, &r, &e), TM_OK);
+    double max_lsb = 0;
+    int64_t n_beyond = 0;
+    for (int64_t i = 0; i < r->n; i++) {
+        const tm_qdiff_entry *en = &r->entries[i];
+        if (en->e.max_err_lsb > max_lsb) max_lsb = en->e.max_err_lsb;
+        n_beyond += en->e.n_beyond_half_lsb;
+        assert_true(en->clip_expected);
+        assert_true(en->e.rmse_lsb < 0.35);
+        assert_null(strstr(en->reason, "half an LSB"));
+    }
+    assert_true(r->n > 0);
+    assert_true(max_lsb > 0.5 && max_lsb < 0.6);
+    assert_true(n_beyond > 0);
+    tm_qdiff_free(r);
+    tm_close(q);
+    tm_close(ref);
 }
 
 static int setup(void **state) {
@@ -789,6 +877,7 @@ int main(void) {
         cmocka_unit_test(test_safetensors_input),
         cmocka_unit_test(test_f16_source),
         cmocka_unit_test(test_cli),
+        cmocka_unit_test(test_qdiff_ggml_half_lsb),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -321,6 +321,71 @@ static void test_npz_generated(void **state) {
     }
 }
 
+/* An .npz of stored members "<name>.npy" (libzip) from (name, npy dict, data, bytes) rows. */
+static void make_npz_members(const char *file, int n, const char *const *names, const char *const *dicts,
+                             const void *const *data, const size_t *nbytes) {
+    char p[512];
+    pathf(p, sizeof p, file);
+    unlink(p);
+    int ze;
+    zip_t *z = zip_open(p, ZIP_CREATE | ZIP_TRUNCATE, &ze);
+    assert_non_null(z);
+    uint8_t *imgs[8];
+    assert_true(n <= 8);
+    for (int k = 0; k < n; k++) {
+        size_t len;
+        imgs[k] = npy_image(1, dicts[k], data[k], nbytes[k], &len);
+        char member[128];
+        snprintf(member, sizeof member, "%s.npy", names[k]);
+        zip_int64_t i = zip_file_add(z, member, zip_source_buffer(z, imgs[k], len, 0), 0);
+        assert_true(i >= 0);
+        zip_set_file_compression(z, (zip_uint64_t)i, ZIP_CM_STORE, 0);
+    }
+    assert_int_equal(zip_close(z), 0);
+    for (int k = 0; k < n; k++) free(imgs[k]);
+}
+
+/* One broken member does not hide the others: a truncated array and a string array are skipped
+** with a warning naming them; an archive of nothing but broken members fails with that error. */
+static void test_npz_members_independent(void **state) {
+    (void)state;
+    const float good[3] = {0.5f, -1.25f, 8.0f};
+    const float half[2] = {1.0f, 2.0f};          /* 8 bytes where (100,) needs 400 */
+    const char text[24] = "ab\0\0c\0\0\0\0\0\0\0de\0\0";  /* '<U3' (2,): 24 bytes of UCS-4 */
+    const char *names[3] = {"good", "bad", "text"};
+    const char *dicts[3] = {"{'descr': '<f4', 'fortran_order': False, 'shape': (3,), }",
+                            "{'descr': '<f4', 'fortran_order': False, 'shape': (100,), }",
+                            "{'descr': '<U3', 'fortran_order': False, 'shape': (2,), }"};
+    const void *data[3] = {good, half, text};
+    const size_t nb[3] = {sizeof good, sizeof half, sizeof text};
+    make_npz_members("mixed.npz", 3, names, dicts, data, nb);
+    tm_file *f = open_ok("mixed.npz");
+    assert_int_equal(tm_file_n_tensors(f), 1);
+    int64_t gi = tm_file_find(f, "good");
+    assert_true(gi >= 0);
+    assert_true(tm_file_find(f, "bad") < 0 && tm_file_find(f, "text") < 0);
+    float v[3];
+    read_all(f, gi, v);
+    assert_true(v[0] == 0.5f && v[1] == -1.25f && v[2] == 8.0f);
+    assert_int_equal(tm_file_n_warnings(f), 2);
+    const char *w0 = tm_file_warning(f, 0), *w1 = tm_file_warning(f, 1);
+    assert_non_null(strstr(w0, "mixed.npz: array 'bad' is unreadable (truncated: shape and dtype '<f4' need 400 bytes"));
+    assert_non_null(strstr(w0, "; skipped"));
+    assert_non_null(strstr(w1, "mixed.npz: array 'text' has dtype <U3, which is not a tensor dtype; skipped"));
+    tm_close(f);
+    /* nothing readable: the open fails with the broken member's error */
+    make_npz_members("allbad.npz", 1, names + 1, dicts + 1, data + 1, nb + 1);
+    tm_err e;
+    assert_int_equal(open_err("allbad.npz", &e), TM_E_CORRUPT);
+    assert_non_null(strstr(e.msg, "allbad.npz: array 'bad': truncated"));
+    /* only a string array: opens, with no tensors and the warning */
+    make_npz_members("onlytext.npz", 1, names + 2, dicts + 2, data + 2, nb + 2);
+    f = open_ok("onlytext.npz");
+    assert_int_equal(tm_file_n_tensors(f), 0);
+    assert_int_equal(tm_file_n_warnings(f), 1);
+    tm_close(f);
+}
+
 /* Archives whose entries lie: sizes, offsets, names, CRC. */
 static void test_npz_bad(void **state) {
     (void)state;
@@ -508,7 +573,7 @@ static void test_cli_inspect_npz(void **state) {
     img = npy_image(1, "{'descr': '>i4', 'fortran_order': True, 'shape': (2, 3, 4), }", be, sizeof be, &n);
     write_file("copy.npy", img, n);
     free(img);
-    snprintf(cmd, sizeof cmd, "%s quantize %s/copy.npy -o %s/copy_out -q", bin, g_dir, g_dir);
+    snprintf(cmd, sizeof cmd, "%s quantize %s/copy.npy -o %s/copy_out -q --allow-empty", bin, g_dir, g_dir);
     st = system(cmd);
     assert_int_equal(WEXITSTATUS(st), 0);
     char out[512];
@@ -556,7 +621,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_generated_dtypes),  cmocka_unit_test(test_generated_fortran),
         cmocka_unit_test(test_bad_headers),       cmocka_unit_test(test_npz_generated),
-        cmocka_unit_test(test_npz_bad),           cmocka_unit_test(test_shared_numpy),
+        cmocka_unit_test(test_npz_bad),           cmocka_unit_test(test_npz_members_independent),           cmocka_unit_test(test_shared_numpy),
         cmocka_unit_test(test_cli_inspect_npz),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

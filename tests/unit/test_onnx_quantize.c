@@ -26,6 +26,7 @@
 #include "tensormorph.h"
 #include "tensormorph/onnx_quant.h"
 #include "helpers/cli_run.h"
+#include "helpers/vectors.h"
 #include "onnx.pb-c.h"
 
 /* ---------------------------------------------------------------------------------------- */
@@ -926,6 +927,51 @@ static void test_cli_json_and_qdiff(void **state) {
     free_allocs();
 }
 
+/* Exit codes of the CLI for inputs ONNX output cannot take: a non-ONNX input is a usage error
+** (2); a model whose external data file is missing cannot be opened (4, the file named); an
+** already-quantized model to compressed-tensors is unsupported input (3). */
+static void test_cli_exit_codes(void **state) {
+    (void)state;
+    if (!tmv_require_shared()) return;
+    char src[4096], dir[600], cmd[8192];
+    snprintf(src, sizeof src, "%s/models/onnx/ort_testdata/conv_qdq_external_ini.onnx", tmv_shared_dir());
+    snprintf(dir, sizeof dir, "%s/extmiss", g_tmp);
+    mkdir(dir, 0755);
+    snprintf(cmd, sizeof cmd, "cp '%s' '%s/'", src, dir);
+    assert_int_equal(system(cmd), 0);
+    char *o = NULL;
+    /* copied without its .bin: 4, naming the missing file */
+    assert_int_equal(tmt_run(&o, "%s quantize %s/conv_qdq_external_ini.onnx -o %s 2>&1", tmt_bin(), dir,
+                             outp("ext.q.onnx")), 4);
+    assert_non_null(strstr(o, "conv_qdq_external_ini.bin"));
+    assert_non_null(strstr(o, "missing"));
+    free(o);
+    json_t *j = tmt_run_json(4, "%s inspect %s/conv_qdq_external_ini.onnx --json 2>/dev/null", tmt_bin(), dir);
+    assert_int_equal(json_integer_value(json_object_get(json_object_get(j, "error"), "code")), 4);
+    json_decref(j);
+    /* a QDQ model (already quantized) to compressed-tensors: 3 */
+    snprintf(src, sizeof src, "%s/models/onnx/ort_testdata/conv_qdq_s8s8.onnx", tmv_shared_dir());
+    assert_int_equal(tmt_run(&o, "%s quantize %s -o %s 2>&1", tmt_bin(), src, outp("qdq-ct")), 3);
+    assert_non_null(strstr(o, "already quantized"));
+    free(o);
+    /* ONNX output from a safetensors input: usage error, nothing written */
+    snprintf(src, sizeof src, "%s/demo", g_tmp);
+    assert_int_equal(tmt_run(&o, "%s demo -o %s -q", tmt_bin(), src), 0);
+    free(o);
+    assert_int_equal(tmt_run(&o, "%s quantize %s -o %s 2>&1", tmt_bin(), src, outp("st.onnx")), 2);
+    assert_non_null(strstr(o, "needs an ONNX input"));
+    free(o);
+    assert_false(tmt_exists(outp("st.onnx")));
+    /* an output directory that does not exist: 4, naming OUT and the directory */
+    snprintf(src, sizeof src, "%s/models/onnx/ort_testdata/conv_qdq_s8s8.onnx", tmv_shared_dir());
+    assert_int_equal(tmt_run(&o, "%s quantize %s -o %s 2>&1", tmt_bin(), src, outp("nodir/y.onnx")), 4);
+    assert_non_null(strstr(o, "directory"));
+    assert_non_null(strstr(o, "does not exist"));
+    assert_null(strstr(o, ".tmp."));
+    free(o);
+    free_allocs();
+}
+
 static int setup(void **state) {
     (void)state;
     snprintf(g_tmp, sizeof g_tmp, "/tmp/tm_onnxq_%d", (int)getpid());
@@ -986,6 +1032,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_subgraph_constants),
         cmocka_unit_test(test_float16_weight_cast),
         cmocka_unit_test(test_cli_json_and_qdiff),
+        cmocka_unit_test(test_cli_exit_codes),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

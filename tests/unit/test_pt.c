@@ -686,6 +686,22 @@ static void test_cli(void **state) {
     assert_true((float)value == (float)(code - zp) * (float)scale);
     assert_true(fabs(value - ref) <= 0.5 * scale * (1 + 1e-5));
     json_decref(d);
+    /* quantizing an already-quantized .pt: unsupported input, exit 3 (the same code GGUF, ONNX
+    ** and safetensors inputs get), with an {"error"} document on stdout under --json */
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "%s quantize %s/models/torch/stories260K_qint8_per_channel.pt -o %s/rq --json 2>/dev/null",
+             g_bin, sh, g_dir);
+    FILE *pp = popen(cmd, "r");
+    assert_non_null(pp);
+    json_error_t je;
+    d = json_loadf(pp, 0, &je);
+    int st = pclose(pp);
+    assert_int_equal(WEXITSTATUS(st), 3);
+    assert_non_null(d);
+    json_t *e = json_object_get(d, "error");
+    assert_int_equal(json_integer_value(json_object_get(e, "code")), 3);
+    assert_non_null(strstr(json_string_value(json_object_get(e, "message")), "already quantized"));
+    json_decref(d);
 }
 
 static int setup(void **state) {

@@ -46,12 +46,24 @@ typedef struct calib_samples {
     int64_t  n;
 } calib_samples;
 
-/* Load SAMPLES: FILE (exactly one tensor), FILE.npz:KEY or PATH:TENSOR; the whole argument is
-** tried as a file first, then split at the last ':' whose left part is a file or directory.
-** Returns 0, or an exit code with one line in msg (no "tensormorph: " prefix): EXIT_USAGE for
-** no such tensor/key or a file of several tensors, EXIT_INPUT for samples that are not
-** floating point, empty or not finite, the open error's code otherwise. free(out->x) after. */
+/* Load SAMPLES: FILE (exactly one data tensor), FILE.npz:KEY or PATH:TENSOR (any tensor by name,
+** auxiliary ones such as a weight_scale included, as long as calibrate_tensor_ok accepts it); the
+** whole argument is tried as a file first, then split at the last ':' whose left part is a file
+** or directory. Returns 0, or an exit code with one line in msg (no "tensormorph: " prefix):
+** EXIT_USAGE for no such tensor/key or a file of several tensors; EXIT_INPUT for samples that
+** are not floating point, empty or not finite, a file without data tensors ("FILE.npz holds no
+** arrays") and an npz entry the reader skipped (a string array, an unreadable member: its
+** reason); the open error's code otherwise (a directory that does not open as a checkpoint
+** says so). Listings name the skipped npz entries. free(out->x) after. */
 int calibrate_load_samples(const char *arg, calib_samples *out, char *msg, size_t n);
+
+/* Check that the batches b[0..nb) can be calibrated together under r's granularity: for
+** channel:AXIS every batch has that axis and the same number of channels along it.
+** name(ud, k) names batch k for the message (the SAMPLES argument). Returns 0, or EXIT_USAGE (an
+** axis the samples lack, e.g. a 0-D tensor) / EXIT_INPUT (batches disagree) with one line in
+** msg naming the batch. */
+int calibrate_check_batches(const calib_req *r, const tm_calib_batch *b, int nb, const char *(*name)(void *ud, int k),
+                            void *ud, char *msg, size_t n);
 
 /* Run every observer of r: res[k] for r->obs[k] (free each with tm_calib_result_free). */
 tm_status calibrate_run(const calib_req *r, const tm_calib_batch *b, int nb, tm_calib_result **res,

@@ -18,9 +18,9 @@ const cli_opt opts_calibrate[] = {
     {"asymmetric", 0, NULL, 0, "affine codes with a zero point"},
     {"granularity", 'g', "G", 0, "tensor (default) | channel[:AXIS] (axis of one batch, default 0)"},
     {"type", 't', "T", 0, "int8 (default) | uint8 | int4 | uint4"},
-    {"probe", 0, "X", 1, "a real value to follow: code, dequantized value and error under each observer"},
+    {"probe", 0, "X", 1, "a real value to follow (any finite number; beyond float32 it clips): code, dequantized value and error under each observer"},
     {"batches", 0, NULL, 0, "dim 0 of each SAMPLES indexes batches, fed to the observer one by one"},
-    {"bins", 0, "N", 0, "histogram bins of histogram, percentile and entropy, 2..16777216 (default 2048)"},
+    {"bins", 0, "N", 0, "histogram bins of histogram, percentile and entropy, 2..16777216 (default 2048); entropy costs bins^2 per unit (8192: 0.4 s, 131072: 80 s)"},
     {"quantized-bins", 0, "N", 0, "entropy: quantized bins of the KL search, 2..bins (default 128)"},
     {"reduce-range", 0, NULL, 0, "halve the code range (torch reduce_range: int8 [-64,63]; onnx: ONNX Runtime's)"},
     {"qrange", 0, "QMIN:QMAX", 0, "explicit code range (torch quant_min/quant_max), inside the type's"},
@@ -36,7 +36,8 @@ const char details_calibrate[] =
     "representable range, mean and max excess in real units) and the SQNR of quantizing the\n"
     "samples with the same kernels as `tensormorph quantize`; each --probe X as\n"
     "real -> code -> dequantized -> error. Exit 2 for a bad option, an unknown tensor or npz\n"
-    "key; 3 for samples that are not floating point, empty or not finite.";
+    "key; 3 for samples that are not floating point, empty or not finite, an npz entry that is\n"
+    "not a tensor or unreadable, batches with different channel counts; 130 on Ctrl-C.";
 
 /* ---- request -------------------------------------------------------------------------------- */
 
@@ -135,8 +136,10 @@ int calibrate_parse(const calib_args *a, calib_req *r, char *msg, size_t n) {
         char *end;
         errno = 0;
         double v = strtod(a->probes[k], &end);
-        if (end == a->probes[k] || *end || errno || !isfinite(v) || fabs(v) > 3.4028234663852886e38) {
-            snprintf(msg, n, "probe: '%s' is not a finite number", a->probes[k]);
+        /* any finite double (an underflow to 0 or a subnormal included); beyond float32's range
+           a probe simply clips to an end code, as a real value that large would */
+        if (end == a->probes[k] || *end || !isfinite(v) || (errno == ERANGE && fabs(v) > 1.0)) {
+            snprintf(msg, n, "probe: '%s' is not a finite number (it must fit a double)", a->probes[k]);
             return -1;
         }
         r->probes[k] = v;
@@ -299,15 +302,59 @@ static int is_file_or_dir(const char *p) {
     return stat(p, &st) == 0 && (S_ISREG(st.st_mode) || S_ISDIR(st.st_mode));
 }
 
-/* append ": 'a', 'b', ..." (the first 8 data tensors) to msg */
+static int is_dir(const char *p) {
+    struct stat st;
+    return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+/* the key of an npz entry the reader skipped, from its warning "<path>: array '<key>' ...;
+** skipped" (src/formats/npy.c); NULL when the warning is about something else */
+static const char *skipped_key(const char *w, size_t *len) {
+    size_t wl = strlen(w);
+    if (wl < 9 || strcmp(w + wl - 9, "; skipped")) return NULL;
+    const char *a = strstr(w, ": array '");
+    if (!a) return NULL;
+    a += 9;
+    const char *e = strstr(a, "' ");
+    if (!e) return NULL;
+    *len = (size_t)(e - a);
+    return a;
+}
+
+/* the warning of the skipped npz entry `key`, or NULL */
+static const char *skipped_warning(const tm_file *f, const char *key) {
+    for (int64_t i = 0; i < tm_file_n_warnings(f); i++) {
+        size_t l;
+        const char *k = skipped_key(tm_file_warning(f, i), &l);
+        if (k && l == strlen(key) && !memcmp(k, key, l)) return tm_file_warning(f, i);
+    }
+    return NULL;
+}
+
+/* append ": 'a', 'b', ..." (the first 8 data tensors), then the skipped npz entries, to msg */
 static void append_names(const tm_file *f, char *msg, size_t n) {
-    int shown = 0;
+    int shown = 0, skipped = 0;
     size_t o = strlen(msg);
     for (int64_t i = 0; i < tm_file_n_tensors(f) && shown < 8 && o < n; i++) {
         const tm_tensor *u = tm_file_tensor(f, i);
         if (u->role == TM_ROLE_DATA) o += (size_t)snprintf(msg + o, n - o, "%s '%s'", shown++ ? "," : ":", u->name);
     }
-    if (o < n) snprintf(msg + o, n - o, "%s", shown == 0 ? " nothing" : shown == 8 ? ", ..." : "");
+    if (o < n && shown == 8) o += (size_t)snprintf(msg + o, n - o, ", ...");
+    for (int64_t i = 0; i < tm_file_n_warnings(f) && o < n; i++) {
+        size_t l;
+        const char *k = skipped_key(tm_file_warning(f, i), &l);
+        if (!k) continue;
+        if (skipped++ == 4) { o += (size_t)snprintf(msg + o, n - o, ", ..."); break; }
+        o += (size_t)snprintf(msg + o, n - o, "%s'%.*s'", skipped == 1 ? "; skipped (not a tensor or unreadable): " : ", ",
+                              (int)(l > 200 ? 200 : l), k);
+    }
+}
+
+/* the message of the skipped-entry warning without its path prefix and "; skipped" */
+static void skipped_reason(const char *w, const char *path, char *msg, size_t n) {
+    size_t pl = strlen(path), wl = strlen(w) - 9;
+    const char *a = (!strncmp(w, path, pl) && !strncmp(w + pl, ": ", 2)) ? w + pl + 2 : w;
+    snprintf(msg, n, "%s: %.*s", path, (int)(wl - (size_t)(a - w)), a);
 }
 
 int calibrate_load_samples(const char *arg, calib_samples *out, char *msg, size_t n) {
@@ -332,15 +379,25 @@ int calibrate_load_samples(const char *arg, calib_samples *out, char *msg, size_
     int64_t ti = -1;
     const tm_tensor *t = NULL;
     if (s) {
-        snprintf(msg, n, "%s", err.msg);
+        if (is_dir(path))  /* tm_open reads a directory as a (sharded) safetensors checkpoint */
+            snprintf(msg, n, "SAMPLES %s is a directory, not a checkpoint, .npy or .npz (read as a checkpoint directory: %s)",
+                     path, err.msg);
+        else
+            snprintf(msg, n, "%s", err.msg);
         rc = cli_exit_code(s);
         goto done;
     }
+    int npz = tm_file_format(f) == TM_FMT_NPZ;
     if (name) {
         ti = tm_file_find(f, name);
         t = tm_file_tensor(f, ti);
-        if (!t || t->role != TM_ROLE_DATA) {
-            int npz = tm_file_format(f) == TM_FMT_NPZ;
+        const char *w = (!t && npz) ? skipped_warning(f, name) : NULL;
+        if (w) { /* an entry the reader skipped: a string array, an unreadable member */
+            skipped_reason(w, path, msg, n);
+            rc = EXIT_INPUT;
+            goto done;
+        }
+        if (!t) {
             snprintf(msg, n, "%s: no %s named '%s'; it holds", path, npz ? "array (npz key)" : "tensor", name);
             append_names(f, msg, n);
             rc = EXIT_USAGE;
@@ -350,8 +407,20 @@ int calibrate_load_samples(const char *arg, calib_samples *out, char *msg, size_
         int64_t nd = 0;
         for (int64_t i = 0; i < tm_file_n_tensors(f); i++)
             if (tm_file_tensor(f, i)->role == TM_ROLE_DATA) { nd++; if (ti < 0) ti = i; }
+        if (nd == 0) {
+            snprintf(msg, n, "%s holds no %s", path, npz ? "arrays" : "tensors");
+            size_t l = strlen(msg);
+            if (l < n) {
+                char tail[600] = "";
+                append_names(f, tail, sizeof tail);
+                if (*tail) snprintf(msg + l, n - l, "%s", tail + 1); /* "; skipped ..." */
+            }
+            rc = EXIT_INPUT;
+            goto done;
+        }
         if (nd != 1) {
-            snprintf(msg, n, "%s holds %" PRId64 " tensors: name one as %s:TENSOR; they are", path, nd, path);
+            snprintf(msg, n, "%s holds %" PRId64 " %s: name one as %s:%s; they are", path, nd, npz ? "arrays" : "tensors", path,
+                     npz ? "KEY" : "TENSOR");
             append_names(f, msg, n);
             rc = EXIT_USAGE;
             goto done;
@@ -400,6 +469,33 @@ done:
     tm_close(f);
     free(path);
     return rc;
+}
+
+int calibrate_check_batches(const calib_req *r, const tm_calib_batch *b, int nb, const char *(*name)(void *ud, int k),
+                            void *ud, char *msg, size_t n) {
+    const tm_qgran *g = &r->p.spec.gran;
+    if (g->kind != TM_GRAN_CHANNEL) return 0;
+    int64_t want = -1;
+    int first = -1;
+    for (int k = 0; k < nb; k++) {
+        int nd = b[k].ndim, ax = g->axis < 0 ? g->axis + nd : g->axis;
+        char sh[96];
+        cli_shape_str(nd, b[k].shape, sh, sizeof sh);
+        if (ax < 0 || ax >= nd) {
+            snprintf(msg, n, "%s: samples of shape %s have no axis %d: --granularity channel:%d needs %s", name(ud, k), sh,
+                     g->axis, g->axis, nd == 0 ? "samples with at least one dimension (these are a scalar; use tensor)"
+                                               : "an axis inside the samples' dimensions");
+            return EXIT_USAGE;
+        }
+        if (want < 0) { want = b[k].shape[ax]; first = k; continue; }
+        if (b[k].shape[ax] != want) {
+            snprintf(msg, n, "%s: samples of shape %s have %" PRId64 " channels on axis %d, but %s has %" PRId64
+                     ": every batch needs the same number of channels", name(ud, k), sh, b[k].shape[ax], g->axis,
+                     name(ud, first), want);
+            return EXIT_INPUT;
+        }
+    }
+    return 0;
 }
 
 /* ---- text ----------------------------------------------------------------------------------- */
@@ -483,6 +579,28 @@ static void print_text(const calib_req *r, tm_calib_result *const *res, const tm
 
 /* ---- the command ----------------------------------------------------------------------------- */
 
+/* batch k named by its SAMPLES argument ("ARG", or "ARG batch i" under --batches) */
+typedef struct batch_names {
+    char *const         *pos;
+    const calib_samples *src;
+    int                  ns, split;
+    char                 buf[1200];
+} batch_names;
+
+static const char *batch_name(void *ud, int k) {
+    batch_names *bn = ud;
+    for (int j = 0; j < bn->ns; j++) {
+        int64_t c = bn->split ? bn->src[j].shape[0] : 1;
+        if (k < c) {
+            if (!bn->split) return bn->pos[j];
+            snprintf(bn->buf, sizeof bn->buf, "%.1100s batch %d", bn->pos[j], k);
+            return bn->buf;
+        }
+        k -= (int)c;
+    }
+    return "?";
+}
+
 int cmd_calibrate(const cli_cmd *cmd, cli_args *a) {
     if (cli_has(a, "symmetric") && cli_has(a, "asymmetric"))
         return cli_usage_error(cmd, "--symmetric and --asymmetric exclude each other");
@@ -507,6 +625,7 @@ int cmd_calibrate(const cli_cmd *cmd, cli_args *a) {
     int nb = 0;
     if (!src) { fprintf(stderr, "tensormorph: out of memory\n"); return EXIT_IO; }
     int64_t total = 0;
+    g_cli_exit_on_interrupt = 1; /* reading and calibrating write nothing: a signal may exit at once */
     for (int k = 0; k < ns && !rc; k++) {
         char lmsg[1024];
         if ((rc = calibrate_load_samples(a->pos[k], &src[k], lmsg, sizeof lmsg)) != 0) {
@@ -543,10 +662,19 @@ int cmd_calibrate(const cli_cmd *cmd, cli_args *a) {
         }
     }
     if (!rc) {
+        batch_names bn = {a->pos, src, ns, split, ""};
+        char cmsg[1400];
+        if ((rc = calibrate_check_batches(&req, b, nb, batch_name, &bn, cmsg, sizeof cmsg)) != 0)
+            fprintf(stderr, "tensormorph: %s\n", cmsg);
+    }
+    if (!rc) {
         tm_err err;
+        req.p.cancel = &g_cli_interrupted; /* Ctrl-C: TM_E_CANCELLED, exit 130, nothing printed */
         tm_status s = calibrate_run(&req, b, nb, res, &err);
         if (s) rc = cli_fail(s, &err);
     }
+    g_cli_exit_on_interrupt = 0; /* from here on output is written: finish it */
+    if (!rc && g_cli_interrupted) rc = EXIT_INTERRUPT; /* the signal came after the last check */
     if (!rc) {
         if (g_cli.json) {
             json_t *d = calibrate_json(&req, res, b, nb);

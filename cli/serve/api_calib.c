@@ -8,19 +8,113 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
+#include <microhttpd.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define CALIB_API_MAX_ELEMS (1 << 24)  /* samples one request may read (64 MiB of float32) */
 #define CALIB_API_MAX_BINS  1024       /* display histogram bins                            */
 #define CALIB_API_MAX_BATCHES 64       /* serve --samples arguments                         */
+/* Observer cost bounds for one request (docs/API.md), so that one request takes about a second
+** at most and the server stays responsive. The entropy search is O(bins^2) per param unit
+** (measured, one core: 4096 bins 0.08 s, 8192 0.38 s, 16384 1.3 s, 131072 83 s); the histogram
+** observers hold bins counts per unit. */
+#define CALIB_API_MAX_ENTROPY_BINS 8192
+#define CALIB_API_MAX_ENTROPY_WORK ((int64_t)1 << 27) /* units * bins^2: about 0.8 s          */
+#define CALIB_API_MAX_HIST_CELLS   ((int64_t)1 << 24) /* units * bins of the histogram observers */
 
 static json_t *calib_error(int *status, int code, const char *msg) {
     *status = code;
     json_t *d = cli_json_doc("error");
     json_object_set_new(d, "status", json_integer(code));
-    json_object_set_new(d, "error", json_string(msg));
+    json_t *m = json_string(msg);
+    if (!m) { /* not UTF-8 (a request's bytes, or a name cut inside a character): show them as '?' */
+        char safe[1200];
+        size_t k = 0;
+        for (; msg[k] && k + 1 < sizeof safe; k++) safe[k] = (unsigned char)msg[k] < 0x80 ? msg[k] : '?';
+        safe[k] = '\0';
+        m = json_string(safe);
+    }
+    json_object_set_new(d, "error", m);
     return d;
+}
+
+/* The query arguments this endpoint reads. */
+static const char *const calib_keys[] = {"tensor", "samples", "observer", "convention", "type", "symmetric",
+                                         "granularity", "probe", "bins", "quantized_bins", "reduce_range",
+                                         "qrange", "hist_bins"};
+
+typedef struct arg_scan {
+    int  count[sizeof calib_keys / sizeof calib_keys[0]];
+    int  nul[sizeof calib_keys / sizeof calib_keys[0]];
+} arg_scan;
+
+static enum MHD_Result scan_arg(void *cls, enum MHD_ValueKind kind, const char *key, size_t key_size,
+                                const char *value, size_t value_size) {
+    (void)kind;
+    arg_scan *s = cls;
+    for (size_t k = 0; k < sizeof calib_keys / sizeof calib_keys[0]; k++) {
+        if (strlen(calib_keys[k]) != key_size || memcmp(key, calib_keys[k], key_size)) continue;
+        s->count[k]++;
+        if (value && strlen(value) != value_size) s->nul[k] = 1;
+    }
+    return MHD_YES;
+}
+
+/* Reject what a plain lookup cannot see: a parameter given twice (the lookup would silently
+** take the first) and a value holding a NUL byte (%00: the lookup would see only its start).
+** ud is the MHD connection (server.c's query_arg). NULL when fine, else the error document. */
+static json_t *check_args(void *ud, int *status) {
+    arg_scan s;
+    memset(&s, 0, sizeof s);
+    MHD_get_connection_values_n((struct MHD_Connection *)ud, MHD_GET_ARGUMENT_KIND, scan_arg, &s);
+    char msg[200];
+    for (size_t k = 0; k < sizeof calib_keys / sizeof calib_keys[0]; k++) {
+        if (s.count[k] > 1) {
+            snprintf(msg, sizeof msg, "%s: given %d times; give each parameter once", calib_keys[k], s.count[k]);
+            return calib_error(status, 400, msg);
+        }
+        if (s.nul[k]) {
+            snprintf(msg, sizeof msg, "%s: the value holds a NUL byte (%%00)", calib_keys[k]);
+            return calib_error(status, 400, msg);
+        }
+    }
+    return NULL;
+}
+
+/* batch k's name for messages: the tensor, or serve's k-th --samples argument */
+typedef struct api_names { serve_ctx *c; const char *tensor; } api_names;
+static const char *api_batch_name(void *ud, int k) {
+    api_names *an = ud;
+    return an->tensor ? an->tensor : cli_get_i(an->c->calib_args, "samples", k);
+}
+
+/* NULL when the observers' cost on these batches is inside the bounds above, else a 400 */
+static json_t *check_cost(const calib_req *r, const tm_calib_batch *b, int *status) {
+    int64_t units = 1;
+    if (r->p.spec.gran.kind == TM_GRAN_CHANNEL) {
+        int ax = r->p.spec.gran.axis < 0 ? r->p.spec.gran.axis + b[0].ndim : r->p.spec.gran.axis;
+        units = b[0].shape[ax]; /* calibrate_check_batches: the axis exists */
+        if (units < 1) units = 1;
+    }
+    char msg[400];
+    for (int k = 0; k < r->n_obs; k++) {
+        const tm_observer *o = &r->obs[k];
+        if (o->kind != TM_OBS_HISTOGRAM && o->kind != TM_OBS_PERCENTILE && o->kind != TM_OBS_ENTROPY) continue;
+        int64_t nb = o->n_bins;
+        if (o->kind == TM_OBS_ENTROPY && (nb > CALIB_API_MAX_ENTROPY_BINS || units * nb > CALIB_API_MAX_ENTROPY_WORK / nb)) {
+            snprintf(msg, sizeof msg, "bins: the entropy observer costs (param units) x bins^2; over the API at most %d bins "
+                     "and units x bins^2 <= 2^27 (about a second), here %" PRId64 " unit(s) x %" PRId64 " bins: use fewer bins, "
+                     "or tensormorph calibrate", CALIB_API_MAX_ENTROPY_BINS, units, nb);
+            return calib_error(status, 400, msg);
+        }
+        if (units * nb > CALIB_API_MAX_HIST_CELLS) {
+            snprintf(msg, sizeof msg, "bins: %" PRId64 " unit(s) x %" PRId64 " bins exceed the API's bound of 2^24 histogram "
+                     "cells per request: use fewer bins, or tensormorph calibrate", units, nb);
+            return calib_error(status, 400, msg);
+        }
+    }
+    return NULL;
 }
 
 /* "1", "true" -> 1; "0", "false" -> 0; NULL -> -1; else -2 */
@@ -38,7 +132,12 @@ static json_t *request_samples(serve_ctx *c, serve_query_fn q, void *ud, int *st
     char msg[1100];
     *nb = 0;
     *tensor = NULL;
-    if (q(ud, "samples") && !strcmp(q(ud, "samples"), "1")) {
+    const char *sq = q(ud, "samples"), *name = q(ud, "tensor");
+    if (sq && strcmp(sq, "1"))
+        return calib_error(status, 400, "samples must be 1 (serve's --samples) or list");
+    if (sq && name) return calib_error(status, 400, "give tensor=NAME or samples=1, not both");
+    if (!sq && !name) return calib_error(status, 400, "give tensor=NAME (a tensor of the served checkpoint) or samples=1");
+    if (sq) {
         int n = c->calib_args ? cli_n(c->calib_args, "samples") : 0;
         if (n == 0) return calib_error(status, 404, "serve was started without --samples");
         if (n > CALIB_API_MAX_BATCHES) return calib_error(status, 400, "more than 64 --samples");
@@ -64,11 +163,13 @@ static json_t *request_samples(serve_ctx *c, serve_query_fn q, void *ud, int *st
         }
         return NULL;
     }
-    const char *name = q(ud, "tensor");
-    int64_t ti = name ? tm_file_find(c->f, name) : -1;
-    const tm_tensor *t = tm_file_tensor(c->f, ti);
-    if (!t || t->role != TM_ROLE_DATA) {
-        snprintf(msg, sizeof msg, "no tensor named '%.300s'", name ? name : "");
+    json_t *u = json_string(name);
+    if (!u) return calib_error(status, 400, "tensor: the name is not valid UTF-8");
+    json_decref(u);
+    int64_t ti = tm_file_find(c->f, name);
+    const tm_tensor *t = tm_file_tensor(c->f, ti); /* any tensor by name: a scale tensor too */
+    if (!t) {
+        snprintf(msg, sizeof msg, "no tensor named '%.300s'", name);
         return calib_error(status, 404, msg);
     }
     if (calibrate_tensor_ok(t, msg, sizeof msg)) return calib_error(status, 400, msg);
@@ -98,7 +199,9 @@ static json_t *request_samples(serve_ctx *c, serve_query_fn q, void *ud, int *st
 }
 
 json_t *api_calibrate(serve_ctx *c, serve_query_fn q, void *ud, int *status) {
-    char msg[600];
+    char msg[1400];
+    json_t *bad = check_args(ud, status);
+    if (bad) return bad;
     if (q(ud, "samples") && !strcmp(q(ud, "samples"), "list")) { /* what serve --samples gave */
         json_t *d = cli_json_doc("calibrate_samples"), *sa = json_array();
         int n = c->calib_args ? cli_n(c->calib_args, "samples") : 0;
@@ -147,12 +250,21 @@ json_t *api_calibrate(serve_ctx *c, serve_query_fn q, void *ud, int *status) {
         for (int k = 0; k < nb; k++) free(bufs[k]);
         return e;
     }
+    api_names an = {c, tname};
+    if (calibrate_check_batches(&req, b, nb, api_batch_name, &an, msg, sizeof msg)) e = calib_error(status, 400, msg);
+    if (!e) e = check_cost(&req, b, status);
+    if (e) {
+        for (int k = 0; k < nb; k++) free(bufs[k]);
+        return e;
+    }
     tm_err err;
     tm_calib_result *res[CALIB_MAX_OBS] = {0};
+    req.p.cancel = &g_cli_interrupted; /* serve's SIGINT/SIGTERM: stop, so the daemon can shut down */
     tm_status s = calibrate_run(&req, b, nb, res, &err);
     if (s) {
         for (int k = 0; k < nb; k++) free(bufs[k]);
-        return calib_error(status, s == TM_E_INVALID_ARG || s == TM_E_NONFINITE || s == TM_E_RANGE ? 400 : 500, err.msg);
+        return calib_error(status, s == TM_E_CANCELLED ? 503 : s == TM_E_INVALID_ARG || s == TM_E_NONFINITE || s == TM_E_RANGE ? 400 : 500,
+                           err.msg);
     }
     json_t *d = calibrate_json(&req, res, b, nb);
     if (tname) json_object_set_new(d, "tensor", json_string(tname));
@@ -180,4 +292,23 @@ json_t *api_calibrate(serve_ctx *c, serve_query_fn q, void *ud, int *status) {
     for (int k = 0; k < CALIB_MAX_OBS; k++) tm_calib_result_free(res[k]);
     for (int k = 0; k < nb; k++) free(bufs[k]);
     return d;
+}
+
+int api_calib_check_samples(const serve_ctx *c) {
+    int n = c->calib_args ? cli_n(c->calib_args, "samples") : 0;
+    if (n > CALIB_API_MAX_BATCHES) {
+        fprintf(stderr, "tensormorph serve: at most %d --samples\n", CALIB_API_MAX_BATCHES);
+        return EXIT_USAGE;
+    }
+    for (int k = 0; k < n; k++) {
+        calib_samples sm;
+        char why[1024];
+        int rc = calibrate_load_samples(cli_get_i(c->calib_args, "samples", k), &sm, why, sizeof why);
+        free(sm.x);
+        if (rc) {
+            fprintf(stderr, "tensormorph serve: --samples %s\n", why);
+            return rc;
+        }
+    }
+    return 0;
 }

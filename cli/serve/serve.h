@@ -69,6 +69,9 @@ typedef struct serve_ctx {
 typedef const char *(*serve_query_fn)(void *ud, const char *key);
 json_t *serve_api(serve_ctx *c, const char *url, serve_query_fn query, void *ud, int *status);
 json_t *api_calibrate(serve_ctx *c, serve_query_fn query, void *ud, int *status); /* api_calib.c */
+/* api_calib_check_samples: read every serve --samples once at start; 0, or the exit code of the
+** first that cannot be read, with its message on stderr (api_calib.c). */
+int     api_calib_check_samples(const serve_ctx *c);
 json_t *api_release(serve_ctx *c, int *status); /* api_release.c */
 void    serve_ctx_free_cache(serve_ctx *c);
 

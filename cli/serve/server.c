@@ -116,6 +116,8 @@ static void add_host(serve_ctx *c, const char *name, int v6) {
 }
 
 int serve_run(serve_ctx *c, const char *host, int port) {
+    int src = api_calib_check_samples(c); /* refuse unreadable --samples now, not per request */
+    if (src) return src;
     struct addrinfo hints, *ai = NULL;
     memset(&hints, 0, sizeof hints);
     hints.ai_family = AF_UNSPEC;

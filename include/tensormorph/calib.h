@@ -31,8 +31,13 @@ typedef struct tm_calib_params {
                                    convention; scale_dtype. allow_nonfinite must be 0.        */
     int64_t       qmin, qmax;   /* the code range; both 0: tm_qspec_range(spec)              */
     int           custom_range; /* 1: [qmin, qmax] is user-given (tm_qparams_from_range_q)    */
-    const double *probes;       /* n_probes real values to follow through quantization        */
+    const double *probes;       /* n_probes real values to follow through quantization; any
+                                   finite double (beyond float32's range they clip like any
+                                   out-of-range value: the end code)                          */
     int64_t       n_probes;
+    volatile const int *cancel; /* NULL, or a flag another thread or a signal handler sets:
+                                   checked between batches, param units and chunks of 4096
+                                   samples; tm_calibrate then returns TM_E_CANCELLED          */
 } tm_calib_params;
 
 /* Clipping and error statistics over a set of samples (one param unit, or all samples).
@@ -92,6 +97,8 @@ typedef struct tm_calib_result {
 **              param shape (e.g. ONNX Runtime's batches of different lengths).
 ** Returns TM_OK | TM_E_INVALID_ARG (no batch, a batch or the whole set without samples, bad
 **         spec, code range, granularity or param layout, a non-finite probe)
+**         | TM_E_CANCELLED (*p->cancel became non-zero; nothing is returned in *out. One param
+**         unit's range search, e.g. entropy's KL sweep, O(bins^2), is not interrupted inside)
 **         | TM_E_UNSUPPORTED (fp8 or other non-integer code dtypes)
 **         | TM_E_NONFINITE (a NaN/Inf sample: the message names the batch and flat index)
 **         | TM_E_RANGE (a scale that overflows) | TM_E_NOMEM.

@@ -11,6 +11,13 @@
 
 enum { CHUNK = 4096 };
 
+/* 1 when the caller's cancel flag is set */
+static int cancelled(volatile const int *cancel) { return cancel && *cancel; }
+
+static tm_status cancel_err(tm_err *err) {
+    return tm__err_set(err, TM_E_CANCELLED, -1, "calibrate: interrupted");
+}
+
 void tm_calib_result_free(tm_calib_result *r) {
     if (!r) return;
     free(r->units);
@@ -27,8 +34,8 @@ static int64_t batch_n(const tm_calib_batch *b) {
     return n;
 }
 
-static tm_status check_samples(const tm_calib_batch *b, int n_batches, float *mn, float *mx,
-                               tm_err *err) {
+static tm_status check_samples(const tm_calib_batch *b, int n_batches, volatile const int *cancel,
+                               float *mn, float *mx, tm_err *err) {
     int64_t total = 0;
     float a = INFINITY, z = -INFINITY;
     for (int k = 0; k < n_batches; k++) {
@@ -37,6 +44,7 @@ static tm_status check_samples(const tm_calib_batch *b, int n_batches, float *mn
         if (n > 0 && !b[k].x)
             return tm__err_set(err, TM_E_INVALID_ARG, -1, "calibrate: batch %d: no data", k);
         for (int64_t i = 0; i < n; i++) {
+            if ((i & 0xfffff) == 0 && cancelled(cancel)) return cancel_err(err);
             float v = b[k].x[i];
             if (!isfinite(v))
                 return tm__err_set(err, TM_E_NONFINITE, -1,
@@ -97,7 +105,10 @@ static tm_status run_probes(const tm_calib_params *p, tm_calib_result *r, int64_
                         .convention = p->spec.convention};
         const int64_t one = 1;
         for (int64_t k = 0; k < p->n_probes; k++) {
-            float x = (float)p->probes[k], deq;
+            /* beyond float32's range: the nearest float32, which clips to an end code as the
+               real value would (the error below is against the real value, in float64) */
+            double pv = p->probes[k];
+            float x = pv > FLT_MAX ? FLT_MAX : pv < -FLT_MAX ? -FLT_MAX : (float)pv, deq;
             uint8_t c;
             tm_status st = tm_quantize_f32(&q, 1, &one, &x, 0, 1, &c, NULL, err);
             if (st == TM_OK) st = tm_dequantize(&q, 1, &one, &c, 0, 1, &deq, err);
@@ -142,6 +153,10 @@ static tm_status measure(const tm_calib_params *p, const tm_calib_batch *b, int 
         const tm_calib_batch *bk = &b[k];
         int64_t n = batch_n(bk);
         for (int64_t off = 0; off < n && st == TM_OK; off += CHUNK) {
+            if (cancelled(p->cancel)) {
+                st = cancel_err(err);
+                goto out;
+            }
             int64_t m = n - off < CHUNK ? n - off : CHUNK;
             st = tm_quantize_f32(&q, bk->ndim, bk->shape, bk->x + off, off, m, codes, NULL, err);
             if (st == TM_OK) st = tm_dequantize(&q, bk->ndim, bk->shape, codes, off, m, deq, err);
@@ -193,17 +208,21 @@ tm_status tm_calibrate(const tm_calib_params *p, const tm_calib_batch *b, int n_
     if (p->n_probes < 0 || (p->n_probes > 0 && !p->probes))
         return tm__err_set(err, TM_E_INVALID_ARG, -1, "calibrate: bad probe list");
     for (int64_t k = 0; k < p->n_probes; k++)
-        if (!isfinite(p->probes[k]) || fabs(p->probes[k]) > FLT_MAX)
+        if (!isfinite(p->probes[k]))
             return tm__err_set(err, TM_E_INVALID_ARG, -1,
-                               "calibrate: probe %lld (%g) is not a finite float32 value",
+                               "calibrate: probe %lld (%g) is not a finite number",
                                (long long)k, p->probes[k]);
     float smin = 0.0f, smax = 0.0f;
-    tm_status st = check_samples(b, n_batches, &smin, &smax, err);
+    tm_status st = check_samples(b, n_batches, p->cancel, &smin, &smax, err);
     if (st != TM_OK) return st;
 
     tm_calib *c = NULL;
     st = tm_calib_create(&p->spec, b[0].ndim, b[0].shape, &c, err);
     for (int k = 0; st == TM_OK && k < n_batches; k++) {
+        if (cancelled(p->cancel)) {
+            st = cancel_err(err);
+            break;
+        }
         st = tm_calib_update(c, b[k].ndim, b[k].shape, b[k].x, err);
         if (st != TM_OK) tm__err_prefix(err, "calibrate: batch %d", k);
     }
@@ -235,6 +254,10 @@ tm_status tm_calibrate(const tm_calib_params *p, const tm_calib_batch *b, int n_
     tm_qgran_param_shape(&p->spec.gran, b[0].ndim, b[0].shape, &r->pndim, r->pshape, NULL, NULL);
     for (int64_t u = 0; u < nu; u++) {
         double lo, hi;
+        if (cancelled(p->cancel)) {
+            st = cancel_err(err);
+            goto fail;
+        }
         st = tm_calib_range(c, u, &lo, &hi, err);
         if (st == TM_OK)
             st = tm_qparams_from_range_q(&p->spec, qmin, qmax, p->custom_range, lo, hi, &scale[u],

@@ -20,6 +20,8 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <pthread.h>
+#include <time.h>
 #include <unistd.h>
 #include <zip.h>
 
@@ -436,7 +438,7 @@ static void test_samples_forms(void **state) {
     assert_non_null(strstr(txt, "has dtype I64: calibration needs floating-point samples"));
     free(txt);
     assert_int_equal(tmt_run(&txt, "%s calibrate '%s' 2>&1", tmt_bin(), npz), 2); /* two arrays: name one */
-    assert_non_null(strstr(txt, "holds 2 tensors"));
+    assert_non_null(strstr(txt, "holds 2 arrays"));
     free(txt);
     char empty[512], nan[512];
     snprintf(empty, sizeof empty, "%s/empty.npy", g_tmp);
@@ -481,6 +483,17 @@ static void test_shared_calibration_files(void **state) {
     (void)state;
     if (!tmv_require_shared()) return;
     char p[4096];
+    /* the string entry of the shared npz: named as what it is, not "no array named" (exit 3),
+    ** and the listing counts it as skipped */
+    char *txt = NULL;
+    snprintf(p, sizeof p, "%s/models/numpy/stories260K_calib_acts.npz", tmv_shared_dir());
+    assert_int_equal(tmt_run(&txt, "%s calibrate '%s:text' 2>&1", tmt_bin(), p), 3);
+    assert_non_null(strstr(txt, "array 'text' has dtype <U177, which is not a tensor dtype"));
+    free(txt);
+    assert_int_equal(tmt_run(&txt, "%s calibrate '%s' 2>&1", tmt_bin(), p), 2);
+    assert_non_null(strstr(txt, "holds 7 arrays"));
+    assert_non_null(strstr(txt, "skipped (not a tensor or unreadable): 'text'"));
+    free(txt);
     snprintf(p, sizeof p, "%s/models/numpy/stories260K_calib_b_L4_down_proj_in_f16_fortran.npy", tmv_shared_dir());
     /* min and max do not depend on the element order: read the f16 values here */
     FILE *f = fopen(p, "rb");
@@ -515,10 +528,258 @@ static void test_shared_calibration_files(void **state) {
     o = json_array_get(json_object_get(doc, "observers"), 0);
     assert_true(tmt_num(o, "range_max") <= tmt_num(doc, "sample_max") && tmt_num(o, "scale") > 0);
     json_decref(doc);
-    char *txt = NULL;
     assert_int_equal(tmt_run(&txt, "%s calibrate '%s:tokens' 2>&1", tmt_bin(), p), 3);
     assert_non_null(strstr(txt, "calibration needs floating-point samples"));
     free(txt);
+}
+
+
+/* ---- cancellation, probes beyond float32, messages ------------------------------------------- */
+
+/* n pseudo-random values, roughly normal (sum of 4 uniforms), deterministic */
+static void fill_noise(float *x, int64_t n, uint32_t seed) {
+    uint32_t r = seed;
+    for (int64_t i = 0; i < n; i++) {
+        float s = 0.0f;
+        for (int k = 0; k < 4; k++) {
+            r = r * 1664525u + 1013904223u;
+            s += (float)(r >> 8) / 16777216.0f - 0.5f;
+        }
+        x[i] = s;
+    }
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+struct flag_setter { volatile int *flag; int delay_ms; };
+static void *set_flag_later(void *arg) {
+    struct flag_setter *fs = arg;
+    struct timespec ts = {fs->delay_ms / 1000, (long)(fs->delay_ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+    *fs->flag = 1;
+    return NULL;
+}
+
+/* 64 channels x 8192 entropy bins: ~64 O(bins^2) searches, tens of seconds uninterrupted */
+#define CANCEL_ROWS 64
+#define CANCEL_COLS 4096
+
+static void test_cancel_library(void **state) {
+    (void)state;
+    float *x = malloc(CANCEL_ROWS * CANCEL_COLS * sizeof(float));
+    assert_non_null(x);
+    fill_noise(x, CANCEL_ROWS * CANCEL_COLS, 7);
+    tm_calib_batch b = {.ndim = 2, .shape = {CANCEL_ROWS, CANCEL_COLS}, .x = x};
+    tm_calib_params p;
+    memset(&p, 0, sizeof p);
+    p.spec = tm_qspec_default();
+    p.spec.gran = (tm_qgran){.kind = TM_GRAN_CHANNEL, .axis = 0};
+    p.spec.observer = tm_observer_default(TM_OBS_ENTROPY);
+    p.spec.observer.n_bins = 8192;
+    volatile int flag = 1;
+    p.cancel = &flag;
+    tm_calib_result *r = (tm_calib_result *)1;
+    tm_err err;
+    /* already set: nothing is computed */
+    assert_int_equal(tm_calibrate(&p, &b, 1, &r, &err), TM_E_CANCELLED);
+    assert_null(r);
+    assert_int_equal(err.code, TM_E_CANCELLED);
+    /* set by another thread while the observers run: returns within about one unit's search */
+    flag = 0;
+    struct flag_setter fs = {(volatile int *)&flag, 300};
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, set_flag_later, &fs), 0);
+    double t0 = now_s();
+    tm_status st = tm_calibrate(&p, &b, 1, &r, &err);
+    double dt = now_s() - t0;
+    pthread_join(th, NULL);
+    assert_int_equal(st, TM_E_CANCELLED);
+    assert_null(r);
+    printf("cancel: tm_calibrate returned %.2f s after start (flag set at 0.3 s)\n", dt);
+    assert_true(dt < 5.0);
+    /* no flag: the same request on 2 channels completes */
+    p.cancel = NULL;
+    b.shape[0] = 2;
+    assert_int_equal(tm_calibrate(&p, &b, 1, &r, &err), TM_OK);
+    assert_int_equal(r->n_units, 2);
+    tm_calib_result_free(r);
+    free(x);
+}
+
+/* `calibrate` stops on SIGINT: exit 130, nothing on stdout */
+static void test_cli_interrupt(void **state) {
+    (void)state;
+    float *x = malloc(CANCEL_ROWS * CANCEL_COLS * sizeof(float));
+    assert_non_null(x);
+    fill_noise(x, CANCEL_ROWS * CANCEL_COLS, 11);
+    char npy[512], out[600];
+    snprintf(npy, sizeof npy, "%s/long.npy", g_tmp);
+    snprintf(out, sizeof out, "%s/long.out", g_tmp);
+    const int64_t shape[2] = {CANCEL_ROWS, CANCEL_COLS};
+    write_npy(npy, 2, shape, x);
+    free(x);
+    const char *const runs[2][4] = {{"--observer", "entropy", "--bins", "8192"},
+                                    {"--observer", "histogram", "--bins", "4194304"}};
+    for (int k = 0; k < 2; k++) {
+        fflush(stdout);
+        pid_t pid = fork();
+        assert_true(pid >= 0);
+        if (pid == 0) {
+            FILE *o = freopen(out, "w", stdout);
+            if (!o) _exit(126);
+            execl(tmt_bin(), tmt_bin(), "calibrate", npy, "-g", "channel:0", runs[k][0], runs[k][1], runs[k][2],
+                  runs[k][3], "--json", (char *)NULL);
+            _exit(127);
+        }
+        struct timespec ts = {0, 500 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+        double t0 = now_s();
+        assert_int_equal(kill(pid, SIGINT), 0);
+        int ws = 0;
+        assert_int_equal(waitpid(pid, &ws, 0), pid);
+        double dt = now_s() - t0;
+        printf("calibrate %s %s: exit %d %.2f s after SIGINT\n", runs[k][1], runs[k][3], WEXITSTATUS(ws), dt);
+        assert_true(WIFEXITED(ws));
+        assert_int_equal(WEXITSTATUS(ws), 130);
+        assert_true(dt < 3.0);
+        struct stat sb;
+        assert_int_equal(stat(out, &sb), 0);
+        assert_int_equal(sb.st_size, 0); /* no partial output */
+    }
+}
+
+/* probes are any finite double; beyond float32's range they clip like any large value */
+static void test_probes_beyond_float32(void **state) {
+    (void)state;
+    char npy[512];
+    snprintf(npy, sizeof npy, "%s/pr.npy", g_tmp);
+    const int64_t shape[1] = {4};
+    const float a[4] = {-2.0f, 1.0f, 0.5f, 2.0f};
+    write_npy(npy, 1, shape, a);
+    json_t *d = tmt_run_json(0, "%s calibrate '%s' --probe 3.4028235e38 --probe 1e39 --probe -1e300 --probe 1 --json",
+                             tmt_bin(), npy);
+    json_t *o = json_array_get(json_object_get(d, "observers"), 0);
+    double scale = jat(o, "scale", 0);
+    assert_true(scale > 0.01 && scale < 0.02); /* minmax symmetric int8 over max|x| = 2 */
+    json_t *pr = json_object_get(o, "probes");
+    assert_int_equal(json_array_size(pr), 4);
+    const double real[4] = {3.4028235e38, 1e39, -1e300, 1.0};
+    /* the huge ones clip to the end codes; 1.0 is round(1 / scale) (onnx: x / s, half to even) */
+    const int64_t code[4] = {127, 127, -128, (int64_t)nearbyintf(1.0f / (float)scale)};
+    for (size_t k = 0; k < 4; k++) {
+        json_t *p = json_array_get(pr, k);
+        assert_true(tmt_num(p, "real") == real[k]);
+        assert_int_equal(json_integer_value(json_object_get(p, "code")), code[k]);
+        double deq = (double)((float)code[k] * (float)scale);
+        assert_true(fabs(tmt_num(p, "dequantized") - deq) < 1e-6);
+        assert_true(tmt_num(p, "error") == tmt_num(p, "dequantized") - real[k]);
+    }
+    json_decref(d);
+    char *txt = NULL;
+    assert_int_equal(tmt_run(&txt, "%s calibrate '%s' --probe 1e400 2>&1", tmt_bin(), npy), 2);
+    assert_non_null(strstr(txt, "probe: '1e400' is not a finite number"));
+    free(txt);
+}
+
+/* bad SAMPLES say which argument and what is wrong in user terms */
+static void test_samples_messages(void **state) {
+    (void)state;
+    char *txt = NULL;
+    /* a directory that is not a checkpoint */
+    char dir[512], p[700], q[700];
+    snprintf(dir, sizeof dir, "%s/adir", g_tmp);
+    assert_int_equal(mkdir(dir, 0755), 0);
+    snprintf(p, sizeof p, "%s/empty.safetensors", dir);
+    write_file(p, "", 0);
+    assert_int_equal(tmt_run(&txt, "%s calibrate '%s' 2>&1", tmt_bin(), dir), 3);
+    assert_non_null(strstr(txt, "is a directory, not a checkpoint, .npy or .npz"));
+    assert_non_null(strstr(txt, "empty.safetensors")); /* and which file it tried */
+    free(txt);
+    /* channel granularity on a 0-D tensor */
+    const float one = 1.5f;
+    snprintf(p, sizeof p, "%s/scalar.npy", g_tmp);
+    write_npy(p, 0, NULL, &one);
+    assert_int_equal(tmt_run(&txt, "%s calibrate '%s' -g channel 2>&1", tmt_bin(), p), 2);
+    assert_non_null(strstr(txt, "scalar.npy: samples of shape [] have no axis 0"));
+    free(txt);
+    /* batches with different channel counts */
+    const float a6[6] = {1, 2, 3, 4, 5, 6};
+    const int64_t s23[2] = {2, 3}, s32[2] = {3, 2};
+    snprintf(p, sizeof p, "%s/b23.npy", g_tmp);
+    snprintf(q, sizeof q, "%s/b32.npy", g_tmp);
+    write_npy(p, 2, s23, a6);
+    write_npy(q, 2, s32, a6);
+    assert_int_equal(tmt_run(&txt, "%s calibrate '%s' '%s' -g channel:0 2>&1", tmt_bin(), p, q), 3);
+    assert_non_null(strstr(txt, "b32.npy: samples of shape [3, 2] have 3 channels on axis 0, but"));
+    assert_non_null(strstr(txt, "b23.npy has 2"));
+    free(txt);
+    /* tensor granularity: the same two batches are fine */
+    json_t *d = tmt_run_json(0, "%s calibrate '%s' '%s' --json", tmt_bin(), p, q);
+    assert_int_equal(json_integer_value(json_object_get(d, "n_samples")), 12);
+    json_decref(d);
+    /* npz: one truncated entry and one string entry do not block the good one */
+    unsigned char img[3][1024];
+    size_t len[3];
+    const int64_t s3[1] = {3}, s100[1] = {100}, s2[1] = {2};
+    const float good[3] = {0.5f, -1.25f, 8.0f};
+    const char text[24] = "ab";
+    len[0] = npy_image(img[0], "<f4", 1, s3, good, sizeof good);
+    len[1] = npy_image(img[1], "<f4", 1, s100, good, sizeof good); /* 12 of 400 bytes */
+    len[2] = npy_image(img[2], "<U3", 1, s2, text, sizeof text);
+    char npz[512];
+    snprintf(npz, sizeof npz, "%s/mixed.npz", g_tmp);
+    int ze;
+    zip_t *z = zip_open(npz, ZIP_CREATE | ZIP_TRUNCATE, &ze);
+    assert_non_null(z);
+    const char *members[3] = {"good.npy", "bad.npy", "text.npy"};
+    for (int k = 0; k < 3; k++) {
+        zip_int64_t i = zip_file_add(z, members[k], zip_source_buffer(z, img[k], len[k], 0), 0);
+        assert_true(i >= 0);
+        zip_set_file_compression(z, (zip_uint64_t)i, ZIP_CM_STORE, 0);
+    }
+    assert_int_equal(zip_close(z), 0);
+    d = tmt_run_json(0, "%s calibrate '%s:good' --json", tmt_bin(), npz);
+    assert_int_equal(json_integer_value(json_object_get(d, "n_samples")), 3);
+    assert_true(tmt_num(d, "sample_max") == 8.0);
+    json_decref(d);
+    assert_int_equal(tmt_run(&txt, "%s calibrate '%s:bad' 2>&1", tmt_bin(), npz), 3);
+    assert_non_null(strstr(txt, "mixed.npz: array 'bad' is unreadable (truncated"));
+    free(txt);
+    assert_int_equal(tmt_run(&txt, "%s calibrate '%s:text' 2>&1", tmt_bin(), npz), 3);
+    assert_non_null(strstr(txt, "mixed.npz: array 'text' has dtype <U3, which is not a tensor dtype"));
+    free(txt);
+    assert_int_equal(tmt_run(&txt, "%s calibrate '%s:nokey' 2>&1", tmt_bin(), npz), 2);
+    assert_non_null(strstr(txt, "it holds: 'good'; skipped (not a tensor or unreadable): 'bad', 'text'"));
+    free(txt);
+    /* an npz without arrays (numpy.savez with nothing: the end-of-central-directory record) */
+    unsigned char eocd[22] = {'P', 'K', 5, 6};
+    snprintf(npz, sizeof npz, "%s/empty.npz", g_tmp);
+    write_file(npz, eocd, sizeof eocd);
+    assert_int_equal(tmt_run(&txt, "%s calibrate '%s' 2>&1", tmt_bin(), npz), 3);
+    assert_non_null(strstr(txt, "empty.npz holds no arrays"));
+    assert_null(strstr(txt, "nothing"));
+    free(txt);
+    /* an auxiliary float tensor named explicitly (a quantized weight's scale) is calibrated */
+    snprintf(p, sizeof p, "%s/qs.safetensors", g_tmp);
+    const char *hdr = "{\"l.weight\":{\"dtype\":\"I8\",\"shape\":[2,3],\"data_offsets\":[0,6]},"
+                      "\"l.weight_scale\":{\"dtype\":\"F32\",\"shape\":[2,1],\"data_offsets\":[6,14]}}";
+    unsigned char buf[512];
+    uint64_t hl = strlen(hdr);
+    memcpy(buf, &hl, 8);
+    memcpy(buf + 8, hdr, hl);
+    const unsigned char codes[6] = {1, 2, 3, 0xff, 0xfe, 0x7f};
+    const float sc[2] = {0.5f, 0.25f};
+    memcpy(buf + 8 + hl, codes, 6);
+    memcpy(buf + 8 + hl + 6, sc, 8);
+    write_file(p, buf, 8 + hl + 14);
+    d = tmt_run_json(0, "%s calibrate '%s:l.weight_scale' --json", tmt_bin(), p);
+    assert_int_equal(json_integer_value(json_object_get(d, "n_samples")), 2);
+    assert_true(tmt_num(d, "sample_min") == 0.25 && tmt_num(d, "sample_max") == 0.5);
+    json_decref(d);
 }
 
 /* ---- /api/v1/calibrate ------------------------------------------------------------------------ */
@@ -632,6 +893,99 @@ static void test_api_equals_cli(void **state) {
     fclose(f);
 }
 
+
+/* requests the API must refuse with 400 and an "error", and serve's --samples checked at start */
+static void test_api_bad_requests(void **state) {
+    (void)state;
+    char st[512], npy[512];
+    snprintf(st, sizeof st, "%s/apiq.safetensors", g_tmp);
+    const char *hdr = "{\"l.weight\":{\"dtype\":\"I8\",\"shape\":[2,3],\"data_offsets\":[0,6]},"
+                      "\"l.weight_scale\":{\"dtype\":\"F32\",\"shape\":[2,1],\"data_offsets\":[6,14]}}";
+    unsigned char buf[512];
+    uint64_t hl = strlen(hdr);
+    memcpy(buf, &hl, 8);
+    memcpy(buf + 8, hdr, hl);
+    const unsigned char codes[6] = {1, 2, 3, 0xff, 0xfe, 0x7f};
+    const float sc[2] = {0.5f, 0.25f};
+    memcpy(buf + 8 + hl, codes, 6);
+    memcpy(buf + 8 + hl + 6, sc, 8);
+    write_file(st, buf, 8 + hl + 14);
+    snprintf(npy, sizeof npy, "%s/apis.npy", g_tmp);
+    const float sv[4] = {0.5f, -1.0f, 4.0f, 0.25f};
+    const int64_t s4[1] = {4};
+    write_npy(npy, 1, s4, sv);
+    /* unreadable --samples: refused at start, before any URL is printed */
+    char *txt = NULL;
+    assert_int_equal(tmt_run(&txt, "%s serve '%s' --port 0 --samples '%s/nonexist.npy' 2>&1", tmt_bin(), st, g_tmp), 4);
+    assert_non_null(strstr(txt, "--samples"));
+    assert_non_null(strstr(txt, "nonexist.npy"));
+    assert_null(strstr(txt, "http://"));
+    free(txt);
+    int pfd[2];
+    assert_int_equal(pipe(pfd), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        dup2(pfd[1], 1);
+        close(pfd[0]);
+        execl(tmt_bin(), tmt_bin(), "serve", st, "--port", "0", "-q", "--samples", npy, (char *)NULL);
+        _exit(127);
+    }
+    close(pfd[1]);
+    char line[256];
+    FILE *f = fdopen(pfd[0], "r");
+    int port = 0;
+    if (!fgets(line, sizeof line, f) || sscanf(line, "http://127.0.0.1:%d/", &port) != 1) {
+        kill(pid, SIGTERM);
+        waitpid(pid, NULL, 0);
+        fail_msg("serve printed no URL");
+    }
+    static const struct { const char *q; const char *needle; } bad[] = {
+        {"tensor=%ff%fe", "not valid UTF-8"},
+        {"samples=2", "samples must be 1"},
+        {"tensor=l.weight%00xx", "NUL byte"},
+        {"tensor=l.weight&tensor=l.weight_scale", "tensor: given 2 times"},
+        {"samples=1&tensor=l.weight", "not both"},
+        {"", "give tensor=NAME"},
+        {"samples=1&observer=entropy&bins=16777216", "at most 8192 bins"},
+        {"samples=1&observer=entropy&bins=16384", "at most 8192 bins"},
+        {"samples=1&probe=1e400", "probe: '1e400' is not a finite number"},
+    };
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        char path[256];
+        int status = 0;
+        snprintf(path, sizeof path, "/api/v1/calibrate?%s", bad[k].q);
+        json_t *a = http_json(port, path, &status);
+        const char *e = json_string_value(json_object_get(a, "error"));
+        if (status != 400 || !e || !strstr(e, bad[k].needle))
+            fail_msg("%s: status %d, error '%s' (want 400 with '%s')", bad[k].q, status, e ? e : "(none)", bad[k].needle);
+        json_decref(a);
+    }
+    /* within the bounds, and a huge probe clips */
+    int status = 0;
+    json_t *a = http_json(port, "/api/v1/calibrate?samples=1&observer=entropy&bins=8192&probe=3.4028235e38", &status);
+    assert_int_equal(status, 200);
+    json_t *pr = json_array_get(json_object_get(json_array_get(json_object_get(a, "observers"), 0), "probes"), 0);
+    assert_int_equal(json_integer_value(json_object_get(pr, "code")), 127);
+    json_decref(a);
+    /* a scale tensor listed by inspect: calibrated like any float tensor, as the command does */
+    a = http_json(port, "/api/v1/calibrate?tensor=l.weight_scale", &status);
+    json_t *c = tmt_run_json(0, "%s calibrate '%s:l.weight_scale' --json", tmt_bin(), st);
+    assert_int_equal(status, 200);
+    assert_true(json_equal(json_object_get(a, "observers"), json_object_get(c, "observers")));
+    assert_string_equal(json_string_value(json_object_get(a, "tensor")), "l.weight_scale");
+    json_decref(a);
+    json_decref(c);
+    a = http_json(port, "/api/v1/calibrate?tensor=nope", &status);
+    assert_int_equal(status, 404);
+    assert_non_null(strstr(json_string_value(json_object_get(a, "error")), "no tensor named 'nope'"));
+    json_decref(a);
+    kill(pid, SIGTERM);
+    int ws = 0;
+    waitpid(pid, &ws, 0);
+    fclose(f);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_torch_observer_vectors),
@@ -640,6 +994,11 @@ int main(void) {
         cmocka_unit_test(test_samples_forms),
         cmocka_unit_test(test_shared_calibration_files),
         cmocka_unit_test(test_api_equals_cli),
+        cmocka_unit_test(test_cancel_library),
+        cmocka_unit_test(test_cli_interrupt),
+        cmocka_unit_test(test_probes_beyond_float32),
+        cmocka_unit_test(test_samples_messages),
+        cmocka_unit_test(test_api_bad_requests),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

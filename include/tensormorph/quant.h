@@ -41,6 +41,12 @@ typedef struct tm_qparams {
                                       code (fp8: +0), +Inf -> qmax, -Inf -> qmin (fp8: +-max)  */
 } tm_qparams;
 
+/* tm_qparams_for_spec: the tm_qparams that quantize and dequantize with spec's code dtype, code
+** range (tm_qspec_range), granularity, convention and non-finite policy, over the caller's
+** scale[n_params] and zero_point[n_params] (NULL: all 0). */
+tm_qparams tm_qparams_for_spec(const tm_qspec *spec, int64_t n_params, const float *scale,
+                               const int32_t *zero_point);
+
 /* ---------------------------------------------------------------------------------------- */
 /* Error statistics                                                                          */
 /* ---------------------------------------------------------------------------------------- */

@@ -912,12 +912,8 @@ tm_status tm_gguf_quantize(tm_file *in, const char *out_path, const tm_gguf_qpar
         json_object_set_new(sum, "n_fallback", json_integer(res->n_fallback));
         json_object_set_new(sum, "source_bytes", json_integer((json_int_t)res->src_bytes));
         json_object_set_new(sum, "output_bytes", json_integer((json_int_t)res->out_bytes));
-        json_object_set_new(man, "results", sum);
-        tm__manifest_add_times(man, wall0, res->seconds);
-        res->manifest_json = json_dumps(man, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17));
         res->manifest_path = tm__aprintf("%s.manifest.json", out_path);
-        if (!res->manifest_json || !res->manifest_path) s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
-        else s = tm__write_file_atomic(res->manifest_path, res->manifest_json, strlen(res->manifest_json), err);
+        s = tm__manifest_finish(man, sum, wall0, res->seconds, res->manifest_path, &res->manifest_json, err);
     }
     json_decref(man);
     free(hex);

@@ -1,5 +1,6 @@
 /* manifest.c: the shared parts of tensormorph.manifest/1 (manifest.h). */
 #include "manifest.h"
+#include "../core/fsutil.h"
 
 #include <math.h>
 #include <string.h>
@@ -106,4 +107,14 @@ void tm__manifest_add_times(json_t *man, time_t wall0, double seconds) {
     json_object_set_new(times, "finished_utc", json_string(te));
     json_object_set_new(times, "seconds", json_real(seconds));
     json_object_set_new(man, "times", times);
+}
+
+tm_status tm__manifest_finish(json_t *man, json_t *results, time_t wall0, double seconds,
+                              const char *path, char **json_out, tm_err *err) {
+    *json_out = NULL;
+    if (results) json_object_set_new(man, "results", results);
+    tm__manifest_add_times(man, wall0, seconds);
+    *json_out = json_dumps(man, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17));
+    if (!*json_out || !path) return tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
+    return tm__write_file_atomic(path, *json_out, strlen(*json_out), err);
 }

@@ -36,4 +36,11 @@ tm_status tm__manifest_add_output(json_t *man, const char *path, const char *for
 /* "times": {started_utc, finished_utc (now), seconds}. */
 void tm__manifest_add_times(json_t *man, time_t wall0, double seconds);
 
+/* The end of every job's manifest: "results" (steals `results`) and "times", serialised
+** (2-space indent, key order kept, 17 significant digits) into *json_out (malloc'd, the
+** caller frees) and written atomically to `path` (tm__write_file_atomic). Returns TM_OK |
+** TM_E_NOMEM | TM_E_IO. */
+tm_status tm__manifest_finish(json_t *man, json_t *results, time_t wall0, double seconds,
+                              const char *path, char **json_out, tm_err *err);
+
 #endif

@@ -140,16 +140,7 @@ static tm_status quantize_one(const tm_file *in, wq *w, tm_onnx_qweight *rw, tm_
     if ((s = tm_calib_create(&w->spec, t->ndim, t->shape, &cal, err))) goto done;
     if ((s = tm_calib_update(cal, t->ndim, t->shape, x, err))) goto done;
     if ((s = tm_calib_qparams(cal, w->scale, w->zp, err))) goto done;
-    tm_qparams qp;
-    memset(&qp, 0, sizeof qp);
-    qp.code_dtype = w->spec.code_dtype;
-    tm_qspec_range(&w->spec, &qp.qmin, &qp.qmax);
-    qp.gran = w->spec.gran;
-    qp.n_params = w->n_params;
-    qp.scale = w->scale;
-    qp.zero_point = w->zp;
-    qp.convention = w->spec.convention;
-    qp.allow_nonfinite = w->spec.allow_nonfinite;
+    tm_qparams qp = tm_qparams_for_spec(&w->spec, w->n_params, w->scale, w->zp);
     if ((s = tm_quantize_f32(&qp, t->ndim, t->shape, x, 0, n, w->codes, NULL, err))) goto done;
     if ((s = tm_dequantize(&qp, t->ndim, t->shape, w->codes, 0, n, xq, err))) goto done;
     for (int64_t k = 0; k < n; k++) param[k] = tm_qgran_param_index(&qp.gran, t->ndim, t->shape, k);
@@ -516,12 +507,8 @@ tm_status tm_onnx_quantize(tm_file *in, const char *out_path, const tm_onnx_qpar
         json_object_set_new(sum, "opset_strategy", json_string(tm_onnx_opset_strategy_name(res->strategy)));
         json_object_set_new(sum, "source_bytes", json_integer((json_int_t)res->src_bytes));
         json_object_set_new(sum, "output_bytes", json_integer((json_int_t)res->out_bytes));
-        json_object_set_new(man, "results", sum);
-        tm__manifest_add_times(man, wall0, res->seconds);
-        res->manifest_json = json_dumps(man, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17));
         res->manifest_path = tm__aprintf("%s.manifest.json", out_path);
-        if (!res->manifest_json || !res->manifest_path) s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
-        else s = tm__write_file_atomic(res->manifest_path, res->manifest_json, strlen(res->manifest_json), err);
+        s = tm__manifest_finish(man, sum, wall0, res->seconds, res->manifest_path, &res->manifest_json, err);
     }
     json_decref(man);
     free(hex);

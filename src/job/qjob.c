@@ -555,15 +555,7 @@ static tm_status run_task_inner(void *vctx, int64_t task, int thread, tm_err *er
         if (s == TM_E_NONFINITE) return nonfinite_error(j, t, x, r0, ne, err);
         if (s) return s;
     }
-    tm_qparams qp;
-    memset(&qp, 0, sizeof qp);
-    qp.code_dtype = pl->spec.code_dtype;
-    tm_qspec_range(&pl->spec, &qp.qmin, &qp.qmax);
-    qp.gran = pl->spec.gran;
-    qp.n_params = pl->n_params;
-    qp.scale = pl->scale;
-    qp.zero_point = pl->zp;
-    qp.convention = pl->spec.convention;
+    tm_qparams qp = tm_qparams_for_spec(&pl->spec, pl->n_params, pl->scale, pl->zp);
     /* the observer pass (observe_rows, or observe_whole for per-tensor) has already refused
     ** non-finite values unless they are allowed: the quantizer need not scan for them again */
     qp.allow_nonfinite = 1;
@@ -1412,6 +1404,12 @@ tm_status tm_quantize_checkpoint(tm_file *in, const char *out_dir, const tm_qjob
                                             tm_st_writer_n_files(j.w), p->no_checksums,
                                             &res->out_bytes, err);
         free(ofiles);
+        runtime_warnings(&j, res);
+        json_t *wa = json_array();
+        for (int64_t k = 0; k < res->n_warnings; k++) json_array_append_new(wa, json_string(res->warnings[k]));
+        json_object_set_new(man, "warnings", wa);
+    }
+    if (!s) {
         json_t *sum = json_object();
         json_object_set_new(sum, "n_tensors", json_integer(res->n));
         json_object_set_new(sum, "n_quantized", json_integer(res->n_quantized));
@@ -1419,18 +1417,8 @@ tm_status tm_quantize_checkpoint(tm_file *in, const char *out_dir, const tm_qjob
         json_object_set_new(sum, "median_sqnr_db", num(qr.median_sqnr_db));
         json_object_set_new(sum, "source_bytes", json_integer((json_int_t)res->src_bytes));
         json_object_set_new(sum, "output_bytes", json_integer((json_int_t)res->out_bytes));
-        json_object_set_new(man, "results", sum);
-        tm__manifest_add_times(man, wall0, res->seconds);
-        runtime_warnings(&j, res);
-        json_t *wa = json_array();
-        for (int64_t k = 0; k < res->n_warnings; k++) json_array_append_new(wa, json_string(res->warnings[k]));
-        json_object_set_new(man, "warnings", wa);
-    }
-    if (!s) {
-        res->manifest_json = json_dumps(man, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17));
         char *mp = tm__aprintf("%s/tensormorph-manifest.json", tmpdir);
-        if (!res->manifest_json || !mp) s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
-        else s = tm__write_file_atomic(mp, res->manifest_json, strlen(res->manifest_json), err);
+        s = tm__manifest_finish(man, sum, wall0, res->seconds, mp, &res->manifest_json, err);
         free(mp);
     }
     json_decref(man);

@@ -253,3 +253,18 @@ tm_status tm_qparams_from_range(const tm_qspec *spec, double lo, double hi, floa
     tm_qspec_range(spec, &qmin, &qmax);
     return tm_qparams_from_range_q(spec, qmin, qmax, 0, lo, hi, scale, zero_point, err);
 }
+
+tm_qparams tm_qparams_for_spec(const tm_qspec *spec, int64_t n_params, const float *scale,
+                               const int32_t *zero_point) {
+    tm_qparams qp;
+    memset(&qp, 0, sizeof qp);
+    qp.code_dtype = spec->code_dtype;
+    tm_qspec_range(spec, &qp.qmin, &qp.qmax);
+    qp.gran = spec->gran;
+    qp.n_params = n_params;
+    qp.scale = scale;
+    qp.zero_point = zero_point;
+    qp.convention = spec->convention;
+    qp.allow_nonfinite = spec->allow_nonfinite;
+    return qp;
+}

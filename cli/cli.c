@@ -456,6 +456,30 @@ void cli_progress_cb(void *ud, const char *phase, uint64_t done, uint64_t total)
     cli_progress(phase, done, total);
 }
 
+const char **cli_get_all(const cli_args *a, const char *name, int64_t *n) {
+    *n = cli_n(a, name);
+    const char **v = calloc((size_t)*n + 1, sizeof *v);
+    for (int i = 0; v && i < (int)*n; i++) v[i] = cli_get_i(a, name, i);
+    return v;
+}
+
+int cli_quantize_kernel_top(const cli_cmd *cmd, const cli_args *a, int *top) {
+    const char *kern = cli_get(a, "kernel"), *v;
+    if (!kern) kern = getenv("TM_FORCE_KERNEL");
+    if (kern && *kern) {
+        if (strcmp(kern, "auto") && strcmp(kern, "ref")) return cli_usage_error(cmd, "--kernel must be auto or ref");
+        tm_quant_set_kernel(kern);
+    }
+    *top = 10;
+    if ((v = cli_get(a, "top"))) {
+        char *end;
+        long t = strtol(v, &end, 10);
+        if (*end || end == v || t < 0 || t > 1000000) return cli_usage_error(cmd, "--top must be a non-negative integer");
+        *top = (int)t;
+    }
+    return 0;
+}
+
 int cli_parse_observer(const char *s, tm_observer *o) {
     if (!s || tm_observer_from_name(s, o) != TM_OK) return -1;
     if (o->kind == TM_OBS_ENTROPY) { o->n_bins = 128; o->n_quantized_bins = 128; }

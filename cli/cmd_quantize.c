@@ -225,20 +225,9 @@ int cmd_quantize(const cli_cmd *cmd, cli_args *a) {
     if (frc) return frc;
     if ((v = cli_get(a, "max-shard-size")) && !(p.max_shard_bytes = cli_parse_size(v)))
         return cli_usage_error(cmd, "--max-shard-size: cannot parse '%s'", v);
-    const char *kern = cli_get(a, "kernel");
-    if (!kern) kern = getenv("TM_FORCE_KERNEL");
-    if (kern && *kern) {
-        if (strcmp(kern, "auto") && strcmp(kern, "ref"))
-            return cli_usage_error(cmd, "--kernel must be auto or ref");
-        tm_quant_set_kernel(kern);
-    }
-    int top = 10;
-    if ((v = cli_get(a, "top"))) {
-        char *end;
-        long t = strtol(v, &end, 10);
-        if (*end || t < 0) return cli_usage_error(cmd, "--top must be a non-negative integer");
-        top = (int)t;
-    }
+    int top;
+    int krc = cli_quantize_kernel_top(cmd, a, &top);
+    if (krc) return krc;
     p.spec.allow_nonfinite = cli_has(a, "allow-nonfinite");
     p.quantize_embeddings = cli_has(a, "quantize-embeddings");
     p.no_checksums = cli_has(a, "no-checksums");
@@ -249,12 +238,8 @@ int cmd_quantize(const cli_cmd *cmd, cli_args *a) {
     p.command_line = g_cli.argv_line;
     p.progress = cli_progress_cb;
     p.cancel = &g_cli_interrupted;
-    p.n_include = cli_n(a, "include");
-    p.n_exclude = cli_n(a, "exclude");
-    const char **inc = calloc((size_t)p.n_include + 1, sizeof *inc);
-    const char **exc = calloc((size_t)p.n_exclude + 1, sizeof *exc);
-    for (int i = 0; inc && i < p.n_include; i++) inc[i] = cli_get_i(a, "include", i);
-    for (int i = 0; exc && i < p.n_exclude; i++) exc[i] = cli_get_i(a, "exclude", i);
+    const char **inc = cli_get_all(a, "include", &p.n_include);
+    const char **exc = cli_get_all(a, "exclude", &p.n_exclude);
     p.include = inc;
     p.exclude = exc;
     /* recipe */

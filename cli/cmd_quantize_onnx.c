@@ -64,37 +64,23 @@ int cmd_quantize_onnx(const cli_cmd *cmd, cli_args *a) {
         else if (!strcmp(v, "torch")) p.spec.convention = TM_CONV_TORCH;
         else return cli_usage_error(cmd, "--convention must be onnx or torch");
     }
-    const char *kern = cli_get(a, "kernel");
-    if (!kern) kern = getenv("TM_FORCE_KERNEL");
-    if (kern && *kern) {
-        if (strcmp(kern, "auto") && strcmp(kern, "ref")) return cli_usage_error(cmd, "--kernel must be auto or ref");
-        tm_quant_set_kernel(kern);
-    }
-    int top = 10;
-    if ((v = cli_get(a, "top"))) {
-        char *end;
-        long t = strtol(v, &end, 10);
-        if (*end || t < 0) return cli_usage_error(cmd, "--top must be a non-negative integer");
-        top = (int)t;
-    }
+    int top;
+    int krc = cli_quantize_kernel_top(cmd, a, &top);
+    if (krc) return krc;
     p.spec.allow_nonfinite = cli_has(a, "allow-nonfinite");
     p.no_checksums = cli_has(a, "no-checksums");
     p.force = cli_has(a, "force");
     p.command_line = g_cli.argv_line;
     p.progress = cli_progress_cb;
     p.cancel = &g_cli_interrupted;
-    p.n_include = cli_n(a, "include");
-    p.n_exclude = cli_n(a, "exclude");
-    const char **inc = calloc((size_t)p.n_include + 1, sizeof *inc);
-    const char **exc = calloc((size_t)p.n_exclude + 1, sizeof *exc);
+    const char **inc = cli_get_all(a, "include", &p.n_include);
+    const char **exc = cli_get_all(a, "exclude", &p.n_exclude);
     if (!inc || !exc) {
         free(inc);
         free(exc);
         fprintf(stderr, "tensormorph: out of memory\n");
         return EXIT_INTERNAL;
     }
-    for (int i = 0; i < p.n_include; i++) inc[i] = cli_get_i(a, "include", i);
-    for (int i = 0; i < p.n_exclude; i++) exc[i] = cli_get_i(a, "exclude", i);
     p.include = inc;
     p.exclude = exc;
     tm_file *in;

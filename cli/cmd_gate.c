@@ -20,11 +20,14 @@ const cli_opt opts_gate[] = {
 };
 const char details_gate[] =
     "Checks, each listed with pass/fail, its reason and the values used: the three inputs parse\n"
-    "and match their schemas; the manifest's output files match their sha256 on disk; the\n"
+    "and match their schemas (integers may be written 4.0 or 1e12, never with a fraction); the\n"
+    "manifest's output files (named inside its folder: no absolute path, no \"..\") match their\n"
+    "sha256 on disk and its results.n_quantized is at least 1 (a no-op copy is no candidate); the\n"
     "evidence measured the policy target's device (device.measured true, the target's runtime);\n"
     "it measured the manifest's source (baseline) and output (candidate); both were measured\n"
     "under one protocol that meets the policy; p50/p95/p99 recomputed from the raw samples\n"
-    "(nearest rank) and peak RSS within absolute and relative bounds; drift overall and per slice\n"
+    "(nearest rank; a sample <= 0 ms fails) and peak RSS within absolute and relative bounds;\n"
+    "drift overall and per slice\n"
     "within budget; with allowed_fallbacks, the artifact's runtime contract (tensormorph compat);\n"
     "the planned canary share against the minimum; the rollback artifact exists, loads and\n"
     "matches the manifest's source checksums. It fails closed and lists every failed check.\n"

@@ -35,6 +35,10 @@ typedef struct tm_compat_item {
     int64_t          index;           /* node index or tensor index in the tm_file               */
     const char      *name;            /* tensor name; node name, or "#<index>" when it has none  */
     const char      *op_type;         /* nodes: op type ("DequantizeLinear"); tensors: NULL      */
+    const char      *domain;          /* nodes: the op's domain, "ai.onnx" for the default ("" in
+                                         the file), "com.microsoft" for ONNX Runtime contrib ops;
+                                         tensors: NULL. A node rule without "domain" matches
+                                         ai.onnx nodes only (docs/compat.md)                    */
     char             code_dtype[24];  /* "I8" "U8" "I4" "U4" "F8_E4M3" ...; the ONNX element type
                                          name for one tensormorph has no dtype for; "" unknown  */
     char             granularity[16]; /* "tensor" "channel" "group" "block"; "" unknown          */
@@ -86,7 +90,7 @@ tm_status tm_compat_check(const tm_file *f, const char *target, const char *tabl
 /* tm_compat_report_json: the report as one JSON object, malloc'd text (free()), NULL when out of
 ** memory: {"target", "family", "compute_capability" (null without), "runtime", "device",
 ** "format", "format_loaded", "all_native", "counts": {status: n}, "items": [{"kind" ("tensor" |
-** "node"), "name", "op_type", "code_dtype", "granularity", "symmetric" (true/false/null),
+** "node"), "name", "op_type", "domain" (null for tensors), "code_dtype", "granularity", "symmetric" (true/false/null),
 ** "ggml_type", "operand", "consumer", "describe", "status", "reason", "rule", "source": {"id",
 ** "url", "title"} or null}], "sources": {id: {"url", "title"}} (the sources the items cite)}.
 ** Empty strings are written as null. The format of `tensormorph compat --json` (docs/compat.md). */

@@ -77,6 +77,15 @@ static tm_status load_table(const char *text, const char *name, json_t **out, tm
         else if ((json_object_get(r, "sm_min") || json_object_get(r, "sm_max")) &&
                  !json_is_true(json_object_get(found, "compute_capability")))
             bad = tm__err_set(err, TM_E_CORRUPT, -1, "%s: $.rules[%zu]: sm_min/sm_max on target '%s', which has no compute capability", name, i, rt);
+        else if (json_object_get(r, "domain") && strcmp(jstr(r, "kind"), "node"))
+            bad = tm__err_set(err, TM_E_CORRUPT, -1, "%s: $.rules[%zu].domain: only node rules have a domain (kind is '%s')", name, i, jstr(r, "kind"));
+        for (int k = 0; !bad && k < 2; k++) {
+            const char *key = k ? "sm_max" : "sm_min";
+            json_int_t x;
+            char path[64];
+            snprintf(path, sizeof path, "$.rules[%zu].%s", i, key);
+            if (json_object_get(r, key)) bad = tm__json_int(json_object_get(r, key), name, path, &x, err);
+        }
         if (bad) { json_decref(t); return bad; } /* the message is written before t (and rt, src) go */
     }
     *out = t;
@@ -261,7 +270,8 @@ static void describe_node(const tm_file *f, const graph_maps *m, int64_t ni, tm_
             it->consumer_inputs_8bit_dq = produced_by_8bit_dq(f, m, cn, 0) && produced_by_8bit_dq(f, m, cn, 1);
         }
     }
-    snprintf(it->describe, sizeof it->describe, "%s %s%s%s%s%s%s%s%s", nd->op_type,
+    int contrib = nd->domain && *nd->domain && strcmp(nd->domain, "ai.onnx");
+    snprintf(it->describe, sizeof it->describe, "%s%s%s %s%s%s%s%s%s%s%s", contrib ? nd->domain : "", contrib ? ":" : "", nd->op_type,
              it->code_dtype[0] ? it->code_dtype : "?", it->granularity[0] ? " " : "", it->granularity,
              it->symmetric == 0 ? " asym" : "", it->operand[0] ? " " : "", it->operand,
              it->consumer[0] ? " -> " : "", it->consumer);
@@ -277,12 +287,23 @@ static int in_list(const json_t *list, const char *v) {
     return 0;
 }
 
+/* a rule's sm_min/sm_max; load_table has checked each is an integer (4.0 included) in range */
+static json_int_t rule_int(const json_t *v) {
+    json_int_t x = 0;
+    tm__json_int(v, "compat table", "sm", &x, NULL);
+    return x;
+}
+
 static int rule_matches(const json_t *r, const tm_compat_report *rep, const tm_compat_item *it) {
     if (strcmp(jstr(r, "target"), rep->family)) return 0;
     if (strcmp(jstr(r, "kind"), it->is_node ? "node" : "tensor")) return 0;
     json_t *v;
-    if ((v = json_object_get(r, "sm_min")) && rep->compute_capability < json_integer_value(v)) return 0;
-    if ((v = json_object_get(r, "sm_max")) && rep->compute_capability > json_integer_value(v)) return 0;
+    if ((v = json_object_get(r, "sm_min")) && rep->compute_capability < rule_int(v)) return 0;
+    if ((v = json_object_get(r, "sm_max")) && rep->compute_capability > rule_int(v)) return 0;
+    /* node rules: the op's domain; without "domain" only the default ONNX domain, so a rule
+    ** written for ai.onnx DequantizeLinear never claims a com.microsoft contrib op */
+    if (it->is_node && ((v = json_object_get(r, "domain")) ? !in_list(v, it->domain) : strcmp(it->domain ? it->domain : "", "ai.onnx")))
+        return 0;
     if ((v = json_object_get(r, "op_type")) && !in_list(v, it->op_type)) return 0;
     if ((v = json_object_get(r, "code_dtype")) && !in_list(v, it->code_dtype)) return 0;
     if ((v = json_object_get(r, "granularity")) && !in_list(v, it->granularity)) return 0;
@@ -402,6 +423,7 @@ tm_status tm_compat_check(const tm_file *f, const char *target, const char *tabl
         it->is_node = 1;
         it->index = i;
         it->op_type = nd->op_type;
+        it->domain = nd->domain && *nd->domain ? nd->domain : "ai.onnx";
         if (nd->name && *nd->name) it->name = nd->name;
         else {
             p->names[p->n_names] = tm__aprintf("#%lld", (long long)i);
@@ -452,6 +474,7 @@ char *tm_compat_report_json(const tm_compat_report *r) {
         json_object_set_new(e, "kind", json_string(it->is_node ? "node" : "tensor"));
         json_object_set_new(e, "name", str_or_null(it->name));
         json_object_set_new(e, "op_type", str_or_null(it->op_type));
+        json_object_set_new(e, "domain", str_or_null(it->domain));
         json_object_set_new(e, "code_dtype", str_or_null(it->code_dtype));
         json_object_set_new(e, "granularity", str_or_null(it->granularity));
         json_object_set_new(e, "symmetric", it->symmetric < 0 ? json_null() : json_boolean(it->symmetric));

@@ -146,7 +146,7 @@ static size_t js_utf8_len(const char *s, size_t nbytes) {
 static const char *const js_known[] = {
     "type", "properties", "required", "additionalProperties", "items", "enum", "const",
     "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "minItems", "maxItems",
-    "minLength", "maxLength", "$ref", "$defs",
+    "minLength", "maxLength", "minProperties", "maxProperties", "propertyNames", "$ref", "$defs",
     /* annotations: no effect on validation */
     "$schema", "$id", "$comment", "title", "description", "default", "examples",
 };
@@ -211,12 +211,38 @@ static tm_status js_count_kw(js_ctx *c, const json_t *schema, const char *kw, si
     json_int_t l = json_integer_value(lim);
     if (upper ? (json_int_t)have > l : (json_int_t)have < l)
         return js_fail(c, TM_E_CORRUPT, "%s %zu %s, %s %s %lld", what, have,
-                       !strcmp(what, "array has") ? "items" : "characters",
+                       !strcmp(what, "array has") ? "items" : !strcmp(what, "object has") ? "properties" : "characters",
                        upper ? "more than" : "fewer than", kw, (long long)l);
     return TM_OK;
 }
 
 static tm_status js_object(js_ctx *c, const json_t *schema, const json_t *doc) {
+    tm_status cst;
+    if ((cst = js_count_kw(c, schema, "minProperties", json_object_size(doc), 0, "object has")) != TM_OK) return cst;
+    if ((cst = js_count_kw(c, schema, "maxProperties", json_object_size(doc), 1, "object has")) != TM_OK) return cst;
+    const json_t *pnames = json_object_get(schema, "propertyNames");
+    if (pnames && !json_is_object(pnames) && !json_is_boolean(pnames))
+        return js_bad_schema(c, TM_E_INVALID_ARG, "propertyNames", "must be a schema");
+    if (pnames) {
+        /* each key validated as a string instance (2020-12 Core, "propertyNames"); the path names the key */
+        const char *pk;
+        json_t *pv;
+        json_object_foreach((json_t *)doc, pk, pv) {
+            (void)pv;
+            json_t *ks = json_stringn(pk, strlen(pk));
+            if (!ks) return tm__err_set(c->err, TM_E_NOMEM, -1, "out of memory");
+            size_t old = js_push_key(c, pk);
+            tm_status st = js_validate(c, pnames, ks);
+            json_decref(ks);
+            if (st != TM_OK && c->err) {
+                char why[TM_ERR_MSG_MAX];
+                snprintf(why, sizeof why, "%s", c->err->msg);
+                return tm__err_set(c->err, st, -1, "%s (the property name)", why);
+            }
+            if (st != TM_OK) return st;
+            js_pop(c, old);
+        }
+    }
     const json_t *req = json_object_get(schema, "required");
     if (req) {
         if (!json_is_array(req)) return js_bad_schema(c, TM_E_INVALID_ARG, "required", "must be an array of strings");
@@ -397,7 +423,7 @@ static tm_status jc_walk(js_check *c, const json_t *s, int depth) {
                    !strcmp(key, "exclusiveMaximum")) {
             if (!json_is_number(v)) return jc_fail(c, TM_E_INVALID_ARG, key, "must be a number");
         } else if (!strcmp(key, "minItems") || !strcmp(key, "maxItems") || !strcmp(key, "minLength") ||
-                   !strcmp(key, "maxLength")) {
+                   !strcmp(key, "maxLength") || !strcmp(key, "minProperties") || !strcmp(key, "maxProperties")) {
             if (!json_is_integer(v) || json_integer_value(v) < 0)
                 return jc_fail(c, TM_E_INVALID_ARG, key, "must be a non-negative integer");
         } else if (!strcmp(key, "$ref")) {
@@ -413,7 +439,7 @@ static tm_status jc_walk(js_check *c, const json_t *s, int depth) {
                 tm_status st = jc_child(c, ps, key, pk, depth);
                 if (st) return st;
             }
-        } else if (!strcmp(key, "additionalProperties") || !strcmp(key, "items")) {
+        } else if (!strcmp(key, "additionalProperties") || !strcmp(key, "items") || !strcmp(key, "propertyNames")) {
             tm_status st = jc_child(c, v, key, NULL, depth);
             if (st) return st;
         }
@@ -467,4 +493,21 @@ tm_status tm__jschema_validate_named(const char *name, const json_t *doc, const 
     tm_status st = tm__jschema_validate(schema, doc, doc_name, err);
     json_decref(schema);
     return st;
+}
+
+/* ---- reading integers ----------------------------------------------------------------- */
+
+tm_status tm__json_int(const json_t *v, const char *doc_name, const char *json_path, json_int_t *out, tm_err *err) {
+    const char *dn = doc_name ? doc_name : "document", *jp = json_path ? json_path : "$";
+    if (json_is_integer(v)) { *out = json_integer_value(v); return TM_OK; }
+    if (!v) return tm__err_set(err, TM_E_CORRUPT, -1, "%s: %s: missing (an integer is required)", dn, jp);
+    if (!json_is_real(v)) return tm__err_set(err, TM_E_CORRUPT, -1, "%s: %s: expected an integer, got %s", dn, jp, js_type_of(v));
+    double d = json_real_value(v);
+    if (!isfinite(d) || floor(d) != d)
+        return tm__err_set(err, TM_E_CORRUPT, -1, "%s: %s: %.17g is not an integer (it has a fractional part)", dn, jp, d);
+    /* json_int_t is long long: the doubles exactly representable in it are [-2^63, 2^63) */
+    if (!(d >= -9223372036854775808.0 && d < 9223372036854775808.0))
+        return tm__err_set(err, TM_E_CORRUPT, -1, "%s: %s: %.17g is outside the 64-bit integer range", dn, jp, d);
+    *out = (json_int_t)d;
+    return TM_OK;
 }

@@ -7,7 +7,8 @@
 ** "JSON Schema Core", draft 2020-12): type (a name or an array of names; "integer" is any number
 ** with a zero fractional part, as the spec says), properties, required, additionalProperties
 ** (true/false or a schema), items (one schema for every element), enum, const, minimum, maximum,
-** exclusiveMinimum, exclusiveMaximum, minItems, maxItems, minLength, maxLength, $ref of the form
+** exclusiveMinimum, exclusiveMaximum, minItems, maxItems, minLength, maxLength, minProperties,
+** maxProperties, propertyNames (each key validated as a string), $ref of the form
 ** "#/$defs/NAME" (resolved against the root schema), $defs. Annotations ($schema, $id, $comment,
 ** title, description, default, examples) are ignored. Any other keyword (pattern, oneOf, ...) is
 ** refused as TM_E_UNSUPPORTED so that a schema never silently means less than it says.
@@ -20,8 +21,8 @@
 #include <jansson.h>
 
 /* Validate doc against schema (the subset above). Stops at the first violation, in document
-** order (an object's keywords in the order type, const, enum, required, properties,
-** additionalProperties; arrays: minItems, maxItems, then each element).
+** order (an object's keywords in the order type, const, enum, minProperties, maxProperties,
+** propertyNames, required, properties, additionalProperties; arrays: minItems, maxItems, then each element).
 ** Returns TM_OK | TM_E_CORRUPT (doc violates the schema; err->msg is
 **   "<doc_name>: <JSON path like $.models.baseline.latency_ms[3]>: <reason>"; object keys that are
 **   not identifiers are written $["key"]) | TM_E_UNSUPPORTED (schema uses a keyword outside the
@@ -53,5 +54,14 @@ const char *tm__schema_text(const char *name);
 ** Returns as tm__jschema_validate, or TM_E_INTERNAL when the schema is missing or not JSON. */
 tm_status tm__jschema_validate_named(const char *name, const json_t *doc, const char *doc_name,
                                      tm_err *err);
+
+/* Read an integer the way the schemas' "integer" type admits it (JSON Schema 2020-12 Validation,
+** "type": a number with a zero fractional part is an integer, so 4.0 and 1e12 are integers): a
+** JSON integer, or a real that is finite, integral and inside [-2^63, 2^63). Every reader of an
+** integer field of a validated document uses this (json_integer_value() would read 4.0 as 0).
+** doc_name and json_path ("$.protocol.threads") only name the value in messages.
+** Returns TM_OK (*out set) | TM_E_CORRUPT: v missing, not a number, fractional or out of range;
+** err->msg "<doc_name>: <json_path>: <reason>". */
+tm_status tm__json_int(const json_t *v, const char *doc_name, const char *json_path, json_int_t *out, tm_err *err);
 
 #endif /* TM_CORE_JSCHEMA_H */

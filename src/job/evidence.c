@@ -297,6 +297,37 @@ static tm_status check_params(const tm_evidence_params *p, tm_err *err) {
     return TM_OK;
 }
 
+/* Baseline and candidate outputs differ by name: say which names each has that the other lacks
+** (drift compares outputs by name). Returns TM_E_CORRUPT. */
+static tm_status outputs_differ(const tm_evidence_params *p, const tm__ev_result *b, const tm__ev_result *c,
+                                const int *cmap, tm_err *err) {
+    char only_b[220] = "", only_c[220] = "";
+    size_t ub = 0, uc = 0;
+    int nb = 0, nc = 0;
+    for (int k = 0; k < b->n_out; k++) {
+        if (cmap[k] >= 0) continue;
+        nb++;
+        if (ub < sizeof only_b) {
+            int w = snprintf(only_b + ub, sizeof only_b - ub, "%s'%s'", ub ? ", " : "", b->out_names[k]);
+            if (w > 0) ub += (size_t)w;
+        }
+    }
+    for (int j = 0; j < c->n_out; j++) {
+        int found = 0;
+        for (int k = 0; k < b->n_out && !found; k++) found = !strcmp(b->out_names[k], c->out_names[j]);
+        if (found) continue;
+        nc++;
+        if (uc < sizeof only_c) {
+            int w = snprintf(only_c + uc, sizeof only_c - uc, "%s'%s'", uc ? ", " : "", c->out_names[j]);
+            if (w > 0) uc += (size_t)w;
+        }
+    }
+    return tm__err_set(err, TM_E_CORRUPT, -1,
+                       "%s: the candidate's outputs are not the baseline's (drift compares outputs by name): "
+                       "baseline only: %s; candidate only: %s",
+                       p->candidate, nb ? only_b : "(none)", nc ? only_c : "(none)");
+}
+
 tm_status tm_evidence_run(const tm_evidence_params *p, char **json_out, tm_err *err) {
     *json_out = NULL;
     tm_status s = check_params(p, err);
@@ -353,10 +384,7 @@ tm_status tm_evidence_run(const tm_evidence_params *p, char **json_out, tm_err *
                 if (!strcmp(res[0].out_names[k], res[1].out_names[j])) cmap[k] = j;
             same &= cmap[k] >= 0;
         }
-        if (!s && !same)
-            s = tm__err_set(err, TM_E_CORRUPT, -1, "%s: the candidate's outputs (%d) are not the "
-                            "baseline's (%d, first '%s'): drift compares outputs by name", p->candidate,
-                            res[1].n_out, n_out, res[0].out_names[0]);
+        if (!s && !same) s = outputs_differ(p, &res[0], &res[1], cmap, err);
     }
     if (!s) {
         stats = tm__calloc((size_t)(smp.n * n_out), sizeof *stats);

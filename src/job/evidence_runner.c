@@ -4,6 +4,7 @@
 ** "progress DONE TOTAL" lines, stderr a file kept for errors), wait for it and read its result.
 ** The job and result formats are documented at the top of runner/evidence.js. */
 #include "evidence_impl.h"
+#include "../core/jschema.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -27,39 +28,83 @@ void tm__ev_result_free(tm__ev_result *r, int64_t n_samples) {
     memset(r, 0, sizeof *r);
 }
 
-/* The runner's stderr as one line: its own last "evidence.js: " line when there is one, else
-** the start of the text (newlines become " | "); at most ~400 characters. */
-static void read_stderr(const char *path, char *out, size_t cap) {
-    out[0] = '\0';
+/* The runner's stderr as one line (malloc'd; NULL when unreadable or empty): its own last
+** "evidence.js: " line when there is one, else the whole text; newlines become " | ". Whole:
+** ONNX Runtime puts the cause of a failure at the end of its message. At most 1 MiB is read. */
+static char *read_stderr(const char *path) {
     FILE *fp = fopen(path, "r");
-    if (!fp) return;
-    char line[2048];
-    size_t n = 0;
-    int own = 0;
-    while (fgets(line, sizeof line, fp)) {
-        if (!strncmp(line, "evidence.js: ", 13)) {
-            snprintf(out, cap, "%s", line);
-            own = 1;
-        } else if (!own && n + 1 < cap) {
-            size_t l = strlen(line);
-            if (l > cap - 1 - n) l = cap - 1 - n;
-            memcpy(out + n, line, l);
-            n += l;
-            out[n] = '\0';
+    if (!fp) return NULL;
+    size_t cap = 1 << 20, n = 0;
+    char *all = malloc(cap + 1);
+    if (!all) { fclose(fp); return NULL; }
+    n = fread(all, 1, cap, fp);
+    fclose(fp);
+    all[n] = '\0';
+    /* the runner's own line, when it wrote one: the last that starts a line */
+    const char *from = all, *end = all + n;
+    for (const char *q = all; q < end; q++) {
+        if ((q == all || q[-1] == '\n') && !strncmp(q, "evidence.js: ", 13)) {
+            from = q;
         }
     }
-    fclose(fp);
-    n = strlen(out);
-    while (n && (out[n - 1] == '\n' || out[n - 1] == '\r' || out[n - 1] == ' ')) out[--n] = '\0';
-    char tmp[1024];
-    size_t o = 0;
-    for (size_t i = 0; i < n && o + 4 < sizeof tmp; i++) {
-        if (out[i] == '\n') { memcpy(tmp + o, " | ", 3); o += 3; }
-        else if (out[i] != '\r') tmp[o++] = out[i];
+    if (from != all) {
+        const char *nl = strchr(from, '\n');
+        if (nl) end = nl;
     }
-    tmp[o] = '\0';
-    if (o > 400) memcpy(tmp + 397, "...", 4);
-    snprintf(out, cap, "%s", tmp);
+    char *line = malloc((size_t)(end - from) * 3 + 1);
+    size_t o = 0;
+    for (const char *q = from; line && q < end; q++) {
+        if (*q == '\n') { memcpy(line + o, " | ", 3); o += 3; }
+        else if (*q != '\r') line[o++] = *q;
+    }
+    free(all);
+    if (!line) return NULL;
+    while (o && (line[o - 1] == ' ' || line[o - 1] == '|')) o--;
+    line[o] = '\0';
+    if (!o) { free(line); return NULL; }
+    return line;
+}
+
+/* Keep the runner's whole stderr where the user can read it after the scratch folder is gone:
+** copied to <tmp_dir>/tensormorph-evidence-<phase>-XXXXXX.stderr. malloc'd path, NULL on failure. */
+static char *keep_stderr(const tm_evidence_params *p, const char *phase, const char *errp) {
+    char *dst = tm__aprintf("%s/tensormorph-evidence-%s-XXXXXX.stderr", p->tmp_dir ? p->tmp_dir : "/tmp", phase);
+    if (!dst) return NULL;
+    int fd = mkstemps(dst, 7);
+    FILE *in = fd >= 0 ? fopen(errp, "rb") : NULL;
+    int ok = in != NULL;
+    char buf[8192];
+    size_t k;
+    while (ok && (k = fread(buf, 1, sizeof buf, in)) > 0) ok = write(fd, buf, k) == (ssize_t)k;
+    if (in) fclose(in);
+    if (fd >= 0 && close(fd) != 0) ok = 0;
+    if (!ok) { if (fd >= 0) unlink(dst); free(dst); return NULL; }
+    return dst;
+}
+
+/* The runner's failure as one tm_err line: "<head>: <message>". The message is whole when it
+** fits tm_err.msg; else its first 80 characters, " ... ", and as much of its end as fits (the
+** end holds ONNX Runtime's cause), and the whole stderr is kept in a file the line names. */
+static tm_status runner_failure(tm_err *err, tm_status st, const tm_evidence_params *p, const char *phase,
+                                const char *errp, const char *head) {
+    char *msg = read_stderr(errp);
+    if (!msg) return tm__err_set(err, st, -1, "%s: (no message)", head);
+    size_t hl = strlen(head), ml = strlen(msg);
+    if (hl + 2 + ml < TM_ERR_MSG_MAX) {
+        tm_status r = tm__err_set(err, st, -1, "%s: %s", head, msg);
+        free(msg);
+        return r;
+    }
+    char *kept = keep_stderr(p, phase, errp);
+    char tail_note[300];
+    snprintf(tail_note, sizeof tail_note, " (whole stderr: %s)", kept ? kept : "could not be kept");
+    free(kept);
+    size_t budget = TM_ERR_MSG_MAX - 1, used = hl + 2 + strlen(tail_note) + 5;
+    size_t headn = 80, tailn = budget > used + headn ? budget - used - headn : 0;
+    if (headn + tailn >= ml) { headn = ml; tailn = 0; }
+    tm_status r = tm__err_set(err, st, -1, "%s: %.*s ... %s%s", head, (int)headn, msg, msg + ml - tailn, tail_note);
+    free(msg);
+    return r;
 }
 
 static tm_status write_job(const tm_evidence_params *p, const char *model, const tm__ev_inputs *in,
@@ -149,7 +194,7 @@ static tm_status read_result(const char *phase, const char *res_path, const char
     const char *ver = json_string_value(json_object_get(doc, "runtime_version"));
     const char *node = json_string_value(json_object_get(doc, "node"));
     if (!json_is_array(names) || json_array_size(names) < 1 || !json_is_array(samples) ||
-        (int64_t)json_array_size(samples) != smp->n || !json_is_integer(rss) || !ver || !node)
+        (int64_t)json_array_size(samples) != smp->n || !json_is_number(rss) || !ver || !node)
         s = tm__err_set(err, TM_E_IO, -1, "%s: %s: not the runner's result (output_names, samples "
                         "[%lld], peak_rss_bytes, runtime_version, node)", phase, res_path, (long long)smp->n);
     int n_out = s ? 0 : (int)json_array_size(names);
@@ -161,8 +206,12 @@ static tm_status read_result(const char *phase, const char *res_path, const char
         r->latency_ms = tm__calloc((size_t)r->n_latency, sizeof *r->latency_ms);
         r->runtime_version = tm__strdup(ver);
         r->node = tm__strdup(node);
-        r->peak_rss_bytes = json_integer_value(rss);
-        if (!r->out_names || !r->out_files || !r->latency_ms || !r->runtime_version || !r->node)
+        json_int_t rb = 0;
+        char jp[600];
+        snprintf(jp, sizeof jp, "%s: %s", phase, res_path);
+        s = tm__json_int(rss, jp, "$.peak_rss_bytes", &rb, err);
+        r->peak_rss_bytes = rb;
+        if (!s && (!r->out_names || !r->out_files || !r->latency_ms || !r->runtime_version || !r->node))
             s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
     }
     for (int k = 0; !s && k < n_out; k++) {
@@ -208,17 +257,16 @@ static tm_status run_job(const tm_evidence_params *p, const char *phase, const c
     int status = 0;
     tm_status s = spawn_runner(p, phase, job, errp, &status, err);
     if (!s && !(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
-        char msg[512];
-        read_stderr(errp, msg, sizeof msg);
+        char head[TM_ERR_MSG_MAX];
+        tm_status st = TM_E_IO;
         if (WIFSIGNALED(status)) {
-            s = tm__err_set(err, TM_E_IO, -1, "%s model %s: the runner was killed by signal %d%s%s",
-                            phase, what, WTERMSIG(status), msg[0] ? ": " : "", msg);
+            snprintf(head, sizeof head, "%s model %s: the runner was killed by signal %d", phase, what, WTERMSIG(status));
         } else {
             int code = WEXITSTATUS(status);
-            tm_status st = code == 3 ? TM_E_CORRUPT : code == 2 ? TM_E_INTERNAL : TM_E_IO;
-            s = tm__err_set(err, st, -1, "%s model %s: the runner failed (exit %d): %s", phase, what,
-                            code, msg[0] ? msg : "(no message)");
+            st = code == 3 ? TM_E_CORRUPT : code == 2 ? TM_E_INTERNAL : TM_E_IO;
+            snprintf(head, sizeof head, "%s model %s: the runner failed (exit %d)", phase, what, code);
         }
+        s = runner_failure(err, st, p, phase, errp, head);
     }
     return s;
 }

@@ -35,6 +35,8 @@ typedef struct gate {
     json_t *checks, *reasons;
     int     unparseable, n_failed;
     json_t *table;                 /* the compat table (targets' evidence specs)            */
+    const char *man_path, *ev_path, *pol_path; /* the inputs, named in messages           */
+    const char *target;            /* the policy target, for JSON paths into the policy     */
 } gate;
 
 static void add_check(gate *g, const char *name, const char *status, json_t *evidence, const char *fmt, ...)
@@ -57,6 +59,36 @@ static void add_check(gate *g, const char *name, const char *status, json_t *evi
         json_array_append_new(g->reasons, json_string(line ? line : reason));
         free(line);
     }
+}
+
+/* ---- reading integers ------------------------------------------------------------------ */
+
+/* Integer `key` of obj (a JSON integer or an integral real such as 4.0 or 1e12, which the schemas'
+** "integer" admits: tm__json_int). Returns 1 and sets *out when present and usable, 0 (*out = 0)
+** when absent, -1 when present but fractional or outside int64: that adds a failed
+** "inputs.integers" check naming file and JSON path (path_fmt, printf-style) and marks the run
+** unparseable (exit 3). */
+static int gint(gate *g, const json_t *obj, const char *key, const char *file, json_int_t *out, const char *path_fmt, ...)
+    TM_PRINTF(6, 7);
+static int gint(gate *g, const json_t *obj, const char *key, const char *file, json_int_t *out, const char *path_fmt, ...) {
+    *out = 0;
+    const json_t *v = json_object_get(obj, key);
+    if (!v) return 0;
+    char path[400];
+    va_list ap;
+    va_start(ap, path_fmt);
+    vsnprintf(path, sizeof path, path_fmt, ap);
+    va_end(ap);
+    tm_err err;
+    tm_err_clear(&err);
+    if (tm__json_int(v, file, path, out, &err) == TM_OK) return 1;
+    *out = 0;
+    g->unparseable = 1;
+    json_t *ev = json_object();
+    json_object_set_new(ev, "file", json_string(file));
+    json_object_set_new(ev, "path", json_string(path));
+    add_check(g, "inputs.integers", "fail", ev, "%s", err.msg);
+    return -1;
 }
 
 /* ---- reading inputs -------------------------------------------------------------------- */
@@ -144,6 +176,21 @@ static char *resolve_output_file(const char *manifest_path, const char *out_path
     return NULL;
 }
 
+/* NULL when an output file name stays inside the manifest's folder, else why not: an absolute path
+** or a ".." component would make the gate hash (and compat open) a file the manifest does not own. */
+static const char *unsafe_file_name(const char *name) {
+    if (!name || !name[0]) return "an empty file name";
+    if (name[0] == '/') return "an absolute path (output files are named relative to the manifest's folder)";
+    for (const char *p = name; *p;) {
+        const char *e = strchr(p, '/');
+        size_t l = e ? (size_t)(e - p) : strlen(p);
+        if (l == 2 && p[0] == '.' && p[1] == '.') return "a \"..\" path component (output files must stay inside the manifest's folder)";
+        p += l;
+        while (*p == '/') p++;
+    }
+    return NULL;
+}
+
 static void check_manifest_files(gate *g, const char *manifest_path, const json_t *man, artifact *art) {
     const json_t *out = json_object_get(man, "output");
     const json_t *files = json_object_get(out, "files");
@@ -158,14 +205,20 @@ static void check_manifest_files(gate *g, const char *manifest_path, const json_
         const json_t *fe = json_array_get(files, i);
         if (!art->files) { bad++; snprintf(first_bad, sizeof first_bad, "out of memory"); break; }
         const char *name = jstr(fe, "file"), *want = jstr(fe, "sha256");
-        json_int_t want_bytes = json_integer_value(json_object_get(fe, "bytes"));
+        json_int_t want_bytes;
+        gint(g, fe, "bytes", g->man_path, &want_bytes, "$.output.files[%zu].bytes", i);
         json_t *e = json_object();
         json_object_set_new(e, "file", json_string(name));
         json_object_set_new(e, "expected_sha256", want ? json_string(want) : json_null());
-        char *p = art->files ? resolve_output_file(manifest_path, out_path, name) : NULL;
+        const char *unsafe = unsafe_file_name(name);
+        char *p = art->files && !unsafe ? resolve_output_file(manifest_path, out_path, name) : NULL;
         if (art->files) art->files[i] = p;
         json_object_set_new(e, "path", p ? json_string(p) : json_null());
-        if (!want) {
+        if (unsafe) {
+            bad++;
+            json_object_set_new(e, "ok", json_false());
+            if (!first_bad[0]) snprintf(first_bad, sizeof first_bad, "$.output.files[%zu].file \"%s\" is refused: %s", i, name ? name : "", unsafe);
+        } else if (!want) {
             no_sum++;
             json_object_set_new(e, "ok", json_false());
             if (!first_bad[0]) snprintf(first_bad, sizeof first_bad, "%s: the manifest holds no sha256 (written with --no-checksums)", name);
@@ -209,6 +262,23 @@ static void check_manifest_files(gate *g, const char *manifest_path, const json_
                   bad + no_sum, n, n == 1 ? "" : "s", bad + no_sum == 1 ? "es" : "", first_bad);
     else
         add_check(g, "manifest.checksums", "pass", wrap, "%zu output file%s match%s the manifest's sha256 and size", n, n == 1 ? "" : "s", n == 1 ? "es" : "");
+}
+
+/* A release candidate must have changed something: results.n_quantized >= 1 (written by every
+** quantize job, src/job/qjob.c, gguf_job.c, onnx_job.c). A manifest without it, or with 0, is a
+** copy of its source, not a quantized artifact. */
+static void check_quantized(gate *g, const json_t *man) {
+    const json_t *res = json_object_get(man, "results");
+    json_int_t nq = 0, nt = 0;
+    int r = gint(g, res, "n_quantized", g->man_path, &nq, "$.results.n_quantized");
+    gint(g, res, "n_tensors", g->man_path, &nt, "$.results.n_tensors");
+    json_t *ev = json_object();
+    json_object_set_new(ev, "n_quantized", r > 0 ? json_integer(nq) : json_null());
+    json_object_set_new(ev, "n_tensors", json_object_get(res, "n_tensors") ? json_integer(nt) : json_null());
+    if (r < 0) add_check(g, "manifest.quantized", "fail", ev, "$.results.n_quantized is unreadable (see inputs.integers)");
+    else if (r == 0) add_check(g, "manifest.quantized", "fail", ev, "the manifest has no results.n_quantized: nothing shows the artifact was quantized");
+    else if (nq <= 0) add_check(g, "manifest.quantized", "fail", ev, "results.n_quantized is %lld: the job quantized no tensor, the artifact is its source unchanged (not a release candidate)", (long long)nq);
+    else add_check(g, "manifest.quantized", "pass", ev, "%lld tensor%s quantized", (long long)nq, nq == 1 ? "" : "s");
 }
 
 /* ---- rollback -------------------------------------------------------------------------- */
@@ -331,16 +401,19 @@ static void check_models(gate *g, const json_t *evd, const json_t *man) {
     add_check(g, "evidence.models", "fail", ev, "the evidence measured other files: %s", why);
 }
 
-/* latency samples of a model as doubles; *n = count; NULL when absent or malformed */
-static double *samples_of(const json_t *model, int64_t *n) {
+/* latency samples of a model as doubles; *n = count; NULL when absent or malformed. *bad = the
+** index of the first sample <= 0 ms (no inference takes no time: a clock or runner fault), or -1. */
+static double *samples_of(const json_t *model, int64_t *n, int64_t *bad) {
     const json_t *a = json_object_get(model, "latency_ms");
     *n = (int64_t)json_array_size(a);
+    *bad = -1;
     if (*n < 1) return NULL;
     double *s = tm__malloc_n((size_t)*n, sizeof *s);
     for (int64_t i = 0; s && i < *n; i++) {
         const json_t *v = json_array_get(a, (size_t)i);
         if (!json_is_number(v)) { free(s); return NULL; }
         s[i] = json_number_value(v);
+        if (*bad < 0 && !(s[i] > 0)) *bad = i;
     }
     return s;
 }
@@ -348,11 +421,12 @@ static double *samples_of(const json_t *model, int64_t *n) {
 static void check_protocol(gate *g, const json_t *evd, const json_t *pt) {
     if (!evd) { add_check(g, "evidence.protocol", "not_run", NULL, "needs the evidence"); return; }
     const json_t *proto = json_object_get(evd, "protocol"), *models = json_object_get(evd, "models");
-    json_int_t runs = json_integer_value(json_object_get(proto, "runs"));
-    json_int_t warm = json_integer_value(json_object_get(proto, "warmup"));
-    json_int_t threads = json_integer_value(json_object_get(proto, "threads"));
+    json_int_t runs, warm, threads, count;
+    gint(g, proto, "runs", g->ev_path, &runs, "$.protocol.runs");
+    gint(g, proto, "warmup", g->ev_path, &warm, "$.protocol.warmup");
+    gint(g, proto, "threads", g->ev_path, &threads, "$.protocol.threads");
     const json_t *inp = json_object_get(proto, "inputs");
-    json_int_t count = json_integer_value(json_object_get(inp, "count"));
+    gint(g, inp, "count", g->ev_path, &count, "$.protocol.inputs.count");
     json_int_t nb = (json_int_t)json_array_size(json_object_get(json_object_get(models, "baseline"), "latency_ms"));
     json_int_t nc = (json_int_t)json_array_size(json_object_get(json_object_get(models, "candidate"), "latency_ms"));
     json_t *ev = json_object();
@@ -372,14 +446,17 @@ static void check_protocol(gate *g, const json_t *evd, const json_t *pt) {
     if (nb != want) WHY("baseline has %lld latency samples, the protocol's runs x inputs = %lld x %lld = %lld", (long long)nb, (long long)runs, (long long)count, (long long)want);
     if (nc != want) WHY("candidate has %lld latency samples, the protocol's runs x inputs = %lld x %lld = %lld", (long long)nc, (long long)runs, (long long)count, (long long)want);
     const json_t *req = json_object_get(pt, "protocol"), *v;
-    if ((v = json_object_get(req, "threads")) && json_integer_value(v) != threads)
-        WHY("threads %lld, the policy requires %lld", (long long)threads, (long long)json_integer_value(v));
-    if ((v = json_object_get(req, "min_runs")) && runs < json_integer_value(v))
-        WHY("runs %lld < the policy's min_runs %lld", (long long)runs, (long long)json_integer_value(v));
-    if ((v = json_object_get(req, "min_warmup")) && warm < json_integer_value(v))
-        WHY("warmup %lld < the policy's min_warmup %lld", (long long)warm, (long long)json_integer_value(v));
-    if ((v = json_object_get(req, "min_inputs")) && count < json_integer_value(v))
-        WHY("inputs.count %lld < the policy's min_inputs %lld", (long long)count, (long long)json_integer_value(v));
+    const char *tg = g->target ? g->target : "?";
+    json_int_t want_v;
+    /* a requirement present but unreadable (-1) is already a failed inputs.integers check */
+    if (gint(g, req, "threads", g->pol_path, &want_v, "$.targets[\"%s\"].protocol.threads", tg) > 0 && want_v != threads)
+        WHY("threads %lld, the policy requires %lld", (long long)threads, (long long)want_v);
+    if (gint(g, req, "min_runs", g->pol_path, &want_v, "$.targets[\"%s\"].protocol.min_runs", tg) > 0 && runs < want_v)
+        WHY("runs %lld < the policy's min_runs %lld", (long long)runs, (long long)want_v);
+    if (gint(g, req, "min_warmup", g->pol_path, &want_v, "$.targets[\"%s\"].protocol.min_warmup", tg) > 0 && warm < want_v)
+        WHY("warmup %lld < the policy's min_warmup %lld", (long long)warm, (long long)want_v);
+    if (gint(g, req, "min_inputs", g->pol_path, &want_v, "$.targets[\"%s\"].protocol.min_inputs", tg) > 0 && count < want_v)
+        WHY("inputs.count %lld < the policy's min_inputs %lld", (long long)count, (long long)want_v);
     if ((v = json_object_get(req, "inputs_sha256")) && (!jstr(inp, "sha256") || strcmp(jstr(inp, "sha256"), json_string_value(v))))
         WHY("inputs.sha256 %.12s... differs from the policy's %.12s...", jstr(inp, "sha256") ? jstr(inp, "sha256") : "?", json_string_value(v));
 #undef WHY
@@ -425,12 +502,21 @@ static void check_latency(gate *g, const json_t *evd, const json_t *pt) {
         if (!evd) { add_check(g, P[k].name, "not_run", NULL, "needs the evidence"); continue; }
         const json_t *models = json_object_get(evd, "models");
         const json_t *bm = json_object_get(models, "baseline"), *cm = json_object_get(models, "candidate");
-        int64_t nb, nc;
-        double *sb = samples_of(bm, &nb), *sc = samples_of(cm, &nc);
+        int64_t nb, nc, bb, bc;
+        double *sb = samples_of(bm, &nb, &bb), *sc = samples_of(cm, &nc, &bc);
         json_t *ev = json_object();
         if (!sb || !sc) {
             free(sb); free(sc);
             add_check(g, P[k].name, "fail", ev, "missing latency samples: the %s has no latency_ms", !sc ? "candidate" : "baseline");
+            continue;
+        }
+        if (bb >= 0 || bc >= 0) {
+            const char *who = bc >= 0 ? "candidate" : "baseline";
+            int64_t at = bc >= 0 ? bc : bb;
+            double val = bc >= 0 ? sc[at] : sb[at];
+            free(sb); free(sc);
+            add_check(g, P[k].name, "fail", ev, "implausible latency: %s $.models.%s.latency_ms[%lld] is %.6g ms (a sample must be > 0 ms)",
+                      g->ev_path, who, (long long)at, val);
             continue;
         }
         double pb = percentile_of(sb, nb, P[k].p), pc = percentile_of(sc, nc, P[k].p);
@@ -453,8 +539,15 @@ static void check_memory(gate *g, const json_t *evd, const json_t *pt) {
     if (!bound) return;
     if (!evd) { add_check(g, "memory.peak_rss", "not_run", NULL, "needs the evidence"); return; }
     const json_t *models = json_object_get(evd, "models");
-    double b = (double)json_integer_value(json_object_get(json_object_get(models, "baseline"), "peak_rss_bytes"));
-    double c = (double)json_integer_value(json_object_get(json_object_get(models, "candidate"), "peak_rss_bytes"));
+    json_int_t bi, ci;
+    int rb = gint(g, json_object_get(models, "baseline"), "peak_rss_bytes", g->ev_path, &bi, "$.models.baseline.peak_rss_bytes");
+    int rc = gint(g, json_object_get(models, "candidate"), "peak_rss_bytes", g->ev_path, &ci, "$.models.candidate.peak_rss_bytes");
+    if (rb < 0 || rc < 0) { add_check(g, "memory.peak_rss", "fail", NULL, "peak_rss_bytes is unreadable (see inputs.integers)"); return; }
+    if (rb == 0 || rc == 0) {
+        add_check(g, "memory.peak_rss", "fail", NULL, "missing evidence: the %s has no peak_rss_bytes", rc == 0 ? "candidate" : "baseline");
+        return;
+    }
+    double b = (double)bi, c = (double)ci;
     check_bound(g, "memory.peak_rss", "peak RSS", "bytes", c, b, bound, json_object());
 }
 
@@ -577,6 +670,7 @@ static void check_compat(gate *g, const tm_gate_params *p, const json_t *pt, con
         json_t *e = json_object();
         json_object_set_new(e, "name", json_string(it->name));
         json_object_set_new(e, "describe", json_string(it->describe));
+        json_object_set_new(e, "domain", it->domain ? json_string(it->domain) : json_null());
         json_object_set_new(e, "status", json_string(tm_compat_status_name(it->status)));
         json_object_set_new(e, "reason", json_string(it->reason));
         json_object_set_new(e, "source", it->source_url ? json_string(it->source_url) : json_null());
@@ -633,6 +727,9 @@ tm_status tm_gate_run(const tm_gate_params *p, tm_gate_result *out, tm_err *err)
     g.table = json_loads(p->compat_table_json ? p->compat_table_json : tm_compat_table_default(), 0, NULL);
     if (!g.checks || !g.reasons) { json_decref(g.checks); json_decref(g.reasons); json_decref(g.table); return tm__err_set(err, TM_E_NOMEM, -1, "out of memory"); }
 
+    g.man_path = p->manifest_path;
+    g.ev_path = p->evidence_path;
+    g.pol_path = p->policy_path;
     json_t *man = load_input(&g, "inputs.manifest", "manifest", p->manifest_path, "manifest");
     json_t *evd = load_input(&g, "inputs.evidence", "evidence", p->evidence_path, "evidence");
     json_t *pol = load_input(&g, "inputs.policy", "policy", p->policy_path, "policy");
@@ -652,6 +749,7 @@ tm_status tm_gate_run(const tm_gate_params *p, tm_gate_result *out, tm_err *err)
             pt = json_object_iter_value(it);
         }
         json_object_set_new(ev, "target", target ? json_string(target) : json_null());
+        g.target = target;
         if (!pt && p->target)
             add_check(&g, "policy.target", "fail", ev, "the policy has no thresholds for target '%s'", p->target);
         else if (!pt)
@@ -666,8 +764,11 @@ tm_status tm_gate_run(const tm_gate_params *p, tm_gate_result *out, tm_err *err)
 
     artifact art;
     memset(&art, 0, sizeof art);
-    if (man) check_manifest_files(&g, p->manifest_path, man, &art);
-    else add_check(&g, "manifest.checksums", "not_run", NULL, "needs the manifest");
+    if (man) { check_manifest_files(&g, p->manifest_path, man, &art); check_quantized(&g, man); }
+    else {
+        add_check(&g, "manifest.checksums", "not_run", NULL, "needs the manifest");
+        add_check(&g, "manifest.quantized", "not_run", NULL, "needs the manifest");
+    }
     check_device(&g, evd, pt ? target : NULL);
     check_models(&g, evd, man);
     check_protocol(&g, evd, pt);

@@ -312,6 +312,97 @@ static void test_onnx_qoperator_nodes(void **state) {
     }
 }
 
+/* `tensormorph quantize` on an opset-9 model (PaddleOCR cls) writes com.microsoft
+** DequantizeLinear nodes: ONNX Runtime runs those contrib ops (the same rules as ai.onnx Q/DQ),
+** TensorRT's parser does not import contrib ops at all, whatever the codes */
+static void test_onnx_contrib_domain(void **state) {
+    (void)state;
+    if (!tmv_require_shared()) return;
+    char p[600];
+    snprintf(p, sizeof p, "%s/cls-int8.onnx", g_tmp);
+    assert_int_equal(tmt_run(NULL, "%s quantize %s/models/onnx/npm/paddleocr/ch_ppocr_mobile_v2.0_cls_infer.onnx -o %s -q",
+                             tmt_bin(), tmv_shared_dir(), p), 0);
+    tm_file *f = open_path(p);
+    tm_compat_report *r = check(f, "tensorrt:sm89", NULL);
+    assert_true(r->n_items >= 10);
+    assert_int_equal(r->counts[TM_COMPAT_UNSUPPORTED], r->n_items);
+    for (int64_t i = 0; i < r->n_items; i++) {
+        const tm_compat_item *it = &r->items[i];
+        assert_string_equal(it->op_type, "DequantizeLinear");
+        assert_string_equal(it->domain, "com.microsoft");
+        assert_string_equal(it->code_dtype, "I8"); /* symmetric int8: an ai.onnx DQ would be trt-int8 native */
+        assert_int_equal(it->symmetric, 1);
+        assert_string_equal(it->rule_id, "trt-contrib-op");
+        assert_non_null(strstr(it->reason, "contrib op"));
+        assert_non_null(strstr(it->source_url, "onnx-tensorrt"));
+        assert_non_null(strstr(it->describe, "com.microsoft:DequantizeLinear"));
+    }
+    int64_t n = r->n_items;
+    tm_compat_report_free(r);
+    /* ORT CPU: the contrib DequantizeLinear runs, classified by the ai.onnx rules */
+    r = check(f, "ort-cpu", NULL);
+    assert_int_equal(r->n_items, n);
+    assert_int_equal(r->counts[TM_COMPAT_UNSUPPORTED], 0);
+    for (int64_t i = 0; i < r->n_items; i++) {
+        assert_string_equal(r->items[i].domain, "com.microsoft");
+        assert_true(!strcmp(r->items[i].rule_id, "ort-dq-8bit-unfused") || !strcmp(r->items[i].rule_id, "ort-dq-other"));
+        assert_non_null(strstr(r->items[i].source_url, "onnxruntime"));
+    }
+    tm_compat_report_free(r);
+    tm_close(f);
+    /* a rule without "domain" matches ai.onnx nodes only: a table whose one TensorRT row says
+    ** "every DequantizeLinear is native" does not claim the contrib op (fail closed) */
+    const char *table =
+        "{\"schema\": \"tensormorph.compat-table/1\", \"sources\": {\"s\": {\"url\": \"https://example.org\", \"title\": \"t\", \"facts\": \"f\"}},"
+        " \"targets\": [{\"name\": \"tensorrt\", \"runtime\": \"r\", \"device\": \"d\", \"compute_capability\": true, \"formats\": [\"onnx\"]}],"
+        " \"rules\": [{\"id\": \"any-dq\", \"target\": \"tensorrt\", \"kind\": \"node\", \"sm_min\": 80.0, \"op_type\": [\"DequantizeLinear\"],"
+        " \"status\": \"native\", \"reason\": \"x\", \"source\": \"s\"}]}";
+    f = open_path(p);
+    r = check(f, "tensorrt:sm89", table);
+    assert_int_equal(r->counts[TM_COMPAT_UNSUPPORTED], r->n_items);
+    assert_null(r->items[0].rule_id);
+    tm_compat_report_free(r);
+    tm_close(f);
+    /* sm_min written 80.0 is the integer 80 (JSON Schema's "integer"): on an ai.onnx model the
+    ** row holds on sm89 and not on sm75; 1e300 is no compute capability (the table is refused) */
+    f = open_shared("onnx/ort_testdata/conv_qdq_s8s8.onnx");
+    r = check(f, "tensorrt:sm89", table);
+    assert_int_equal(r->counts[TM_COMPAT_NATIVE], 4); /* the 4 DequantizeLinear; the 2 QuantizeLinear have no row */
+    for (int64_t i = 0; i < r->n_items; i++) {
+        assert_string_equal(r->items[i].domain, "ai.onnx");
+        if (!strcmp(r->items[i].op_type, "DequantizeLinear")) assert_string_equal(r->items[i].rule_id, "any-dq");
+    }
+    tm_compat_report_free(r);
+    r = check(f, "tensorrt:sm75", table);
+    assert_int_equal(r->counts[TM_COMPAT_UNSUPPORTED], r->n_items);
+    tm_compat_report_free(r);
+    char *big = strdup(table);
+    assert_non_null(big);
+    char *at = strstr(big, "80.0");
+    assert_non_null(at);
+    memcpy(at, "1e99", 4);
+    tm_err err;
+    assert_int_equal(tm_compat_check(f, "tensorrt:sm89", big, "big.json", &r, &err), TM_E_CORRUPT);
+    assert_non_null(strstr(err.msg, "big.json: $.rules[0].sm_min"));
+    assert_non_null(strstr(err.msg, "outside the 64-bit integer range"));
+    /* a domain on a tensor rule means nothing: the table is refused */
+    const char *tdom =
+        "{\"schema\": \"tensormorph.compat-table/1\", \"sources\": {\"s\": {\"url\": \"https://example.org\", \"title\": \"t\", \"facts\": \"f\"}},"
+        " \"targets\": [{\"name\": \"tensorrt\", \"runtime\": \"r\", \"device\": \"d\", \"compute_capability\": true, \"formats\": [\"onnx\"]}],"
+        " \"rules\": [{\"id\": \"t\", \"target\": \"tensorrt\", \"kind\": \"tensor\", \"domain\": [\"ai.onnx\"],"
+        " \"status\": \"native\", \"reason\": \"x\", \"source\": \"s\"}]}";
+    assert_int_equal(tm_compat_check(f, "tensorrt:sm89", tdom, "dom.json", &r, &err), TM_E_CORRUPT);
+    assert_string_equal(err.msg, "dom.json: $.rules[0].domain: only node rules have a domain (kind is 'tensor')");
+    free(big);
+    tm_close(f);
+    /* the CLI's JSON carries the domain */
+    json_t *j = tmt_run_json(1, "%s compat %s --target tensorrt:sm89 --json", tmt_bin(), p);
+    json_t *first = json_array_get(json_object_get(j, "items"), 0);
+    assert_string_equal(json_string_value(json_object_get(first, "domain")), "com.microsoft");
+    assert_string_equal(json_string_value(json_object_get(first, "rule")), "trt-contrib-op");
+    json_decref(j);
+}
+
 /* ---- compressed-tensors on vLLM -------------------------------------------------------- */
 
 static void vllm_case(const char *dir, const char *target, tm_compat_status want, const char *rule, const char *code) {
@@ -438,6 +529,7 @@ int main(void) {
         cmocka_unit_test(test_gguf_q4_k_m_llamacpp),
         cmocka_unit_test(test_onnx_qdq_ort_tensorrt),
         cmocka_unit_test(test_onnx_qoperator_nodes),
+        cmocka_unit_test(test_onnx_contrib_domain),
         cmocka_unit_test(test_compressed_tensors_vllm),
         cmocka_unit_test(test_cli_exit_codes_and_json),
     };

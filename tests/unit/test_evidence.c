@@ -470,14 +470,17 @@ static void expect_error(int rc, const char *needle, const char *fmt, ...) {
     free(out);
 }
 
-/* A small valid ONNX model (ir_version 8, opset 17) with one node of an op no runtime has:
-** tensormorph opens it, ONNX Runtime refuses it. Protobuf written field by field (onnx.proto). */
-static void write_bad_op_model(const char *path) {
+/* A small valid ONNX model (ir_version 8, opset 17) x[2] -> `op` (8 letters) -> out[2] (a
+** one-letter output name). Protobuf written field by field (onnx.proto). */
+static void write_op_model(const char *path, const char op[8], char out) {
     /* ValueInfoProto {name "x", type {tensor_type {elem_type 1, shape {dim {dim_value 2}}}}} */
     static const unsigned char vi_x[] = {0x0a, 1, 'x', 0x12, 10, 0x0a, 8, 0x08, 1, 0x12, 4, 0x0a, 2, 0x08, 2};
-    static const unsigned char vi_y[] = {0x0a, 1, 'y', 0x12, 10, 0x0a, 8, 0x08, 1, 0x12, 4, 0x0a, 2, 0x08, 2};
-    /* NodeProto {input "x", output "y", op_type "NoSuchOp"} */
-    static const unsigned char node[] = {0x0a, 1, 'x', 0x12, 1, 'y', 0x22, 8, 'N', 'o', 'S', 'u', 'c', 'h', 'O', 'p'};
+    unsigned char vi_y[] = {0x0a, 1, 'y', 0x12, 10, 0x0a, 8, 0x08, 1, 0x12, 4, 0x0a, 2, 0x08, 2};
+    vi_y[2] = (unsigned char)out;
+    /* NodeProto {input "x", output "<out>", op_type "<op>"} */
+    unsigned char node[] = {0x0a, 1, 'x', 0x12, 1, 'y', 0x22, 8, 0, 0, 0, 0, 0, 0, 0, 0};
+    node[5] = (unsigned char)out;
+    memcpy(node + 8, op, 8);
     unsigned char g[128];
     size_t n = 0;
     g[n++] = 0x0a; g[n++] = sizeof node; memcpy(g + n, node, sizeof node); n += sizeof node;     /* node (1)   */
@@ -494,6 +497,9 @@ static void write_bad_op_model(const char *path) {
     fwrite(m, 1, k, f);
     assert_int_equal(fclose(f), 0);
 }
+
+/* one node of an op no runtime has: tensormorph opens it, ONNX Runtime refuses it */
+static void write_bad_op_model(const char *path) { write_op_model(path, "NoSuchOp", 'y'); }
 
 static void test_bad_input(void **state) {
     (void)state;
@@ -546,6 +552,10 @@ static void test_bad_input(void **state) {
     write_text(sl, "{\"schema\":\"tensormorph.slices/1\",\"slices\":{\"a\":[\"s0\"]},\"extra\":1}");
     expect_error(3, "slices.json: $: property \"extra\" is not allowed here",
                  "'%s' evidence '%s' '%s' --inputs '%s' --slices '%s'", bin, g_model, g_model, dir, sl);
+    /* a slice needs a name */
+    write_text(sl, "{\"schema\":\"tensormorph.slices/1\",\"slices\":{\"\":[\"s0\"]}}");
+    expect_error(3, "slices.json: $.slices[\"\"]: string has 0 characters, fewer than minLength 1 (the property name)",
+                 "'%s' evidence '%s' '%s' --inputs '%s' --slices '%s'", bin, g_model, g_model, dir, sl);
     /* dynamic dims need --input-shape; a wrong one is refused */
     expect_error(2, "input 'x' has shape [?,3,?,?] with dynamic dims: give --input-shape x=",
                  "'%s' evidence '%s' '%s' --random-inputs 1", bin, g_model, g_model);
@@ -576,6 +586,64 @@ static void test_bad_input(void **state) {
     expect_error(3, "NoSuchOp", "'%s' evidence '%s' '%s' --random-inputs 1", bin, bad, bad);
 }
 
+/* The runner's error is kept whole: a model under a long path makes ONNX Runtime's message
+** longer than one error line; the line keeps its start and its end (ORT's cause), and names a
+** file holding the whole stderr */
+static void test_long_runner_error(void **state) {
+    (void)state;
+    if (!require_runtime()) return;
+    char dir[600], bad[800];
+    char longname[201];
+    memset(longname, 'd', 200);
+    longname[200] = '\0';
+    snprintf(dir, sizeof dir, "%s/%s", g_tmp, longname);
+    mkdir(dir, 0700);
+    snprintf(bad, sizeof bad, "%s/nosuchop.onnx", dir);
+    write_bad_op_model(bad);
+    char *out = NULL;
+    assert_int_equal(tmt_run(&out, "'%s' evidence '%s' '%s' --random-inputs 1 2>&1 >/dev/null", tmt_bin(), bad, bad), 3);
+    assert_non_null(out);
+    if (!strstr(out, "No Op registered for NoSuchOp")) print_message("%s\n", out);
+    assert_non_null(strstr(out, "baseline model "));
+    assert_non_null(strstr(out, " ... "));
+    assert_non_null(strstr(out, "No Op registered for NoSuchOp with domain_version of 17")); /* ORT's cause, at the end */
+    const char *k = strstr(out, "(whole stderr: ");
+    assert_non_null(k);
+    char kept[700];
+    snprintf(kept, sizeof kept, "%s", k + 15);
+    char *close = strchr(kept, ')');
+    assert_non_null(close);
+    *close = '\0';
+    free(out);
+    out = NULL;
+    /* the kept file has the whole message: the model path, ORT's load error and its cause */
+    assert_int_equal(tmt_run(&out, "cat '%s'", kept), 0);
+    assert_non_null(strstr(out, "evidence.js: "));
+    assert_non_null(strstr(out, bad));
+    assert_non_null(strstr(out, "No Op registered for NoSuchOp with domain_version of 17"));
+    free(out);
+    unlink(kept);
+}
+
+/* outputs that differ by name are named, each side's */
+static void test_output_names_differ(void **state) {
+    (void)state;
+    if (!require_runtime()) return;
+    char a[600], b[600];
+    snprintf(a, sizeof a, "%s/ident_y.onnx", g_tmp);
+    snprintf(b, sizeof b, "%s/ident_z.onnx", g_tmp);
+    write_op_model(a, "Identity", 'y');
+    write_op_model(b, "Identity", 'z');
+    char want[1400];
+    snprintf(want, sizeof want, "%s: the candidate's outputs are not the baseline's (drift compares outputs by name): "
+                                "baseline only: 'y'; candidate only: 'z'", b);
+    expect_error(3, want, "'%s' evidence '%s' '%s' --random-inputs 1 --runs 1 --warmup 0", tmt_bin(), a, b);
+    /* the same model on both sides measures */
+    json_t *d = tmt_run_json(0, "'%s' evidence '%s' '%s' --random-inputs 1 --runs 1 --warmup 0 --no-progress", tmt_bin(), a, a);
+    assert_non_null(json_object_get(json_object_get(json_object_get(d, "drift"), "overall"), "y"));
+    json_decref(d);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_nearest_rank),
@@ -583,6 +651,8 @@ int main(void) {
         cmocka_unit_test(test_qdq_candidate_with_slices),
         cmocka_unit_test(test_multi_input_model),
         cmocka_unit_test(test_bad_input),
+        cmocka_unit_test(test_long_runner_error),
+        cmocka_unit_test(test_output_names_differ),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

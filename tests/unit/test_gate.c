@@ -4,7 +4,9 @@
 ** protocol mismatch, slice drift over budget, a p95 field that lies about its own samples,
 ** rollback missing / of another checkpoint / not loadable, an artifact modified after the
 ** manifest, canary below the minimum, truncated JSON, a wrong type at a JSON path, a policy
-** without the target, a disallowed fallback), each FAIL listing every reason at once. */
+** without the target, a disallowed fallback; integers written as reals (4.0, 1e12), empty
+** thresholds, a manifest that quantized nothing, an output file named through "..", latency
+** samples of 0 ms), each FAIL listing every reason at once. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -236,7 +238,7 @@ static void test_pass(void **state) {
     char *out = NULL;
     assert_int_equal(tmt_run(&out, "%s gate --manifest %s/q8/tensormorph-manifest.json --evidence %s/ev.json --policy %s/pol.json --canary 0.1",
                              tmt_bin(), g_tmp, g_tmp, g_tmp), 0);
-    assert_non_null(strstr(out, "verdict: PASS (0 of 17 checks failed)"));
+    assert_non_null(strstr(out, "verdict: PASS (0 of 18 checks failed)"));
     free(out);
 }
 
@@ -450,6 +452,169 @@ static void test_policy_target_and_compat(void **state) {
                              tmt_bin(), g_tmp, g_tmp, g_tmp), 2);
 }
 
+static json_t *target_of(json_t *pol) { return json_object_get(json_object_get(pol, "targets"), "ort-cpu"); }
+
+/* integers written with a decimal point or an exponent (4.0, 1e12) are integers to JSON Schema
+** 2020-12 and to the schemas; the gate reads them as the numbers they are, never as 0 */
+static void test_integral_reals(void **state) {
+    (void)state;
+    write_json("pol.json", policy_ok());
+    /* a candidate peak RSS of 1e12 bytes written as a real: over max 80000000 */
+    json_t *e = evidence_ok();
+    json_object_set_new(json_object_get(json_object_get(e, "models"), "candidate"), "peak_rss_bytes", json_real(1000000000000.0));
+    write_json("ev_rss.json", e);
+    json_t *d = gate(1, "ev_rss.json", "pol.json", "--canary 0.1");
+    const char *const f1[] = {"memory.peak_rss", NULL};
+    assert_failed_exactly(d, f1);
+    assert_non_null(strstr(reason_of(d, "memory.peak_rss"), "candidate peak RSS 1000000000000 bytes > max 80000000 bytes"));
+    json_decref(d);
+    /* policy min_runs 2000.0: the requirement holds (10 runs fail it) */
+    json_t *p = policy_ok();
+    json_object_set_new(json_object_get(target_of(p), "protocol"), "min_runs", json_real(2000.0));
+    write_json("pol_runs.json", p);
+    write_json("ev.json", evidence_ok());
+    d = gate(1, "ev.json", "pol_runs.json", "--canary 0.1");
+    const char *const f2[] = {"evidence.protocol", NULL};
+    assert_failed_exactly(d, f2);
+    assert_non_null(strstr(reason_of(d, "evidence.protocol"), "runs 10 < the policy's min_runs 2000"));
+    json_decref(d);
+    /* threads 4.0 in the evidence is 4 (the policy wants 2); threads 2.0 in both passes */
+    e = evidence_ok();
+    json_object_set_new(json_object_get(e, "protocol"), "threads", json_real(4.0));
+    write_json("ev_thr.json", e);
+    d = gate(1, "ev_thr.json", "pol.json", "--canary 0.1");
+    assert_failed_exactly(d, f2);
+    assert_non_null(strstr(reason_of(d, "evidence.protocol"), "threads 4, the policy requires 2"));
+    json_decref(d);
+    e = evidence_ok();
+    json_object_set_new(json_object_get(e, "protocol"), "threads", json_real(2.0));
+    json_object_set_new(json_object_get(e, "protocol"), "runs", json_real(10.0));
+    write_json("ev_thr2.json", e);
+    p = policy_ok();
+    json_object_set_new(json_object_get(target_of(p), "protocol"), "threads", json_real(2.0));
+    write_json("pol_thr2.json", p);
+    d = gate(0, "ev_thr2.json", "pol_thr2.json", "--canary 0.1");
+    assert_non_null(strstr(reason_of(d, "evidence.protocol"), "10 runs x 2 inputs, 2 threads"));
+    json_decref(d);
+    /* an integral value beyond int64 is unreadable: file and JSON path, exit 3 */
+    e = evidence_ok();
+    json_object_set_new(json_object_get(e, "protocol"), "runs", json_real(1e300));
+    write_json("ev_huge.json", e);
+    d = gate(3, "ev_huge.json", "pol.json", "--canary 0.1");
+    assert_string_equal(status_of(d, "inputs.integers"), "fail");
+    assert_non_null(strstr(reason_of(d, "inputs.integers"), "ev_huge.json: $.protocol.runs: 1.0000000000000001e+300 is outside the 64-bit integer range"));
+    assert_string_equal(status_of(d, "evidence.protocol"), "fail");
+    json_decref(d);
+}
+
+/* a policy must state its thresholds: an empty latency_ms, drift or drift bound checks nothing */
+static void test_empty_thresholds(void **state) {
+    (void)state;
+    write_json("ev.json", evidence_ok());
+    static const struct { const char *what, *msg; } C[] = {
+        {"latency_ms", "latency_ms: object has 0 properties, fewer than minProperties 1"},
+        {"drift", ".drift: object has 0 properties, fewer than minProperties 1"},
+        {"drift.overall", ".drift.overall: object has 0 properties, fewer than minProperties 1"},
+        {"drift.slices", ".drift.slices: object has 0 properties, fewer than minProperties 1"},
+    };
+    const char *const f[] = {"inputs.policy", NULL};
+    for (size_t k = 0; k < sizeof C / sizeof C[0]; k++) {
+        json_t *p = policy_ok(), *t = target_of(p);
+        if (!strcmp(C[k].what, "latency_ms")) json_object_set_new(t, "latency_ms", json_object());
+        else if (!strcmp(C[k].what, "drift")) json_object_set_new(t, "drift", json_object());
+        else if (!strcmp(C[k].what, "drift.overall")) json_object_set_new(json_object_get(t, "drift"), "overall", json_object());
+        else json_object_set_new(json_object_get(t, "drift"), "slices", json_object());
+        write_json("pol_empty.json", p);
+        json_t *d = gate(3, "ev.json", "pol_empty.json", "--canary 0.1");
+        assert_failed_exactly(d, f);
+        if (!strstr(reason_of(d, "inputs.policy"), C[k].msg)) print_message("%s: %s\n", C[k].what, reason_of(d, "inputs.policy"));
+        assert_non_null(strstr(reason_of(d, "inputs.policy"), C[k].msg));
+        json_decref(d);
+    }
+}
+
+/* a copy of the q8 output with its manifest changed by `edit` (a python-free jansson edit) */
+static void manifest_copy(const char *dir, void (*edit)(json_t *)) {
+    assert_int_equal(tmt_run(NULL, "rm -rf %s/%s && cp -r %s/q8 %s/%s", g_tmp, dir, g_tmp, g_tmp, dir), 0);
+    char p[600];
+    snprintf(p, sizeof p, "%s/%s/tensormorph-manifest.json", g_tmp, dir);
+    json_t *m = json_load_file(p, 0, NULL);
+    assert_non_null(m);
+    edit(m);
+    assert_int_equal(json_dump_file(m, p, JSON_INDENT(1)), 0);
+    json_decref(m);
+}
+
+static void edit_n_quantized_0(json_t *m) { json_object_set_new(json_object_get(m, "results"), "n_quantized", json_integer(0)); }
+static void edit_no_results(json_t *m) { json_object_del(m, "results"); }
+static void edit_dotdot(json_t *m) {
+    json_object_set_new(json_array_get(json_object_get(json_object_get(m, "output"), "files"), 0), "file", json_string("../q8/model.safetensors"));
+}
+
+static void test_manifest_no_op_and_dotdot(void **state) {
+    (void)state;
+    write_json("ev.json", evidence_ok());
+    write_json("pol.json", policy_ok());
+    /* the real manifest says what it quantized */
+    json_t *d = gate(0, "ev.json", "pol.json", "--canary 0.1");
+    assert_string_equal(status_of(d, "manifest.quantized"), "pass");
+    assert_true(json_integer_value(json_object_get(json_object_get(find_check(d, "manifest.quantized"), "evidence"), "n_quantized")) >= 20);
+    json_decref(d);
+    const char *const f[] = {"manifest.quantized", NULL};
+    manifest_copy("q8noop", edit_n_quantized_0);
+    d = tmt_run_json(1, "%s gate --manifest %s/q8noop/tensormorph-manifest.json --evidence %s/ev.json --policy %s/pol.json --canary 0.1 --json 2>/dev/null",
+                     tmt_bin(), g_tmp, g_tmp, g_tmp);
+    assert_failed_exactly(d, f);
+    assert_non_null(strstr(reason_of(d, "manifest.quantized"), "results.n_quantized is 0"));
+    json_decref(d);
+    manifest_copy("q8nores", edit_no_results);
+    d = tmt_run_json(1, "%s gate --manifest %s/q8nores/tensormorph-manifest.json --evidence %s/ev.json --policy %s/pol.json --canary 0.1 --json 2>/dev/null",
+                     tmt_bin(), g_tmp, g_tmp, g_tmp);
+    assert_failed_exactly(d, f);
+    assert_non_null(strstr(reason_of(d, "manifest.quantized"), "no results.n_quantized"));
+    json_decref(d);
+    /* an output file named "../q8/model.safetensors" exists and matches, but lies outside the
+    ** manifest's folder: refused (the evidence's candidate is then no verified output either) */
+    manifest_copy("q8dd", edit_dotdot);
+    d = tmt_run_json(1, "%s gate --manifest %s/q8dd/tensormorph-manifest.json --evidence %s/ev.json --policy %s/pol.json --canary 0.1 --json 2>/dev/null",
+                     tmt_bin(), g_tmp, g_tmp, g_tmp);
+    assert_string_equal(status_of(d, "manifest.checksums"), "fail");
+    assert_non_null(strstr(reason_of(d, "manifest.checksums"), "\"../q8/model.safetensors\" is refused: a \"..\" path component"));
+    json_t *files = json_object_get(json_object_get(find_check(d, "manifest.checksums"), "evidence"), "files");
+    assert_true(json_is_null(json_object_get(json_array_get(files, 0), "path")));
+    json_decref(d);
+}
+
+/* latency samples of 0 ms are no measurement: every latency check fails with the sample named */
+static void test_zero_latency(void **state) {
+    (void)state;
+    write_json("pol.json", policy_ok());
+    json_t *e = evidence_ok();
+    json_object_set_new(json_object_get(json_object_get(e, "models"), "candidate"), "latency_ms", samples(0.0, 0.0, 20));
+    json_object_set_new(json_object_get(json_object_get(e, "models"), "candidate"), "p50_ms", json_real(0.0));
+    write_json("ev_zero.json", e);
+    json_t *d = gate(1, "ev_zero.json", "pol.json", "--canary 0.1");
+    const char *const f[] = {"latency.p50", "latency.p95", "latency.p99", NULL};
+    assert_failed_exactly(d, f);
+    assert_non_null(strstr(reason_of(d, "latency.p95"), "implausible latency: "));
+    assert_non_null(strstr(reason_of(d, "latency.p95"), "ev_zero.json $.models.candidate.latency_ms[0] is 0 ms"));
+    json_decref(d);
+    /* one 0 ms baseline sample among good ones (a negative one already breaks the schema) */
+    e = evidence_ok();
+    json_array_set_new(json_object_get(json_object_get(json_object_get(e, "models"), "baseline"), "latency_ms"), 5, json_real(0.0));
+    write_json("ev_one0.json", e);
+    d = gate(1, "ev_one0.json", "pol.json", "--canary 0.1");
+    assert_failed_exactly(d, f);
+    assert_non_null(strstr(reason_of(d, "latency.p50"), "$.models.baseline.latency_ms[5] is 0 ms"));
+    json_decref(d);
+    e = evidence_ok();
+    json_array_set_new(json_object_get(json_object_get(json_object_get(e, "models"), "baseline"), "latency_ms"), 5, json_real(-1.5));
+    write_json("ev_neg.json", e);
+    d = gate(3, "ev_neg.json", "pol.json", "--canary 0.1");
+    assert_non_null(strstr(reason_of(d, "inputs.evidence"), "$.models.baseline.latency_ms[5]"));
+    json_decref(d);
+}
+
 static void test_example_policy_is_valid(void **state) {
     (void)state;
     const char *src = getenv("TM_SRC");
@@ -570,6 +735,10 @@ int main(void) {
         cmocka_unit_test(test_rollback_and_manifest),
         cmocka_unit_test(test_unparseable_inputs),
         cmocka_unit_test(test_policy_target_and_compat),
+        cmocka_unit_test(test_integral_reals),
+        cmocka_unit_test(test_empty_thresholds),
+        cmocka_unit_test(test_manifest_no_op_and_dotdot),
+        cmocka_unit_test(test_zero_latency),
         cmocka_unit_test(test_example_policy_is_valid),
         cmocka_unit_test(test_end_to_end_onnx),
     };

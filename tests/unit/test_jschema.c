@@ -197,6 +197,68 @@ static void test_unsupported_and_annotations(void **state) {
     assert_int_equal(tm__jschema_validate(NULL, NULL, "x", &err), TM_E_INVALID_ARG);
 }
 
+/* minProperties / maxProperties count an object's keys; propertyNames validates each key as a
+** string (JSON Schema 2020-12 Validation 6.5.1-2, Core 10.3.2.4) */
+static void test_object_counts_and_property_names(void **state) {
+    (void)state;
+    expect_ok("{\"minProperties\":1}", "{\"a\":1}");
+    expect_ok("{\"minProperties\":1}", "[]"); /* only objects are counted */
+    expect_fail("{\"minProperties\":1}", "{}", TM_E_CORRUPT, "doc.json: $: object has 0 properties, fewer than minProperties 1");
+    expect_fail("{\"properties\":{\"t\":{\"minProperties\":2}}}", "{\"t\":{\"a\":1}}", TM_E_CORRUPT,
+                "doc.json: $.t: object has 1 properties, fewer than minProperties 2");
+    expect_ok("{\"maxProperties\":1}", "{\"a\":1}");
+    expect_fail("{\"maxProperties\":1}", "{\"a\":1,\"b\":2}", TM_E_CORRUPT, "doc.json: $: object has 2 properties, more than maxProperties 1");
+    expect_ok("{\"propertyNames\":{\"minLength\":1}}", "{\"a\":[]}");
+    expect_fail("{\"propertyNames\":{\"minLength\":1}}", "{\"a\":1,\"\":2}", TM_E_CORRUPT,
+                "doc.json: $[\"\"]: string has 0 characters, fewer than minLength 1 (the property name)");
+    expect_fail("{\"propertyNames\":{\"maxLength\":3}}", "{\"long key\":1}", TM_E_CORRUPT,
+                "doc.json: $[\"long key\"]: string has 8 characters, more than maxLength 3 (the property name)");
+    expect_fail("{\"propertyNames\":{\"enum\":[\"a\",\"b\"]}}", "{\"c\":1}", TM_E_CORRUPT,
+                "doc.json: $.c: \"c\" is not one of [\"a\",\"b\"] (the property name)");
+    expect_fail("{\"propertyNames\":false}", "{\"c\":1}", TM_E_CORRUPT, "doc.json: $.c: no value is allowed here (the property name)");
+    expect_ok("{\"propertyNames\":false}", "{}");
+    expect_fail("{\"propertyNames\":3}", "{\"c\":1}", TM_E_INVALID_ARG, "doc.json: $: schema keyword \"propertyNames\": must be a schema");
+}
+
+/* tm__json_int: a JSON integer, or a real with a zero fractional part inside int64 */
+static void test_json_int(void **state) {
+    (void)state;
+    static const struct { const char *text; long long want; } ok[] = {
+        {"4", 4}, {"4.0", 4}, {"1e12", 1000000000000LL}, {"1000000000000.0", 1000000000000LL}, {"-3.0", -3},
+        {"9223372036854775807", 9223372036854775807LL}, {"-9223372036854775808.0", -9223372036854775807LL - 1},
+    };
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+        json_t *v = J(ok[i].text);
+        json_int_t x = -1;
+        tm_err err;
+        tm_err_clear(&err);
+        assert_int_equal(tm__json_int(v, "f.json", "$.n", &x, &err), TM_OK);
+        assert_true(x == ok[i].want);
+        json_decref(v);
+    }
+    static const struct { const char *text, *msg; } bad[] = {
+        {"4.5", "f.json: $.n: 4.5 is not an integer (it has a fractional part)"},
+        {"1e300", "f.json: $.n: 1.0000000000000001e+300 is outside the 64-bit integer range"},
+        {"9223372036854775808.0", "f.json: $.n: 9.2233720368547758e+18 is outside the 64-bit integer range"},
+        {"\"4\"", "f.json: $.n: expected an integer, got string"},
+        {"null", "f.json: $.n: expected an integer, got null"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        json_t *v = J(bad[i].text);
+        json_int_t x = 7;
+        tm_err err;
+        tm_err_clear(&err);
+        assert_int_equal(tm__json_int(v, "f.json", "$.n", &x, &err), TM_E_CORRUPT);
+        if (strcmp(err.msg, bad[i].msg)) print_message("got \"%s\"\n", err.msg);
+        assert_string_equal(err.msg, bad[i].msg);
+        json_decref(v);
+    }
+    json_int_t x;
+    tm_err err;
+    assert_int_equal(tm__json_int(NULL, "f.json", "$.n", &x, &err), TM_E_CORRUPT);
+    assert_string_equal(err.msg, "f.json: $.n: missing (an integer is required)");
+}
+
 static void expect_schema_fault(const char *schema, tm_status code, const char *want) {
     json_t *s = J(schema);
     tm_err err;
@@ -226,6 +288,9 @@ static void test_check_schema(void **state) {
     expect_schema_fault("{\"minItems\":1.5}", TM_E_INVALID_ARG, "s.json: #: \"minItems\": must be a non-negative integer");
     expect_schema_fault("{\"maximum\":\"9\"}", TM_E_INVALID_ARG, "s.json: #: \"maximum\": must be a number");
     expect_schema_fault("{\"enum\":{}}", TM_E_INVALID_ARG, "s.json: #: \"enum\": must be an array");
+    expect_schema_fault("{\"minProperties\":-1}", TM_E_INVALID_ARG, "s.json: #: \"minProperties\": must be a non-negative integer");
+    expect_schema_fault("{\"propertyNames\":{\"pattern\":\"x\"}}", TM_E_UNSUPPORTED,
+                        "s.json: #/propertyNames: \"pattern\": not in the supported subset (src/core/jschema.h)");
     expect_schema_fault("{\"properties\":{\"a\":3}}", TM_E_INVALID_ARG,
                         "s.json: #/properties/a: \"(schema)\": is neither an object nor a boolean");
 }
@@ -324,6 +389,8 @@ static void test_slices_schema(void **state) {
                "slices: $.slices.day[1]: expected string, got integer");
     named_fail("slices", "{\"schema\":\"tensormorph.slices/1\",\"slices\":[\"s0\"]}",
                "slices: $.slices: expected object, got array");
+    named_fail("slices", "{\"schema\":\"tensormorph.slices/1\",\"slices\":{\"day\":[\"s0\"],\"\":[\"s1\"]}}",
+               "slices: $.slices[\"\"]: string has 0 characters, fewer than minLength 1 (the property name)");
 }
 
 /* A minimal valid evidence document; `patch` (JSON object) is merged over the top level. */
@@ -418,6 +485,8 @@ int main(void) {
         cmocka_unit_test(test_string_length),
         cmocka_unit_test(test_ref_defs),
         cmocka_unit_test(test_unsupported_and_annotations),
+        cmocka_unit_test(test_object_counts_and_property_names),
+        cmocka_unit_test(test_json_int),
         cmocka_unit_test(test_check_schema),
         cmocka_unit_test(test_every_embedded_schema_checks),
         cmocka_unit_test(test_embedded_schemas_parse),

@@ -354,7 +354,7 @@ void cli_quant_str(const tm_file *f, const tm_tensor *t, char *buf, size_t n) {
     const tm_dtype_traits *cd = tm_dtype_get(q->code_dtype);
     const tm_dtype_traits *sd = sc ? tm_dtype_get(sc->dtype) : NULL;
     snprintf(buf, n, "%s %s %s scale:%s", cd ? cd->name : "?", g,
-             q->zero_point_tensor >= 0 ? "asym" : "sym", sd ? sd->name : "?");
+             q->symmetric ? "sym" : "asym", sd ? sd->name : "?");
 }
 
 json_t *cli_quant_json(const tm_file *f, const tm_tensor *t) {
@@ -378,7 +378,7 @@ json_t *cli_quant_json(const tm_file *f, const tm_tensor *t) {
     const tm_tensor *sc = tm_file_tensor(f, q->scale_tensor);
     const tm_dtype_traits *sd = sc ? tm_dtype_get(sc->dtype) : NULL;
     json_object_set_new(o, "scale_dtype", json_string(sd ? sd->name : "?"));
-    json_object_set_new(o, "symmetric", json_boolean(q->zero_point_tensor < 0));
+    json_object_set_new(o, "symmetric", json_boolean(q->symmetric));
     json_object_set_new(o, "qmin", json_integer(q->qmin));
     json_object_set_new(o, "qmax", json_integer(q->qmax));
     json_object_set_new(o, "layout", json_string(q->layout ? q->layout : ""));

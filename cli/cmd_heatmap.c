@@ -15,7 +15,7 @@
 const cli_opt opts_heatmap[] = {
     {"output", 'o', "FILE", 0, "the PNG to write (atomically: temp file, fsync, rename)"},
     {"mode", 0, "MODE", 0, "value (diverging, default), abs (|value|), groups (channel/group/block of each element), error (|ref - dequantized| in LSB; needs --ref)"},
-    {"ref", 0, "REF", 0, "full-precision checkpoint, for --mode error"},
+    {"ref", 0, "REF", 0, "full-precision checkpoint, for --mode error (its tensor of the same name, else P.weight for P.qweight, X for X_quantized)"},
     {"width", 0, "W", 0, "most pixels across, 1..4096 (default 1024)"},
     {"height", 0, "H", 0, "most pixels down, 1..4096 (default 1024)"},
     {"split", 0, "K", 0, "rows = product of the first K dims, columns = the rest (default: ndim-1)"},
@@ -189,10 +189,12 @@ int cmd_heatmap(const cli_cmd *cmd, cli_args *a) {
     int64_t ri = -1;
     if (mode == MODE_ERROR) {
         if ((rc = cli_open(cli_get(a, "ref"), &r))) { tm_close(f); return rc; }
-        ri = tm_file_find(r, t->name);
+        ri = tm_ref_find(r, t->name); /* same name, P.qweight -> P.weight, X_quantized -> X */
         const tm_tensor *rt = tm_file_tensor(r, ri);
         if (!rt || rt->n_elems != t->n_elems) {
-            fprintf(stderr, "tensormorph: %s: no tensor '%s' with %" PRId64 " elements\n", cli_get(a, "ref"), t->name, t->n_elems);
+            fprintf(stderr, "tensormorph: %s: no tensor '%s' with %" PRId64 " elements%s\n", cli_get(a, "ref"),
+                    rt ? rt->name : t->name, t->n_elems, rt ? "" : " (nor its source name: P.weight for "
+                    "P.qweight, X for X_quantized)");
             tm_close(r); tm_close(f);
             return EXIT_USAGE;
         }
@@ -281,6 +283,7 @@ int cmd_heatmap(const cli_cmd *cmd, cli_args *a) {
         json_object_set_new(d, "tensor", json_string(t->name));
         json_object_set_new(d, "output", json_string(outp));
         json_object_set_new(d, "mode", json_string(ms ? ms : "value"));
+        if (r) json_object_set_new(d, "ref_tensor", json_string(tm_file_tensor(r, ri)->name));
         json_object_set_new(d, "rows", json_integer(rows));
         json_object_set_new(d, "cols", json_integer(cols));
         json_object_set_new(d, "step", json_integer(step));

@@ -14,8 +14,7 @@ int cmd_quantize_onnx(const cli_cmd *cmd, cli_args *a);
 
 /* Options of the other output forms that mean nothing for ONNX output. */
 static const char *const not_onnx[] = {"recipe", "quantize-embeddings", "max-shard-size",
-                                       "strict", "pure", "leave-output-tensor", "tensor-type",
-                                       "allow-empty"};
+                                       "strict", "pure", "leave-output-tensor", "tensor-type"};
 
 static int parse_gran_onnx(const char *s, tm_qgran *g) {
     memset(g, 0, sizeof *g);
@@ -70,6 +69,7 @@ int cmd_quantize_onnx(const cli_cmd *cmd, cli_args *a) {
     p.spec.allow_nonfinite = cli_has(a, "allow-nonfinite");
     p.no_checksums = cli_has(a, "no-checksums");
     p.force = cli_has(a, "force");
+    p.allow_empty = cli_has(a, "allow-empty");
     p.command_line = g_cli.argv_line;
     p.progress = cli_progress_cb;
     p.cancel = &g_cli_interrupted;

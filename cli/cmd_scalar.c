@@ -14,9 +14,10 @@ const char details_scalar[] =
     "e.g. 3,17. For a quantized tensor prints the code q of value = (q - zero_point) x scale with\n"
     "any storage offset removed (for fp8 the stored byte), the container word as stored in the\n"
     "file, the scale, zero point, group id and the dequantized value. A plain tensor prints its\n"
-    "stored value. With --ref, a tensor the reference lacks (e.g. a quantized output's\n"
-    "weight_scale) still prints its value; ref value and error are left out (JSON: null, with a\n"
-    "\"note\"), exit 0. A negative coordinate is refused; put -- before an INDEX that starts with -.";
+    "stored value. With --ref, the source is the reference's tensor of the same name, else for\n"
+    "P.qweight (GPTQ/AWQ) P.weight, for X_quantized (ONNX) X. A tensor the\n"
+    "reference lacks (e.g. a quantized output's weight_scale) still prints its value; ref value and\n"
+    "error are left out (JSON: null, with a \"note\"), exit 0. A negative coordinate is refused; put -- before an INDEX that starts with -.";
 
 /* scalar_json: the `scalar --json` document (also served as /api/v1/scalar). qe: the element
 ** when t is quantized; ref_value used when have_ref. */
@@ -138,13 +139,16 @@ int cmd_scalar(const cli_cmd *cmd, cli_args *a) {
     if (s) { rc = cli_fail(s, &err); tm_close(f); return rc; }
     int have_ref = 0;
     double ref_value = NAN;
-    char ref_note[1024] = "";
+    char ref_note[1024] = "", ref_name[512] = "";
     if (cli_get(a, "ref")) {
         tm_file *r;
         rc = cli_open(cli_get(a, "ref"), &r);
         if (rc) { tm_close(f); return rc; }
-        int64_t ri = tm_file_find(r, t->name);
+        /* the source of a quantized tensor: same name, P.qweight -> P.weight, X_quantized -> X */
+        int64_t ri = tm_ref_find(r, t->name);
         const tm_tensor *rt = tm_file_tensor(r, ri);
+        if (rt && rt->n_elems == t->n_elems && strcmp(rt->name, t->name))
+            snprintf(ref_name, sizeof ref_name, "%s", rt->name);
         if (!rt || rt->n_elems != t->n_elems) {
             /* e.g. a quantized output's weight_scale: the source has nothing to compare with.
             ** The stored value is still shown; the ref_* fields are left out (docs/API.md). */
@@ -154,7 +158,7 @@ int cmd_scalar(const cli_cmd *cmd, cli_args *a) {
             else
                 snprintf(ref_note, sizeof ref_note,
                          "%s: tensor '%s' has %" PRId64 " elements, not %" PRId64 ": ref value and error left out",
-                         cli_get(a, "ref"), t->name, rt->n_elems, t->n_elems);
+                         cli_get(a, "ref"), rt->name, rt->n_elems, t->n_elems);
             fprintf(stderr, "tensormorph: note: %s\n", ref_note);
             tm_close(r);
         } else {
@@ -202,7 +206,8 @@ int cmd_scalar(const cli_cmd *cmd, cli_args *a) {
             printf("value:       %.9g (not quantized)\n", value);
         }
         if (have_ref) {
-            printf("ref value:   %.9g\n", ref_value);
+            if (ref_name[0]) printf("ref value:   %.9g (tensor '%s' of the reference)\n", ref_value, ref_name);
+            else printf("ref value:   %.9g\n", ref_value);
             if (t->quant) printf("error:       %.9g (%.4f LSB)\n", error, err_lsb);
             else printf("error:       %.9g\n", error);
         }

@@ -65,11 +65,12 @@ static const tm_tensor *find_tensor(serve_ctx *c, serve_query_fn q, void *ud, in
     return tm_file_tensor(c->f, *ti);
 }
 
-/* The reference tensor matching tensor ti (same name and element count), or -1. */
+/* The reference tensor matching tensor ti (tm_ref_find: same name, else P.weight for P.qweight,
+** X for X_quantized; same element count), or -1. */
 static int64_t ref_index(serve_ctx *c, int64_t ti) {
     if (!c->ref) return -1;
     const tm_tensor *t = tm_file_tensor(c->f, ti);
-    int64_t ri = tm_file_find(c->ref, t->name);
+    int64_t ri = tm_ref_find(c->ref, t->name);
     const tm_tensor *rt = tm_file_tensor(c->ref, ri);
     return rt && rt->n_elems == t->n_elems ? ri : -1;
 }

@@ -118,12 +118,20 @@ typedef struct tm_qdiff_params {
     volatile const int *cancel;
 } tm_qdiff_params;
 
-/* tm_qdiff: for every quantized tensor of q whose name matches a tensor of ref with the same
+/* tm_qdiff: for every quantized tensor of q whose source tm_ref_find finds in ref with the same
 ** element count, compare ref (converted to f32) with q's dequantized values, measuring error
 ** against each element's own scale (LSB units). Memory: a few row chunks per thread.
 ** Returns TM_OK | TM_E_NOMEM | TM_E_CORRUPT | TM_E_CANCELLED. Free with tm_qdiff_free. */
 tm_status tm_qdiff(const tm_file *ref, const tm_file *q, const tm_qdiff_params *p,
                    tm_qdiff_result **out, tm_err *err);
+/* tm_ref_find: the index in `ref` (a full-precision checkpoint) of the source of tensor
+** `quantized_name` of a quantized checkpoint, or -1 (also when either argument is NULL). Tried
+** in order: the same name; GPTQ/AWQ "P.qweight" (or a bare "qweight") -> "P.weight"
+** (docs/formats.md "GPTQ and AWQ"); ONNX "X_quantized" -> "X" (the DequantizeLinear codes that
+** tensormorph's ONNX output and ONNX Runtime's quantizer name so, docs/onnx-quantize.md). Only
+** names are compared: callers check that the element counts agree. Used by tm_qdiff and by
+** `scalar --ref`, `heatmap --ref` and the web UI's reference lookup. */
+int64_t   tm_ref_find(const tm_file *ref, const char *quantized_name);
 /* tm_qdiff_flag: (re)apply the flag rules to r (median SQNR per scheme, thresholds). Called by
 ** tm_qdiff; call again after changing entries' clip_expected. */
 void      tm_qdiff_flag(tm_qdiff_result *r);

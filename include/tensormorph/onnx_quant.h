@@ -63,6 +63,8 @@ typedef struct tm_onnx_qparams {
     const char  **exclude;  int64_t n_exclude; /* regexes: never these                        */
     int           no_checksums;  /* 1: no sha256 in the manifest                                */
     int           force;         /* 1: replace an OUT that is a previous tensormorph output      */
+    int           allow_empty;   /* 1: write OUT (an unchanged copy) even when no weight gets
+                                    quantized; 0: refuse, saying why (see tm_onnx_quantize)      */
     const char   *command_line;  /* recorded in the manifest                                    */
     void (*progress)(void *ud, const char *phase, uint64_t done, uint64_t total);
     void         *progress_ud;
@@ -107,9 +109,18 @@ typedef struct tm_onnx_qresult {
 ** rename the new model is opened with tensormorph's own ONNX reader and every quantized weight
 ** must come back as a logical quantized tensor with the scales, zero points and granularity
 ** written. Only float32/float16/bfloat16 weights are quantized; DequantizeLinear, QOperator or
-** MatMulNBits weights already in the model are left as they are.
+** MatMulNBits weights already in the model are left as they are (a model with nothing else is
+** refused, see below).
+** No weight to quantize is refused, nothing written, unless p->allow_empty (then OUT is the
+** model unchanged but for the opset, with its manifest): TM_E_INVALID_ARG when --include matched
+** no weight or include/exclude filtered out every float weight; TM_E_UNSUPPORTED when the model
+** is already quantized (no float weight of Conv/ConvTranspose/MatMul/Gemm, quantized weights
+** present: the message counts them by layout, e.g. "12 DequantizeLinear"), when group:N was
+** asked and no weight is read by MatMul only (the message names the consumers), or for any
+** other reason (the message gives the first weights' reasons) [docs/exit-codes.md].
 ** Returns TM_OK | TM_E_INVALID_ARG (bad params; the input is not ONNX; OUT exists and is not a
-** previous output, is the input, or is a directory; include/exclude regex) | TM_E_UNSUPPORTED (external data;
+** previous output, is the input, or is a directory; include/exclude regex; filters leave no
+** weight) | TM_E_UNSUPPORTED (external data; nothing to quantize, see above;
 ** int4 or block_size needed but neither raising the opset nor com.microsoft works: the message
 ** names the op) | TM_E_LIMIT (output over 2 GiB) | TM_E_NONFINITE | TM_E_RANGE | TM_E_IO |
 ** TM_E_NOMEM | TM_E_CANCELLED | TM_E_INTERNAL (the re-opened output disagrees).

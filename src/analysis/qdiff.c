@@ -39,7 +39,7 @@ static void scheme_str(const tm_file *f, const tm_tensor *t, char *buf, size_t n
     default: snprintf(g, sizeof g, "tensor");
     }
     snprintf(buf, n, "%s %s %s scale:%s", tm_dtype_get(q->code_dtype)->name, g,
-             q->zero_point_tensor >= 0 ? "asym" : "sym", sc ? tm_dtype_get(sc->dtype)->name : "?");
+             q->symmetric ? "sym" : "asym", sc ? tm_dtype_get(sc->dtype)->name : "?");
 }
 
 static tm_status qdiff_one(void *vctx, int64_t k, int thread, tm_err *err) {
@@ -200,6 +200,14 @@ static int64_t ref_of_onnx_quantized(const tm_file *ref, const char *name) {
     return j;
 }
 
+int64_t tm_ref_find(const tm_file *ref, const char *quantized_name) {
+    if (!ref || !quantized_name) return -1;
+    int64_t j = tm_file_find(ref, quantized_name);
+    if (j < 0) j = ref_of_qweight(ref, quantized_name);
+    if (j < 0) j = ref_of_onnx_quantized(ref, quantized_name);
+    return j;
+}
+
 tm_status tm_qdiff(const tm_file *ref, const tm_file *q, const tm_qdiff_params *p,
                    tm_qdiff_result **out, tm_err *err) {
     tm_qdiff_params defp;
@@ -214,9 +222,7 @@ tm_status tm_qdiff(const tm_file *ref, const tm_file *q, const tm_qdiff_params *
     for (int64_t i = 0; i < nq; i++) {
         const tm_tensor *t = tm_file_tensor(q, i);
         if (!t->quant || t->role != TM_ROLE_DATA) continue;
-        int64_t j = tm_file_find(ref, t->name);
-        if (j < 0) j = ref_of_qweight(ref, t->name);
-        if (j < 0) j = ref_of_onnx_quantized(ref, t->name);
+        int64_t j = tm_ref_find(ref, t->name);
         const tm_tensor *rt = tm_file_tensor(ref, j);
         if (!rt || rt->n_elems != t->n_elems) { r->n_unmatched++; continue; }
         tm_qdiff_entry *e = &r->entries[r->n++];

@@ -820,6 +820,17 @@ static void set_role(tm_file *f, int64_t i, tm_tensor_role role, int64_t owner) 
     if (t && t->role == TM_ROLE_DATA && !t->quant) { t->role = role; t->owner = owner; }
 }
 
+/* 1 when every zero point of zt is 0 (integer codes: every byte 0, which a 4-bit zero point
+** expanded by expand_zp4 also is; float8: +0 or -0), 0 otherwise or when its bytes are not at
+** hand. Such a DequantizeLinear computes x * scale: symmetric (docs/formats.md "ONNX"). */
+static int zp_all_zero(ox_ctx *c, const tm_tensor *zt, int is_fp8) {
+    const uint8_t *b = tensor_bytes(c, zt);
+    if (!b) return 0;
+    for (uint64_t k = 0; k < zt->n_bytes; k++)
+        if (b[k] && !(is_fp8 && b[k] == 0x80)) return 0;
+    return 1;
+}
+
 /* Attach codes + scale (+ zp) as a quantized tensor. gran_axis < -1000 means "infer". Returns
 ** TM_OK also when the combination is not representable (a warning says why). */
 static tm_status attach(ox_ctx *c, ox_node *on, int64_t ci, int64_t si, int64_t zi, int axis,
@@ -889,7 +900,6 @@ static tm_status attach(ox_ctx *c, ox_node *on, int64_t ci, int64_t si, int64_t 
     q.qmin = tr->is_float ? -(int64_t)tr->fmax : tr->qmin;
     q.qmax = tr->is_float ? (int64_t)tr->fmax : tr->qmax;
     int is_fp8 = tr->is_float;
-    q.symmetric = zt == NULL;
     q.packing = codes_packing(ct->dtype, nd);
     q.codes_tensor = ci;
     q.scale_tensor = si;
@@ -906,7 +916,9 @@ static tm_status attach(ox_ctx *c, ox_node *on, int64_t ci, int64_t si, int64_t 
     if (zt && !is_fp8) {
         tm_status s = expand_zp4(c, zi, err);
         if (s) return s;
+        zt = tm_file_tensor(f, zi);
     }
+    q.symmetric = !zt || zp_all_zero(c, zt, is_fp8);
     tm_status s = tm__file_set_quant(f, ci, &q, err);
     if (s) return s;
     set_role(f, si, TM_ROLE_SCALE, ci);

@@ -204,6 +204,112 @@ static int match_any(regex_t *re, int64_t n, const char *s) {
     return 0;
 }
 
+static int is_float_type(int t) {
+    return t == TM__OX_FLOAT || t == TM__OX_FLOAT16 || t == TM__OX_BFLOAT16;
+}
+
+/* "12 DequantizeLinear, 1 MatMulNBits": in's quantized tensors counted by layout (the reader's
+** "onnx/..." names without the prefix). Returns how many there are. */
+static int64_t count_quantized(const tm_file *in, char *buf, size_t n) {
+    const char *lay[4] = {0};
+    int64_t cnt[4] = {0}, total = 0;
+    int nl = 0;
+    for (int64_t i = 0; i < tm_file_n_tensors(in); i++) {
+        const tm_tensor *t = tm_file_tensor(in, i);
+        if (!t->quant || t->role != TM_ROLE_DATA) continue;
+        const char *l = t->quant->layout ? t->quant->layout : "quantized";
+        if (!strncmp(l, "onnx/", 5)) l += 5;
+        total++;
+        int k = 0;
+        while (k < nl && strcmp(lay[k], l)) k++;
+        if (k == nl && nl < 4) lay[nl++] = l;
+        if (k < nl) cnt[k]++;
+    }
+    size_t at = 0;
+    buf[0] = '\0';
+    for (int k = 0; k < nl && at < n; k++)
+        at += (size_t)snprintf(buf + at, n - at, "%s%lld %s", k ? ", " : "", (long long)cnt[k], lay[k]);
+    return total;
+}
+
+/* After the plan: when no weight is to be quantized, say why instead of writing a copy of the
+** input (the compressed-tensors job's rule, src/job/qjob.c check_something_quantized, and
+** docs/exit-codes.md): an already-quantized model, a group size for a model without MatMul
+** weights, or nothing left for another reason of the input is TM_E_UNSUPPORTED (exit 3); an
+** --include that matches no weight, or filters that leave no float weight, TM_E_INVALID_ARG
+** (exit 2). */
+static tm_status check_something_quantized(const tm_file *in, const tm__oxmodel *m, const wq *plan,
+                                           const tm_onnx_qresult *res, const tm_onnx_qparams *p,
+                                           regex_t *re, tm_err *err) {
+    int64_t nw = tm__ox_n_weights(m), n_float = 0, n_filtered = 0, n_group = 0, n_inc = 0;
+    for (int64_t i = 0; i < nw; i++)
+        if (plan[i].quantize) return TM_OK;
+    char group_ops[160] = "";
+    for (int64_t i = 0; i < nw; i++) {
+        const tm__oxweight *w = tm__ox_weight(m, i);
+        const char *why = res->weights[i].reason;
+        if (p->n_include && match_any(re, p->n_include, w->name)) n_inc++;
+        if (!is_float_type(w->elem_type)) continue;
+        n_float++;
+        if (!strcmp(why, "not matched by --include") || !strcmp(why, "matched by --exclude")) n_filtered++;
+        if (!strncmp(why, "block quantization (group:N)", 28)) {
+            n_group++;
+            /* the union of the consumers' op types, each once */
+            char ops[160];
+            snprintf(ops, sizeof ops, "%s", w->consumers);
+            for (char *save = NULL, *op = strtok_r(ops, ",", &save); op; op = strtok_r(NULL, ",", &save)) {
+                int seen = 0;
+                for (const char *q = group_ops; (q = strstr(q, op)); q++) {
+                    size_t l = strlen(op);
+                    if ((q == group_ops || q[-1] == ',') && (q[l] == ',' || q[l] == '\0')) { seen = 1; break; }
+                }
+                size_t gl = strlen(group_ops);
+                if (!seen && gl + strlen(op) + 2 < sizeof group_ops)
+                    snprintf(group_ops + gl, sizeof group_ops - gl, "%s%s", gl ? "," : "", op);
+            }
+        }
+    }
+    const char *in_path = tm_file_path(in, 0);
+    const char *anyway = "(--allow-empty writes the unchanged copy anyway)";
+    char qs[160];
+    int64_t nq = count_quantized(in, qs, sizeof qs);
+    if (n_float == 0 && nq > 0)
+        return tm__err_set(err, TM_E_UNSUPPORTED, -1,
+                           "%s: the model is already quantized: %s weight%s, no float weight of Conv, "
+                           "ConvTranspose, MatMul or Gemm left; nothing to quantize %s",
+                           in_path, qs, nq == 1 ? "" : "s", anyway);
+    if (p->n_include > 0 && n_inc == 0)
+        return tm__err_set(err, TM_E_INVALID_ARG, -1,
+                           "%s: --include '%s'%s matched no weight (of %lld); nothing to quantize %s",
+                           in_path, p->include[0], p->n_include > 1 ? " (and the other --include patterns)" : "",
+                           (long long)nw, anyway);
+    if (n_group > 0) {
+        char who[96];
+        if (n_group == n_float) snprintf(who, sizeof who, "this model's %lld weight%s", (long long)n_group, n_group == 1 ? "" : "s");
+        else snprintf(who, sizeof who, "%lld of this model's %lld float weights", (long long)n_group, (long long)n_float);
+        return tm__err_set(err, TM_E_UNSUPPORTED, -1,
+                           "%s: group:%lld applies to MatMul weights only; %s feed %s, so no weight was "
+                           "quantized (-g channel or -g tensor quantizes them) %s",
+                           in_path, (long long)p->spec.gran.group_size, who, group_ops, anyway);
+    }
+    if (n_filtered > 0)
+        return tm__err_set(err, TM_E_INVALID_ARG, -1,
+                           "%s: --include/--exclude left no weight to quantize (%lld of %lld float weights "
+                           "filtered out) %s",
+                           in_path, (long long)n_filtered, (long long)n_float, anyway);
+    char reasons[400] = "";
+    size_t at = 0;
+    for (int64_t i = 0; i < nw && i < 3 && at < sizeof reasons; i++)
+        at += (size_t)snprintf(reasons + at, sizeof reasons - at, "%s'%s': %s", i ? "; " : "",
+                               res->weights[i].name, res->weights[i].reason);
+    if (nw == 0)
+        return tm__err_set(err, TM_E_UNSUPPORTED, -1,
+                           "%s: no weight to quantize: no float tensor is read as the weight (input 1) of "
+                           "Conv, ConvTranspose, MatMul or Gemm %s", in_path, anyway);
+    return tm__err_set(err, TM_E_UNSUPPORTED, -1, "%s: none of the %lld weights can be quantized (%s%s) %s",
+                       in_path, (long long)nw, reasons, nw > 3 ? "; ..." : "", anyway);
+}
+
 tm_status tm_onnx_quantize(tm_file *in, const char *out_path, const tm_onnx_qparams *p,
                            tm_onnx_qresult **out, tm_err *err) {
     *out = NULL;
@@ -298,7 +404,7 @@ tm_status tm_onnx_quantize(tm_file *in, const char *out_path, const tm_onnx_qpar
         const tm_tensor *t = tm_file_tensor(in, pl->ti);
         rw->src_dtype = t ? t->dtype : TM_F32;
         rw->n_elems = t ? t->n_elems : 0;
-        int ft = w->elem_type == TM__OX_FLOAT || w->elem_type == TM__OX_FLOAT16 || w->elem_type == TM__OX_BFLOAT16;
+        int ft = is_float_type(w->elem_type);
         char *why = rw->reason;
         size_t wn = sizeof rw->reason;
         if (p->n_include && !match_any(re, p->n_include, w->name)) snprintf(why, wn, "not matched by --include");
@@ -396,6 +502,7 @@ tm_status tm_onnx_quantize(tm_file *in, const char *out_path, const tm_onnx_qpar
                      "bfloat16 weight: Cast to bfloat16 needs ai.onnx opset 13, the output has %lld", (long long)res->opset_to);
         }
     }
+    if (!s && !p->allow_empty) s = check_something_quantized(in, m, plan, res, p, re, err);
     /* ---- quantize ---- */
     int64_t n_todo = 0, n_done = 0;
     for (int64_t i = 0; i < nw && plan; i++) n_todo += plan[i].quantize;

@@ -767,8 +767,33 @@ static void test_onnx_qdq16(void **state) {
     }
 }
 
+/* tm_ref_find (the one lookup qdiff, scalar --ref, heatmap --ref and the web UI share): the
+** source of "P.qweight" is the float checkpoint's "P.weight"; an exact name wins. */
+static void test_ref_find_qweight(void **state) {
+    (void)state;
+    tm_file *src = open_ok(sub("src"));
+    char qn[160], wn[160];
+    for (int l = 0; l < N_LIN; l++) {
+        snprintf(qn, sizeof qn, "%s.qweight", k_names[l]);
+        snprintf(wn, sizeof wn, "%s.weight", k_names[l]);
+        int64_t wi = tm_file_find(src, wn);
+        assert_true(wi >= 0);
+        assert_int_equal(tm_ref_find(src, qn), wi);
+        assert_int_equal(tm_ref_find(src, wn), wi);
+        assert_int_equal(tm_file_tensor(src, wi)->n_elems, k_N[l] * k_K[l]);
+    }
+    /* not a ".qweight" suffix, or a Linear the source lacks */
+    snprintf(qn, sizeof qn, "%sqweight", k_names[0]);
+    assert_int_equal(tm_ref_find(src, qn), -1);
+    assert_int_equal(tm_ref_find(src, "model.layers.9.mlp.up_proj.qweight"), -1);
+    assert_int_equal(tm_ref_find(src, "qweight"), -1);
+    assert_int_equal(tm_ref_find(src, "model.layers.0.mlp.up_proj.qzeros"), -1);
+    tm_close(src);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_ref_find_qweight),
         cmocka_unit_test(test_gptq_v1_act_order),
         cmocka_unit_test(test_gptq_v2),
         cmocka_unit_test(test_gptq_8bit_channel_no_config),

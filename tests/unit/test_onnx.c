@@ -496,12 +496,24 @@ static void test_ort_granularities(void **state) {
     assert_int_equal(e.group, 5);
     assert_true((float)e.value == (float)(q[5 * 27 + 4] - zp[5]) * s5);
     assert_true(has_warning(f, "") == 0); /* int32 bias: plain, no warning */
+    /* ORT's s8s8 per-channel weight: a zero-point tensor of 32 zeros, so symmetric (the
+    ** zero-point tensor stays attached) */
+    int all_zero = 1;
+    for (int k = 0; k < 32; k++) all_zero &= zp[k] == 0;
+    assert_true(all_zero);
+    assert_int_equal(t->quant->zero_point_tensor, tm_file_find(f, "conv1.weight_zero_point"));
+    assert_int_equal(t->quant->symmetric, 1);
     tm_close(f);
 
     f = open_ok("ort_testdata/conv_qdq_u8u8.onnx");
     t = must_find(f, "conv1.weight_quantized");
     assert_int_equal(t->quant->code_dtype, TM_U8);
     assert_int_equal(t->quant->gran.kind, TM_GRAN_TENSOR);
+    /* a non-zero uint8 zero point: asymmetric */
+    const uint8_t *zu;
+    assert_int_equal(tm_tensor_data(f, tm_file_find(f, "conv1.weight_zero_point"), 0, 1, (const void **)&zu, NULL), TM_OK);
+    assert_true(zu[0] != 0);
+    assert_int_equal(t->quant->symmetric, 0);
     tm_close(f);
 
     /* a negative axis (-3) on a rank-4 weight is axis 1 */
@@ -536,6 +548,10 @@ static void test_ort_granularities(void **state) {
         assert_true(code >= -8.0f && code <= 7.0f);          /* an int4 code */
         assert_true(fabsf(code - nearbyintf(code)) < 1e-3f); /* an integer */
     }
+    /* symmetric exactly when every (expanded 4-bit) zero point is 0 */
+    int zz_zero = 1;
+    for (int k = 0; k < 5; k++) zz_zero &= zz[k] == 0.0f;
+    assert_int_equal(t->quant->symmetric, zz_zero);
     free(w); free(s); free(zz);
     tm_close(f);
 
@@ -727,7 +743,19 @@ static void test_cli_graph_json(void **state) {
     assert_true(json_is_true(json_object_get(x, "quantized")));
     json_t *q = json_object_get(x, "quantization");
     assert_string_equal(json_string_value(json_object_get(q, "granularity")), "channel");
+    /* its zero points are all 0: symmetric, as compat says */
+    assert_true(json_is_true(json_object_get(q, "symmetric")));
     json_decref(d);
+    /* the text views label it sym too */
+    snprintf(cmd, sizeof cmd, "%s inspect %s/ort_testdata/conv_qdq_s8s8_perchannel.onnx", bin, onnx_dir());
+    p = popen(cmd, "r");
+    assert_non_null(p);
+    char line[512];
+    int seen_sym = 0;
+    while (fgets(line, sizeof line, p))
+        if (strstr(line, "conv1.weight_quantized") && strstr(line, "I8 channel:0 sym scale:F32")) seen_sym = 1;
+    assert_int_equal(WEXITSTATUS(pclose(p)), 0);
+    assert_true(seen_sym);
     /* a safetensors checkpoint has no graph: exit 3 */
     snprintf(cmd, sizeof cmd, "%s demo -o %s/demo -q && %s graph %s/demo >/dev/null 2>&1", bin,
              g_tmp, bin, g_tmp);

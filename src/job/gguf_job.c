@@ -614,29 +614,9 @@ tm_status tm_gguf_quantize(tm_file *in, const char *out_path, const tm_gguf_qpar
     const int def_type = tm_gguf_ftype_default_type(p->ftype);
     if (def_type < 0) return tm__err_set(err, TM_E_INVALID_ARG, -1, "unknown GGUF file type %d", p->ftype);
     const int def_quantized = def_type != TM_GQ_F16 && def_type != TM_GQ_BF16;
-    tm_status ds = tm__check_out_dir(out_path, err);
-    if (ds) return ds;
     /* nothing is lost: OUT is a new path, or (with force) a previous tensormorph output */
-    struct stat st;
-    if (stat(out_path, &st) == 0) {
-        if (S_ISDIR(st.st_mode))
-            return tm__err_set(err, TM_E_INVALID_ARG, -1, "-o %s is a directory (a GGUF output is one file)", out_path);
-        for (int i = 0; i < tm_file_n_paths(in); i++) {
-            struct stat is;
-            if (stat(tm_file_path(in, i), &is) == 0 && is.st_dev == st.st_dev && is.st_ino == st.st_ino)
-                return tm__err_set(err, TM_E_INVALID_ARG, -1, "-o %s is the input; choose another output path", out_path);
-        }
-        char *mp = tm__aprintf("%s.manifest.json", out_path);
-        struct stat ms;
-        int ours = mp && stat(mp, &ms) == 0 && S_ISREG(ms.st_mode);
-        free(mp);
-        if (!(ours && p->force))
-            return tm__err_set(err, TM_E_INVALID_ARG, -1,
-                               ours ? "-o %s holds a previous tensormorph output; add --force to replace it"
-                                    : "-o %s exists; tensormorph never replaces a file it did not write "
-                                      "(choose another path)",
-                               out_path);
-    }
+    tm_status ds = tm__check_file_output(in, out_path, p->force, "a GGUF output", err);
+    if (ds) return ds;
 
     tm_status s = TM_OK;
     regex_t *re = NULL;

@@ -118,3 +118,28 @@ tm_status tm__manifest_finish(json_t *man, json_t *results, time_t wall0, double
     if (!*json_out || !path) return tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
     return tm__write_file_atomic(path, *json_out, strlen(*json_out), err);
 }
+
+tm_status tm__check_file_output(const tm_file *in, const char *out_path, int force, const char *kind,
+                                tm_err *err) {
+    tm_status s = tm__check_out_dir(out_path, err);
+    if (s) return s;
+    struct stat st;
+    if (stat(out_path, &st) != 0) return TM_OK; /* a new path */
+    if (S_ISDIR(st.st_mode))
+        return tm__err_set(err, TM_E_INVALID_ARG, -1, "-o %s is a directory (%s is one file)", out_path, kind);
+    for (int i = 0; i < tm_file_n_paths(in); i++) {
+        struct stat is;
+        if (stat(tm_file_path(in, i), &is) == 0 && is.st_dev == st.st_dev && is.st_ino == st.st_ino)
+            return tm__err_set(err, TM_E_INVALID_ARG, -1, "-o %s is the input; choose another output path", out_path);
+    }
+    char *mp = tm__aprintf("%s.manifest.json", out_path);
+    struct stat ms;
+    int ours = mp && stat(mp, &ms) == 0 && S_ISREG(ms.st_mode);
+    free(mp);
+    if (ours && force) return TM_OK;
+    return tm__err_set(err, TM_E_INVALID_ARG, -1,
+                       ours ? "-o %s holds a previous tensormorph output; add --force to replace it"
+                            : "-o %s exists; tensormorph never replaces a file it did not write "
+                              "(choose another path)",
+                       out_path);
+}

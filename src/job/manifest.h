@@ -36,6 +36,14 @@ tm_status tm__manifest_add_output(json_t *man, const char *path, const char *for
 /* "times": {started_utc, finished_utc (now), seconds}. */
 void tm__manifest_add_times(json_t *man, time_t wall0, double seconds);
 
+/* May a single-file job (GGUF, ONNX) write out_path? Yes when the path is new, or with force
+** when it holds a previous tensormorph output (a regular OUT.manifest.json beside it). Refused:
+** its directory missing (TM_E_IO, tm__check_out_dir), a directory at out_path, one of in's own
+** files, any other existing file (TM_E_INVALID_ARG). kind names the output in messages ("a
+** GGUF output"). Nothing is lost: inputs and foreign files are never replaced. */
+tm_status tm__check_file_output(const tm_file *in, const char *out_path, int force, const char *kind,
+                                tm_err *err);
+
 /* The end of every job's manifest: "results" (steals `results`) and "times", serialised
 ** (2-space indent, key order kept, 17 significant digits) into *json_out (malloc'd, the
 ** caller frees) and written atomically to `path` (tm__write_file_atomic). Returns TM_OK |

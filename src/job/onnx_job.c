@@ -335,26 +335,9 @@ tm_status tm_onnx_quantize(tm_file *in, const char *out_path, const tm_onnx_qpar
     if (ds->scale_dtype != TM_F32)
         return tm__err_set(err, TM_E_INVALID_ARG, -1, "ONNX output: scales are float32 (DequantizeLinear "
                            "before opset 19 takes only float32 scales)");
-    tm_status dst = tm__check_out_dir(out_path, err);
-    if (dst) return dst;
     /* nothing is lost: OUT is a new path, or (with force) a previous tensormorph output */
-    struct stat st;
-    if (stat(out_path, &st) == 0) {
-        if (S_ISDIR(st.st_mode))
-            return tm__err_set(err, TM_E_INVALID_ARG, -1, "-o %s is a directory (an ONNX output is one file)", out_path);
-        struct stat is;
-        if (stat(tm_file_path(in, 0), &is) == 0 && is.st_dev == st.st_dev && is.st_ino == st.st_ino)
-            return tm__err_set(err, TM_E_INVALID_ARG, -1, "-o %s is the input; choose another output path", out_path);
-        char *mp = tm__aprintf("%s.manifest.json", out_path);
-        struct stat ms;
-        int ours = mp && stat(mp, &ms) == 0 && S_ISREG(ms.st_mode);
-        free(mp);
-        if (!(ours && p->force))
-            return tm__err_set(err, TM_E_INVALID_ARG, -1,
-                               ours ? "-o %s holds a previous tensormorph output; add --force to replace it"
-                                    : "-o %s exists; tensormorph never replaces a file it did not write "
-                                      "(choose another path)", out_path);
-    }
+    tm_status dst = tm__check_file_output(in, out_path, p->force, "an ONNX output", err);
+    if (dst) return dst;
     tm_status s = TM_OK;
     regex_t *re = tm__calloc((size_t)(p->n_include + p->n_exclude + 1), sizeof *re);
     int64_t n_re = 0;

@@ -59,14 +59,12 @@ double tm_lsb_size(tm_dtype code_dtype, double scale, double x) {
 ** remain; the last (run length % RUN_LANES) elements go, in order, to a tail accumulator; the run's
 ** total is the tail plus lanes 0..RUN_LANES-1 in that order. A non-finite x contributes +0 to
 ** every sum and nothing to the counts (skipping it and adding +0 give the same bits, because
-** every lane starts at +0). run_sums_ref is the reference; run_sums_sse2 computes the same lanes
-** in SSE2 registers (lane 2v+k is element k of vector v), run_sums_avx2 in AVX2 registers (chosen
-** at run time), either used when the scale is finite and positive; tests/unit/test_quant.c
-** compares all three. */
+** every lane starts at +0). run_sums_ref is the reference; run_sums_avx2 computes the same lanes
+** in AVX2 registers (chosen at run time when the scale is finite and positive);
+** tests/unit/test_quant.c compares the two. */
 #define RUN_LANES 8
 
-/* Tests set this to pick the lanes' implementation (tests/unit/test_quant.c): 0 the fastest the
-** CPU has, 1 the reference only, 2 no AVX2 (SSE2 on x86-64). */
+/* Tests set this to 1 to run the reference lanes only (tests/unit/test_quant.c). */
 int tm__errstats_force_ref = 0;
 
 typedef struct run_sums {
@@ -132,75 +130,12 @@ static void run_sums_ref(const float *x, const float *xq, int64_t n, double s, d
     lanes_total(lanes, &tail, nonfin, o);
 }
 
-#ifdef __SSE2__
-#include <emmintrin.h>
-/* run_sums_ref for 0 < s < inf, RUN_LANES = 8 lanes as 4 vectors of 2 doubles. */
-static void run_sums_sse2(const float *x, const float *xq, int64_t n, double s, double inv, double lo,
-                          double hi, run_sums *o) {
-    const __m128d sign = _mm_set1_pd(-0.0), vinf = _mm_set1_pd(INFINITY);
-    const __m128d vinv = _mm_set1_pd(inv), vlo = _mm_set1_pd(lo), vhi = _mm_set1_pd(hi);
-    const __m128d vtol = _mm_set1_pd(TM_QDIFF_MAX_LSB_TOL);
-    __m128d sx2[4], sq2[4], sxq[4], se2[4], sl2[4], mabs[4], mlsb[4], mlsbu[4];
-    __m128i cnt[4], clip[4], beyond[4];
-    for (int v = 0; v < 4; v++) {
-        sx2[v] = sq2[v] = sxq[v] = se2[v] = sl2[v] = mabs[v] = mlsb[v] = mlsbu[v] = _mm_setzero_pd();
-        cnt[v] = clip[v] = beyond[v] = _mm_setzero_si128();
-    }
-    int64_t i = 0;
-    for (; i + RUN_LANES <= n; i += RUN_LANES) {
-        for (int v = 0; v < 4; v++) {
-            __m128d xv = _mm_cvtps_pd(_mm_castsi128_ps(_mm_loadl_epi64((const __m128i *)(const void *)(x + i + 2 * v))));
-            __m128d q = _mm_cvtps_pd(_mm_castsi128_ps(_mm_loadl_epi64((const __m128i *)(const void *)(xq + i + 2 * v))));
-            const __m128d fin = _mm_cmplt_pd(_mm_andnot_pd(sign, xv), vinf); /* all ones: finite */
-            xv = _mm_and_pd(xv, fin); /* a non-finite x and its q contribute +0 */
-            q = _mm_and_pd(q, fin);
-            const __m128d e = _mm_sub_pd(q, xv), ae = _mm_andnot_pd(sign, e);
-            const __m128d el = _mm_mul_pd(ae, vinv);
-            sx2[v] = _mm_add_pd(sx2[v], _mm_mul_pd(xv, xv));
-            sq2[v] = _mm_add_pd(sq2[v], _mm_mul_pd(q, q));
-            sxq[v] = _mm_add_pd(sxq[v], _mm_mul_pd(xv, q));
-            se2[v] = _mm_add_pd(se2[v], _mm_mul_pd(e, e));
-            sl2[v] = _mm_add_pd(sl2[v], _mm_mul_pd(el, el));
-            mabs[v] = _mm_max_pd(ae, mabs[v]); /* (ae > m ? ae : m) */
-            mlsb[v] = _mm_max_pd(el, mlsb[v]);
-            const __m128d in = _mm_and_pd(_mm_cmpge_pd(xv, vlo), _mm_cmple_pd(xv, vhi));
-            const __m128d unclipped = _mm_and_pd(in, fin), clipped = _mm_andnot_pd(in, fin);
-            mlsbu[v] = _mm_max_pd(_mm_and_pd(el, unclipped), mlsbu[v]);
-            const __m128d bey = _mm_and_pd(_mm_cmpgt_pd(el, vtol), unclipped);
-            cnt[v] = _mm_sub_epi64(cnt[v], _mm_castpd_si128(fin)); /* all ones = -1 */
-            clip[v] = _mm_sub_epi64(clip[v], _mm_castpd_si128(clipped));
-            beyond[v] = _mm_sub_epi64(beyond[v], _mm_castpd_si128(bey));
-        }
-    }
-    run_lane lanes[RUN_LANES], tail;
-    memset(&tail, 0, sizeof tail);
-    for (int v = 0; v < 4; v++) {
-        double d[2];
-        int64_t c[2];
-#define LANE_STORE(field, vec) _mm_storeu_pd(d, vec); lanes[2 * v].field = d[0]; lanes[2 * v + 1].field = d[1];
-#define LANE_STORE_I(field, vec) _mm_storeu_si128((__m128i *)(void *)c, vec); lanes[2 * v].field = c[0]; lanes[2 * v + 1].field = c[1];
-        LANE_STORE(sx2, sx2[v]) LANE_STORE(sq2, sq2[v]) LANE_STORE(sxq, sxq[v]) LANE_STORE(se2, se2[v])
-        LANE_STORE(sl2, sl2[v]) LANE_STORE(mabs, mabs[v]) LANE_STORE(mlsb, mlsb[v]) LANE_STORE(mlsbu, mlsbu[v])
-        LANE_STORE_I(cnt, cnt[v]) LANE_STORE_I(clip, clip[v]) LANE_STORE_I(beyond, beyond[v])
-#undef LANE_STORE
-#undef LANE_STORE_I
-    }
-    int64_t nonfin = 0; /* each lane saw i / RUN_LANES elements and counted its finite ones */
-    for (int k = 0; k < RUN_LANES; k++) nonfin += i / RUN_LANES - lanes[k].cnt;
-    for (; i < n; i++) {
-        double xv = x[i];
-        if (!isfinite(xv)) { nonfin++; continue; }
-        lane_add(&tail, xv, xq[i], s, inv, lo, hi);
-    }
-    lanes_total(lanes, &tail, nonfin, o);
-}
-#endif
 
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
 #define TM_ES_AVX2 __attribute__((target("avx2")))
-/* run_sums_sse2 with the same 8 lanes as 2 vectors of 4 doubles (lane 4v+k is element k of
+/* run_sums_ref for 0 < s < inf, the same 8 lanes as 2 vectors of 4 doubles (lane 4v+k is element k of
 ** vector v); chosen at run time when the CPU has AVX2. */
 TM_ES_AVX2 static void run_sums_avx2(const float *x, const float *xq, int64_t n, double s, double inv,
                                      double lo, double hi, run_sums *o) {
@@ -264,21 +199,15 @@ TM_ES_AVX2 static void run_sums_avx2(const float *x, const float *xq, int64_t n,
 #define TM_ES_HAVE_AVX2 1
 #endif
 
-/* The run's sums, through the SSE2 lanes when they apply (same result as run_sums_ref). */
+/* The run's sums, through the AVX2 lanes when they apply (same result as run_sums_ref). */
 static void run_sums_any(const float *x, const float *xq, int64_t n, double s, double inv, double lo,
                          double hi, run_sums *o) {
-    if (s > 0 && isfinite(s) && tm__errstats_force_ref != 1) {
 #ifdef TM_ES_HAVE_AVX2
-        if (tm__errstats_force_ref != 2 && __builtin_cpu_supports("avx2")) {
-            run_sums_avx2(x, xq, n, s, inv, lo, hi, o);
-            return;
-        }
-#endif
-#ifdef __SSE2__
-        run_sums_sse2(x, xq, n, s, inv, lo, hi, o);
+    if (s > 0 && isfinite(s) && !tm__errstats_force_ref && __builtin_cpu_supports("avx2")) {
+        run_sums_avx2(x, xq, n, s, inv, lo, hi, o);
         return;
-#endif
     }
+#endif
     run_sums_ref(x, xq, n, s, inv, lo, hi, o);
 }
 

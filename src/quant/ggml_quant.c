@@ -330,12 +330,8 @@ static tm_status iq4_nl_block(const float *x, uint8_t *y, int64_t blk, tm_err *e
 ** sum(w x l) / sum(w l^2) is refined over 18 trial iscales -(nmax + 0.1 is) / max, is in
 ** [-9, 9] \ {0}, keeping the one with the largest sumlx^2 / suml2. Used by Q6_K (nmax 32). */
 static float make_qx_quants(int n, int nmax, const float *x, int8_t *L) {
-    float max = 0, amax = 0;
-    for (int i = 0; i < n; ++i) {
-        float ax = fabsf(x[i]);
-        if (ax > amax) { amax = ax; max = x[i]; }
-    }
-    if (amax < GROUP_MAX_EPS) {
+    float max = signed_absmax(x, n);
+    if (fabsf(max) < GROUP_MAX_EPS) {
         for (int i = 0; i < n; ++i) L[i] = 0;
         return 0.f;
     }
@@ -378,12 +374,8 @@ static float make_qx_quants(int n, int nmax, const float *x, int8_t *L) {
 ** coordinate descent, each code moved to nearest_int(x * suml2 / sumlx) when that raises
 ** sumlx^2 / suml2 (weights x^2). Codes L in [0, 2 nmax). Used by Q3_K (nmax 4). */
 static float make_q3_quants(int n, int nmax, const float *x, int8_t *L) {
-    float max = 0, amax = 0;
-    for (int i = 0; i < n; ++i) {
-        float ax = fabsf(x[i]);
-        if (ax > amax) { amax = ax; max = x[i]; }
-    }
-    if (amax < GROUP_MAX_EPS) {
+    float max = signed_absmax(x, n);
+    if (fabsf(max) < GROUP_MAX_EPS) {
         for (int i = 0; i < n; ++i) L[i] = 0;
         return 0.f;
     }

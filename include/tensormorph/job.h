@@ -80,8 +80,11 @@ void      tm_erracc_add(tm_erracc *a, tm_dtype code_dtype, const float *x, const
                         const int64_t *param, const float *scale, const int32_t *zero_point,
                         int64_t qmin, int64_t qmax, int64_t n);
 /* The same for n consecutive elements that all use param p (a row of a per-channel tensor, a
-** group, a per-tensor chunk): equal, bit for bit, to tm_erracc_add with param[k] = p for those
-** n elements, without the per-element param array. */
+** group, a per-tensor chunk): x[n] source and xq[n] dequantized values (float32, the tensor's
+** units), scale[p] / zero_point[p] (zero_point may be NULL). Equal, bit for bit, to
+** tm_erracc_add with param[k] = p for those n elements, without the per-element param array.
+** LSB and clipping as in docs/qdiff.md; sums in a fixed order of 8 lanes (errstats.c), so the
+** result does not depend on the CPU's vector width. No errors: n <= 0 adds nothing. */
 void      tm_erracc_add_run(tm_erracc *a, tm_dtype code_dtype, const float *x, const float *xq,
                             int64_t p, const float *scale, const int32_t *zero_point, int64_t qmin,
                             int64_t qmax, int64_t n);

@@ -325,6 +325,24 @@ static tm_status iq4_nl_block(const float *x, uint8_t *y, int64_t blk, tm_err *e
 /* K-quant scale searches                                                                    */
 /* ---------------------------------------------------------------------------------------- */
 
+/* One pass of the reference's weighted least-squares sums at iscale: l = nearest_int(iscale x)
+** clamped to [-nmax, nmax - 1], w = x^2, sumlx = sum w x l, suml2 = sum w l^2 (float, element
+** order); L[i] = l + off when L is not NULL. */
+static void weighted_sums(int n, int nmax, const float *x, float iscale, int8_t *L, int off,
+                          float *sumlx, float *suml2) {
+    float slx = 0, sl2 = 0;
+    for (int i = 0; i < n; ++i) {
+        int l = nearest_int(iscale * x[i]);
+        l = imax(-nmax, imin(nmax - 1, l));
+        if (L) L[i] = (int8_t)(l + off);
+        float w = x[i] * x[i];
+        slx += w * x[i] * l;
+        sl2 += w * l * l;
+    }
+    *sumlx = slx;
+    *suml2 = sl2;
+}
+
 /* make_qx_quants (symmetric, codes L in [0, 2 nmax)): first iscale = -nmax / max (max the
 ** signed value of largest magnitude); with rmse_type 1 (weights x^2) the least-squares scale
 ** sum(w x l) / sum(w l^2) is refined over 18 trial iscales -(nmax + 0.1 is) / max, is in
@@ -336,28 +354,14 @@ static float make_qx_quants(int n, int nmax, const float *x, int8_t *L) {
         return 0.f;
     }
     float iscale = -nmax / max;
-    float sumlx = 0, suml2 = 0;
-    for (int i = 0; i < n; ++i) {
-        int l = nearest_int(iscale * x[i]);
-        l = imax(-nmax, imin(nmax - 1, l));
-        L[i] = (int8_t)(l + nmax);
-        float w = x[i] * x[i];
-        sumlx += w * x[i] * l;
-        suml2 += w * l * l;
-    }
+    float sumlx, suml2;
+    weighted_sums(n, nmax, x, iscale, L, nmax, &sumlx, &suml2);
     float scale = suml2 ? sumlx / suml2 : 0.0f;
     float best = scale * sumlx;
     for (int is = -9; is <= 9; ++is) {
         if (is == 0) continue;
         iscale = -(nmax + 0.1f * is) / max;
-        sumlx = suml2 = 0;
-        for (int i = 0; i < n; ++i) {
-            int l = nearest_int(iscale * x[i]);
-            l = imax(-nmax, imin(nmax - 1, l));
-            float w = x[i] * x[i];
-            sumlx += w * x[i] * l;
-            suml2 += w * l * l;
-        }
+        weighted_sums(n, nmax, x, iscale, NULL, 0, &sumlx, &suml2);
         if (suml2 > 0 && sumlx * sumlx > best * suml2) {
             for (int i = 0; i < n; ++i) {
                 int l = nearest_int(iscale * x[i]);
@@ -380,15 +384,8 @@ static float make_q3_quants(int n, int nmax, const float *x, int8_t *L) {
         return 0.f;
     }
     float iscale = -nmax / max;
-    float sumlx = 0, suml2 = 0;
-    for (int i = 0; i < n; ++i) {
-        int l = nearest_int(iscale * x[i]);
-        l = imax(-nmax, imin(nmax - 1, l));
-        L[i] = (int8_t)l;
-        float w = x[i] * x[i];
-        sumlx += w * x[i] * l;
-        suml2 += w * l * l;
-    }
+    float sumlx, suml2;
+    weighted_sums(n, nmax, x, iscale, L, 0, &sumlx, &suml2);
     for (int itry = 0; itry < 5; ++itry) {
         int n_changed = 0;
         for (int i = 0; i < n; ++i) {

@@ -278,9 +278,6 @@ int cli_fail(tm_status s, const tm_err *err) {
     fprintf(stderr, "tensormorph: %s\n", msg);
     snprintf(s_last_msg, sizeof s_last_msg, "%s", msg);
     int code = cli_exit_code(s);
-    /* a file that is not there (e.g. an ONNX model's external data file) cannot be opened:
-    ** an I/O error whichever reader noticed it */
-    if (err && err->sys_errno == ENOENT && (s == TM_E_CORRUPT || s == TM_E_UNSUPPORTED)) code = EXIT_IO;
     json_error_doc(code, msg);
     return code;
 }

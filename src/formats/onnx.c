@@ -301,10 +301,8 @@ static tm_status external_map(ox_ctx *c, const char *tname, const char *loc, int
     char *rdir = realpath(c->dir, NULL), *rfull = realpath(full, NULL);
     tm_status s = TM_OK;
     if (!rfull && errno == ENOENT) {
-        s = tm__err_set(err, TM_E_CORRUPT, name_offset(c, loc),
-                        "%s: tensor '%s': external data file '%s' (%s) is missing", c->path, tname,
-                        loc, full);
-        if (err) err->sys_errno = ENOENT;
+        s = tm__err_sys(err, ENOENT, "%s: tensor '%s': external data file '%s' (%s) is missing", c->path,
+                        tname, loc, full);
     } else if (!rfull) {
         s = tm__err_sys(err, errno, "%s: tensor '%s': external data file '%s' (%s)", c->path, tname,
                         loc, full);

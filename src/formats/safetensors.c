@@ -693,11 +693,8 @@ static tm_status st_open_index(const char *ipath, const tm_open_params *p, tm_fi
         }
         int mi = 0;
         s = tm__file_map(f, sp, &mi, err);
-        if (s == TM_E_IO && err && err->sys_errno == ENOENT) {
-            s = tm__err_set(err, TM_E_CORRUPT, -1, "%s: shard '%s' named by the index is missing",
-                            ipath, shards[i]);
-            err->sys_errno = ENOENT;
-        }
+        if (s == TM_E_IO && err && err->sys_errno == ENOENT) /* the usual I/O error, said plainly */
+            s = tm__err_sys(err, ENOENT, "%s: shard '%s' named by the index is missing", ipath, shards[i]);
         free(sp);
         if (s != TM_OK) goto fail;
         if ((s = st_parse(&c, mi, err)) != TM_OK) goto fail;

@@ -1,0 +1,95 @@
+/* bench_floor.h: the output-write floor shared by the end-to-end benchmarks (bench_quantize,
+** bench_gguf_job).
+**
+** A quantize job must make its output durable: a temporary file beside the target, written,
+** fsync()ed, then renamed (the project's rule for outputs). No kernel work removes that cost, so
+** the benchmarks measure it on the same directory and report the highest source throughput the
+** job could reach if it did nothing but write its output:
+**
+**     write floor (s)  = best of N: create a temporary file, pwrite() OUT_BYTES in 1 MiB pieces
+**                        from a buffer already in memory, fsync(), close(), rename(), unlink()
+**     floor GB/s       = SOURCE bytes / write floor (s)
+**
+** On tmpfs (/dev/shm) fsync is free and the floor is the kernel's page allocation and copy; on a
+** disk file system it is the device's write speed. Header-only (static functions): each benchmark
+** is one translation unit. */
+#ifndef TM_BENCH_FLOOR_H
+#define TM_BENCH_FLOOR_H
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+static double tmb_now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Bytes in `path`: a regular file's size, or the sum of the regular files directly inside a
+** directory (the compressed-tensors output is one flat directory). 0 when it cannot be read. */
+static uint64_t tmb_path_bytes(const char *path) {
+    struct stat st;
+    if (stat(path, &st) != 0) return 0;
+    if (!S_ISDIR(st.st_mode)) return (uint64_t)st.st_size;
+    DIR *d = opendir(path);
+    if (!d) return 0;
+    uint64_t total = 0;
+    struct dirent *e;
+    char buf[4352];
+    while ((e = readdir(d)) != NULL) {
+        if (e->d_name[0] == '.') continue;
+        int len = snprintf(buf, sizeof buf, "%s/%s", path, e->d_name);
+        if (len < 0 || (size_t)len >= sizeof buf) continue;
+        if (stat(buf, &st) == 0 && S_ISREG(st.st_mode)) total += (uint64_t)st.st_size;
+    }
+    closedir(d);
+    return total;
+}
+
+/* Best wall time of `reps` durable writes of `nbytes` into directory `dir` (see the top of this
+** file). Returns a negative value when a step fails (errno is reported on stderr). */
+static double tmb_write_floor(const char *dir, uint64_t nbytes, int reps) {
+    enum { PIECE = 1 << 20 };
+    unsigned char *buf = malloc(PIECE);
+    if (!buf) return -1;
+    for (size_t i = 0; i < PIECE; i++) buf[i] = (unsigned char)(i * 131u + 7u); /* in memory, not zero pages */
+    char tmp[4352], fin[4352];
+    snprintf(tmp, sizeof tmp, "%s/.tmb-floor.tmp", dir);
+    snprintf(fin, sizeof fin, "%s/.tmb-floor.out", dir);
+    double best = -1;
+    for (int r = 0; r < reps; r++) {
+        unlink(tmp);
+        unlink(fin);
+        double t0 = tmb_now_s();
+        int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL, 0644);
+        if (fd < 0) { fprintf(stderr, "write floor: %s: %s\n", tmp, strerror(errno)); best = -1; break; }
+        uint64_t off = 0;
+        int bad = 0;
+        while (off < nbytes && !bad) {
+            size_t k = nbytes - off < PIECE ? (size_t)(nbytes - off) : PIECE;
+            ssize_t w = pwrite(fd, buf, k, (off_t)off);
+            if (w <= 0) bad = 1;
+            else off += (uint64_t)w;
+        }
+        if (bad || fsync(fd) != 0) bad = 1;
+        if (close(fd) != 0) bad = 1;
+        if (!bad && rename(tmp, fin) != 0) bad = 1;
+        double t = tmb_now_s() - t0;
+        if (bad) { fprintf(stderr, "write floor: %s: %s\n", tmp, strerror(errno)); best = -1; break; }
+        if (best < 0 || t < best) best = t;
+    }
+    unlink(tmp);
+    unlink(fin);
+    free(buf);
+    return best;
+}
+
+#endif

@@ -3,13 +3,17 @@
 **      llama-quantize's rules (llama.cpp@c392e509 src/llama-quant.cpp: which tensors are
 **      quantized at all, llama_tensor_get_type's per-tensor mixture, the fallbacks for rows
 **      that are not a multiple of the block); every output size and offset is then fixed;
-**   2. run: threads take row chunks of a tensor, convert them to float32, quantize them with
-**      the byte-identical block quantizers (src/quant/ggml_quant.c), pwrite them at their
-**      offsets and measure their error from a dequantization of the written bytes;
+**   2. run: threads take row chunks of a tensor and, piece by piece (a few rows, cache-sized),
+**      convert them to float32 (F32 sources are read in place), quantize them with the
+**      byte-identical block quantizers (src/quant/ggml_quant.c) and measure their error
+**      against the dequantized values of the bytes written (Q8_0, Q4_0 and Q6_K compute those
+**      from their codes in the kernel; the others dequantize the piece); one pwrite per chunk
+**      at its offset;
 **   3. finish: fsync and rename the GGUF file into place, then write "<out>.manifest.json".
 ** Rules with their sources: docs/gguf-quantize.md. */
 #include "../core/core.h"
 #include "../core/fsutil.h"
+#include "../quant/ggml_quant_impl.h"
 #include "manifest.h"
 #include "tensormorph/ggml_quant.h"
 #include "tensormorph/gguf_job.h"
@@ -18,9 +22,6 @@
 #include <errno.h>
 #include <jansson.h>
 #include <math.h>
-#ifdef __SSE2__
-#include <emmintrin.h>
-#endif
 #include <pthread.h>
 #include <regex.h>
 #include <stdio.h>
@@ -28,7 +29,7 @@
 #include <time.h>
 #include <unistd.h>
 
-enum { CHUNK_TARGET_VALUES = 1 << 20, COPY_PIECE = 16 << 20 };
+enum { CHUNK_TARGET_VALUES = 1 << 20, COPY_PIECE = 16 << 20, PIECE_VALUES = 8192 };
 
 /* ---------------------------------------------------------------------------------------- */
 /* File types                                                                                */
@@ -426,116 +427,95 @@ static tm_status do_copy_chunk(gjob *j, gplan *pl, int64_t c, wbuf *b, tm_err *e
     return s;
 }
 
-/* Sum of x^2, sum of (x - dq)^2 and max |x - dq| over n values, in double. ERR_LANES independent
-** partial sums, lane k taking the elements i with i % ERR_LANES == k, added together in lane order
-** at the end: a fixed order for a given chunk (chunks depend on the tensor's shape only, never on
-** the thread count; and every lane is one IEEE sequence whatever vector width the compiler picks),
-** with independent chains the compiler can keep in vector registers. */
-#define ERR_LANES 8
-static void err_sums(const float *x, const float *dq, int64_t n, double *sx2, double *se2, double *emax) {
-    double ax[ERR_LANES] = {0}, ae[ERR_LANES] = {0}, am[ERR_LANES] = {0};
-    int64_t i = 0;
-#ifdef __SSE2__
-    /* the same lanes in SSE2 registers (every x86-64 CPU has SSE2): lane k of vector v is
-    ** lane 2v+k; _mm_max_pd(a, m) is (a > m ? a : m), as below */
-    __m128d vx[4], ve[4], vm[4];
-    const __m128d sign = _mm_set1_pd(-0.0);
-    for (int v = 0; v < 4; v++) vx[v] = ve[v] = vm[v] = _mm_setzero_pd();
-    for (; i + ERR_LANES <= n; i += ERR_LANES) {
-        for (int v = 0; v < 4; v++) {
-            const __m128d xv = _mm_cvtps_pd(_mm_castsi128_ps(_mm_loadl_epi64((const __m128i *)(const void *)(x + i + 2 * v))));
-            const __m128d dv = _mm_cvtps_pd(_mm_castsi128_ps(_mm_loadl_epi64((const __m128i *)(const void *)(dq + i + 2 * v))));
-            const __m128d e = _mm_sub_pd(xv, dv);
-            vx[v] = _mm_add_pd(vx[v], _mm_mul_pd(xv, xv));
-            ve[v] = _mm_add_pd(ve[v], _mm_mul_pd(e, e));
-            vm[v] = _mm_max_pd(_mm_andnot_pd(sign, e), vm[v]);
-        }
-    }
-    for (int v = 0; v < 4; v++) {
-        _mm_storeu_pd(ax + 2 * v, vx[v]);
-        _mm_storeu_pd(ae + 2 * v, ve[v]);
-        _mm_storeu_pd(am + 2 * v, vm[v]);
-    }
-#else
-    for (; i + ERR_LANES <= n; i += ERR_LANES) {
-        for (int k = 0; k < ERR_LANES; k++) {
-            const double xv = (double)x[i + k], e = xv - (double)dq[i + k];
-            ax[k] += xv * xv;
-            ae[k] += e * e;
-            am[k] = fabs(e) > am[k] ? fabs(e) : am[k];
-        }
-    }
-#endif
-    double tx = 0, te = 0, tm = 0;
-    for (; i < n; i++) {
-        const double xv = (double)x[i], e = xv - (double)dq[i];
-        tx += xv * xv;
-        te += e * e;
-        tm = fabs(e) > tm ? fabs(e) : tm;
-    }
-    for (int k = 0; k < ERR_LANES; k++) {
-        tx += ax[k];
-        te += ae[k];
-        tm = am[k] > tm ? am[k] : tm;
-    }
-    *sx2 = tx;
-    *se2 = te;
-    *emax = tm;
+/* Rows per piece: the unit a chunk is quantized and measured in, small enough for the caches
+** (about PIECE_VALUES values), a multiple of 8 values so every piece but a chunk's last starts
+** on error lane 0 (ggml_quant_impl.h): the error sums are those of the whole chunk in one call,
+** whatever the piece size. A chunk of fewer rows is one piece. */
+static int64_t piece_rows(int64_t ne0, int64_t rows_per_chunk) {
+    int64_t rp = ne0 > 0 && ne0 < PIECE_VALUES ? PIECE_VALUES / ne0 : 1;
+    const int64_t m = ne0 % 8 == 0 ? 1 : ne0 % 4 == 0 ? 2 : ne0 % 2 == 0 ? 4 : 8;
+    rp = (rp + m - 1) / m * m;
+    return rp < rows_per_chunk ? rp : rows_per_chunk;
 }
 
-static tm_status do_quant_chunk(gjob *j, gplan *pl, int64_t c, wbuf *b, tm_err *err) {
+/* The old per-row calls, for the message of a piece that failed: the first failing row's error
+** exactly as before (row-relative block and element numbers). */
+static tm_status row_error(gjob *j, gplan *pl, const float *x, int64_t p0, int64_t p1, uint8_t *q,
+                           tm_status s0, tm_err *err) {
     const int64_t ne0 = pl->ne[0];
-    const int64_t r0 = c * pl->rows_per_chunk;
-    const int64_t r1 = r0 + pl->rows_per_chunk < pl->rows ? r0 + pl->rows_per_chunk : pl->rows;
-    const int64_t nv = (r1 - r0) * ne0;
-    const uint64_t rb = tm_gq_row_bytes(pl->out_type, ne0);
-    if ((size_t)nv > b->cap_vals || (size_t)(rb * (uint64_t)(r1 - r0)) > b->cap_bytes) {
-        size_t nvals = (size_t)nv, nbytes = (size_t)(rb * (uint64_t)(r1 - r0));
-        float *x = realloc(b->x, nvals * sizeof(float));
-        if (x) b->x = x;
-        float *dq = realloc(b->dq, nvals * sizeof(float));
-        if (dq) b->dq = dq;
-        uint8_t *q = realloc(b->q, nbytes ? nbytes : 1);
-        if (q) b->q = q;
-        if (!x || !dq || !q) return tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
-        b->cap_vals = nvals;
-        b->cap_bytes = nbytes;
-    }
     const tm_tensor *t = tm_file_tensor(j->in, pl->src);
-    const uint64_t esz = t->n_elems > 0 ? t->n_bytes / (uint64_t)t->n_elems : 0;
-    const float *x = b->x;
-    const void *mapped = NULL;
-    tm_status s;
-    if (t->dtype == TM_F32 && !t->big_endian && !t->fortran_order &&
-        tm_tensor_data(j->in, pl->src, (uint64_t)(r0 * ne0) * 4, (uint64_t)nv * 4, &mapped, NULL) == TM_OK &&
-        ((uintptr_t)mapped & 3u) == 0) {
-        x = mapped; /* aligned little-endian float32 in the map: read in place, no copy */
-    } else {
-        s = tm_tensor_read_f32(j->in, pl->src, r0 * ne0, nv, b->x, err);
-        if (s) {
-            tm__err_prefix(err, "tensor '%s'", pl->name);
-            return s;
-        }
-        /* keep the resident set bounded: these source pages are done */
-        tm_tensor_release(j->in, pl->src, (uint64_t)(r0 * ne0) * esz, (uint64_t)nv * esz);
-    }
-    for (int64_t r = r0; r < r1; r++) {
+    tm_err e0 = *err;
+    for (int64_t r = p0; r < p1; r++) {
         int64_t bad;
-        s = tm_gq_quantize_row(pl->out_type, x + (r - r0) * ne0, ne0, b->q + (size_t)((uint64_t)(r - r0) * rb), &bad, err);
+        tm_status s = tm_gq_quantize_row(pl->out_type, x + (r - p0) * ne0, ne0, q, &bad, err);
         if (s) {
             tm__err_prefix(err, "%s: tensor '%s' (%s): row %lld", tm_file_path(j->in, t->file_index), pl->name,
                            tname(pl->out_type), (long long)r);
             return s;
         }
     }
-    uint64_t nbytes = rb * (uint64_t)(r1 - r0);
-    s = tm_gguf_writer_write(j->w, pl - j->plans, rb * (uint64_t)r0, b->q, (size_t)nbytes, err);
+    *err = e0;
+    return s0;
+}
+
+/* One chunk of rows: piece by piece, convert (unless read in place), quantize into the chunk's
+** output buffer and add the error of what was written; then one write, and the source pages are
+** released. */
+static tm_status do_quant_chunk(gjob *j, gplan *pl, int64_t c, wbuf *b, tm_err *err) {
+    const int64_t ne0 = pl->ne[0];
+    const int64_t r0 = c * pl->rows_per_chunk;
+    const int64_t r1 = r0 + pl->rows_per_chunk < pl->rows ? r0 + pl->rows_per_chunk : pl->rows;
+    const int64_t nv = (r1 - r0) * ne0;
+    const uint64_t rb = tm_gq_row_bytes(pl->out_type, ne0);
+    const int64_t prow = piece_rows(ne0, pl->rows_per_chunk);
+    const size_t pvals = (size_t)(prow * ne0), nbytes = (size_t)(rb * (uint64_t)(r1 - r0));
+    if (pvals > b->cap_vals) {
+        float *x = realloc(b->x, pvals * sizeof(float));
+        if (x) b->x = x;
+        float *dq = realloc(b->dq, pvals * sizeof(float));
+        if (dq) b->dq = dq;
+        if (!x || !dq) return tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
+        b->cap_vals = pvals;
+    }
+    if (nbytes > b->cap_bytes) {
+        uint8_t *q = realloc(b->q, nbytes ? nbytes : 1);
+        if (!q) return tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
+        b->q = q;
+        b->cap_bytes = nbytes;
+    }
+    const tm_tensor *t = tm_file_tensor(j->in, pl->src);
+    const uint64_t esz = t->n_elems > 0 ? t->n_bytes / (uint64_t)t->n_elems : 0;
+    const void *mapped = NULL;
+    tm_status s;
+    if (!(t->dtype == TM_F32 && !t->big_endian && !t->fortran_order &&
+          tm_tensor_data(j->in, pl->src, (uint64_t)(r0 * ne0) * 4, (uint64_t)nv * 4, &mapped, NULL) == TM_OK &&
+          ((uintptr_t)mapped & 3u) == 0))
+        mapped = NULL; /* else aligned little-endian float32 in the map: read in place, no copy */
+    tm__gq_err acc;
+    memset(&acc, 0, sizeof acc);
+    for (int64_t p0 = r0; p0 < r1; p0 += prow) {
+        const int64_t p1 = p0 + prow < r1 ? p0 + prow : r1;
+        const float *x = b->x;
+        if (mapped) {
+            x = (const float *)mapped + (p0 - r0) * ne0;
+        } else {
+            s = tm_tensor_read_f32(j->in, pl->src, p0 * ne0, (p1 - p0) * ne0, b->x, err);
+            if (s) {
+                tm__err_prefix(err, "tensor '%s'", pl->name);
+                return s;
+            }
+        }
+        /* the piece's rows are contiguous in x and in the output, and blocks are independent:
+        ** one call quantizes them all */
+        uint8_t *q = b->q + (size_t)((uint64_t)(p0 - r0) * rb);
+        s = tm__gq_quantize_row_err(pl->out_type, x, (p1 - p0) * ne0, q, b->dq, &acc, NULL, 1, err);
+        if (s) return row_error(j, pl, x, p0, p1, q, s, err);
+    }
+    s = tm_gguf_writer_write(j->w, pl - j->plans, rb * (uint64_t)r0, b->q, nbytes, err);
     if (s) return s;
-    /* error of what was written */
-    s = tm_ggml_dequantize(pl->out_type, b->q, nbytes, nv, b->dq, err);
-    if (s) return s;
-    err_sums(x, b->dq, nv, &pl->c_x2[c], &pl->c_e2[c], &pl->c_max[c]);
-    if (mapped) tm_tensor_release(j->in, pl->src, (uint64_t)(r0 * ne0) * 4, (uint64_t)nv * 4);
+    tm__gq_err_total(&acc, &pl->c_x2[c], &pl->c_e2[c], &pl->c_max[c]);
+    /* keep the resident set bounded: these source pages are done */
+    tm_tensor_release(j->in, pl->src, (uint64_t)(r0 * ne0) * esz, (uint64_t)nv * esz);
     report(j, esz * (uint64_t)nv);
     return TM_OK;
 }

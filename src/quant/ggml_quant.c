@@ -21,6 +21,7 @@
 */
 #include "core/core.h"
 #include "ggml_quant_impl.h"
+#include "tensormorph/ggml.h"
 #include "tensormorph/ggml_quant.h"
 
 #include <ctype.h>
@@ -756,7 +757,9 @@ static tm_status q5_k_block_avx2(const float *x, uint8_t *y, int64_t blk, tm_err
 }
 #endif
 
-static tm_status q6_k_impl(const float *x, uint8_t *y, int64_t blk, int simd, tm_err *err) {
+/* simd: the AVX2 scale search and final codes; acc (only with simd): the block's error added
+** as the final codes are made. */
+static tm_status q6_k_impl(const float *x, uint8_t *y, int64_t blk, int simd, tm__gq_err *acc, tm_err *err) {
     uint8_t *ql = y, *qh = y + 128;
     int8_t *scales = (int8_t *)(y + 192);
     int8_t L[QK_K];
@@ -769,6 +772,7 @@ static tm_status q6_k_impl(const float *x, uint8_t *y, int64_t blk, int simd, tm
     }
 #else
     (void)simd;
+    (void)acc;
 #endif
     for (int ib = 0; ib < QK_K / 16; ++ib) {
         const float scale = simd ? sc[ib] : make_qx_quants(16, 32, x + 16 * ib, L + 16 * ib);
@@ -778,6 +782,13 @@ static tm_status q6_k_impl(const float *x, uint8_t *y, int64_t blk, int simd, tm
     }
     if (max_abs_scale < GROUP_MAX_EPS) {
         memset(y, 0, 210);
+#ifdef TM_GQ_HAVE_AVX2
+        if (acc) { /* every code 0 with d 0: dq = 0 * (0 - 32) */
+            float dz[QK_K / 16] = {0};
+            memset(L, 0, sizeof L);
+            tm__gq_q6_k_codes_avx2(x, dz, L, acc);
+        }
+#endif
         return TM_OK;
     }
     float iscale = -128.f / max_scale;
@@ -785,7 +796,14 @@ static tm_status q6_k_impl(const float *x, uint8_t *y, int64_t blk, int simd, tm
     if (st) return st;
     for (int ib = 0; ib < QK_K / 16; ++ib) scales[ib] = (int8_t)imin(127, nearest_int(iscale * sc[ib]));
     const float dh = get_f16(y + 208);
-    for (int j = 0; j < QK_K / 16; ++j) {
+#ifdef TM_GQ_HAVE_AVX2
+    if (simd) {
+        float dv[QK_K / 16];
+        for (int j = 0; j < QK_K / 16; ++j) dv[j] = dh * scales[j];
+        tm__gq_q6_k_codes_avx2(x, dv, L, acc);
+    }
+#endif
+    for (int j = 0; !simd && j < QK_K / 16; ++j) {
         float d = dh * scales[j];
         if (!d) continue;
         for (int ii = 0; ii < 16; ++ii) {
@@ -809,11 +827,11 @@ static tm_status q6_k_impl(const float *x, uint8_t *y, int64_t blk, int simd, tm
 }
 
 static tm_status q6_k_block(const float *x, uint8_t *y, int64_t blk, tm_err *err) {
-    return q6_k_impl(x, y, blk, 0, err);
+    return q6_k_impl(x, y, blk, 0, NULL, err);
 }
 #ifdef TM_GQ_HAVE_AVX2
 static tm_status q6_k_block_avx2(const float *x, uint8_t *y, int64_t blk, tm_err *err) {
-    return q6_k_impl(x, y, blk, 1, err);
+    return q6_k_impl(x, y, blk, 1, NULL, err);
 }
 #endif
 
@@ -851,17 +869,56 @@ static int any_nonfinite(const float *x, int64_t n) {
     return bad != 0;
 }
 
-static tm_status quantize_row(int type, const float *x, int64_t n, void *out, int64_t *bad_block,
-                              int simd, tm_err *err) {
-    if (bad_block) *bad_block = -1;
-    const struct gq_type *t = gq_find(type);
-    if (!t) return tm__err_set(err, TM_E_INVALID_ARG, -1, "ggml type %d cannot be written", type);
-    if (n < 0 || n % t->blck != 0)
-        return tm__err_set(err, TM_E_INVALID_ARG, -1,
-                           "row of %lld values is not a multiple of the %s block (%d)",
-                           (long long)n, t->name, t->blck);
-    const int nonfinite = any_nonfinite(x, n);
-    for (int64_t i = 0; nonfinite && i < n; i++) {
+/* ---------------------------------------------------------------------------------------- */
+/* Error sums (ggml_quant_impl.h)                                                            */
+/* ---------------------------------------------------------------------------------------- */
+
+/* The specification of the lanes: lane k of value i (i % 8 == k) in index order. The max is
+** (|e| > m ? |e| : m), as _mm256_max_pd(|e|, m) computes it. */
+static void err_lanes_ref(tm__gq_err *a, const float *x, const float *dq, int64_t n) {
+    for (int64_t i = 0; i < n; i += TM_GQ_ERR_LANES) {
+        for (int k = 0; k < TM_GQ_ERR_LANES; k++) {
+            const double xv = (double)x[i + k], e = xv - (double)dq[i + k], ae = fabs(e);
+            a->x2[k] += xv * xv;
+            a->e2[k] += e * e;
+            a->emax[k] = ae > a->emax[k] ? ae : a->emax[k];
+        }
+    }
+}
+
+void tm__gq_err_add(tm__gq_err *a, const float *x, const float *dq, int64_t n, int simd) {
+    const int64_t nl = n / TM_GQ_ERR_LANES * TM_GQ_ERR_LANES;
+#ifdef TM_GQ_HAVE_AVX2
+    if (simd && __builtin_cpu_supports("avx2")) tm__gq_err_lanes_avx2(a, x, dq, nl);
+    else err_lanes_ref(a, x, dq, nl);
+#else
+    (void)simd;
+    err_lanes_ref(a, x, dq, nl);
+#endif
+    for (int64_t i = nl; i < n; i++) {
+        const double xv = (double)x[i], e = xv - (double)dq[i], ae = fabs(e);
+        a->tx2 += xv * xv;
+        a->te2 += e * e;
+        a->temax = ae > a->temax ? ae : a->temax;
+    }
+}
+
+void tm__gq_err_total(const tm__gq_err *a, double *sx2, double *se2, double *emax) {
+    double tx = a->tx2, te = a->te2, tm = a->temax;
+    for (int k = 0; k < TM_GQ_ERR_LANES; k++) {
+        tx += a->x2[k];
+        te += a->e2[k];
+        tm = a->emax[k] > tm ? a->emax[k] : tm;
+    }
+    *sx2 = tx;
+    *se2 = te;
+    *emax = tm;
+}
+
+/* The reference's refusal of a non-finite value: the first one, by block and element. */
+static tm_status check_finite(const struct gq_type *t, const float *x, int64_t n, int64_t *bad_block,
+                              tm_err *err) {
+    for (int64_t i = 0; any_nonfinite(x, n) && i < n; i++) {
         if (!isfinite(x[i])) {
             if (bad_block) *bad_block = i / t->blck;
             return tm__err_set(err, TM_E_NONFINITE, -1, "block %lld: element %lld is %s",
@@ -869,7 +926,13 @@ static tm_status quantize_row(int type, const float *x, int64_t n, void *out, in
                                isnan(x[i]) ? "NaN" : "infinite");
         }
     }
-    uint8_t *y = out;
+    return TM_OK;
+}
+
+/* A row whose values are finite: the plain types, or blocks b0.. with the block quantizers
+** (the K-quants' AVX2 scale searches when simd). */
+static tm_status quantize_finite(int type, const struct gq_type *t, const float *x, int64_t n, uint8_t *y,
+                                 int64_t b0, int64_t *bad_block, int simd, tm_err *err) {
     switch (type) {
     case TM_GQ_F32:
         memcpy(y, x, (size_t)n * 4);
@@ -893,8 +956,6 @@ static tm_status quantize_row(int type, const float *x, int64_t n, void *out, in
     }
     block_fn fn = block_fn_of(type);
     if (TM_NEVER(fn == NULL)) return tm__err_set(err, TM_E_INTERNAL, -1, "no quantizer for %s", t->name);
-    const int64_t nb = n / t->blck;
-    int64_t b0 = 0;
 #ifdef TM_GQ_HAVE_AVX2
     if (simd && __builtin_cpu_supports("avx2")) {
         if (type == TM_GQ_Q2_K) fn = q2_k_block_avx2;
@@ -903,14 +964,10 @@ static tm_status quantize_row(int type, const float *x, int64_t n, void *out, in
         if (type == TM_GQ_Q6_K) fn = q6_k_block_avx2;
         if (type == TM_GQ_Q3_K) fn = q3_k_block_avx2;
     }
-    if (simd && (type == TM_GQ_Q8_0 || type == TM_GQ_Q4_0) && __builtin_cpu_supports("avx2")) {
-        int64_t bad = type == TM_GQ_Q8_0 ? tm__gq_q8_0_avx2(x, nb, y) : tm__gq_q4_0_avx2(x, nb, y);
-        if (bad < 0) return TM_OK;
-        b0 = bad; /* the scalar code reports the failing block */
-    }
 #else
     (void)simd;
 #endif
+    const int64_t nb = n / t->blck;
     for (int64_t b = b0; b < nb; b++) {
         tm_status st = fn(x + b * t->blck, y + (size_t)b * t->size, b, err);
         if (st) {
@@ -921,12 +978,66 @@ static tm_status quantize_row(int type, const float *x, int64_t n, void *out, in
     return TM_OK;
 }
 
+static tm_status quantize_row(int type, const float *x, int64_t n, void *out, int64_t *bad_block,
+                              int simd, tm__gq_err *acc, float *dq, tm_err *err) {
+    if (bad_block) *bad_block = -1;
+    const struct gq_type *t = gq_find(type);
+    if (!t) return tm__err_set(err, TM_E_INVALID_ARG, -1, "ggml type %d cannot be written", type);
+    if (n < 0 || n % t->blck != 0)
+        return tm__err_set(err, TM_E_INVALID_ARG, -1,
+                           "row of %lld values is not a multiple of the %s block (%d)",
+                           (long long)n, t->name, t->blck);
+    uint8_t *y = out;
+    tm_status st;
+#ifdef TM_GQ_HAVE_AVX2
+    if (simd && (type == TM_GQ_Q8_0 || type == TM_GQ_Q4_0) && __builtin_cpu_supports("avx2") &&
+        __builtin_cpu_supports("f16c")) {
+        /* The kernels stop at the first block holding a non-finite value or whose d does not fit
+        ** f16; only then is the row scanned, for the reference's error (a non-finite value
+        ** anywhere in the row comes first), and the scalar code takes over at that block. With
+        ** acc they measure the error of each block they write. */
+        const int64_t nb = n / 32;
+        int64_t bad = type == TM_GQ_Q8_0 ? tm__gq_q8_0_avx2(x, nb, y, acc) : tm__gq_q4_0_avx2(x, nb, y, acc);
+        if (bad < 0) return TM_OK;
+        st = check_finite(t, x, n, bad_block, err);
+        if (!st) st = quantize_finite(type, t, x, n, y, bad, bad_block, 0, err);
+        if (!st && acc) { /* not reached: the scalar code fails where the kernel stopped */
+            st = tm_ggml_dequantize(type, y + (size_t)bad * t->size, (uint64_t)(nb - bad) * t->size, (nb - bad) * 32, dq, err);
+            if (!st) tm__gq_err_add(acc, x + bad * 32, dq, (nb - bad) * 32, simd);
+        }
+        return st;
+    }
+#endif
+    st = check_finite(t, x, n, bad_block, err);
+#ifdef TM_GQ_HAVE_AVX2
+    if (!st && acc && simd && type == TM_GQ_Q6_K && __builtin_cpu_supports("avx2")) {
+        /* Q6_K with AVX2 measures the error of its final codes as it makes them */
+        for (int64_t b = 0; b < n / QK_K && !st; b++) {
+            st = q6_k_impl(x + b * QK_K, y + (size_t)b * t->size, b, 1, acc, err);
+            if (st && bad_block) *bad_block = b;
+        }
+        return st;
+    }
+#endif
+    if (!st) st = quantize_finite(type, t, x, n, y, 0, bad_block, simd, err);
+    if (!st && acc) {
+        st = tm_ggml_dequantize(type, y, tm_gq_row_bytes(type, n), n, dq, err);
+        if (!st) tm__gq_err_add(acc, x, dq, n, simd);
+    }
+    return st;
+}
+
 tm_status tm_gq_quantize_row(int type, const float *x, int64_t n, void *out, int64_t *bad_block,
                              tm_err *err) {
-    return quantize_row(type, x, n, out, bad_block, 1, err);
+    return quantize_row(type, x, n, out, bad_block, 1, NULL, NULL, err);
 }
 
 tm_status tm_gq_quantize_row_ref(int type, const float *x, int64_t n, void *out,
                                  int64_t *bad_block, tm_err *err) {
-    return quantize_row(type, x, n, out, bad_block, 0, err);
+    return quantize_row(type, x, n, out, bad_block, 0, NULL, NULL, err);
+}
+
+tm_status tm__gq_quantize_row_err(int type, const float *x, int64_t n, void *out, float *dq,
+                                  tm__gq_err *acc, int64_t *bad_block, int simd, tm_err *err) {
+    return quantize_row(type, x, n, out, bad_block, simd, acc, dq, err);
 }

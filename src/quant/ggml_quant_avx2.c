@@ -1,14 +1,19 @@
 /*
-** ggml_quant_avx2.c: AVX2 variants of the Q8_0 and Q4_0 block quantizers and of the K-quant
-** scale searches make_qkx2_quants (Q2_K, Q4_K, Q5_K), make_qx_quants (Q6_K) and make_q3_quants
-** (Q3_K); ggml_quant.c holds the scalar specification. Compiled for every x86-64 build with __attribute__((target("avx2"))) (never
-** -march); ggml_quant.c calls them only after __builtin_cpu_supports("avx2").
+** ggml_quant_avx2.c: AVX2 variants of the Q8_0 and Q4_0 block quantizers (8 blocks at a time,
+** F16C for the f16 scales), of the K-quant scale searches make_qkx2_quants (Q2_K, Q4_K, Q5_K),
+** make_qx_quants (Q6_K) and make_q3_quants (Q3_K), of Q6_K's final codes, and of the GGUF job's
+** error lanes (ggml_quant_impl.h); ggml_quant.c holds the scalar specification. Compiled for every
+** x86-64 build with __attribute__((target("avx2"))) or ("avx2,f16c") (never -march); ggml_quant.c
+** calls them only after __builtin_cpu_supports("avx2") (and "f16c" for Q8_0/Q4_0).
 ** Byte-identical to the scalar code, because every lane does the scalar arithmetic:
 **   Q8_0/Q4_0: one IEEE multiply (x * id), one add (+ 8.5f), truncation or half-away-from-zero
-**   rounding done exactly (below); the per-block maximum is order-free; d and id come from the
-**   scalar expressions;
+**   rounding done exactly (below); the per-block maximum is order-free; d = amax / 127 (or
+**   max / -8) and id = 1/d are IEEE divisions as in the scalar code, 8 blocks per instruction;
+**   F16C's round-to-nearest-even conversion gives tm_f32_to_f16's bits for every float32;
 **   the scale searches: 8 independent sub-blocks, one per lane, each lane's sums accumulated in
-**   the scalar order (a reduction is never reordered), intrinsics never fused.
+**   the scalar order (a reduction is never reordered), intrinsics never fused;
+**   the error lanes: lane k of tm__gq_err in lane k of two double vectors, the scalar
+**   expressions in double, from the dequantizer's own product (float)q * d.
 ** tests/unit/test_ggml_quant.c compares both paths (vectors and random rows).
 */
 #include "ggml_quant_impl.h"
@@ -18,29 +23,143 @@
 #include <math.h>
 
 #define TM_AVX2 __attribute__((target("avx2")))
+#define TM_AVX2_F16C __attribute__((target("avx2,f16c")))
+#define TM_INLINE static inline __attribute__((always_inline))
 
-/* max |x| of 32 values (exact: max is order-free). */
-TM_AVX2 static inline float absmax32(const float *x) {
-    const __m256 sign = _mm256_set1_ps(-0.0f);
-    __m256 m = _mm256_andnot_ps(sign, _mm256_loadu_ps(x));
-    m = _mm256_max_ps(m, _mm256_andnot_ps(sign, _mm256_loadu_ps(x + 8)));
-    m = _mm256_max_ps(m, _mm256_andnot_ps(sign, _mm256_loadu_ps(x + 16)));
-    m = _mm256_max_ps(m, _mm256_andnot_ps(sign, _mm256_loadu_ps(x + 24)));
-    __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
-    h = _mm_max_ps(h, _mm_movehl_ps(h, h));
-    h = _mm_max_ss(h, _mm_shuffle_ps(h, h, 1));
-    return _mm_cvtss_f32(h);
+/* Error lanes and the Q8_0 / Q4_0 kernels follow below. */
+#endif
+
+#ifdef TM_GQ_HAVE_AVX2
+/* ---------------------------------------------------------------------------------------- */
+/* Error lanes                                                                               */
+/* ---------------------------------------------------------------------------------------- */
+
+/* The 8 lanes of tm__gq_err in two registers per sum: lo = lanes 0-3, hi = lanes 4-7. */
+typedef struct { __m256d xl, xh, el, eh, ml, mh; } err_regs;
+
+TM_AVX2 TM_INLINE void err_load(err_regs *r, const tm__gq_err *a) {
+    r->xl = _mm256_loadu_pd(a->x2);   r->xh = _mm256_loadu_pd(a->x2 + 4);
+    r->el = _mm256_loadu_pd(a->e2);   r->eh = _mm256_loadu_pd(a->e2 + 4);
+    r->ml = _mm256_loadu_pd(a->emax); r->mh = _mm256_loadu_pd(a->emax + 4);
 }
 
-static inline float inv_or_zero(float d) {
-    if (!d) return 0.0f;
-    float id = 1.0f / d;
-    return isinf(id) ? 0.0f : id;
+TM_AVX2 TM_INLINE void err_store(const err_regs *r, tm__gq_err *a) {
+    _mm256_storeu_pd(a->x2, r->xl);   _mm256_storeu_pd(a->x2 + 4, r->xh);
+    _mm256_storeu_pd(a->e2, r->el);   _mm256_storeu_pd(a->e2 + 4, r->eh);
+    _mm256_storeu_pd(a->emax, r->ml); _mm256_storeu_pd(a->emax + 4, r->mh);
+}
+
+/* 8 values (lanes 0-7): x and their dequantized values dq, as floats. Each lane: x2 += x*x,
+** e = x - dq, e2 += e*e, m = max(|e|, m): the scalar expressions in double, never fused. */
+TM_AVX2 TM_INLINE void err_step(err_regs *r, __m256 x, __m256 dq) {
+    const __m256d sign = _mm256_set1_pd(-0.0);
+    const __m256d xl = _mm256_cvtps_pd(_mm256_castps256_ps128(x)), xh = _mm256_cvtps_pd(_mm256_extractf128_ps(x, 1));
+    const __m256d dl = _mm256_cvtps_pd(_mm256_castps256_ps128(dq)), dh = _mm256_cvtps_pd(_mm256_extractf128_ps(dq, 1));
+    const __m256d el = _mm256_sub_pd(xl, dl), eh = _mm256_sub_pd(xh, dh);
+    r->xl = _mm256_add_pd(r->xl, _mm256_mul_pd(xl, xl));
+    r->xh = _mm256_add_pd(r->xh, _mm256_mul_pd(xh, xh));
+    r->el = _mm256_add_pd(r->el, _mm256_mul_pd(el, el));
+    r->eh = _mm256_add_pd(r->eh, _mm256_mul_pd(eh, eh));
+    r->ml = _mm256_max_pd(_mm256_andnot_pd(sign, el), r->ml);
+    r->mh = _mm256_max_pd(_mm256_andnot_pd(sign, eh), r->mh);
+}
+
+TM_AVX2 void tm__gq_err_lanes_avx2(tm__gq_err *a, const float *x, const float *dq, int64_t n) {
+    err_regs r;
+    err_load(&r, a);
+    for (int64_t i = 0; i + 8 <= n; i += 8) err_step(&r, _mm256_loadu_ps(x + i), _mm256_loadu_ps(dq + i));
+    err_store(&r, a);
+}
+
+TM_AVX2 TM_INLINE void q6_k_codes(const float *x, const float *d, int8_t *L, tm__gq_err *acc, const int with_err) {
+    err_regs r;
+    if (with_err) err_load(&r, acc);
+    const __m256i lo = _mm256_set1_epi32(-32), hi = _mm256_set1_epi32(31), off = _mm256_set1_epi32(32);
+    for (int j = 0; j < 16; j++) {
+        const __m256 vd = _mm256_broadcast_ss(&d[j]);
+        for (int h = 0; h < 2; h++) {
+            const float *xp = x + 16 * j + 8 * h;
+            int8_t *lp = L + 16 * j + 8 * h;
+            const __m256 xv = _mm256_loadu_ps(xp);
+            __m256i l;
+            if (d[j] != 0.0f) {
+                /* nearest_int's bit trick on the IEEE quotient, for any quotient (inf too) */
+                const __m256i s = _mm256_castps_si256(_mm256_add_ps(_mm256_div_ps(xv, vd), _mm256_set1_ps(12582912.f)));
+                l = _mm256_sub_epi32(_mm256_and_si256(s, _mm256_set1_epi32(0x007fffff)), _mm256_set1_epi32(0x00400000));
+                l = _mm256_min_epi32(_mm256_max_epi32(l, lo), hi);
+                /* 8 codes in [0, 64) to bytes */
+                const __m256i c = _mm256_add_epi32(l, off);
+                const __m128i w = _mm_packs_epi32(_mm256_castsi256_si128(c), _mm256_extracti128_si256(c, 1));
+                _mm_storel_epi64((__m128i *)(void *)lp, _mm_packs_epi16(w, w));
+            } else {
+                l = _mm256_sub_epi32(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)lp)), off);
+            }
+            if (with_err) err_step(&r, xv, _mm256_mul_ps(vd, _mm256_cvtepi32_ps(l)));
+        }
+    }
+    if (with_err) err_store(&r, acc);
+}
+
+TM_AVX2 void tm__gq_q6_k_codes_avx2(const float *x, const float *d, int8_t *L, tm__gq_err *acc) {
+    if (acc) q6_k_codes(x, d, L, acc, 1);
+    else q6_k_codes(x, d, L, NULL, 0);
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Q8_0 and Q4_0, 8 blocks at a time                                                         */
+/* ---------------------------------------------------------------------------------------- */
+
+/* Per-lane max of the 32-bit patterns of two vectors' adjacent pairs: lane-wise within each
+** 128-bit half, [a0 a1 | a2 a3 | b0 b1 | b2 b3] -> [max a0,a1; max a2,a3; max b0,b1; max b2,b3]. */
+TM_AVX2_F16C TM_INLINE __m256i pairmax(__m256i a, __m256i b) {
+    const __m256 fa = _mm256_castsi256_ps(a), fb = _mm256_castsi256_ps(b);
+    return _mm256_max_epi32(_mm256_castps_si256(_mm256_shuffle_ps(fa, fb, 0x88)),
+                            _mm256_castps_si256(_mm256_shuffle_ps(fa, fb, 0xDD)));
+}
+
+/* The largest magnitude of each of nk (1..8) blocks of 32 values, block k in lane k (0 in the
+** lanes past nk), as an integer max of the magnitudes' bit patterns: for non-negative floats that
+** order is the float order (exact, order-free), and a NaN, whose pattern is above +inf's, is
+** never dropped, so a lane is non-finite exactly when its block holds a NaN or inf. */
+TM_AVX2_F16C TM_INLINE __m256i absmax_x8(const float *x, int nk) {
+    const __m256i mag = _mm256_set1_epi32(0x7fffffff);
+    __m256i m[8];
+    for (int k = 0; k < 8; k++) {
+        if (k >= nk) {
+            m[k] = _mm256_setzero_si256();
+            continue;
+        }
+        const __m256i *p = (const __m256i *)(const void *)(x + 32 * k);
+        __m256i a = _mm256_max_epi32(_mm256_and_si256(mag, _mm256_loadu_si256(p)),
+                                     _mm256_and_si256(mag, _mm256_loadu_si256(p + 1)));
+        __m256i c = _mm256_max_epi32(_mm256_and_si256(mag, _mm256_loadu_si256(p + 2)),
+                                     _mm256_and_si256(mag, _mm256_loadu_si256(p + 3)));
+        m[k] = _mm256_max_epi32(a, c);
+    }
+    const __m256i b0 = pairmax(pairmax(m[0], m[1]), pairmax(m[2], m[3]));
+    const __m256i b1 = pairmax(pairmax(m[4], m[5]), pairmax(m[6], m[7]));
+    return _mm256_max_epi32(_mm256_permute2x128_si256(b0, b1, 0x20), _mm256_permute2x128_si256(b0, b1, 0x31));
+}
+
+/* d (8 lanes) -> its f16 bits (F16C, round to nearest even: tm_f32_to_f16's bits for every
+** float, NaN and inf included), the f16 value read back as the dequantizer reads it (exact),
+** and id = 1/d with the scalar rule (0 where d is 0 or 1/d overflows); returns the lane mask
+** of the d that do not fit f16 (inf or NaN bits), which stop the row. */
+TM_AVX2_F16C TM_INLINE int scales_x8(__m256 d, uint16_t h[8], float df[8], float id[8]) {
+    const __m128i hv = _mm256_cvtps_ph(d, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    _mm_storeu_si128((__m128i *)(void *)h, hv);
+    _mm256_storeu_ps(df, _mm256_cvtph_ps(hv));
+    __m256 inv = _mm256_div_ps(_mm256_set1_ps(1.0f), d);
+    const __m256 inf = _mm256_set1_ps(INFINITY);
+    inv = _mm256_andnot_ps(_mm256_cmp_ps(_mm256_andnot_ps(_mm256_set1_ps(-0.0f), inv), inf, _CMP_EQ_OQ), inv);
+    _mm256_storeu_ps(id, inv);
+    const __m128i e = _mm_set1_epi16(0x7c00);
+    return _mm_movemask_epi8(_mm_cmpeq_epi16(_mm_and_si128(hv, e), e));
 }
 
 /* roundf(v) (half away from zero) for |v| < 2^23, as int32 lanes: t = trunc|v|; the
 ** difference |v| - t is exact, so "+1 when it is >= 0.5" is exactly roundf. */
-TM_AVX2 static inline __m256i roundf_epi32(__m256 v) {
+TM_AVX2_F16C TM_INLINE __m256i roundf_epi32(__m256 v) {
     const __m256 sign = _mm256_set1_ps(-0.0f);
     __m256 a = _mm256_andnot_ps(sign, v);
     __m256 t = _mm256_round_ps(a, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
@@ -49,61 +168,105 @@ TM_AVX2 static inline __m256i roundf_epi32(__m256 v) {
     return _mm256_cvttps_epi32(_mm256_or_ps(t, _mm256_and_ps(sign, v)));
 }
 
-TM_AVX2 int64_t tm__gq_q8_0_avx2(const float *x, int64_t nb, uint8_t *y) {
-    for (int64_t b = 0; b < nb; b++, x += 32, y += 34) {
-        const float amax = absmax32(x);
-        const float d = amax / 127;
-        const float id = inv_or_zero(d);
-        uint16_t h = tm_f32_to_f16(d);
-        if ((h & 0x7c00u) == 0x7c00u) return b;
-        tm__st16(y, h);
-        const __m256 vid = _mm256_set1_ps(id);
-        __m256i q0 = roundf_epi32(_mm256_mul_ps(_mm256_loadu_ps(x), vid));
-        __m256i q1 = roundf_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + 8), vid));
-        __m256i q2 = roundf_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + 16), vid));
-        __m256i q3 = roundf_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + 24), vid));
-        /* |q| <= 127: the saturating packs keep every value; undo their lane interleave */
-        __m256i p01 = _mm256_packs_epi32(q0, q1), p23 = _mm256_packs_epi32(q2, q3);
-        __m256i p = _mm256_packs_epi16(p01, p23);
-        p = _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
-        _mm256_storeu_si256((__m256i *)(void *)(y + 2), p);
+/* Q8_0 (the scalar q8_0_block): d = amax / 127, id = 1/d, q = roundf(x * id); with_err: the
+** error of dq = (float)q * d16, the dequantizer's product. */
+TM_AVX2_F16C TM_INLINE int64_t q8_0_x8(const float *x, int64_t nb, uint8_t *y, tm__gq_err *acc, const int with_err) {
+    err_regs r;
+    if (with_err) err_load(&r, acc);
+    int64_t ret = -1;
+    for (int64_t b = 0; b < nb; b += 8) {
+        const int nk = nb - b < 8 ? (int)(nb - b) : 8;
+        const __m256 amax = _mm256_castsi256_ps(absmax_x8(x, nk));
+        uint16_t h[8];
+        float df[8], id[8];
+        int bad = scales_x8(_mm256_div_ps(amax, _mm256_set1_ps(127.0f)), h, df, id) & ((1 << (2 * nk)) - 1);
+        const int kend = bad ? __builtin_ctz((unsigned)bad) / 2 : nk;
+        for (int k = 0; k < kend; k++, x += 32, y += 34) {
+            tm__st16(y, h[k]);
+            const __m256 vid = _mm256_broadcast_ss(&id[k]);
+            __m256i q[4];
+            for (int i = 0; i < 4; i++) {
+                const __m256 xv = _mm256_loadu_ps(x + 8 * i);
+                q[i] = roundf_epi32(_mm256_mul_ps(xv, vid));
+                if (with_err) err_step(&r, xv, _mm256_mul_ps(_mm256_cvtepi32_ps(q[i]), _mm256_broadcast_ss(&df[k])));
+            }
+            /* |q| <= 127: the saturating packs keep every value; undo their lane interleave */
+            __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
+            p = _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+            _mm256_storeu_si256((__m256i *)(void *)(y + 2), p);
+        }
+        if (bad) {
+            ret = b + kend;
+            break;
+        }
     }
-    return -1;
+    if (with_err) err_store(&r, acc);
+    return ret;
 }
 
-TM_AVX2 int64_t tm__gq_q4_0_avx2(const float *x, int64_t nb, uint8_t *y) {
-    for (int64_t b = 0; b < nb; b++, x += 32, y += 18) {
-        const float amax = absmax32(x);
-        float max = 0.0f; /* the first value of largest magnitude, as the scalar scan finds it */
-        if (amax > 0.0f) {
-            const __m256 sign = _mm256_set1_ps(-0.0f), va = _mm256_set1_ps(amax);
+/* Q4_0 (the scalar q4_0_block): max = the first value of largest magnitude (+0 when all are
+** zero), d = max / -8, q = min(15, (int)(x * id + 8.5)); with_err: dq = (float)((q & 15) - 8) * d16. */
+TM_AVX2_F16C TM_INLINE int64_t q4_0_x8(const float *x, int64_t nb, uint8_t *y, tm__gq_err *acc, const int with_err) {
+    err_regs r;
+    if (with_err) err_load(&r, acc);
+    int64_t ret = -1;
+    for (int64_t b = 0; b < nb; b += 8) {
+        const int nk = nb - b < 8 ? (int)(nb - b) : 8;
+        int32_t am[8];
+        float mx[8] = {0};
+        _mm256_storeu_si256((__m256i *)(void *)am, absmax_x8(x, nk));
+        for (int k = 0; k < nk; k++) {
+            if (am[k] == 0) continue; /* all zero: +0, as the scalar scan leaves it */
+            const __m256i va = _mm256_set1_epi32(am[k]), mag = _mm256_set1_epi32(0x7fffffff);
+            const __m256i *p = (const __m256i *)(const void *)(x + 32 * k);
             uint32_t bits = 0;
-            for (int k = 0; k < 4; k++) {
-                __m256 eq = _mm256_cmp_ps(_mm256_andnot_ps(sign, _mm256_loadu_ps(x + 8 * k)), va, _CMP_EQ_OQ);
-                bits |= (uint32_t)_mm256_movemask_ps(eq) << (8 * k);
+            for (int i = 0; i < 4; i++) {
+                __m256i eq = _mm256_cmpeq_epi32(_mm256_and_si256(mag, _mm256_loadu_si256(p + i)), va);
+                bits |= (uint32_t)_mm256_movemask_ps(_mm256_castsi256_ps(eq)) << (8 * i);
             }
-            max = x[__builtin_ctz(bits)]; /* bits != 0: amax is one of the |x| */
+            mx[k] = x[32 * k + __builtin_ctz(bits)]; /* bits != 0: am[k] is one of the patterns */
         }
-        const float d = max / -8;
-        const float id = inv_or_zero(d);
-        uint16_t h = tm_f32_to_f16(d);
-        if ((h & 0x7c00u) == 0x7c00u) return b;
-        tm__st16(y, h);
-        const __m256 vid = _mm256_set1_ps(id), half = _mm256_set1_ps(8.5f);
-        const __m256i fifteen = _mm256_set1_epi32(15);
-        __m256i q[4];
-        for (int k = 0; k < 4; k++) {
-            __m256 v = _mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(x + 8 * k), vid), half);
-            q[k] = _mm256_min_epi32(_mm256_cvttps_epi32(v), fifteen); /* v >= 0.5: trunc = (int8_t) */
+        uint16_t h[8];
+        float df[8], id[8];
+        int bad = scales_x8(_mm256_div_ps(_mm256_loadu_ps(mx), _mm256_set1_ps(-8.0f)), h, df, id) & ((1 << (2 * nk)) - 1);
+        const int kend = bad ? __builtin_ctz((unsigned)bad) / 2 : nk;
+        const __m256 half = _mm256_set1_ps(8.5f);
+        const __m256i fifteen = _mm256_set1_epi32(15), eight = _mm256_set1_epi32(8);
+        for (int k = 0; k < kend; k++, x += 32, y += 18) {
+            tm__st16(y, h[k]);
+            const __m256 vid = _mm256_broadcast_ss(&id[k]);
+            __m256i q[4];
+            for (int i = 0; i < 4; i++) {
+                const __m256 xv = _mm256_loadu_ps(x + 8 * i);
+                /* v >= 0.5: truncation is the reference's (int8_t) conversion */
+                q[i] = _mm256_min_epi32(_mm256_cvttps_epi32(_mm256_add_ps(_mm256_mul_ps(xv, vid), half)), fifteen);
+                if (with_err) {
+                    const __m256i c = _mm256_sub_epi32(_mm256_and_si256(q[i], fifteen), eight);
+                    err_step(&r, xv, _mm256_mul_ps(_mm256_cvtepi32_ps(c), _mm256_broadcast_ss(&df[k])));
+                }
+            }
+            /* qs[j] = q[j] | q[j+16] << 4 */
+            __m256i b0 = _mm256_or_si256(q[0], _mm256_slli_epi32(q[2], 4));
+            __m256i b1 = _mm256_or_si256(q[1], _mm256_slli_epi32(q[3], 4));
+            __m256i p = _mm256_packus_epi16(_mm256_packs_epi32(b0, b1), _mm256_setzero_si256());
+            p = _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+            _mm_storeu_si128((__m128i *)(void *)(y + 2), _mm256_castsi256_si128(p));
         }
-        /* qs[j] = q[j] | q[j+16] << 4 */
-        __m256i lo0 = q[0], lo1 = q[1], hi0 = _mm256_slli_epi32(q[2], 4), hi1 = _mm256_slli_epi32(q[3], 4);
-        __m256i b0 = _mm256_or_si256(lo0, hi0), b1 = _mm256_or_si256(lo1, hi1);
-        __m256i p = _mm256_packus_epi16(_mm256_packs_epi32(b0, b1), _mm256_setzero_si256());
-        p = _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
-        _mm_storeu_si128((__m128i *)(void *)(y + 2), _mm256_castsi256_si128(p));
+        if (bad) {
+            ret = b + kend;
+            break;
+        }
     }
-    return -1;
+    if (with_err) err_store(&r, acc);
+    return ret;
+}
+
+TM_AVX2_F16C int64_t tm__gq_q8_0_avx2(const float *x, int64_t nb, uint8_t *y, tm__gq_err *acc) {
+    return acc ? q8_0_x8(x, nb, y, acc, 1) : q8_0_x8(x, nb, y, NULL, 0);
+}
+
+TM_AVX2_F16C int64_t tm__gq_q4_0_avx2(const float *x, int64_t nb, uint8_t *y, tm__gq_err *acc) {
+    return acc ? q4_0_x8(x, nb, y, acc, 1) : q4_0_x8(x, nb, y, NULL, 0);
 }
 #endif
 
@@ -216,18 +379,62 @@ TM_AVX2 void tm__gq_qkx2_x8_avx2(const float *x, const float *w, int n, int nmax
 
 #ifdef TM_GQ_HAVE_AVX2
 /* make_qx_quants (rmse_type 1: weights x^2, no importance) on 8 sub-blocks of n values, one per
-** lane, each lane in the scalar order. Used by Q6_K (n 16, nmax 32). */
-TM_AVX2 void tm__gq_qx_x8_avx2(const float *x, int n, int nmax, int8_t *L, float *scales) {
-    __m256 xt[32], wt[32];
-    __m256i Lv[32];
+** lane, each lane in the scalar order. Used by Q6_K (n 16, nmax 32).
+** The codes are kept as floats: |iscale * x| <= (nmax + 0.9) (1 + 2^-22) because |x| <= |max|,
+** and for |v| < 2^22 nearest_int(v) (the sum v + 1.5 * 2^23, rounded to nearest even, read from
+** the mantissa) is v rounded to the nearest integer, ties to even: VROUNDPS's mode 0; clamping
+** and converting the integer, or clamping the float, then give the same float l. Lanes whose max is (near) zero compute
+** garbage (inf * 0) and are discarded at the end, as before.
+** The 18 trial scales run three at a time (independent sums, so the adds of three chains
+** overlap); their comparisons with the best so far then run in the scalar order. A trial's codes
+** are recomputed (the same expression) only when some lane takes it. */
+TM_AVX2 TM_INLINE __m256 qx_code(__m256 iscale, __m256 x, __m256 lo, __m256 hi) {
+    __m256 l = _mm256_round_ps(_mm256_mul_ps(iscale, x), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    return _mm256_min_ps(_mm256_max_ps(l, lo), hi);
+}
+
+/* out[i] lane k = r[k] lane i for i, k < 8: an 8x8 transpose (of any 32-bit values). */
+TM_AVX2 TM_INLINE void transpose8r(const __m256 *r, __m256 *out) {
+    __m256 t[8], u[8];
+    for (int k = 0; k < 8; k += 2) {
+        t[k] = _mm256_unpacklo_ps(r[k], r[k + 1]);
+        t[k + 1] = _mm256_unpackhi_ps(r[k], r[k + 1]);
+    }
+    for (int k = 0; k < 8; k += 4) {
+        u[k] = _mm256_shuffle_ps(t[k], t[k + 2], 0x44);
+        u[k + 1] = _mm256_shuffle_ps(t[k], t[k + 2], 0xEE);
+        u[k + 2] = _mm256_shuffle_ps(t[k + 1], t[k + 3], 0x44);
+        u[k + 3] = _mm256_shuffle_ps(t[k + 1], t[k + 3], 0xEE);
+    }
+    for (int k = 0; k < 4; k++) {
+        out[k] = _mm256_permute2f128_ps(u[k], u[k + 4], 0x20);
+        out[k + 4] = _mm256_permute2f128_ps(u[k], u[k + 4], 0x31);
+    }
+}
+
+/* out[i] lane k = p[k * stride + i] for i, k < 8. */
+TM_AVX2 TM_INLINE void transpose8(const float *p, int stride, __m256 *out) {
+    __m256 r[8];
+    for (int k = 0; k < 8; k++) r[k] = _mm256_loadu_ps(p + k * stride);
+    transpose8r(r, out);
+}
+
+TM_AVX2 TM_INLINE void qx_x8(const float *x, const int n, const int nmax, int8_t *L, float *scales) {
+    __m256 xt[32], wt[32], wx[32], Lv[32];
     const __m256i idx = _mm256_setr_epi32(0, n, 2 * n, 3 * n, 4 * n, 5 * n, 6 * n, 7 * n);
     const __m256 sign = _mm256_set1_ps(-0.0f), zero = _mm256_setzero_ps();
-    const __m256i lo = _mm256_set1_epi32(-nmax), hi = _mm256_set1_epi32(nmax - 1);
+    const __m256 lo = _mm256_set1_ps((float)-nmax), hi = _mm256_set1_ps((float)(nmax - 1));
     __m256 amax = zero, max = zero;
-    xt[0] = wt[0] = zero;
+    xt[0] = wt[0] = wx[0] = zero;
+    if (n == 16) { /* lane k = sub-block k: two transposes instead of 16 gathers */
+        transpose8(x, 16, xt);
+        transpose8(x + 8, 16, xt + 8);
+    } else {
+        for (int i = 0; i < n; i++) xt[i] = _mm256_i32gather_ps(x + i, idx, 4);
+    }
     for (int i = 0; i < n; i++) {
-        xt[i] = _mm256_i32gather_ps(x + i, idx, 4);
         wt[i] = _mm256_mul_ps(xt[i], xt[i]);
+        wx[i] = _mm256_mul_ps(wt[i], xt[i]); /* w*x, the first product of w*x*l */
         __m256 ax = _mm256_andnot_ps(sign, xt[i]);
         __m256 gt = _mm256_cmp_ps(ax, amax, _CMP_GT_OQ); /* first largest wins */
         amax = _mm256_blendv_ps(amax, ax, gt);
@@ -237,47 +444,67 @@ TM_AVX2 void tm__gq_qx_x8_avx2(const float *x, int n, int nmax, int8_t *L, float
     __m256 iscale = _mm256_div_ps(_mm256_set1_ps((float)-nmax), max);
     __m256 sumlx = zero, suml2 = zero;
     for (int i = 0; i < n; i++) {
-        __m256i l = _mm256_min_epi32(_mm256_max_epi32(nearest_int8(_mm256_mul_ps(iscale, xt[i])), lo), hi);
+        const __m256 l = qx_code(iscale, xt[i], lo, hi);
         Lv[i] = l;
-        __m256 lf = _mm256_cvtepi32_ps(l);
-        sumlx = _mm256_add_ps(sumlx, _mm256_mul_ps(_mm256_mul_ps(wt[i], xt[i]), lf));
-        suml2 = _mm256_add_ps(suml2, _mm256_mul_ps(_mm256_mul_ps(wt[i], lf), lf));
+        sumlx = _mm256_add_ps(sumlx, _mm256_mul_ps(wx[i], l));
+        suml2 = _mm256_add_ps(suml2, _mm256_mul_ps(_mm256_mul_ps(wt[i], l), l));
     }
     __m256 nz = _mm256_cmp_ps(suml2, zero, _CMP_NEQ_UQ);
     __m256 scale = _mm256_and_ps(nz, _mm256_div_ps(sumlx, suml2));
     __m256 best = _mm256_mul_ps(scale, sumlx);
-    for (int is = -9; is <= 9; ++is) {
-        if (is == 0) continue;
-        const float num = -(nmax + 0.1f * is);
-        iscale = _mm256_div_ps(_mm256_set1_ps(num), max);
-        __m256i La[32];
-        sumlx = suml2 = zero;
-        for (int i = 0; i < n; i++) {
-            __m256i l = _mm256_min_epi32(_mm256_max_epi32(nearest_int8(_mm256_mul_ps(iscale, xt[i])), lo), hi);
-            La[i] = l;
-            __m256 lf = _mm256_cvtepi32_ps(l);
-            sumlx = _mm256_add_ps(sumlx, _mm256_mul_ps(_mm256_mul_ps(wt[i], xt[i]), lf));
-            suml2 = _mm256_add_ps(suml2, _mm256_mul_ps(_mm256_mul_ps(wt[i], lf), lf));
+    static const int trials[18] = {-9, -8, -7, -6, -5, -4, -3, -2, -1, 1, 2, 3, 4, 5, 6, 7, 8, 9};
+    for (int g = 0; g < 18; g += 3) {
+        __m256 isc[3], slx[3], sl2[3];
+        for (int k = 0; k < 3; k++) {
+            isc[k] = _mm256_div_ps(_mm256_set1_ps(-(nmax + 0.1f * trials[g + k])), max);
+            slx[k] = sl2[k] = zero;
         }
-        __m256 take = _mm256_and_ps(_mm256_cmp_ps(suml2, zero, _CMP_GT_OQ),
-                                    _mm256_cmp_ps(_mm256_mul_ps(sumlx, sumlx), _mm256_mul_ps(best, suml2), _CMP_GT_OQ));
-        take = _mm256_andnot_ps(allzero, take);
-        if (_mm256_movemask_ps(take) == 0) continue;
-        __m256i ti = _mm256_castps_si256(take);
-        for (int i = 0; i < n; i++) Lv[i] = _mm256_blendv_epi8(Lv[i], La[i], ti);
-        __m256 ns = _mm256_div_ps(sumlx, suml2);
-        scale = _mm256_blendv_ps(scale, ns, take);
-        best = _mm256_blendv_ps(best, _mm256_mul_ps(ns, sumlx), take);
+        for (int i = 0; i < n; i++) {
+            for (int k = 0; k < 3; k++) {
+                const __m256 l = qx_code(isc[k], xt[i], lo, hi);
+                slx[k] = _mm256_add_ps(slx[k], _mm256_mul_ps(wx[i], l));
+                sl2[k] = _mm256_add_ps(sl2[k], _mm256_mul_ps(_mm256_mul_ps(wt[i], l), l));
+            }
+        }
+        for (int k = 0; k < 3; k++) {
+            __m256 take = _mm256_and_ps(_mm256_cmp_ps(sl2[k], zero, _CMP_GT_OQ),
+                                        _mm256_cmp_ps(_mm256_mul_ps(slx[k], slx[k]), _mm256_mul_ps(best, sl2[k]), _CMP_GT_OQ));
+            take = _mm256_andnot_ps(allzero, take);
+            if (_mm256_movemask_ps(take) == 0) continue;
+            for (int i = 0; i < n; i++) Lv[i] = _mm256_blendv_ps(Lv[i], qx_code(isc[k], xt[i], lo, hi), take);
+            __m256 ns = _mm256_div_ps(slx[k], sl2[k]);
+            scale = _mm256_blendv_ps(scale, ns, take);
+            best = _mm256_blendv_ps(best, _mm256_mul_ps(ns, slx[k]), take);
+        }
     }
     scale = _mm256_andnot_ps(allzero, scale); /* all-zero sub-blocks: codes 0, scale 0 */
     __m256i az = _mm256_castps_si256(allzero);
     _mm256_storeu_ps(scales, scale);
+    if (n == 16) { /* transpose back: row k = sub-block k's 16 codes (0..2 nmax - 1) as bytes */
+        __m256 c[16], ra[8], rb[8];
+        for (int i = 0; i < 16; i++)
+            c[i] = _mm256_castsi256_ps(_mm256_andnot_si256(az, _mm256_add_epi32(_mm256_cvttps_epi32(Lv[i]), _mm256_set1_epi32(nmax))));
+        transpose8r(c, ra);
+        transpose8r(c + 8, rb);
+        for (int k = 0; k < 8; k++) {
+            __m256i p = _mm256_packs_epi32(_mm256_castps_si256(ra[k]), _mm256_castps_si256(rb[k]));
+            p = _mm256_permute4x64_epi64(p, 0xD8); /* codes 0-7, 8-15 as int16 in order */
+            _mm_storeu_si128((__m128i *)(void *)(L + 16 * k),
+                             _mm_packs_epi16(_mm256_castsi256_si128(p), _mm256_extracti128_si256(p, 1)));
+        }
+        return;
+    }
     for (int i = 0; i < n; i++) {
         int32_t l[8];
-        __m256i v = _mm256_add_epi32(Lv[i], _mm256_set1_epi32(nmax));
+        __m256i v = _mm256_add_epi32(_mm256_cvttps_epi32(Lv[i]), _mm256_set1_epi32(nmax));
         _mm256_storeu_si256((__m256i *)(void *)l, _mm256_andnot_si256(az, v));
         for (int k = 0; k < 8; k++) L[k * n + i] = (int8_t)l[k];
     }
+}
+
+TM_AVX2 void tm__gq_qx_x8_avx2(const float *x, int n, int nmax, int8_t *L, float *scales) {
+    if (n == 16 && nmax == 32) qx_x8(x, 16, 32, L, scales); /* Q6_K: constants the compiler unrolls */
+    else qx_x8(x, n, nmax, L, scales);
 }
 #endif
 

@@ -7,14 +7,46 @@
 
 #include "core/core.h"
 
+/* Error sums of quantized rows against their float32 source, for the GGUF job's manifest
+** (src/job/gguf_job.c): sum x^2, sum (x - dq)^2 and max |x - dq| in double, dq the value the
+** written bytes dequantize to (tm_ggml_dequantize). TM_GQ_ERR_LANES independent partial sums:
+** lane k takes the values whose index since the last reset is k mod 8, each lane one IEEE
+** sequence in index order; the values after the last multiple of 8 (only the last call may
+** have n % 8 != 0) go to the tail sums in order; tm__gq_err_total adds the tail, then lanes 0..7.
+** Every path (scalar, AVX2, the fused quantizers) gives the same bits. */
+#define TM_GQ_ERR_LANES 8
+typedef struct tm__gq_err {
+    double x2[TM_GQ_ERR_LANES], e2[TM_GQ_ERR_LANES], emax[TM_GQ_ERR_LANES];
+    double tx2, te2, temax;
+} tm__gq_err;
+/* Add n values (x the source, dq its dequantization) to a; simd 0 forces the scalar code. */
+void tm__gq_err_add(tm__gq_err *a, const float *x, const float *dq, int64_t n, int simd);
+void tm__gq_err_total(const tm__gq_err *a, double *sx2, double *se2, double *emax);
+/* tm_gq_quantize_row, then the row's error added to acc (when non-NULL): dq is scratch for n
+** floats (unused where the quantizer measures the error itself: Q8_0 and Q4_0 with AVX2).
+** simd 0: the scalar reference quantizer, dequantizer and sums (the specification). On an
+** error acc is left partly updated. */
+tm_status tm__gq_quantize_row_err(int type, const float *x, int64_t n, void *out, float *dq,
+                                  tm__gq_err *acc, int64_t *bad_block, int simd, tm_err *err);
+
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define TM_GQ_HAVE_AVX2 1
 /* nb blocks of 32 values from x into Q8_0 / Q4_0 blocks at y, byte-identical to the scalar
 ** q8_0_block / q4_0_block (including the all-subnormal rule). Return the index of the first
-** block whose d does not fit f16 (nothing written from it on), or -1. Call only when
-** __builtin_cpu_supports("avx2"); x must be finite. */
-int64_t tm__gq_q8_0_avx2(const float *x, int64_t nb, uint8_t *y);
-int64_t tm__gq_q4_0_avx2(const float *x, int64_t nb, uint8_t *y);
+** block that holds a NaN or inf or whose d does not fit f16 (nothing written from it on), or
+** -1. With acc non-NULL, also add each block's error (from its codes and f16 d, as the
+** dequantizer computes it) to acc: x's index 0 must then be a lane-0 index of acc (a multiple of
+** 8 values added since its reset); blocks from a failing one on are not added. Call only when
+** __builtin_cpu_supports("avx2") and __builtin_cpu_supports("f16c"). */
+int64_t tm__gq_q8_0_avx2(const float *x, int64_t nb, uint8_t *y, tm__gq_err *acc);
+int64_t tm__gq_q4_0_avx2(const float *x, int64_t nb, uint8_t *y, tm__gq_err *acc);
+/* Q6_K's final codes of one super-block (256 values at x): for each sub-block j of 16 with
+** d[j] != 0, L = clamp(nearest_int(x / d[j]), -32, 31) + 32 (sub-blocks with d[j] == 0 keep
+** their L), as the scalar q6_k code; with acc non-NULL (x lane-aligned as above), the error of
+** dq = d[j] * (float)(L - 32), the dequantizer's product, added for all 256 values. */
+void tm__gq_q6_k_codes_avx2(const float *x, const float *d, int8_t *L, tm__gq_err *acc);
+/* tm__gq_err_add's lanes in AVX2 registers (n a multiple of 8). */
+void tm__gq_err_lanes_avx2(tm__gq_err *a, const float *x, const float *dq, int64_t n);
 /* make_qkx2_quants (ggml_quant.c) on the 8 sub-blocks of n (16 or 32) values at x (weights w,
 ** same layout), one per lane: codes into L[8 n], scales[8], the_mins[8] exactly as 8 scalar
 ** calls give them. */

@@ -14,7 +14,9 @@
 #include <string.h>
 
 #include "helpers/vectors.h"
+#include "quant/ggml_quant_impl.h"
 #include "tensormorph.h"
+#include "tensormorph/ggml.h"
 #include "tensormorph/ggml_quant.h"
 
 /* Read a whole file; returns malloc'd bytes and *n, or NULL. */
@@ -353,6 +355,247 @@ static void test_simd_matches_ref(void **state) {
     }
 }
 
+/* ---- error sums measured while quantizing (tm__gq_quantize_row_err, the GGUF job's) ------- */
+
+static uint64_t xs_state = 88172645463325252ull;
+static uint64_t xs(void) {
+    xs_state ^= xs_state << 13;
+    xs_state ^= xs_state >> 7;
+    xs_state ^= xs_state << 17;
+    return xs_state;
+}
+static double unit(void) { return (double)(xs() >> 11) / 9007199254740992.0 - 0.5; }
+
+/* The job's former err_sums, written out independently: lane k = index % 8 over the values
+** before the last multiple of 8, the rest in order into the tail, then tail + lanes 0..7. */
+static void err_spec(const float *x, const float *dq, int64_t n, double out[3]) {
+    double ax[8] = {0}, ae[8] = {0}, am[8] = {0}, tx = 0, te = 0, tm = 0;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int k = 0; k < 8; k++) {
+            double xv = x[i + k], e = xv - (double)dq[i + k];
+            ax[k] += xv * xv;
+            ae[k] += e * e;
+            am[k] = fabs(e) > am[k] ? fabs(e) : am[k];
+        }
+    for (; i < n; i++) {
+        double xv = x[i], e = xv - (double)dq[i];
+        tx += xv * xv;
+        te += e * e;
+        tm = fabs(e) > tm ? fabs(e) : tm;
+    }
+    for (int k = 0; k < 8; k++) {
+        tx += ax[k];
+        te += ae[k];
+        tm = am[k] > tm ? am[k] : tm;
+    }
+    out[0] = tx;
+    out[1] = te;
+    out[2] = tm;
+}
+
+/* Fill x[n] with one of the data kinds below (kind 0-11). */
+static void fill(float *x, int64_t n, int kind) {
+    for (int64_t i = 0; i < n; i++) {
+        double u = unit();
+        switch (kind) {
+        case 0: x[i] = (float)u; break;                                   /* uniform */
+        case 1: x[i] = (float)((int)(u * 64)) * 0.5f; break;              /* ties after scaling */
+        case 2: x[i] = (i % 7) ? 0.0f : (i % 2 ? -0.0f : (float)u); break; /* mostly zeros, -0 */
+        case 3: x[i] = (float)u * 1e-39f; break;                          /* subnormal blocks */
+        case 4: x[i] = (float)u * 1e-6f; break;                           /* d underflows f16 */
+        case 5: x[i] = 0.25f; break;                                      /* constant */
+        case 6: x[i] = (i / 32) % 3 == 0 ? 0.0f : (float)(u * 1000); break; /* zero blocks */
+        case 7: x[i] = (float)(u * 8e6); break;                           /* d near f16's top */
+        case 8: x[i] = (i % 32 == 3 || i % 32 == 29) ? ((i / 32) % 2 ? 4.0f : -4.0f) : (float)u; break;
+        case 9: x[i] = (float)(u * u * u * 50); break;                    /* heavy tails */
+        case 10: x[i] = (i % 32 == 0) ? -(float)(i + 1) : (float)u * (float)(i % 5); break;
+        default: x[i] = (float)(u * 1e-5) + (i % 3 ? 1e-7f : -3e-8f); break;
+        }
+    }
+}
+
+/* The SIMD path (simd 1: Q8_0/Q4_0 measure the error inside the AVX2 kernel, other types
+** dequantize and add in AVX2 lanes) against the scalar reference (simd 0), and both against
+** err_spec over a dequantization of the reference bytes: bytes, status, block and the error
+** accumulator bit for bit, on rows of 1..40 blocks (block counts that are not a multiple of the
+** kernels' 8 blocks) added to one accumulator in several calls. */
+static void test_err_fused_matches_ref(void **state) {
+    (void)state;
+    enum { MAXN = 40 * 256 };
+    static float x[MAXN], dq[MAXN], dq2[MAXN];
+    static uint8_t a[MAXN * 2], b[MAXN * 2];
+    const int types[] = {TM_GQ_Q8_0, TM_GQ_Q4_0, TM_GQ_Q6_K, TM_GQ_Q4_K, TM_GQ_Q5_0, TM_GQ_F16, TM_GQ_IQ4_NL};
+    int checked = 0;
+    for (size_t k = 0; k < sizeof types / sizeof types[0]; k++) {
+        const int type = types[k], blk = tm_gq_block_size(type) > 1 ? tm_gq_block_size(type) : 8;
+        for (int kind = 0; kind < 12; kind++) {
+            for (int nb = 1; nb <= 40; nb += (type == TM_GQ_Q8_0 || type == TM_GQ_Q4_0) ? 1 : 13) {
+                const int64_t n = (int64_t)nb * blk;
+                fill(x, n, kind);
+                /* three calls: two lane-aligned pieces and the rest */
+                int64_t cut1 = (n / 3) / blk * blk, cut2 = (2 * n / 3) / blk * blk;
+                if (type == TM_GQ_F16) { cut1 = cut1 / 8 * 8; cut2 = cut2 / 8 * 8; }
+                tm__gq_err e1, e2;
+                memset(&e1, 0, sizeof e1);
+                memset(&e2, 0, sizeof e2);
+                const int64_t cuts[4] = {0, cut1, cut2, n};
+                size_t rb = 0;
+                tm_status s1 = TM_OK, s2 = TM_OK;
+                for (int c = 0; c < 3 && !s1 && !s2; c++) {
+                    const int64_t m = cuts[c + 1] - cuts[c];
+                    const size_t off = (size_t)tm_gq_row_bytes(type, cuts[c]);
+                    int64_t b1, b2;
+                    tm_err er1, er2;
+                    s1 = tm__gq_quantize_row_err(type, x + cuts[c], m, a + off, dq, &e1, &b1, 1, &er1);
+                    s2 = tm__gq_quantize_row_err(type, x + cuts[c], m, b + off, dq, &e2, &b2, 0, &er2);
+                    assert_int_equal(s1, s2);
+                    assert_int_equal(b1, b2);
+                    if (s1) assert_string_equal(er1.msg, er2.msg);
+                    rb = off + (size_t)tm_gq_row_bytes(type, m);
+                }
+                if (s1) continue; /* kind 7 may overflow f16 in Q4_K's d: checked above */
+                assert_memory_equal(a, b, rb);
+                assert_memory_equal(&e1, &e2, sizeof e1);
+                /* the reference equals err_spec over the whole row */
+                tm_err er;
+                assert_int_equal(tm_ggml_dequantize(type, b, rb, n, dq2, &er), TM_OK);
+                double want[3], got[3];
+                err_spec(x, dq2, n, want);
+                tm__gq_err_total(&e1, &got[0], &got[1], &got[2]);
+                assert_memory_equal(got, want, sizeof want);
+                checked++;
+            }
+        }
+    }
+    /* a row whose length is not a multiple of 8 (F16 output): the tail in the last call */
+    fill(x, 1003, 0);
+    for (int simd = 0; simd < 2; simd++) {
+        tm__gq_err e;
+        memset(&e, 0, sizeof e);
+        tm_err er;
+        assert_int_equal(tm__gq_quantize_row_err(TM_GQ_F16, x, 1000, a, dq, &e, NULL, simd, &er), TM_OK);
+        assert_int_equal(tm__gq_quantize_row_err(TM_GQ_F16, x + 1000, 3, a + 2000, dq, &e, NULL, simd, &er), TM_OK);
+        assert_int_equal(tm_ggml_dequantize(TM_GQ_F16, a, 2006, 1003, dq2, &er), TM_OK);
+        double want[3], got[3];
+        err_spec(x, dq2, 1003, want);
+        tm__gq_err_total(&e, &got[0], &got[1], &got[2]);
+        assert_memory_equal(got, want, sizeof want);
+    }
+    printf("fused error sums: %d rows checked\n", checked);
+}
+
+/* NaN / inf / an f16-overflowing block anywhere in a row, with and without an accumulator:
+** the SIMD path gives the reference's status, block, message and bytes before the block. */
+static void test_simd_nonfinite_and_overflow(void **state) {
+    (void)state;
+    enum { NB = 37, N = NB * 32 };
+    static float x[N], dq[N];
+    static uint8_t a[N * 2], b[N * 2];
+    const float bad[] = {NAN, -NAN, INFINITY, -INFINITY, 1e9f, -3e8f};
+    const int types[] = {TM_GQ_Q8_0, TM_GQ_Q4_0};
+    for (size_t t = 0; t < 2; t++)
+        for (size_t v = 0; v < sizeof bad / sizeof bad[0]; v++)
+            for (int pos = 0; pos < N; pos += 97)
+                for (int with_acc = 0; with_acc < 2; with_acc++) {
+                    fill(x, N, 0);
+                    x[pos] = bad[v];
+                    if (pos % 2) x[(pos * 7) % N] = 2e9f; /* a second bad block, before or after */
+                    tm__gq_err e1, e2;
+                    memset(&e1, 0, sizeof e1);
+                    memset(&e2, 0, sizeof e2);
+                    memset(a, 0, sizeof a);
+                    memset(b, 0, sizeof b);
+                    int64_t b1, b2;
+                    tm_err er1, er2;
+                    tm_status s1 = with_acc ? tm__gq_quantize_row_err(types[t], x, N, a, dq, &e1, &b1, 1, &er1)
+                                            : tm_gq_quantize_row(types[t], x, N, a, &b1, &er1);
+                    tm_status s2 = with_acc ? tm__gq_quantize_row_err(types[t], x, N, b, dq, &e2, &b2, 0, &er2)
+                                            : tm_gq_quantize_row_ref(types[t], x, N, b, &b2, &er2);
+                    assert_true(s1 != TM_OK);
+                    assert_int_equal(s1, s2);
+                    assert_int_equal(b1, b2);
+                    assert_string_equal(er1.msg, er2.msg);
+                    if (s1 == TM_E_RANGE) assert_memory_equal(a, b, (size_t)b1 * tm_gq_type_size(types[t]));
+                }
+}
+
+/* The f16 scale through F16C (the kernels) and through tm_f32_to_f16 (the reference): a Q4_0
+** block whose largest value is -8 t has d = t exactly (a division by a power of two), so blocks
+** with t over a large sample of float32 patterns (every exponent, f16's subnormal and overflow
+** boundaries pattern by pattern, random patterns) compare the two conversions bit for bit. */
+static void test_f16c_scale_matches_ref(void **state) {
+    (void)state;
+    enum { NB = 1024 };
+    static float x[NB * 32];
+    static uint8_t a[NB * 18], b[NB * 18];
+    static float t[NB];
+    int64_t total = 0;
+    for (int round = 0; round < 2400; round++) {
+        for (int k = 0; k < NB; k++) {
+            uint32_t u;
+            if (round < 800) u = 0x30000000u + (uint32_t)(round * NB + k) * 491u; /* 2^-31 .. 2^17, strided */
+            else if (round < 1000) u = 0x33000000u - 4096u + (uint32_t)((round - 800) * NB + k); /* 2^-25 */
+            else if (round < 1200) u = 0x387fc000u + (uint32_t)((round - 1000) * NB + k); /* 2^-14 */
+            else if (round < 1300) u = 0x477fe000u - 16384u + (uint32_t)((round - 1200) * NB + k); /* 65504..65520 */
+            else u = (uint32_t)(xs() & 0x7fffffffu) % 0x47800000u; /* random up to 65536 */
+            memcpy(&t[k], &u, 4);
+            if (t[k] > 2e37f || t[k] < 1e-37f) t[k] = 1.0f; /* -8 t must be finite and normal */
+            for (int j = 0; j < 32; j++) x[k * 32 + j] = (float)unit() * t[k];
+            x[k * 32 + (k % 32)] = -8.0f * t[k];
+        }
+        /* rows of 1 block so an overflowing block stops only itself */
+        for (int k = 0; k < NB; k++) {
+            int64_t b1, b2;
+            tm_err e1, e2;
+            tm_status s1 = tm_gq_quantize_row(TM_GQ_Q4_0, x + k * 32, 32, a + k * 18, &b1, &e1);
+            tm_status s2 = tm_gq_quantize_row_ref(TM_GQ_Q4_0, x + k * 32, 32, b + k * 18, &b2, &e2);
+            assert_int_equal(s1, s2);
+            if (s1 == TM_OK) {
+                if (memcmp(a + k * 18, b + k * 18, 18) != 0)
+                    fail_msg("t = %a: simd and reference Q4_0 blocks differ", (double)t[k]);
+                uint16_t h = (uint16_t)(a[k * 18] | a[k * 18 + 1] << 8);
+                if (h != tm_f32_to_f16(-t[k] * -1.0f)) fail_msg("t = %a: d %04x", (double)t[k], h);
+            }
+            total++;
+        }
+    }
+    printf("f16 scales: %lld blocks compared\n", (long long)total);
+}
+
+/* F16 sources are widened by tm_convert_to_f32 (F16C where the CPU has it): every start offset
+** and ragged length (tails shorter than a vector), random patterns with every NaN kind, equal to
+** the scalar tm_f16_to_f32 bit for bit. */
+static void test_f16_widening_ragged(void **state) {
+    (void)state;
+    enum { N = 4096 };
+    static uint16_t h[N + 8];
+    static float f[N + 8];
+    for (int i = 0; i < N + 8; i++) {
+        uint16_t v = (uint16_t)xs();
+        if (i % 11 == 0) v = (uint16_t)(0x7c00u | (v & 0x83ffu)); /* inf / NaN, both signs */
+        if (i % 13 == 0) v = (uint16_t)(v & 0x83ffu);             /* subnormal / zero */
+        h[i] = v;
+    }
+    for (int off = 0; off < 8; off++)
+        for (int n = 0; n < 80; n += (n < 20 ? 1 : 7)) {
+            memset(f, 0xa5, sizeof f);
+            assert_int_equal(tm_convert_to_f32(TM_F16, h + off, n, f), TM_OK);
+            for (int i = 0; i < n; i++) {
+                float r = tm_f16_to_f32(h[off + i]);
+                if (memcmp(&r, &f[i], 4) != 0) fail_msg("off %d n %d i %d: half %04x", off, n, i, h[off + i]);
+            }
+            uint32_t guard;
+            memcpy(&guard, &f[n], 4);
+            assert_int_equal(guard, 0xa5a5a5a5u); /* nothing written past n */
+        }
+    assert_int_equal(tm_convert_to_f32(TM_F16, h, N, f), TM_OK);
+    for (int i = 0; i < N; i++) {
+        float r = tm_f16_to_f32(h[i]);
+        assert_memory_equal(&r, &f[i], 4);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_gguf_vectors),
@@ -362,6 +605,10 @@ int main(void) {
         cmocka_unit_test(test_arguments),
         cmocka_unit_test(test_iq4_nl_properties),
         cmocka_unit_test(test_simd_matches_ref),
+        cmocka_unit_test(test_err_fused_matches_ref),
+        cmocka_unit_test(test_simd_nonfinite_and_overflow),
+        cmocka_unit_test(test_f16c_scale_matches_ref),
+        cmocka_unit_test(test_f16_widening_ragged),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

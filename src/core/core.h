@@ -46,6 +46,10 @@ static inline int tm__mul_i64_ok(int64_t a, int64_t b, int64_t *out) {
 }
 
 /* Allocation: NULL on failure or overflow; n*size checked. */
+/* tm__cpu_has_f16c: 1 when the CPU has F16C (CPUID.1:ECX bit 29), else 0 (src/core/cpu.c). The
+** 256-bit forms also need __builtin_cpu_supports("avx2") (OS support for YMM state). */
+int tm__cpu_has_f16c(void);
+
 void *tm__calloc(size_t n, size_t size);
 void *tm__malloc_n(size_t n, size_t size);
 char *tm__strdup(const char *s);

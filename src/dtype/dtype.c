@@ -309,7 +309,7 @@ tm_status tm_convert_to_f32(tm_dtype src_dtype, const void *src, int64_t n, floa
         return TM_OK;
     case TM_F16:
 #ifdef TM_DT_HAVE_F16C
-        if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c")) {
+        if (__builtin_cpu_supports("avx2") && tm__cpu_has_f16c()) {
             f16_to_f32_f16c(p, n, dst);
             return TM_OK;
         }

@@ -991,7 +991,7 @@ static tm_status quantize_row(int type, const float *x, int64_t n, void *out, in
     tm_status st;
 #ifdef TM_GQ_HAVE_AVX2
     if (simd && (type == TM_GQ_Q8_0 || type == TM_GQ_Q4_0) && __builtin_cpu_supports("avx2") &&
-        __builtin_cpu_supports("f16c")) {
+        tm__cpu_has_f16c()) {
         /* The kernels stop at the first block holding a non-finite value or whose d does not fit
         ** f16; only then is the row scanned, for the reference's error (a non-finite value
         ** anywhere in the row comes first), and the scalar code takes over at that block. With

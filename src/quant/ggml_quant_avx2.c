@@ -4,7 +4,7 @@
 ** make_qx_quants (Q6_K) and make_q3_quants (Q3_K), of Q6_K's final codes, and of the GGUF job's
 ** error lanes (ggml_quant_impl.h); ggml_quant.c holds the scalar specification. Compiled for every
 ** x86-64 build with __attribute__((target("avx2"))) or ("avx2,f16c") (never -march); ggml_quant.c
-** calls them only after __builtin_cpu_supports("avx2") (and "f16c" for Q8_0/Q4_0).
+** calls them only after __builtin_cpu_supports("avx2") (and tm__cpu_has_f16c() for Q8_0/Q4_0).
 ** Byte-identical to the scalar code, because every lane does the scalar arithmetic:
 **   Q8_0/Q4_0: one IEEE multiply (x * id), one add (+ 8.5f), truncation or half-away-from-zero
 **   rounding done exactly (below); the per-block maximum is order-free; d = amax / 127 (or

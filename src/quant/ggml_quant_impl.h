@@ -37,7 +37,7 @@ tm_status tm__gq_quantize_row_err(int type, const float *x, int64_t n, void *out
 ** -1. With acc non-NULL, also add each block's error (from its codes and f16 d, as the
 ** dequantizer computes it) to acc: x's index 0 must then be a lane-0 index of acc (a multiple of
 ** 8 values added since its reset); blocks from a failing one on are not added. Call only when
-** __builtin_cpu_supports("avx2") and __builtin_cpu_supports("f16c"). */
+** __builtin_cpu_supports("avx2") and tm__cpu_has_f16c() (src/core/cpu.c). */
 int64_t tm__gq_q8_0_avx2(const float *x, int64_t nb, uint8_t *y, tm__gq_err *acc);
 int64_t tm__gq_q4_0_avx2(const float *x, int64_t nb, uint8_t *y, tm__gq_err *acc);
 /* Q6_K's final codes of one super-block (256 values at x): for each sub-block j of 16 with

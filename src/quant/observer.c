@@ -103,9 +103,60 @@ static tm_status check_values(const float *v, int64_t n, tm_err *err) {
 ** becomes +inf for the minimum and -inf for the maximum, which is skipping it); minimum and
 ** maximum do not depend on the order, except which of -0 and +0 is returned when both are the
 ** extreme, which no scale or zero point depends on. */
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+/* minmax_f32 when every value is finite, 32 values a step in four AVX2 accumulators of each;
+** returns 0 without a result when some value is NaN or infinite (exponent bits all ones), and the
+** caller takes the general path. The minimum and maximum of finite values do not depend on the
+** order (but for the -0 / +0 choice noted above). */
+__attribute__((target("avx2"))) static int minmax_f32_avx2(const float *v, int64_t n, float *mn, float *mx) {
+    const __m256i expo = _mm256_set1_epi32(0x7f800000);
+    __m256 lo[4], hi[4];
+    __m256i bad = _mm256_setzero_si256();
+    for (int k = 0; k < 4; k++) { lo[k] = _mm256_set1_ps(INFINITY); hi[k] = _mm256_set1_ps(-INFINITY); }
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32)
+        for (int k = 0; k < 4; k++) {
+            const __m256 x = _mm256_loadu_ps(v + i + 8 * k);
+            lo[k] = _mm256_min_ps(lo[k], x);
+            hi[k] = _mm256_max_ps(hi[k], x);
+            const __m256i e = _mm256_and_si256(_mm256_castps_si256(x), expo);
+            bad = _mm256_or_si256(bad, _mm256_cmpeq_epi32(e, expo));
+        }
+    for (; i + 8 <= n; i += 8) {
+        const __m256 x = _mm256_loadu_ps(v + i);
+        lo[0] = _mm256_min_ps(lo[0], x);
+        hi[0] = _mm256_max_ps(hi[0], x);
+        bad = _mm256_or_si256(bad, _mm256_cmpeq_epi32(_mm256_and_si256(_mm256_castps_si256(x), expo), expo));
+    }
+    if (!_mm256_testz_si256(bad, bad)) return 0;
+    float l[8], h[8], a = INFINITY, b = -INFINITY;
+    lo[0] = _mm256_min_ps(_mm256_min_ps(lo[0], lo[1]), _mm256_min_ps(lo[2], lo[3]));
+    hi[0] = _mm256_max_ps(_mm256_max_ps(hi[0], hi[1]), _mm256_max_ps(hi[2], hi[3]));
+    _mm256_storeu_ps(l, lo[0]);
+    _mm256_storeu_ps(h, hi[0]);
+    for (int k = 0; k < 8; k++) {
+        if (l[k] < a) a = l[k];
+        if (h[k] > b) b = h[k];
+    }
+    for (; i < n; i++) {
+        if (!isfinite(v[i])) return 0;
+        if (v[i] < a) a = v[i];
+        if (v[i] > b) b = v[i];
+    }
+    *mn = a;
+    *mx = b;
+    return 1;
+}
+#define TM_OBS_HAVE_AVX2 1
+#endif
+
 static int minmax_f32(const float *v, int64_t n, float *mn, float *mx) {
     float a = INFINITY, b = -INFINITY;
     int64_t i = 0, bad = 0;
+#ifdef TM_OBS_HAVE_AVX2
+    if (n >= 32 && __builtin_cpu_supports("avx2") && minmax_f32_avx2(v, n, mn, mx)) return 0;
+#endif
 #ifdef __SSE2__
     if (n >= 8) {
         const __m128 sign = _mm_set1_ps(-0.0f), inf = _mm_set1_ps(INFINITY), ninf = _mm_set1_ps(-INFINITY);

@@ -13,16 +13,47 @@
 
 #define TM_AVX2 __attribute__((target("avx2")))
 
-TM_AVX2 static inline __m256i quant8_avx2(const float *x, const struct tm__qseg *seg) {
+/* round(v) clamped to [lo, hi], NaN -> 0: the code minus the zero point, as a float */
+TM_AVX2 static inline __m256 qround8_avx2(const float *x, const struct tm__qseg *seg) {
     __m256 v = _mm256_loadu_ps(x);
     v = seg->use_mul ? _mm256_mul_ps(v, _mm256_set1_ps(seg->inv_scale))
                      : _mm256_div_ps(v, _mm256_set1_ps(seg->scale));
     __m256 r = _mm256_round_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     /* max/min return their second operand when the first is NaN; NaN lanes become 0 below */
     r = _mm256_min_ps(_mm256_max_ps(r, _mm256_set1_ps(seg->lo)), _mm256_set1_ps(seg->hi));
-    r = _mm256_andnot_ps(_mm256_cmp_ps(v, v, _CMP_UNORD_Q), r);
-    __m256i q = _mm256_add_epi32(_mm256_cvtps_epi32(r), _mm256_set1_epi32(seg->zp));
+    return _mm256_andnot_ps(_mm256_cmp_ps(v, v, _CMP_UNORD_Q), r);
+}
+
+TM_AVX2 static inline __m256i quant8_avx2(const float *x, const struct tm__qseg *seg) {
+    __m256i q = _mm256_add_epi32(_mm256_cvtps_epi32(qround8_avx2(x, seg)), _mm256_set1_epi32(seg->zp));
     return _mm256_and_si256(q, _mm256_set1_epi32(0xff)); /* the code byte, two's complement */
+}
+
+/* quant_int_avx2 + dequant_int_avx2 in one pass. The stored code c = r + zp lies in the code
+** dtype's range, so reading it back (sign- or zero-extended) gives c - zp = r exactly, and the
+** dequantized value float(c - zp) * s is float(r) * s, computed here from the integer r (so a
+** rounded -0 gives +0 as the dequantizer does). */
+TM_AVX2 static void quant_dequant_int_avx2(const float *x, int64_t n, const struct tm__qseg *seg,
+                                           uint8_t *codes, float *out) {
+    const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    const __m256i zp = _mm256_set1_epi32(seg->zp), byte = _mm256_set1_epi32(0xff);
+    const __m256 s = _mm256_set1_ps(seg->scale);
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        __m256i q[4];
+        for (int k = 0; k < 4; k++) {
+            const __m256i r = _mm256_cvtps_epi32(qround8_avx2(x + i + 8 * k, seg));
+            _mm256_storeu_ps(out + i + 8 * k, _mm256_mul_ps(_mm256_cvtepi32_ps(r), s));
+            q[k] = _mm256_and_si256(_mm256_add_epi32(r, zp), byte);
+        }
+        __m256i ab = _mm256_packus_epi32(q[0], q[1]), cd = _mm256_packus_epi32(q[2], q[3]);
+        __m256i bytes = _mm256_permutevar8x32_epi32(_mm256_packus_epi16(ab, cd), order);
+        _mm256_storeu_si256((__m256i *)(void *)(codes + i), bytes);
+    }
+    if (i < n) { /* the tail: the reference kernels */
+        tm__quant_int_ref(x + i, n - i, seg, codes + i);
+        tm__dequant_int_ref(codes + i, n - i, seg, out + i);
+    }
 }
 
 TM_AVX2 static void quant_int_avx2(const float *x, int64_t n, const struct tm__qseg *seg,
@@ -55,7 +86,8 @@ TM_AVX2 static void dequant_int_avx2(const uint8_t *codes, int64_t n, const stru
 }
 
 const struct tm__qkernels tm__qkernels_avx2 = {
-    .name = "avx2", .quant_int = quant_int_avx2, .dequant_int = dequant_int_avx2};
+    .name = "avx2", .quant_int = quant_int_avx2, .dequant_int = dequant_int_avx2,
+    .quant_dequant_int = quant_dequant_int_avx2};
 
 #else
 typedef int tm__quant_avx2_unused; /* ISO C: a translation unit must declare something */

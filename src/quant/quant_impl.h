@@ -52,10 +52,16 @@ typedef void (*tm__quant_int_fn)(const float *x, int64_t n, const struct tm__qse
 typedef void (*tm__dequant_int_fn)(const uint8_t *codes, int64_t n, const struct tm__qseg *seg,
                                    float *out);
 
+/* quant_int then dequant_int of the same run in one pass: codes[n] and out[n] (may be NULL in a
+** table: the caller then makes the two calls). */
+typedef void (*tm__quant_dequant_int_fn)(const float *x, int64_t n, const struct tm__qseg *seg,
+                                         uint8_t *codes, float *out);
+
 struct tm__qkernels {
-    const char        *name;
-    tm__quant_int_fn   quant_int;
-    tm__dequant_int_fn dequant_int;
+    const char              *name;
+    tm__quant_int_fn         quant_int;
+    tm__dequant_int_fn       dequant_int;
+    tm__quant_dequant_int_fn quant_dequant_int;
 };
 
 /* The reference scalar kernels: they define behaviour. */
@@ -67,6 +73,13 @@ extern const struct tm__qkernels tm__qkernels_ref;
 extern const struct tm__qkernels tm__qkernels_avx2;
 extern const struct tm__qkernels tm__qkernels_avx512;
 #endif
+
+/* tm_quantize_f32 (no statistics) and tm_dequantize of the same elements in one pass per run:
+** codes[n] and xq[n] are bit for bit what the two calls give. Integer codes in one pass; float8
+** codes through the two run kernels. Used by the quantize job (src/job/qjob.c declares it). */
+tm_status tm__quantize_dequantize_f32(const tm_qparams *qp, int ndim, const int64_t *shape,
+                                      const float *x, int64_t start, int64_t n, uint8_t *codes,
+                                      float *xq, tm_err *err);
 
 /* The kernel table in use (never NULL). */
 const struct tm__qkernels *tm__qkernels_get(void);

@@ -30,7 +30,8 @@ void tm__dequant_int_ref(const uint8_t *codes, int64_t n, const struct tm__qseg 
 }
 
 const struct tm__qkernels tm__qkernels_ref = {
-    .name = "ref", .quant_int = tm__quant_int_ref, .dequant_int = tm__dequant_int_ref};
+    .name = "ref", .quant_int = tm__quant_int_ref, .dequant_int = tm__dequant_int_ref,
+    .quant_dequant_int = NULL};
 
 /* ---------------------------------------------------------------------------------------- */
 /* Kernel choice: the only mutable global of the library's numerics                          */
@@ -378,6 +379,39 @@ tm_status tm_quantize_f32(const tm_qparams *qp, int ndim, const int64_t *shape, 
                     measure(stats, qp, &pl, &seg, x + i + off, codes + i + off, clip, m,
                             start + i + off, p);
             }
+        }
+        i += run;
+    }
+    return TM_OK;
+}
+
+tm_status tm__quantize_dequantize_f32(const tm_qparams *qp, int ndim, const int64_t *shape,
+                                      const float *x, int64_t start, int64_t n, uint8_t *codes,
+                                      float *xq, tm_err *err) {
+    struct qplan pl;
+    tm_status st = plan_init(&pl, qp, ndim, shape, start, n, x, codes, err);
+    if (st != TM_OK) return st;
+    if (n > 0 && !xq) return tm__err_set(err, TM_E_INVALID_ARG, -1, "quant: NULL output buffer");
+    if (!qp->allow_nonfinite && (st = check_finite(x, start, n, err)) != TM_OK) return st;
+    const struct tm__qkernels *k = tm__qkernels_get();
+    int64_t i = 0;
+    while (i < n) {
+        int64_t run;
+        int64_t p = tm__ggeom_param(&pl.geo, start + i, &run);
+        if (run > n - i) run = n - i;
+        struct tm__qseg seg;
+        if ((st = seg_init(&seg, qp, &pl, p, err)) != TM_OK) return st;
+        if (pl.is_fp8) {
+            for (int64_t off = 0; off < run; off += STATS_CHUNK) {
+                int64_t m = run - off < STATS_CHUNK ? run - off : STATS_CHUNK;
+                fp8_quant_run(qp->code_dtype, x + i + off, m, &seg, codes + i + off, NULL);
+            }
+            fp8_dequant_run(qp->code_dtype, codes + i, run, seg.scale, xq + i);
+        } else if (k->quant_dequant_int) {
+            k->quant_dequant_int(x + i, run, &seg, codes + i, xq + i);
+        } else {
+            k->quant_int(x + i, run, &seg, codes + i);
+            k->dequant_int(codes + i, run, &seg, xq + i);
         }
         i += run;
     }

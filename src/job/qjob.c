@@ -4,7 +4,9 @@
 **      is written;
 **   2. run: a thread pool walks row chunks of each quantized tensor; a chunk is converted to
 **      float32 once, observed, quantized, packed, written at its known offset, and its error
-**      statistics are measured from the same chunk;
+**      statistics are measured from the same chunk (channel and group granularities with
+**      integer codes: in slices of a few rows read with pread, each going through all of the
+**      steps while it is in the cache, run_slices);
 **   3. finish: fsync and rename the safetensors file(s), write config.json with the
 **      compressed-tensors quantization_config and the manifest, then rename the directory
 **      into place (a killed run leaves nothing at OUT).
@@ -12,12 +14,14 @@
 #include "../core/core.h"
 #include "../core/fsutil.h"
 #include "../core/pool.h"
+#include "../formats/file.h"
 #include "../view/layout.h"
 #include "manifest.h"
 
 #include <dirent.h>
 #include <stdarg.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <jansson.h>
 #include <math.h>
@@ -80,6 +84,8 @@ typedef struct job_t {
     uint8_t             **pbuf;       /* per thread: packed codes                               */
     int64_t             **ibuf;       /* per thread: param index per element                    */
     size_t                buf_elems;
+    int                  *src_fd;     /* per source map: a descriptor for pread, or -1          */
+    int                   n_src_fd;
 } job_t;
 
 tm_qjob_params tm_qjob_params_default(void) {
@@ -493,6 +499,129 @@ static tm_status finish_plan(job_t *j, plan_t *pl, tm_err *err) {
     return TM_OK;
 }
 
+/* Error statistics of rows [r0, r1) of a channel (one param per row) or group (groups along
+** axis 1, the last one possibly short) tensor: one run per param, in element order. */
+static void add_row_runs(tm_erracc *acc, const plan_t *pl, const float *x, const float *xq, int64_t r0,
+                         int64_t r1, int64_t emin, int64_t emax) {
+    const int64_t C = pl->cols;
+    if (pl->spec.gran.kind == TM_GRAN_CHANNEL) {
+        for (int64_t r = r0; r < r1; r++)
+            tm_erracc_add_run(acc, pl->spec.code_dtype, x + (r - r0) * C, xq + (r - r0) * C, r, pl->scale,
+                              pl->zp, emin, emax, C);
+        return;
+    }
+    const int64_t gs = pl->spec.gran.group_size, ng = (C + gs - 1) / gs;
+    for (int64_t r = r0; r < r1; r++)
+        for (int64_t c0 = 0, gi = 0; c0 < C; c0 += gs, gi++)
+            tm_erracc_add_run(acc, pl->spec.code_dtype, x + (r - r0) * C + c0, xq + (r - r0) * C + c0,
+                              r * ng + gi, pl->scale, pl->zp, emin, emax, C - c0 < gs ? C - c0 : gs);
+}
+
+/* A descriptor for every source file the checkpoint maps, so that the quantize slices can be
+** read with pread into a buffer that stays in the cache, instead of being faulted in from the
+** map and dropped again with madvise (both cost per page). -1 where the map is not a plain file
+** of the same size (a buffer, a decompressed member): that source is read from the map. */
+static void open_src_fds(job_t *j) {
+    const tm_file *f = j->in;
+    j->src_fd = malloc((size_t)(f->n_maps > 0 ? f->n_maps : 1) * sizeof(int));
+    if (!j->src_fd) return;
+    j->n_src_fd = f->n_maps;
+    for (int k = 0; k < f->n_maps; k++) {
+        j->src_fd[k] = -1;
+        if (f->maps[k].owned != 1 || !f->maps[k].path) continue;
+        int fd = open(f->maps[k].path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+        struct stat st;
+        if (fd < 0) continue;
+        if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size != f->maps[k].size) {
+            close(fd);
+            continue;
+        }
+        j->src_fd[k] = fd;
+    }
+}
+
+/* 1 when tensor t can be read with pread_f32: plain little-endian row-major F32/F16/BF16 in a
+** file open_src_fds could open. */
+static int can_pread(const job_t *j, const tm_tensor *t) {
+    return !t->quant && !t->fortran_order && !t->big_endian && t->file_index >= 0 &&
+           t->file_index < j->n_src_fd && j->src_fd[t->file_index] >= 0 &&
+           (t->dtype == TM_F32 || t->dtype == TM_F16 || t->dtype == TM_BF16);
+}
+
+/* Elements [e0, e0 + n) of tensor t as float32 into out, read with pread (raw: n * 2 bytes of
+** scratch for F16/BF16): the same values as tm_tensor_read_f32 (t->offset is the absolute offset
+** of the data in its file). 0 when t cannot be read so or the read fails: the caller then reads
+** the map. */
+static int pread_f32(const job_t *j, const tm_tensor *t, int64_t e0, int64_t n, float *out, void *raw) {
+    if (!can_pread(j, t)) return 0;
+    int fd = j->src_fd[t->file_index];
+    size_t isz = t->dtype == TM_F32 ? 4 : 2;
+    uint8_t *dst = t->dtype == TM_F32 ? (uint8_t *)out : raw;
+    size_t want = (size_t)n * isz, got = 0;
+    off_t off = (off_t)(t->offset + (uint64_t)e0 * isz);
+    while (got < want) {
+        ssize_t r = pread(fd, dst + got, want - got, off + (off_t)got);
+        if (r <= 0) {
+            if (r < 0 && errno == EINTR) continue;
+            return 0;
+        }
+        got += (size_t)r;
+    }
+    if (t->dtype != TM_F32 && tm_convert_to_f32(t->dtype, raw, n, out) != TM_OK) return 0;
+    return 1;
+}
+
+/* src/quant/quantize.c: tm_quantize_f32 (no statistics) + tm_dequantize in one pass, the same bits. */
+tm_status tm__quantize_dequantize_f32(const tm_qparams *qp, int ndim, const int64_t *shape,
+                                      const float *x, int64_t start, int64_t n, uint8_t *codes,
+                                      float *xq, tm_err *err);
+
+/* Source bytes as float32 per slice of run_slices: the slice's values, dequantized values, codes
+** and packed words stay in the L2 cache between the steps. */
+enum { SLICE_TARGET_BYTES = 64 << 10 };
+
+/* Rows [r0, r1) of a channel or group tensor with integer codes, in slices of a few rows: each
+** slice is read (in_place: x is the chunk's float32 in the map; else the slice is read into fbuf
+** with pread_f32, or through the view when that cannot be used, setting *mapped_read), observed,
+** quantized and dequantized (one pass), measured and packed into pbuf at its row offset before
+** the next one.
+** Every step works per row and the error runs are added in the same order, so the codes,
+** scales and statistics are the bits the whole-chunk passes give. */
+static tm_status run_slices(job_t *j, plan_t *pl, const tm_tensor *t, const tm_qparams *qp,
+                            const tm_packing *pk, tm_erracc *acc, const float *x, int in_place,
+                            int64_t r0, int64_t r1, int64_t emin, int64_t emax, int thread,
+                            int *mapped_read, tm_err *err) {
+    const int64_t C = pl->cols;
+    int64_t srows = (int64_t)(SLICE_TARGET_BYTES / 4) / (C > 0 ? C : 1);
+    if (srows < 1) srows = 1;
+    float *xq = j->qbuf[thread];
+    uint8_t *codes = j->cbuf[thread];
+    tm_status s = TM_OK;
+    for (int64_t rs = r0; rs < r1 && !s; rs += srows) {
+        int64_t re = rs + srows < r1 ? rs + srows : r1, nes = (re - rs) * C;
+        const float *xs = j->fbuf[thread];
+        if (in_place) {
+            xs = x + (rs - r0) * C;
+        } else {
+            if (!pread_f32(j, t, rs * C, nes, j->fbuf[thread], j->ibuf[thread])) {
+                s = tm_tensor_read_f32(j->in, pl->src, rs * C, nes, j->fbuf[thread], err);
+                if (s) return s;
+                *mapped_read = 1;
+            }
+        }
+        s = observe_rows(pl, xs, rs, re, xq, err);
+        if (s == TM_E_NONFINITE) return nonfinite_error(j, t, xs, rs, nes, err);
+        if (s) return s;
+        s = tm__quantize_dequantize_f32(qp, 2, t->shape, xs, rs * C, nes, codes, xq, err);
+        if (s == TM_E_NONFINITE) return nonfinite_error(j, t, xs, rs, nes, err);
+        if (s) return s;
+        add_row_runs(acc, pl, xs, xq, rs, re, emin, emax);
+        s = tm_pack_codes(pk, pl->spec.code_dtype, codes, re - rs, C,
+                          j->pbuf[thread] + (size_t)((uint64_t)(rs - r0) * pl->row_bytes), err);
+    }
+    return s;
+}
+
 static tm_status run_task_inner(void *vctx, int64_t task, int thread, tm_err *err);
 static tm_status run_task(void *vctx, int64_t task, int thread, tm_err *err) {
     tm_status s = run_task_inner(vctx, task, thread, err);
@@ -537,35 +666,32 @@ static tm_status run_task_inner(void *vctx, int64_t task, int thread, tm_err *er
     int64_t r0 = chunk * pl->rows_per_chunk;
     int64_t r1 = r0 + pl->rows_per_chunk < pl->rows ? r0 + pl->rows_per_chunk : pl->rows;
     int64_t ne = (r1 - r0) * C;
+    const tm_granularity gk = pl->spec.gran.kind;
+    /* row-local units with integer codes: the chunk goes through every step in slices */
+    const int sliced = pl->kind == OUT_PACK && (gk == TM_GRAN_CHANNEL || gk == TM_GRAN_GROUP);
     const float *x = j->fbuf[thread];
     float *xq = j->qbuf[thread];
     uint8_t *codes = j->cbuf[thread];
     int64_t *param = j->ibuf[thread];
     const void *mapped = NULL;
-    if (t->dtype == TM_F32 && !t->fortran_order && !t->big_endian &&
+    int in_place = 0;
+    if (sliced && can_pread(j, t)) {
+        /* read slice by slice with pread (run_slices), not from the map */
+    } else if (t->dtype == TM_F32 && !t->fortran_order && !t->big_endian &&
         tm_tensor_data(j->in, pl->src, (uint64_t)(r0 * C) * 4, (uint64_t)ne * 4, &mapped, NULL) == TM_OK &&
         ((uintptr_t)mapped & 3u) == 0) {
         x = mapped; /* aligned little-endian float32 in the map: read it in place, no copy */
-    } else {
+        in_place = 1;
+    } else if (!sliced) {
         s = load_rows(j, pl->src, r0 * C, ne, j->fbuf[thread], err);
-        if (s) return s;
-    }
-    if (pl->spec.gran.kind != TM_GRAN_TENSOR) {
-        s = observe_rows(pl, x, r0, r1, xq, err);
-        if (s == TM_E_NONFINITE) return nonfinite_error(j, t, x, r0, ne, err);
         if (s) return s;
     }
     tm_qparams qp = tm_qparams_for_spec(&pl->spec, pl->n_params, pl->scale, pl->zp);
     /* the observer pass (observe_rows, or observe_whole for per-tensor) has already refused
     ** non-finite values unless they are allowed: the quantizer need not scan for them again */
     qp.allow_nonfinite = 1;
-    s = tm_quantize_f32(&qp, 2, t->shape, x, r0 * C, ne, codes, NULL, err);
-    if (s == TM_E_NONFINITE) return nonfinite_error(j, t, x, r0, ne, err);
-    if (s) return s;
-    s = tm_dequantize(&qp, 2, t->shape, codes, r0 * C, ne, xq, err);
-    if (s) return s;
     tm_erracc *acc = &pl->chunk_acc[chunk];
-    if (pl->spec.gran.kind != TM_GRAN_TENSOR) {
+    if (gk != TM_GRAN_TENSOR) {
         /* row-local units: this chunk owns its params, so it may accumulate into them */
         acc->n_params = pl->n_params;
         acc->param_sum_l2 = pl->param_l2;
@@ -573,47 +699,53 @@ static tm_status run_task_inner(void *vctx, int64_t task, int thread, tm_err *er
     }
     int64_t emin = qp.qmin, emax = qp.qmax;
     if (pl->kind == OUT_FP8) { emin = -448; emax = 448; }
-    switch (qp.gran.kind) { /* runs of one param: no per-element param array */
-    case TM_GRAN_TENSOR:
-        tm_erracc_add_run(acc, pl->spec.code_dtype, x, xq, 0, pl->scale, pl->zp, emin, emax, ne);
-        break;
-    case TM_GRAN_CHANNEL: /* axis 0 of a 2-D weight: one param per row */
-        for (int64_t r = r0; r < r1; r++)
-            tm_erracc_add_run(acc, pl->spec.code_dtype, x + (r - r0) * C, xq + (r - r0) * C, r, pl->scale,
-                              pl->zp, emin, emax, C);
-        break;
-    case TM_GRAN_GROUP: { /* groups along axis 1, the last one possibly short */
-        const int64_t gs = qp.gran.group_size, ng = (C + gs - 1) / gs;
-        for (int64_t r = r0; r < r1; r++)
-            for (int64_t c0 = 0, gi = 0; c0 < C; c0 += gs, gi++)
-                tm_erracc_add_run(acc, pl->spec.code_dtype, x + (r - r0) * C + c0, xq + (r - r0) * C + c0,
-                                  r * ng + gi, pl->scale, pl->zp, emin, emax, C - c0 < gs ? C - c0 : gs);
-        break;
-    }
-    default:
-        fill_params(&qp.gran, t->shape, r0, r1, param);
-        tm_erracc_add(acc, pl->spec.code_dtype, x, xq, param, pl->scale, pl->zp, emin, emax, ne);
+    tm_packing pk;
+    memset(&pk, 0, sizeof pk);
+    pk.container = TM_I32;
+    pk.bits = tm_dtype_get(pl->spec.code_dtype)->bits;
+    pk.codes_per_container = 32 / pk.bits;
+    pk.packed_axis = 1;
+    pk.offset = (int64_t)1 << (pk.bits - 1);
+    pk.lsb_first = 1;
+    if (sliced) {
+        int mapped_read = 0;
+        s = run_slices(j, pl, t, &qp, &pk, acc, x, in_place, r0, r1, emin, emax, thread, &mapped_read, err);
+        if (!in_place && mapped_read) {
+            uint64_t isz = (uint64_t)tm_dtype_get(t->dtype)->bits / 8;
+            tm_tensor_release(j->in, pl->src, (uint64_t)(r0 * C) * isz, (uint64_t)ne * isz);
+        }
+    } else {
+        if (gk != TM_GRAN_TENSOR) {
+            s = observe_rows(pl, x, r0, r1, xq, err);
+            if (s == TM_E_NONFINITE) s = nonfinite_error(j, t, x, r0, ne, err);
+        }
+        if (!s) {
+            s = tm_quantize_f32(&qp, 2, t->shape, x, r0 * C, ne, codes, NULL, err);
+            if (s == TM_E_NONFINITE) s = nonfinite_error(j, t, x, r0, ne, err);
+        }
+        if (!s) s = tm_dequantize(&qp, 2, t->shape, codes, r0 * C, ne, xq, err);
+        if (!s) {
+            if (gk == TM_GRAN_TENSOR) {
+                tm_erracc_add_run(acc, pl->spec.code_dtype, x, xq, 0, pl->scale, pl->zp, emin, emax, ne);
+            } else if (gk == TM_GRAN_CHANNEL || gk == TM_GRAN_GROUP) {
+                add_row_runs(acc, pl, x, xq, r0, r1, emin, emax);
+            } else {
+                fill_params(&qp.gran, t->shape, r0, r1, param);
+                tm_erracc_add(acc, pl->spec.code_dtype, x, xq, param, pl->scale, pl->zp, emin, emax, ne);
+            }
+        }
+        if (!s && pl->kind == OUT_FP8)
+            s = tm_st_writer_write(j->w, pl->e_codes, (uint64_t)(r0 * C), codes, (size_t)ne, err);
+        else if (!s)
+            s = tm_pack_codes(&pk, pl->spec.code_dtype, codes, r1 - r0, C, j->pbuf[thread], err);
     }
     acc->n_params = 0;
     acc->param_sum_l2 = NULL;
     acc->param_n = NULL;
-    if (pl->kind == OUT_FP8) {
-        s = tm_st_writer_write(j->w, pl->e_codes, (uint64_t)(r0 * C), codes, (size_t)ne, err);
-    } else {
-        tm_packing pk;
-        memset(&pk, 0, sizeof pk);
-        pk.container = TM_I32;
-        pk.bits = tm_dtype_get(pl->spec.code_dtype)->bits;
-        pk.codes_per_container = 32 / pk.bits;
-        pk.packed_axis = 1;
-        pk.offset = (int64_t)1 << (pk.bits - 1);
-        pk.lsb_first = 1;
-        s = tm_pack_codes(&pk, pl->spec.code_dtype, codes, r1 - r0, C, j->pbuf[thread], err);
-        if (!s)
-            s = tm_st_writer_write(j->w, pl->e_codes, (uint64_t)r0 * pl->row_bytes, j->pbuf[thread],
-                                   (size_t)((uint64_t)(r1 - r0) * pl->row_bytes), err);
-    }
-    if (x != j->fbuf[thread]) tm_tensor_release(j->in, pl->src, (uint64_t)(r0 * C) * 4, (uint64_t)ne * 4);
+    if (!s && pl->kind != OUT_FP8)
+        s = tm_st_writer_write(j->w, pl->e_codes, (uint64_t)r0 * pl->row_bytes, j->pbuf[thread],
+                               (size_t)((uint64_t)(r1 - r0) * pl->row_bytes), err);
+    if (in_place) tm_tensor_release(j->in, pl->src, (uint64_t)(r0 * C) * 4, (uint64_t)ne * 4);
     progress(j, "quantize", (uint64_t)ne * (uint64_t)tm_dtype_get(t->dtype)->bits / 8);
     if (!s && atomic_fetch_add(&pl->chunks_done, 1) + 1 == pl->n_tasks) s = finish_plan(j, pl, err);
     return s;
@@ -915,7 +1047,14 @@ static void free_bufs(job_t *j, int nt) {
         if (j->ibuf) free(j->ibuf[t]);
     }
     free(j->fbuf); free(j->qbuf); free(j->cbuf); free(j->pbuf); free(j->ibuf);
+    for (int k = 0; k < j->n_src_fd; k++)
+        if (j->src_fd[k] >= 0) close(j->src_fd[k]);
+    free(j->src_fd);
+    j->src_fd = NULL;
+    j->n_src_fd = 0;
 }
+
+
 
 void tm_qjob_result_free(tm_qjob_result *r) {
     if (!r) return;
@@ -1216,6 +1355,7 @@ tm_status tm_quantize_checkpoint(tm_file *in, const char *out_dir, const tm_qjob
     }
     if (!s) {
         j.buf_elems = max_chunk_elems;
+        open_src_fds(&j);
         j.fbuf = tm__calloc((size_t)nt, sizeof(float *));
         j.qbuf = tm__calloc((size_t)nt, sizeof(float *));
         j.cbuf = tm__calloc((size_t)nt, sizeof(uint8_t *));

@@ -10,6 +10,10 @@
 **                        from a buffer already in memory, fsync(), close(), rename(), unlink()
 **     floor GB/s       = SOURCE bytes / write floor (s)
 **
+** and the input side, reading the source once with read(2) into a cache-sized buffer (the job
+** reads its slices so): read floor (s). One thread does both copies itself, so a one-thread job
+** can go no faster than SOURCE bytes / (read floor + write floor), the I/O floor.
+**
 ** On tmpfs (/dev/shm) fsync is free and the floor is the kernel's page allocation and copy; on a
 ** disk file system it is the device's write speed. Header-only (static functions): each benchmark
 ** is one translation unit. */
@@ -88,6 +92,29 @@ static double tmb_write_floor(const char *dir, uint64_t nbytes, int reps) {
     }
     unlink(tmp);
     unlink(fin);
+    free(buf);
+    return best;
+}
+
+/* Best wall time of `reps` reads of the whole file `path` with read(2) in `piece`-byte pieces into
+** one buffer (which stays in the cache): what reading the source once costs, the input side of
+** the floor. *size gets the bytes read. Negative when the file cannot be read. */
+static double tmb_read_floor(const char *path, size_t piece, int reps, uint64_t *size) {
+    char *buf = malloc(piece);
+    double best = -1;
+    for (int r = 0; r < reps && buf; r++) {
+        int fd = open(path, O_RDONLY);
+        if (fd < 0) break;
+        double t0 = tmb_now_s();
+        uint64_t tot = 0;
+        ssize_t k;
+        while ((k = read(fd, buf, piece)) > 0) tot += (uint64_t)k;
+        double dt = tmb_now_s() - t0;
+        close(fd);
+        if (k < 0) break;
+        *size = tot;
+        if (best < 0 || dt < best) best = dt;
+    }
     free(buf);
     return best;
 }

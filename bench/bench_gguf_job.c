@@ -119,23 +119,10 @@ static int write_model(const char *path, int type, int layers) {
     return rc;
 }
 
+/* Page-cache read rate of the file in GB/s: read(2) in 1 MiB pieces, best of 5 (bench_floor.h). */
 static double read_rate(const char *path, uint64_t *size) {
-    double best = 1e30;
-    char *buf = malloc(1 << 20);
-    for (int r = 0; r < 5 && buf; r++) {
-        int fd = open(path, O_RDONLY);
-        if (fd < 0) break;
-        double t0 = now_s();
-        uint64_t tot = 0;
-        ssize_t k;
-        while ((k = read(fd, buf, 1 << 20)) > 0) tot += (uint64_t)k;
-        double dt = now_s() - t0;
-        close(fd);
-        *size = tot;
-        if (dt < best) best = dt;
-    }
-    free(buf);
-    return (double)*size / best / 1e9;
+    double t = tmb_read_floor(path, 1 << 20, 5, size);
+    return t > 0 ? (double)*size / t / 1e9 : NAN;
 }
 
 /* Run BIN quantize IN -o OUT --type T --threads N [--pure]; wall seconds, peak RSS (KiB), CPU
@@ -196,11 +183,12 @@ int main(int argc, char **argv) {
     /* the largest tensor is token_embd, 32000 x 2048 */
     const double rss_target_mb[2] = {256.0 + 32000.0 * 2048 * 4 / 1048576.0, 256.0 + 32000.0 * 2048 * 2 / 1048576.0};
     enum { MAX_ONE = 32 };
-    struct { char type[32]; double gbps, floor_gbps; } one[MAX_ONE]; /* F32, one thread, file types */
+    struct { char type[32]; double gbps, floor_gbps, floor_s; } one[MAX_ONE]; /* F32, one thread, file types */
+    uint64_t size_f32 = 0;
     int n_one = 0, rss_miss = 0;
     double rr_f32 = 0;
-    fprintf(stderr, "%-5s %-11s %7s %8s %8s %8s %12s %10s %9s\n", "src", "type", "threads", "GB/s", "seconds", "cpu s",
-            "peak RSS MB", "out GB", "floorGB/s");
+    fprintf(stderr, "%-5s %-11s %7s %8s %8s %8s %12s %10s %9s %9s\n", "src", "type", "threads", "GB/s", "seconds", "cpu s",
+            "peak RSS MB", "out GB", "floorGB/s", "ioflrGB/s");
     for (int s = 0; s < 2; s++) {
         uint64_t size = 0;
         double rr = read_rate(src[s], &size); /* the better of this and the rate after the runs */
@@ -235,26 +223,30 @@ int main(int argc, char **argv) {
                 uint64_t out_bytes = tmb_path_bytes(out);
                 double floor_s = tmb_write_floor(dir, out_bytes, reps + 1);
                 double gbps = (double)size / best / 1e9, floor_gbps = floor_s > 0 ? (double)size / floor_s / 1e9 : NAN;
+                /* one thread copies the source in and the output out itself: the I/O floor */
+                double io_floor_gbps = floor_s > 0 ? (double)size / (floor_s + (double)size / (rr * 1e9)) / 1e9 : NAN;
                 double rss_mb = (double)rss / 1024.0;
                 printf("{\"source\": \"%s\", \"type\": \"%s\", \"pure\": %s, \"threads\": %d, \"seconds\": %.3f, "
                        "\"gb_per_s\": %.3f, \"cpu_s\": %.3f, \"peak_rss_mb\": %.1f, \"rss_target_mb\": %.1f, "
-                       "\"out_bytes\": %llu, \"write_floor_s\": %.4f, \"write_floor_src_gb_per_s\": %.3f}\n",
+                       "\"out_bytes\": %llu, \"write_floor_s\": %.4f, \"write_floor_src_gb_per_s\": %.3f, "
+                       "\"io_floor_src_gb_per_s\": %.3f}\n",
                        s ? "F16" : "F32", ty, pure ? "true" : "false", th, best, gbps, best_cpu, rss_mb,
-                       rss_target_mb[s], (unsigned long long)out_bytes, floor_s, floor_gbps);
-                fprintf(stderr, "%-5s %-11s %7d %8.3f %8.3f %8.2f %12.1f %10.3f %9.2f\n", s ? "F16" : "F32", spec, th,
-                        gbps, best, best_cpu, rss_mb, out_bytes / 1e9, floor_gbps);
+                       rss_target_mb[s], (unsigned long long)out_bytes, floor_s, floor_gbps, io_floor_gbps);
+                fprintf(stderr, "%-5s %-11s %7d %8.3f %8.3f %8.2f %12.1f %10.3f %9.2f %9.2f\n", s ? "F16" : "F32", spec,
+                        th, gbps, best, best_cpu, rss_mb, out_bytes / 1e9, floor_gbps, io_floor_gbps);
                 if (!(rss_mb < rss_target_mb[s])) rss_miss++;
                 if (th == 1 && s == 0 && !pure && n_one < MAX_ONE) {
                     snprintf(one[n_one].type, sizeof one[n_one].type, "%s", ty);
                     one[n_one].gbps = gbps;
                     one[n_one].floor_gbps = floor_gbps;
+                    one[n_one].floor_s = floor_s;
                     n_one++;
                 }
             }
         }
         double rr2 = read_rate(src[s], &size);
         if (rr2 > rr) rr = rr2;
-        if (s == 0) rr_f32 = rr;
+        if (s == 0) { rr_f32 = rr; size_f32 = size; }
     }
     /* issue 3's one-thread targets (from F32), against the reference figures it quotes */
     static const struct { const char *type; double ref, factor; int fast; } tg[] = {
@@ -266,15 +258,16 @@ int main(int argc, char **argv) {
             double need = tg[t].factor * tg[t].ref;
             if (tg[t].fast && 0.6 * rr_f32 < need) need = 0.6 * rr_f32;
             int pass = one[r].gbps >= need;
+            double io = one[r].floor_s > 0 ? (double)size_f32 / (one[r].floor_s + (double)size_f32 / (rr_f32 * 1e9)) / 1e9 : NAN;
             printf("{\"op\": \"target\", \"type\": \"%s\", \"threads\": 1, \"measured_gb_per_s\": %.3f, "
                    "\"threshold_gb_per_s\": %.3f, \"page_cache_read_gb_per_s\": %.3f, \"write_floor_src_gb_per_s\": %.3f, "
-                   "\"threshold_above_write_floor\": %s, \"pass\": %s}\n",
-                   one[r].type, one[r].gbps, need, rr_f32, one[r].floor_gbps,
-                   need > one[r].floor_gbps ? "true" : "false", pass ? "true" : "false");
-            fprintf(stderr, "  %-7s >= %.3f GB/s (%s): %.3f GB/s, %.0f%% of it: %s%s\n", one[r].type, need,
-                    tg[t].fast ? "min of 8x reference, 60% of page-cache read" : "2x reference", one[r].gbps,
-                    100 * one[r].gbps / need, pass ? "PASS" : "MISS",
-                    need > one[r].floor_gbps ? " (more than the output-write floor allows)" : "");
+                   "\"io_floor_src_gb_per_s\": %.3f, \"threshold_above_io_floor\": %s, \"pass\": %s}\n",
+                   one[r].type, one[r].gbps, need, rr_f32, one[r].floor_gbps, io, need > io ? "true" : "false",
+                   pass ? "true" : "false");
+            fprintf(stderr, "  %-7s >= %.3f GB/s (%s): %.3f GB/s, %.0f%% of it: %s; I/O floor %.2f GB/s%s\n",
+                    one[r].type, need, tg[t].fast ? "min of 8x reference, 60% of page-cache read" : "2x reference",
+                    one[r].gbps, 100 * one[r].gbps / need, pass ? "PASS" : "MISS", io,
+                    need > io ? " (the target is above it)" : "");
         }
     fprintf(stderr, "  peak RSS < 256 MiB + largest tensor: %d run(s) MISS\n", rss_miss);
     if (!keep) {

@@ -1320,6 +1320,8 @@ tm_status tm_quantize_checkpoint(tm_file *in, const char *out_dir, const tm_qjob
     }
     /* tasks */
     size_t max_chunk_elems = 1;
+    uint64_t max_chunk_packed = 1; /* packed bytes of the largest chunk: rows x row_bytes, which
+                                   ** exceeds the values when I32 words pad a row (int8, 257 columns) */
     for (int64_t i = 0; i < n && !s; i++) {
         plan_t *pl = &j.plans[i];
         const tm_tensor *t = tm_file_tensor(in, i);
@@ -1338,6 +1340,7 @@ tm_status tm_quantize_checkpoint(tm_file *in, const char *out_dir, const tm_qjob
             pl->rows_per_chunk = rpc;
             pl->n_tasks = (pl->rows + rpc - 1) / rpc;
             if ((size_t)(rpc * pl->cols) > max_chunk_elems) max_chunk_elems = (size_t)(rpc * pl->cols);
+            if ((uint64_t)rpc * pl->row_bytes > max_chunk_packed) max_chunk_packed = (uint64_t)rpc * pl->row_bytes;
             pl->chunk_acc = tm__calloc((size_t)pl->n_tasks, sizeof(tm_erracc));
             if (!pl->chunk_acc) s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
         }
@@ -1366,7 +1369,7 @@ tm_status tm_quantize_checkpoint(tm_file *in, const char *out_dir, const tm_qjob
             j.fbuf[t] = tm__malloc_n(max_chunk_elems, sizeof(float));
             j.qbuf[t] = tm__malloc_n(max_chunk_elems, sizeof(float));
             j.cbuf[t] = tm__malloc_n(max_chunk_elems, 1);
-            j.pbuf[t] = tm__malloc_n(max_chunk_elems + 64, 1);
+            j.pbuf[t] = tm__malloc_n((size_t)max_chunk_packed + 64, 1);
             j.ibuf[t] = tm__malloc_n(max_chunk_elems, sizeof(int64_t));
             if (!j.fbuf[t] || !j.qbuf[t] || !j.cbuf[t] || !j.pbuf[t] || !j.ibuf[t])
                 s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory for chunk buffers");

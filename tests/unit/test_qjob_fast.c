@@ -359,12 +359,24 @@ static void test_pack4_matches_bitwise(void **state) {
 
 static char g_dir[64];
 
-/* A safetensors file of F32 or BF16 2-D weights (plus a 1-D norm) with the rows of fill_rows. */
+typedef struct shape_t { const char *name; int64_t r, c; } shape_t;
+
+/* The checkpoint's tensors: odd widths and heights, one wider than a slice, a 1-D norm. */
+static const shape_t g_mixed[] = {
+    {"a.weight", 37, 1000}, {"b.weight", 5, 4099}, {"c.weight", 64, 256}, {"d.weight", 3, 7},
+    {"e.weight", 300, 130}, {"f.weight", 2, 40000}, {"g.weight", 1100, 33}, {"norm.weight", 1, 100}};
+/* Rows whose packed I32 words are longer than the row's values (int8: 257 columns -> 260 bytes;
+** int4: 1 column -> 4 bytes), in checkpoints where they are the largest chunk: the packed
+** buffer must be sized by packed bytes, not by values. */
+static const shape_t g_padded[] = {{"p.weight", 4096, 257}, {"q.weight", 3000, 1}, {"r.weight", 64, 9}};
+static const shape_t *g_shapes = g_mixed;
+static int g_n_shapes = (int)(sizeof g_mixed / sizeof g_mixed[0]);
+
+/* A safetensors file of F32 or BF16 2-D weights (plus 1-D norms) with the rows of fill_rows:
+** the tensors of g_shapes. */
 static void write_ckpt(const char *path, int bf16, int allow_nf) {
-    struct { const char *name; int64_t r, c; } ts[] = {
-        {"a.weight", 37, 1000}, {"b.weight", 5, 4099}, {"c.weight", 64, 256}, {"d.weight", 3, 7},
-        {"e.weight", 300, 130}, {"f.weight", 2, 40000}, {"g.weight", 1100, 33}, {"norm.weight", 1, 100}};
-    enum { NT = 8 };
+    const shape_t *ts = g_shapes;
+    const int NT = g_n_shapes;
     char hdr[4096];
     size_t hl = 0;
     uint64_t off = 0;
@@ -501,6 +513,28 @@ static void test_job_auto_equals_reference(void **state) {
     assert_int_equal(system(cmd), 0);
 }
 
+/* Chunks whose packed rows are longer than their values (found by a tester as a heap overflow
+** in tm_pack_codes under int8 with 257 columns); under ASan any overflow fails the test. */
+static void test_job_padded_rows(void **state) {
+    (void)state;
+    snprintf(g_dir, sizeof g_dir, "/tmp/tm_qjob_fast_XXXXXX");
+    assert_non_null(mkdtemp(g_dir));
+    g_shapes = g_padded;
+    g_n_shapes = (int)(sizeof g_padded / sizeof g_padded[0]);
+    for (int bf16 = 0; bf16 < 2; bf16++) {
+        job_case(bf16, TM_I8, TM_GRAN_CHANNEL, 0, 1, 0, 1);
+        job_case(bf16, TM_I8, TM_GRAN_CHANNEL, 0, 0, 0, 2);
+        job_case(bf16, TM_I8, TM_GRAN_TENSOR, 0, 1, 0, 1);
+        job_case(bf16, TM_I4, TM_GRAN_CHANNEL, 0, 1, 0, 1);
+        job_case(bf16, TM_I4, TM_GRAN_TENSOR, 0, 0, 0, 2);
+    }
+    g_shapes = g_mixed;
+    g_n_shapes = (int)(sizeof g_mixed / sizeof g_mixed[0]);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", g_dir);
+    assert_int_equal(system(cmd), 0);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fused_quant_dequant_matches_ref),
@@ -508,6 +542,7 @@ int main(void) {
         cmocka_unit_test(test_minmax_observer_paths),
         cmocka_unit_test(test_pack4_matches_bitwise),
         cmocka_unit_test(test_job_auto_equals_reference),
+        cmocka_unit_test(test_job_padded_rows),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -372,8 +372,9 @@ typedef struct gjob {
     tm_gguf_writer       *w;
     pthread_mutex_t       mu;
     int64_t               cur_plan, cur_chunk;  /* next work item (under mu)           */
-    tm_status             status;               /* first error (under mu)              */
+    tm_status             status;               /* the error of the earliest failed item (under mu) */
     tm_err                err;
+    int64_t               err_plan, err_chunk;  /* that item: errors are kept in work order */
     uint64_t              total_bytes, done_bytes;
 } gjob;
 
@@ -404,11 +405,16 @@ static int next_item(gjob *j, int64_t *pi, int64_t *ci) {
     return ok;
 }
 
-static void fail(gjob *j, tm_status s, const tm_err *e) {
+/* Record the error of work item (pi, ci). Items are handed out in order and every item handed
+** out is finished, so keeping the earliest failed item's error reports the first bad row of the
+** file whatever the thread count (a cancellation passes INT64_MAX: any real error wins). */
+static void fail(gjob *j, tm_status s, const tm_err *e, int64_t pi, int64_t ci) {
     pthread_mutex_lock(&j->mu);
-    if (j->status == TM_OK) {
+    if (j->status == TM_OK || pi < j->err_plan || (pi == j->err_plan && ci < j->err_chunk)) {
         j->status = s;
         j->err = *e;
+        j->err_plan = pi;
+        j->err_chunk = ci;
     }
     pthread_mutex_unlock(&j->mu);
 }
@@ -529,13 +535,13 @@ static void *worker(void *arg) {
     while (next_item(j, &pi, &ci)) {
         if (j->p->cancel && *j->p->cancel) {
             tm__err_set(&e, TM_E_CANCELLED, -1, "cancelled");
-            fail(j, TM_E_CANCELLED, &e);
+            fail(j, TM_E_CANCELLED, &e, INT64_MAX, INT64_MAX);
             break;
         }
         gplan *pl = &j->plans[pi];
         tm_status s = pl->quantize ? do_quant_chunk(j, pl, ci, &b, &e) : do_copy_chunk(j, pl, ci, &b, &e);
         if (s) {
-            fail(j, s, &e);
+            fail(j, s, &e, pi, ci);
             break;
         }
     }

@@ -550,9 +550,11 @@ static int can_pread(const job_t *j, const tm_tensor *t) {
 
 /* Elements [e0, e0 + n) of tensor t as float32 into out, read with pread (raw: n * 2 bytes of
 ** scratch for F16/BF16): the same values as tm_tensor_read_f32 (t->offset is the absolute offset
-** of the data in its file). 0 when t cannot be read so or the read fails: the caller then reads
-** the map. */
-static int pread_f32(const job_t *j, const tm_tensor *t, int64_t e0, int64_t n, float *out, void *raw) {
+** of the data in its file). 1 when read; 0 when t cannot be read so (the caller then reads the
+** map); -1 with err set (TM_E_IO) when the read fails or ends early: the file changed or shrank
+** after it was opened, and reading the map would fault. */
+static int pread_f32(const job_t *j, const tm_tensor *t, int64_t e0, int64_t n, float *out, void *raw,
+                     tm_err *err) {
     if (!can_pread(j, t)) return 0;
     int fd = j->src_fd[t->file_index];
     size_t isz = t->dtype == TM_F32 ? 4 : 2;
@@ -563,7 +565,13 @@ static int pread_f32(const job_t *j, const tm_tensor *t, int64_t e0, int64_t n, 
         ssize_t r = pread(fd, dst + got, want - got, off + (off_t)got);
         if (r <= 0) {
             if (r < 0 && errno == EINTR) continue;
-            return 0;
+            const char *path = tm_file_path(j->in, t->file_index);
+            if (r < 0) tm__err_sys(err, errno, "%s: tensor '%s': reading %zu bytes at offset %lld", path, t->name,
+                                   want - got, (long long)(off + (off_t)got));
+            else tm__err_set(err, TM_E_IO, (int64_t)(off + (off_t)got),
+                             "%s: tensor '%s': the file ends at offset %lld, before the tensor's data (it "
+                             "changed or shrank after it was opened)", path, t->name, (long long)(off + (off_t)got));
+            return -1;
         }
         got += (size_t)r;
     }
@@ -603,7 +611,9 @@ static tm_status run_slices(job_t *j, plan_t *pl, const tm_tensor *t, const tm_q
         if (in_place) {
             xs = x + (rs - r0) * C;
         } else {
-            if (!pread_f32(j, t, rs * C, nes, j->fbuf[thread], j->ibuf[thread])) {
+            int pr = pread_f32(j, t, rs * C, nes, j->fbuf[thread], j->ibuf[thread], err);
+            if (pr < 0) return TM_E_IO;
+            if (pr == 0) {
                 s = tm_tensor_read_f32(j->in, pl->src, rs * C, nes, j->fbuf[thread], err);
                 if (s) return s;
                 *mapped_read = 1;

@@ -273,6 +273,16 @@ static int64_t count_nonfinite(const float *v, int64_t n) {
     return k;
 }
 
+/* A percentile or KL search over a histogram of one distinct value (a 1x1 tensor, a constant
+** unit) can return a range whose ends are out of order (the histogram's width is then an
+** artefact of its binning, not of the data): fall back to the data's own [min, max], which the
+** scale rules turn into a finite documented scale (docs/quantization.md, constant units). */
+static void ort_range_or_minmax(float *l, float *r, float mn, float mx) {
+    if (*l <= *r) return;
+    *l = mn;
+    *r = mx;
+}
+
 tm_status tm_observe_range(const tm_qspec *spec, const float *vals, int64_t n, double *lo,
                            double *hi, tm_err *err) {
     if (!spec || !vals || !lo || !hi || n < 1)
@@ -354,6 +364,7 @@ static tm_status observe_finite(const tm_qspec *spec, const float *vals, int64_t
                 st = tm_hist_entropy_range(h.hist, h.edges, h.n_bins, h.min_val, h.max_val,
                                            o->n_quantized_bins, &l, &r);
         }
+        if (st == TM_OK) ort_range_or_minmax(&l, &r, h.min_val, h.max_val);
         tm__ort_hist_free(&h);
         if (st != TM_OK) return tm__err_set(err, st, -1, "observer: ORT histogram failed");
         *lo = l;
@@ -616,6 +627,7 @@ tm_status tm_calib_range(const tm_calib *c, int64_t unit, double *lo, double *hi
         else
             st = tm_hist_entropy_range(h->hist, h->edges, h->n_bins, h->min_val, h->max_val,
                                        o->n_quantized_bins, &a, &b);
+        if (st == TM_OK) ort_range_or_minmax(&a, &b, h->min_val, h->max_val);
         *lo = a;
         *hi = b;
         break;

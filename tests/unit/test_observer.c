@@ -489,6 +489,29 @@ static void test_observers_skip_nonfinite_when_allowed(void **state) {
     }
 }
 
+/* A unit of one distinct value (a 1x1 tensor): every observer gives an ordered range, with the
+** entropy sizing the job uses for weights (found by a tester: entropy returned lo > hi) */
+static void test_one_value_gives_ordered_range(void **state) {
+    (void)state;
+    const float vals[] = {0.0418053f, -3.5f, 1e-30f, 65504.0f};
+    for (int k = 0; k < TM_OBS_COUNT; k++)
+        for (int v = 0; v < 4; v++)
+            for (int n = 1; n <= 3; n++) {
+                float x[3] = {vals[v], vals[v], vals[v]};
+                tm_qspec sp = tm_qspec_default();
+                sp.observer = tm_observer_default((tm_observer_kind)k);
+                if (k == TM_OBS_ENTROPY) { sp.observer.n_bins = 160; sp.observer.n_quantized_bins = 128; }
+                double lo, hi;
+                tm_err err;
+                assert_int_equal(tm_observe_range(&sp, x, n, &lo, &hi, &err), TM_OK);
+                assert_true(lo <= hi);
+                float sc;
+                int32_t zp;
+                assert_int_equal(tm_qparams_from_range(&sp, lo, hi, &sc, &zp, &err), TM_OK);
+                assert_true(isfinite(sc) && sc > 0.0f);
+            }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_vectors_torch_observer),
@@ -498,6 +521,7 @@ int main(void) {
         cmocka_unit_test(test_every_observer_gives_a_range),
         cmocka_unit_test(test_ort_histogram_grows),
         cmocka_unit_test(test_observers_skip_nonfinite_when_allowed),
+        cmocka_unit_test(test_one_value_gives_ordered_range),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

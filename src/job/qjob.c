@@ -14,7 +14,7 @@
 #include "../core/core.h"
 #include "../core/fsutil.h"
 #include "../core/pool.h"
-#include "../formats/file.h"
+#include "srcread.h"
 #include "../view/layout.h"
 #include "manifest.h"
 
@@ -84,8 +84,7 @@ typedef struct job_t {
     uint8_t             **pbuf;       /* per thread: packed codes                               */
     int64_t             **ibuf;       /* per thread: param index per element                    */
     size_t                buf_elems;
-    int                  *src_fd;     /* per source map: a descriptor for pread, or -1          */
-    int                   n_src_fd;
+    tm__srcread           src;        /* pread of the sources (srcread.h)                       */
 } job_t;
 
 tm_qjob_params tm_qjob_params_default(void) {
@@ -517,68 +516,6 @@ static void add_row_runs(tm_erracc *acc, const plan_t *pl, const float *x, const
                               r * ng + gi, pl->scale, pl->zp, emin, emax, C - c0 < gs ? C - c0 : gs);
 }
 
-/* A descriptor for every source file the checkpoint maps, so that the quantize slices can be
-** read with pread into a buffer that stays in the cache, instead of being faulted in from the
-** map and dropped again with madvise (both cost per page). -1 where the map is not a plain file
-** of the same size (a buffer, a decompressed member): that source is read from the map. */
-static void open_src_fds(job_t *j) {
-    const tm_file *f = j->in;
-    j->src_fd = malloc((size_t)(f->n_maps > 0 ? f->n_maps : 1) * sizeof(int));
-    if (!j->src_fd) return;
-    j->n_src_fd = f->n_maps;
-    for (int k = 0; k < f->n_maps; k++) {
-        j->src_fd[k] = -1;
-        if (f->maps[k].owned != 1 || !f->maps[k].path) continue;
-        int fd = open(f->maps[k].path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-        struct stat st;
-        if (fd < 0) continue;
-        if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size != f->maps[k].size) {
-            close(fd);
-            continue;
-        }
-        j->src_fd[k] = fd;
-    }
-}
-
-/* 1 when tensor t can be read with pread_f32: plain little-endian row-major F32/F16/BF16 in a
-** file open_src_fds could open. */
-static int can_pread(const job_t *j, const tm_tensor *t) {
-    return !t->quant && !t->fortran_order && !t->big_endian && t->file_index >= 0 &&
-           t->file_index < j->n_src_fd && j->src_fd[t->file_index] >= 0 &&
-           (t->dtype == TM_F32 || t->dtype == TM_F16 || t->dtype == TM_BF16);
-}
-
-/* Elements [e0, e0 + n) of tensor t as float32 into out, read with pread (raw: n * 2 bytes of
-** scratch for F16/BF16): the same values as tm_tensor_read_f32 (t->offset is the absolute offset
-** of the data in its file). 1 when read; 0 when t cannot be read so (the caller then reads the
-** map); -1 with err set (TM_E_IO) when the read fails or ends early: the file changed or shrank
-** after it was opened, and reading the map would fault. */
-static int pread_f32(const job_t *j, const tm_tensor *t, int64_t e0, int64_t n, float *out, void *raw,
-                     tm_err *err) {
-    if (!can_pread(j, t)) return 0;
-    int fd = j->src_fd[t->file_index];
-    size_t isz = t->dtype == TM_F32 ? 4 : 2;
-    uint8_t *dst = t->dtype == TM_F32 ? (uint8_t *)out : raw;
-    size_t want = (size_t)n * isz, got = 0;
-    off_t off = (off_t)(t->offset + (uint64_t)e0 * isz);
-    while (got < want) {
-        ssize_t r = pread(fd, dst + got, want - got, off + (off_t)got);
-        if (r <= 0) {
-            if (r < 0 && errno == EINTR) continue;
-            const char *path = tm_file_path(j->in, t->file_index);
-            if (r < 0) tm__err_sys(err, errno, "%s: tensor '%s': reading %zu bytes at offset %lld", path, t->name,
-                                   want - got, (long long)(off + (off_t)got));
-            else tm__err_set(err, TM_E_IO, (int64_t)(off + (off_t)got),
-                             "%s: tensor '%s': the file ends at offset %lld, before the tensor's data (it "
-                             "changed or shrank after it was opened)", path, t->name, (long long)(off + (off_t)got));
-            return -1;
-        }
-        got += (size_t)r;
-    }
-    if (t->dtype != TM_F32 && tm_convert_to_f32(t->dtype, raw, n, out) != TM_OK) return 0;
-    return 1;
-}
-
 /* src/quant/quantize.c: tm_quantize_f32 (no statistics) + tm_dequantize in one pass, the same bits. */
 tm_status tm__quantize_dequantize_f32(const tm_qparams *qp, int ndim, const int64_t *shape,
                                       const float *x, int64_t start, int64_t n, uint8_t *codes,
@@ -590,7 +527,7 @@ enum { SLICE_TARGET_BYTES = 64 << 10 };
 
 /* Rows [r0, r1) of a channel or group tensor with integer codes, in slices of a few rows: each
 ** slice is read (in_place: x is the chunk's float32 in the map; else the slice is read into fbuf
-** with pread_f32, or through the view when that cannot be used, setting *mapped_read), observed,
+** with tm__srcread_f32, or through the view when that cannot be used, setting *mapped_read), observed,
 ** quantized and dequantized (one pass), measured and packed into pbuf at its row offset before
 ** the next one.
 ** Every step works per row and the error runs are added in the same order, so the codes,
@@ -611,7 +548,7 @@ static tm_status run_slices(job_t *j, plan_t *pl, const tm_tensor *t, const tm_q
         if (in_place) {
             xs = x + (rs - r0) * C;
         } else {
-            int pr = pread_f32(j, t, rs * C, nes, j->fbuf[thread], j->ibuf[thread], err);
+            int pr = tm__srcread_f32(&j->src, t, rs * C, nes, j->fbuf[thread], j->ibuf[thread], err);
             if (pr < 0) return TM_E_IO;
             if (pr == 0) {
                 s = tm_tensor_read_f32(j->in, pl->src, rs * C, nes, j->fbuf[thread], err);
@@ -685,7 +622,7 @@ static tm_status run_task_inner(void *vctx, int64_t task, int thread, tm_err *er
     int64_t *param = j->ibuf[thread];
     const void *mapped = NULL;
     int in_place = 0;
-    if (sliced && can_pread(j, t)) {
+    if (sliced && tm__srcread_can(&j->src, t)) {
         /* read slice by slice with pread (run_slices), not from the map */
     } else if (t->dtype == TM_F32 && !t->fortran_order && !t->big_endian &&
         tm_tensor_data(j->in, pl->src, (uint64_t)(r0 * C) * 4, (uint64_t)ne * 4, &mapped, NULL) == TM_OK &&
@@ -1057,11 +994,7 @@ static void free_bufs(job_t *j, int nt) {
         if (j->ibuf) free(j->ibuf[t]);
     }
     free(j->fbuf); free(j->qbuf); free(j->cbuf); free(j->pbuf); free(j->ibuf);
-    for (int k = 0; k < j->n_src_fd; k++)
-        if (j->src_fd[k] >= 0) close(j->src_fd[k]);
-    free(j->src_fd);
-    j->src_fd = NULL;
-    j->n_src_fd = 0;
+    tm__srcread_close(&j->src);
 }
 
 
@@ -1368,7 +1301,7 @@ tm_status tm_quantize_checkpoint(tm_file *in, const char *out_dir, const tm_qjob
     }
     if (!s) {
         j.buf_elems = max_chunk_elems;
-        open_src_fds(&j);
+        tm__srcread_open(&j.src, in);
         j.fbuf = tm__calloc((size_t)nt, sizeof(float *));
         j.qbuf = tm__calloc((size_t)nt, sizeof(float *));
         j.cbuf = tm__calloc((size_t)nt, sizeof(uint8_t *));

@@ -494,45 +494,43 @@ static void job_case(int bf16, tm_dtype code, tm_granularity gk, int64_t gs, int
     free(srcbuf);
 }
 
-static void test_job_auto_equals_reference(void **state) {
-    (void)state;
+typedef struct job_spec { tm_dtype code; tm_granularity gk; int64_t gs; int symmetric, allow_nf, threads; } job_spec;
+
+/* Every spec on the checkpoint of `shapes`, from F32 and from BF16, in a fresh directory. */
+static void run_jobs(const shape_t *shapes, int n_shapes, const job_spec *js, int n_js) {
     snprintf(g_dir, sizeof g_dir, "/tmp/tm_qjob_fast_XXXXXX");
     assert_non_null(mkdtemp(g_dir));
-    for (int bf16 = 0; bf16 < 2; bf16++) {
-        job_case(bf16, TM_I8, TM_GRAN_CHANNEL, 0, 1, 0, 1);
-        job_case(bf16, TM_I8, TM_GRAN_CHANNEL, 0, 1, 0, 2);
-        job_case(bf16, TM_I4, TM_GRAN_GROUP, 128, 1, 0, 1);
-        job_case(bf16, TM_I4, TM_GRAN_GROUP, 32, 0, 0, 1);
-        job_case(bf16, TM_I8, TM_GRAN_CHANNEL, 0, 0, 0, 1);
-        job_case(bf16, TM_I8, TM_GRAN_TENSOR, 0, 1, 0, 1);
-        job_case(bf16, TM_I8, TM_GRAN_CHANNEL, 0, 1, 1, 1);
-        job_case(bf16, TM_I4, TM_GRAN_GROUP, 128, 0, 1, 1);
-    }
+    g_shapes = shapes;
+    g_n_shapes = n_shapes;
+    for (int bf16 = 0; bf16 < 2; bf16++)
+        for (int k = 0; k < n_js; k++)
+            job_case(bf16, js[k].code, js[k].gk, js[k].gs, js[k].symmetric, js[k].allow_nf, js[k].threads);
+    g_shapes = g_mixed;
+    g_n_shapes = (int)(sizeof g_mixed / sizeof g_mixed[0]);
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf %s", g_dir);
     assert_int_equal(system(cmd), 0);
+}
+
+static void test_job_auto_equals_reference(void **state) {
+    (void)state;
+    static const job_spec js[] = {
+        {TM_I8, TM_GRAN_CHANNEL, 0, 1, 0, 1},  {TM_I8, TM_GRAN_CHANNEL, 0, 1, 0, 2},
+        {TM_I4, TM_GRAN_GROUP, 128, 1, 0, 1}, {TM_I4, TM_GRAN_GROUP, 32, 0, 0, 1},
+        {TM_I8, TM_GRAN_CHANNEL, 0, 0, 0, 1},  {TM_I8, TM_GRAN_TENSOR, 0, 1, 0, 1},
+        {TM_I8, TM_GRAN_CHANNEL, 0, 1, 1, 1},  {TM_I4, TM_GRAN_GROUP, 128, 0, 1, 1}};
+    run_jobs(g_mixed, (int)(sizeof g_mixed / sizeof g_mixed[0]), js, (int)(sizeof js / sizeof js[0]));
 }
 
 /* Chunks whose packed rows are longer than their values (found by a tester as a heap overflow
 ** in tm_pack_codes under int8 with 257 columns); under ASan any overflow fails the test. */
 static void test_job_padded_rows(void **state) {
     (void)state;
-    snprintf(g_dir, sizeof g_dir, "/tmp/tm_qjob_fast_XXXXXX");
-    assert_non_null(mkdtemp(g_dir));
-    g_shapes = g_padded;
-    g_n_shapes = (int)(sizeof g_padded / sizeof g_padded[0]);
-    for (int bf16 = 0; bf16 < 2; bf16++) {
-        job_case(bf16, TM_I8, TM_GRAN_CHANNEL, 0, 1, 0, 1);
-        job_case(bf16, TM_I8, TM_GRAN_CHANNEL, 0, 0, 0, 2);
-        job_case(bf16, TM_I8, TM_GRAN_TENSOR, 0, 1, 0, 1);
-        job_case(bf16, TM_I4, TM_GRAN_CHANNEL, 0, 1, 0, 1);
-        job_case(bf16, TM_I4, TM_GRAN_TENSOR, 0, 0, 0, 2);
-    }
-    g_shapes = g_mixed;
-    g_n_shapes = (int)(sizeof g_mixed / sizeof g_mixed[0]);
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", g_dir);
-    assert_int_equal(system(cmd), 0);
+    static const job_spec js[] = {
+        {TM_I8, TM_GRAN_CHANNEL, 0, 1, 0, 1}, {TM_I8, TM_GRAN_CHANNEL, 0, 0, 0, 2},
+        {TM_I8, TM_GRAN_TENSOR, 0, 1, 0, 1},  {TM_I4, TM_GRAN_CHANNEL, 0, 1, 0, 1},
+        {TM_I4, TM_GRAN_TENSOR, 0, 0, 0, 2}};
+    run_jobs(g_padded, (int)(sizeof g_padded / sizeof g_padded[0]), js, (int)(sizeof js / sizeof js[0]));
 }
 
 int main(void) {

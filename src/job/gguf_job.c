@@ -845,9 +845,7 @@ tm_status tm_gguf_quantize(tm_file *in, const char *out_path, const tm_gguf_qpar
         json_object_set_new(recipe, "tensor_types", tt);
         json_object_set_new(recipe, "importance_matrix", json_null());
         json_object_set_new(man, "recipe", recipe);
-        json_t *cal = json_object();
-        json_object_set_new(cal, "data", json_string("none: no importance matrix; ggml's reference quantizers ran on the weights themselves"));
-        json_object_set_new(man, "calibration", cal);
+        tm__manifest_add_calibration(man, "none: no importance matrix; ggml's reference quantizers ran on the weights themselves");
         json_t *ts = json_array();
         for (int64_t i = 0; i < res->n; i++) {
             tm_gguf_qtensor *rt = &res->tensors[i];
@@ -872,14 +870,11 @@ tm_status tm_gguf_quantize(tm_file *in, const char *out_path, const tm_gguf_qpar
         s = tm__manifest_add_output(man, out_path, "gguf", files, 1, p->no_checksums, &res->out_bytes, err);
     }
     if (!s) {
-        json_t *sum = json_object();
-        json_object_set_new(sum, "n_tensors", json_integer(res->n));
-        json_object_set_new(sum, "n_quantized", json_integer(res->n_quantized));
+        json_t *sum = tm__manifest_results_new(res->n, res->n_quantized);
         json_object_set_new(sum, "n_fallback", json_integer(res->n_fallback));
-        json_object_set_new(sum, "source_bytes", json_integer((json_int_t)res->src_bytes));
-        json_object_set_new(sum, "output_bytes", json_integer((json_int_t)res->out_bytes));
         res->manifest_path = tm__aprintf("%s.manifest.json", out_path);
-        s = tm__manifest_finish(man, sum, wall0, res->seconds, res->manifest_path, &res->manifest_json, err);
+        s = tm__manifest_finish(man, sum, res->src_bytes, res->out_bytes, wall0, res->seconds, res->manifest_path,
+                                &res->manifest_json, err);
     }
     json_decref(man);
     free(hex);

@@ -109,10 +109,27 @@ void tm__manifest_add_times(json_t *man, time_t wall0, double seconds) {
     json_object_set_new(man, "times", times);
 }
 
-tm_status tm__manifest_finish(json_t *man, json_t *results, time_t wall0, double seconds,
-                              const char *path, char **json_out, tm_err *err) {
+void tm__manifest_add_calibration(json_t *man, const char *data) {
+    json_t *cal = json_object();
+    json_object_set_new(cal, "data", json_string(data));
+    json_object_set_new(man, "calibration", cal);
+}
+
+json_t *tm__manifest_results_new(int64_t n_tensors, int64_t n_quantized) {
+    json_t *r = json_object();
+    json_object_set_new(r, "n_tensors", json_integer(n_tensors));
+    json_object_set_new(r, "n_quantized", json_integer(n_quantized));
+    return r;
+}
+
+tm_status tm__manifest_finish(json_t *man, json_t *results, uint64_t source_bytes, uint64_t output_bytes,
+                              time_t wall0, double seconds, const char *path, char **json_out, tm_err *err) {
     *json_out = NULL;
-    if (results) json_object_set_new(man, "results", results);
+    if (results) {
+        json_object_set_new(results, "source_bytes", json_integer((json_int_t)source_bytes));
+        json_object_set_new(results, "output_bytes", json_integer((json_int_t)output_bytes));
+        json_object_set_new(man, "results", results);
+    }
     tm__manifest_add_times(man, wall0, seconds);
     *json_out = json_dumps(man, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17));
     if (!*json_out || !path) return tm__err_set(err, TM_E_NOMEM, -1, "out of memory");

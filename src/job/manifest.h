@@ -44,11 +44,20 @@ void tm__manifest_add_times(json_t *man, time_t wall0, double seconds);
 tm_status tm__check_file_output(const tm_file *in, const char *out_path, int force, const char *kind,
                                 tm_err *err);
 
-/* The end of every job's manifest: "results" (steals `results`) and "times", serialised
+/* "calibration": {"data": data}: what the scales were computed from (weight-only jobs say
+** that no calibration data was used, and why). */
+void tm__manifest_add_calibration(json_t *man, const char *data);
+
+/* The start of every job's "results": {n_tensors, n_quantized}; the job adds its own keys, and
+** tm__manifest_finish ends it with source_bytes and output_bytes. NULL when out of memory. */
+json_t *tm__manifest_results_new(int64_t n_tensors, int64_t n_quantized);
+
+/* The end of every job's manifest: "results" (steals `results`, to which it appends
+** source_bytes and output_bytes, in bytes) and "times", serialised
 ** (2-space indent, key order kept, 17 significant digits) into *json_out (malloc'd, the
 ** caller frees) and written atomically to `path` (tm__write_file_atomic). Returns TM_OK |
 ** TM_E_NOMEM | TM_E_IO. */
-tm_status tm__manifest_finish(json_t *man, json_t *results, time_t wall0, double seconds,
-                              const char *path, char **json_out, tm_err *err);
+tm_status tm__manifest_finish(json_t *man, json_t *results, uint64_t source_bytes, uint64_t output_bytes,
+                              time_t wall0, double seconds, const char *path, char **json_out, tm_err *err);
 
 #endif

@@ -561,9 +561,7 @@ tm_status tm_onnx_quantize(tm_file *in, const char *out_path, const tm_onnx_qpar
         json_object_set_new(os, "reason", json_string(res->strategy_reason));
         json_object_set_new(recipe, "opset", os);
         json_object_set_new(man, "recipe", recipe);
-        json_t *cal = json_object();
-        json_object_set_new(cal, "data", json_string("none: weight-only quantization; each observer ran on the weights themselves"));
-        json_object_set_new(man, "calibration", cal);
+        tm__manifest_add_calibration(man, "none: weight-only quantization; each observer ran on the weights themselves");
         json_t *ts = json_array();
         for (int64_t i = 0; i < res->n; i++) {
             tm_onnx_qweight *rw = &res->weights[i];
@@ -590,15 +588,12 @@ tm_status tm_onnx_quantize(tm_file *in, const char *out_path, const tm_onnx_qpar
         s = tm__manifest_add_output(man, out_path, "onnx", files, 1, p->no_checksums, &res->out_bytes, err);
     }
     if (!s) {
-        json_t *sum = json_object();
-        json_object_set_new(sum, "n_tensors", json_integer(res->n));
-        json_object_set_new(sum, "n_quantized", json_integer(res->n_quantized));
+        json_t *sum = tm__manifest_results_new(res->n, res->n_quantized);
         json_object_set_new(sum, "n_kept", json_integer(res->n - res->n_quantized));
         json_object_set_new(sum, "opset_strategy", json_string(tm_onnx_opset_strategy_name(res->strategy)));
-        json_object_set_new(sum, "source_bytes", json_integer((json_int_t)res->src_bytes));
-        json_object_set_new(sum, "output_bytes", json_integer((json_int_t)res->out_bytes));
         res->manifest_path = tm__aprintf("%s.manifest.json", out_path);
-        s = tm__manifest_finish(man, sum, wall0, res->seconds, res->manifest_path, &res->manifest_json, err);
+        s = tm__manifest_finish(man, sum, res->src_bytes, res->out_bytes, wall0, res->seconds, res->manifest_path,
+                                &res->manifest_json, err);
     }
     json_decref(man);
     free(hex);

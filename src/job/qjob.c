@@ -1462,9 +1462,7 @@ tm_status tm_quantize_checkpoint(tm_file *in, const char *out_dir, const tm_qjob
             json_object_set_new(recipe, "recipe", rj ? rj : json_string(p->recipe_json));
         }
         json_object_set_new(man, "recipe", recipe);
-        json_t *cal = json_object();
-        json_object_set_new(cal, "data", json_string("none: weight-only quantization; each observer ran on the weights themselves"));
-        json_object_set_new(man, "calibration", cal);
+        tm__manifest_add_calibration(man, "none: weight-only quantization; each observer ran on the weights themselves");
         json_t *ts = json_array();
         for (int64_t i = 0; i < res->n; i++) {
             tm_qjob_tensor *rt = &res->tensors[i];
@@ -1496,15 +1494,12 @@ tm_status tm_quantize_checkpoint(tm_file *in, const char *out_dir, const tm_qjob
         json_object_set_new(man, "warnings", wa);
     }
     if (!s) {
-        json_t *sum = json_object();
-        json_object_set_new(sum, "n_tensors", json_integer(res->n));
-        json_object_set_new(sum, "n_quantized", json_integer(res->n_quantized));
+        json_t *sum = tm__manifest_results_new(res->n, res->n_quantized);
         json_object_set_new(sum, "n_flagged", json_integer(qr.n_flagged));
         json_object_set_new(sum, "median_sqnr_db", num(qr.median_sqnr_db));
-        json_object_set_new(sum, "source_bytes", json_integer((json_int_t)res->src_bytes));
-        json_object_set_new(sum, "output_bytes", json_integer((json_int_t)res->out_bytes));
         char *mp = tm__aprintf("%s/tensormorph-manifest.json", tmpdir);
-        s = tm__manifest_finish(man, sum, wall0, res->seconds, mp, &res->manifest_json, err);
+        s = tm__manifest_finish(man, sum, res->src_bytes, res->out_bytes, wall0, res->seconds, mp,
+                                &res->manifest_json, err);
         free(mp);
     }
     json_decref(man);

@@ -526,3 +526,35 @@ int cli_open(const char *path, tm_file **f) {
     if (s != TM_OK) return cli_fail(s, &err);
     return 0;
 }
+
+char *cli_read_text(const char *path, tm_err *err) {
+    FILE *fp = fopen(path, "rb");
+    if (!fp) {
+        tm_err_clear(err);
+        err->code = TM_E_IO;
+        err->sys_errno = errno;
+        snprintf(err->msg, sizeof err->msg, "%s: %s", path, strerror(errno));
+        return NULL;
+    }
+    size_t cap = 1 << 16, n = 0, r;
+    char *buf = malloc(cap);
+    while (buf && (r = fread(buf + n, 1, cap - n - 1, fp)) > 0) {
+        n += r;
+        if (cap - n < 2) {
+            if (cap > (64u << 20)) { free(buf); buf = NULL; break; }
+            char *nb = realloc(buf, cap * 2);
+            if (!nb) { free(buf); buf = NULL; break; }
+            buf = nb;
+            cap *= 2;
+        }
+    }
+    fclose(fp);
+    if (!buf) {
+        tm_err_clear(err);
+        err->code = TM_E_LIMIT;
+        snprintf(err->msg, sizeof err->msg, "%s: larger than 64 MiB or out of memory", path);
+        return NULL;
+    }
+    buf[n] = '\0';
+    return buf;
+}

@@ -85,6 +85,11 @@ extern volatile int g_cli_exit_on_interrupt;
 
 /* Map a library status to an exit code, print err->msg on stderr ("tensormorph: ..."). */
 int cli_fail(tm_status s, const tm_err *err);
+
+/* The whole of a text file (a JSON table or policy) as a NUL-terminated malloc'd string, at most
+** 64 MiB. NULL with err set: TM_E_IO (cannot open; errno kept) or TM_E_LIMIT (larger, or out of
+** memory). */
+char *cli_read_text(const char *path, tm_err *err);
 /* With --json, a failing command (rc >= 2) that printed no document yet prints
 ** {"error": {"code", "status", "message"}} on stdout (cli_fail and cli_usage_error do it at once). */
 void cli_json_error_fallback(int rc);

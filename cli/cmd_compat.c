@@ -25,27 +25,6 @@ const char details_compat[] =
     "Exit status: 0 every item native (or nothing quantized), 1 at least one item is not\n"
     "native, 2 unknown target, 3 the artifact or the table cannot be read.";
 
-static char *slurp(const char *path, tm_err *err) {
-    FILE *fp = fopen(path, "rb");
-    if (!fp) { tm_err_clear(err); err->code = TM_E_IO; err->sys_errno = errno;
-               snprintf(err->msg, sizeof err->msg, "%s: %s", path, strerror(errno)); return NULL; }
-    size_t cap = 1 << 16, n = 0, r;
-    char *buf = malloc(cap);
-    while (buf && (r = fread(buf + n, 1, cap - n - 1, fp)) > 0) {
-        n += r;
-        if (cap - n < 2) {
-            if (cap > (64u << 20)) { free(buf); buf = NULL; break; }
-            char *nb = realloc(buf, cap * 2);
-            if (!nb) { free(buf); buf = NULL; break; }
-            buf = nb;
-            cap *= 2;
-        }
-    }
-    fclose(fp);
-    if (!buf) { tm_err_clear(err); err->code = TM_E_LIMIT; snprintf(err->msg, sizeof err->msg, "%s: larger than 64 MiB or out of memory", path); return NULL; }
-    buf[n] = '\0';
-    return buf;
-}
 
 int cmd_compat(const cli_cmd *cmd, cli_args *a) {
     const char *target = cli_get(a, "target");
@@ -53,7 +32,7 @@ int cmd_compat(const cli_cmd *cmd, cli_args *a) {
     tm_err err;
     char *table = NULL;
     const char *table_path = cli_get(a, "table");
-    if (table_path && !(table = slurp(table_path, &err))) return cli_fail(err.code, &err);
+    if (table_path && !(table = cli_read_text(table_path, &err))) return cli_fail(err.code, &err);
     tm_file *f;
     int rc = cli_open(a->pos[0], &f);
     if (rc) { free(table); return rc; }

@@ -34,26 +34,6 @@ const char details_gate[] =
     "Exit status: 0 PASS, 1 FAIL, 3 FAIL and an input cannot be parsed (the verdict is printed\n"
     "in every case), 2 usage.";
 
-static char *slurp(const char *path, tm_err *err) {
-    FILE *fp = fopen(path, "rb");
-    if (!fp) { tm_err_clear(err); err->code = TM_E_IO; err->sys_errno = errno;
-               snprintf(err->msg, sizeof err->msg, "%s: %s", path, strerror(errno)); return NULL; }
-    size_t cap = 1 << 16, n = 0, r;
-    char *buf = malloc(cap);
-    while (buf && (r = fread(buf + n, 1, cap - n - 1, fp)) > 0) {
-        n += r;
-        if (cap - n < 2) {
-            char *nb = cap > (64u << 20) ? NULL : realloc(buf, cap * 2);
-            if (!nb) { free(buf); buf = NULL; break; }
-            buf = nb;
-            cap *= 2;
-        }
-    }
-    fclose(fp);
-    if (!buf) { tm_err_clear(err); err->code = TM_E_LIMIT; snprintf(err->msg, sizeof err->msg, "%s: larger than 64 MiB or out of memory", path); return NULL; }
-    buf[n] = '\0';
-    return buf;
-}
 
 static void print_text(json_t *doc) {
     const char *verdict = json_string_value(json_object_get(doc, "verdict"));
@@ -101,7 +81,7 @@ int cmd_gate(const cli_cmd *cmd, cli_args *a) {
     }
     tm_err err;
     char *table = NULL;
-    if (cli_get(a, "table") && !(table = slurp(cli_get(a, "table"), &err))) return cli_fail(err.code, &err);
+    if (cli_get(a, "table") && !(table = cli_read_text(cli_get(a, "table"), &err))) return cli_fail(err.code, &err);
     p.compat_table_json = table;
     tm_gate_result r;
     tm_status s = tm_gate_run(&p, &r, &err);

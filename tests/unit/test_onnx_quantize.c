@@ -326,6 +326,23 @@ static int ref_code(float x, float s, int half) {
     return (int)r;
 }
 
+/* Symmetric int8 per-channel codes and scales of n_ch channels of n values each: value k of
+** channel c is w[c * ch_stride + k * el_stride], in the initializer q at the same index, its
+** scale element c of s; every one equals the formula's (ref_scale, ref_code). */
+static void check_int8_channels(const Onnx__TensorProto *q, const Onnx__TensorProto *s, const float *w,
+                                int64_t n_ch, int64_t n, int64_t ch_stride, int64_t el_stride) {
+    assert_non_null(q);
+    assert_non_null(s);
+    for (int64_t c = 0; c < n_ch; c++) {
+        float es = ref_scale(w + c * ch_stride, n, el_stride, 127);
+        assert_true(f32_at(s, c) == es);
+        for (int64_t k = 0; k < n; k++) {
+            int64_t i = c * ch_stride + k * el_stride;
+            assert_int_equal((int8_t)q->raw_data.data[i], ref_code(w[i], es, 127));
+        }
+    }
+}
+
 static tm_onnx_qresult *run_job(const char *in, const char *out, const tm_onnx_qparams *p,
                                 tm_status expect, tm_err *err) {
     tm_file *f = NULL;
@@ -394,13 +411,8 @@ static void test_matmul_int8_channel_exact(void **state) {
     const Onnx__NodeProto *mm = find_node(g, "MatMul", "Y");
     assert_non_null(mm);
     assert_string_equal(mm->input[1], "W");
-    for (int64_t c = 0; c < N; c++) {
-        float es = ref_scale(w + c, K, N, 127);
-        assert_true(f32_at(s, c) == es);
-        assert_int_equal((int8_t)z->raw_data.data[c], 0);
-        for (int64_t k = 0; k < K; k++)
-            assert_int_equal((int8_t)q->raw_data.data[k * N + c], ref_code(w[k * N + c], es, 127));
-    }
+    check_int8_channels(q, s, w, N, K, 1, N);
+    for (int64_t c = 0; c < N; c++) assert_int_equal((int8_t)z->raw_data.data[c], 0);
     unload(&l);
 
     /* tensormorph's own reader: one logical quantized tensor, per-channel axis 1, same scales */
@@ -809,13 +821,7 @@ static void test_subgraph_constants(void **state) {
     assert_string_equal(then->node[3]->op_type, "DequantizeLinear");
     assert_string_equal(then->node[4]->op_type, "MatMul");
     const Onnx__TensorProto *q = find_init(then, "Aw_quantized"), *s = find_init(then, "Aw_scale");
-    assert_non_null(q);
-    for (int64_t c = 0; c < 4; c++) {
-        float es = ref_scale(wa + c, 16, 4, 127);
-        assert_true(f32_at(s, c) == es);
-        for (int64_t k = 0; k < 16; k++)
-            assert_int_equal((int8_t)q->raw_data.data[k * 4 + c], ref_code(wa[k * 4 + c], es, 127));
-    }
+    check_int8_channels(q, s, wa, 4, 16, 1, 4);
     unload(&l);
     free_allocs();
 }
@@ -863,12 +869,7 @@ static void test_float16_weight_cast(void **state) {
     }
     assert_true(idq < icast && icast < iconv);
     const Onnx__TensorProto *q = find_init(l.m->graph, "W_quantized"), *s = find_init(l.m->graph, "W_scale");
-    for (int64_t c = 0; c < 4; c++) {
-        float es = ref_scale(w + c * 18, 18, 1, 127);
-        assert_true(f32_at(s, c) == es);
-        for (int64_t k = 0; k < 18; k++)
-            assert_int_equal((int8_t)q->raw_data.data[c * 18 + k], ref_code(w[c * 18 + k], es, 127));
-    }
+    check_int8_channels(q, s, w, 4, 18, 18, 1);
     unload(&l);
     free_allocs();
 }

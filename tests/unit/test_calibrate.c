@@ -170,17 +170,8 @@ static void torch_case(const char *name, json_t *cj) {
 static void test_torch_observer_vectors(void **state) {
     (void)state;
     if (!tmv_require_shared()) return;
-    char **names;
-    int n = tmv_list_cases("torch_observer", &names);
-    assert_true(n > 0);
-    for (int i = 0; i < n; i++) {
-        json_t *cj = tmv_case_json("torch_observer", names[i]);
-        assert_non_null(cj);
-        torch_case(names[i], cj);
-        json_decref(cj);
-    }
+    int n = tmv_run_cases("torch_observer", NULL, torch_case);
     printf("torch_observer: %d of %d cases through tm_calibrate and tensormorph calibrate\n", n, n);
-    tmv_free_names(names, n);
 }
 
 /* ---- ort_calibration ------------------------------------------------------------------------ */

@@ -283,19 +283,9 @@ static void ort_case(const char *name, json_t *cj) {
 static void test_vectors_ort_calibration(void **state) {
     (void)state;
     if (!tmv_require_shared()) return;
-    char **names;
-    int n = tmv_list_cases("ort_calibration", &names);
-    assert_true(n > 0);
-    for (int i = 0; i < n; i++) {
-        json_t *cj = tmv_case_json("ort_calibration", names[i]);
-        assert_non_null(cj);
-        if (strncmp(names[i], "entropy_", 8) && strncmp(names[i], "percentile_", 11))
-            fail_msg("ort_calibration/%s: new case without a handler", names[i]);
-        ort_case(names[i], cj);
-        json_decref(cj);
-    }
+    static const char *const kinds[] = {"entropy_", "percentile_", NULL};
+    int n = tmv_run_cases("ort_calibration", kinds, ort_case);
     printf("ort_calibration: %d of %d cases checked\n", n, n);
-    tmv_free_names(names, n);
 }
 
 /* ---------------------------------------------------------------------------------------- */

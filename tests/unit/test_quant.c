@@ -676,6 +676,7 @@ static tm_qgran gran_for(const tmv_npy *scale, int axis) {
 }
 
 static void onnx_case(const char *name, json_t *cj) {
+    if (!has_file("onnx", name, "scale.npy")) fail_msg("onnx/%s: new case layout without a handler", name);
     int axis = (int)json_integer_value(json_object_get(json_object_get(cj, "params"), "axis"));
     const char *op = json_string_value(json_object_get(json_object_get(cj, "params"), "op"));
     int is_dq = strncmp(name, "dql_", 4) == 0 || (op && strcmp(op, "DequantizeLinear") == 0);
@@ -742,19 +743,8 @@ static void onnx_case(const char *name, json_t *cj) {
 static void test_vectors_onnx(void **state) {
     (void)state;
     if (!tmv_require_shared()) return;
-    char **names;
-    int n = tmv_list_cases("onnx", &names);
-    assert_true(n > 0);
-    for (int i = 0; i < n; i++) {
-        json_t *cj = tmv_case_json("onnx", names[i]);
-        assert_non_null(cj);
-        if (!has_file("onnx", names[i], "scale.npy"))
-            fail_msg("onnx/%s: new case layout without a handler", names[i]);
-        onnx_case(names[i], cj);
-        json_decref(cj);
-    }
+    int n = tmv_run_cases("onnx", NULL, onnx_case);
     printf("onnx: %d of %d cases checked\n", n, n);
-    tmv_free_names(names, n);
 }
 
 static tm_dtype torch_dtype(const char *d) {
@@ -853,20 +843,10 @@ static void torch_quantize_case(const char *name, json_t *cj) {
 static void test_vectors_torch_quantize(void **state) {
     (void)state;
     if (!tmv_require_shared()) return;
-    char **names;
-    int n = tmv_list_cases("torch_quantize", &names);
-    assert_true(n > 0);
-    for (int i = 0; i < n; i++) {
-        json_t *cj = tmv_case_json("torch_quantize", names[i]);
-        assert_non_null(cj);
-        if (strncmp(names[i], "qpt_", 4) != 0 && strncmp(names[i], "qpc_", 4) != 0)
-            fail_msg("torch_quantize/%s: new case without a handler", names[i]);
-        torch_quantize_case(names[i], cj);
-        json_decref(cj);
-    }
+    static const char *const kinds[] = {"qpt_", "qpc_", NULL};
+    int n = tmv_run_cases("torch_quantize", kinds, torch_quantize_case);
     printf("torch_quantize: %d of %d cases checked (qpc_qint8_nonf32_scales: codes exact, "
            "dequant within 1 ulp of torch's float64-scale product)\n", n, n);
-    tmv_free_names(names, n);
 }
 
 static void fake_quantize_case(const char *name, json_t *cj) {
@@ -918,19 +898,9 @@ static void fake_quantize_case(const char *name, json_t *cj) {
 static void test_vectors_torch_fake_quantize(void **state) {
     (void)state;
     if (!tmv_require_shared()) return;
-    char **names;
-    int n = tmv_list_cases("torch_fake_quantize", &names);
-    assert_true(n > 0);
-    for (int i = 0; i < n; i++) {
-        json_t *cj = tmv_case_json("torch_fake_quantize", names[i]);
-        assert_non_null(cj);
-        if (strncmp(names[i], "fq_", 3) != 0)
-            fail_msg("torch_fake_quantize/%s: new case without a handler", names[i]);
-        fake_quantize_case(names[i], cj);
-        json_decref(cj);
-    }
+    static const char *const kinds[] = {"fq_", NULL};
+    int n = tmv_run_cases("torch_fake_quantize", kinds, fake_quantize_case);
     printf("torch_fake_quantize: %d of %d cases checked\n", n, n);
-    tmv_free_names(names, n);
 }
 
 /* ---- spec ---- */

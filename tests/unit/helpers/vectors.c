@@ -251,3 +251,22 @@ uint32_t tmv_f32_bits(float x) {
     memcpy(&u, &x, 4);
     return u;
 }
+
+int tmv_run_cases(const char *family, const char *const *prefixes, void (*fn)(const char *name, json_t *cj)) {
+    char **names;
+    int n = tmv_list_cases(family, &names);
+    assert_true(n > 0);
+    for (int i = 0; i < n; i++) {
+        if (prefixes) {
+            int known = 0;
+            for (int k = 0; prefixes[k] && !known; k++) known = !strncmp(names[i], prefixes[k], strlen(prefixes[k]));
+            if (!known) fail_msg("%s/%s: new case without a handler", family, names[i]);
+        }
+        json_t *cj = tmv_case_json(family, names[i]);
+        assert_non_null(cj);
+        fn(names[i], cj);
+        json_decref(cj);
+    }
+    tmv_free_names(names, n);
+    return n;
+}

@@ -36,6 +36,11 @@ int tmv_require_shared(void);
 int tmv_list_cases(const char *family, char ***names);
 void tmv_free_names(char **names, int n);
 
+/* Run fn on every case of a family (name, its case.json), asserting there is at least one. With
+** prefixes (NULL-terminated), a case whose name starts with none of them fails the test ("new
+** case without a handler"): a new kind of case is never skipped silently. Returns the count. */
+int tmv_run_cases(const char *family, const char *const *prefixes, void (*fn)(const char *name, json_t *cj));
+
 /* Path "<shared>/vectors/<family>/<name>/<file>" into buf. */
 void tmv_case_path(char *buf, size_t n, const char *family, const char *name, const char *file);
 

@@ -14,6 +14,7 @@
 #include "../core/core.h"
 #include "../core/fsutil.h"
 #include "../core/pool.h"
+#include "../quant/quant_impl.h"
 #include "srcread.h"
 #include "../view/layout.h"
 #include "manifest.h"
@@ -515,11 +516,6 @@ static void add_row_runs(tm_erracc *acc, const plan_t *pl, const float *x, const
             tm_erracc_add_run(acc, pl->spec.code_dtype, x + (r - r0) * C + c0, xq + (r - r0) * C + c0,
                               r * ng + gi, pl->scale, pl->zp, emin, emax, C - c0 < gs ? C - c0 : gs);
 }
-
-/* src/quant/quantize.c: tm_quantize_f32 (no statistics) + tm_dequantize in one pass, the same bits. */
-tm_status tm__quantize_dequantize_f32(const tm_qparams *qp, int ndim, const int64_t *shape,
-                                      const float *x, int64_t start, int64_t n, uint8_t *codes,
-                                      float *xq, tm_err *err);
 
 /* Source bytes as float32 per slice of run_slices: the slice's values, dequantized values, codes
 ** and packed words stay in the L2 cache between the steps. */

@@ -76,7 +76,7 @@ extern const struct tm__qkernels tm__qkernels_avx512;
 
 /* tm_quantize_f32 (no statistics) and tm_dequantize of the same elements in one pass per run:
 ** codes[n] and xq[n] are bit for bit what the two calls give. Integer codes in one pass; float8
-** codes through the two run kernels. Used by the quantize job (src/job/qjob.c declares it). */
+** codes through the two run kernels. Used by the quantize job (src/job/qjob.c). */
 tm_status tm__quantize_dequantize_f32(const tm_qparams *qp, int ndim, const int64_t *shape,
                                       const float *x, int64_t start, int64_t n, uint8_t *codes,
                                       float *xq, tm_err *err);

@@ -25,13 +25,11 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "quant/quant_impl.h"
 #include "tensormorph.h"
 #include "tensormorph/job.h"
 
 extern int tm__errstats_force_ref; /* src/analysis/errstats.c: 1 = reference lanes only */
-tm_status tm__quantize_dequantize_f32(const tm_qparams *qp, int ndim, const int64_t *shape,
-                                      const float *x, int64_t start, int64_t n, uint8_t *codes,
-                                      float *xq, tm_err *err); /* src/quant/quantize.c */
 
 static uint64_t g_rng = 0x9e3779b97f4a7c15ull;
 static uint64_t rng_u64(void) {

@@ -402,14 +402,30 @@ void tm_qspec_range(const tm_qspec *spec, int64_t *qmin, int64_t *qmax);
 }
 #endif
 
-#include "tensormorph/quant.h"        /* quantize/dequantize kernels, observers, packing    */
-#include "tensormorph/calib.h"        /* calibration lab: observer, qparams, clipping, SQNR */
-#include "tensormorph/safetensors.h"  /* the streaming, atomic safetensors writer            */
-#include "tensormorph/job.h"          /* quantize job, qdiff, diff, hashing                  */
-#include "tensormorph/explore.h"      /* heatmap tiles, summary pyramid, module tree         */
-#include "tensormorph/ggml.h"         /* ggml type table and dequantizers (GGUF)           */
-#include "tensormorph/ggml_quant.h"   /* ggml block quantizers (byte-identical to ggml)     */
-#include "tensormorph/gguf_write.h"   /* the streaming, atomic GGUF writer                   */
-#include "tensormorph/gguf_job.h"     /* quantize to GGUF with llama-quantize's rules        */
+/* Every stable sub-header, lowest layer first (docs/ARCHITECTURE.md "Public headers").
+** tensormorph/experimental.h (test-only entry points) is not included. */
+#include "tensormorph/hash.h"         /* SHA-256 of files and buffers                 core */
+#include "tensormorph/host.h"         /* host facts for manifests                     core */
+#include "tensormorph/quant.h"        /* quantize/dequantize kernels, observers, packing  quant */
+#include "tensormorph/ggml.h"         /* ggml type table and dequantizers (GGUF)     quant */
+#include "tensormorph/ggml_quant.h"   /* ggml block quantizers (byte-identical to ggml) quant */
+#include "tensormorph/safetensors.h"  /* the streaming, atomic safetensors writer  formats */
+#include "tensormorph/gguf_write.h"   /* the streaming, atomic GGUF writer          formats */
+#include "tensormorph/onnx_opset.h"   /* ai.onnx opset facts for the ONNX writer       formats */
+#include "tensormorph/graph.h"        /* ONNX graph: nodes, values, quantization kinds formats */
+#include "tensormorph/qview.h"        /* decoded scales/zero points of a quantized tensor view */
+#include "tensormorph/errstats.h"     /* SQNR / LSB error statistics               analysis */
+#include "tensormorph/qdiff.h"        /* Quantization Diff                         analysis */
+#include "tensormorph/diff.h"         /* weight diff                               analysis */
+#include "tensormorph/calib.h"        /* calibration lab: observer, qparams, clipping, SQNR analysis */
+#include "tensormorph/explore.h"      /* heatmap tiles, summary pyramid, module tree analysis */
+#include "tensormorph/compat.h"       /* runtime compatibility table               analysis */
+#include "tensormorph/qjob.h"         /* the compressed-tensors quantize job            job */
+#include "tensormorph/onnx_quant.h"   /* ONNX opset facts and the ONNX quantize job       job */
+#include "tensormorph/gguf_job.h"     /* quantize to GGUF with llama-quantize's rules   job */
+#include "tensormorph/demo.h"         /* the built-in demo checkpoint                   job */
+#include "tensormorph/evidence.h"     /* evidence runs of a quantized model             job */
+#include "tensormorph/gate.h"         /* the release gate over evidence                 job */
+#include "tensormorph/job.h"          /* compatibility: includes the job.h split above      */
 
 #endif /* TENSORMORPH_H */

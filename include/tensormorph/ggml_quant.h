@@ -9,9 +9,9 @@
 ** table (tensormorph/ggml.h) covers every id; this header lists only the ids this writer can
 ** produce, under its own TM_GQ_ prefix.
 */
+#include "../tensormorph.h" /* outside the guard: this header compiles alone */
 #ifndef TENSORMORPH_GGML_QUANT_H
 #define TENSORMORPH_GGML_QUANT_H
-#include "../tensormorph.h"
 
 #ifdef __cplusplus
 extern "C" {

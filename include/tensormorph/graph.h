@@ -7,9 +7,9 @@
 ** Every pointer returned here is borrowed from the tm_file and stays valid until tm_close.
 ** Functions taking `const tm_file *` may run concurrently once tm_open returned.
 */
+#include "../tensormorph.h" /* outside the guard: this header compiles alone */
 #ifndef TENSORMORPH_GRAPH_H
 #define TENSORMORPH_GRAPH_H
-#include "../tensormorph.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -12,9 +12,9 @@
 **   I4  int8_t in [-8, 7]      U4  uint8_t in [0, 15]
 **   F8_E4M3 / F8_E5M2: the fp8 byte.
 */
+#include "../tensormorph.h" /* outside the guard: this header compiles alone */
 #ifndef TENSORMORPH_QUANT_H
 #define TENSORMORPH_QUANT_H
-#include "../tensormorph.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -1,6 +1,6 @@
 /* host.c: facts about the machine for manifests (CPU model, cores, OS). */
 #include "core.h"
-#include "tensormorph/job.h"
+#include "tensormorph/host.h"
 
 #include <stdio.h>
 #include <sys/utsname.h>

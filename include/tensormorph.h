@@ -267,6 +267,8 @@ typedef struct tm_file tm_file;  /* one opened checkpoint (one or more files) */
 typedef struct tm_open_params {
     uint64_t max_header_bytes;   /* safetensors header cap; 0 = 100 MiB                      */
     int      no_recognize;       /* 1: list physical tensors only, no layout recognition     */
+    tm_format format;            /* tm_open_buffer only: read the image as this format
+                                    (TM_FMT_UNKNOWN, the default: by content, as tm_open) */
 } tm_open_params;
 
 /* tm_open_params_default: zeroed defaults. */
@@ -279,8 +281,12 @@ tm_open_params tm_open_params_default(void);
 ** On error *out is NULL and err names file, offset and reason. */
 tm_status tm_open(const char *path, const tm_open_params *p, tm_file **out, tm_err *err);
 
-/* tm_open_buffer: open a safetensors image (or a GGUF one: magic "GGUF") held in memory (fuzzing, tests). The buffer must
-** outlive the tm_file. `name` is used in messages. Same returns as tm_open. */
+/* tm_open_buffer: open a checkpoint image held in memory (fuzzing, tests, embedding): any
+** single-file format: safetensors, GGUF, ONNX (no external data: there is no folder), PyTorch
+** (zip or legacy), NumPy .npy and .npz. The format is p->format when set, else found by content
+** as tm_open finds it (magic numbers, then `name`'s extension); an image no probe claims is read
+** as safetensors. The buffer must outlive the tm_file. `name` (may be NULL) is used in messages.
+** Same returns as tm_open, and TM_E_INVALID_ARG for a p->format with no reader. */
 tm_status tm_open_buffer(const void *data, size_t n_bytes, const char *name,
                          const tm_open_params *p, tm_file **out, tm_err *err);
 

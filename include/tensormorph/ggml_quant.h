@@ -55,10 +55,6 @@ uint64_t    tm_gq_row_bytes(int type, int64_t n);
 ** has it (same bytes). */
 tm_status tm_gq_quantize_row(int type, const float *x, int64_t n, void *out, int64_t *bad_block,
                              tm_err *err);
-/* tm_gq_quantize_row_ref: the same with the scalar code only (the specification; for tests). */
-tm_status tm_gq_quantize_row_ref(int type, const float *x, int64_t n, void *out,
-                                 int64_t *bad_block, tm_err *err);
-
 #ifdef __cplusplus
 }
 #endif

@@ -329,8 +329,6 @@ static int is_scale_dtype(tm_dtype dt) {
     return dt == TM_F32 || dt == TM_F16 || dt == TM_BF16 || dt == TM_F64;
 }
 
-static int64_t ceil_div(int64_t a, int64_t b) { return a / b + (a % b != 0); }
-
 static const char *gran_name(const tm_qgran *g) {
     switch (g->kind) {
     case TM_GRAN_TENSOR: return "tensor";
@@ -376,8 +374,8 @@ static ct_res derive_gran(ct_ctx *x, const char *module, const tm_tensor *w, con
     int64_t rows = w->shape[0], cols = w->shape[1];
     int64_t bh = a && a->block_h > 0 ? a->block_h : x->cfg.fp8_bh;
     int64_t bw = a && a->block_w > 0 ? a->block_w : x->cfg.fp8_bw;
-    if (s->ndim == 2 && bh > 0 && bw > 0 && s->shape[0] == ceil_div(rows, bh) &&
-        s->shape[1] == ceil_div(cols, bw) && (s->shape[0] != rows || s->shape[1] != 1)) {
+    if (s->ndim == 2 && bh > 0 && bw > 0 && s->shape[0] == tm__ceil_div(rows, bh) &&
+        s->shape[1] == tm__ceil_div(cols, bw) && (s->shape[0] != rows || s->shape[1] != 1)) {
         g->kind = TM_GRAN_BLOCK;
         g->block_h = bh;
         g->block_w = bw;
@@ -391,14 +389,14 @@ static ct_res derive_gran(ct_ctx *x, const char *module, const tm_tensor *w, con
     }
     if (s->ndim == 2 && s->shape[0] == rows) {
         int64_t k = s->shape[1];
-        int64_t gs = ceil_div(cols, k);
-        if (k > cols || ceil_div(cols, gs) != k)
+        int64_t gs = tm__ceil_div(cols, k);
+        if (k > cols || tm__ceil_div(cols, gs) != k)
             return fail(st, tm__err_set(err, TM_E_CORRUPT, (int64_t)s->offset,
                                         "%s: %s has shape %s: no group size splits %lld columns "
                                         "of %s into %lld groups",
                                         f->maps[s->file_index].path, s->name, ss, (long long)cols,
                                         ws, (long long)k));
-        if (a && a->group_size > 0 && ceil_div(cols, a->group_size) == k) gs = a->group_size;
+        if (a && a->group_size > 0 && tm__ceil_div(cols, a->group_size) == k) gs = a->group_size;
         g->kind = TM_GRAN_GROUP;
         g->axis = 1;
         g->group_size = gs;
@@ -503,15 +501,6 @@ static tm_status set_role(tm_file *f, int64_t i, tm_tensor_role role, int64_t ow
     return TM_OK;
 }
 
-/* Module prefix of a tensor name ending in suffix ("a.b.weight_packed" -> "a.b"); NULL if not. */
-static char *module_of(const char *name, const char *suffix) {
-    size_t n = strlen(name), s = strlen(suffix);
-    if (n < s || strcmp(name + n - s, suffix) != 0) return NULL;
-    if (n == s) return tm__strdup("");
-    if (name[n - s - 1] != '.') return NULL;
-    return tm__strndup(name, n - s - 1);
-}
-
 static char *tensor_name(const char *module, const char *param) {
     return module[0] ? tm__aprintf("%s.%s", module, param) : tm__strdup(param);
 }
@@ -594,7 +583,7 @@ static ct_res recognize_packed(ct_ctx *x, int64_t r, const char *P, tm_status *s
     int64_t words = pk->shape[1];
     int fits[9] = {0}, any = 0;
     for (int b = 1; b <= 8; b++) {
-        fits[b] = ceil_div(cols * b, 32) == words;
+        fits[b] = tm__ceil_div(cols * b, 32) == words;
         any |= fits[b];
     }
     if (!any)
@@ -651,7 +640,7 @@ static ct_res recognize_packed(ct_ctx *x, int64_t r, const char *P, tm_status *s
         int64_t srows = sc->ndim == 2 ? sc->shape[0] : sc->n_elems;
         int64_t scols = sc->ndim == 2 ? sc->shape[1] : 1;
         if (z->dtype == TM_I32 && z->ndim == 2 && g.kind != TM_GRAN_TENSOR &&
-            z->shape[0] == ceil_div(srows * bits, 32) && z->shape[1] == scols) {
+            z->shape[0] == tm__ceil_div(srows * bits, 32) && z->shape[1] == scols) {
             /* packed along dim 0, like the weights */
         } else if (z->dtype == TM_I8 && z->n_elems == sc->n_elems) {
             q.zp_packing = (tm_packing){TM_I8, 8, 1, -1, 0, 1};
@@ -660,7 +649,7 @@ static ct_res recognize_packed(ct_ctx *x, int64_t r, const char *P, tm_status *s
                                         "%s: %s is %s %s; with %s %s it must be I32 [%lld, %lld] "
                                         "(packed along dim 0) or I8 %s",
                                         path_of(f, z), z->name, tm_dtype_get(z->dtype)->name, zs,
-                                        sc->name, ss, (long long)ceil_div(srows * bits, 32),
+                                        sc->name, ss, (long long)tm__ceil_div(srows * bits, 32),
                                         (long long)scols, ss));
         }
         q.zero_point_tensor = zi;
@@ -808,7 +797,7 @@ static tm_status check_dense(ct_ctx *x, tm_err *err) {
         if (t->quant || t->role != TM_ROLE_DATA || t->ndim != 2) continue;
         if (!(t->dtype == TM_F32 || t->dtype == TM_F16 || t->dtype == TM_BF16 || t->dtype == TM_F64))
             continue;
-        char *P = module_of(t->name, "weight");
+        char *P = tm__module_of(t->name, "weight");
         if (!P) continue;
         mod_kind kind = module_kind(P, t->ndim);
         const ct_args *a = is_ignored(&x->cfg, P, kind) ? NULL : args_for(&x->cfg, P, kind);
@@ -835,7 +824,7 @@ tm_status tm__ctensors_recognize(tm_file *f, tm_err *err) {
     for (int64_t i = 0; s == TM_OK && i < n; i++) {
         const tm_tensor *t = &f->tensors[i];
         if (t->role != TM_ROLE_DATA || t->quant) continue;
-        char *P = module_of(t->name, "weight_packed");
+        char *P = tm__module_of(t->name, "weight_packed");
         if (!P) continue;
         tm_status st = TM_OK;
         ct_res r = recognize_packed(&x, i, P, &st, err);
@@ -847,7 +836,7 @@ tm_status tm__ctensors_recognize(tm_file *f, tm_err *err) {
         const tm_tensor *t = &f->tensors[i];
         if (t->role != TM_ROLE_DATA || t->quant) continue;
         if (t->dtype != TM_I8 && t->dtype != TM_F8_E4M3 && t->dtype != TM_F8_E5M2) continue;
-        char *P = module_of(t->name, "weight");
+        char *P = tm__module_of(t->name, "weight");
         if (!P) continue;
         tm_status st = TM_OK;
         ct_res r = recognize_unpacked(&x, i, P, &st, err);

@@ -160,14 +160,6 @@ static tm_status config_load(tm_file *f, gq_config *c, tm_err *err) {
 
 /* ---------------------------------------------------------------------------------------- */
 
-static char *module_of(const char *name, const char *suffix) {
-    size_t n = strlen(name), s = strlen(suffix);
-    if (n < s || strcmp(name + n - s, suffix) != 0) return NULL;
-    if (n == s) return tm__strdup("");
-    if (name[n - s - 1] != '.') return NULL;
-    return tm__strndup(name, n - s - 1);
-}
-
 static int64_t find_param(const tm_file *f, const char *module, const char *param) {
     char *n = module[0] ? tm__aprintf("%s.%s", module, param) : tm__strdup(param);
     if (!n) return -2;
@@ -179,8 +171,6 @@ static int64_t find_param(const tm_file *f, const char *module, const char *para
 static const char *path_of(const tm_file *f, const tm_tensor *t) {
     return f->maps[t->file_index].path;
 }
-
-static int64_t ceil_div(int64_t a, int64_t b) { return a / b + (a % b != 0); }
 
 static void set_role(tm_file *f, int64_t i, tm_tensor_role role, int64_t owner) {
     tm_tensor *t = tm__file_tensor_mut(f, i);
@@ -250,10 +240,10 @@ static tm_status recognize_one(tm_file *f, const gq_config *cfg, int64_t wi, con
         bits = cfg->bits;
         if (bits < 0) { /* from qzeros (and g_idx when present) */
             for (int b = 8; b >= 2 && bits < 0; b /= 2)
-                if (qz->shape[1] == ceil_div(N * b, 32) &&
+                if (qz->shape[1] == tm__ceil_div(N * b, 32) &&
                     (!gt || gt->ndim != 1 || gt->shape[0] == qw->shape[0] * (32 / b)))
                     bits = b;
-            if (bits < 0 && qz->shape[1] == ceil_div(N * 3, 32)) bits = 3;
+            if (bits < 0 && qz->shape[1] == tm__ceil_div(N * 3, 32)) bits = 3;
         }
         if (bits == 3)
             return tm__err_set(err, TM_E_UNSUPPORTED, (int64_t)qw->offset,
@@ -291,9 +281,9 @@ static tm_status recognize_one(tm_file *f, const gq_config *cfg, int64_t wi, con
     int64_t numel;
     if (K < 1 || N < 1) return bad(f, qw, err, "an empty quantized weight");
     if (!tm__mul_i64_ok(N, K, &numel)) return bad(f, qw, err, "out_features x in_features overflows");
-    if (qz->shape[0] != G || qz->shape[1] != ceil_div(N, per)) {
+    if (qz->shape[0] != G || qz->shape[1] != tm__ceil_div(N, per)) {
         snprintf(e, sizeof e, "with %s [%lld, %lld] and %d-bit codes it must be I32 [%lld, %lld]",
-                 sc->name, (long long)G, (long long)N, bits, (long long)G, (long long)ceil_div(N, per));
+                 sc->name, (long long)G, (long long)N, bits, (long long)G, (long long)tm__ceil_div(N, per));
         return bad(f, qz, err, e);
     }
     if (gt && (gt->dtype != TM_I32 || gt->ndim != 1 || gt->shape[0] != K)) {
@@ -305,7 +295,7 @@ static tm_status recognize_one(tm_file *f, const gq_config *cfg, int64_t wi, con
     tm_qgran g;
     memset(&g, 0, sizeof g);
     int64_t gs = cfg->group_size;
-    if (gs == 0) gs = G == 1 ? -1 : ceil_div(K, G);
+    if (gs == 0) gs = G == 1 ? -1 : tm__ceil_div(K, G);
     if (gs == -1) {
         if (G != 1) {
             snprintf(e, sizeof e, "per-channel scales (group_size %lld, in_features %lld) are "
@@ -314,9 +304,9 @@ static tm_status recognize_one(tm_file *f, const gq_config *cfg, int64_t wi, con
         }
         g.kind = TM_GRAN_CHANNEL;
         g.axis = 0;
-    } else if (gs < 1 || ceil_div(K, gs) != G) {
+    } else if (gs < 1 || tm__ceil_div(K, gs) != G) {
         snprintf(e, sizeof e, "group_size %lld over in_features %lld gives %lld groups, not %lld",
-                 (long long)gs, (long long)K, gs > 0 ? (long long)ceil_div(K, gs) : 0LL, (long long)G);
+                 (long long)gs, (long long)K, gs > 0 ? (long long)tm__ceil_div(K, gs) : 0LL, (long long)G);
         return bad(f, sc, err, e);
     } else {
         g.kind = TM_GRAN_GROUP;
@@ -385,7 +375,7 @@ tm_status tm__gptq_recognize(tm_file *f, tm_err *err) {
     for (int64_t i = 0; s == TM_OK && i < f->n_tensors; i++) {
         const tm_tensor *t = &f->tensors[i];
         if (t->role != TM_ROLE_DATA || t->quant) continue;
-        char *P = module_of(t->name, "qweight");
+        char *P = tm__module_of(t->name, "qweight");
         if (!P) continue;
         s = recognize_one(f, &cfg, i, P, &warned, err);
         free(P);

@@ -125,11 +125,6 @@ static int is_lm_head(const char *n) {
     return contains(n, "lm_head") || !strcmp(n, "output.weight") || contains(n, "classifier.weight");
 }
 
-static int ends_with(const char *s, const char *suf) {
-    size_t a = strlen(s), b = strlen(suf);
-    return a >= b && !strcmp(s + a - b, suf);
-}
-
 /* Can compressed-tensors hold this scheme at all? TM_E_INVALID_ARG (exit 2) when not. */
 static tm_status check_layout_scheme(const tm_qspec *s, tm_err *err) {
     const tm_dtype_traits *t = tm_dtype_get(s->code_dtype);
@@ -297,7 +292,7 @@ static tm_status decide(job_t *j, plan_t *pl, tm_err *err) {
         if (is_embedding(t->name)) { snprintf(pl->reason, sizeof pl->reason, "embedding (kept dense by default)"); return TM_OK; }
         if (is_lm_head(t->name)) { snprintf(pl->reason, sizeof pl->reason, "lm_head (kept dense by default)"); return TM_OK; }
     }
-    if (!ends_with(t->name, ".weight")) {
+    if (!tm__ends_with(t->name, ".weight")) {
         snprintf(pl->reason, sizeof pl->reason, "not a '.weight' tensor");
         return TM_OK;
     }
@@ -871,7 +866,7 @@ static json_t *build_quant_config(job_t *j) {
     for (int64_t i = 0; i < j->n_plans; i++) {
         const plan_t *pl = &j->plans[i];
         const tm_tensor *t = tm_file_tensor(j->in, pl->src);
-        if (pl->kind != OUT_COPY || t->role != TM_ROLE_DATA || t->ndim != 2 || !ends_with(t->name, ".weight"))
+        if (pl->kind != OUT_COPY || t->role != TM_ROLE_DATA || t->ndim != 2 || !tm__ends_with(t->name, ".weight"))
             continue;
         if (is_embedding(t->name)) continue; /* not a Linear module */
         char *mod = tm__strndup(t->name, strlen(t->name) - strlen(".weight"));
@@ -1033,7 +1028,7 @@ static void runtime_warnings(const job_t *j, tm_qjob_result *r) {
         const char *name = tm_file_tensor(j->in, j->plans[i].src)->name;
         for (size_t f = 0; f < 2; f++) {
             const char *first = strstr(name, fused[f][0]);
-            if (!first || !ends_with(name, ".weight")) continue;
+            if (!first || !tm__ends_with(name, ".weight")) continue;
             size_t pre = (size_t)(first - name);
             for (int k = 1; k < 3 && fused[f][k]; k++) {
                 char *other = tm__aprintf("%.*s%s%s", (int)pre, name, fused[f][k], first + strlen(fused[f][0]));

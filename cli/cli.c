@@ -360,7 +360,11 @@ json_t *cli_quant_json(const tm_file *f, const tm_tensor *t) {
     json_t *o = json_object();
     const tm_dtype_traits *cd = tm_dtype_get(q->code_dtype);
     json_object_set_new(o, "type", json_string(cd ? cd->name : "?"));
-    json_object_set_new(o, "bits", json_integer(cd ? cd->bits : 0));
+    /* codes narrower than their dtype (3-bit pack-quantized in I4, 2-bit GPTQ in U4): their width */
+    int cbits = cd ? cd->bits : 0;
+    if (!q->ggml_type && q->packing.codes_per_container > 1 && q->packing.bits > 0 && q->packing.bits < cbits)
+        cbits = q->packing.bits;
+    json_object_set_new(o, "bits", json_integer(cbits));
     json_object_set_new(o, "granularity", json_string(gran_name(q->gran.kind)));
     if (q->gran.kind == TM_GRAN_CHANNEL || q->gran.kind == TM_GRAN_GROUP)
         json_object_set_new(o, "axis", json_integer(q->gran.axis));
@@ -386,6 +390,8 @@ json_t *cli_quant_json(const tm_file *f, const tm_tensor *t) {
     json_object_set_new(pk, "codes_per_container", json_integer(q->packing.codes_per_container));
     json_object_set_new(pk, "packed_axis", json_integer(q->packing.packed_axis));
     json_object_set_new(pk, "offset", json_integer(q->packing.offset));
+    if (q->packing.lsb_first == TM_PACK_LSB_PER_WORD) /* whole codes per word (compressed-tensors < 0.18) */
+        json_object_set_new(pk, "per_word", json_true());
     if (q->transposed) { /* GPTQ / AWQ (docs/formats.md "GPTQ and AWQ") */
         json_object_set_new(pk, "transposed", json_true());
         json_object_set_new(pk, "zero_point_offset", json_integer(q->zp_packing.offset));

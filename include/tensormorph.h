@@ -184,6 +184,12 @@ typedef struct tm_packing {
     int64_t  offset;             /* stored value = code + offset (pack-quantized: 2^(bits-1)) */
     int      lsb_first;          /* 1: element j of a word sits at bits [j*bits, j*bits+bits) */
 } tm_packing;
+/* tm_packing.lsb_first: 0 MSB first, bits divides the word; 1 LSB first as one bit stream per
+** row (element j at stream bits [j*bits, (j+1)*bits), a field may straddle two words:
+** compressed-tensors >= 0.18.0); TM_PACK_LSB_PER_WORD: LSB first, each word holds W div bits
+** whole fields, its top W mod bits bits unused (compressed-tensors < 0.18.0 pack_to_int32).
+** 1 and TM_PACK_LSB_PER_WORD give the same words when bits divides W. */
+#define TM_PACK_LSB_PER_WORD 2
 
 typedef struct tm_qtensor {
     tm_dtype   code_dtype;       /* I8 U8 I4 U4 F8_E4M3 F8_E5M2; whole-word I16 U16 I32       */

@@ -33,7 +33,9 @@
 ** zero points then read as v1, with a warning). Where tensors contradict each other or the
 ** config the file is refused (TM_E_CORRUPT) naming tensor and reason; 3-bit GPTQ (fields that
 ** straddle words), other GPTQ checkpoint formats and other AWQ versions are TM_E_UNSUPPORTED.
-** Opening reads headers only.
+** Opening reads headers, and the qzeros of 4-bit GPTQ read as v1 (not declared asymmetric):
+** where every stored zero is 8 (gptq_v2's symmetric zero; a v1 writer stores 7) a warning says
+** the file may be gptq_v2 (issue 12 item 2).
 */
 #include "file.h"
 
@@ -60,6 +62,7 @@ typedef struct gq_config {
     int64_t   group_size;   /* 0 unknown, -1 per channel                                */
     int       v2;           /* GPTQ checkpoint_format gptq_v2                          */
     int       desc_act;     /* -1 unknown                                               */
+    int       sym;          /* -1 unknown                                               */
 } gq_config;
 
 static int64_t jint(json_t *o, const char *key, int64_t dflt) {
@@ -109,6 +112,7 @@ static tm_status config_load(tm_file *f, gq_config *c, tm_err *err) {
     memset(c, 0, sizeof *c);
     c->bits = -1;
     c->desc_act = -1;
+    c->sym = -1;
     if (!f->config_json) return TM_OK;
     json_t *root = json_loads(f->config_json, 0, NULL);
     if (!root) return TM_OK;
@@ -139,6 +143,7 @@ static tm_status config_load(tm_file *f, gq_config *c, tm_err *err) {
         c->bits = (int)jint(qc, "bits", jint(qc, "w_bit", -1));
         c->group_size = jint(qc, "group_size", jint(qc, "q_group_size", 0));
         c->desc_act = jbool(qc, "desc_act");
+        c->sym = jbool(qc, "sym");
         const char *fmt = json_string_value(json_object_get(qc, method == GQ_GPTQ ? "checkpoint_format" : "version"));
         if (!fmt && method == GQ_GPTQ) fmt = json_string_value(json_object_get(qc, "format"));
         if (method == GQ_GPTQ && fmt && strcasecmp(fmt, "gptq_v2") == 0) c->v2 = 1;
@@ -190,9 +195,30 @@ static tm_status bad(const tm_file *f, const tm_tensor *t, tm_err *err, const ch
 
 static int bits_ok(int b) { return b == 2 || b == 4 || b == 8; }
 
-/* One module P with P.qweight at index wi. *warned: the "no config" warning was given. */
+/* GPTQ v1 4-bit: 1 when every stored zero point field of qzeros (I32 [G, ceil(N/8)], N
+** columns) is 8, the symmetric zero of gptq_v2; v1 stores z - 1, so a v1 writer stores 7.
+** Reads the qzeros data (small: N*G/2 bytes). */
+static tm_status zeros_all_8(const tm_file *f, int64_t zi, int64_t G, int64_t N, int *all8,
+                             tm_err *err) {
+    const tm_tensor *qz = &f->tensors[zi];
+    const void *p;
+    *all8 = 0;
+    int64_t wpr = qz->shape[1];
+    tm_status s = tm_tensor_data(f, zi, 0, qz->n_bytes, &p, err); /* [G, wpr] I32, checked */
+    if (s) return s;
+    for (int64_t g = 0; g < G; g++)
+        for (int64_t n = 0; n < N; n++) {
+            uint32_t w = tm__ld32((const uint8_t *)p + (uint64_t)(g * wpr + n / 8) * 4);
+            if (((w >> (4 * (n % 8))) & 15u) != 8u) return TM_OK;
+        }
+    *all8 = 1;
+    return TM_OK;
+}
+
+/* One module P with P.qweight at index wi. *warned: the "no config" warning was given.
+** *v2_like: set to the logical index when GPTQ v1 4-bit zero points all read 8 (-1 untouched). */
 static tm_status recognize_one(tm_file *f, const gq_config *cfg, int64_t wi, const char *P,
-                               int *warned, tm_err *err) {
+                               int *warned, int64_t *v2_like, tm_err *err) {
     int64_t si = find_param(f, P, "scales"), zi = find_param(f, P, "qzeros");
     int64_t gi = find_param(f, P, "g_idx");
     if (si == -2 || zi == -2 || gi == -2) return tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
@@ -326,6 +352,12 @@ static tm_status recognize_one(tm_file *f, const gq_config *cfg, int64_t wi, con
                                            qw->name);
         if (s) return s;
     }
+    if (m == GQ_GPTQ && !cfg->v2 && bits == 4 && cfg->sym != 0) {
+        int all8;
+        tm_status s = zeros_all_8(f, zi, G, N, &all8, err);
+        if (s) return s;
+        if (all8) *v2_like = wi;
+    }
     tm_qtensor q;
     memset(&q, 0, sizeof q);
     q.code_dtype = bits == 8 ? TM_U8 : TM_U4;
@@ -372,13 +404,27 @@ tm_status tm__gptq_recognize(tm_file *f, tm_err *err) {
     tm_status s = config_load(f, &cfg, err);
     if (s || cfg.other) return s; /* another method's config: its recogniser's business */
     int warned = 0;
+    int64_t n_v2_like = 0, n_v1 = 0, first_v2_like = -1;
     for (int64_t i = 0; s == TM_OK && i < f->n_tensors; i++) {
         const tm_tensor *t = &f->tensors[i];
         if (t->role != TM_ROLE_DATA || t->quant) continue;
         char *P = tm__module_of(t->name, "qweight");
         if (!P) continue;
-        s = recognize_one(f, &cfg, i, P, &warned, err);
+        int64_t v2_like = -1;
+        s = recognize_one(f, &cfg, i, P, &warned, &v2_like, err);
         free(P);
+        if (s == TM_OK && f->tensors[i].quant && strcmp(f->tensors[i].quant->layout, LAYOUT_GPTQ_V1) == 0)
+            n_v1++;
+        if (v2_like >= 0 && n_v2_like++ == 0) first_v2_like = v2_like;
     }
+    /* v1 stores z - 1: a symmetric 4-bit writer stores 7; all 8 is gptq_v2's symmetric zero */
+    if (s == TM_OK && n_v2_like > 0)
+        s = tm__file_add_warning(f, err,
+                                 "%s (%lld of %lld GPTQ tensors read as checkpoint_format \"gptq\"):"
+                                 " sym 4-bit but stored zeros = 8; under v1 the effective zero is "
+                                 "9; the file may be gptq_v2 (set checkpoint_format \"gptq_v2\" in "
+                                 "its quantization_config if so)",
+                                 f->tensors[first_v2_like].phys_name, (long long)n_v2_like,
+                                 (long long)n_v1);
     return s;
 }

@@ -19,7 +19,8 @@
 ** Opening reads headers only; the data area is mapped, never touched.
 **
 ** A sharded checkpoint is "<stem>.safetensors.index.json" {"metadata": {"total_size": N},
-** "weight_map": {tensor: shard file}}; every shard sits in the index's folder.
+** "weight_map": {tensor: shard file}}; every shard sits in the index's folder. Any other
+** *.safetensors file there is not read, with a warning naming it (st_warn_strays).
 */
 #include "file.h"
 #include "../core/fsutil.h"
@@ -584,6 +585,35 @@ static int shard_name_ok(const char *s) {
     return s[0] != '\0' && strchr(s, '/') == NULL && strcmp(s, ".") != 0 && strcmp(s, "..") != 0;
 }
 
+static int is_regular(const char *path);
+
+/* A *.safetensors file in the index's folder that the index does not name (a single-file copy
+** or an older shard beside the shards, issue 12 item 4) is not read: one warning names each. */
+static tm_status st_warn_strays(tm_file *f, const char *ipath, const char *dir,
+                                json_t *shard_set, tm_err *err) {
+    DIR *d = opendir(dir);
+    if (!d) return TM_OK; /* the shards were read from it; nothing more to say */
+    tm_status s = TM_OK;
+    struct dirent *de;
+    while (s == TM_OK && (de = readdir(d)) != NULL) {
+        if (!tm__ends_with(de->d_name, ".safetensors") || json_object_get(shard_set, de->d_name))
+            continue;
+        char *c = join_path(dir, de->d_name);
+        if (!c) {
+            s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
+            break;
+        }
+        if (is_regular(c))
+            s = tm__file_add_warning(f, err,
+                                     "%s: a checkpoint file beside %s that the index does not "
+                                     "name; not read (the index's %zu shard(s) are)",
+                                     c, ipath, json_object_size(shard_set));
+        free(c);
+    }
+    closedir(d);
+    return s;
+}
+
 static tm_status st_open_index(const char *ipath, const tm_open_params *p, tm_file **out,
                                tm_err *err) {
     uint64_t cap = p->max_header_bytes ? p->max_header_bytes : ST_DEFAULT_MAX_HEADER;
@@ -720,6 +750,7 @@ static tm_status st_open_index(const char *ipath, const tm_open_params *p, tm_fi
                 goto fail;
         }
     }
+    if ((s = st_warn_strays(f, ipath, dir, shard_set, err)) != TM_OK) goto fail;
     if ((s = st_read_config(f, dir, err)) != TM_OK) goto fail;
     if ((s = st_finish(f, p, err)) != TM_OK) goto fail;
     st_ctx_free(&c);
@@ -746,25 +777,22 @@ static int is_regular(const char *path) {
     return stat(path, &st) == 0 && S_ISREG(st.st_mode);
 }
 
-/* A directory: model.safetensors.index.json, model.safetensors, the only *.safetensors.index.json,
-** or the only *.safetensors, in that order. */
+/* A directory: model.safetensors.index.json, the only *.safetensors.index.json,
+** model.safetensors, or the only *.safetensors, in that order: an index beats a single file
+** beside it (which is then a warning, st_warn_strays). */
 static tm_status st_open_dir(const char *dir, const tm_open_params *p, tm_file **out,
                              tm_err *err) {
-    static const char *const preferred[] = {"model.safetensors.index.json", "model.safetensors"};
-    for (size_t i = 0; i < 2; i++) {
-        char *c = join_path(dir, preferred[i]);
-        if (!c) return tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
-        if (is_regular(c)) {
-            tm_status s = i == 0 ? st_open_index(c, p, out, err)
-                                 : st_open_single(c, dir, p, out, err);
-            free(c);
-            return s;
-        }
+    char *c = join_path(dir, "model.safetensors.index.json");
+    if (!c) return tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
+    if (is_regular(c)) {
+        tm_status s = st_open_index(c, p, out, err);
         free(c);
+        return s;
     }
+    free(c);
     DIR *d = opendir(dir);
     if (!d) return tm__err_sys(err, errno, "%s: cannot list directory", dir);
-    char *idx = NULL, *single = NULL;
+    char *idx = NULL, *single = NULL, *model = NULL;
     int n_idx = 0, n_single = 0;
     tm_status s = TM_OK;
     struct dirent *de;
@@ -776,6 +804,7 @@ static tm_status st_open_dir(const char *dir, const tm_open_params *p, tm_file *
         if (!c) { s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory"); break; }
         if (!is_regular(c)) { free(c); continue; }
         if (is_idx) { n_idx++; free(idx); idx = c; }
+        else if (strcmp(de->d_name, "model.safetensors") == 0) { free(model); model = c; }
         else { n_single++; free(single); single = c; }
     }
     closedir(d);
@@ -785,6 +814,7 @@ static tm_status st_open_dir(const char *dir, const tm_open_params *p, tm_file *
             s = tm__err_set(err, TM_E_INVALID_ARG, -1,
                             "%s: directory holds %d *.safetensors.index.json files; name one", dir,
                             n_idx);
+        else if (model) s = st_open_single(model, dir, p, out, err);
         else if (n_single == 1) s = st_open_single(single, dir, p, out, err);
         else if (n_single > 1)
             s = tm__err_set(err, TM_E_INVALID_ARG, -1,
@@ -798,6 +828,7 @@ static tm_status st_open_dir(const char *dir, const tm_open_params *p, tm_file *
     }
     free(idx);
     free(single);
+    free(model);
     return s;
 }
 

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "core/fsutil.h"
+#include "helpers/cli_run.h"
 #include "tensormorph.h"
 
 /* ---------------------------------------------------------------------------------------- */
@@ -780,6 +781,64 @@ static void test_open_directory_rules(void **state) {
     assert_int_equal(tm_file_n_warnings(f), 0);
     tm_close(f);
     free(m);
+    tm__rm_rf(dir);
+    free(dir);
+}
+
+/* A stray checkpoint file beside a sharded index (a single-file copy, an older shard): what the
+** index names is read, the stray is not, and a warning names it; whichever way the checkpoint
+** is named (the index, its directory, an index under another name). Issue 12 item 4. */
+static void test_stray_beside_index(void **state) {
+    (void)state;
+    char *dir = tmpdir_new();
+    char *path = pathf(dir, "model.safetensors");
+    tm_st_write_params wp = {64, NULL, NULL, 0};
+    write_all(path, k_entries, N_ENTRIES, &wp); /* shards + model.safetensors.index.json */
+    put_shard(dir, "model.safetensors", "stray_a,layer.0.weight");
+    put_shard(dir, "model-00009-of-00009.safetensors", "stray_b");
+    char *idx = pathf(dir, "model.safetensors.index.json");
+    char *other = pathf(dir, "other.safetensors.index.json");
+    for (int o = 0; o < 3; o++) {
+        if (o == 2) assert_int_equal(rename(idx, other), 0); /* then only the dir finds it */
+        tm_file *f = NULL;
+        tm_err e;
+        tm_status s = tm_open(o == 0 ? idx : dir, NULL, &f, &e);
+        if (s) dump_err(&e);
+        assert_int_equal(s, TM_OK);
+        check_contents(f, k_entries, N_ENTRIES); /* nothing of the strays merged in */
+        assert_int_equal(tm_file_find(f, "stray_a"), -1);
+        assert_int_equal(tm_file_find(f, "stray_b"), -1);
+        for (int i = 0; i < tm_file_n_paths(f); i++) { /* the strays are not even mapped */
+            const char *fp = tm_file_path(f, i);
+            assert_int_not_equal(strcmp(fp + strlen(fp) - strlen("/model.safetensors"), "/model.safetensors"), 0);
+            assert_null(strstr(fp, "00009"));
+        }
+        assert_int_equal(tm_file_n_warnings(f), 2);
+        int named[2] = {0, 0};
+        for (int64_t i = 0; i < tm_file_n_warnings(f); i++) {
+            const char *w = tm_file_warning(f, i);
+            assert_non_null(strstr(w, "a checkpoint file beside "));
+            assert_non_null(strstr(w, o == 2 ? "other.safetensors.index.json" : "model.safetensors.index.json"));
+            assert_non_null(strstr(w, "that the index does not name; not read"));
+            named[0] |= strstr(w, "/model.safetensors: ") != NULL;
+            named[1] |= strstr(w, "/model-00009-of-00009.safetensors: ") != NULL;
+        }
+        assert_true(named[0] && named[1]);
+        tm_close(f);
+    }
+    /* on stderr from any command, and in inspect --json */
+    char *out = NULL;
+    assert_int_equal(tmt_run(&out, "%s diff %s %s 2>&1 >/dev/null", tmt_bin(), dir, dir), 0);
+    assert_non_null(strstr(out, "tensormorph: warning: "));
+    assert_non_null(strstr(out, "/model.safetensors: a checkpoint file beside"));
+    free(out);
+    json_t *j = tmt_run_json(0, "%s inspect %s --json 2>/dev/null", tmt_bin(), dir);
+    assert_int_equal(json_array_size(json_object_get(j, "warnings")), 2);
+    assert_int_equal(json_integer_value(json_object_get(j, "n_tensors")), N_ENTRIES);
+    json_decref(j);
+    free(other);
+    free(idx);
+    free(path);
     tm__rm_rf(dir);
     free(dir);
 }
@@ -1594,6 +1653,7 @@ int main(void) {
         cmocka_unit_test(test_corrupt_sharded),
         cmocka_unit_test(test_open_directory_rules),
         cmocka_unit_test(test_header_key_offsets),
+        cmocka_unit_test(test_stray_beside_index),
         cmocka_unit_test(test_real_models),
         cmocka_unit_test(test_ctensors_fixture),
         cmocka_unit_test(test_ctensors_config_lies),

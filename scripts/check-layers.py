@@ -13,6 +13,7 @@ Rules:
                 path, a cli/ header, or a public tensormorph/X.h whose layer (PUBLIC_LAYER
                 below) is higher; a public header includes a higher public header.
   cli-src       a cli/ file includes anything under src/ (the CLI is on the public API).
+  cli-internal  a cli/ file uses an internal (tm__) function or global of the library.
   fuzz-src      a fuzz/ file includes anything under src/ (fuzzers use the public API).
   public-layer  a public header is missing from PUBLIC_LAYER (every public header has a layer).
   call-up       a src/ or cli/ .c file uses (calls, or takes the address of) a function or global
@@ -269,6 +270,10 @@ def check_calls(files, texts, problems):
     for f in cfiles:
         for g, (line, name) in sorted(edges[f].items()):
             lf, lg = layer_of(f), layer_of(g)
+            if lf == "cli" and lg != "cli" and name.startswith("tm__"):
+                problems.append((f, line, "cli-internal",
+                                 "uses %s, an internal (tm__) symbol of %s: the CLI uses the "
+                                 "public API only" % (name, g)))
             if RANK[lg] > RANK[lf]:
                 problems.append((f, line, "call-up", "uses %s, defined in %s (layer %s above %s)"
                                  % (name, g, lg, lf)))

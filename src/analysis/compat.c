@@ -48,7 +48,6 @@ void tm_compat_report_free(tm_compat_report *r) {
 
 /* ---- the table ------------------------------------------------------------------------- */
 
-static const char *jstr(const json_t *o, const char *k) { return json_string_value(json_object_get(o, k)); }
 
 /* Parse and check the table: JSON, the schema, then references the schema cannot express
 ** (a rule's target and source must be defined; sm_min/sm_max only on compute-capability
@@ -66,9 +65,9 @@ static tm_status load_table(const char *text, const char *name, json_t **out, tm
     size_t i, j;
     json_t *r, *tg;
     json_array_foreach(rules, i, r) {
-        const char *rt = jstr(r, "target"), *src = jstr(r, "source");
+        const char *rt = tm__json_str(r, "target"), *src = tm__json_str(r, "source");
         const json_t *found = NULL;
-        json_array_foreach(targets, j, tg) if (!strcmp(jstr(tg, "name"), rt)) found = tg;
+        json_array_foreach(targets, j, tg) if (!strcmp(tm__json_str(tg, "name"), rt)) found = tg;
         tm_status bad = TM_OK;
         if (!found)
             bad = tm__err_set(err, TM_E_CORRUPT, -1, "%s: $.rules[%zu].target: '%s' is not a target of $.targets", name, i, rt);
@@ -77,8 +76,8 @@ static tm_status load_table(const char *text, const char *name, json_t **out, tm
         else if ((json_object_get(r, "sm_min") || json_object_get(r, "sm_max")) &&
                  !json_is_true(json_object_get(found, "compute_capability")))
             bad = tm__err_set(err, TM_E_CORRUPT, -1, "%s: $.rules[%zu]: sm_min/sm_max on target '%s', which has no compute capability", name, i, rt);
-        else if (json_object_get(r, "domain") && strcmp(jstr(r, "kind"), "node"))
-            bad = tm__err_set(err, TM_E_CORRUPT, -1, "%s: $.rules[%zu].domain: only node rules have a domain (kind is '%s')", name, i, jstr(r, "kind"));
+        else if (json_object_get(r, "domain") && strcmp(tm__json_str(r, "kind"), "node"))
+            bad = tm__err_set(err, TM_E_CORRUPT, -1, "%s: $.rules[%zu].domain: only node rules have a domain (kind is '%s')", name, i, tm__json_str(r, "kind"));
         for (int k = 0; !bad && k < 2; k++) {
             const char *key = k ? "sm_max" : "sm_min";
             json_int_t x;
@@ -99,7 +98,7 @@ void tm_compat_targets_str(const char *table_json, char *buf, size_t n) {
     size_t i, used = 0;
     json_t *tg;
     json_array_foreach(json_object_get(t, "targets"), i, tg) {
-        const char *nm = jstr(tg, "name");
+        const char *nm = tm__json_str(tg, "name");
         if (!nm) continue;
         int w = snprintf(buf + used, n - used, "%s%s%s", i ? ", " : "", nm,
                          json_is_true(json_object_get(tg, "compute_capability")) ? ":smNN" : "");
@@ -295,8 +294,8 @@ static json_int_t rule_int(const json_t *v) {
 }
 
 static int rule_matches(const json_t *r, const tm_compat_report *rep, const tm_compat_item *it) {
-    if (strcmp(jstr(r, "target"), rep->family)) return 0;
-    if (strcmp(jstr(r, "kind"), it->is_node ? "node" : "tensor")) return 0;
+    if (strcmp(tm__json_str(r, "target"), rep->family)) return 0;
+    if (strcmp(tm__json_str(r, "kind"), it->is_node ? "node" : "tensor")) return 0;
     json_t *v;
     if ((v = json_object_get(r, "sm_min")) && rep->compute_capability < rule_int(v)) return 0;
     if ((v = json_object_get(r, "sm_max")) && rep->compute_capability > rule_int(v)) return 0;
@@ -326,13 +325,13 @@ static void classify(const json_t *table, tm_compat_report *rep, tm_compat_item 
     json_t *r;
     json_array_foreach(json_object_get(table, "rules"), i, r) {
         if (!rule_matches(r, rep, it)) continue;
-        it->status = (tm_compat_status)tm_compat_status_from_name(jstr(r, "status"));
-        it->rule_id = jstr(r, "id");
-        it->reason = jstr(r, "reason");
-        it->source_id = jstr(r, "source");
+        it->status = (tm_compat_status)tm_compat_status_from_name(tm__json_str(r, "status"));
+        it->rule_id = tm__json_str(r, "id");
+        it->reason = tm__json_str(r, "reason");
+        it->source_id = tm__json_str(r, "source");
         const json_t *s = json_object_get(sources, it->source_id);
-        it->source_url = jstr(s, "url");
-        it->source_title = jstr(s, "title");
+        it->source_url = tm__json_str(s, "url");
+        it->source_title = tm__json_str(s, "title");
         return;
     }
     it->status = TM_COMPAT_UNSUPPORTED;
@@ -350,7 +349,7 @@ static tm_status find_target(const json_t *table, const char *target, tm_compat_
         memcpy(fam, target, fl);
         fam[fl] = '\0';
         json_array_foreach(json_object_get(table, "targets"), i, tg) {
-            if (strcmp(jstr(tg, "name"), fam)) continue;
+            if (strcmp(tm__json_str(tg, "name"), fam)) continue;
             if (json_is_true(json_object_get(tg, "compute_capability"))) {
                 char *end = NULL;
                 long cc = colon && !strncmp(colon, ":sm", 3) && colon[3] ? strtol(colon + 3, &end, 10) : -1;
@@ -362,16 +361,16 @@ static tm_status find_target(const json_t *table, const char *target, tm_compat_
             } else if (colon) {
                 return tm__err_set(err, TM_E_INVALID_ARG, -1, "target '%s': %s takes no ':' suffix", target, fam);
             }
-            rep->family = jstr(tg, "name");
-            rep->runtime = jstr(tg, "runtime");
-            rep->device = jstr(tg, "device");
+            rep->family = tm__json_str(tg, "name");
+            rep->runtime = tm__json_str(tg, "runtime");
+            rep->device = tm__json_str(tg, "device");
             *entry = tg;
             return TM_OK;
         }
     }
     list[0] = '\0';
     json_array_foreach(json_object_get(table, "targets"), i, tg) {
-        int w = snprintf(list + used, sizeof list - used, "%s%s%s", i ? ", " : "", jstr(tg, "name"),
+        int w = snprintf(list + used, sizeof list - used, "%s%s%s", i ? ", " : "", tm__json_str(tg, "name"),
                          json_is_true(json_object_get(tg, "compute_capability")) ? ":smNN" : "");
         if (w < 0 || (size_t)w >= sizeof list - used) break;
         used += (size_t)w;

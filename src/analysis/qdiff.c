@@ -102,11 +102,6 @@ static tm_status qdiff_one(void *vctx, int64_t k, int thread, tm_err *err) {
     return s;
 }
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 static double sort_key(double v) { return isnan(v) ? -INFINITY : v; }
 
 static int cmp_entry(const void *a, const void *b) {
@@ -124,7 +119,7 @@ static double scheme_median(const tm_qdiff_result *r, int64_t i, double *buf) {
         if (!strcmp(r->entries[k].scheme, r->entries[i].scheme) && isfinite(r->entries[k].e.sqnr_db))
             buf[m++] = r->entries[k].e.sqnr_db;
     if (!m) return NAN;
-    qsort(buf, (size_t)m, sizeof *buf, cmp_double);
+    qsort(buf, (size_t)m, sizeof *buf, tm__cmp_double);
     return m % 2 ? buf[m / 2] : 0.5 * (buf[m / 2 - 1] + buf[m / 2]);
 }
 
@@ -135,7 +130,7 @@ void tm_qdiff_flag(tm_qdiff_result *r) {
         if (v && isfinite(r->entries[i].e.sqnr_db)) v[m++] = r->entries[i].e.sqnr_db;
     r->median_sqnr_db = NAN;
     if (v && m) {
-        qsort(v, (size_t)m, sizeof *v, cmp_double);
+        qsort(v, (size_t)m, sizeof *v, tm__cmp_double);
         r->median_sqnr_db = m % 2 ? v[m / 2] : 0.5 * (v[m / 2 - 1] + v[m / 2]);
     }
     r->n_flagged = 0;

@@ -62,6 +62,8 @@ static inline int64_t tm__ceil_div(int64_t a, int64_t b) { return a / b + (a % b
 ** ("a.b.weight_packed", "weight_packed" -> "a.b"; "weight_packed" alone -> ""), or NULL when
 ** the name does not end so (or on allocation failure). */
 char *tm__module_of(const char *name, const char *suffix);
+/* tm__cmp_double: qsort comparator of doubles, ascending (NaN compares equal to anything). */
+int tm__cmp_double(const void *a, const void *b);
 void *tm__calloc(size_t n, size_t size);
 void *tm__malloc_n(size_t n, size_t size);
 char *tm__strdup(const char *s);

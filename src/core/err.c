@@ -124,3 +124,8 @@ char *tm__aprintf(const char *fmt, ...) {
     va_end(ap);
     return s;
 }
+
+int tm__cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}

@@ -533,18 +533,6 @@ static char *tensor_name(const char *module, const char *param) {
     return module[0] ? tm__aprintf("%s.%s", module, param) : tm__strdup(param);
 }
 
-static int64_t find_param(const tm_file *f, const char *module, const char *param) {
-    char *n = tensor_name(module, param);
-    if (!n) return -2;
-    int64_t i = tm_file_find(f, n);
-    free(n);
-    return i;
-}
-
-static const char *path_of(const tm_file *f, const tm_tensor *t) {
-    return f->maps[t->file_index].path;
-}
-
 /* Words of one packed stream of n codes of `bits` in layout mode (PACK_DENSE, PACK_WORD). */
 static int64_t pack_words(int64_t n, int bits, int mode) {
     return mode == PACK_WORD ? tm__ceil_div(n, 32 / bits) : tm__ceil_div(n * bits, 32);
@@ -563,7 +551,7 @@ static int pack_modes_fitting(int allowed, int64_t n, int bits, int64_t words) {
 static ct_res pack_layout(ct_ctx *x, const tm_tensor *t, int64_t n, int bits, int64_t words,
                           int cfg_bits, int allowed, const char *what, int *modes, tm_status *st,
                           tm_err *err) {
-    const char *path = path_of(x->f, t);
+    const char *path = tm__file_path_of(x->f, t);
     char ts[160], why[96] = "";
     tm__st_fmt_shape(ts, sizeof ts, t->ndim, t->shape);
     if (cfg_bits) snprintf(why, sizeof why, " (config.json num_bits %d)", bits);
@@ -602,9 +590,9 @@ static ct_res pack_layout(ct_ctx *x, const tm_tensor *t, int64_t n, int bits, in
 static ct_res recognize_packed(ct_ctx *x, int64_t r, const char *P, tm_status *st, tm_err *err) {
     tm_file *f = x->f;
     *st = TM_OK;
-    int64_t si = find_param(f, P, "weight_scale"), shi = find_param(f, P, "weight_shape");
-    int64_t zi = find_param(f, P, "weight_zero_point"), gi = find_param(f, P, "weight_g_idx");
-    int64_t wi = find_param(f, P, "weight");
+    int64_t si = tm__file_find_param(f, P, "weight_scale"), shi = tm__file_find_param(f, P, "weight_shape");
+    int64_t zi = tm__file_find_param(f, P, "weight_zero_point"), gi = tm__file_find_param(f, P, "weight_g_idx");
+    int64_t wi = tm__file_find_param(f, P, "weight");
     if (si == -2 || shi == -2 || zi == -2 || gi == -2 || wi == -2)
         return fail(st, tm__err_set(err, TM_E_NOMEM, -1, "out of memory"));
     const tm_tensor *pk = &f->tensors[r];
@@ -618,13 +606,13 @@ static ct_res recognize_packed(ct_ctx *x, int64_t r, const char *P, tm_status *s
                                              "module is left unrecognised",
                                              P, pk->name));
     const tm_tensor *sh = &f->tensors[shi], *sc = &f->tensors[si];
-    const char *path = path_of(f, pk);
+    const char *path = tm__file_path_of(f, pk);
     /* weight_shape: two int64 (int32 tolerated) holding [rows, cols]. */
     if (!((sh->dtype == TM_I64 || sh->dtype == TM_I32) && sh->ndim == 1)) {
         char shs[160];
         tm__st_fmt_shape(shs, sizeof shs, sh->ndim, sh->shape);
         return fail(st, tm__err_set(err, TM_E_CORRUPT, (int64_t)sh->offset,
-                                    "%s: %s is %s %s; a weight_shape is I64 [2]", path_of(f, sh),
+                                    "%s: %s is %s %s; a weight_shape is I64 [2]", tm__file_path_of(f, sh),
                                     sh->name, tm_dtype_get(sh->dtype)->name, shs));
     }
     if (sh->shape[0] != 2)
@@ -648,7 +636,7 @@ static ct_res recognize_packed(ct_ctx *x, int64_t r, const char *P, tm_status *s
         return fail(st, tm__err_set(err, TM_E_CORRUPT, (int64_t)sh->offset,
                                     "%s: %s holds [%lld, %lld], not a valid weight shape (file "
                                     "byte %llu)",
-                                    path_of(f, sh), sh->name, (long long)rows, (long long)cols,
+                                    tm__file_path_of(f, sh), sh->name, (long long)rows, (long long)cols,
                                     (unsigned long long)sh->offset));
     char ps[160];
     tm__st_fmt_shape(ps, sizeof ps, pk->ndim, pk->shape);
@@ -688,7 +676,7 @@ static ct_res recognize_packed(ct_ctx *x, int64_t r, const char *P, tm_status *s
     if (!is_scale_dtype(sc->dtype))
         return fail(st, tm__err_set(err, TM_E_CORRUPT, (int64_t)sc->offset,
                                     "%s: %s has dtype %s; a scale is F32, F16, BF16 or F64",
-                                    path_of(f, sc), sc->name, tm_dtype_get(sc->dtype)->name));
+                                    tm__file_path_of(f, sc), sc->name, tm_dtype_get(sc->dtype)->name));
     /* Granularity against the logical weight shape. */
     tm_tensor logical = *pk;
     logical.ndim = 2;
@@ -732,7 +720,7 @@ static ct_res recognize_packed(ct_ctx *x, int64_t r, const char *P, tm_status *s
             return fail(st, tm__err_set(err, TM_E_CORRUPT, (int64_t)z->offset,
                                         "%s: %s is %s %s; with %s %s it must be I32 [%lld, %lld] "
                                         "(packed along dim 0) or I8 %s",
-                                        path_of(f, z), z->name, tm_dtype_get(z->dtype)->name, zs,
+                                        tm__file_path_of(f, z), z->name, tm_dtype_get(z->dtype)->name, zs,
                                         sc->name, ss, (long long)zw, (long long)scols, ss));
         }
         q.zero_point_tensor = zi;
@@ -749,7 +737,7 @@ static ct_res recognize_packed(ct_ctx *x, int64_t r, const char *P, tm_status *s
             char gs[160];
             tm__st_fmt_shape(gs, sizeof gs, gt->ndim, gt->shape);
             return fail(st, tm__err_set(err, TM_E_CORRUPT, (int64_t)gt->offset,
-                                        "%s: %s is %s %s; a g_idx is I32 [%lld]", path_of(f, gt),
+                                        "%s: %s is %s %s; a g_idx is I32 [%lld]", tm__file_path_of(f, gt),
                                         gt->name, tm_dtype_get(gt->dtype)->name, gs,
                                         (long long)cols));
         }
@@ -784,22 +772,22 @@ static ct_res recognize_unpacked(ct_ctx *x, int64_t wi, const char *P, tm_status
     *st = TM_OK;
     const tm_tensor *w = &f->tensors[wi];
     int is_fp8 = w->dtype == TM_F8_E4M3 || w->dtype == TM_F8_E5M2;
-    int64_t si = find_param(f, P, "weight_scale"), inv = -1;
+    int64_t si = tm__file_find_param(f, P, "weight_scale"), inv = -1;
     if (si == -2) return fail(st, tm__err_set(err, TM_E_NOMEM, -1, "out of memory"));
     if (si < 0 && is_fp8) {
-        inv = find_param(f, P, "weight_scale_inv");
+        inv = tm__file_find_param(f, P, "weight_scale_inv");
         if (inv == -2) return fail(st, tm__err_set(err, TM_E_NOMEM, -1, "out of memory"));
         si = inv;
     }
     if (si < 0) return CT_SKIP; /* a plain int8/fp8 tensor */
-    int64_t zi = find_param(f, P, "weight_zero_point"), gi = find_param(f, P, "weight_g_idx");
+    int64_t zi = tm__file_find_param(f, P, "weight_zero_point"), gi = tm__file_find_param(f, P, "weight_g_idx");
     if (zi == -2 || gi == -2) return fail(st, tm__err_set(err, TM_E_NOMEM, -1, "out of memory"));
     const tm_tensor *sc = &f->tensors[si];
     if (sc->role != TM_ROLE_DATA) return CT_SKIP;
     if (!is_scale_dtype(sc->dtype))
         return fail(st, tm__err_set(err, TM_E_CORRUPT, (int64_t)sc->offset,
                                     "%s: %s has dtype %s; a scale is F32, F16, BF16 or F64",
-                                    path_of(f, sc), sc->name, tm_dtype_get(sc->dtype)->name));
+                                    tm__file_path_of(f, sc), sc->name, tm_dtype_get(sc->dtype)->name));
     mod_kind kind = module_kind(P, w->ndim);
     const ct_args *a = NULL;
     if (x->cfg.is_ct && !is_ignored(&x->cfg, P, kind)) a = args_for(&x->cfg, P, kind);
@@ -845,7 +833,7 @@ static ct_res recognize_unpacked(ct_ctx *x, int64_t wi, const char *P, tm_status
         } else if (z->dtype != TM_I8 || z->n_elems != sc->n_elems) {
             return fail(st, tm__err_set(err, TM_E_CORRUPT, (int64_t)z->offset,
                                         "%s: %s is %s %s; it must be I8 shaped like %s %s",
-                                        path_of(f, z), z->name, tm_dtype_get(z->dtype)->name, zs,
+                                        tm__file_path_of(f, z), z->name, tm_dtype_get(z->dtype)->name, zs,
                                         sc->name, ss));
         } else {
             q.zero_point_tensor = zi;
@@ -859,7 +847,7 @@ static ct_res recognize_unpacked(ct_ctx *x, int64_t wi, const char *P, tm_status
             tm__st_fmt_shape(gs, sizeof gs, gt->ndim, gt->shape);
             return fail(st, tm__err_set(err, TM_E_CORRUPT, (int64_t)gt->offset,
                                         "%s: %s is %s %s; a g_idx is I32 [columns of %s]",
-                                        path_of(f, gt), gt->name, tm_dtype_get(gt->dtype)->name, gs,
+                                        tm__file_path_of(f, gt), gt->name, tm_dtype_get(gt->dtype)->name, gs,
                                         w->name));
         }
     }

@@ -407,3 +407,11 @@ void tm__st_fmt_shape(char *buf, size_t n, int ndim, const int64_t *shape) {
     }
     if (pos < n) snprintf(buf + pos, n - pos, "]");
 }
+
+int64_t tm__file_find_param(const tm_file *f, const char *module, const char *param) {
+    char *n = module[0] ? tm__aprintf("%s.%s", module, param) : tm__strdup(param);
+    if (!n) return -2;
+    int64_t i = tm_file_find(f, n);
+    free(n);
+    return i;
+}

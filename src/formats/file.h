@@ -57,6 +57,13 @@ tm_status tm__file_add_warning(tm_file *f, tm_err *err, const char *fmt, ...) TM
 /* Build the name index; call when the tensor list is final. Duplicate logical names are
 ** TM_E_CORRUPT. */
 tm_status tm__file_finish(tm_file *f, tm_err *err);
+/* tm__file_find_param: the index of tensor "<module>.<param>" (just "<param>" when module is
+** ""), -1 when absent, -2 when out of memory (the recognizers' lookup of a module's parts). */
+int64_t tm__file_find_param(const tm_file *f, const char *module, const char *param);
+/* tm__file_path_of: the path of the file of the checkpoint that holds tensor t. */
+static inline const char *tm__file_path_of(const tm_file *f, const tm_tensor *t) {
+    return f->maps[t->file_index].path;
+}
 /* Element count of shape (1 for ndim 0); 0 on overflow with *ok = 0. */
 int64_t tm__shape_numel(int ndim, const int64_t *shape, int *ok);
 

@@ -165,18 +165,6 @@ static tm_status config_load(tm_file *f, gq_config *c, tm_err *err) {
 
 /* ---------------------------------------------------------------------------------------- */
 
-static int64_t find_param(const tm_file *f, const char *module, const char *param) {
-    char *n = module[0] ? tm__aprintf("%s.%s", module, param) : tm__strdup(param);
-    if (!n) return -2;
-    int64_t i = tm_file_find(f, n);
-    free(n);
-    return i;
-}
-
-static const char *path_of(const tm_file *f, const tm_tensor *t) {
-    return f->maps[t->file_index].path;
-}
-
 static void set_role(tm_file *f, int64_t i, tm_tensor_role role, int64_t owner) {
     tm_tensor *t = tm__file_tensor_mut(f, i);
     if (t) {
@@ -189,7 +177,7 @@ static void set_role(tm_file *f, int64_t i, tm_tensor_role role, int64_t owner) 
 static tm_status bad(const tm_file *f, const tm_tensor *t, tm_err *err, const char *reason) {
     char sh[160];
     tm__st_fmt_shape(sh, sizeof sh, t->ndim, t->shape);
-    return tm__err_set(err, TM_E_CORRUPT, (int64_t)t->offset, "%s: %s is %s %s; %s", path_of(f, t),
+    return tm__err_set(err, TM_E_CORRUPT, (int64_t)t->offset, "%s: %s is %s %s; %s", tm__file_path_of(f, t),
                        t->name, tm_dtype_get(t->dtype)->name, sh, reason);
 }
 
@@ -219,8 +207,8 @@ static tm_status zeros_all_8(const tm_file *f, int64_t zi, int64_t G, int64_t N,
 ** *v2_like: set to the logical index when GPTQ v1 4-bit zero points all read 8 (-1 untouched). */
 static tm_status recognize_one(tm_file *f, const gq_config *cfg, int64_t wi, const char *P,
                                int *warned, int64_t *v2_like, tm_err *err) {
-    int64_t si = find_param(f, P, "scales"), zi = find_param(f, P, "qzeros");
-    int64_t gi = find_param(f, P, "g_idx");
+    int64_t si = tm__file_find_param(f, P, "scales"), zi = tm__file_find_param(f, P, "qzeros");
+    int64_t gi = tm__file_find_param(f, P, "g_idx");
     if (si == -2 || zi == -2 || gi == -2) return tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
     const tm_tensor *qw = &f->tensors[wi];
     if (si < 0 || zi < 0)
@@ -274,12 +262,12 @@ static tm_status recognize_one(tm_file *f, const gq_config *cfg, int64_t wi, con
         if (bits == 3)
             return tm__err_set(err, TM_E_UNSUPPORTED, (int64_t)qw->offset,
                                "%s: %s holds 3-bit GPTQ codes, whose fields straddle 32-bit "
-                               "words; not supported (2, 4 and 8 bits are)", path_of(f, qw), qw->name);
+                               "words; not supported (2, 4 and 8 bits are)", tm__file_path_of(f, qw), qw->name);
         if (!bits_ok(bits)) {
             if (cfg->bits > 0)
                 return tm__err_set(err, TM_E_UNSUPPORTED, (int64_t)qw->offset,
                                    "%s: %s: config.json says %d-bit GPTQ codes; 2, 4 and 8 bits "
-                                   "are supported", path_of(f, qw), qw->name, bits);
+                                   "are supported", tm__file_path_of(f, qw), qw->name, bits);
             snprintf(e, sizeof e, "with %s [%lld, %lld] no code width 2, 4 or 8 gives its %lld "
                      "packed columns", sc->name, (long long)G, (long long)N, (long long)qz->shape[1]);
             return bad(f, qz, err, e);
@@ -290,7 +278,7 @@ static tm_status recognize_one(tm_file *f, const gq_config *cfg, int64_t wi, con
         if (bits != 4)
             return tm__err_set(err, TM_E_UNSUPPORTED, (int64_t)qw->offset,
                                "%s: %s: config.json says %d-bit AWQ codes; the GEMM layout is "
-                               "read for 4 bits only", path_of(f, qw), qw->name, bits);
+                               "read for 4 bits only", tm__file_path_of(f, qw), qw->name, bits);
         if (qw->shape[1] * 8 != N) {
             snprintf(e, sizeof e, "AWQ packs 8 codes per word along out_features, so it must have "
                      "%lld / 8 columns (%s is [%lld, %lld])", (long long)N, sc->name, (long long)G,
@@ -375,7 +363,7 @@ static tm_status recognize_one(tm_file *f, const gq_config *cfg, int64_t wi, con
     q.g_idx_tensor = gt && g.kind == TM_GRAN_GROUP ? gi : -1;
     q.transposed = 1;
     q.field_order = m == GQ_AWQ ? awq_field_of : NULL;
-    int64_t dense = find_param(f, P, "weight");
+    int64_t dense = tm__file_find_param(f, P, "weight");
     if (dense == -2) return tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
     tm_status s = TM_OK;
     if (dense < 0) {

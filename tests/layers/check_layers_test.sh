@@ -2,7 +2,7 @@
 # check_layers_test.sh: scripts/check-layers.py passes on the real tree and fails, naming
 # file:line and the rule, on copies of it with one deliberate violation each: an upward
 # include by a relative path, an upward public header, a cli/ include of src/, a fuzz/ include
-# of src/, an upward call and a new file cycle.
+# of src/, a cli/ use of a library internal, an upward call and a new file cycle.
 set -u
 src="$(cd "$(dirname "$0")/../.." && pwd)"
 tmp="$(mktemp -d)"
@@ -36,6 +36,9 @@ fresh; n=$(append src/quant/qgran.c '#include "../formats/file.h"')
 expect "quant includes a formats header" src/quant/qgran.c "$n" include-up
 fresh; n=$(append cli/cmd_inspect.c '#include "../src/core/core.h"')
 expect "cli includes src/" cli/cmd_inspect.c "$n" cli-src
+fresh; n=$(append cli/cmd_inspect.c 'char *tm__aprintf(const char *fmt, ...); /* its own prototype */')
+append cli/cmd_inspect.c 'void cli_bad(void) { free(tm__aprintf("x")); }' >/dev/null
+expect "cli calls a library internal" cli/cmd_inspect.c "$n" cli-internal
 fresh; n=$(append fuzz/fuzz_npy_open.c '#include "formats/file.h"')
 expect "a fuzzer includes src/" fuzz/fuzz_npy_open.c "$n" fuzz-src
 fresh; append src/quant/qgran.c 'void tm__bad_up(void);' >/dev/null

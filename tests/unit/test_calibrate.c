@@ -27,23 +27,14 @@
 
 #include "helpers/cli_run.h"
 #include "helpers/obs_cases.h"
+#include "helpers/tmpdir.h"
 #include "helpers/vectors.h"
 #include "tensormorph.h"
 
 static char g_tmp[256];
 
-static int setup(void **state) {
-    (void)state;
-    snprintf(g_tmp, sizeof g_tmp, "/tmp/tm_calib_XXXXXX");
-    return mkdtemp(g_tmp) ? 0 : -1;
-}
-
-static int teardown(void **state) {
-    (void)state;
-    char cmd[512];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_tmp);
-    return system(cmd) == 0 ? 0 : -1;
-}
+static int setup(void **state) { (void)state; return tmt_tmpdir_make(g_tmp, sizeof g_tmp, "calib"); }
+static int teardown(void **state) { (void)state; return tmt_tmpdir_remove(g_tmp); }
 
 static uint32_t fbits(float x) { return tmv_f32_bits(x); }
 

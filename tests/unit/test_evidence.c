@@ -29,6 +29,7 @@
 #include "tensormorph/evidence.h"
 #include "core/jschema.h"
 #include "helpers/cli_run.h"
+#include "helpers/tmpdir.h"
 #include "helpers/vectors.h"
 
 static char g_tmp[256];
@@ -87,8 +88,7 @@ static int require_runtime(void) {
 
 static int setup(void **state) {
     (void)state;
-    snprintf(g_tmp, sizeof g_tmp, "/tmp/tm_test_evidence_XXXXXX");
-    if (!mkdtemp(g_tmp)) return -1;
+    if (tmt_tmpdir_make(g_tmp, sizeof g_tmp, "test_evidence")) return -1;
     const char *sh = tmv_shared_dir();
     snprintf(g_model, sizeof g_model, "%s/models/onnx/npm/paddleocr/ch_ppocr_mobile_v2.0_cls_infer.onnx",
              sh ? sh : "/nonexistent");
@@ -96,12 +96,7 @@ static int setup(void **state) {
     return 0;
 }
 
-static int teardown(void **state) {
-    (void)state;
-    char cmd[512];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_tmp);
-    return system(cmd) == 0 ? 0 : -1;
-}
+static int teardown(void **state) { (void)state; return tmt_tmpdir_remove(g_tmp); }
 
 /* ---- helpers ---------------------------------------------------------------------------- */
 

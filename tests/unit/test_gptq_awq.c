@@ -24,6 +24,7 @@
 
 #include "tensormorph.h"
 #include "helpers/cli_run.h"
+#include "helpers/tmpdir.h"
 #include "helpers/vectors.h"
 
 static char g_tmp[256];
@@ -388,8 +389,7 @@ static void check_model(const char *dir, const qlin *ql, lay L, const char *layo
 
 static int setup(void **state) {
     (void)state;
-    snprintf(g_tmp, sizeof g_tmp, "/tmp/tm_gptq_XXXXXX");
-    if (!mkdtemp(g_tmp)) return -1;
+    if (tmt_tmpdir_make(g_tmp, sizeof g_tmp, "gptq")) return -1;
     make_source();
     write_source(sub("src"));
     return 0;
@@ -397,9 +397,7 @@ static int setup(void **state) {
 
 static int teardown(void **state) {
     (void)state;
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_tmp);
-    if (system(cmd) != 0) return -1;
+    if (tmt_tmpdir_remove(g_tmp)) return -1;
     for (int l = 0; l < N_LIN; l++) free(g_w[l]);
     return 0;
 }

@@ -19,6 +19,7 @@
 #include <zip.h>
 
 #include "formats/file.h"
+#include "helpers/tmpdir.h"
 #include "helpers/vectors.h"
 #include "tensormorph.h"
 
@@ -608,18 +609,8 @@ static void test_cli_inspect_npz(void **state) {
     json_decref(d);
 }
 
-static int setup(void **state) {
-    (void)state;
-    snprintf(g_dir, sizeof g_dir, "/tmp/tm_npy_XXXXXX");
-    return mkdtemp(g_dir) ? 0 : -1;
-}
-
-static int teardown(void **state) {
-    (void)state;
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", g_dir);
-    return system(cmd) == 0 ? 0 : -1;
-}
+static int setup(void **state) { (void)state; return tmt_tmpdir_make(g_dir, sizeof g_dir, "npy"); }
+static int teardown(void **state) { (void)state; return tmt_tmpdir_remove(g_dir); }
 
 int main(void) {
     const struct CMUnitTest tests[] = {

@@ -21,6 +21,7 @@
 #include <zip.h>
 
 #include "formats/file.h"
+#include "helpers/tmpdir.h"
 #include "helpers/vectors.h"
 #include "tensormorph.h"
 
@@ -710,16 +711,10 @@ static int setup(void **state) {
     (void)state;
     g_bin = getenv("TM_BIN");
     if (!g_bin) g_bin = "./tensormorph";
-    snprintf(g_dir, sizeof g_dir, "/tmp/tm_pt_XXXXXX");
-    return mkdtemp(g_dir) ? 0 : -1;
+    return tmt_tmpdir_make(g_dir, sizeof g_dir, "pt");
 }
 
-static int teardown(void **state) {
-    (void)state;
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", g_dir);
-    return system(cmd) == 0 ? 0 : -1;
-}
+static int teardown(void **state) { (void)state; return tmt_tmpdir_remove(g_dir); }
 
 int main(void) {
     const struct CMUnitTest tests[] = {

@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "helpers/cli_run.h"
+#include "helpers/tmpdir.h"
 
 static char g_tmp[256];
 static const char *g_bin;
@@ -161,12 +162,8 @@ static int setup_all(void **state) {
     (void)state;
     g_bin = getenv("TM_BIN");
     if (!g_bin) g_bin = "./tensormorph";
-    snprintf(g_tmp, sizeof g_tmp, "/tmp/tm_serve_XXXXXX");
-    if (!mkdtemp(g_tmp)) return -1;
-    char *o;
-    int rc = run(&o, "%s demo -o %s/demo -q && %s quantize %s/demo -o %s/q4 -t int4 -g group:32 -q", g_bin, g_tmp,
-                 g_bin, g_tmp, g_tmp);
-    free(o);
+    if (tmt_tmpdir_make(g_tmp, sizeof g_tmp, "serve")) return -1;
+    int rc = tmt_demo_q4(g_bin, g_tmp);
     if (rc) return -1;
     int pfd[2];
     if (pipe(pfd)) return -1;
@@ -199,9 +196,7 @@ static int teardown_all(void **state) {
         int st;
         waitpid(g_server, &st, 0);
     }
-    char *o;
-    run(&o, "rm -rf %s", g_tmp);
-    free(o);
+    tmt_tmpdir_remove(g_tmp);
     return 0;
 }
 

@@ -1,0 +1,19 @@
+/* tmpdir.c: see tmpdir.h. */
+#include "tmpdir.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "cli_run.h"
+
+int tmt_tmpdir_make(char *buf, size_t n, const char *tag) {
+    snprintf(buf, n, "/tmp/tm_%s_XXXXXX", tag);
+    return mkdtemp(buf) ? 0 : -1;
+}
+
+int tmt_tmpdir_remove(const char *dir) { return tmt_run(NULL, "rm -rf '%s'", dir) == 0 ? 0 : -1; }
+
+int tmt_demo_q4(const char *bin, const char *dir) {
+    return tmt_run(NULL, "%s demo -o %s/demo -q && %s quantize %s/demo -o %s/q4 -t int4 -g group:32 -q", bin, dir,
+                   bin, dir, dir);
+}

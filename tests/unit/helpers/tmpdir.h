@@ -1,0 +1,15 @@
+/* tmpdir.h: the scratch directory of a cmocka test group (made in its setup, removed in its
+** teardown), and the demo fixture that CLI tests quantize against. */
+#ifndef TM_TEST_TMPDIR_H
+#define TM_TEST_TMPDIR_H
+#include <stddef.h>
+
+/* Make a fresh directory "/tmp/tm_<tag>_XXXXXX" (mkdtemp) and write its path into buf (n bytes).
+** Returns 0, or -1 when it cannot be made (a cmocka setup's result). */
+int tmt_tmpdir_make(char *buf, size_t n, const char *tag);
+/* Remove dir and everything below it (rm -rf). Returns 0, or -1 when that fails. */
+int tmt_tmpdir_remove(const char *dir);
+/* Write the demo checkpoint to <dir>/demo and its int4 group:32 quantization to <dir>/q4 with
+** the binary bin. Returns the exit status of the commands (0 on success). */
+int tmt_demo_q4(const char *bin, const char *dir);
+#endif

@@ -27,7 +27,7 @@
 
 #include "helpers/cli_run.h"
 #include "helpers/obs_cases.h"
-#include "helpers/tmpdir.h"
+#include "helpers/fixture.h"
 #include "helpers/vectors.h"
 #include "tensormorph.h"
 

@@ -29,7 +29,7 @@
 #include "tensormorph/evidence.h"
 #include "core/jschema.h"
 #include "helpers/cli_run.h"
-#include "helpers/tmpdir.h"
+#include "helpers/fixture.h"
 #include "helpers/vectors.h"
 
 static char g_tmp[256];

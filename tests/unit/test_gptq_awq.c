@@ -24,7 +24,7 @@
 
 #include "tensormorph.h"
 #include "helpers/cli_run.h"
-#include "helpers/tmpdir.h"
+#include "helpers/fixture.h"
 #include "helpers/vectors.h"
 
 static char g_tmp[256];
@@ -264,15 +264,6 @@ static void write_source(const char *dir) {
     write_st(dir, e, N_LIN);
 }
 
-static tm_file *open_ok(const char *dir) {
-    tm_file *f = NULL;
-    tm_err err;
-    tm_status s = tm_open(dir, NULL, &f, &err);
-    if (s) print_message("%s: %s\n", dir, err.msg);
-    assert_int_equal(s, TM_OK);
-    return f;
-}
-
 static int has_warning(const tm_file *f, const char *needle) {
     for (int64_t i = 0; i < tm_file_n_warnings(f); i++)
         if (strstr(tm_file_warning(f, i), needle)) return 1;
@@ -281,7 +272,7 @@ static int has_warning(const tm_file *f, const char *needle) {
 
 /* Every value, a sample of Scalar Inspector elements, roles, and qdiff vs the float source. */
 static void check_model(const char *dir, const qlin *ql, lay L, const char *layout, int gidx_used) {
-    tm_file *f = open_ok(dir);
+    tm_file *f = tmt_open_ok(dir);
     for (int l = 0; l < N_LIN; l++) {
         const qlin *x = &ql[l];
         int64_t ti = tm_file_find(f, g_names[l][0]);
@@ -361,7 +352,7 @@ static void check_model(const char *dir, const qlin *ql, lay L, const char *layo
     assert_true(tm_file_find(f, "lm_head.weight") >= 0);
     assert_null(tm_file_tensor(f, tm_file_find(f, "lm_head.weight"))->quant);
     /* qdiff against the float source: pairs P.qweight with P.weight; plain rounding */
-    tm_file *ref = open_ok(sub("src"));
+    tm_file *ref = tmt_open_ok(sub("src"));
     tm_qdiff_params qp;
     memset(&qp, 0, sizeof qp);
     tm_qdiff_result *res = NULL;
@@ -472,7 +463,7 @@ static void test_gptq_v2(void **state) {
                "{\"bits\": 4, \"group_size\": 64, \"desc_act\": false, \"sym\": false, "
                "\"true_sequential\": true, \"checkpoint_format\": \"gptq_v2\"}");
     check_model(ds, ql, GPTQ_V2, "gptq_v2", 1);
-    tm_file *fs = open_ok(ds);
+    tm_file *fs = tmt_open_ok(ds);
     assert_int_equal(tm_file_n_warnings(fs), 0);
     tm_close(fs);
     /* the same tensors read as v1 would be off by one LSB in every zero point */
@@ -481,7 +472,7 @@ static void test_gptq_v2(void **state) {
     write_text(d1, "config.json",
                "{\"quantization_config\": {\"quant_method\": \"gptq\", \"bits\": 4, \"group_size\": "
                "64, \"checkpoint_format\": \"gptq\"}}");
-    tm_file *f = open_ok(d1);
+    tm_file *f = tmt_open_ok(d1);
     tm_qelement e;
     tm_err err;
     int64_t ti = tm_file_find(f, g_names[0][0]);
@@ -499,7 +490,7 @@ static void test_gptq_8bit_channel_no_config(void **state) {
     const char *dir = sub("gptq8");
     write_quantized(dir, ql, GPTQ_V1, 0);
     check_model(dir, ql, GPTQ_V1, "gptq", 0);
-    tm_file *f = open_ok(dir);
+    tm_file *f = tmt_open_ok(dir);
     assert_true(has_warning(f, "without a quantization_config"));
     tm_close(f);
     for (int l = 0; l < N_LIN; l++) qlin_free(&ql[l]);
@@ -535,7 +526,7 @@ static void test_gptq_v1_label_v2_zeros(void **state) {
     write_text(dir, "config.json",
                "{\"quantization_config\": {\"quant_method\": \"gptq\", \"bits\": 4, \"group_size\": "
                "32, \"sym\": true, \"checkpoint_format\": \"gptq\"}}");
-    tm_file *f = open_ok(dir);
+    tm_file *f = tmt_open_ok(dir);
     assert_true(has_warning(f, V2_LIKE));
     assert_true(has_warning(f, "(3 of 3 GPTQ tensors read as checkpoint_format \"gptq\")"));
     int64_t ti = tm_file_find(f, g_names[0][0]);
@@ -569,7 +560,7 @@ static void test_gptq_v1_label_v2_zeros(void **state) {
     write_text(dir, "config.json",
                "{\"quantization_config\": {\"quant_method\": \"gptq\", \"bits\": 4, \"group_size\": "
                "32, \"sym\": true, \"checkpoint_format\": \"gptq_v2\"}}");
-    f = open_ok(dir);
+    f = tmt_open_ok(dir);
     assert_int_equal(tm_file_n_warnings(f), 0);
     tm_close(f);
     j = tmt_run_json(0, "%s inspect %s --json", tmt_bin(), dir);
@@ -587,7 +578,7 @@ static void test_gptq_v1_label_v2_zeros(void **state) {
     write_text(d1, "config.json",
                "{\"quantization_config\": {\"quant_method\": \"gptq\", \"bits\": 4, \"group_size\": "
                "32, \"sym\": true, \"checkpoint_format\": \"gptq\"}}");
-    f = open_ok(d1);
+    f = tmt_open_ok(d1);
     assert_int_equal(tm_file_n_warnings(f), 0);
     tm_close(f);
     for (int l = 0; l < N_LIN; l++) qlin_free(&ql[l]);
@@ -694,7 +685,7 @@ static void test_corrupt(void **state) {
     write_quantized(d, set, GPTQ_V1, 1);
     write_text(d, "config.json", k_cfg4);
     ql[0].g_idx[5] = keep;
-    tm_file *f = open_ok(d);
+    tm_file *f = tmt_open_ok(d);
     int64_t ti = tm_file_find(f, "model.layers.0.mlp.up_proj.qweight");
     float v[4];
     tm_err err;
@@ -774,7 +765,7 @@ static void test_onnx_qdq16(void **state) {
         char path[1024];
         snprintf(path, sizeof path, "%s/models/onnx/ort_testdata/transform/fusion/%s",
                  tmv_shared_dir(), models[m]);
-        tm_file *f = open_ok(path);
+        tm_file *f = tmt_open_ok(path);
         int64_t ti = tm_file_find(f, "conv_weight_quantized");
         assert_true(ti >= 0);
         const tm_tensor *t = tm_file_tensor(f, ti);
@@ -821,7 +812,7 @@ static void test_onnx_qdq16(void **state) {
         snprintf(dir, sizeof dir, "qdq16_src%d", m);
         ent e = {"conv_weight_quantized", TM_F32, 2, 16, 72, src, (size_t)t->n_elems * 4};
         write_st(sub(dir), &e, 1);
-        tm_file *ref = open_ok(sub(dir));
+        tm_file *ref = tmt_open_ok(sub(dir));
         tm_qdiff_params qp;
         memset(&qp, 0, sizeof qp);
         tm_qdiff_result *res = NULL;
@@ -843,7 +834,7 @@ static void test_onnx_qdq16(void **state) {
 ** source of "P.qweight" is the float checkpoint's "P.weight"; an exact name wins. */
 static void test_ref_find_qweight(void **state) {
     (void)state;
-    tm_file *src = open_ok(sub("src"));
+    tm_file *src = tmt_open_ok(sub("src"));
     char qn[160], wn[160];
     for (int l = 0; l < N_LIN; l++) {
         snprintf(qn, sizeof qn, "%s.qweight", k_names[l]);

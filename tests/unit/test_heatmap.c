@@ -19,7 +19,7 @@
 
 #include "tensormorph.h"
 #include "helpers/cli_run.h"
-#include "helpers/tmpdir.h"
+#include "helpers/fixture.h"
 
 static char g_tmp[256];
 static const char *g_bin;

@@ -19,7 +19,7 @@
 #include <zip.h>
 
 #include "formats/file.h"
-#include "helpers/tmpdir.h"
+#include "helpers/fixture.h"
 #include "helpers/vectors.h"
 #include "tensormorph.h"
 
@@ -60,12 +60,7 @@ static uint8_t *npy_image(int major, const char *dict, const void *data, size_t 
 static tm_file *open_ok(const char *name) {
     char p[512];
     pathf(p, sizeof p, name);
-    tm_file *f = NULL;
-    tm_err e;
-    tm_status s = tm_open(p, NULL, &f, &e);
-    if (s) fprintf(stderr, "open %s: %s\n", p, e.msg);
-    assert_int_equal(s, TM_OK);
-    return f;
+    return tmt_open_ok(p);
 }
 
 static tm_status open_err(const char *name, tm_err *e) {
@@ -436,12 +431,7 @@ static void test_npz_bad(void **state) {
 static tm_file *open_shared(const char *name) {
     char p[1024];
     snprintf(p, sizeof p, "%s/models/numpy/%s", tmv_shared_dir(), name);
-    tm_file *f = NULL;
-    tm_err e;
-    tm_status s = tm_open(p, NULL, &f, &e);
-    if (s) fprintf(stderr, "%s: %s\n", p, e.msg);
-    assert_int_equal(s, TM_OK);
-    return f;
+    return tmt_open_ok(p);
 }
 
 static float *read_named(tm_file *f, const char *name, int64_t *n) {

@@ -22,7 +22,7 @@
 
 #include "formats/file.h"
 #include "helpers/cli_run.h"
-#include "helpers/tmpdir.h"
+#include "helpers/fixture.h"
 #include "helpers/vectors.h"
 #include "tensormorph.h"
 
@@ -31,19 +31,10 @@ static const char *g_bin;
 
 /* ---- helpers ------------------------------------------------------------------------------ */
 
-static tm_file *open_path(const char *p) {
-    tm_file *f = NULL;
-    tm_err e;
-    tm_status s = tm_open(p, NULL, &f, &e);
-    if (s) fprintf(stderr, "open %s: %s\n", p, e.msg);
-    assert_int_equal(s, TM_OK);
-    return f;
-}
-
 static tm_file *open_torch(const char *name) {
     char p[1024];
     snprintf(p, sizeof p, "%s/models/torch/%s", tmv_shared_dir(), name);
-    return open_path(p);
+    return tmt_open_ok(p);
 }
 
 static float *read_all(const tm_file *f, int64_t i) {
@@ -92,7 +83,7 @@ static void test_state_dicts(void **state) {
     if (!tmv_require_shared()) return;
     char p[1024];
     snprintf(p, sizeof p, "%s/models/safetensors/stories260K-f32/model.safetensors", tmv_shared_dir());
-    tm_file *st = open_path(p);
+    tm_file *st = tmt_open_ok(p);
     tm_file *zp = open_torch("stories260K_state_dict.pt");
     tm_file *lg = open_torch("stories260K_state_dict_legacy.pt");
     tm_file *bf = open_torch("stories260K_bf16_state_dict.pt");

@@ -23,7 +23,7 @@
 #include <unistd.h>
 
 #include "helpers/cli_run.h"
-#include "helpers/tmpdir.h"
+#include "helpers/fixture.h"
 
 static char g_tmp[256];
 static const char *g_bin;

@@ -1,8 +1,11 @@
-/* tmpdir.h: the scratch directory of a cmocka test group (made in its setup, removed in its
-** teardown), and the demo fixture that CLI tests quantize against. */
-#ifndef TM_TEST_TMPDIR_H
-#define TM_TEST_TMPDIR_H
+/* fixture.h: what many tests set up the same way: the scratch directory of a cmocka test group
+** (made in its setup, removed in its teardown), the demo fixture that CLI tests quantize
+** against, and opening a checkpoint that must open. */
+#ifndef TM_TEST_FIXTURE_H
+#define TM_TEST_FIXTURE_H
 #include <stddef.h>
+
+#include "tensormorph.h"
 
 /* Make a fresh directory "/tmp/tm_<tag>_XXXXXX" (mkdtemp) and write its path into buf (n bytes).
 ** Returns 0, or -1 when it cannot be made (a cmocka setup's result). */
@@ -12,4 +15,6 @@ int tmt_tmpdir_remove(const char *dir);
 /* Write the demo checkpoint to <dir>/demo and its int4 group:32 quantization to <dir>/q4 with
 ** the binary bin. Returns the exit status of the commands (0 on success). */
 int tmt_demo_q4(const char *bin, const char *dir);
+/* tm_open(path) with default parameters; asserts TM_OK (the error message is printed first). */
+tm_file *tmt_open_ok(const char *path);
 #endif

@@ -1,5 +1,11 @@
-/* tmpdir.c: see tmpdir.h. */
-#include "tmpdir.h"
+/* fixture.c: see fixture.h. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "fixture.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,4 +22,13 @@ int tmt_tmpdir_remove(const char *dir) { return tmt_run(NULL, "rm -rf '%s'", dir
 int tmt_demo_q4(const char *bin, const char *dir) {
     return tmt_run(NULL, "%s demo -o %s/demo -q && %s quantize %s/demo -o %s/q4 -t int4 -g group:32 -q", bin, dir,
                    bin, dir, dir);
+}
+
+tm_file *tmt_open_ok(const char *path) {
+    tm_file *f = NULL;
+    tm_err e;
+    tm_status s = tm_open(path, NULL, &f, &e);
+    if (s) print_message("open %s: %s\n", path, e.msg);
+    assert_int_equal(s, TM_OK);
+    return f;
 }

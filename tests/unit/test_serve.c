@@ -160,11 +160,8 @@ static float *tile_floats(json_t *d, const char *key, size_t npx) {
 
 static int setup_all(void **state) {
     (void)state;
-    g_bin = getenv("TM_BIN");
-    if (!g_bin) g_bin = "./tensormorph";
-    if (tmt_tmpdir_make(g_tmp, sizeof g_tmp, "serve")) return -1;
-    int rc = tmt_demo_q4(g_bin, g_tmp);
-    if (rc) return -1;
+    g_bin = tmt_bin();
+    if (tmt_demo_q4(g_tmp, sizeof g_tmp, "serve")) return -1;
     int pfd[2];
     if (pipe(pfd)) return -1;
     g_server = fork();

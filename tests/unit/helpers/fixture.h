@@ -12,9 +12,10 @@
 int tmt_tmpdir_make(char *buf, size_t n, const char *tag);
 /* Remove dir and everything below it (rm -rf). Returns 0, or -1 when that fails. */
 int tmt_tmpdir_remove(const char *dir);
-/* Write the demo checkpoint to <dir>/demo and its int4 group:32 quantization to <dir>/q4 with
-** the binary bin. Returns the exit status of the commands (0 on success). */
-int tmt_demo_q4(const char *bin, const char *dir);
+/* tmt_tmpdir_make(dir, n, tag), then the demo checkpoint in <dir>/demo and its int4 group:32
+** quantization in <dir>/q4, written by tmt_bin(). Returns 0, -1 when the directory cannot be
+** made, or the exit status of the commands. */
+int tmt_demo_q4(char *dir, size_t n, const char *tag);
 /* tm_open(path) with default parameters; asserts TM_OK (the error message is printed first). */
 tm_file *tmt_open_ok(const char *path);
 #endif

@@ -768,14 +768,7 @@ static void test_samples_messages(void **state) {
 
 /* GET path from 127.0.0.1:port; *status the HTTP status; returns the parsed JSON body */
 static json_t *http_json(int port, const char *path, int *status) {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    assert_true(fd >= 0);
-    struct sockaddr_in sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sin_family = AF_INET;
-    sa.sin_port = htons((uint16_t)port);
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+    int fd = tmt_http_connect(port);
     char req[2048];
     int n = snprintf(req, sizeof req, "GET %s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nConnection: close\r\n\r\n", path, port);
     assert_int_equal(write(fd, req, (size_t)n), n);
@@ -794,28 +787,10 @@ static json_t *http_json(int port, const char *path, int *status) {
 }
 
 /* the page's API answers with the command's document for a tensor of the served checkpoint */
-/* `tensormorph serve ST --samples NPY` on a free port: its pid, the pipe of its stdout (*f, for the
-** caller to close) and the port it printed. */
-static pid_t start_serve(const char *st, const char *npy, FILE **f, int *port) {
-    int pfd[2];
-    assert_int_equal(pipe(pfd), 0);
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        dup2(pfd[1], 1);
-        close(pfd[0]);
-        execl(tmt_bin(), tmt_bin(), "serve", st, "--port", "0", "-q", "--samples", npy, (char *)NULL);
-        _exit(127);
-    }
-    close(pfd[1]);
-    char line[256];
-    *f = fdopen(pfd[0], "r");
-    if (!*f || !fgets(line, sizeof line, *f) || sscanf(line, "http://127.0.0.1:%d/", port) != 1) {
-        kill(pid, SIGTERM);
-        waitpid(pid, NULL, 0);
-        fail_msg("serve printed no URL");
-    }
-    return pid;
+/* `tensormorph serve ST --samples NPY` on a free port: its pid and the port it printed. */
+static pid_t start_serve(const char *st, const char *npy, int *port) {
+    const char *args[] = {st, "--samples", npy, NULL};
+    return tmt_serve_start(args, port);
 }
 
 static void test_api_equals_cli(void **state) {
@@ -839,9 +814,8 @@ static void test_api_equals_cli(void **state) {
     const float sv[8] = {0.5f, -1.0f, 4.0f, 0.25f, -0.125f, 2.0f, 1.5f, -3.0f};
     const int64_t s8[2] = {2, 4};
     write_npy(npy, 2, s8, sv);
-    FILE *f = NULL;
     int port = 0;
-    pid_t pid = start_serve(st, npy, &f, &port);
+    pid_t pid = start_serve(st, npy, &port);
     int status;
     json_t *a = http_json(port, "/api/v1/calibrate?tensor=w&observer=mse&convention=torch&type=uint8&symmetric=0&probe=0.5,-3&hist_bins=4", &status);
     json_t *c = tmt_run_json(0, "%s calibrate '%s:w' --observer mse --convention torch --type uint8 --asymmetric --probe 0.5 --probe -3 --json", tmt_bin(), st);
@@ -880,7 +854,6 @@ static void test_api_equals_cli(void **state) {
     json_decref(a);
     kill(pid, SIGTERM);
     waitpid(pid, NULL, 0);
-    fclose(f);
 }
 
 
@@ -911,9 +884,8 @@ static void test_api_bad_requests(void **state) {
     assert_non_null(strstr(txt, "nonexist.npy"));
     assert_null(strstr(txt, "http://"));
     free(txt);
-    FILE *f = NULL;
     int port = 0;
-    pid_t pid = start_serve(st, npy, &f, &port);
+    pid_t pid = start_serve(st, npy, &port);
     static const struct { const char *q; const char *needle; } bad[] = {
         {"tensor=%ff%fe", "not valid UTF-8"},
         {"samples=2", "samples must be 1"},
@@ -957,7 +929,6 @@ static void test_api_bad_requests(void **state) {
     kill(pid, SIGTERM);
     int ws = 0;
     waitpid(pid, &ws, 0);
-    fclose(f);
 }
 
 int main(void) {

@@ -43,14 +43,7 @@ static void resp_free(http_resp *r) { free(r->head); free(r->body); }
 /* One request on a fresh connection; `raw_headers` replaces the default Host line when given. */
 static http_resp http_raw(const char *method, const char *path, const char *raw_headers) {
     http_resp r = {0, NULL, NULL, 0};
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    assert_true(fd >= 0);
-    struct sockaddr_in sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sin_family = AF_INET;
-    sa.sin_port = htons((uint16_t)g_port);
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+    int fd = tmt_http_connect(g_port);
     char req[8192];
     char host[64];
     snprintf(host, sizeof host, "Host: 127.0.0.1:%d\r\n", g_port);
@@ -162,28 +155,12 @@ static int setup_all(void **state) {
     (void)state;
     g_bin = tmt_bin();
     if (tmt_demo_q4(g_tmp, sizeof g_tmp, "serve")) return -1;
-    int pfd[2];
-    if (pipe(pfd)) return -1;
-    g_server = fork();
-    if (g_server < 0) return -1;
-    if (g_server == 0) {
-        dup2(pfd[1], 1);
-        close(pfd[0]);
-        close(pfd[1]);
-        char q[512], r[512];
-        snprintf(q, sizeof q, "%s/q4", g_tmp);
-        snprintf(r, sizeof r, "%s/demo", g_tmp);
-        execl(g_bin, g_bin, "serve", q, "--ref", r, "--port", "0", "-q", (char *)NULL);
-        _exit(127);
-    }
-    close(pfd[1]);
-    FILE *in = fdopen(pfd[0], "r");
-    char line[256];
-    if (!in || !fgets(line, sizeof line, in)) return -1;
-    fclose(in);
-    /* the URL printed on stdout: http://127.0.0.1:PORT/ */
-    if (sscanf(line, "http://127.0.0.1:%d/", &g_port) != 1 || g_port <= 0) return -1;
-    return 0;
+    char q[512], r[512];
+    snprintf(q, sizeof q, "%s/q4", g_tmp);
+    snprintf(r, sizeof r, "%s/demo", g_tmp);
+    const char *args[] = {q, "--ref", r, NULL};
+    g_server = tmt_serve_start(args, &g_port);
+    return g_port > 0 ? 0 : -1;
 }
 
 static int teardown_all(void **state) {
@@ -455,27 +432,10 @@ static void test_listen_options(void **state) {
 
 /* Start `serve DIR/q4 ARG1..ARG4 --port 0 -q`; returns the pid and sets *port. */
 static pid_t start_server(const char *arg1, const char *arg2, const char *arg3, const char *arg4, int *port) {
-    int pfd[2];
-    assert_int_equal(pipe(pfd), 0);
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        dup2(pfd[1], 1);
-        close(pfd[0]);
-        close(pfd[1]);
-        char q[512];
-        snprintf(q, sizeof q, "%s/q4", g_tmp);
-        execl(g_bin, g_bin, "serve", q, arg1, arg2, arg3, arg4, "--port", "0", "-q", (char *)NULL);
-        _exit(127);
-    }
-    close(pfd[1]);
-    FILE *in = fdopen(pfd[0], "r");
-    char line[256];
-    assert_non_null(in);
-    assert_non_null(fgets(line, sizeof line, in));
-    fclose(in);
-    assert_int_equal(sscanf(line, "http://127.0.0.1:%d/", port), 1);
-    return pid;
+    char q[512];
+    snprintf(q, sizeof q, "%s/q4", g_tmp);
+    const char *args[] = {q, arg1, arg2, arg3, arg4, NULL};
+    return tmt_serve_start(args, port);
 }
 
 /* Pyramids stay within --cache-mb: older ones are evicted, tiles keep working. --allow-host adds

@@ -4,6 +4,7 @@
 #ifndef TM_TEST_FIXTURE_H
 #define TM_TEST_FIXTURE_H
 #include <stddef.h>
+#include <sys/types.h>
 
 #include "tensormorph.h"
 
@@ -16,6 +17,12 @@ int tmt_tmpdir_remove(const char *dir);
 ** quantization in <dir>/q4, written by tmt_bin(). Returns 0, -1 when the directory cannot be
 ** made, or the exit status of the commands. */
 int tmt_demo_q4(char *dir, size_t n, const char *tag);
+/* Start `tmt_bin() serve ARGS... --port 0 -q` (args: NULL-terminated, at most 16) with its
+** stdout on a pipe and read the URL it prints first (http://127.0.0.1:PORT/) into *port. The test
+** fails (the child killed first) when it cannot start or prints no URL. Returns its pid. */
+pid_t tmt_serve_start(const char *const *args, int *port);
+/* A TCP connection to 127.0.0.1:port (the test fails when it cannot connect). Returns the fd. */
+int tmt_http_connect(int port);
 /* tm_open(path) with default parameters; asserts TM_OK (the error message is printed first). */
 tm_file *tmt_open_ok(const char *path);
 #endif

@@ -570,6 +570,12 @@ static void test_bad_pickles(void **state) {
         {"nostop", TM_E_CORRUPT, "without STOP"},
         {"underflow", TM_E_CORRUPT, "underflow"},
         {"qplain", TM_E_CORRUPT, "quantized storage rebuilt as a plain tensor"},
+        /* APPENDS and SETITEMS: the container below the MARK, its kind, SETITEMS' pairs */
+        {"appends_nolist", TM_E_CORRUPT, "APPENDS without a list below its MARK"},
+        {"appends_dict", TM_E_UNSUPPORTED, "APPENDS to something that is not a list"},
+        {"setitems_nodict", TM_E_CORRUPT, "SETITEMS without a dict below its MARK"},
+        {"setitems_list", TM_E_UNSUPPORTED, "SETITEMS on something that is not a dict"},
+        {"setitems_odd", TM_E_CORRUPT, "SETITEMS of an odd number of items"},
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         buf p = {{0}, 0};
@@ -583,6 +589,11 @@ static void test_bad_pickles(void **state) {
         else if (!strcmp(w, "memo")) { pstr(&p, "a"); op(&p, 'h'); op(&p, 7); }
         else if (!strcmp(w, "underflow")) { op(&p, 's'); }
         else if (!strcmp(w, "qplain")) ptensor(&p, "a", "QInt8Storage", "0", 2, 0, st1, st1, 1);
+        else if (!strcmp(w, "appends_nolist")) { op(&p, '('); op(&p, 'e'); }
+        else if (!strcmp(w, "appends_dict")) { op(&p, 'e'); }
+        else if (!strcmp(w, "setitems_nodict")) { op(&p, '('); }
+        else if (!strcmp(w, "setitems_list")) { op(&p, ']'); op(&p, '('); }
+        else if (!strcmp(w, "setitems_odd")) { pstr(&p, "a"); }
         if (strcmp(w, "nostop") != 0) { op(&p, 'u'); op(&p, '.'); }
         write_ckpt("bad.pt", &p, mn, md, ms, 1);
         tm_file *f;

@@ -167,60 +167,54 @@ static void test_torch_observer_vectors(void **state) {
 
 /* ---- ort_calibration ------------------------------------------------------------------------ */
 
+static void ort_case(const char *name, json_t *cj) {
+    assert_string_equal(tmv_output_match(cj, "range"), "exact");
+    tmv_obs_case oc;
+    if (tmv_ort_calibration_case(name, cj, &oc) != 0) fail_msg("ort_calibration/%s: cannot set up", name);
+    tmv_npy er;
+    assert_int_equal(tmv_npy_load_case("ort_calibration", name, "expected_range.npy", &er), 0);
+    tm_calib_params p = {.spec = oc.spec};
+    tm_calib_result *r;
+    tm_err err;
+    if (tm_calibrate(&p, oc.batch, oc.n_batches, &r, &err) != TM_OK) fail_msg("ort_calibration/%s: %s", name, err.msg);
+    if (fbits((float)r->units[0].range_min) != tmv_npy_f32_bits(&er, 0) ||
+        fbits((float)r->units[0].range_max) != tmv_npy_f32_bits(&er, 1))
+        fail_msg("ort_calibration/%s: range (%.9g, %.9g), ORT (%.9g, %.9g)", name, r->units[0].range_min,
+                 r->units[0].range_max, tmv_npy_get_f64(&er, 0), tmv_npy_get_f64(&er, 1));
+    /* scale from that range, ONNX convention */
+    float ws;
+    int32_t wzp;
+    assert_int_equal(tm_qparams_from_range(&oc.spec, tmv_npy_get_f64(&er, 0), tmv_npy_get_f64(&er, 1), &ws, &wzp, &err), TM_OK);
+    assert_int_equal(fbits(r->units[0].scale), fbits(ws));
+    assert_int_equal(r->units[0].zero_point, wzp);
+    /* the command, each input file one batch */
+    char files[4096] = "", path[4096];
+    size_t o = 0;
+    for (int b = 0; b < oc.n_batches; b++) {
+        tmv_case_path(path, sizeof path, "ort_calibration", name, oc.files[b]);
+        o += (size_t)snprintf(files + o, sizeof files - o, " '%s'", path);
+    }
+    char obs[64];
+    tm_observer_name(&oc.spec.observer, obs, sizeof obs);
+    json_t *doc = tmt_run_json(0, "%s calibrate%s --observer %s --bins %d --quantized-bins %d %s --json", tmt_bin(), files,
+                               obs, oc.spec.observer.n_bins, oc.spec.observer.n_quantized_bins,
+                               oc.spec.symmetric ? "--symmetric" : "--asymmetric");
+    json_t *jo = json_array_get(json_object_get(doc, "observers"), 0);
+    assert_int_equal(json_integer_value(json_object_get(doc, "n_batches")), oc.n_batches);
+    assert_int_equal(fbits((float)tmt_num(jo, "range_min")), tmv_npy_f32_bits(&er, 0));
+    assert_int_equal(fbits((float)tmt_num(jo, "range_max")), tmv_npy_f32_bits(&er, 1));
+    assert_int_equal(fbits((float)tmt_num(jo, "scale")), fbits(ws));
+    json_decref(doc);
+    tm_calib_result_free(r);
+    tmv_npy_free(&er);
+    tmv_obs_case_free(&oc);
+}
+
 static void test_ort_calibration_vectors(void **state) {
     (void)state;
     if (!tmv_require_shared()) return;
-    char **names;
-    int n = tmv_list_cases("ort_calibration", &names);
-    assert_true(n > 0);
-    for (int i = 0; i < n; i++) {
-        const char *name = names[i];
-        json_t *cj = tmv_case_json("ort_calibration", name);
-        assert_non_null(cj);
-        assert_string_equal(tmv_output_match(cj, "range"), "exact");
-        tmv_obs_case oc;
-        if (tmv_ort_calibration_case(name, cj, &oc) != 0) fail_msg("ort_calibration/%s: cannot set up", name);
-        tmv_npy er;
-        assert_int_equal(tmv_npy_load_case("ort_calibration", name, "expected_range.npy", &er), 0);
-        tm_calib_params p = {.spec = oc.spec};
-        tm_calib_result *r;
-        tm_err err;
-        if (tm_calibrate(&p, oc.batch, oc.n_batches, &r, &err) != TM_OK) fail_msg("ort_calibration/%s: %s", name, err.msg);
-        if (fbits((float)r->units[0].range_min) != tmv_npy_f32_bits(&er, 0) ||
-            fbits((float)r->units[0].range_max) != tmv_npy_f32_bits(&er, 1))
-            fail_msg("ort_calibration/%s: range (%.9g, %.9g), ORT (%.9g, %.9g)", name, r->units[0].range_min,
-                     r->units[0].range_max, tmv_npy_get_f64(&er, 0), tmv_npy_get_f64(&er, 1));
-        /* scale from that range, ONNX convention */
-        float ws;
-        int32_t wzp;
-        assert_int_equal(tm_qparams_from_range(&oc.spec, tmv_npy_get_f64(&er, 0), tmv_npy_get_f64(&er, 1), &ws, &wzp, &err), TM_OK);
-        assert_int_equal(fbits(r->units[0].scale), fbits(ws));
-        assert_int_equal(r->units[0].zero_point, wzp);
-        /* the command, each input file one batch */
-        char files[4096] = "", path[4096];
-        size_t o = 0;
-        for (int b = 0; b < oc.n_batches; b++) {
-            tmv_case_path(path, sizeof path, "ort_calibration", name, oc.files[b]);
-            o += (size_t)snprintf(files + o, sizeof files - o, " '%s'", path);
-        }
-        char obs[64];
-        tm_observer_name(&oc.spec.observer, obs, sizeof obs);
-        json_t *doc = tmt_run_json(0, "%s calibrate%s --observer %s --bins %d --quantized-bins %d %s --json", tmt_bin(), files,
-                                   obs, oc.spec.observer.n_bins, oc.spec.observer.n_quantized_bins,
-                                   oc.spec.symmetric ? "--symmetric" : "--asymmetric");
-        json_t *jo = json_array_get(json_object_get(doc, "observers"), 0);
-        assert_int_equal(json_integer_value(json_object_get(doc, "n_batches")), oc.n_batches);
-        assert_int_equal(fbits((float)tmt_num(jo, "range_min")), tmv_npy_f32_bits(&er, 0));
-        assert_int_equal(fbits((float)tmt_num(jo, "range_max")), tmv_npy_f32_bits(&er, 1));
-        assert_int_equal(fbits((float)tmt_num(jo, "scale")), fbits(ws));
-        json_decref(doc);
-        tm_calib_result_free(r);
-        tmv_npy_free(&er);
-        tmv_obs_case_free(&oc);
-        json_decref(cj);
-    }
+    int n = tmv_run_cases("ort_calibration", NULL, ort_case);
     printf("ort_calibration: %d of %d cases exact through tm_calibrate and tensormorph calibrate\n", n, n);
-    tmv_free_names(names, n);
 }
 
 /* ---- hand-checked clipping ------------------------------------------------------------------ */

@@ -75,6 +75,28 @@ static void write_file(const char *path, const void *p, size_t n) {
     fclose(f);
 }
 
+/* A safetensors file: the 8-byte header length (host order: little-endian here), the header
+** JSON hdr, then the data d0 (n0 bytes) and d1 (n1 bytes; none when d1 is NULL). */
+static void write_st(const char *path, const char *hdr, const void *d0, size_t n0, const void *d1, size_t n1) {
+    unsigned char buf[512];
+    uint64_t hl = strlen(hdr);
+    assert_true(8 + hl + n0 + n1 <= sizeof buf);
+    memcpy(buf, &hl, 8);
+    memcpy(buf + 8, hdr, hl);
+    memcpy(buf + 8 + hl, d0, n0);
+    if (d1) memcpy(buf + 8 + hl + n0, d1, n1);
+    write_file(path, buf, 8 + hl + n0 + n1);
+}
+
+/* A quantized weight's fixture: l.weight I8 [2,3] and its float scale l.weight_scale F32 [2,1]. */
+static void write_qs(const char *path) {
+    const char *hdr = "{\"l.weight\":{\"dtype\":\"I8\",\"shape\":[2,3],\"data_offsets\":[0,6]},"
+                      "\"l.weight_scale\":{\"dtype\":\"F32\",\"shape\":[2,1],\"data_offsets\":[6,14]}}";
+    const unsigned char codes[6] = {1, 2, 3, 0xff, 0xfe, 0x7f};
+    const float sc[2] = {0.5f, 0.25f};
+    write_st(path, hdr, codes, 6, sc, 8);
+}
+
 static void write_npy(const char *path, int ndim, const int64_t *shape, const float *x) {
     int64_t n = 1;
     for (int d = 0; d < ndim; d++) n *= shape[d];
@@ -386,14 +408,8 @@ static void test_samples_forms(void **state) {
     assert_int_equal(mkdir(dir, 0700), 0);
     snprintf(st, sizeof st, "%s/m.safetensors", dir);
     const char *hdr = "{\"w\":{\"dtype\":\"F32\",\"shape\":[2,2],\"data_offsets\":[0,16]}}";
-    size_t hl = strlen(hdr);
-    unsigned char buf[256];
-    uint64_t h64 = hl;
-    memcpy(buf, &h64, 8);
-    memcpy(buf + 8, hdr, hl);
     const float w[4] = {-0.5f, 0.25f, 0.75f, -1.0f};
-    memcpy(buf + 8 + hl, w, 16);
-    write_file(st, buf, 8 + hl + 16);
+    write_st(st, hdr, w, 16, NULL, 0);
     doc = tmt_run_json(0, "%s calibrate '%s:w' --convention torch --json", tmt_bin(), st);
     o = json_array_get(json_object_get(doc, "observers"), 0);
     assert_true(tmt_num(o, "range_min") == -1.0 && tmt_num(o, "range_max") == 0.75);
@@ -741,17 +757,7 @@ static void test_samples_messages(void **state) {
     free(txt);
     /* an auxiliary float tensor named explicitly (a quantized weight's scale) is calibrated */
     snprintf(p, sizeof p, "%s/qs.safetensors", g_tmp);
-    const char *hdr = "{\"l.weight\":{\"dtype\":\"I8\",\"shape\":[2,3],\"data_offsets\":[0,6]},"
-                      "\"l.weight_scale\":{\"dtype\":\"F32\",\"shape\":[2,1],\"data_offsets\":[6,14]}}";
-    unsigned char buf[512];
-    uint64_t hl = strlen(hdr);
-    memcpy(buf, &hl, 8);
-    memcpy(buf + 8, hdr, hl);
-    const unsigned char codes[6] = {1, 2, 3, 0xff, 0xfe, 0x7f};
-    const float sc[2] = {0.5f, 0.25f};
-    memcpy(buf + 8 + hl, codes, 6);
-    memcpy(buf + 8 + hl + 6, sc, 8);
-    write_file(p, buf, 8 + hl + 14);
+    write_qs(p);
     d = tmt_run_json(0, "%s calibrate '%s:l.weight_scale' --json", tmt_bin(), p);
     assert_int_equal(json_integer_value(json_object_get(d, "n_samples")), 2);
     assert_true(tmt_num(d, "sample_min") == 0.25 && tmt_num(d, "sample_max") == 0.5);
@@ -793,16 +799,9 @@ static void test_api_equals_cli(void **state) {
     snprintf(st, sizeof st, "%s/api.safetensors", g_tmp);
     const char *hdr = "{\"w\":{\"dtype\":\"F32\",\"shape\":[2,3],\"data_offsets\":[0,24]},"
                       "\"ids\":{\"dtype\":\"I32\",\"shape\":[2],\"data_offsets\":[24,32]}}";
-    size_t hl = strlen(hdr);
-    unsigned char buf[512];
-    uint64_t h64 = hl;
-    memcpy(buf, &h64, 8);
-    memcpy(buf + 8, hdr, hl);
     const float w[6] = {-0.5f, 0.25f, 0.75f, -1.0f, 2.0f, 0.125f};
     const int32_t ids[2] = {7, 9};
-    memcpy(buf + 8 + hl, w, 24);
-    memcpy(buf + 8 + hl + 24, ids, 8);
-    write_file(st, buf, 8 + hl + 32);
+    write_st(st, hdr, w, 24, ids, 8);
     char npy[512];
     snprintf(npy, sizeof npy, "%s/served.npy", g_tmp);
     const float sv[8] = {0.5f, -1.0f, 4.0f, 0.25f, -0.125f, 2.0f, 1.5f, -3.0f};
@@ -856,17 +855,7 @@ static void test_api_bad_requests(void **state) {
     (void)state;
     char st[512], npy[512];
     snprintf(st, sizeof st, "%s/apiq.safetensors", g_tmp);
-    const char *hdr = "{\"l.weight\":{\"dtype\":\"I8\",\"shape\":[2,3],\"data_offsets\":[0,6]},"
-                      "\"l.weight_scale\":{\"dtype\":\"F32\",\"shape\":[2,1],\"data_offsets\":[6,14]}}";
-    unsigned char buf[512];
-    uint64_t hl = strlen(hdr);
-    memcpy(buf, &hl, 8);
-    memcpy(buf + 8, hdr, hl);
-    const unsigned char codes[6] = {1, 2, 3, 0xff, 0xfe, 0x7f};
-    const float sc[2] = {0.5f, 0.25f};
-    memcpy(buf + 8 + hl, codes, 6);
-    memcpy(buf + 8 + hl + 6, sc, 8);
-    write_file(st, buf, 8 + hl + 14);
+    write_qs(st);
     snprintf(npy, sizeof npy, "%s/apis.npy", g_tmp);
     const float sv[4] = {0.5f, -1.0f, 4.0f, 0.25f};
     const int64_t s4[1] = {4};

@@ -23,6 +23,7 @@
 #include "tensormorph.h"
 #include "tensormorph/gate.h"
 #include "helpers/cli_run.h"
+#include "helpers/fixture.h"
 #include "helpers/vectors.h"
 
 static char g_tmp[256];
@@ -700,9 +701,9 @@ static void test_end_to_end_onnx(void **state) {
 
 static int setup(void **state) {
     (void)state;
-    snprintf(g_tmp, sizeof g_tmp, "/tmp/tm_test_gate_%d", (int)getpid());
+    if (tmt_tmpdir_make(g_tmp, sizeof g_tmp, "test_gate")) return -1;
     const char *bin = tmt_bin();
-    if (tmt_run(NULL, "rm -rf %s && mkdir -p %s && cd %s && %s demo -o demo -q", g_tmp, g_tmp, g_tmp, bin)) return -1;
+    if (tmt_run(NULL, "cd %s && %s demo -o demo -q", g_tmp, bin)) return -1;
     /* relative paths, run from g_tmp, as a user would: the manifest's source path is "demo" */
     if (tmt_run(NULL, "cd %s && %s quantize demo -o q8 -t int8 -g channel -q && %s quantize demo -o q4 -t int4 -g group:128 -q",
                 g_tmp, bin, bin)) return -1;
@@ -719,12 +720,7 @@ static int setup(void **state) {
     return strlen(g_src_sha) == 64 && strlen(g_out_sha) == 64 ? 0 : -1;
 }
 
-static int teardown(void **state) {
-    (void)state;
-    if (chdir("/")) return -1;
-    tmt_run(NULL, "rm -rf %s", g_tmp);
-    return 0;
-}
+static int teardown(void **state) { (void)state; return chdir("/") ? -1 : tmt_tmpdir_remove(g_tmp); }
 
 int main(void) {
     const struct CMUnitTest tests[] = {

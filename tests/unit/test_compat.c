@@ -499,9 +499,8 @@ static void test_cli_exit_codes_and_json(void **state) {
 
 static int setup(void **state) {
     (void)state;
-    if (tmt_tmpdir_make(g_tmp, sizeof g_tmp, "test_compat")) return -1;
+    if (tmt_demo(g_tmp, sizeof g_tmp, "test_compat")) return -1;
     const char *bin = tmt_bin();
-    if (tmt_run(NULL, "%s demo -o %s/demo -q", bin, g_tmp)) return -1;
     if (tmt_run(NULL, "%s quantize %s/demo -o %s/q8 -t int8 -g channel -q", bin, g_tmp, g_tmp)) return -1;
     if (tmt_run(NULL, "%s quantize %s/demo -o %s/q4 -t int4 -g group:128 -q", bin, g_tmp, g_tmp)) return -1;
     if (tmt_run(NULL, "%s quantize %s/demo -o %s/f8 -t fp8_e4m3 -q", bin, g_tmp, g_tmp)) return -1;

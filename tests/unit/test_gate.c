@@ -701,9 +701,8 @@ static void test_end_to_end_onnx(void **state) {
 
 static int setup(void **state) {
     (void)state;
-    if (tmt_tmpdir_make(g_tmp, sizeof g_tmp, "test_gate")) return -1;
+    if (tmt_demo(g_tmp, sizeof g_tmp, "test_gate")) return -1;
     const char *bin = tmt_bin();
-    if (tmt_run(NULL, "cd %s && %s demo -o demo -q", g_tmp, bin)) return -1;
     /* relative paths, run from g_tmp, as a user would: the manifest's source path is "demo" */
     if (tmt_run(NULL, "cd %s && %s quantize demo -o q8 -t int8 -g channel -q && %s quantize demo -o q4 -t int4 -g group:128 -q",
                 g_tmp, bin, bin)) return -1;

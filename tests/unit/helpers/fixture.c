@@ -26,11 +26,15 @@ int tmt_tmpdir_make(char *buf, size_t n, const char *tag) {
 
 int tmt_tmpdir_remove(const char *dir) { return tmt_run(NULL, "rm -rf '%s'", dir) == 0 ? 0 : -1; }
 
-int tmt_demo_q4(char *dir, size_t n, const char *tag) {
+int tmt_demo(char *dir, size_t n, const char *tag) {
     if (tmt_tmpdir_make(dir, n, tag)) return -1;
-    const char *bin = tmt_bin();
-    return tmt_run(NULL, "%s demo -o %s/demo -q && %s quantize %s/demo -o %s/q4 -t int4 -g group:32 -q", bin, dir,
-                   bin, dir, dir);
+    return tmt_run(NULL, "%s demo -o %s/demo -q", tmt_bin(), dir);
+}
+
+int tmt_demo_q4(char *dir, size_t n, const char *tag) {
+    int rc = tmt_demo(dir, n, tag);
+    if (rc) return rc;
+    return tmt_run(NULL, "%s quantize %s/demo -o %s/q4 -t int4 -g group:32 -q", tmt_bin(), dir, dir);
 }
 
 tm_file *tmt_open_ok(const char *path) {

@@ -13,9 +13,11 @@
 int tmt_tmpdir_make(char *buf, size_t n, const char *tag);
 /* Remove dir and everything below it (rm -rf). Returns 0, or -1 when that fails. */
 int tmt_tmpdir_remove(const char *dir);
-/* tmt_tmpdir_make(dir, n, tag), then the demo checkpoint in <dir>/demo and its int4 group:32
-** quantization in <dir>/q4, written by tmt_bin(). Returns 0, -1 when the directory cannot be
-** made, or the exit status of the commands. */
+/* tmt_tmpdir_make(dir, n, tag), then the demo checkpoint in <dir>/demo, written by tmt_bin().
+** Returns 0, -1 when the directory cannot be made, or the exit status of `demo`. */
+int tmt_demo(char *dir, size_t n, const char *tag);
+/* tmt_demo, then its int4 group:32 quantization in <dir>/q4. Returns 0, -1, or the first
+** non-zero exit status. */
 int tmt_demo_q4(char *dir, size_t n, const char *tag);
 /* Start `tmt_bin() serve ARGS... --port 0 -q` (args: NULL-terminated, at most 16) with its
 ** stdout on a pipe and read the URL it prints first (http://127.0.0.1:PORT/) into *port. The test

@@ -39,18 +39,12 @@ static json_t *samples(double first, double step, int n) {
 }
 
 static json_t *model(const char *path, const char *sha, double first, double step, json_int_t rss) {
-    json_t *m = json_object();
-    json_object_set_new(m, "path", json_string(path));
-    json_object_set_new(m, "sha256", json_string(sha));
-    json_object_set_new(m, "latency_ms", samples(first, step, 20));
-    /* the nearest-rank values of those samples, as an honest writer would put them */
-    json_object_set_new(m, "p50_ms", json_real(first + step * 9));
-    json_object_set_new(m, "p95_ms", json_real(first + step * 18));
-    json_object_set_new(m, "p99_ms", json_real(first + step * 19));
-    json_object_set_new(m, "peak_rss_bytes", json_integer(rss));
-    json_t *ops = json_object();
-    json_object_set_new(ops, "MatMul", json_integer(24));
-    json_object_set_new(m, "operators", ops);
+    /* p50/p95/p99: the nearest-rank values of those samples, as an honest writer would put them */
+    json_t *m = json_pack("{s:s, s:s, s:o, s:f, s:f, s:f, s:I, s:{s:i}}", "path", path, "sha256", sha,
+                          "latency_ms", samples(first, step, 20), "p50_ms", first + step * 9,
+                          "p95_ms", first + step * 18, "p99_ms", first + step * 19, "peak_rss_bytes", rss,
+                          "operators", "MatMul", 24);
+    assert_non_null(m);
     return m;
 }
 
@@ -65,61 +59,25 @@ static json_t *drift_entry(double max_abs, double rel_l2, double top1, int n_inp
 
 /* evidence that passes the policy below: 10 runs x 2 inputs = 20 samples per model */
 static json_t *evidence_ok(void) {
-    json_t *e = json_object();
-    json_object_set_new(e, "schema", json_string("tensormorph.evidence/1"));
-    json_t *tool = json_object();
-    json_object_set_new(tool, "name", json_string("tensormorph"));
-    json_object_set_new(tool, "version", json_string("0.1.0"));
-    json_object_set_new(tool, "commit", json_string("test"));
-    json_object_set_new(e, "tool", tool);
-    json_t *rt = json_object();
-    json_object_set_new(rt, "name", json_string("onnxruntime-node"));
-    json_object_set_new(rt, "version", json_string("1.30.0"));
-    json_object_set_new(rt, "node", json_string("v20.0.0"));
-    json_object_set_new(rt, "execution_provider", json_string("cpu"));
-    json_object_set_new(e, "runtime", rt);
-    json_t *dev = json_object();
-    json_object_set_new(dev, "kind", json_string("cpu"));
-    json_object_set_new(dev, "name", json_string("test cpu"));
-    json_object_set_new(dev, "cores", json_integer(2));
-    json_object_set_new(dev, "measured", json_true());
-    json_object_set_new(e, "device", dev);
-    json_t *host = json_object();
-    json_object_set_new(host, "cpu_model", json_string("test cpu"));
-    json_object_set_new(host, "cores", json_integer(2));
-    json_object_set_new(host, "os", json_string("Linux"));
-    json_object_set_new(host, "hostname", json_string("h"));
-    json_object_set_new(e, "host", host);
-    json_t *proto = json_object(), *inputs = json_object(), *shapes = json_object(), *shp = json_array();
-    json_object_set_new(inputs, "mode", json_string("random"));
-    json_object_set_new(inputs, "path", json_null());
-    json_object_set_new(inputs, "count", json_integer(2));
-    json_object_set_new(inputs, "sha256", json_string("0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"));
-    json_object_set_new(inputs, "seed", json_integer(7));
-    json_object_set_new(proto, "inputs", inputs);
-    json_array_append_new(shp, json_integer(1));
-    json_array_append_new(shp, json_integer(64));
-    json_object_set_new(shapes, "x", shp);
-    json_object_set_new(proto, "input_shapes", shapes);
-    json_object_set_new(proto, "warmup", json_integer(3));
-    json_object_set_new(proto, "runs", json_integer(10));
-    json_object_set_new(proto, "threads", json_integer(2));
-    json_object_set_new(proto, "graph_optimization_level", json_string("all"));
-    json_object_set_new(e, "protocol", proto);
-    json_t *models = json_object();
-    json_object_set_new(models, "baseline", model("demo", g_src_sha, 2.0, 0.5, 100000000));
-    json_object_set_new(models, "candidate", model("q8", g_out_sha, 1.0, 0.25, 60000000));
-    json_object_set_new(e, "models", models);
-    json_t *drift = json_object(), *overall = json_object(), *slices = json_object(), *s1 = json_object();
-    json_object_set_new(overall, "logits", drift_entry(0.02, 0.004, 1.0, 0));
-    json_object_set_new(drift, "overall", overall);
-    json_object_set_new(s1, "logits", drift_entry(0.03, 0.006, 1.0, 1));
-    json_object_set_new(slices, "long_prompts", s1);
-    json_object_set_new(drift, "slices", slices);
-    json_object_set_new(e, "drift", drift);
-    json_t *ops = json_object();
-    json_object_set_new(ops, "MatMul", json_integer(24));
-    json_object_set_new(e, "candidate_operators", ops);
+    json_t *e = json_pack(
+        "{s:s, s:{s:s, s:s, s:s}, s:{s:s, s:s, s:s, s:s}, s:{s:s, s:s, s:i, s:b}, s:{s:s, s:i, s:s, s:s},"
+        " s:{s:{s:s, s:n, s:i, s:s, s:i}, s:{s:[i, i]}, s:i, s:i, s:i, s:s}, s:{s:o, s:o},"
+        " s:{s:{s:o}, s:{s:{s:o}}}, s:{s:i}}",
+        "schema", "tensormorph.evidence/1",
+        "tool", "name", "tensormorph", "version", "0.1.0", "commit", "test",
+        "runtime", "name", "onnxruntime-node", "version", "1.30.0", "node", "v20.0.0", "execution_provider", "cpu",
+        "device", "kind", "cpu", "name", "test cpu", "cores", 2, "measured", 1,
+        "host", "cpu_model", "test cpu", "cores", 2, "os", "Linux", "hostname", "h",
+        "protocol",
+        "inputs", "mode", "random", "path", "count", 2,
+        "sha256", "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef", "seed", 7,
+        "input_shapes", "x", 1, 64, "warmup", 3, "runs", 10, "threads", 2, "graph_optimization_level", "all",
+        "models", "baseline", model("demo", g_src_sha, 2.0, 0.5, 100000000),
+        "candidate", model("q8", g_out_sha, 1.0, 0.25, 60000000),
+        "drift", "overall", "logits", drift_entry(0.02, 0.004, 1.0, 0),
+        "slices", "long_prompts", "logits", drift_entry(0.03, 0.006, 1.0, 1),
+        "candidate_operators", "MatMul", 24);
+    assert_non_null(e);
     return e;
 }
 
@@ -131,31 +89,17 @@ static json_t *bound(double max, double max_ratio) {
 }
 
 static json_t *policy_ok(void) {
-    json_t *p = json_object(), *targets = json_object(), *t = json_object(), *lat = json_object();
-    json_object_set_new(p, "schema", json_string("tensormorph.policy/1"));
-    json_object_set_new(lat, "p50", bound(4.0, -1));
-    json_object_set_new(lat, "p95", bound(6.0, 1.0));
-    json_object_set_new(lat, "p99", bound(-1, 1.1));
-    json_object_set_new(t, "latency_ms", lat);
-    json_object_set_new(t, "peak_rss_bytes", bound(80000000, 1.0));
-    json_t *drift = json_object(), *db = json_object(), *sl = json_object(), *sb = json_object();
-    json_object_set_new(db, "max_abs", json_real(0.05));
-    json_object_set_new(db, "max_rel_l2", json_real(0.01));
-    json_object_set_new(db, "min_top1_agreement", json_real(0.99));
-    json_object_set_new(drift, "overall", db);
-    json_object_set_new(sb, "max_abs", json_real(0.05));
-    json_object_set_new(sl, "long_prompts", sb);
-    json_object_set_new(drift, "slices", sl);
-    json_object_set_new(t, "drift", drift);
-    json_t *proto = json_object();
-    json_object_set_new(proto, "threads", json_integer(2));
-    json_object_set_new(proto, "min_runs", json_integer(10));
-    json_object_set_new(t, "protocol", proto);
-    json_t *canary = json_object();
-    json_object_set_new(canary, "min_fraction", json_real(0.05));
-    json_object_set_new(t, "canary", canary);
-    json_object_set_new(targets, "ort-cpu", t);
-    json_object_set_new(p, "targets", targets);
+    json_t *p = json_pack(
+        "{s:s, s:{s:{s:{s:o, s:o, s:o}, s:o, s:{s:{s:f, s:f, s:f}, s:{s:{s:f}}}, s:{s:i, s:i}, s:{s:f}}}}",
+        "schema", "tensormorph.policy/1",
+        "targets", "ort-cpu",
+        "latency_ms", "p50", bound(4.0, -1), "p95", bound(6.0, 1.0), "p99", bound(-1, 1.1),
+        "peak_rss_bytes", bound(80000000, 1.0),
+        "drift", "overall", "max_abs", 0.05, "max_rel_l2", 0.01, "min_top1_agreement", 0.99,
+        "slices", "long_prompts", "max_abs", 0.05,
+        "protocol", "threads", 2, "min_runs", 10,
+        "canary", "min_fraction", 0.05);
+    assert_non_null(p);
     return p;
 }
 

@@ -254,6 +254,23 @@ static void write_quantized(const char *dir, qlin *ql, lay L, int with_g_idx) {
     write_st(dir, e, n);
 }
 
+/* The N_LIN layers of g_w quantized alike (quantize_lin's bits, gs, sym, act_order, L). */
+static void quantize_all(qlin *ql, int bits, int64_t gs, int sym, int act_order, lay L) {
+    for (int l = 0; l < N_LIN; l++) quantize_lin(&ql[l], g_w[l], k_N[l], k_K[l], bits, gs, sym, act_order, L);
+}
+
+static void free_all(qlin *ql) {
+    for (int l = 0; l < N_LIN; l++) qlin_free(&ql[l]);
+}
+
+/* sub(name) holding ql (write_quantized) and, unless config is NULL, that config.json. */
+static const char *write_model(const char *name, qlin *ql, lay L, int with_g_idx, const char *config) {
+    const char *dir = sub(name);
+    write_quantized(dir, ql, L, with_g_idx);
+    if (config) write_text(dir, "config.json", config);
+    return dir;
+}
+
 static void write_source(const char *dir) {
     ent e[N_LIN];
     static char nm[N_LIN][128];
@@ -401,17 +418,15 @@ static void expect_open(const char *dir, tm_status want, const char *n1, const c
 static void test_gptq_v1_act_order(void **state) {
     (void)state;
     qlin ql[N_LIN];
-    for (int l = 0; l < N_LIN; l++) quantize_lin(&ql[l], g_w[l], k_N[l], k_K[l], 4, 32, 1, 1, GPTQ_V1);
+    quantize_all(ql, 4, 32, 1, 1, GPTQ_V1);
     /* act-order really permutes */
     int monotonic = 1;
     for (int64_t k = 1; k < ql[0].K; k++) monotonic &= ql[0].g_idx[k] >= ql[0].g_idx[k - 1];
     assert_false(monotonic);
-    const char *dir = sub("gptq_v1");
-    write_quantized(dir, ql, GPTQ_V1, 1);
-    write_text(dir, "config.json",
-               "{\"architectures\": [\"LlamaForCausalLM\"], \"quantization_config\": {\"quant_method\": "
-               "\"gptq\", \"bits\": 4, \"group_size\": 32, \"desc_act\": true, \"sym\": true, "
-               "\"checkpoint_format\": \"gptq\"}}");
+    const char *dir = write_model("gptq_v1", ql, GPTQ_V1, 1,
+                                  "{\"architectures\": [\"LlamaForCausalLM\"], \"quantization_config\": {\"quant_method\": "
+                                  "\"gptq\", \"bits\": 4, \"group_size\": 32, \"desc_act\": true, \"sym\": true, "
+                                  "\"checkpoint_format\": \"gptq\"}}");
     check_model(dir, ql, GPTQ_V1, "gptq", 1);
     /* the stored zero point really is z - 1: the word holds 7 for z = 8 */
     assert_int_equal(ql[0].qzeros[0] & 15u, 7u);
@@ -441,24 +456,20 @@ static void test_gptq_v1_act_order(void **state) {
     assert_int_equal(json_integer_value(json_object_get(pk, "zero_point_offset")), -1);
     assert_int_equal(json_integer_value(json_object_get(pk, "packed_axis")), 1);
     json_decref(j);
-    for (int l = 0; l < N_LIN; l++) qlin_free(&ql[l]);
+    free_all(ql);
 }
 
 /* GPTQModel gptq_v2: z stored as is, 4-bit asym, group 64, trivial g_idx. */
 static void test_gptq_v2(void **state) {
     (void)state;
     qlin ql[N_LIN];
-    for (int l = 0; l < N_LIN; l++) quantize_lin(&ql[l], g_w[l], k_N[l], k_K[l], 4, 64, 0, 0, GPTQ_V2);
-    const char *dir = sub("gptq_v2");
-    write_quantized(dir, ql, GPTQ_V2, 1);
-    write_text(dir, "config.json",
-               "{\"quantization_config\": {\"quant_method\": \"gptq\", \"bits\": 4, \"group_size\": "
-               "64, \"desc_act\": false, \"sym\": false, \"checkpoint_format\": \"gptq_v2\"}}");
+    quantize_all(ql, 4, 64, 0, 0, GPTQ_V2);
+    const char *dir = write_model("gptq_v2", ql, GPTQ_V2, 1,
+                                  "{\"quantization_config\": {\"quant_method\": \"gptq\", \"bits\": 4, \"group_size\": "
+                                  "64, \"desc_act\": false, \"sym\": false, \"checkpoint_format\": \"gptq_v2\"}}");
     check_model(dir, ql, GPTQ_V2, "gptq_v2", 1);
     /* AutoGPTQ / GPTQModel's quantize_config.json where config.json has no quantization_config */
-    const char *ds = sub("gptq_v2_sidecar");
-    write_quantized(ds, ql, GPTQ_V2, 1);
-    write_text(ds, "config.json", "{\"architectures\": [\"LlamaForCausalLM\"]}");
+    const char *ds = write_model("gptq_v2_sidecar", ql, GPTQ_V2, 1, "{\"architectures\": [\"LlamaForCausalLM\"]}");
     write_text(ds, "quantize_config.json",
                "{\"bits\": 4, \"group_size\": 64, \"desc_act\": false, \"sym\": false, "
                "\"true_sequential\": true, \"checkpoint_format\": \"gptq_v2\"}");
@@ -467,11 +478,9 @@ static void test_gptq_v2(void **state) {
     assert_int_equal(tm_file_n_warnings(fs), 0);
     tm_close(fs);
     /* the same tensors read as v1 would be off by one LSB in every zero point */
-    const char *d1 = sub("gptq_v2_as_v1");
-    write_quantized(d1, ql, GPTQ_V2, 1);
-    write_text(d1, "config.json",
-               "{\"quantization_config\": {\"quant_method\": \"gptq\", \"bits\": 4, \"group_size\": "
-               "64, \"checkpoint_format\": \"gptq\"}}");
+    const char *d1 = write_model("gptq_v2_as_v1", ql, GPTQ_V2, 1,
+                                 "{\"quantization_config\": {\"quant_method\": \"gptq\", \"bits\": 4, \"group_size\": "
+                                 "64, \"checkpoint_format\": \"gptq\"}}");
     tm_file *f = tmt_open_ok(d1);
     tm_qelement e;
     tm_err err;
@@ -479,35 +488,32 @@ static void test_gptq_v2(void **state) {
     assert_int_equal(tm_qelement_get(f, ti, 0, &e, &err), TM_OK);
     assert_int_equal(e.zero_point, ql[0].z[0] + 1);
     tm_close(f);
-    for (int l = 0; l < N_LIN; l++) qlin_free(&ql[l]);
+    free_all(ql);
 }
 
 /* GPTQ 8-bit per channel (group_size -1), no config.json: found from the shapes, read as v1. */
 static void test_gptq_8bit_channel_no_config(void **state) {
     (void)state;
     qlin ql[N_LIN];
-    for (int l = 0; l < N_LIN; l++) quantize_lin(&ql[l], g_w[l], k_N[l], k_K[l], 8, -1, 0, 0, GPTQ_V1);
-    const char *dir = sub("gptq8");
-    write_quantized(dir, ql, GPTQ_V1, 0);
+    quantize_all(ql, 8, -1, 0, 0, GPTQ_V1);
+    const char *dir = write_model("gptq8", ql, GPTQ_V1, 0, NULL);
     check_model(dir, ql, GPTQ_V1, "gptq", 0);
     tm_file *f = tmt_open_ok(dir);
     assert_true(has_warning(f, "without a quantization_config"));
     tm_close(f);
-    for (int l = 0; l < N_LIN; l++) qlin_free(&ql[l]);
+    free_all(ql);
 }
 
 /* GPTQ 2-bit (four codes per byte, sixteen per word), group 32. */
 static void test_gptq_2bit(void **state) {
     (void)state;
     qlin ql[N_LIN];
-    for (int l = 0; l < N_LIN; l++) quantize_lin(&ql[l], g_w[l], k_N[l], k_K[l], 2, 32, 0, 0, GPTQ_V2);
-    const char *dir = sub("gptq2");
-    write_quantized(dir, ql, GPTQ_V2, 1);
-    write_text(dir, "config.json",
-               "{\"quantization_config\": {\"quant_method\": \"gptq\", \"bits\": 2, \"group_size\": "
-               "32, \"checkpoint_format\": \"gptq_v2\"}}");
+    quantize_all(ql, 2, 32, 0, 0, GPTQ_V2);
+    const char *dir = write_model("gptq2", ql, GPTQ_V2, 1,
+                                  "{\"quantization_config\": {\"quant_method\": \"gptq\", \"bits\": 2, \"group_size\": "
+                                  "32, \"checkpoint_format\": \"gptq_v2\"}}");
     check_model(dir, ql, GPTQ_V2, "gptq_v2", 1);
-    for (int l = 0; l < N_LIN; l++) qlin_free(&ql[l]);
+    free_all(ql);
 }
 
 #define V2_LIKE "sym 4-bit but stored zeros = 8; under v1 the effective zero is 9; the file may be gptq_v2"
@@ -519,13 +525,11 @@ static void test_gptq_2bit(void **state) {
 static void test_gptq_v1_label_v2_zeros(void **state) {
     (void)state;
     qlin ql[N_LIN];
-    for (int l = 0; l < N_LIN; l++) quantize_lin(&ql[l], g_w[l], k_N[l], k_K[l], 4, 32, 1, 0, GPTQ_V2);
+    quantize_all(ql, 4, 32, 1, 0, GPTQ_V2);
     assert_int_equal(ql[0].qzeros[0], 0x88888888u);
-    const char *dir = sub("gptq_mislabelled");
-    write_quantized(dir, ql, GPTQ_V2, 1);
-    write_text(dir, "config.json",
-               "{\"quantization_config\": {\"quant_method\": \"gptq\", \"bits\": 4, \"group_size\": "
-               "32, \"sym\": true, \"checkpoint_format\": \"gptq\"}}");
+    const char *dir = write_model("gptq_mislabelled", ql, GPTQ_V2, 1,
+                                  "{\"quantization_config\": {\"quant_method\": \"gptq\", \"bits\": 4, \"group_size\": "
+                                  "32, \"sym\": true, \"checkpoint_format\": \"gptq\"}}");
     tm_file *f = tmt_open_ok(dir);
     assert_true(has_warning(f, V2_LIKE));
     assert_true(has_warning(f, "(3 of 3 GPTQ tensors read as checkpoint_format \"gptq\")"));
@@ -570,18 +574,16 @@ static void test_gptq_v1_label_v2_zeros(void **state) {
     assert_int_equal(tmt_run(&out, "%s inspect %s", tmt_bin(), dir), 0);
     assert_non_null(strstr(out, "gptq:        zero points read as v2 (stored z) in 3 tensors"));
     free(out);
-    for (int l = 0; l < N_LIN; l++) qlin_free(&ql[l]);
+    free_all(ql);
     /* a real v1 symmetric file stores 7: no warning */
-    for (int l = 0; l < N_LIN; l++) quantize_lin(&ql[l], g_w[l], k_N[l], k_K[l], 4, 32, 1, 0, GPTQ_V1);
-    const char *d1 = sub("gptq_v1_sym");
-    write_quantized(d1, ql, GPTQ_V1, 1);
-    write_text(d1, "config.json",
-               "{\"quantization_config\": {\"quant_method\": \"gptq\", \"bits\": 4, \"group_size\": "
-               "32, \"sym\": true, \"checkpoint_format\": \"gptq\"}}");
+    quantize_all(ql, 4, 32, 1, 0, GPTQ_V1);
+    const char *d1 = write_model("gptq_v1_sym", ql, GPTQ_V1, 1,
+                                 "{\"quantization_config\": {\"quant_method\": \"gptq\", \"bits\": 4, \"group_size\": "
+                                 "32, \"sym\": true, \"checkpoint_format\": \"gptq\"}}");
     f = tmt_open_ok(d1);
     assert_int_equal(tm_file_n_warnings(f), 0);
     tm_close(f);
-    for (int l = 0; l < N_LIN; l++) qlin_free(&ql[l]);
+    free_all(ql);
 }
 
 /* AutoAWQ GEMM: qweight [K, N/8] with nibbles in the order 0,2,4,6,1,3,5,7; with and without
@@ -589,14 +591,12 @@ static void test_gptq_v1_label_v2_zeros(void **state) {
 static void test_awq_gemm(void **state) {
     (void)state;
     qlin ql[N_LIN];
-    for (int l = 0; l < N_LIN; l++) quantize_lin(&ql[l], g_w[l], k_N[l], k_K[l], 4, 32, 0, 0, AWQ);
+    quantize_all(ql, 4, 32, 0, 0, AWQ);
     /* the interleave: nibble 1 of the first word holds column 2 */
     assert_int_equal((ql[0].qweight[0] >> 4) & 15u, ql[0].q[2 * ql[0].K + 0]);
-    const char *dir = sub("awq");
-    write_quantized(dir, ql, AWQ, 0);
-    write_text(dir, "config.json",
-               "{\"quantization_config\": {\"quant_method\": \"awq\", \"bits\": 4, \"group_size\": "
-               "32, \"version\": \"gemm\", \"zero_point\": true}}");
+    const char *dir = write_model("awq", ql, AWQ, 0,
+                                  "{\"quantization_config\": {\"quant_method\": \"awq\", \"bits\": 4, \"group_size\": "
+                                  "32, \"version\": \"gemm\", \"zero_point\": true}}");
     check_model(dir, ql, AWQ, "awq/gemm", 0);
     /* the CLI: inspect gives the nibble order, scalar the code of an odd column */
     json_t *j = tmt_run_json(0, "%s inspect %s --json", tmt_bin(), dir);
@@ -617,20 +617,17 @@ static void test_awq_gemm(void **state) {
     assert_int_equal(json_integer_value(json_object_get(j, "zero_point")), ql[1].z[g * ql[1].N + n]);
     assert_int_equal(json_integer_value(json_object_get(j, "stored")), ql[1].qweight[k * (ql[1].N / 8) + n / 8]);
     json_decref(j);
-    const char *d2 = sub("awq_noconfig");
-    write_quantized(d2, ql, AWQ, 0);
+    const char *d2 = write_model("awq_noconfig", ql, AWQ, 0, NULL);
     check_model(d2, ql, AWQ, "awq/gemm", 0);
     /* AutoAWQ's quant_config.json beside a config.json without quantization_config */
-    const char *d3 = sub("awq_sidecar");
-    write_quantized(d3, ql, AWQ, 0);
-    write_text(d3, "config.json", "{\"architectures\": [\"MistralForCausalLM\"]}");
+    const char *d3 = write_model("awq_sidecar", ql, AWQ, 0, "{\"architectures\": [\"MistralForCausalLM\"]}");
     write_text(d3, "quant_config.json",
                "{\"zero_point\": true, \"q_group_size\": 32, \"w_bit\": 4, \"version\": \"GEMM\"}");
     check_model(d3, ql, AWQ, "awq/gemm", 0);
     write_text(d3, "quant_config.json",
                "{\"zero_point\": true, \"q_group_size\": 32, \"w_bit\": 4, \"version\": \"GEMV\"}");
     expect_open(d3, TM_E_UNSUPPORTED, "quant_config.json.version \"GEMV\"", NULL);
-    for (int l = 0; l < N_LIN; l++) qlin_free(&ql[l]);
+    free_all(ql);
 }
 
 /* ---- broken files ---------------------------------------------------------------------- */
@@ -654,7 +651,7 @@ static const char *k_cfg4 =
 static void test_corrupt(void **state) {
     (void)state;
     qlin ql[N_LIN];
-    for (int l = 0; l < N_LIN; l++) quantize_lin(&ql[l], g_w[l], k_N[l], k_K[l], 4, 32, 1, 1, GPTQ_V1);
+    quantize_all(ql, 4, 32, 1, 1, GPTQ_V1);
     /* qweight with one column too many */
     qlin bad = ql[1];
     bad.qw_c = ql[1].N + 1;
@@ -749,7 +746,7 @@ static void test_corrupt(void **state) {
     write_text(d, "config.json",
                "{\"quantization_config\": {\"quant_method\": \"gptq\", \"checkpoint_format\": \"marlin\"}}");
     expect_open(d, TM_E_UNSUPPORTED, "marlin", "checkpoint_format");
-    for (int l = 0; l < N_LIN; l++) qlin_free(&ql[l]);
+    free_all(ql);
 }
 
 /* ---- 16-bit ONNX QDQ codes (../shared) ---------------------------------------------------- */

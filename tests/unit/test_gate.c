@@ -110,10 +110,21 @@ static void write_json(const char *name, json_t *doc) {
     json_decref(doc);
 }
 
+/* ev.json and pol.json: the evidence and the policy that pass together. */
+static void write_ok_inputs(void) {
+    write_json("ev.json", evidence_ok());
+    write_json("pol.json", policy_ok());
+}
+
 /* run the gate; returns the verdict document and checks the exit status */
+static json_t *gate_m(int want_rc, const char *manifest, const char *evidence, const char *policy, const char *extra) {
+    return tmt_run_json(want_rc, "%s gate --manifest %s/%s --evidence %s/%s --policy %s/%s %s --json 2>/dev/null",
+                        tmt_bin(), g_tmp, manifest, g_tmp, evidence, g_tmp, policy, extra ? extra : "");
+}
+
+/* the same with the manifest of q8, the int8 channel quantization of the demo */
 static json_t *gate(int want_rc, const char *evidence, const char *policy, const char *extra) {
-    return tmt_run_json(want_rc, "%s gate --manifest %s/q8/tensormorph-manifest.json --evidence %s/%s --policy %s/%s %s --json 2>/dev/null",
-                        tmt_bin(), g_tmp, g_tmp, evidence, g_tmp, policy, extra ? extra : "");
+    return gate_m(want_rc, "q8/tensormorph-manifest.json", evidence, policy, extra);
 }
 
 static json_t *find_check(json_t *doc, const char *name) {
@@ -125,6 +136,11 @@ static json_t *find_check(json_t *doc, const char *name) {
 
 static const char *status_of(json_t *doc, const char *name) {
     return json_string_value(json_object_get(find_check(doc, name), "status"));
+}
+
+/* the value `key` of the evidence object of check `name` */
+static json_t *evidence_of(json_t *doc, const char *name, const char *key) {
+    return json_object_get(json_object_get(find_check(doc, name), "evidence"), key);
 }
 
 static const char *reason_of(json_t *doc, const char *name) {
@@ -155,8 +171,7 @@ static void assert_failed_exactly(json_t *doc, const char *const *names) {
 
 static void test_pass(void **state) {
     (void)state;
-    write_json("ev.json", evidence_ok());
-    write_json("pol.json", policy_ok());
+    write_ok_inputs();
     json_t *d = gate(0, "ev.json", "pol.json", "--canary 0.1");
     assert_string_equal(json_string_value(json_object_get(d, "schema")), "tensormorph.gate/1");
     assert_string_equal(json_string_value(json_object_get(d, "verdict")), "PASS");
@@ -259,8 +274,7 @@ static void test_p95_from_raw_samples(void **state) {
 
 static void test_rollback_and_manifest(void **state) {
     (void)state;
-    write_json("ev.json", evidence_ok());
-    write_json("pol.json", policy_ok());
+    write_ok_inputs();
     /* missing */
     json_t *d = gate(1, "ev.json", "pol.json", "--canary 0.1 --rollback /nonexistent/model");
     const char *const f1[] = {"rollback", NULL};
@@ -292,20 +306,18 @@ static void test_rollback_and_manifest(void **state) {
     json_t *e = evidence_ok();
     json_object_set_new(json_object_get(e, "device"), "measured", json_false());
     write_json("ev_unmeasured.json", e);
-    d = tmt_run_json(1, "%s gate --manifest %s/q8mod/tensormorph-manifest.json --evidence %s/ev_unmeasured.json --policy %s/pol.json --canary 0.001 --json 2>/dev/null",
-                     tmt_bin(), g_tmp, g_tmp, g_tmp);
+    d = gate_m(1, "q8mod/tensormorph-manifest.json", "ev_unmeasured.json", "pol.json", "--canary 0.001");
     const char *const f2[] = {"manifest.checksums", "evidence.device", "canary", NULL};
     assert_failed_exactly(d, f2);
     assert_non_null(strstr(reason_of(d, "manifest.checksums"), "q8mod/model.safetensors: sha256"));
-    json_t *files = json_object_get(json_object_get(find_check(d, "manifest.checksums"), "evidence"), "files");
+    json_t *files = evidence_of(d, "manifest.checksums", "files");
     assert_false(json_is_true(json_object_get(json_array_get(files, 0), "ok")));
     json_decref(d);
 }
 
 static void test_unparseable_inputs(void **state) {
     (void)state;
-    write_json("pol.json", policy_ok());
-    write_json("ev.json", evidence_ok());
+    write_ok_inputs();
     /* truncated evidence: exit 3 and the FAIL verdict still printed (text and JSON) */
     assert_int_equal(tmt_run(NULL, "head -c 400 %s/ev.json > %s/ev_trunc.json", g_tmp, g_tmp), 0);
     char *out = NULL;
@@ -332,8 +344,7 @@ static void test_unparseable_inputs(void **state) {
     json_object_set_new(json_object_get(json_object_get(json_object_get(p, "targets"), "ort-cpu"), "latency_ms"), "p95", json_string("6ms"));
     write_json("pol_type.json", p);
     assert_int_equal(tmt_run(NULL, "head -c 200 %s/q8/tensormorph-manifest.json > %s/man_trunc.json", g_tmp, g_tmp), 0);
-    d = tmt_run_json(3, "%s gate --manifest %s/man_trunc.json --evidence %s/ev.json --policy %s/pol_type.json --canary 0.1 --json 2>/dev/null",
-                     tmt_bin(), g_tmp, g_tmp, g_tmp);
+    d = gate_m(3, "man_trunc.json", "ev.json", "pol_type.json", "--canary 0.1");
     const char *const f2[] = {"inputs.manifest", "inputs.policy", NULL};
     assert_failed_exactly(d, f2);
     assert_non_null(strstr(reason_of(d, "inputs.policy"), "latency_ms.p95: expected object, got string"));
@@ -498,34 +509,30 @@ static void edit_dotdot(json_t *m) {
 
 static void test_manifest_no_op_and_dotdot(void **state) {
     (void)state;
-    write_json("ev.json", evidence_ok());
-    write_json("pol.json", policy_ok());
+    write_ok_inputs();
     /* the real manifest says what it quantized */
     json_t *d = gate(0, "ev.json", "pol.json", "--canary 0.1");
     assert_string_equal(status_of(d, "manifest.quantized"), "pass");
-    assert_true(json_integer_value(json_object_get(json_object_get(find_check(d, "manifest.quantized"), "evidence"), "n_quantized")) >= 20);
+    assert_true(json_integer_value(evidence_of(d, "manifest.quantized", "n_quantized")) >= 20);
     json_decref(d);
     const char *const f[] = {"manifest.quantized", NULL};
     manifest_copy("q8noop", edit_n_quantized_0);
-    d = tmt_run_json(1, "%s gate --manifest %s/q8noop/tensormorph-manifest.json --evidence %s/ev.json --policy %s/pol.json --canary 0.1 --json 2>/dev/null",
-                     tmt_bin(), g_tmp, g_tmp, g_tmp);
+    d = gate_m(1, "q8noop/tensormorph-manifest.json", "ev.json", "pol.json", "--canary 0.1");
     assert_failed_exactly(d, f);
     assert_non_null(strstr(reason_of(d, "manifest.quantized"), "results.n_quantized is 0"));
     json_decref(d);
     manifest_copy("q8nores", edit_no_results);
-    d = tmt_run_json(1, "%s gate --manifest %s/q8nores/tensormorph-manifest.json --evidence %s/ev.json --policy %s/pol.json --canary 0.1 --json 2>/dev/null",
-                     tmt_bin(), g_tmp, g_tmp, g_tmp);
+    d = gate_m(1, "q8nores/tensormorph-manifest.json", "ev.json", "pol.json", "--canary 0.1");
     assert_failed_exactly(d, f);
     assert_non_null(strstr(reason_of(d, "manifest.quantized"), "no results.n_quantized"));
     json_decref(d);
     /* an output file named "../q8/model.safetensors" exists and matches, but lies outside the
     ** manifest's folder: refused (the evidence's candidate is then no verified output either) */
     manifest_copy("q8dd", edit_dotdot);
-    d = tmt_run_json(1, "%s gate --manifest %s/q8dd/tensormorph-manifest.json --evidence %s/ev.json --policy %s/pol.json --canary 0.1 --json 2>/dev/null",
-                     tmt_bin(), g_tmp, g_tmp, g_tmp);
+    d = gate_m(1, "q8dd/tensormorph-manifest.json", "ev.json", "pol.json", "--canary 0.1");
     assert_string_equal(status_of(d, "manifest.checksums"), "fail");
     assert_non_null(strstr(reason_of(d, "manifest.checksums"), "\"../q8/model.safetensors\" is refused: a \"..\" path component"));
-    json_t *files = json_object_get(json_object_get(find_check(d, "manifest.checksums"), "evidence"), "files");
+    json_t *files = evidence_of(d, "manifest.checksums", "files");
     assert_true(json_is_null(json_object_get(json_array_get(files, 0), "path")));
     json_decref(d);
 }
@@ -615,11 +622,10 @@ static void test_end_to_end_onnx(void **state) {
     json_object_set_new(targets, "ort-cpu", t);
     json_object_set_new(p, "targets", targets);
     write_json("pol_real.json", json_deep_copy(p));
-    json_t *d = tmt_run_json(0, "%s gate --manifest %s/cls-int8.onnx.manifest.json --evidence %s/ev_real.json --policy %s/pol_real.json --json",
-                             bin, g_tmp, g_tmp, g_tmp);
+    json_t *d = gate_m(0, "cls-int8.onnx.manifest.json", "ev_real.json", "pol_real.json", NULL);
     assert_string_equal(json_string_value(json_object_get(d, "verdict")), "PASS");
     /* weight-only int8 DequantizeLinear into float Conv: every node is higher_precision on ORT CPU */
-    json_t *counts = json_object_get(json_object_get(find_check(d, "compat"), "evidence"), "counts");
+    json_t *counts = evidence_of(d, "compat", "counts");
     json_int_t hp = json_integer_value(json_object_get(counts, "higher_precision"));
     assert_true(hp > 0);
     assert_int_equal(json_integer_value(json_object_get(counts, "native")), 0);
@@ -633,11 +639,10 @@ static void test_end_to_end_onnx(void **state) {
     /* the same run with no fallback allowed: FAIL, every higher_precision node listed */
     json_object_set_new(json_object_get(json_object_get(p, "targets"), "ort-cpu"), "allowed_fallbacks", json_array());
     write_json("pol_real2.json", p);
-    d = tmt_run_json(1, "%s gate --manifest %s/cls-int8.onnx.manifest.json --evidence %s/ev_real.json --policy %s/pol_real2.json --json 2>/dev/null",
-                     bin, g_tmp, g_tmp, g_tmp);
+    d = gate_m(1, "cls-int8.onnx.manifest.json", "ev_real.json", "pol_real2.json", NULL);
     const char *const f[] = {"compat", NULL};
     assert_failed_exactly(d, f);
-    assert_int_equal((json_int_t)json_array_size(json_object_get(json_object_get(find_check(d, "compat"), "evidence"), "not_allowed")), hp);
+    assert_int_equal((json_int_t)json_array_size(evidence_of(d, "compat", "not_allowed")), hp);
     json_decref(d);
 }
 

@@ -68,12 +68,6 @@ static size_t npy_image(unsigned char *out, const char *descr, int ndim, const i
     return (size_t)(total + pad) + nbytes;
 }
 
-static void write_file(const char *path, const void *p, size_t n) {
-    FILE *f = fopen(path, "wb");
-    assert_non_null(f);
-    assert_int_equal(fwrite(p, 1, n, f), n);
-    fclose(f);
-}
 
 /* A safetensors file: the 8-byte header length (host order: little-endian here), the header
 ** JSON hdr, then the data d0 (n0 bytes) and d1 (n1 bytes; none when d1 is NULL). */
@@ -85,7 +79,7 @@ static void write_st(const char *path, const char *hdr, const void *d0, size_t n
     memcpy(buf + 8, hdr, hl);
     memcpy(buf + 8 + hl, d0, n0);
     if (d1) memcpy(buf + 8 + hl + n0, d1, n1);
-    write_file(path, buf, 8 + hl + n0 + n1);
+    tmt_write_file(path, buf, 8 + hl + n0 + n1);
 }
 
 /* A quantized weight's fixture: l.weight I8 [2,3] and its float scale l.weight_scale F32 [2,1]. */
@@ -102,7 +96,7 @@ static void write_npy(const char *path, int ndim, const int64_t *shape, const fl
     for (int d = 0; d < ndim; d++) n *= shape[d];
     unsigned char *img = malloc((size_t)n * 4 + 512);
     size_t len = npy_image(img, "<f4", ndim, shape, x, (size_t)n * 4);
-    write_file(path, img, len);
+    tmt_write_file(path, img, len);
     free(img);
 }
 
@@ -686,7 +680,7 @@ static void test_samples_messages(void **state) {
     snprintf(dir, sizeof dir, "%s/adir", g_tmp);
     assert_int_equal(mkdir(dir, 0755), 0);
     snprintf(p, sizeof p, "%s/empty.safetensors", dir);
-    write_file(p, "", 0);
+    tmt_write_file(p, "", 0);
     assert_int_equal(tmt_run(&txt, "%s calibrate '%s' 2>&1", tmt_bin(), dir), 3);
     assert_non_null(strstr(txt, "is a directory, not a checkpoint, .npy or .npz"));
     assert_non_null(strstr(txt, "empty.safetensors")); /* and which file it tried */
@@ -750,7 +744,7 @@ static void test_samples_messages(void **state) {
     /* an npz without arrays (numpy.savez with nothing: the end-of-central-directory record) */
     unsigned char eocd[22] = {'P', 'K', 5, 6};
     snprintf(npz, sizeof npz, "%s/empty.npz", g_tmp);
-    write_file(npz, eocd, sizeof eocd);
+    tmt_write_file(npz, eocd, sizeof eocd);
     assert_int_equal(tmt_run(&txt, "%s calibrate '%s' 2>&1", tmt_bin(), npz), 3);
     assert_non_null(strstr(txt, "empty.npz holds no arrays"));
     assert_null(strstr(txt, "nothing"));

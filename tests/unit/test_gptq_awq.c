@@ -88,14 +88,6 @@ static void write_st(const char *dir, const ent *e, int n) {
     free(se);
 }
 
-static void write_text(const char *dir, const char *file, const char *text) {
-    char path[512];
-    snprintf(path, sizeof path, "%s/%s", dir, file);
-    FILE *fp = fopen(path, "w");
-    assert_non_null(fp);
-    fputs(text, fp);
-    fclose(fp);
-}
 
 static char *sub(const char *name) {
     static char buf[8][600];
@@ -267,7 +259,7 @@ static void free_all(qlin *ql) {
 static const char *write_model(const char *name, qlin *ql, lay L, int with_g_idx, const char *config) {
     const char *dir = sub(name);
     write_quantized(dir, ql, L, with_g_idx);
-    if (config) write_text(dir, "config.json", config);
+    if (config) tmt_write_text(dir, "config.json", config);
     return dir;
 }
 
@@ -470,7 +462,7 @@ static void test_gptq_v2(void **state) {
     check_model(dir, ql, GPTQ_V2, "gptq_v2", 1);
     /* AutoGPTQ / GPTQModel's quantize_config.json where config.json has no quantization_config */
     const char *ds = write_model("gptq_v2_sidecar", ql, GPTQ_V2, 1, "{\"architectures\": [\"LlamaForCausalLM\"]}");
-    write_text(ds, "quantize_config.json",
+    tmt_write_text(ds, "quantize_config.json",
                "{\"bits\": 4, \"group_size\": 64, \"desc_act\": false, \"sym\": false, "
                "\"true_sequential\": true, \"checkpoint_format\": \"gptq_v2\"}");
     check_model(ds, ql, GPTQ_V2, "gptq_v2", 1);
@@ -561,7 +553,7 @@ static void test_gptq_v1_label_v2_zeros(void **state) {
     assert_non_null(strstr(out, V2_LIKE));
     free(out);
     /* relabelled gptq_v2: no warning, convention v2, zero 8 */
-    write_text(dir, "config.json",
+    tmt_write_text(dir, "config.json",
                "{\"quantization_config\": {\"quant_method\": \"gptq\", \"bits\": 4, \"group_size\": "
                "32, \"sym\": true, \"checkpoint_format\": \"gptq_v2\"}}");
     f = tmt_open_ok(dir);
@@ -621,10 +613,10 @@ static void test_awq_gemm(void **state) {
     check_model(d2, ql, AWQ, "awq/gemm", 0);
     /* AutoAWQ's quant_config.json beside a config.json without quantization_config */
     const char *d3 = write_model("awq_sidecar", ql, AWQ, 0, "{\"architectures\": [\"MistralForCausalLM\"]}");
-    write_text(d3, "quant_config.json",
+    tmt_write_text(d3, "quant_config.json",
                "{\"zero_point\": true, \"q_group_size\": 32, \"w_bit\": 4, \"version\": \"GEMM\"}");
     check_model(d3, ql, AWQ, "awq/gemm", 0);
-    write_text(d3, "quant_config.json",
+    tmt_write_text(d3, "quant_config.json",
                "{\"zero_point\": true, \"q_group_size\": 32, \"w_bit\": 4, \"version\": \"GEMV\"}");
     expect_open(d3, TM_E_UNSUPPORTED, "quant_config.json.version \"GEMV\"", NULL);
     free_all(ql);
@@ -659,7 +651,7 @@ static void test_corrupt(void **state) {
     qlin set[N_LIN] = {ql[0], bad, ql[2]};
     const char *d = sub("bad_qweight");
     write_quantized(d, set, GPTQ_V1, 1);
-    write_text(d, "config.json", k_cfg4);
+    tmt_write_text(d, "config.json", k_cfg4);
     expect_open(d, TM_E_CORRUPT, "model.layers.0.mlp.down_proj.qweight", "columns");
     free(bad.qweight);
     /* qzeros of the wrong width */
@@ -670,7 +662,7 @@ static void test_corrupt(void **state) {
     set[2] = bad;
     d = sub("bad_qzeros");
     write_quantized(d, set, GPTQ_V1, 1);
-    write_text(d, "config.json", k_cfg4);
+    tmt_write_text(d, "config.json", k_cfg4);
     expect_open(d, TM_E_CORRUPT, "model.layers.1.self_attn.q_proj.qzeros", "must be I32");
     free(bad.qzeros);
     set[2] = ql[2];
@@ -680,7 +672,7 @@ static void test_corrupt(void **state) {
     set[0] = ql[0];
     d = sub("bad_gidx");
     write_quantized(d, set, GPTQ_V1, 1);
-    write_text(d, "config.json", k_cfg4);
+    tmt_write_text(d, "config.json", k_cfg4);
     ql[0].g_idx[5] = keep;
     tm_file *f = tmt_open_ok(d);
     int64_t ti = tm_file_find(f, "model.layers.0.mlp.up_proj.qweight");
@@ -704,25 +696,25 @@ static void test_corrupt(void **state) {
     set[0] = bad;
     d = sub("bad_gidx_len");
     write_quantized(d, set, GPTQ_V1, 1);
-    write_text(d, "config.json", k_cfg4);
+    tmt_write_text(d, "config.json", k_cfg4);
     expect_open(d, TM_E_CORRUPT, "model.layers.0.mlp.up_proj.g_idx", "a g_idx is I32 [128]");
     set[0] = ql[0];
     /* group_size contradicting the scales */
     d = sub("bad_group");
     write_quantized(d, set, GPTQ_V1, 1);
-    write_text(d, "config.json",
+    tmt_write_text(d, "config.json",
                "{\"quantization_config\": {\"quant_method\": \"gptq\", \"bits\": 4, \"group_size\": "
                "64}}");
     expect_open(d, TM_E_CORRUPT, "scales", "group_size 64");
     /* config says AWQ, tensors are GPTQ */
     d = sub("awq_says_config");
     write_quantized(d, set, GPTQ_V1, 0);
-    write_text(d, "config.json", "{\"quantization_config\": {\"quant_method\": \"awq\", \"bits\": 4}}");
+    tmt_write_text(d, "config.json", "{\"quantization_config\": {\"quant_method\": \"awq\", \"bits\": 4}}");
     expect_open(d, TM_E_CORRUPT, "qweight", "AWQ packs 8 codes");
     /* bits = 3 by config, and 3-bit qzeros found from the shapes */
     d = sub("bits3");
     write_quantized(d, set, GPTQ_V1, 1);
-    write_text(d, "config.json",
+    tmt_write_text(d, "config.json",
                "{\"quantization_config\": {\"quant_method\": \"gptq\", \"bits\": 3, \"group_size\": 32}}");
     expect_open(d, TM_E_UNSUPPORTED, "3-bit", "qweight");
     bad = ql[0];
@@ -740,10 +732,10 @@ static void test_corrupt(void **state) {
     /* AWQ GEMV and GPTQ marlin checkpoints pack differently */
     d = sub("gemv");
     write_quantized(d, set, GPTQ_V1, 1);
-    write_text(d, "config.json",
+    tmt_write_text(d, "config.json",
                "{\"quantization_config\": {\"quant_method\": \"awq\", \"bits\": 4, \"version\": \"gemv\"}}");
     expect_open(d, TM_E_UNSUPPORTED, "gemv", "GEMM");
-    write_text(d, "config.json",
+    tmt_write_text(d, "config.json",
                "{\"quantization_config\": {\"quant_method\": \"gptq\", \"checkpoint_format\": \"marlin\"}}");
     expect_open(d, TM_E_UNSUPPORTED, "marlin", "checkpoint_format");
     free_all(ql);

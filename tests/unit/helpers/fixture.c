@@ -92,3 +92,17 @@ int tmt_http_connect(int port) {
     assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof sa), 0);
     return fd;
 }
+
+void tmt_write_file(const char *path, const void *data, size_t n) {
+    FILE *f = fopen(path, "wb");
+    if (!f) print_message("cannot write %s\n", path);
+    assert_non_null(f);
+    assert_int_equal(fwrite(data, 1, n, f), n);
+    assert_int_equal(fclose(f), 0);
+}
+
+void tmt_write_text(const char *dir, const char *name, const char *text) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    tmt_write_file(path, text, strlen(text));
+}

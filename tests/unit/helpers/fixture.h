@@ -25,6 +25,10 @@ int tmt_demo_q4(char *dir, size_t n, const char *tag);
 pid_t tmt_serve_start(const char *const *args, int *port);
 /* A TCP connection to 127.0.0.1:port (the test fails when it cannot connect). Returns the fd. */
 int tmt_http_connect(int port);
+/* Write the n bytes at data to path, replacing it (the test fails on any error). */
+void tmt_write_file(const char *path, const void *data, size_t n);
+/* Write text to <dir>/<name>, as tmt_write_file. */
+void tmt_write_text(const char *dir, const char *name, const char *text);
 /* tm_open(path) with default parameters; asserts TM_OK (the error message is printed first). */
 tm_file *tmt_open_ok(const char *path);
 #endif

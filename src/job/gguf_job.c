@@ -9,12 +9,13 @@
 **      against the dequantized values of the bytes written (Q8_0, Q4_0 and Q6_K compute those
 **      from their codes in the kernel; the others dequantize the piece); one pwrite per chunk
 **      at its offset;
-**   3. finish: fsync and rename the GGUF file into place, then write "<out>.manifest.json".
+**   3. finish (pipeline.c): fsync the file built beside OUT, write "<out>.manifest.json" beside
+**      it, then under OUT.lock rename the file and its manifest into place.
 ** Rules with their sources: docs/gguf-quantize.md. */
 #include "../core/core.h"
 #include "../core/fsutil.h"
 #include "../quant/ggml_quant_impl.h"
-#include "manifest.h"
+#include "pipeline.h"
 #include "tensormorph/ggml_quant.h"
 #include "tensormorph/gguf_job.h"
 #include "tensormorph/gguf_write.h"
@@ -84,7 +85,7 @@ tm_gguf_qparams tm_gguf_qparams_default(void) {
     tm_gguf_qparams p;
     memset(&p, 0, sizeof p);
     p.ftype = TM_FTYPE_Q8_0;
-    p.n_threads = 1;
+    p.n_threads = 0; /* tm_usable_cpus() */
     return p;
 }
 
@@ -588,22 +589,10 @@ static void read_hparams(const tm_gguf_kvlist *kv, qstate *qs, int *n_layer) {
     free(arch);
 }
 
-tm_status tm_gguf_quantize(tm_file *in, const char *out_path, const tm_gguf_qparams *p,
+/* The job inside the pipeline: pp has checked and locked OUT; the file is built at pp->stage. */
+static tm_status gguf_into(tm__pipe *pp, tm_file *in, const tm_gguf_qparams *p, int def_type,
                            tm_gguf_qresult **out, tm_err *err) {
-    *out = NULL;
-    tm_err_clear(err);
-    tm_gguf_qparams defp = tm_gguf_qparams_default();
-    if (!p) p = &defp;
-    struct timespec t0;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    time_t wall0 = time(NULL);
-    const int def_type = tm_gguf_ftype_default_type(p->ftype);
-    if (def_type < 0) return tm__err_set(err, TM_E_INVALID_ARG, -1, "unknown GGUF file type %d", p->ftype);
     const int def_quantized = def_type != TM_GQ_F16 && def_type != TM_GQ_BF16;
-    /* nothing is lost: OUT is a new path, or (with force) a previous tensormorph output */
-    tm_status ds = tm__check_file_output(in, out_path, p->force, "a GGUF output", err);
-    if (ds) return ds;
-
     tm_status s = TM_OK;
     regex_t *re = NULL;
     int64_t n_re = 0;
@@ -741,7 +730,8 @@ tm_status tm_gguf_quantize(tm_file *in, const char *out_path, const tm_gguf_qpar
     j.plans = plans;
     j.n = n;
     pthread_mutex_init(&j.mu, NULL);
-    if (!s) s = tm_gguf_writer_open(out_path, kv, wt, n, &j.w, err);
+    if (!s) s = tm_gguf_writer_open(pp->stage, kv, wt, n, &j.w, err);
+    if (!s) s = tm__pipe_hash_start(pp, p->no_checksums, err);
     for (int64_t i = 0; i < n && !s; i++) {
         gplan *pl = &plans[i];
         const tm_tensor *t = tm_file_tensor(in, pl->src);
@@ -765,7 +755,7 @@ tm_status tm_gguf_quantize(tm_file *in, const char *out_path, const tm_gguf_qpar
     }
     /* ---- run ---- */
     if (!s) {
-        int nt = p->n_threads > 0 ? p->n_threads : 1;
+        int nt = pp->threads;
         pthread_t *th = tm__calloc((size_t)nt, sizeof *th);
         int started = 0;
         if (!th) s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
@@ -780,19 +770,18 @@ tm_status tm_gguf_quantize(tm_file *in, const char *out_path, const tm_gguf_qpar
             *err = j.err;
         }
     }
+    if (!s) s = tm__pipe_hash_wait(pp, err);
     if (!s) s = tm_gguf_writer_finish(j.w, err);
+    if (!s) s = tm__pipe_phase(pp, "fsync", err);
 
     /* ---- results and manifest ---- */
     tm_gguf_qresult *res = NULL;
     json_t *man = NULL;
-    char (*hex)[65] = NULL;
     if (!s) {
         res = calloc(1, sizeof *res);
         if (res) res->tensors = tm__calloc((size_t)(n ? n : 1), sizeof(tm_gguf_qtensor));
-        hex = tm__calloc((size_t)tm_file_n_paths(in) + 1, sizeof *hex);
-        if (!res || !res->tensors || !hex) s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
+        if (!res || !res->tensors) s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
     }
-    if (!s && !p->no_checksums) s = tm__manifest_hash_sources(in, hex, err);
     if (!s) {
         res->n_fallback = qs.n_fallback + n_refused;
         for (int64_t i = 0; i < n; i++) {
@@ -819,10 +808,8 @@ tm_status tm_gguf_quantize(tm_file *in, const char *out_path, const tm_gguf_qpar
             rt->max_abs_err = mx;
             rt->sqnr_db = se2 > 0 ? 10 * log10(sx2 / se2) : INFINITY;
         }
-        struct timespec t1;
-        clock_gettime(CLOCK_MONOTONIC, &t1);
-        res->seconds = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
-        man = tm__manifest_new(p->command_line, p->no_checksums, in, hex);
+        res->seconds = tm__pipe_seconds(pp);
+        man = tm__pipe_manifest_new(pp, p->command_line, p->no_checksums, pp->threads);
         if (!man) s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
     }
     if (!s) {
@@ -866,18 +853,18 @@ tm_status tm_gguf_quantize(tm_file *in, const char *out_path, const tm_gguf_qpar
             json_array_append_new(ts, o);
         }
         json_object_set_new(man, "tensors", ts);
-        const char *files[1] = {out_path};
-        s = tm__manifest_add_output(man, out_path, "gguf", files, 1, p->no_checksums, &res->out_bytes, err);
+        const char *files[1] = {pp->stage};
+        s = tm__pipe_add_output(pp, man, "gguf", files, 1, p->no_checksums, &res->out_bytes, err);
     }
     if (!s) {
         json_t *sum = tm__manifest_results_new(res->n, res->n_quantized);
         json_object_set_new(sum, "n_fallback", json_integer(res->n_fallback));
-        res->manifest_path = tm__aprintf("%s.manifest.json", out_path);
-        s = tm__manifest_finish(man, sum, res->src_bytes, res->out_bytes, wall0, res->seconds, res->manifest_path,
-                                &res->manifest_json, err);
+        res->manifest_path = tm__strdup(pp->man_final);
+        s = res->manifest_path ? tm__pipe_finish(pp, man, sum, res->src_bytes, res->out_bytes, res->seconds,
+                                                 &res->manifest_json, err)
+                               : tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
     }
     json_decref(man);
-    free(hex);
     tm_gguf_writer_free(j.w);
     pthread_mutex_destroy(&j.mu);
     free(wt);
@@ -892,4 +879,21 @@ tm_status tm_gguf_quantize(tm_file *in, const char *out_path, const tm_gguf_qpar
     /* names point into `in`; plans are gone, keep only what the result owns */
     *out = res;
     return TM_OK;
+}
+
+tm_status tm_gguf_quantize(tm_file *in, const char *out_path, const tm_gguf_qparams *p,
+                           tm_gguf_qresult **out, tm_err *err) {
+    *out = NULL;
+    tm_err_clear(err);
+    tm_gguf_qparams defp = tm_gguf_qparams_default();
+    if (!p) p = &defp;
+    const int def_type = tm_gguf_ftype_default_type(p->ftype);
+    if (def_type < 0) return tm__err_set(err, TM_E_INVALID_ARG, -1, "unknown GGUF file type %d", p->ftype);
+    /* nothing is lost: OUT is a new path, or (with force) a previous tensormorph output */
+    tm__pipe pp;
+    tm_status s = tm__pipe_begin(&pp, in, out_path, TM__PIPE_FILE, "a GGUF output", p->force, p->n_threads,
+                                 p->cancel, err);
+    if (!s) s = gguf_into(&pp, in, p, def_type, out, err);
+    tm__pipe_end(&pp);
+    return s;
 }

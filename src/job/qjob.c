@@ -17,7 +17,7 @@
 #include "../quant/quant_impl.h"
 #include "srcread.h"
 #include "../view/layout.h"
-#include "manifest.h"
+#include "pipeline.h"
 
 #include <dirent.h>
 #include <stdarg.h>
@@ -92,7 +92,7 @@ tm_qjob_params tm_qjob_params_default(void) {
     tm_qjob_params p;
     memset(&p, 0, sizeof p);
     p.spec = tm_qspec_default();
-    p.n_threads = 1;
+    p.n_threads = 0; /* tm_usable_cpus() */
     return p;
 }
 
@@ -953,21 +953,6 @@ json_t *tm__errsum_json(const tm_errsum *e) {
 }
 
 
-typedef struct hash_job {
-    tm_file *in;
-    char   (*hex)[65];
-    tm_status status;
-    tm_err    err;
-} hash_job;
-
-static void *hash_sources(void *p) {
-    hash_job *h = p;
-    h->status = TM_OK;
-    for (int i = 0; i < tm_file_n_paths(h->in) && !h->status; i++)
-        h->status = tm_sha256_file(tm_file_path(h->in, i), h->hex[i], NULL, &h->err);
-    return NULL;
-}
-
 /* ---------------------------------------------------------------------------------------- */
 
 static void free_plans(job_t *j) {
@@ -1083,78 +1068,11 @@ static tm_status copy_side_files(const tm_file *in, const char *dir, tm_err *err
     return s;
 }
 
-/* Absolute, normalised form of a path whose last component may not exist yet. */
-static char *abs_path(const char *path) {
-    char *r = realpath(path, NULL);
-    if (r) return r;
-    char *dir = tm__dirname(path);
-    if (!dir) return NULL;
-    char *rd = realpath(dir, NULL);
-    free(dir);
-    if (!rd) return NULL;
-    const char *base = strrchr(path, '/');
-    base = base ? base + 1 : path;
-    char *full = tm__aprintf("%s/%s", strcmp(rd, "/") ? rd : "", base);
-    free(rd);
-    return full;
-}
-
-static int path_within(const char *inner, const char *outer) {
-    size_t n = strlen(outer);
-    return strncmp(inner, outer, n) == 0 && (inner[n] == '/' || inner[n] == '\0');
-}
-
-/* Nothing is lost: OUT may be a new path, an empty directory, or (with force) a previous
-** tensormorph output; never a directory that holds the input or anything else. Checked before
-** any work is done. */
-static tm_status check_output_dir(const tm_file *in, const char *out_dir, int force, tm_err *err) {
-    if (!out_dir || !*out_dir) return tm__err_set(err, TM_E_INVALID_ARG, -1, "empty output path");
-    char *oabs = abs_path(out_dir);
-    if (!oabs) return tm__err_sys(err, errno, "%s: cannot resolve the output path", out_dir);
-    tm_status s = TM_OK;
-    for (int i = 0; !s && i < tm_file_n_paths(in); i++) {
-        char *iabs = realpath(tm_file_path(in, i), NULL);
-        if (iabs && path_within(iabs, oabs))
-            s = tm__err_set(err, TM_E_INVALID_ARG, -1,
-                            "-o %s would replace a directory that holds the input %s; choose another "
-                            "output path", out_dir, tm_file_path(in, i));
-        free(iabs);
-    }
-    struct stat st;
-    if (!s && stat(out_dir, &st) == 0) {
-        if (!S_ISDIR(st.st_mode)) {
-            s = tm__err_set(err, TM_E_INVALID_ARG, -1, "-o %s exists and is not a directory", out_dir);
-        } else {
-            DIR *d = opendir(out_dir);
-            int n_entries = 0, has_manifest = 0;
-            struct dirent *de;
-            while (d && (de = readdir(d)) != NULL) {
-                if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..")) continue;
-                n_entries++;
-                if (!strcmp(de->d_name, "tensormorph-manifest.json")) has_manifest = 1;
-            }
-            if (d) closedir(d);
-            if (n_entries > 0 && !(has_manifest && force))
-                s = tm__err_set(err, TM_E_INVALID_ARG, -1,
-                                has_manifest ? "-o %s holds a previous tensormorph output; add --force to replace it"
-                                             : "-o %s exists and is not empty; tensormorph never replaces a "
-                                               "directory it did not write (choose another path)",
-                                out_dir);
-        }
-    }
-    free(oabs);
-    return s;
-}
-
-tm_status tm_quantize_checkpoint(tm_file *in, const char *out_dir, const tm_qjob_params *p,
-                                 tm_qjob_result **out, tm_err *err) {
-    *out = NULL;
-    tm_qjob_params defp = tm_qjob_params_default();
-    if (!p) p = &defp;
-    struct timespec t0;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    time_t wall0 = time(NULL);
-    int nt = p->n_threads > 0 ? p->n_threads : 1;
+/* The job inside the pipeline: pp has checked and locked OUT and staged pp->stage. */
+static tm_status quantize_into(tm__pipe *pp, tm_file *in, const tm_qjob_params *p, tm_qjob_result **out,
+                               tm_err *err) {
+    const char *out_dir = pp->out;
+    int nt = pp->threads;
     job_t j;
     memset(&j, 0, sizeof j);
     j.in = in;
@@ -1162,8 +1080,7 @@ tm_status tm_quantize_checkpoint(tm_file *in, const char *out_dir, const tm_qjob
     pthread_mutex_init(&j.prog_mu, NULL);
     pthread_mutex_init(&j.alloc_mu, NULL);
     atomic_init(&j.done_bytes, 0);
-    tm_status s = check_output_dir(in, out_dir, p->force, err);
-    if (!s) s = check_layout_scheme(&p->spec, err);
+    tm_status s = check_layout_scheme(&p->spec, err);
     for (int64_t k = 0; !s && k < p->n_rules; k++)
         if (p->rules[k].has_spec && !p->rules[k].ignore) {
             s = check_layout_scheme(&p->rules[k].spec, err);
@@ -1315,23 +1232,10 @@ tm_status tm_quantize_checkpoint(tm_file *in, const char *out_dir, const tm_qjob
         }
     }
 
-    /* ---- output directory, built beside the target and renamed at the end ---- */
-    char *tmpdir = NULL, *stpath = NULL;
-    struct stat st;
-    if (!s && stat(out_dir, &st) == 0) {
-        if (!S_ISDIR(st.st_mode))
-            s = tm__err_set(err, TM_E_INVALID_ARG, -1, "%s exists and is not a directory", out_dir);
-    }
+    /* ---- output: built in pp->stage beside the target, renamed at the end (pipeline.c) ---- */
+    char *stpath = NULL;
     if (!s) {
-        tmpdir = tm__aprintf("%s.tmp.%ld", out_dir, (long)getpid());
-        if (!tmpdir) s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
-        else {
-            tm__rm_rf(tmpdir);
-            if (mkdir(tmpdir, 0755) != 0) s = tm__err_sys(err, errno, "%s: cannot create directory", tmpdir);
-        }
-    }
-    if (!s) {
-        stpath = tm__aprintf("%s/model.safetensors", tmpdir);
+        stpath = tm__aprintf("%s/model.safetensors", pp->stage);
         const char *mk[] = {"format", "quantized_by"};
         const char *mv[] = {"pt", "tensormorph " TM_VERSION_STRING};
         tm_st_write_params wp;
@@ -1344,31 +1248,18 @@ tm_status tm_quantize_checkpoint(tm_file *in, const char *out_dir, const tm_qjob
                    : tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
     }
     /* hash the sources in a thread beside the work */
-    hash_job hj;
-    memset(&hj, 0, sizeof hj);
-    pthread_t hth;
-    int hashing = 0;
-    int nsrc = tm_file_n_paths(in);
-    hj.hex = tm__calloc((size_t)nsrc + 1, sizeof *hj.hex);
-    if (!s && !hj.hex) s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
-    if (!s && !p->no_checksums) {
-        hj.in = in;
-        if (pthread_create(&hth, NULL, hash_sources, &hj) == 0) hashing = 1;
-        else hash_sources(&hj);
-    }
+    if (!s) s = tm__pipe_hash_start(pp, p->no_checksums, err);
 
     /* ---- run ---- */
     for (int64_t i = 0; i < n && !s; i++)
         if (j.plans[i].kind != OUT_COPY && j.plans[i].spec.gran.kind == TM_GRAN_TENSOR)
             s = observe_whole(&j, &j.plans[i], err);
     if (!s) s = tm__parallel_for(j.n_tasks, nt, run_task, &j, p->cancel, err);
-    if (hashing) {
-        pthread_join(hth, NULL);
-        if (!s && hj.status) { s = hj.status; *err = hj.err; }
-    }
+    if (!s) s = tm__pipe_hash_wait(pp, err);
     if (!s) s = tm_st_writer_finish(j.w, err);
-    if (!s) s = write_config(&j, tmpdir, err);
-    if (!s) s = copy_side_files(in, tmpdir, err);
+    if (!s) s = tm__pipe_phase(pp, "fsync", err);
+    if (!s) s = write_config(&j, pp->stage, err);
+    if (!s) s = copy_side_files(in, pp->stage, err);
 
     /* ---- results and manifest ---- */
     tm_qjob_result *res = NULL;
@@ -1429,10 +1320,8 @@ tm_status tm_quantize_checkpoint(tm_file *in, const char *out_dir, const tm_qjob
                 }
     }
     if (!s) {
-        struct timespec t1;
-        clock_gettime(CLOCK_MONOTONIC, &t1);
-        res->seconds = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
-        man = tm__manifest_new(p->command_line, p->no_checksums, in, hj.hex);
+        res->seconds = tm__pipe_seconds(pp);
+        man = tm__pipe_manifest_new(pp, p->command_line, p->no_checksums, nt);
         if (!man) s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
     }
     if (!s) {
@@ -1480,9 +1369,8 @@ tm_status tm_quantize_checkpoint(tm_file *in, const char *out_dir, const tm_qjob
         const char **ofiles = tm__calloc((size_t)tm_st_writer_n_files(j.w) + 1, sizeof *ofiles);
         if (!ofiles) s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
         for (int f = 0; ofiles && f < tm_st_writer_n_files(j.w); f++) ofiles[f] = tm_st_writer_file(j.w, f);
-        if (!s) s = tm__manifest_add_output(man, out_dir, "compressed-tensors", ofiles,
-                                            tm_st_writer_n_files(j.w), p->no_checksums,
-                                            &res->out_bytes, err);
+        if (!s) s = tm__pipe_add_output(pp, man, "compressed-tensors", ofiles, tm_st_writer_n_files(j.w),
+                                        p->no_checksums, &res->out_bytes, err);
         free(ofiles);
         runtime_warnings(&j, res);
         json_t *wa = json_array();
@@ -1493,42 +1381,17 @@ tm_status tm_quantize_checkpoint(tm_file *in, const char *out_dir, const tm_qjob
         json_t *sum = tm__manifest_results_new(res->n, res->n_quantized);
         json_object_set_new(sum, "n_flagged", json_integer(qr.n_flagged));
         json_object_set_new(sum, "median_sqnr_db", num(qr.median_sqnr_db));
-        char *mp = tm__aprintf("%s/tensormorph-manifest.json", tmpdir);
-        s = tm__manifest_finish(man, sum, res->src_bytes, res->out_bytes, wall0, res->seconds, mp,
-                                &res->manifest_json, err);
-        free(mp);
+        s = tm__pipe_finish(pp, man, sum, res->src_bytes, res->out_bytes, res->seconds, &res->manifest_json, err);
     }
     json_decref(man);
     free(qr.entries);
-    /* ---- rename the directory into place ---- */
-    if (!s) {
-        char *old = NULL;
-        if (stat(out_dir, &st) == 0) {
-            old = tm__aprintf("%s.old.%ld", out_dir, (long)getpid());
-            if (!old || rename(out_dir, old) != 0) s = tm__err_sys(err, errno, "%s: cannot move the existing output aside", out_dir);
-        }
-        if (!s && rename(tmpdir, out_dir) != 0) {
-            s = tm__err_sys(err, errno, "%s: cannot rename into place", out_dir);
-            if (old) rename(old, out_dir);
-        }
-        if (!s && old) tm__rm_rf(old);
-        free(old);
-        if (!s) {
-            char *parent = tm__dirname(out_dir);
-            if (parent) { tm__fsync_dir(parent, NULL); free(parent); }
-        }
-    }
     if (s) {
-        if (j.w) { tm_st_writer_free(j.w); j.w = NULL; }
-        if (tmpdir) tm__rm_rf(tmpdir);
         tm_qjob_result_free(res);
         res = NULL;
     } else {
         res->out_path = tm__strdup(out_dir);
     }
     tm_st_writer_free(j.w);
-    free(hj.hex);
-    free(tmpdir);
     free(stpath);
     for (int64_t k = 0; names && k < n_entries; k++) free(names[k]);
     free(names);
@@ -1538,5 +1401,18 @@ tm_status tm_quantize_checkpoint(tm_file *in, const char *out_dir, const tm_qjob
     pthread_mutex_destroy(&j.prog_mu);
     pthread_mutex_destroy(&j.alloc_mu);
     *out = res;
+    return s;
+}
+
+tm_status tm_quantize_checkpoint(tm_file *in, const char *out_dir, const tm_qjob_params *p,
+                                 tm_qjob_result **out, tm_err *err) {
+    *out = NULL;
+    tm_qjob_params defp = tm_qjob_params_default();
+    if (!p) p = &defp;
+    tm__pipe pp;
+    tm_status s = tm__pipe_begin(&pp, in, out_dir, TM__PIPE_DIR, "a compressed-tensors output", p->force,
+                                 p->n_threads, p->cancel, err);
+    if (!s) s = quantize_into(&pp, in, p, out, err);
+    tm__pipe_end(&pp);
     return s;
 }

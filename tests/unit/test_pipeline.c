@@ -3,7 +3,8 @@
 **     public progress callback) and at each later phase (hash, fsync, checksum, manifest,
 **     publish; the pipeline's test hook) gives TM_E_CANCELLED and leaves nothing at OUT, no temp
 **     file, no lock; a previous output replaced with --force stays as it was;
-**   - the source-hashing thread stops within 100 ms of the flag (a 1 GiB sparse input);
+**   - the source-hashing thread stops within 100 ms of the flag (a 1 GiB sparse input), and a
+**     real SIGINT to the CLI while it hashes its input ends the run with exit 130;
 **   - concurrent runs at one OUT (fork/exec of the CLI, every output form): exactly one exits 0,
 **     the others 2, and the published file, its manifest sha256 and its recipe agree;
 **   - `demo -o DIR` failing on a full disk (RLIMIT_FSIZE) leaves nothing at DIR;
@@ -266,6 +267,53 @@ static void test_hash_thread_stops_fast(void **state) {
     assert_true(t_end - t_sig < 0.100);
     assert_int_equal(count_prefix("lat.gguf"), 0);
     tm_close(in);
+    unlink(in_path);
+}
+
+/* spawn() below */
+static pid_t spawn(const char *const *argv, const char *errpath);
+
+/* A real SIGINT to the CLI while it hashes its input, after the last tensor: a 64x64 weight in a
+** .npy followed by 1 GiB of ignored (sparse) bytes, which the source sha256 must read. Before the
+** pipeline the run waited for the whole hash and then published with exit 0. */
+static void test_sigint_while_hashing(void **state) {
+    (void)state;
+    char in_path[400], out[400], errp[400];
+    snprintf(in_path, sizeof in_path, "%s/sig.weight.npy", g_tmp);
+    snprintf(out, sizeof out, "%s/sigout", g_tmp);
+    snprintf(errp, sizeof errp, "%s/sig_err.txt", g_tmp);
+    char hdr[128];
+    int hl = snprintf(hdr, sizeof hdr, "\x93NUMPY\x01%c%c%c{'descr': '<f4', 'fortran_order': False, 'shape': (64, 64), }", 0, 0, 0);
+    while ((hl + 1) % 64) hdr[hl++] = ' ';
+    hdr[hl++] = '\n';
+    hdr[8] = (char)(hl - 10); /* HEADER_LEN, little-endian u16 (< 256 here) */
+    float w[64 * 64];
+    for (int i = 0; i < 64 * 64; i++) w[i] = (float)((i % 97) - 48) * 0.01f;
+    int fd = open(in_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, hdr, (size_t)hl), hl);
+    assert_int_equal(write(fd, w, sizeof w), (ssize_t)sizeof w);
+    assert_int_equal(ftruncate(fd, (off_t)(hl + (int)sizeof w) + ((off_t)1 << 30)), 0);
+    close(fd);
+    const char *argv[] = {tmt_bin(), "quantize", in_path, "-o", out, "-q", "--threads", "1", NULL};
+    double t0 = now_s();
+    pid_t pid = spawn(argv, errp);
+    assert_true(pid > 0);
+    usleep(150000); /* the 64x64 weight is long done; the 1 GiB hash is not */
+    double t_sig = now_s();
+    assert_int_equal(kill(pid, SIGINT), 0);
+    int st = 0;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    double t_end = now_s();
+    char *e = slurp(errp);
+    fprintf(stderr, "SIGINT at %.0f ms: exit %d after %.1f ms more\n", (t_sig - t0) * 1e3,
+            WIFEXITED(st) ? WEXITSTATUS(st) : -1, (t_end - t_sig) * 1e3);
+    assert_true(WIFEXITED(st));
+    if (WEXITSTATUS(st) != 130) fprintf(stderr, "%s\n", e ? e : "");
+    assert_int_equal(WEXITSTATUS(st), 130);
+    free(e);
+    assert_true(t_end - t_sig < 0.5);
+    assert_int_equal(count_prefix("sigout"), 0);
     unlink(in_path);
 }
 
@@ -586,6 +634,7 @@ int main(void) {
         cmocka_unit_test(test_cancel_after_last_tensor),
         cmocka_unit_test(test_cancel_at_each_phase),
         cmocka_unit_test(test_hash_thread_stops_fast),
+        cmocka_unit_test(test_sigint_while_hashing),
         cmocka_unit_test(test_lock_names_holder),
         cmocka_unit_test(test_concurrent_ct),
         cmocka_unit_test(test_concurrent_gguf),

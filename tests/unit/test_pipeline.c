@@ -72,18 +72,7 @@ static int count_prefix(const char *prefix) {
     return n;
 }
 
-static char *slurp(const char *path) {
-    FILE *fp = fopen(path, "rb");
-    if (!fp) return NULL;
-    fseek(fp, 0, SEEK_END);
-    long n = ftell(fp);
-    fseek(fp, 0, SEEK_SET);
-    char *b = malloc((size_t)n + 1);
-    if (b && fread(b, 1, (size_t)n, fp) != (size_t)n) { free(b); b = NULL; }
-    if (b) b[n] = '\0';
-    fclose(fp);
-    return b;
-}
+#define slurp tmt_read_file
 
 /* ---------------------------------------------------------------------------------------- */
 /* the three jobs, run through the library                                                   */
@@ -110,6 +99,9 @@ static void on_phase(const char *phase, void *ud) {
     if (g_cancel_phase && !strcmp(phase, g_cancel_phase)) g_cancel = 1;
 }
 
+/* The fields the three jobs' parameters share. */
+#define COMMON_PARAMS(p) ((p).force = force, (p).progress = on_progress, (p).cancel = &g_cancel)
+
 /* Run one job at g_tmp/name; returns its status. */
 static tm_status run_form(int form, const char *name, int force) {
     char out[400];
@@ -121,26 +113,20 @@ static tm_status run_form(int form, const char *name, int force) {
     if (form == F_CT) {
         tm_qjob_params p = tm_qjob_params_default();
         p.n_threads = 1; /* the progress callback sees every chunk */
-        p.force = force;
-        p.progress = on_progress;
-        p.cancel = &g_cancel;
+        COMMON_PARAMS(p);
         tm_qjob_result *r = NULL;
         s = tm_quantize_checkpoint(in, out, &p, &r, &err);
         tm_qjob_result_free(r);
     } else if (form == F_GGUF) {
         tm_gguf_qparams p = tm_gguf_qparams_default();
         p.n_threads = 1;
-        p.force = force;
-        p.progress = on_progress;
-        p.cancel = &g_cancel;
+        COMMON_PARAMS(p);
         tm_gguf_qresult *r = NULL;
         s = tm_gguf_quantize(in, out, &p, &r, &err);
         tm_gguf_qresult_free(r);
     } else {
         tm_onnx_qparams p = tm_onnx_qparams_default();
-        p.force = force;
-        p.progress = on_progress;
-        p.cancel = &g_cancel;
+        COMMON_PARAMS(p);
         tm_onnx_qresult *r = NULL;
         s = tm_onnx_quantize(in, out, &p, &r, &err);
         tm_onnx_qresult_free(r);

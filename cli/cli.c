@@ -355,13 +355,22 @@ void cli_quant_str(const tm_file *f, const tm_tensor *t, char *buf, size_t n) {
              q->symmetric ? "sym" : "asym", sd ? sd->name : "?");
 }
 
+const char *cli_gptq_convention(const tm_qtensor *q) {
+    if (!q->layout || !q->transposed || strncmp(q->layout, "gptq", 4) != 0) return NULL;
+    return strcmp(q->layout, "gptq_v2") == 0 ? "v2" : "v1";
+}
+
 json_t *cli_quant_json(const tm_file *f, const tm_tensor *t) {
     if (!t->quant) return json_null();
     const tm_qtensor *q = t->quant;
     json_t *o = json_object();
     const tm_dtype_traits *cd = tm_dtype_get(q->code_dtype);
     json_object_set_new(o, "type", json_string(cd ? cd->name : "?"));
-    json_object_set_new(o, "bits", json_integer(cd ? cd->bits : 0));
+    /* codes narrower than their dtype (3-bit pack-quantized in I4, 2-bit GPTQ in U4): their width */
+    int cbits = cd ? cd->bits : 0;
+    if (!q->ggml_type && q->packing.codes_per_container > 1 && q->packing.bits > 0 && q->packing.bits < cbits)
+        cbits = q->packing.bits;
+    json_object_set_new(o, "bits", json_integer(cbits));
     json_object_set_new(o, "granularity", json_string(gran_name(q->gran.kind)));
     if (q->gran.kind == TM_GRAN_CHANNEL || q->gran.kind == TM_GRAN_GROUP)
         json_object_set_new(o, "axis", json_integer(q->gran.axis));
@@ -380,6 +389,8 @@ json_t *cli_quant_json(const tm_file *f, const tm_tensor *t) {
     json_object_set_new(o, "qmin", json_integer(q->qmin));
     json_object_set_new(o, "qmax", json_integer(q->qmax));
     json_object_set_new(o, "layout", json_string(q->layout ? q->layout : ""));
+    const char *zc = cli_gptq_convention(q);
+    if (zc) json_object_set_new(o, "zero_point_convention", json_string(zc));
     json_t *pk = json_object();
     const tm_dtype_traits *ct = tm_dtype_get(q->packing.container);
     json_object_set_new(pk, "container", json_string(ct ? ct->name : "?"));
@@ -387,6 +398,8 @@ json_t *cli_quant_json(const tm_file *f, const tm_tensor *t) {
     json_object_set_new(pk, "codes_per_container", json_integer(q->packing.codes_per_container));
     json_object_set_new(pk, "packed_axis", json_integer(q->packing.packed_axis));
     json_object_set_new(pk, "offset", json_integer(q->packing.offset));
+    if (q->packing.lsb_first == TM_PACK_LSB_PER_WORD) /* whole codes per word (compressed-tensors < 0.18) */
+        json_object_set_new(pk, "per_word", json_true());
     if (q->transposed) { /* GPTQ / AWQ (docs/formats.md "GPTQ and AWQ") */
         json_object_set_new(pk, "transposed", json_true());
         json_object_set_new(pk, "zero_point_offset", json_integer(q->zp_packing.offset));
@@ -521,12 +534,16 @@ uint64_t cli_parse_size(const char *s) {
     return (uint64_t)b;
 }
 
-int cli_open(const char *path, tm_file **f) {
+int cli_open_warn(const char *path, tm_file **f, int warn) {
     tm_err err;
     tm_status s = tm_open(path, NULL, f, &err);
     if (s != TM_OK) return cli_fail(s, &err);
+    for (int64_t k = 0; warn && !g_cli.quiet && k < tm_file_n_warnings(*f); k++)
+        fprintf(stderr, "tensormorph: warning: %s: %s\n", path, tm_file_warning(*f, k));
     return 0;
 }
+
+int cli_open(const char *path, tm_file **f) { return cli_open_warn(path, f, 1); }
 
 char *cli_read_text(const char *path, tm_err *err) {
     FILE *fp = fopen(path, "rb");

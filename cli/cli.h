@@ -107,6 +107,9 @@ void    cli_shape_str(int ndim, const int64_t *shape, char *buf, size_t n);
 /* "I4 group:128 sym, f32 scale" style description; "-" for NULL */
 void    cli_quant_str(const tm_file *f, const tm_tensor *t, char *buf, size_t n);
 json_t *cli_quant_json(const tm_file *f, const tm_tensor *t);
+/* GPTQ zero-point convention applied to q: "v1" (stored z - 1) or "v2" (stored z); NULL when q
+** is not GPTQ (docs/formats.md "GPTQ and AWQ"). */
+const char *cli_gptq_convention(const tm_qtensor *q);
 
 /* Progress on stderr (only when enabled: TTY or --progress, not -q). Rate-limited to 10 Hz. */
 void cli_progress(const char *phase, uint64_t done, uint64_t total);
@@ -129,7 +132,11 @@ int cli_parse_observer(const char *s, tm_observer *o);
 int cli_parse_coords(const char *s, int64_t *out, int max);
 /* Parse a size like "5GB", "500MiB", "1000000". 0 on error. */
 uint64_t cli_parse_size(const char *s);
-/* Open a checkpoint, printing the error. Returns 0 ok else exit code. */
+/* Open a checkpoint, printing the error, and each of the file's warnings (tm_file_warning:
+** config disagreements, a stray file beside an index, GPTQ zero points that look like v2) on
+** stderr as "tensormorph: warning: PATH: ..." unless -q. Returns 0 ok else exit code.
+** cli_open_warn with warn 0 leaves the warnings to the caller (inspect prints them itself). */
 int cli_open(const char *path, tm_file **f);
+int cli_open_warn(const char *path, tm_file **f, int warn);
 
 #endif

@@ -104,7 +104,7 @@ json_t *inspect_json(const tm_file *f, const char *path, const regex_t *re, int 
 
 int cmd_inspect(const cli_cmd *cmd, cli_args *a) {
     tm_file *f;
-    int rc = cli_open(a->pos[0], &f);
+    int rc = cli_open_warn(a->pos[0], &f, g_cli.json); /* text: the warnings are in the listing */
     if (rc) return rc;
     regex_t re;
     const char *filter = cli_get(a, "filter");
@@ -135,6 +135,18 @@ int cmd_inspect(const cli_cmd *cmd, cli_args *a) {
         for (int k = 0; k < TM_DTYPE_COUNT; k++)
             if (by_dtype[k]) printf(" %s %.2f MB", tm_dtype_get((tm_dtype)k)->name, (double)by_dtype[k] / 1e6);
         printf("\n");
+        int64_t n_conv[2] = {0, 0}; /* GPTQ tensors read as v1, v2 */
+        for (int64_t i = 0; i < n; i++) {
+            const tm_tensor *t = tm_file_tensor(f, i);
+            const char *zc = t->quant ? cli_gptq_convention(t->quant) : NULL;
+            if (zc) n_conv[zc[1] == '2']++;
+        }
+        if (n_conv[0] || n_conv[1]) {
+            printf("gptq:        zero points read as");
+            if (n_conv[0]) printf(" v1 (stored z - 1) in %" PRId64 " tensors%s", n_conv[0], n_conv[1] ? "," : "");
+            if (n_conv[1]) printf(" v2 (stored z) in %" PRId64 " tensors", n_conv[1]);
+            printf("\n");
+        }
         for (int64_t k = 0; k < tm_file_n_warnings(f); k++)
             printf("warning:     %s\n", tm_file_warning(f, k));
         if (tm_file_format(f) == TM_FMT_GGUF) /* GGUF key/values; long values cut */

@@ -12,9 +12,9 @@
 ** rule_id NULL ("fail closed"): the table claims nothing it has not read.
 ** Include after tensormorph.h.
 */
+#include "../tensormorph.h" /* outside the guard: this header compiles alone */
 #ifndef TENSORMORPH_COMPAT_H
 #define TENSORMORPH_COMPAT_H
-#include "../tensormorph.h"
 
 #ifdef __cplusplus
 extern "C" {

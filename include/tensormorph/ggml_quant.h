@@ -9,9 +9,9 @@
 ** table (tensormorph/ggml.h) covers every id; this header lists only the ids this writer can
 ** produce, under its own TM_GQ_ prefix.
 */
+#include "../tensormorph.h" /* outside the guard: this header compiles alone */
 #ifndef TENSORMORPH_GGML_QUANT_H
 #define TENSORMORPH_GGML_QUANT_H
-#include "../tensormorph.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -55,10 +55,6 @@ uint64_t    tm_gq_row_bytes(int type, int64_t n);
 ** has it (same bytes). */
 tm_status tm_gq_quantize_row(int type, const float *x, int64_t n, void *out, int64_t *bad_block,
                              tm_err *err);
-/* tm_gq_quantize_row_ref: the same with the scalar code only (the specification; for tests). */
-tm_status tm_gq_quantize_row_ref(int type, const float *x, int64_t n, void *out,
-                                 int64_t *bad_block, tm_err *err);
-
 #ifdef __cplusplus
 }
 #endif

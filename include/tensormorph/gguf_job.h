@@ -4,9 +4,9 @@
 ** (llama.cpp@c392e509 src/llama-quant.cpp; the rules and their sources: docs/gguf-quantize.md),
 ** byte-identical to llama-quantize on the same input.
 */
+#include "../tensormorph.h" /* outside the guard: this header compiles alone */
 #ifndef TENSORMORPH_GGUF_JOB_H
 #define TENSORMORPH_GGUF_JOB_H
-#include "../tensormorph.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -11,9 +11,9 @@
 **   "general.alignment" entry when the list has one, else 32.
 ** This is the layout llama-quantize writes, so the same tensors and metadata give the same bytes.
 */
+#include "../tensormorph.h" /* outside the guard: this header compiles alone */
 #ifndef TENSORMORPH_GGUF_WRITE_H
 #define TENSORMORPH_GGUF_WRITE_H
-#include "../tensormorph.h"
 
 #ifdef __cplusplus
 extern "C" {

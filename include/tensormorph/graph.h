@@ -7,9 +7,9 @@
 ** Every pointer returned here is borrowed from the tm_file and stays valid until tm_close.
 ** Functions taking `const tm_file *` may run concurrently once tm_open returned.
 */
+#include "../tensormorph.h" /* outside the guard: this header compiles alone */
 #ifndef TENSORMORPH_GRAPH_H
 #define TENSORMORPH_GRAPH_H
-#include "../tensormorph.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -74,21 +74,6 @@ int64_t tm_graph_find_value(const tm_file *f, const char *name);
 /* tm_gq_kind_name: "none", "dequantize", "quantize", "dynamic_quantize", "qoperator",
 ** "integer", "matmulnbits"; never NULL. */
 const char *tm_gq_kind_name(tm_gq_kind k);
-
-/* tm_onnx_open_tensor: open one serialized onnx.TensorProto (a backend test's input_N.pb /
-** output_N.pb) as a checkpoint holding that one tensor, named by the proto's name (or "tensor"
-** when it has none). Same element types and checks as initializers of a model.
-** Returns TM_OK | TM_E_IO | TM_E_CORRUPT | TM_E_UNSUPPORTED (an element type without a
-** tensormorph dtype, external data) | TM_E_LIMIT | TM_E_NOMEM. */
-tm_status tm_onnx_open_tensor(const char *path, tm_file **out, tm_err *err);
-
-/* tm_onnx_open_bound: open the ONNX model at `path` with the TensorProto files input_paths[k]
-** (k < n_inputs) bound to its k-th graph input, as if they were initializers named like that
-** input: a backend node test (model.onnx + test_data_set_0/input_k.pb) becomes a checkpoint in
-** which DequantizeLinear's codes are tensors, recognised and dequantized like weights.
-** Returns as tm_open, and TM_E_INVALID_ARG when the graph has fewer inputs. */
-tm_status tm_onnx_open_bound(const char *path, int n_inputs, const char *const *input_paths,
-                             tm_file **out, tm_err *err);
 
 /* tm_onnx_open_buffer: open an ONNX ModelProto held in memory (fuzzing, tests). External data
 ** is refused (there is no folder). The buffer must outlive the tm_file. Same returns as tm_open. */

@@ -12,9 +12,9 @@
 **   I4  int8_t in [-8, 7]      U4  uint8_t in [0, 15]
 **   F8_E4M3 / F8_E5M2: the fp8 byte.
 */
+#include "../tensormorph.h" /* outside the guard: this header compiles alone */
 #ifndef TENSORMORPH_QUANT_H
 #define TENSORMORPH_QUANT_H
-#include "../tensormorph.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -289,7 +289,9 @@ tm_status tm_hist_entropy_range(const int64_t *hist, const float *edges, int64_t
 ** section 3; docs/quantization.md "Packing"]: each row (tm_pack_codes) or each column
 ** (tm_pack_codes_dim0) is an independent bit stream; element j sits at stream bits
 ** [j*bits, (j+1)*bits) (pk->lsb_first = 1; a field may straddle two words when bits does not
-** divide the container width) or, with lsb_first = 0, element j of a word at its bits
+** divide the container width), with lsb_first = TM_PACK_LSB_PER_WORD element j at bits
+** [(j%per)*bits, ...) of word j/per (per = W div bits; the top W mod bits bits stay zero) or,
+** with lsb_first = 0, element j of a word at its bits
 ** [W-(j+1)*bits, W-j*bits) (bits must divide W). Stream bit t lives in container word t/W at
 ** bit t%W; words are little-endian of pk->container's width W (I32/U32: 32, I8/U8 and fp8
 ** containers: 8, I16/U16: 16, I64/U64: 64). The stored field is (code + pk->offset) mod 2^bits;
@@ -300,7 +302,8 @@ tm_status tm_hist_entropy_range(const int64_t *hist, const float *edges, int64_t
 ** Examples (checked in tests): int4 codes [1,2,3,4,5,6,7,0,-1,-8], offset 8, I32 ->
 ** 0x8FEDCBA9, 0x00000007; int8 [1,-1,127,-128,5], offset 128, I32 -> 0x00FF7F81, 0x00000085. */
 
-/* tm_packed_row_bytes: bytes of one packed stream of `len` codes: ceil(len*bits/W) words.
+/* tm_packed_row_bytes: bytes of one packed stream of `len` codes: ceil(len*bits/W) words
+** (TM_PACK_LSB_PER_WORD: ceil(len / (W div bits)) words).
 ** Returns 0 on a bad packing or overflow. */
 uint64_t tm_packed_row_bytes(const tm_packing *pk, int64_t len);
 

@@ -50,6 +50,18 @@ static inline int tm__mul_i64_ok(int64_t a, int64_t b, int64_t *out) {
 ** 256-bit forms also need __builtin_cpu_supports("avx2") (OS support for YMM state). */
 int tm__cpu_has_f16c(void);
 
+/* Small text and arithmetic helpers, once for every layer (src/core/err.c). */
+/* tm__ends_with: 1 when s ends with suffix (both NUL-terminated), else 0. */
+static inline int tm__ends_with(const char *s, const char *suffix) {
+    size_t a = strlen(s), b = strlen(suffix);
+    return a >= b && strcmp(s + a - b, suffix) == 0;
+}
+/* tm__ceil_div: ceil(a / b) for a >= 0, b > 0 (group and block counts). */
+static inline int64_t tm__ceil_div(int64_t a, int64_t b) { return a / b + (a % b != 0); }
+/* tm__module_of: the module prefix of a tensor name that ends in "." suffix, malloc'd
+** ("a.b.weight_packed", "weight_packed" -> "a.b"; "weight_packed" alone -> ""), or NULL when
+** the name does not end so (or on allocation failure). */
+char *tm__module_of(const char *name, const char *suffix);
 void *tm__calloc(size_t n, size_t size);
 void *tm__malloc_n(size_t n, size_t size);
 char *tm__strdup(const char *s);

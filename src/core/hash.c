@@ -1,6 +1,6 @@
 /* hash.c: SHA-256 of files and buffers (OpenSSL EVP; FIPS 180-4). */
 #include "core.h"
-#include "tensormorph/job.h"
+#include "tensormorph/hash.h"
 
 #include <errno.h>
 #include <fcntl.h>

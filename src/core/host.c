@@ -2,7 +2,7 @@
 ** this process may use (the default worker count of the quantize jobs). */
 #define _GNU_SOURCE 1
 #include "core.h"
-#include "tensormorph/job.h"
+#include "tensormorph/host.h"
 
 #include <sched.h>
 #include <stdio.h>

@@ -20,6 +20,10 @@
 
 #include <jansson.h>
 
+/* tm__json_type_name: the JSON Schema name of v's type: "object", "array", "string",
+** "integer", "number", "boolean", "null" (for messages and type checks). */
+const char *tm__json_type_name(const json_t *v);
+
 /* Validate doc against schema (the subset above). Stops at the first violation, in document
 ** order (an object's keywords in the order type, const, enum, minProperties, maxProperties,
 ** propertyNames, required, properties, additionalProperties; arrays: minItems, maxItems, then each element).

@@ -41,6 +41,7 @@
 #include "file.h"
 #include "../core/fsutil.h"
 #include "tensormorph/graph.h"
+#include "tensormorph/experimental.h"
 
 #include "onnx.pb-c.h"
 

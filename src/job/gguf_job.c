@@ -123,11 +123,6 @@ typedef struct qstate {
 } qstate;
 
 static int contains(const char *s, const char *sub) { return strstr(s, sub) != NULL; }
-static int ends_with(const char *s, const char *suf) {
-    size_t a = strlen(s), b = strlen(suf);
-    return a >= b && strcmp(s + a - b, suf) == 0;
-}
-
 static int blck(int type) {
     const tm_ggml_type_info *ti = tm_ggml_type_info_get(type);
     return ti ? (int)ti->block_size : 0;
@@ -351,7 +346,7 @@ static const char *not_quantized_reason(const char *name, int n_dims, int leave_
         "time_mix_a2.weight", "time_mix_g1.weight", "time_mix_g2.weight",
         "time_mix_decay_w1.weight", "time_mix_decay_w2.weight", "time_mix_lerp_fused.weight",
         "attn_rel_b.weight", ".position_embd."};
-    if (!ends_with(name, "weight")) return "name does not end in 'weight'";
+    if (!tm__ends_with(name, "weight")) return "name does not end in 'weight'";
     if (n_dims < 2) return "1-D tensor";
     for (size_t i = 0; i < sizeof never / sizeof never[0]; i++)
         if (contains(name, never[i])) return "kept by llama-quantize's name rules (norms, gates, small special tensors)";

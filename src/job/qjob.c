@@ -568,7 +568,7 @@ static json_t *build_quant_config(job_t *j) {
     for (int64_t i = 0; i < j->n_plans; i++) {
         const plan_t *pl = &j->plans[i];
         const tm_tensor *t = tm_file_tensor(j->in, pl->src);
-        if (pl->kind != OUT_COPY || t->role != TM_ROLE_DATA || t->ndim != 2 || !tm__qjob_ends_with(t->name, ".weight"))
+        if (pl->kind != OUT_COPY || t->role != TM_ROLE_DATA || t->ndim != 2 || !tm__ends_with(t->name, ".weight"))
             continue;
         if (tm__qjob_is_embedding(t->name)) continue; /* not a Linear module */
         char *mod = tm__strndup(t->name, strlen(t->name) - strlen(".weight"));

@@ -34,11 +34,6 @@ static int is_lm_head(const char *n) {
     return contains(n, "lm_head") || !strcmp(n, "output.weight") || contains(n, "classifier.weight");
 }
 
-int tm__qjob_ends_with(const char *s, const char *suf) {
-    size_t a = strlen(s), b = strlen(suf);
-    return a >= b && !strcmp(s + a - b, suf);
-}
-
 /* Can compressed-tensors hold this scheme at all? TM_E_INVALID_ARG (exit 2) when not. */
 static tm_status check_layout_scheme(const tm_qspec *s, tm_err *err) {
     const tm_dtype_traits *t = tm_dtype_get(s->code_dtype);
@@ -206,7 +201,7 @@ static tm_status decide(job_t *j, plan_t *pl, tm_err *err) {
         if (tm__qjob_is_embedding(t->name)) { snprintf(pl->reason, sizeof pl->reason, "embedding (kept dense by default)"); return TM_OK; }
         if (is_lm_head(t->name)) { snprintf(pl->reason, sizeof pl->reason, "lm_head (kept dense by default)"); return TM_OK; }
     }
-    if (!tm__qjob_ends_with(t->name, ".weight")) {
+    if (!tm__ends_with(t->name, ".weight")) {
         snprintf(pl->reason, sizeof pl->reason, "not a '.weight' tensor");
         return TM_OK;
     }
@@ -349,7 +344,7 @@ void tm__qjob_runtime_warnings(const job_t *j, tm_qjob_result *r) {
         const char *name = tm_file_tensor(j->in, j->plans[i].src)->name;
         for (size_t f = 0; f < 2; f++) {
             const char *first = strstr(name, fused[f][0]);
-            if (!first || !tm__qjob_ends_with(name, ".weight")) continue;
+            if (!first || !tm__ends_with(name, ".weight")) continue;
             size_t pre = (size_t)(first - name);
             for (int k = 1; k < 3 && fused[f][k]; k++) {
                 char *other = tm__aprintf("%.*s%s%s", (int)pre, name, fused[f][k], first + strlen(fused[f][0]));

@@ -23,6 +23,7 @@
 #include "ggml_quant_impl.h"
 #include "tensormorph/ggml.h"
 #include "tensormorph/ggml_quant.h"
+#include "tensormorph/experimental.h"
 
 #include <ctype.h>
 #include <math.h>

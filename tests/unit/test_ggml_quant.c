@@ -18,6 +18,7 @@
 #include "tensormorph.h"
 #include "tensormorph/ggml.h"
 #include "tensormorph/ggml_quant.h"
+#include "tensormorph/experimental.h"
 
 /* Read a whole file; returns malloc'd bytes and *n, or NULL. */
 static uint8_t *read_all(const char *path, size_t *n) {

@@ -25,6 +25,7 @@
 
 #include "helpers/vectors.h"
 #include "tensormorph.h"
+#include "tensormorph/experimental.h"
 
 static char g_tmp[512];
 

@@ -23,6 +23,7 @@
 
 #include "tensormorph.h"
 #include "tensormorph/graph.h"
+#include "tensormorph/experimental.h"
 #include "helpers/vectors.h"
 
 /* ---------------------------------------------------------------------------------------- */

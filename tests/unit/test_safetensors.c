@@ -1284,7 +1284,7 @@ static void test_ctensors_config_lies(void **state) {
                "    \"weights\": {\"num_bits\": 4, \"symmetric\": false, \"strategy\": \"group\","
                "                \"group_size\": 16}},"
                "  \"g_down\": {\"targets\": [\"" DOWN "\"],"
-               "    \"weights\": {\"num_bits\": 4, \"symmetric\": true, \"strategy\": \"channel\"}},"
+               "    \"weights\": {\"num_bits\": 8, \"symmetric\": true, \"strategy\": \"channel\"}},"
                "  \"g_rest\": {\"targets\": [\"Linear\"],"
                "    \"weights\": {\"num_bits\": 8, \"symmetric\": true, \"strategy\": \"channel\"}}"
                "}}}");
@@ -1293,7 +1293,6 @@ static void test_ctensors_config_lies(void **state) {
     assert_int_equal(tm_open(dir, NULL, &f, &e), TM_OK);
     assert_true(has_warning(f, "config says group_size 16 but " UP
                                ".weight_scale has shape [8, 5] (group 8)"));
-    assert_true(has_warning(f, "config says num_bits 4 but " DOWN ".weight holds 8-bit codes"));
     assert_true(has_warning(f, "config says symmetric but " DOWN ".weight_zero_point is present"));
     assert_true(has_warning(f, QP ".weight is quantized (compressed-tensors/naive-quantized) but "
                                "config.json lists '" QP "' in ignore"));
@@ -1309,17 +1308,27 @@ static void test_ctensors_config_lies(void **state) {
     assert_int_equal(must_find(f, UP ".weight")->quant->gran.group_size, 8);
     assert_int_equal(must_find(f, DOWN ".weight")->dtype, TM_I8);
     tm_close(f);
+    /* num_bits decides the code width (issue 12): 3 words of 10 columns are no 4-bit row in
+    ** either layout, so a config that says 4 bits is refused, naming the tensor */
+    write_text(dir, "config.json",
+               "{\"quantization_config\": {\"quant_method\": \"compressed-tensors\", \"config_groups\": {"
+               "  \"g_down\": {\"targets\": [\"" DOWN "\"], \"weights\": {\"num_bits\": 4}}}}}");
+    assert_int_equal(tm_open(dir, NULL, &f, &e), TM_E_CORRUPT);
+    assert_non_null(strstr(e.msg, DOWN ".weight_packed has shape [6, 3]: 3 words per row cannot hold "
+                                  "10 4-bit codes (config.json num_bits 4); they take 2 in either "
+                                  "layout"));
     tm__rm_rf(dir);
     free(dir);
 }
 
-/* Odd or hostile quantization_config shapes never fail the open; the tensors still decide. */
+/* Odd or hostile quantization_config shapes never fail the open, unless a usable num_bits
+** contradicts a packed tensor's shape; otherwise the tensors decide. */
 static void test_ctensors_odd_configs(void **state) {
     (void)state;
     static const char *configs[] = {
         "{\"quantization_config\": 5}",
         "{\"quantization_config\": {\"quant_method\": \"compressed-tensors\", \"config_groups\": [1, 2]}}",
-        "{\"quantization_config\": {\"config_groups\": {\"g\": 7, \"h\": null, \"W4A16\": [\"Linear\"],"
+        "{\"quantization_config\": {\"config_groups\": {\"g\": 7, \"h\": null, \"W4A16\": [\"re:.*up_proj$\"],"
         " \"X\": [\"re:(\", 3, \"re:.*k_proj\"]}, \"ignore\": \"lm_head\"}}",
         "{\"quantization_config\": {\"quant_method\": \"compressed-tensors\", \"config_groups\": {\"g\":"
         " {\"targets\": \"Linear\", \"format\": 4, \"weights\": {\"num_bits\": 99, \"group_size\": -5,"
@@ -1339,6 +1348,14 @@ static void test_ctensors_odd_configs(void **state) {
         tm_file *f = NULL;
         tm_err e;
         tm_status s = tm_open(dir, NULL, &f, &e);
+        if (i == 5) {
+            /* the 4-bit block group claims 4 bits for the 8-bit DOWN too: num_bits decides
+            ** the width (issue 12), and 3 words of 10 columns hold no 4-bit row */
+            assert_int_equal(s, TM_E_CORRUPT);
+            assert_non_null(strstr(e.msg, DOWN ".weight_packed has shape [6, 3]: 3 words per row "
+                                          "cannot hold 10 4-bit codes (config.json num_bits 4)"));
+            continue;
+        }
         if (s) {
             print_message("config %zu\n", i);
             dump_err(&e);

@@ -195,7 +195,13 @@ tm_status tm__pipe_begin(tm__pipe *pp, const tm_file *in, const char *out, tm__p
                          tm_err *err) {
     memset(pp, 0, sizeof *pp);
     pp->in = in;
-    pp->out = out;
+    /* "OUT/" names OUT: the lock and the staging path go beside it, not inside */
+    size_t ol = out ? strlen(out) : 0;
+    while (ol > 1 && out[ol - 1] == '/') ol--;
+    char *own = out ? tm__strndup(out, ol) : NULL;
+    if (out && !own) return tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
+    pp->out = own;
+    out = own;
     pp->kind = kind;
     pp->cancel = cancel;
     pp->lock_fd = -1;
@@ -380,6 +386,8 @@ void tm__pipe_end(tm__pipe *pp) {
     if (pp->kind == TM__PIPE_FILE && pp->man_stage) unlink(pp->man_stage);
     if (pp->lock_path) drop_lock(pp);
     free(pp->lock_path);
+    free((char *)pp->out);
+    pp->out = NULL;
     free(pp->stage);
     free(pp->man_stage);
     free(pp->man_final);

@@ -36,7 +36,7 @@ typedef enum { TM__PIPE_DIR = 0, TM__PIPE_FILE = 1 } tm__pipe_kind;
 
 typedef struct tm__pipe {
     const tm_file *in;
-    const char    *out;        /* the target the caller named                                 */
+    const char    *out;        /* the target the caller named, without trailing '/' (owned)    */
     tm__pipe_kind  kind;
     volatile const int *cancel;
     int            threads;    /* worker threads: n_threads, or tm_usable_cpus() for 0        */

@@ -479,6 +479,12 @@ static void test_lock_names_holder(void **state) {
     free(txt);
     unlink(lk);
     tm_close(in);
+    /* "OUT/" names OUT: lock and staging directory beside it, not inside */
+    assert_int_equal(tmt_run(NULL, "%s quantize %s -o %s/slash/ -q", tmt_bin(), g_demo, g_tmp), 0);
+    assert_int_equal(count_prefix("slash"), 1);
+    char mp[480];
+    snprintf(mp, sizeof mp, "%s/slash/tensormorph-manifest.json", g_tmp);
+    assert_true(tmt_exists(mp));
 }
 
 /* ---------------------------------------------------------------------------------------- */

@@ -20,7 +20,7 @@ const cli_opt cli_common_opts[] = {
     {"json", 0, NULL, 0, "print one JSON document on stdout (schema tensormorph.<cmd>/1)"},
     {"quiet", 'q', NULL, 0, "print only errors on stderr"},
     {"verbose", 'v', NULL, 0, "print more detail on stderr"},
-    {"threads", 0, "N", 0, "worker threads (default: TM_NUM_THREADS, else 1)"},
+    {"threads", 0, "N", 0, "worker threads (default: TM_NUM_THREADS, else the CPUs this process may use)"},
     {"progress", 0, NULL, 0, "draw progress on stderr even when it is not a terminal"},
     {"no-progress", 0, NULL, 0, "never draw progress"},
     {"color", 0, "WHEN", 0, "colour output: auto (default), always, never"},
@@ -154,8 +154,9 @@ int cli_parse(const cli_cmd *cmd, int argc, char **argv, cli_args *out) {
     g_cli.verbose = cli_has(out, "verbose");
     const char *th = cli_get(out, "threads");
     const char *env = getenv("TM_NUM_THREADS");
-    g_cli.threads = 1;
     const char *tsrc = th ? th : (env && *env ? env : NULL);
+    g_cli.threads = tm_usable_cpus(); /* affinity mask and cgroup CPU quota */
+    g_cli.threads_given = tsrc != NULL;
     if (tsrc) {
         char *end;
         errno = 0;

@@ -74,7 +74,8 @@ typedef struct cli_state {
     int verbose;       /* -v                                                  */
     int progress;      /* draw progress on stderr                             */
     int color;         /* colour on stdout                                    */
-    int threads;       /* --threads / TM_NUM_THREADS / 1                      */
+    int threads;       /* --threads / TM_NUM_THREADS / tm_usable_cpus()       */
+    int threads_given; /* 1 when --threads or TM_NUM_THREADS set it           */
     char *argv_line;   /* the command line, for manifests                     */
 } cli_state;
 extern cli_state g_cli;

@@ -42,7 +42,7 @@ typedef struct tm_gguf_qparams {
                                          multiple of any allowed block) is an error instead of
                                          being kept in F16                                       */
     int          no_checksums;        /* 1: no sha256 in the manifest                            */
-    int          n_threads;           /* 0 = 1                                                   */
+    int          n_threads;           /* 0 = tm_usable_cpus(); same bytes for any count          */
     const char  *command_line;        /* recorded in the manifest                                */
     void (*progress)(void *ud, const char *phase, uint64_t done, uint64_t total);
     void        *progress_ud;
@@ -51,7 +51,7 @@ typedef struct tm_gguf_qparams {
                                          output (has "<OUT>.manifest.json"); never anything else */
 } tm_gguf_qparams;
 
-tm_gguf_qparams tm_gguf_qparams_default(void); /* Q8_0, rules on, 1 thread */
+tm_gguf_qparams tm_gguf_qparams_default(void); /* Q8_0, rules on, n_threads 0 (tm_usable_cpus) */
 
 /* Decision and outcome for one source tensor, in output order. */
 typedef struct tm_gguf_qtensor {
@@ -78,8 +78,11 @@ typedef struct tm_gguf_qresult {
 ** order (non-layer tensors by name, then by layer number, by name within a layer); a GGUF
 ** input's metadata is kept entry for entry, then general.quantization_version (2) and
 ** general.file_type are set (moved to the end, as ggml's gguf_set_val does) and split.* keys
-** removed. The file is written as "<out>.tmp.<pid>" and renamed into place; the manifest
-** "<out>.manifest.json" follows.
+** removed. The file is written as "<out>.tmp.<pid>" and its manifest as
+** "<out>.manifest.json.tmp.<pid>"; under "<out>.lock" (flock, the owner's pid; a concurrent
+** run gets TM_E_INVALID_ARG naming it) a previous manifest is removed, the file renamed into
+** place, then "<out>.manifest.json": a reader never sees a file and manifest of two runs. The
+** cancel flag is honoured up to that rename (TM_E_CANCELLED, nothing at OUT).
 ** An existing OUT is replaced only when it is a previous tensormorph output and p->force is
 ** set; OUT may never be the input.
 ** Returns TM_OK | TM_E_INVALID_ARG (bad ftype or regex; OUT exists, is the input or a directory) | TM_E_UNSUPPORTED (a source tensor

@@ -71,8 +71,10 @@ typedef struct tm_onnx_qresult {
 } tm_onnx_qresult;
 
 /* tm_onnx_quantize: read the ONNX model `in` (opened with tm_open; its path is decoded again
-** with protobuf-c and rewritten), write `out_path` (temp file beside it, fsync, rename;
-** tm__write_file_atomic) and "<out_path>.manifest.json" (tensormorph.manifest/1). Before the
+** with protobuf-c and rewritten), write `out_path` and "<out_path>.manifest.json"
+** (tensormorph.manifest/1) as temp files beside it, fsynced, then renamed into place under
+** "<out_path>.lock" in the GGUF job's order (tm_gguf_quantize; a concurrent run gets
+** TM_E_INVALID_ARG naming the lock's pid; cancel honoured up to the rename). Before the
 ** rename the new model is opened with tensormorph's own ONNX reader and every quantized weight
 ** must come back as a logical quantized tensor with the scales, zero points and granularity
 ** written. Only float32/float16/bfloat16 weights are quantized; DequantizeLinear, QOperator or

@@ -99,3 +99,16 @@ int tmt_exists(const char *path) {
     struct stat st;
     return stat(path, &st) == 0;
 }
+
+char *tmt_read_file(const char *path) {
+    FILE *fp = fopen(path, "rb");
+    if (!fp) return NULL;
+    fseek(fp, 0, SEEK_END);
+    long n = ftell(fp);
+    fseek(fp, 0, SEEK_SET);
+    char *b = n >= 0 ? malloc((size_t)n + 1) : NULL;
+    if (b && fread(b, 1, (size_t)n, fp) != (size_t)n) { free(b); b = NULL; }
+    if (b) b[n] = '\0';
+    fclose(fp);
+    return b;
+}

@@ -47,7 +47,8 @@ int cmd_quantize_gguf(const cli_cmd *cmd, cli_args *a) {
         }
         bufs[i] = strndup(v, (size_t)(eq - v));
         pats[i] = bufs[i];
-        types[i] = tm_gq_type_from_name(eq + 1);
+        types[i] = tm_ggml_type_from_name(eq + 1);
+        if (!tm_gq_writable(types[i])) types[i] = -1;
         if (!bufs[i] || types[i] < 0) {
             rc = cli_usage_error(cmd, "--tensor-type '%s': unknown ggml type '%s'", v, eq + 1);
             goto done;

@@ -9,14 +9,14 @@
 
 /* Error sums of quantized rows against their float32 source, for the GGUF job's manifest
 ** (src/job/gguf_job.c): sum x^2, sum (x - dq)^2 and max |x - dq| in double, dq the value the
-** written bytes dequantize to (tm_ggml_dequantize). TM_GQ_ERR_LANES independent partial sums:
+** written bytes dequantize to (tm_ggml_dequantize). TM__GQ_ERR_LANES independent partial sums:
 ** lane k takes the values whose index since the last reset is k mod 8, each lane one IEEE
 ** sequence in index order; the values after the last multiple of 8 (only the last call may
 ** have n % 8 != 0) go to the tail sums in order; tm__gq_err_total adds the tail, then lanes 0..7.
 ** Every path (scalar, AVX2, the fused quantizers) gives the same bits. */
-#define TM_GQ_ERR_LANES 8
+#define TM__GQ_ERR_LANES 8
 typedef struct tm__gq_err {
-    double x2[TM_GQ_ERR_LANES], e2[TM_GQ_ERR_LANES], emax[TM_GQ_ERR_LANES];
+    double x2[TM__GQ_ERR_LANES], e2[TM__GQ_ERR_LANES], emax[TM__GQ_ERR_LANES];
     double tx2, te2, temax;
 } tm__gq_err;
 /* Add n values (x the source, dq its dequantization) to a; simd 0 forces the scalar code. */
@@ -30,7 +30,7 @@ tm_status tm__gq_quantize_row_err(int type, const float *x, int64_t n, void *out
                                   tm__gq_err *acc, int64_t *bad_block, int simd, tm_err *err);
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#define TM_GQ_HAVE_AVX2 1
+#define TM__GQ_HAVE_AVX2 1
 /* nb blocks of 32 values from x into Q8_0 / Q4_0 blocks at y, byte-identical to the scalar
 ** q8_0_block / q4_0_block (including the all-subnormal rule). Return the index of the first
 ** block that holds a NaN or inf or whose d does not fit f16 (nothing written from it on), or

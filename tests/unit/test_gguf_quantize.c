@@ -582,11 +582,12 @@ static void test_safetensors_input(void **state) {
             n_q8++;
             float *x = malloc((size_t)st->n_elems * sizeof *x);
             assert_int_equal(tm_tensor_read_f32(src, si, 0, st->n_elems, x, NULL), TM_OK);
-            uint64_t nb = tm_gq_row_bytes(TM_GQ_Q8_0, ne0) * (uint64_t)(st->n_elems / ne0);
+            uint64_t rb;
+            assert_int_equal(tm_ggml_row_bytes(TM_GGML_Q8_0, ne0, &rb, NULL), TM_OK);
+            uint64_t nb = rb * (uint64_t)(st->n_elems / ne0);
             uint8_t *want = malloc((size_t)nb);
             for (int64_t rr = 0; rr < st->n_elems / ne0; rr++)
-                assert_int_equal(tm_gq_quantize_row(TM_GQ_Q8_0, x + rr * ne0, ne0,
-                                                    want + rr * tm_gq_row_bytes(TM_GQ_Q8_0, ne0), NULL, NULL), TM_OK);
+                assert_int_equal(tm_gq_quantize_row(TM_GGML_Q8_0, x + rr * ne0, ne0, want + rr * rb, NULL, NULL), TM_OK);
             const void *got;
             assert_int_equal(qt->n_bytes, nb);
             assert_int_equal(tm_tensor_data(q, i, 0, nb, &got, NULL), TM_OK);
@@ -634,7 +635,8 @@ static void test_f16_source(void **state) {
         int64_t ne0 = st->shape[st->ndim - 1], rows = st->n_elems / ne0;
         float *x = malloc((size_t)st->n_elems * sizeof *x);
         assert_int_equal(tm_tensor_read_f32(src, si, 0, st->n_elems, x, NULL), TM_OK);
-        uint64_t rb = tm_gq_row_bytes(ty, ne0);
+        uint64_t rb;
+        assert_int_equal(tm_ggml_row_bytes(ty, ne0, &rb, NULL), TM_OK);
         uint8_t *want = malloc((size_t)(rb * (uint64_t)rows));
         for (int64_t rr = 0; rr < rows; rr++)
             assert_int_equal(tm_gq_quantize_row_ref(ty, x + rr * ne0, ne0, want + rr * rb, NULL, NULL), TM_OK);

@@ -283,6 +283,7 @@ static tm_status decide(job_t *j, plan_t *pl, tm_err *err) {
         targeted = 1;
         break;
     }
+    pl->spec.kernels = p->kernels; /* the job's kernel set, whichever spec */
     if (t->ndim == 1) { snprintf(pl->reason, sizeof pl->reason, "1-D tensor (norm or bias)"); return TM_OK; }
     if (t->ndim != 2) {
         snprintf(pl->reason, sizeof pl->reason, "%d-D tensor (only 2-D Linear weights are quantized)", t->ndim);
@@ -629,6 +630,7 @@ static tm_status run_task_inner(void *vctx, int64_t task, int thread, tm_err *er
     ** non-finite values unless they are allowed: the quantizer need not scan for them again */
     qp.allow_nonfinite = 1;
     tm_erracc *acc = &pl->chunk_acc[chunk];
+    acc->kernels = pl->spec.kernels;
     if (gk != TM_GRAN_TENSOR) {
         /* row-local units: this chunk owns its params, so it may accumulate into them */
         acc->n_params = pl->n_params;

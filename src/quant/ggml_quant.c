@@ -21,6 +21,7 @@
 */
 #include "core/core.h"
 #include "ggml_traits.h"
+#include "kernels.h"
 #include "tensormorph/ggml.h"
 #include "tensormorph/ggml_quant.h"
 #include "tensormorph/experimental.h"
@@ -882,7 +883,7 @@ tm_status tm__gq_rows_bf16(const float *x, int64_t b0, int64_t nb, uint8_t *y, i
 
 /* The specification of the lanes: lane k of value i (i % 8 == k) in index order. The max is
 ** (|e| > m ? |e| : m), as _mm256_max_pd(|e|, m) computes it. */
-static void err_lanes_ref(tm__gq_err *a, const float *x, const float *dq, int64_t n) {
+void tm__gq_err_lanes_ref(tm__gq_err *a, const float *x, const float *dq, int64_t n) {
     for (int64_t i = 0; i < n; i += TM__GQ_ERR_LANES) {
         for (int k = 0; k < TM__GQ_ERR_LANES; k++) {
             const double xv = (double)x[i + k], e = xv - (double)dq[i + k], ae = fabs(e);
@@ -893,15 +894,9 @@ static void err_lanes_ref(tm__gq_err *a, const float *x, const float *dq, int64_
     }
 }
 
-void tm__gq_err_add(tm__gq_err *a, const float *x, const float *dq, int64_t n, int simd) {
+void tm__gq_err_add(tm__gq_err *a, const float *x, const float *dq, int64_t n, const tm_kernels *k) {
     const int64_t nl = n / TM__GQ_ERR_LANES * TM__GQ_ERR_LANES;
-#ifdef TM__GQ_HAVE_AVX2
-    if (simd && __builtin_cpu_supports("avx2")) tm__gq_err_lanes_avx2(a, x, dq, nl);
-    else err_lanes_ref(a, x, dq, nl);
-#else
-    (void)simd;
-    err_lanes_ref(a, x, dq, nl);
-#endif
+    tm__kernels_or_auto(k)->gq_err_lanes(a, x, dq, nl);
     for (int64_t i = nl; i < n; i++) {
         const double xv = (double)x[i], e = xv - (double)dq[i], ae = fabs(e);
         a->tx2 += xv * xv;
@@ -922,15 +917,6 @@ void tm__gq_err_total(const tm__gq_err *a, double *sx2, double *se2, double *ema
     *emax = tm;
 }
 
-/* The CPU checks of the SIMD columns (until the kernel table chooses them). */
-#ifdef TM__GQ_HAVE_AVX2
-static int simd_ok(void) { return __builtin_cpu_supports("avx2"); }
-static int simd_err_ok(void) { return __builtin_cpu_supports("avx2") && tm__cpu_has_f16c(); }
-#else
-static int simd_ok(void) { return 0; }
-static int simd_err_ok(void) { return 0; }
-#endif
-
 /* The reference's refusal of a non-finite value: the first one, by block and element. */
 static tm_status check_finite(const tm_ggml_type_info *t, const float *x, int64_t n, int64_t *bad_block,
                               tm_err *err) {
@@ -945,13 +931,14 @@ static tm_status check_finite(const tm_ggml_type_info *t, const float *x, int64_
     return TM_OK;
 }
 
-/* One row through the type table: with simd, the type's SIMD quantizer + error kernel where it
+/* One row through the type table: with the kernel set's ggml_simd, the type's SIMD quantizer + error kernel where it
 ** has one (it checks its own input; at the first block it refuses, the row is scanned for the
 ** reference's error, a non-finite value anywhere in the row coming first, and the reference
 ** takes over at that block), else its SIMD quantizer, else the reference; then, with acc, the
 ** error of the bytes written (dequantized) unless the kernel measured it. */
 static tm_status quantize_row(int type, const float *x, int64_t n, void *out, int64_t *bad_block,
-                              int simd, tm__gq_err *acc, float *dq, tm_err *err) {
+                              const tm_kernels *k, tm__gq_err *acc, float *dq, tm_err *err) {
+    k = tm__kernels_or_auto(k);
     if (bad_block) *bad_block = -1;
     const tm__ggml_traits *tr = tm__ggml_traits_of(type);
     if (!tr || !tr->quantize_ref) return tm__err_set(err, TM_E_INVALID_ARG, -1, "ggml type %d cannot be written", type);
@@ -964,7 +951,7 @@ static tm_status quantize_row(int type, const float *x, int64_t n, void *out, in
     const int64_t nb = n / t->block_size;
     int64_t b0 = 0;
     tm_status st;
-    if (simd && tr->quantize_err && simd_err_ok()) {
+    if (k->ggml_simd && tr->quantize_err) {
         b0 = tr->quantize_err(x, nb, y, acc);
         if (b0 < 0) return TM_OK;
         st = check_finite(t, x, n, bad_block, err);
@@ -972,28 +959,29 @@ static tm_status quantize_row(int type, const float *x, int64_t n, void *out, in
         /* not reached with acc: the reference fails where the kernel stopped */
     } else {
         st = check_finite(t, x, n, bad_block, err);
-        tm__gq_rows_fn fn = simd && tr->quantize_simd && simd_ok() ? tr->quantize_simd : tr->quantize_ref;
+        tm__gq_rows_fn fn = k->ggml_simd && tr->quantize_simd ? tr->quantize_simd : tr->quantize_ref;
         if (!st) st = fn(x, 0, nb, y, bad_block, err);
     }
     if (!st && acc) {
         const int64_t v0 = b0 * t->block_size;
         st = tm_ggml_dequantize(type, y + (size_t)b0 * t->type_size, (uint64_t)(nb - b0) * t->type_size, n - v0, dq, err);
-        if (!st) tm__gq_err_add(acc, x + v0, dq, n - v0, simd);
+        if (!st) tm__gq_err_add(acc, x + v0, dq, n - v0, k);
     }
     return st;
 }
 
 tm_status tm_gq_quantize_row(int type, const float *x, int64_t n, void *out, int64_t *bad_block,
                              tm_err *err) {
-    return quantize_row(type, x, n, out, bad_block, 1, NULL, NULL, err);
+    return quantize_row(type, x, n, out, bad_block, NULL, NULL, NULL, err);
 }
 
 tm_status tm_gq_quantize_row_ref(int type, const float *x, int64_t n, void *out,
                                  int64_t *bad_block, tm_err *err) {
-    return quantize_row(type, x, n, out, bad_block, 0, NULL, NULL, err);
+    return quantize_row(type, x, n, out, bad_block, &tm__kernels_ref, NULL, NULL, err);
 }
 
 tm_status tm__gq_quantize_row_err(int type, const float *x, int64_t n, void *out, float *dq,
-                                  tm__gq_err *acc, int64_t *bad_block, int simd, tm_err *err) {
-    return quantize_row(type, x, n, out, bad_block, simd, acc, dq, err);
+                                  tm__gq_err *acc, int64_t *bad_block, const tm_kernels *k,
+                                  tm_err *err) {
+    return quantize_row(type, x, n, out, bad_block, k, acc, dq, err);
 }

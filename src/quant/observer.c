@@ -10,7 +10,7 @@
 ** PERCENTILE, ENTROPY  ONNX Runtime HistogramCollector (hist_ort.c).
 ** MSE         ours: a grid of clipping ratios, the one with the least squared error wins.
 */
-#include "quant_impl.h"
+#include "kernels.h"
 
 #include <float.h>
 #include <math.h>
@@ -99,10 +99,11 @@ static tm_status check_values(const float *v, int64_t n, tm_err *err) {
 }
 
 /* min and max of the finite values (inputs are checked, or non-finite ones are allowed and
-** ignored); +inf / -inf when there is none. Returns 1 when it met a non-finite value. The SSE2 path takes 8 lanes (a non-finite value
-** becomes +inf for the minimum and -inf for the maximum, which is skipping it); minimum and
-** maximum do not depend on the order, except which of -0 and +0 is returned when both are the
-** extreme, which no scale or zero point depends on. */
+** ignored); +inf / -inf when there is none. Returns 1 when it met a non-finite value. The
+** kernel set (kernels.h) picks tm__minmax_ref or tm__minmax_avx2. The SSE2 path takes 8 lanes
+** (a non-finite value becomes +inf for the minimum and -inf for the maximum, which is skipping
+** it); minimum and maximum do not depend on the order, except which of -0 and +0 is returned
+** when both are the extreme, which no scale or zero point depends on. */
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
 /* minmax_f32 when every value is finite, 32 values a step in four AVX2 accumulators of each;
@@ -151,11 +152,30 @@ __attribute__((target("avx2"))) static int minmax_f32_avx2(const float *v, int64
 #define TM_OBS_HAVE_AVX2 1
 #endif
 
-static int minmax_f32(const float *v, int64_t n, float *mn, float *mx) {
+/* The scalar loop (the reference) over values i.. of v, folded into a, b and bad. */
+static int minmax_tail(const float *v, int64_t i, int64_t n, float a, float b, int64_t bad, float *mn,
+                       float *mx) {
+    for (; i < n; i++) {
+        if (!isfinite(v[i])) { bad = 1; continue; }
+        if (v[i] < a) a = v[i];
+        if (v[i] > b) b = v[i];
+    }
+    *mn = a;
+    *mx = b;
+    return bad != 0;
+}
+
+int tm__minmax_ref(const float *v, int64_t n, float *mn, float *mx) {
+    return minmax_tail(v, 0, n, INFINITY, -INFINITY, 0, mn, mx);
+}
+
+#ifdef TM_HAVE_X86_KERNELS
+/* The "avx2" and "avx512" sets' min/max: AVX2 when every value is finite, else SSE2 lanes. */
+int tm__minmax_avx2(const float *v, int64_t n, float *mn, float *mx) {
     float a = INFINITY, b = -INFINITY;
     int64_t i = 0, bad = 0;
 #ifdef TM_OBS_HAVE_AVX2
-    if (n >= 32 && __builtin_cpu_supports("avx2") && minmax_f32_avx2(v, n, mn, mx)) return 0;
+    if (n >= 32 && minmax_f32_avx2(v, n, mn, mx)) return 0;
 #endif
 #ifdef __SSE2__
     if (n >= 8) {
@@ -180,14 +200,13 @@ static int minmax_f32(const float *v, int64_t n, float *mn, float *mx) {
         }
     }
 #endif
-    for (; i < n; i++) {
-        if (!isfinite(v[i])) { bad = 1; continue; }
-        if (v[i] < a) a = v[i];
-        if (v[i] > b) b = v[i];
-    }
-    *mn = a;
-    *mx = b;
-    return bad != 0;
+    return minmax_tail(v, i, n, a, b, bad, mn, mx);
+}
+#endif
+
+/* The min/max of spec's kernel set. */
+static int minmax_f32(const tm_qspec *spec, const float *v, int64_t n, float *mn, float *mx) {
+    return tm__kernels_or_auto(spec->kernels)->minmax(v, n, mn, mx);
 }
 
 /* ---------------------------------------------------------------------------------------- */
@@ -204,7 +223,7 @@ static double unit_sq_error(const tm_qspec *spec, int64_t qmin, int64_t qmax, fl
                             int32_t zp, const float *v, int64_t n) {
     enum { CHUNK = 256 };
     const tm_dtype_traits *t = tm_dtype_get(spec->code_dtype);
-    const struct tm__qkernels *k = tm__qkernels_get();
+    const tm_kernels *k = tm__kernels_or_auto(spec->kernels);
     struct tm__qseg seg = {.scale = s, .inv_scale = 1.0f / s,
                            .use_mul = spec->convention == TM_CONV_TORCH, .zp = zp,
                            .lo = (float)(qmin - zp), .hi = (float)(qmax - zp),
@@ -236,7 +255,7 @@ static double unit_sq_error(const tm_qspec *spec, int64_t qmin, int64_t qmax, fl
 tm_status tm__mse_range(const tm_qspec *spec, const float *v, int64_t n, double *lo, double *hi,
                         tm_err *err) {
     float mn, mx;
-    minmax_f32(v, n, &mn, &mx);
+    minmax_f32(spec, v, n, &mn, &mx);
     int64_t qmin, qmax;
     tm_qspec_range(spec, &qmin, &qmax);
     double best = INFINITY, blo = mn, bhi = mx;
@@ -294,7 +313,7 @@ tm_status tm_observe_range(const tm_qspec *spec, const float *vals, int64_t n, d
         if (spec->observer.kind == TM_OBS_MINMAX || spec->observer.kind == TM_OBS_EMA_MINMAX) {
             /* one pass: the range and the finiteness check together */
             float mn, mx;
-            if (minmax_f32(vals, n, &mn, &mx)) return check_values(vals, n, err);
+            if (minmax_f32(spec, vals, n, &mn, &mx)) return check_values(vals, n, err);
             *lo = mn;
             *hi = mx;
             return TM_OK;
@@ -326,7 +345,7 @@ static tm_status observe_finite(const tm_qspec *spec, const float *vals, int64_t
     switch (o->kind) {
     case TM_OBS_MINMAX:
     case TM_OBS_EMA_MINMAX:
-        minmax_f32(vals, n, &mn, &mx);
+        minmax_f32(spec, vals, n, &mn, &mx);
         *lo = mn;
         *hi = mx;
         return TM_OK;
@@ -482,7 +501,7 @@ static void batch_minmax(tm_calib *c, const struct tm__ggeom *g, const float *x)
     for (int64_t f = 0; f < g->n_elems;) {
         int64_t run, p = tm__ggeom_param(g, f, &run);
         float mn, mx;
-        minmax_f32(x + f, run, &mn, &mx);
+        minmax_f32(&c->spec, x + f, run, &mn, &mx);
         if (mn < c->bmin[p]) c->bmin[p] = mn;
         if (mx > c->bmax[p]) c->bmax[p] = mx;
         f += run;

@@ -1,12 +1,12 @@
 /*
 ** quant_avx2.c: AVX2 variants of the integer quantize/dequantize run kernels. Compiled for
-** every x86 build with __attribute__((target("avx2"))) (never -march); quantize.c calls them
-** only after __builtin_cpu_supports("avx2"). Bit-identical to tm__quant_int_ref /
-** tm__dequant_int_ref (tests/unit/test_quant.c proves it on random data, ties and clipping):
+** every x86 build with __attribute__((target("avx2"))) (never -march); the kernel set "avx2"
+** (kernels.c) names them; tm_kernels_get hands it out only where the CPU has AVX2.
+** Bit-identical to tm__quant_int_ref / tm__dequant_int_ref (tests/unit/test_quant.c proves it on random data, ties and clipping):
 ** the same IEEE division/multiplication, round-to-nearest-even (vroundps imm 8 = nearbyint),
 ** the same clamp in float32 before the integer conversion, NaN -> the zero point.
 */
-#include "quant_impl.h"
+#include "kernels.h"
 
 #ifdef TM_HAVE_X86_KERNELS
 #include <immintrin.h>
@@ -33,7 +33,7 @@ TM_AVX2 static inline __m256i quant8_avx2(const float *x, const struct tm__qseg 
 ** dtype's range, so reading it back (sign- or zero-extended) gives c - zp = r exactly, and the
 ** dequantized value float(c - zp) * s is float(r) * s, computed here from the integer r (so a
 ** rounded -0 gives +0 as the dequantizer does). */
-TM_AVX2 static void quant_dequant_int_avx2(const float *x, int64_t n, const struct tm__qseg *seg,
+TM_AVX2 void tm__quant_dequant_int_avx2(const float *x, int64_t n, const struct tm__qseg *seg,
                                            uint8_t *codes, float *out) {
     const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
     const __m256i zp = _mm256_set1_epi32(seg->zp), byte = _mm256_set1_epi32(0xff);
@@ -56,7 +56,7 @@ TM_AVX2 static void quant_dequant_int_avx2(const float *x, int64_t n, const stru
     }
 }
 
-TM_AVX2 static void quant_int_avx2(const float *x, int64_t n, const struct tm__qseg *seg,
+TM_AVX2 void tm__quant_int_avx2(const float *x, int64_t n, const struct tm__qseg *seg,
                                    uint8_t *codes) {
     const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
     int64_t i = 0;
@@ -71,7 +71,7 @@ TM_AVX2 static void quant_int_avx2(const float *x, int64_t n, const struct tm__q
     for (; i < n; i++) codes[i] = (uint8_t)tm__quant_one(x[i], seg);
 }
 
-TM_AVX2 static void dequant_int_avx2(const uint8_t *codes, int64_t n, const struct tm__qseg *seg,
+TM_AVX2 void tm__dequant_int_avx2(const uint8_t *codes, int64_t n, const struct tm__qseg *seg,
                                      float *out) {
     const __m256 s = _mm256_set1_ps(seg->scale);
     const __m256i zp = _mm256_set1_epi32(seg->zp);
@@ -85,9 +85,6 @@ TM_AVX2 static void dequant_int_avx2(const uint8_t *codes, int64_t n, const stru
     if (i < n) tm__dequant_int_ref(codes + i, n - i, seg, out + i);
 }
 
-const struct tm__qkernels tm__qkernels_avx2 = {
-    .name = "avx2", .quant_int = quant_int_avx2, .dequant_int = dequant_int_avx2,
-    .quant_dequant_int = quant_dequant_int_avx2};
 
 #else
 typedef int tm__quant_avx2_unused; /* ISO C: a translation unit must declare something */

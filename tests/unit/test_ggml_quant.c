@@ -15,6 +15,7 @@
 
 #include "helpers/vectors.h"
 #include "quant/ggml_traits.h"
+#include "quant/kernels.h"
 #include "tensormorph.h"
 #include "tensormorph/ggml.h"
 #include "tensormorph/ggml_quant.h"
@@ -425,8 +426,9 @@ static void fill(float *x, int64_t n, int kind) {
     }
 }
 
-/* The SIMD path (simd 1: Q8_0/Q4_0 measure the error inside the AVX2 kernel, other types
-** dequantize and add in AVX2 lanes) against the scalar reference (simd 0), and both against
+/* The SIMD path (the "auto" kernel set: Q8_0/Q4_0/Q6_K measure the error inside the AVX2 kernel,
+** other types dequantize and add in AVX2 lanes) against the scalar reference (the "ref" set), and
+** both against
 ** err_spec over a dequantization of the reference bytes: bytes, status, block and the error
 ** accumulator bit for bit, on rows of 1..40 blocks (block counts that are not a multiple of the
 ** kernels' 8 blocks) added to one accumulator in several calls. */
@@ -458,8 +460,8 @@ static void test_err_fused_matches_ref(void **state) {
                     const size_t off = (size_t)row_bytes(type, cuts[c]);
                     int64_t b1, b2;
                     tm_err er1, er2;
-                    s1 = tm__gq_quantize_row_err(type, x + cuts[c], m, a + off, dq, &e1, &b1, 1, &er1);
-                    s2 = tm__gq_quantize_row_err(type, x + cuts[c], m, b + off, dq, &e2, &b2, 0, &er2);
+                    s1 = tm__gq_quantize_row_err(type, x + cuts[c], m, a + off, dq, &e1, &b1, NULL, &er1);
+                    s2 = tm__gq_quantize_row_err(type, x + cuts[c], m, b + off, dq, &e2, &b2, &tm__kernels_ref, &er2);
                     assert_int_equal(s1, s2);
                     assert_int_equal(b1, b2);
                     if (s1) assert_string_equal(er1.msg, er2.msg);
@@ -482,11 +484,12 @@ static void test_err_fused_matches_ref(void **state) {
     /* a row whose length is not a multiple of 8 (F16 output): the tail in the last call */
     fill(x, 1003, 0);
     for (int simd = 0; simd < 2; simd++) {
+        const tm_kernels *ks = simd ? NULL : &tm__kernels_ref;
         tm__gq_err e;
         memset(&e, 0, sizeof e);
         tm_err er;
-        assert_int_equal(tm__gq_quantize_row_err(TM_GGML_F16, x, 1000, a, dq, &e, NULL, simd, &er), TM_OK);
-        assert_int_equal(tm__gq_quantize_row_err(TM_GGML_F16, x + 1000, 3, a + 2000, dq, &e, NULL, simd, &er), TM_OK);
+        assert_int_equal(tm__gq_quantize_row_err(TM_GGML_F16, x, 1000, a, dq, &e, NULL, ks, &er), TM_OK);
+        assert_int_equal(tm__gq_quantize_row_err(TM_GGML_F16, x + 1000, 3, a + 2000, dq, &e, NULL, ks, &er), TM_OK);
         assert_int_equal(tm_ggml_dequantize(TM_GGML_F16, a, 2006, 1003, dq2, &er), TM_OK);
         double want[3], got[3];
         err_spec(x, dq2, 1003, want);
@@ -519,9 +522,9 @@ static void test_simd_nonfinite_and_overflow(void **state) {
                     memset(b, 0, sizeof b);
                     int64_t b1, b2;
                     tm_err er1, er2;
-                    tm_status s1 = with_acc ? tm__gq_quantize_row_err(types[t], x, N, a, dq, &e1, &b1, 1, &er1)
+                    tm_status s1 = with_acc ? tm__gq_quantize_row_err(types[t], x, N, a, dq, &e1, &b1, NULL, &er1)
                                             : tm_gq_quantize_row(types[t], x, N, a, &b1, &er1);
-                    tm_status s2 = with_acc ? tm__gq_quantize_row_err(types[t], x, N, b, dq, &e2, &b2, 0, &er2)
+                    tm_status s2 = with_acc ? tm__gq_quantize_row_err(types[t], x, N, b, dq, &e2, &b2, &tm__kernels_ref, &er2)
                                             : tm_gq_quantize_row_ref(types[t], x, N, b, &b2, &er2);
                     assert_true(s1 != TM_OK);
                     assert_int_equal(s1, s2);

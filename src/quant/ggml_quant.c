@@ -21,21 +21,13 @@
 */
 #include "core/core.h"
 #include "ggml_traits.h"
-#include "kernels.h"
 #include "tensormorph/ggml.h"
 #include "tensormorph/ggml_quant.h"
-#include "tensormorph/experimental.h"
 
 #include <math.h>
 
 #define QK_K 256
 #define GROUP_MAX_EPS 1e-15f /* the reference's threshold for "all zero" sub-blocks */
-
-/* The writable types are the rows of the type table (ggml_traits.h) with a reference quantizer. */
-int tm_gq_writable(int type) {
-    const tm__ggml_traits *t = tm__ggml_traits_of(type);
-    return t && t->quantize_ref;
-}
 
 /* ---------------------------------------------------------------------------------------- */
 /* Shared helpers                                                                            */
@@ -782,22 +774,11 @@ static tm_status q6_k_block(const float *x, uint8_t *y, int64_t blk, tm_err *err
     return q6_k_impl(x, y, blk, 0, NULL, err);
 }
 
-/* 1 when any of n values is NaN or +-Inf: a branch-free scan the compiler vectorises. */
-static int any_nonfinite(const float *x, int64_t n) {
-    uint32_t bad = 0;
-    for (int64_t i = 0; i < n; i++) {
-        uint32_t u;
-        memcpy(&u, &x[i], 4);
-        bad |= (uint32_t)((u & 0x7f800000u) == 0x7f800000u);
-    }
-    return bad != 0;
-}
-
 #ifdef TM__GQ_HAVE_AVX2
 int64_t tm__gq_q6_k_avx2(const float *x, int64_t nb, uint8_t *y, tm__gq_err *acc) {
     for (int64_t b = 0; b < nb; b++) {
         tm_err e;
-        if (any_nonfinite(x + b * QK_K, QK_K) || q6_k_impl(x + b * QK_K, y + (size_t)b * 210, b, 1, acc, &e))
+        if (tm__any_nonfinite(x + b * QK_K, QK_K) || q6_k_impl(x + b * QK_K, y + (size_t)b * 210, b, 1, acc, &e))
             return b;
     }
     return -1;
@@ -808,11 +789,10 @@ int64_t tm__gq_q6_k_avx2(const float *x, int64_t nb, uint8_t *y, tm__gq_err *acc
 /* Rows: the quantizers of the type table (ggml_traits.h)                                    */
 /* ---------------------------------------------------------------------------------------- */
 
-/* Blocks b0..nb-1 of `type` through one block function (inlined into each row function). */
-static inline tm_status run_blocks(tm_status (*fn)(const float *, uint8_t *, int64_t, tm_err *), int type,
-                                   const float *x, int64_t b0, int64_t nb, uint8_t *y, int64_t *bad_block,
-                                   tm_err *err) {
-    const tm_ggml_type_info *t = &tm__ggml_traits_table[type].info;
+/* Blocks b0..nb-1 of type t through one block function (inlined into each row function). */
+static inline tm_status run_blocks(tm_status (*fn)(const float *, uint8_t *, int64_t, tm_err *),
+                                   const tm_ggml_type_info *t, const float *x, int64_t b0, int64_t nb,
+                                   uint8_t *y, int64_t *bad_block, tm_err *err) {
     for (int64_t b = b0; b < nb; b++) {
         tm_status st = fn(x + b * t->block_size, y + (size_t)b * t->type_size, b, err);
         if (st) {
@@ -823,40 +803,42 @@ static inline tm_status run_blocks(tm_status (*fn)(const float *, uint8_t *, int
     return TM_OK;
 }
 
-#define GQ_ROWS(name, block, TYPE)                                                               \
-    tm_status name(const float *x, int64_t b0, int64_t nb, uint8_t *y, int64_t *bad_block,     \
-                   tm_err *err) {                                                                \
-        return run_blocks(block, TM_GGML_##TYPE, x, b0, nb, y, bad_block, err);                  \
+#define GQ_ROWS(name, block)                                                                     \
+    tm_status name(const tm_ggml_type_info *t, const float *x, int64_t b0, int64_t nb, uint8_t *y, \
+                   int64_t *bad_block, tm_err *err) {                                            \
+        return run_blocks(block, t, x, b0, nb, y, bad_block, err);                               \
     }
-GQ_ROWS(tm__gq_rows_q4_0, q4_0_block, Q4_0)
-GQ_ROWS(tm__gq_rows_q4_1, q4_1_block, Q4_1)
-GQ_ROWS(tm__gq_rows_q5_0, q5_0_block, Q5_0)
-GQ_ROWS(tm__gq_rows_q5_1, q5_1_block, Q5_1)
-GQ_ROWS(tm__gq_rows_q8_0, q8_0_block, Q8_0)
-GQ_ROWS(tm__gq_rows_iq4_nl, iq4_nl_block, IQ4_NL)
-GQ_ROWS(tm__gq_rows_q2_k, q2_k_block, Q2_K)
-GQ_ROWS(tm__gq_rows_q3_k, q3_k_block, Q3_K)
-GQ_ROWS(tm__gq_rows_q4_k, q4_k_block, Q4_K)
-GQ_ROWS(tm__gq_rows_q5_k, q5_k_block, Q5_K)
-GQ_ROWS(tm__gq_rows_q6_k, q6_k_block, Q6_K)
+GQ_ROWS(tm__gq_rows_q4_0, q4_0_block)
+GQ_ROWS(tm__gq_rows_q4_1, q4_1_block)
+GQ_ROWS(tm__gq_rows_q5_0, q5_0_block)
+GQ_ROWS(tm__gq_rows_q5_1, q5_1_block)
+GQ_ROWS(tm__gq_rows_q8_0, q8_0_block)
+GQ_ROWS(tm__gq_rows_iq4_nl, iq4_nl_block)
+GQ_ROWS(tm__gq_rows_q2_k, q2_k_block)
+GQ_ROWS(tm__gq_rows_q3_k, q3_k_block)
+GQ_ROWS(tm__gq_rows_q4_k, q4_k_block)
+GQ_ROWS(tm__gq_rows_q5_k, q5_k_block)
+GQ_ROWS(tm__gq_rows_q6_k, q6_k_block)
 #ifdef TM__GQ_HAVE_AVX2
-GQ_ROWS(tm__gq_rows_q2_k_avx2, q2_k_block_avx2, Q2_K)
-GQ_ROWS(tm__gq_rows_q3_k_avx2, q3_k_block_avx2, Q3_K)
-GQ_ROWS(tm__gq_rows_q4_k_avx2, q4_k_block_avx2, Q4_K)
-GQ_ROWS(tm__gq_rows_q5_k_avx2, q5_k_block_avx2, Q5_K)
+GQ_ROWS(tm__gq_rows_q2_k_avx2, q2_k_block_avx2)
+GQ_ROWS(tm__gq_rows_q3_k_avx2, q3_k_block_avx2)
+GQ_ROWS(tm__gq_rows_q4_k_avx2, q4_k_block_avx2)
+GQ_ROWS(tm__gq_rows_q5_k_avx2, q5_k_block_avx2)
 #endif
 
 /* The plain types: one value a block. */
-tm_status tm__gq_rows_f32(const float *x, int64_t b0, int64_t nb, uint8_t *y, int64_t *bad_block,
+tm_status tm__gq_rows_f32(const tm_ggml_type_info *t, const float *x, int64_t b0, int64_t nb, uint8_t *y, int64_t *bad_block,
                           tm_err *err) {
+    (void)t;
     (void)bad_block;
     (void)err;
     memcpy(y + 4 * b0, x + b0, (size_t)(nb - b0) * 4);
     return TM_OK;
 }
 
-tm_status tm__gq_rows_f16(const float *x, int64_t b0, int64_t nb, uint8_t *y, int64_t *bad_block,
+tm_status tm__gq_rows_f16(const tm_ggml_type_info *t, const float *x, int64_t b0, int64_t nb, uint8_t *y, int64_t *bad_block,
                           tm_err *err) {
+    (void)t;
     for (int64_t i = b0; i < nb; i++) {
         uint16_t h = tm_f32_to_f16(x[i]);
         if ((h & 0x7c00u) == 0x7c00u) {
@@ -869,119 +851,11 @@ tm_status tm__gq_rows_f16(const float *x, int64_t b0, int64_t nb, uint8_t *y, in
     return TM_OK;
 }
 
-tm_status tm__gq_rows_bf16(const float *x, int64_t b0, int64_t nb, uint8_t *y, int64_t *bad_block,
+tm_status tm__gq_rows_bf16(const tm_ggml_type_info *t, const float *x, int64_t b0, int64_t nb, uint8_t *y, int64_t *bad_block,
                            tm_err *err) {
+    (void)t;
     (void)bad_block;
     (void)err;
     for (int64_t i = b0; i < nb; i++) tm__st16(y + 2 * i, tm_f32_to_bf16(x[i]));
     return TM_OK;
-}
-
-/* ---------------------------------------------------------------------------------------- */
-/* Error sums (ggml_quant_impl.h)                                                            */
-/* ---------------------------------------------------------------------------------------- */
-
-/* The specification of the lanes: lane k of value i (i % 8 == k) in index order. The max is
-** (|e| > m ? |e| : m), as _mm256_max_pd(|e|, m) computes it. */
-void tm__gq_err_lanes_ref(tm__gq_err *a, const float *x, const float *dq, int64_t n) {
-    for (int64_t i = 0; i < n; i += TM__GQ_ERR_LANES) {
-        for (int k = 0; k < TM__GQ_ERR_LANES; k++) {
-            const double xv = (double)x[i + k], e = xv - (double)dq[i + k], ae = fabs(e);
-            a->x2[k] += xv * xv;
-            a->e2[k] += e * e;
-            a->emax[k] = ae > a->emax[k] ? ae : a->emax[k];
-        }
-    }
-}
-
-void tm__gq_err_add(tm__gq_err *a, const float *x, const float *dq, int64_t n, const tm_kernels *k) {
-    const int64_t nl = n / TM__GQ_ERR_LANES * TM__GQ_ERR_LANES;
-    tm__kernels_or_auto(k)->gq_err_lanes(a, x, dq, nl);
-    for (int64_t i = nl; i < n; i++) {
-        const double xv = (double)x[i], e = xv - (double)dq[i], ae = fabs(e);
-        a->tx2 += xv * xv;
-        a->te2 += e * e;
-        a->temax = ae > a->temax ? ae : a->temax;
-    }
-}
-
-void tm__gq_err_total(const tm__gq_err *a, double *sx2, double *se2, double *emax) {
-    double tx = a->tx2, te = a->te2, tm = a->temax;
-    for (int k = 0; k < TM__GQ_ERR_LANES; k++) {
-        tx += a->x2[k];
-        te += a->e2[k];
-        tm = a->emax[k] > tm ? a->emax[k] : tm;
-    }
-    *sx2 = tx;
-    *se2 = te;
-    *emax = tm;
-}
-
-/* The reference's refusal of a non-finite value: the first one, by block and element. */
-static tm_status check_finite(const tm_ggml_type_info *t, const float *x, int64_t n, int64_t *bad_block,
-                              tm_err *err) {
-    for (int64_t i = 0; any_nonfinite(x, n) && i < n; i++) {
-        if (!isfinite(x[i])) {
-            if (bad_block) *bad_block = i / t->block_size;
-            return tm__err_set(err, TM_E_NONFINITE, -1, "block %lld: element %lld is %s",
-                               (long long)(i / t->block_size), (long long)i,
-                               isnan(x[i]) ? "NaN" : "infinite");
-        }
-    }
-    return TM_OK;
-}
-
-/* One row through the type table: with the kernel set's ggml_simd, the type's SIMD quantizer + error kernel where it
-** has one (it checks its own input; at the first block it refuses, the row is scanned for the
-** reference's error, a non-finite value anywhere in the row coming first, and the reference
-** takes over at that block), else its SIMD quantizer, else the reference; then, with acc, the
-** error of the bytes written (dequantized) unless the kernel measured it. */
-static tm_status quantize_row(int type, const float *x, int64_t n, void *out, int64_t *bad_block,
-                              const tm_kernels *k, tm__gq_err *acc, float *dq, tm_err *err) {
-    k = tm__kernels_or_auto(k);
-    if (bad_block) *bad_block = -1;
-    const tm__ggml_traits *tr = tm__ggml_traits_of(type);
-    if (!tr || !tr->quantize_ref) return tm__err_set(err, TM_E_INVALID_ARG, -1, "ggml type %d cannot be written", type);
-    const tm_ggml_type_info *t = &tr->info;
-    if (n < 0 || n % t->block_size != 0)
-        return tm__err_set(err, TM_E_INVALID_ARG, -1,
-                           "row of %lld values is not a multiple of the %s block (%lld)",
-                           (long long)n, t->name, (long long)t->block_size);
-    uint8_t *y = out;
-    const int64_t nb = n / t->block_size;
-    int64_t b0 = 0;
-    tm_status st;
-    if (k->ggml_simd && tr->quantize_err) {
-        b0 = tr->quantize_err(x, nb, y, acc);
-        if (b0 < 0) return TM_OK;
-        st = check_finite(t, x, n, bad_block, err);
-        if (!st) st = tr->quantize_ref(x, b0, nb, y, bad_block, err);
-        /* not reached with acc: the reference fails where the kernel stopped */
-    } else {
-        st = check_finite(t, x, n, bad_block, err);
-        tm__gq_rows_fn fn = k->ggml_simd && tr->quantize_simd ? tr->quantize_simd : tr->quantize_ref;
-        if (!st) st = fn(x, 0, nb, y, bad_block, err);
-    }
-    if (!st && acc) {
-        const int64_t v0 = b0 * t->block_size;
-        st = tm_ggml_dequantize(type, y + (size_t)b0 * t->type_size, (uint64_t)(nb - b0) * t->type_size, n - v0, dq, err);
-        if (!st) tm__gq_err_add(acc, x + v0, dq, n - v0, k);
-    }
-    return st;
-}
-
-tm_status tm_gq_quantize_row(int type, const float *x, int64_t n, void *out, int64_t *bad_block,
-                             tm_err *err) {
-    return quantize_row(type, x, n, out, bad_block, NULL, NULL, NULL, err);
-}
-
-tm_status tm_gq_quantize_row_ref(int type, const float *x, int64_t n, void *out,
-                                 int64_t *bad_block, tm_err *err) {
-    return quantize_row(type, x, n, out, bad_block, &tm__kernels_ref, NULL, NULL, err);
-}
-
-tm_status tm__gq_quantize_row_err(int type, const float *x, int64_t n, void *out, float *dq,
-                                  tm__gq_err *acc, int64_t *bad_block, const tm_kernels *k,
-                                  tm_err *err) {
-    return quantize_row(type, x, n, out, bad_block, k, acc, dq, err);
 }

@@ -6,6 +6,7 @@
 #define TM_GGML_QUANT_IMPL_H
 
 #include "core/core.h"
+#include "quant_impl.h"
 
 /* Error sums of quantized rows against their float32 source, for the GGUF job's manifest
 ** (src/job/gguf_job.c): sum x^2, sum (x - dq)^2 and max |x - dq| in double, dq the value the

@@ -4,9 +4,10 @@
 ** the public facts (tm_ggml_type_info: name, block size, type size, is quantized, ...), the
 ** block dequantizer, the reference quantizer and its SIMD variants. The table is defined in
 ** ggml_types.c with designated initializers; the functions it names live in ggml_dequant.c,
-** ggml_dequant_iq.c, ggml_quant.c and ggml_quant_avx2.c. Every path (the GGUF reader,
-** tm_ggml_dequantize, tm_gq_quantize_row, the GGUF quantize job, the tests) looks a type up
-** here; nothing else switches on a ggml type id to find a function.
+** ggml_dequant_iq.c, ggml_quant.c and ggml_quant_avx2.c, which do not use the table;
+** ggml_row.c walks it for whole rows. Every path (the GGUF reader, tm_ggml_dequantize,
+** tm_gq_quantize_row, the GGUF quantize job, the tests) looks a type up here; nothing else
+** switches on a ggml type id to find a function.
 **
 ** Adding a type: its id in tensormorph/ggml.h, its row in ggml_types.c (the _Static_assert there
 ** counts the ids), and its functions declared below.
@@ -17,12 +18,12 @@
 #include "ggml_iq.h"
 #include "ggml_quant_impl.h"
 
-/* Blocks b0 .. nb-1 of a row of a writable type: x is the row's first value, y its first
-** block (block b at x + b * block_size, y + b * type_size). On an error *bad_block (may be
+/* Blocks b0 .. nb-1 of a row of a writable type t (its row of the table): x is the row's first
+** value, y its first block (block b at x + b * block_size, y + b * type_size). On an error *bad_block (may be
 ** NULL) gets the block (the element for F16) and nothing after it is written. The values are
 ** finite (the caller checked). */
-typedef tm_status (*tm__gq_rows_fn)(const float *x, int64_t b0, int64_t nb, uint8_t *y,
-                                    int64_t *bad_block, tm_err *err);
+typedef tm_status (*tm__gq_rows_fn)(const tm_ggml_type_info *t, const float *x, int64_t b0,
+                                    int64_t nb, uint8_t *y, int64_t *bad_block, tm_err *err);
 
 /* A SIMD quantizer that checks its own input and measures its own error: nb blocks from x into
 ** y; returns the index of the first block holding a NaN or inf or failing the reference's range
@@ -78,27 +79,45 @@ void tm__ggml_dq_iq1_s(const uint8_t *b, float *y, blk_detail *dt);
 void tm__ggml_dq_iq1_m(const uint8_t *b, float *y, blk_detail *dt);
 
 /* Reference quantizers (ggml_quant.c). */
-tm_status tm__gq_rows_f32(const float *, int64_t, int64_t, uint8_t *, int64_t *, tm_err *);
-tm_status tm__gq_rows_f16(const float *, int64_t, int64_t, uint8_t *, int64_t *, tm_err *);
-tm_status tm__gq_rows_bf16(const float *, int64_t, int64_t, uint8_t *, int64_t *, tm_err *);
-tm_status tm__gq_rows_q4_0(const float *, int64_t, int64_t, uint8_t *, int64_t *, tm_err *);
-tm_status tm__gq_rows_q4_1(const float *, int64_t, int64_t, uint8_t *, int64_t *, tm_err *);
-tm_status tm__gq_rows_q5_0(const float *, int64_t, int64_t, uint8_t *, int64_t *, tm_err *);
-tm_status tm__gq_rows_q5_1(const float *, int64_t, int64_t, uint8_t *, int64_t *, tm_err *);
-tm_status tm__gq_rows_q8_0(const float *, int64_t, int64_t, uint8_t *, int64_t *, tm_err *);
-tm_status tm__gq_rows_iq4_nl(const float *, int64_t, int64_t, uint8_t *, int64_t *, tm_err *);
-tm_status tm__gq_rows_q2_k(const float *, int64_t, int64_t, uint8_t *, int64_t *, tm_err *);
-tm_status tm__gq_rows_q3_k(const float *, int64_t, int64_t, uint8_t *, int64_t *, tm_err *);
-tm_status tm__gq_rows_q4_k(const float *, int64_t, int64_t, uint8_t *, int64_t *, tm_err *);
-tm_status tm__gq_rows_q5_k(const float *, int64_t, int64_t, uint8_t *, int64_t *, tm_err *);
-tm_status tm__gq_rows_q6_k(const float *, int64_t, int64_t, uint8_t *, int64_t *, tm_err *);
+tm_status tm__gq_rows_f32(const tm_ggml_type_info *, const float *, int64_t, int64_t, uint8_t *,
+                           int64_t *, tm_err *);
+tm_status tm__gq_rows_f16(const tm_ggml_type_info *, const float *, int64_t, int64_t, uint8_t *,
+                           int64_t *, tm_err *);
+tm_status tm__gq_rows_bf16(const tm_ggml_type_info *, const float *, int64_t, int64_t, uint8_t *,
+                           int64_t *, tm_err *);
+tm_status tm__gq_rows_q4_0(const tm_ggml_type_info *, const float *, int64_t, int64_t, uint8_t *,
+                           int64_t *, tm_err *);
+tm_status tm__gq_rows_q4_1(const tm_ggml_type_info *, const float *, int64_t, int64_t, uint8_t *,
+                           int64_t *, tm_err *);
+tm_status tm__gq_rows_q5_0(const tm_ggml_type_info *, const float *, int64_t, int64_t, uint8_t *,
+                           int64_t *, tm_err *);
+tm_status tm__gq_rows_q5_1(const tm_ggml_type_info *, const float *, int64_t, int64_t, uint8_t *,
+                           int64_t *, tm_err *);
+tm_status tm__gq_rows_q8_0(const tm_ggml_type_info *, const float *, int64_t, int64_t, uint8_t *,
+                           int64_t *, tm_err *);
+tm_status tm__gq_rows_iq4_nl(const tm_ggml_type_info *, const float *, int64_t, int64_t, uint8_t *,
+                           int64_t *, tm_err *);
+tm_status tm__gq_rows_q2_k(const tm_ggml_type_info *, const float *, int64_t, int64_t, uint8_t *,
+                           int64_t *, tm_err *);
+tm_status tm__gq_rows_q3_k(const tm_ggml_type_info *, const float *, int64_t, int64_t, uint8_t *,
+                           int64_t *, tm_err *);
+tm_status tm__gq_rows_q4_k(const tm_ggml_type_info *, const float *, int64_t, int64_t, uint8_t *,
+                           int64_t *, tm_err *);
+tm_status tm__gq_rows_q5_k(const tm_ggml_type_info *, const float *, int64_t, int64_t, uint8_t *,
+                           int64_t *, tm_err *);
+tm_status tm__gq_rows_q6_k(const tm_ggml_type_info *, const float *, int64_t, int64_t, uint8_t *,
+                           int64_t *, tm_err *);
 
 #ifdef TM__GQ_HAVE_AVX2
 /* The K-quants with the AVX2 scale searches (ggml_quant.c). */
-tm_status tm__gq_rows_q2_k_avx2(const float *, int64_t, int64_t, uint8_t *, int64_t *, tm_err *);
-tm_status tm__gq_rows_q3_k_avx2(const float *, int64_t, int64_t, uint8_t *, int64_t *, tm_err *);
-tm_status tm__gq_rows_q4_k_avx2(const float *, int64_t, int64_t, uint8_t *, int64_t *, tm_err *);
-tm_status tm__gq_rows_q5_k_avx2(const float *, int64_t, int64_t, uint8_t *, int64_t *, tm_err *);
+tm_status tm__gq_rows_q2_k_avx2(const tm_ggml_type_info *, const float *, int64_t, int64_t, uint8_t *,
+                           int64_t *, tm_err *);
+tm_status tm__gq_rows_q3_k_avx2(const tm_ggml_type_info *, const float *, int64_t, int64_t, uint8_t *,
+                           int64_t *, tm_err *);
+tm_status tm__gq_rows_q4_k_avx2(const tm_ggml_type_info *, const float *, int64_t, int64_t, uint8_t *,
+                           int64_t *, tm_err *);
+tm_status tm__gq_rows_q5_k_avx2(const tm_ggml_type_info *, const float *, int64_t, int64_t, uint8_t *,
+                           int64_t *, tm_err *);
 /* Q6_K with the AVX2 scale search and final codes, measuring the error as it makes them
 ** (ggml_quant.c); tm__gq_q8_0_avx2 / tm__gq_q4_0_avx2 (ggml_quant_avx2.c) are the others of
 ** the quantize_err column. */

@@ -71,6 +71,18 @@ tm_status tm__quantize_dequantize_f32(const tm_qparams *qp, int ndim, const int6
                                       const float *x, int64_t start, int64_t n, uint8_t *codes,
                                       float *xq, tm_err *err);
 
+/* 1 when any of n values is NaN or +-Inf (exponent bits all ones): a branch-free scan the
+** compiler vectorises. For the observers' and the ggml quantizers' input checks. */
+static inline int tm__any_nonfinite(const float *x, int64_t n) {
+    uint32_t bad = 0;
+    for (int64_t i = 0; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, &x[i], 4);
+        bad |= (uint32_t)((u & 0x7f800000u) == 0x7f800000u);
+    }
+    return bad != 0;
+}
+
 /* One element of the reference: the code as an integer (NaN -> zp). Shared by ref and the
 ** SIMD tails so that both are the same function. */
 static inline int32_t tm__quant_one(float x, const struct tm__qseg *s) {

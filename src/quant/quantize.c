@@ -15,22 +15,6 @@
 #include <math.h>
 
 /* ---------------------------------------------------------------------------------------- */
-/* Reference kernels                                                                         */
-/* ---------------------------------------------------------------------------------------- */
-
-void tm__quant_int_ref(const float *x, int64_t n, const struct tm__qseg *seg, uint8_t *codes) {
-    for (int64_t i = 0; i < n; i++) codes[i] = (uint8_t)tm__quant_one(x[i], seg);
-}
-
-void tm__dequant_int_ref(const uint8_t *codes, int64_t n, const struct tm__qseg *seg,
-                         float *out) {
-    for (int64_t i = 0; i < n; i++) {
-        int32_t q = seg->code_signed ? (int32_t)(int8_t)codes[i] : (int32_t)codes[i];
-        out[i] = (float)(q - seg->zp) * seg->scale;
-    }
-}
-
-/* ---------------------------------------------------------------------------------------- */
 /* Statistics                                                                                */
 /* ---------------------------------------------------------------------------------------- */
 

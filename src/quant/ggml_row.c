@@ -154,11 +154,12 @@ static tm_status check_finite(const tm_ggml_type_info *t, const float *x, int64_
     return TM_OK;
 }
 
-/* One row through the type table: with the kernel set's ggml_simd, the type's SIMD quantizer + error kernel where it
-** has one (it checks its own input; at the first block it refuses, the row is scanned for the
-** reference's error, a non-finite value anywhere in the row coming first, and the reference
-** takes over at that block), else its SIMD quantizer, else the reference; then, with acc, the
-** error of the bytes written (dequantized) unless the kernel measured it. */
+/* One row through the type table. With the kernel set's ggml_simd: the type's SIMD quantizer +
+** error kernel where it has one (it checks its own input; at the first block it refuses, the
+** row is scanned for the reference's error, a non-finite value anywhere in the row coming
+** first, and the reference takes over at that block), else its SIMD quantizer; else (and for
+** the "ref" set) the reference. Then, with acc, the error of the bytes written (dequantized)
+** unless the kernel measured it. */
 static tm_status quantize_row(int type, const float *x, int64_t n, void *out, int64_t *bad_block,
                               const tm_kernels *k, tm__gq_err *acc, float *dq, tm_err *err) {
     k = tm__kernels_or_auto(k);

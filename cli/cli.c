@@ -474,13 +474,16 @@ const char **cli_get_all(const cli_args *a, const char *name, int64_t *n) {
     return v;
 }
 
-int cli_quantize_kernel_top(const cli_cmd *cmd, const cli_args *a, int *top) {
+int cli_quantize_kernel_top(const cli_cmd *cmd, const cli_args *a, const tm_kernels **kernels, int *top) {
     const char *kern = cli_get(a, "kernel"), *v;
     if (!kern) kern = getenv("TM_FORCE_KERNEL");
+    *kernels = NULL; /* auto */
     if (kern && *kern) {
-        if (strcmp(kern, "auto") && strcmp(kern, "ref")) return cli_usage_error(cmd, "--kernel must be auto or ref");
-        tm_quant_set_kernel(kern);
+        tm_status ks = tm_kernels_get(kern, kernels);
+        if (ks == TM_E_UNSUPPORTED) return cli_usage_error(cmd, "--kernel %s: this CPU cannot run it (auto picks what it can)", kern);
+        if (ks) return cli_usage_error(cmd, "--kernel must be auto, ref, avx2 or avx512");
     }
+    if (!top) return 0;
     *top = 10;
     if ((v = cli_get(a, "top"))) {
         char *end;

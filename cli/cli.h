@@ -121,9 +121,10 @@ void cli_progress_cb(void *ud, const char *phase, uint64_t done, uint64_t total)
 /* All values of a repeatable option, as a NULL-terminated array (malloc'd; the strings belong to
 ** a); *n their count. NULL when out of memory. */
 const char **cli_get_all(const cli_args *a, const char *name, int64_t *n);
-/* quantize's --kernel auto|ref (or TM_FORCE_KERNEL) and --top N (default 10) for the output forms
-** that take them; 0, or the usage error's exit code. */
-int cli_quantize_kernel_top(const cli_cmd *cmd, const cli_args *a, int *top);
+/* quantize's --kernel auto|ref|avx2|avx512 (or TM_FORCE_KERNEL) into *kernels (the job's kernel
+** set, tm_kernels_get; NULL for auto) and --top N (default 10; top may be NULL) for the output
+** forms that take them; 0, or the usage error's exit code. */
+int cli_quantize_kernel_top(const cli_cmd *cmd, const cli_args *a, const tm_kernels **kernels, int *top);
 /* Parse an observer name for quantize (tm_observer_from_name: minmax, ema_minmax[:C], histogram,
 ** percentile[:P], mse, entropy), entropy with ONNX Runtime's EntropyCalibrater defaults (128
 ** bins, 128 quantized bins). 0 ok, -1 unknown name or bad number. */

@@ -28,7 +28,7 @@ const cli_opt opts_quantize[] = {
     {"strict", 0, NULL, 0, "fail on a tensor the output layout cannot hold instead of keeping it dense"},
     {"allow-empty", 0, NULL, 0, "write OUT even when no tensor gets quantized (else exit 2/3 saying why)"},
     {"force", 'f', NULL, 0, "replace OUT when it holds a previous tensormorph output (never anything else)"},
-    {"kernel", 0, "K", 0, "auto (default) or ref: force the scalar reference kernels (also TM_FORCE_KERNEL)"},
+    {"kernel", 0, "K", 0, "auto (default), ref (the scalar reference kernels), avx2 or avx512: the kernel set of the whole job, every output form (also TM_FORCE_KERNEL)"},
     {"top", 0, "N", 0, "rows of the Quantization Diff summary to print (default 10)"},
     {"pure", 0, NULL, 0, "GGUF: every quantizable tensor gets --type's type (no llama-quantize mixture rules)"},
     {"leave-output-tensor", 0, NULL, 0, "GGUF: leave output.weight unquantized"},
@@ -226,7 +226,7 @@ int cmd_quantize(const cli_cmd *cmd, cli_args *a) {
     if ((v = cli_get(a, "max-shard-size")) && !(p.max_shard_bytes = cli_parse_size(v)))
         return cli_usage_error(cmd, "--max-shard-size: cannot parse '%s'", v);
     int top;
-    int krc = cli_quantize_kernel_top(cmd, a, &top);
+    int krc = cli_quantize_kernel_top(cmd, a, &p.kernels, &top);
     if (krc) return krc;
     p.spec.allow_nonfinite = cli_has(a, "allow-nonfinite");
     p.quantize_embeddings = cli_has(a, "quantize-embeddings");

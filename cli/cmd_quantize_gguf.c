@@ -14,7 +14,7 @@ int cmd_quantize_gguf(const cli_cmd *cmd, cli_args *a);
 static const char *const ct_only[] = {"granularity", "symmetric", "asymmetric", "observer",
                                       "convention", "include", "exclude", "recipe",
                                       "scale-dtype", "quantize-embeddings", "allow-nonfinite",
-                                      "max-shard-size", "kernel", "allow-empty"};
+                                      "max-shard-size", "allow-empty"};
 
 int cmd_quantize_gguf(const cli_cmd *cmd, cli_args *a) {
     const char *out = cli_get(a, "output");
@@ -47,7 +47,8 @@ int cmd_quantize_gguf(const cli_cmd *cmd, cli_args *a) {
         }
         bufs[i] = strndup(v, (size_t)(eq - v));
         pats[i] = bufs[i];
-        types[i] = tm_gq_type_from_name(eq + 1);
+        types[i] = tm_ggml_type_from_name(eq + 1);
+        if (!tm_gq_writable(types[i])) types[i] = -1;
         if (!bufs[i] || types[i] < 0) {
             rc = cli_usage_error(cmd, "--tensor-type '%s': unknown ggml type '%s'", v, eq + 1);
             goto done;
@@ -56,6 +57,8 @@ int cmd_quantize_gguf(const cli_cmd *cmd, cli_args *a) {
     p.tt_patterns = pats;
     p.tt_types = types;
     p.n_tt = n_tt;
+    rc = cli_quantize_kernel_top(cmd, a, &p.kernels, NULL);
+    if (rc) goto done;
     p.pure = cli_has(a, "pure");
     p.leave_output_tensor = cli_has(a, "leave-output-tensor");
     p.strict = cli_has(a, "strict");

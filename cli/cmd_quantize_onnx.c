@@ -64,7 +64,7 @@ int cmd_quantize_onnx(const cli_cmd *cmd, cli_args *a) {
         else return cli_usage_error(cmd, "--convention must be onnx or torch");
     }
     int top;
-    int krc = cli_quantize_kernel_top(cmd, a, &top);
+    int krc = cli_quantize_kernel_top(cmd, a, &p.kernels, &top);
     if (krc) return krc;
     p.spec.allow_nonfinite = cli_has(a, "allow-nonfinite");
     p.no_checksums = cli_has(a, "no-checksums");

@@ -392,6 +392,10 @@ typedef struct tm_observer {
 } tm_observer;
 
 /* A quantization recipe for one tensor. */
+/* A kernel set (tensormorph/quant.h tm_kernels_get): which implementation of each CPU-dependent
+** kernel runs; every set gives the same bits. NULL means "auto". */
+typedef struct tm_kernels tm_kernels;
+
 typedef struct tm_qspec {
     tm_dtype      code_dtype;   /* I8 U8 I4 U4 F8_E4M3 F8_E5M2                               */
     int           symmetric;    /* 1 symmetric, 0 asymmetric (affine)                         */
@@ -401,6 +405,8 @@ typedef struct tm_qspec {
     tm_dtype      scale_dtype;  /* F32 (default), F16, BF16: scales are rounded to it; a scale
                                    that overflows it is TM_E_RANGE                            */
     int           allow_nonfinite; /* 0: NaN/Inf input is TM_E_NONFINITE                      */
+    const tm_kernels *kernels;  /* the observers' and quantizer's kernel set; NULL: "auto".
+                                   Not part of the scheme: no effect on any result           */
 } tm_qspec;
 
 /* tm_qspec_default: int8, symmetric, per-channel axis 0, minmax, onnx, f32 scales. */

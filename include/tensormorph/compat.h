@@ -73,7 +73,7 @@ typedef struct tm_compat_report {
 } tm_compat_report;
 
 /* tm_compat_check: classify every quantized tensor of `f` (for ONNX: every node whose qkind is
-** not TM_GQ_NONE) for `target`.
+** not TM_QNODE_NONE) for `target`.
 **   target      "ort-cpu", "tensorrt:sm89", "vllm:sm80", "vllm:sm90", "llamacpp-cpu",
 **               "llamacpp-cuda", "llamacpp-metal" (docs/compat.md lists them); a target whose
 **               table entry has "compute_capability": true needs ":smNN" (NN = major*10+minor,

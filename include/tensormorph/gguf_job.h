@@ -33,6 +33,8 @@ int         tm_gguf_ftype_default_type(int ftype);
 
 typedef struct tm_gguf_qparams {
     int          ftype;               /* TM_FTYPE_*                                             */
+    const tm_kernels *kernels;        /* kernel set of the whole job (tm_kernels_get): the ggml
+                                         quantizers and error sums; NULL: "auto". Same bytes     */
     int          pure;                /* 1: every quantizable tensor gets the default type      */
     int          leave_output_tensor; /* 1: output.weight is not quantized                       */
     const char *const *tt_patterns;   /* --tensor-type REGEX=TYPE: POSIX extended regexes,      */

@@ -25,6 +25,7 @@ typedef struct tm_onnx_qparams {
                                     | GROUP (group_size = DequantizeLinear block_size, along axis
                                     0 = K of a MatMul weight; other weights are skipped); scale
                                     dtype F32                                                   */
+    const tm_kernels *kernels;   /* kernel set of the whole job (tm_kernels_get); NULL: "auto"  */
     int64_t       min_elems;     /* weights with fewer elements are skipped (0: 16)             */
     const char  **include;  int64_t n_include; /* regexes on the weight name: only these     */
     const char  **exclude;  int64_t n_exclude; /* regexes: never these                        */

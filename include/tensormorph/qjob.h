@@ -23,6 +23,8 @@ typedef struct tm_qrule {
 
 typedef struct tm_qjob_params {
     tm_qspec        spec;          /* default scheme (tm_qspec_default)                           */
+    const tm_kernels *kernels;     /* kernel set of the whole job (tm_kernels_get): observers,
+                                      quantize, error statistics; NULL: "auto". Same bytes      */
     const tm_qrule *rules;  int64_t n_rules;   /* recipe targets/ignore, in order                */
     const char    **include;int64_t n_include; /* regexes: when given, only matching tensors     */
     const char    **exclude;int64_t n_exclude; /* regexes: never these                          */

@@ -213,7 +213,7 @@ static int produced_by_8bit_dq(const tm_file *f, const graph_maps *m, const tm_g
     if (nd->n_inputs <= k || nd->inputs[k] < 0) return 0;
     int64_t p = m->producer[nd->inputs[k]];
     const tm_graph_node *pn = p >= 0 ? tm_graph_node_at(f, p) : NULL;
-    if (!pn || pn->qkind != TM_GQ_DEQUANTIZE || pn->n_inputs < 1 || pn->inputs[0] < 0) return 0;
+    if (!pn || pn->qkind != TM_QNODE_DEQUANTIZE || pn->n_inputs < 1 || pn->inputs[0] < 0) return 0;
     const tm_graph_value *c = tm_graph_value_at(f, pn->inputs[0]);
     return c && (!strcmp(c->elem_type_name, "INT8") || !strcmp(c->elem_type_name, "UINT8"));
 }
@@ -223,23 +223,23 @@ static void describe_node(const tm_file *f, const graph_maps *m, int64_t ni, tm_
     it->symmetric = -1;
     int code_in = -1, zp_in = -1;
     switch (nd->qkind) {
-    case TM_GQ_DEQUANTIZE: code_in = 0; zp_in = 2; break;
-    case TM_GQ_QOPERATOR: code_in = 3; zp_in = 5; break;   /* the weight: QLinearConv w, QLinearMatMul/QGemm b */
-    case TM_GQ_INTEGER: code_in = 1; zp_in = 3; break;
+    case TM_QNODE_DEQUANTIZE: code_in = 0; zp_in = 2; break;
+    case TM_QNODE_QOPERATOR: code_in = 3; zp_in = 5; break;   /* the weight: QLinearConv w, QLinearMatMul/QGemm b */
+    case TM_QNODE_INTEGER: code_in = 1; zp_in = 3; break;
     default: break;
     }
     const tm_graph_value *codes = NULL;
-    if (nd->qkind == TM_GQ_QUANTIZE && nd->n_outputs > 0) {
+    if (nd->qkind == TM_QNODE_QUANTIZE && nd->n_outputs > 0) {
         codes = tm_graph_value_at(f, nd->outputs[0]);
         zp_in = 2;
     } else if (code_in >= 0 && nd->n_inputs > code_in && nd->inputs[code_in] >= 0) {
         codes = tm_graph_value_at(f, nd->inputs[code_in]);
     }
     const tm_tensor *wt = nd->weight_tensor >= 0 ? tm_file_tensor(f, nd->weight_tensor) : NULL;
-    if (nd->qkind == TM_GQ_DYNAMIC_QUANTIZE) {
+    if (nd->qkind == TM_QNODE_DYNAMIC_QUANTIZE) {
         snprintf(it->code_dtype, sizeof it->code_dtype, "U8");
         snprintf(it->granularity, sizeof it->granularity, "tensor");
-    } else if (nd->qkind == TM_GQ_MATMULNBITS) {
+    } else if (nd->qkind == TM_QNODE_MATMULNBITS) {
         if (wt && wt->quant) {
             const tm_dtype_traits *dt = tm_dtype_get(wt->quant->code_dtype);
             snprintf(it->code_dtype, sizeof it->code_dtype, "%s", dt ? dt->name : "");
@@ -248,20 +248,20 @@ static void describe_node(const tm_file *f, const graph_maps *m, int64_t ni, tm_
         }
     } else if (codes) {
         onnx_code_name(codes->elem_type_name, it->code_dtype, sizeof it->code_dtype);
-        if (nd->qkind == TM_GQ_DEQUANTIZE || nd->qkind == TM_GQ_QUANTIZE)
+        if (nd->qkind == TM_QNODE_DEQUANTIZE || nd->qkind == TM_QNODE_QUANTIZE)
             qdq_granularity(f, nd, codes, it->granularity, sizeof it->granularity);
         else if (wt && wt->quant)
             snprintf(it->granularity, sizeof it->granularity, "%s", gran_name(wt->quant->gran.kind));
         if (zp_in >= 0) it->symmetric = qdq_symmetric(f, nd, zp_in);
     }
-    if (nd->qkind == TM_GQ_QUANTIZE)
+    if (nd->qkind == TM_QNODE_QUANTIZE)
         snprintf(it->operand, sizeof it->operand, "%s",
                  nd->n_inputs > 0 && tm_graph_value_at(f, nd->inputs[0]) && tm_graph_value_at(f, nd->inputs[0])->tensor >= 0 ? "weight" : "activation");
     else if (codes)
         snprintf(it->operand, sizeof it->operand, "%s", codes->tensor >= 0 ? "weight" : "activation");
     else if (wt)
         snprintf(it->operand, sizeof it->operand, "weight");
-    if (nd->qkind == TM_GQ_DEQUANTIZE && nd->n_outputs > 0 && nd->outputs[0] >= 0) {
+    if (nd->qkind == TM_QNODE_DEQUANTIZE && nd->n_outputs > 0 && nd->outputs[0] >= 0) {
         int64_t c = m->consumer[nd->outputs[0]];
         const tm_graph_node *cn = c >= 0 ? tm_graph_node_at(f, c) : NULL;
         if (cn) {
@@ -403,7 +403,7 @@ tm_status tm_compat_check(const tm_file *f, const char *target, const char *tabl
     int64_t cap = 0;
     if (is_onnx) {
         s = build_maps(f, &m, err);
-        for (int64_t i = 0; !s && i < tm_graph_n_nodes(f); i++) cap += tm_graph_node_at(f, i)->qkind != TM_GQ_NONE;
+        for (int64_t i = 0; !s && i < tm_graph_n_nodes(f); i++) cap += tm_graph_node_at(f, i)->qkind != TM_QNODE_NONE;
     } else {
         for (int64_t i = 0; i < tm_file_n_tensors(f); i++) {
             const tm_tensor *t = tm_file_tensor(f, i);
@@ -417,7 +417,7 @@ tm_status tm_compat_check(const tm_file *f, const char *target, const char *tabl
     }
     for (int64_t i = 0; !s && is_onnx && i < tm_graph_n_nodes(f); i++) {
         const tm_graph_node *nd = tm_graph_node_at(f, i);
-        if (nd->qkind == TM_GQ_NONE) continue;
+        if (nd->qkind == TM_QNODE_NONE) continue;
         tm_compat_item *it = &rep->items[rep->n_items++];
         it->is_node = 1;
         it->index = i;

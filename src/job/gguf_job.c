@@ -41,18 +41,18 @@ enum { CHUNK_TARGET_VALUES = 1 << 20, COPY_PIECE = 16 << 20, PIECE_VALUES = 8192
 static const struct ftype_row {
     const char *name; int ftype; int type;
 } ftypes[] = {
-    {"Q4_0", TM_FTYPE_Q4_0, TM_GQ_Q4_0},       {"Q4_1", TM_FTYPE_Q4_1, TM_GQ_Q4_1},
-    {"Q5_0", TM_FTYPE_Q5_0, TM_GQ_Q5_0},       {"Q5_1", TM_FTYPE_Q5_1, TM_GQ_Q5_1},
-    {"Q8_0", TM_FTYPE_Q8_0, TM_GQ_Q8_0},       {"IQ4_NL", TM_FTYPE_IQ4_NL, TM_GQ_IQ4_NL},
-    {"Q2_K", TM_FTYPE_Q2_K, TM_GQ_Q2_K},       {"Q3_K_S", TM_FTYPE_Q3_K_S, TM_GQ_Q3_K},
-    {"Q3_K_M", TM_FTYPE_Q3_K_M, TM_GQ_Q3_K},   {"Q3_K_L", TM_FTYPE_Q3_K_L, TM_GQ_Q3_K},
-    {"Q4_K_S", TM_FTYPE_Q4_K_S, TM_GQ_Q4_K},   {"Q4_K_M", TM_FTYPE_Q4_K_M, TM_GQ_Q4_K},
-    {"Q5_K_S", TM_FTYPE_Q5_K_S, TM_GQ_Q5_K},   {"Q5_K_M", TM_FTYPE_Q5_K_M, TM_GQ_Q5_K},
-    {"Q6_K", TM_FTYPE_Q6_K, TM_GQ_Q6_K},       {"F16", TM_FTYPE_F16, TM_GQ_F16},
-    {"BF16", TM_FTYPE_BF16, TM_GQ_BF16},
+    {"Q4_0", TM_FTYPE_Q4_0, TM_GGML_Q4_0},       {"Q4_1", TM_FTYPE_Q4_1, TM_GGML_Q4_1},
+    {"Q5_0", TM_FTYPE_Q5_0, TM_GGML_Q5_0},       {"Q5_1", TM_FTYPE_Q5_1, TM_GGML_Q5_1},
+    {"Q8_0", TM_FTYPE_Q8_0, TM_GGML_Q8_0},       {"IQ4_NL", TM_FTYPE_IQ4_NL, TM_GGML_IQ4_NL},
+    {"Q2_K", TM_FTYPE_Q2_K, TM_GGML_Q2_K},       {"Q3_K_S", TM_FTYPE_Q3_K_S, TM_GGML_Q3_K},
+    {"Q3_K_M", TM_FTYPE_Q3_K_M, TM_GGML_Q3_K},   {"Q3_K_L", TM_FTYPE_Q3_K_L, TM_GGML_Q3_K},
+    {"Q4_K_S", TM_FTYPE_Q4_K_S, TM_GGML_Q4_K},   {"Q4_K_M", TM_FTYPE_Q4_K_M, TM_GGML_Q4_K},
+    {"Q5_K_S", TM_FTYPE_Q5_K_S, TM_GGML_Q5_K},   {"Q5_K_M", TM_FTYPE_Q5_K_M, TM_GGML_Q5_K},
+    {"Q6_K", TM_FTYPE_Q6_K, TM_GGML_Q6_K},       {"F16", TM_FTYPE_F16, TM_GGML_F16},
+    {"BF16", TM_FTYPE_BF16, TM_GGML_BF16},
     /* llama-quantize's aliases (its QUANT_OPTIONS table) */
-    {"Q3_K", TM_FTYPE_Q3_K_M, TM_GQ_Q3_K},     {"Q4_K", TM_FTYPE_Q4_K_M, TM_GQ_Q4_K},
-    {"Q5_K", TM_FTYPE_Q5_K_M, TM_GQ_Q5_K},
+    {"Q3_K", TM_FTYPE_Q3_K_M, TM_GGML_Q3_K},     {"Q4_K", TM_FTYPE_Q4_K_M, TM_GGML_Q4_K},
+    {"Q5_K", TM_FTYPE_Q5_K_M, TM_GGML_Q5_K},
 };
 #define N_FTYPES (sizeof ftypes / sizeof ftypes[0])
 
@@ -200,12 +200,12 @@ static tm_status get_type(qstate *qs, int new_type, const char *name, int64_t ne
     if (strcmp(name, "output.weight") == 0 || (!qs->has_output && strcmp(name, "token_embd.weight") == 0)) {
         int64_t qk = blck(new_type);
         if (qs->falcon || ne0 % qk != 0) {
-            new_type = TM_GQ_Q8_0;
+            new_type = TM_GGML_Q8_0;
             SETR("%s: row of %lld is not a multiple of %lld (or falcon): Q8_0",
                  strcmp(name, "output.weight") ? "tied token embedding (the output)" : "output",
                  (long long)ne0, (long long)qk);
-        } else if (new_type != TM_GQ_Q8_0) {
-            new_type = TM_GQ_Q6_K;
+        } else if (new_type != TM_GGML_Q8_0) {
+            new_type = TM_GGML_Q6_K;
             SETR("%s: Q6_K", strcmp(name, "output.weight") ? "tied token embedding (the output)" : "output");
         }
     } else if (strcmp(name, "token_embd.weight") == 0 || strcmp(name, "per_layer_token_embd.weight") == 0) {
@@ -213,36 +213,36 @@ static tm_status get_type(qstate *qs, int new_type, const char *name, int64_t ne
     } else if (contains(name, "attn_v.weight")) {
         int i = qs->i_attention_wv;
         if (ft == TM_FTYPE_Q2_K) {
-            new_type = qs->n_gqa >= 4 ? TM_GQ_Q4_K : TM_GQ_Q3_K;
+            new_type = qs->n_gqa >= 4 ? TM_GGML_Q4_K : TM_GGML_Q3_K;
             SETR("attn_v in Q2_K (n_gqa %d): %s", qs->n_gqa, tname(new_type));
         } else if (ft == TM_FTYPE_Q3_K_M) {
-            new_type = i < 2 ? TM_GQ_Q5_K : TM_GQ_Q4_K;
+            new_type = i < 2 ? TM_GGML_Q5_K : TM_GGML_Q4_K;
             SETR("attn_v #%d in Q3_K_M: %s", i, tname(new_type));
         } else if (ft == TM_FTYPE_Q3_K_L) {
-            new_type = TM_GQ_Q5_K;
+            new_type = TM_GGML_Q5_K;
             SETR("attn_v in Q3_K_L: Q5_K");
         } else if (ft == TM_FTYPE_IQ4_NL && qs->n_gqa >= 4) {
-            new_type = TM_GQ_Q5_K;
+            new_type = TM_GGML_Q5_K;
             SETR("attn_v in IQ4_NL (n_gqa %d): Q5_K", qs->n_gqa);
         } else if ((ft == TM_FTYPE_Q4_K_M || ft == TM_FTYPE_Q5_K_M) && use_more_bits(i, qs->n_attention_wv)) {
-            new_type = TM_GQ_Q6_K;
+            new_type = TM_GGML_Q6_K;
             SETR("attn_v #%d of %d in %s (use_more_bits): Q6_K", i, qs->n_attention_wv, tm_gguf_ftype_name(ft));
         } else if (ft == TM_FTYPE_Q4_K_S && i < 4) {
-            new_type = TM_GQ_Q5_K;
+            new_type = TM_GGML_Q5_K;
             SETR("attn_v #%d in Q4_K_S: Q5_K", i);
         }
-        if (qs->is_70b && (new_type == TM_GQ_Q3_K || new_type == TM_GQ_Q4_K)) {
-            new_type = TM_GQ_Q5_K;
+        if (qs->is_70b && (new_type == TM_GGML_Q3_K || new_type == TM_GGML_Q4_K)) {
+            new_type = TM_GGML_Q5_K;
             SETR("attn_v of a 70B model: Q5_K");
         }
         if (qs->n_expert == 8) {
-            new_type = TM_GQ_Q8_0;
+            new_type = TM_GGML_Q8_0;
             SETR("attn_v of an 8-expert model: Q8_0");
         }
         ++qs->i_attention_wv;
     } else if (contains(name, "attn_k.weight")) {
         if (qs->n_expert == 8) {
-            new_type = TM_GQ_Q8_0;
+            new_type = TM_GGML_Q8_0;
             SETR("attn_k of an 8-expert model: Q8_0");
         }
     } else if (contains(name, "attn_q.weight")) {
@@ -252,30 +252,30 @@ static tm_status get_type(qstate *qs, int new_type, const char *name, int64_t ne
         tm_status s = layer_info(qs, qs->i_ffn_down, qs->n_ffn_down, name, &il, &nl, err);
         if (s) return s;
         if (ft == TM_FTYPE_Q2_K) {
-            new_type = TM_GQ_Q3_K;
+            new_type = TM_GGML_Q3_K;
             SETR("ffn_down in Q2_K: Q3_K");
         } else if (ft == TM_FTYPE_Q3_K_M) {
-            new_type = il < nl / 16 ? TM_GQ_Q5_K : !qs->falcon || use_more_bits(il, nl) ? TM_GQ_Q4_K : TM_GQ_Q3_K;
+            new_type = il < nl / 16 ? TM_GGML_Q5_K : !qs->falcon || use_more_bits(il, nl) ? TM_GGML_Q4_K : TM_GGML_Q3_K;
             SETR("ffn_down layer %d of %d in Q3_K_M: %s", il, nl, tname(new_type));
         } else if (ft == TM_FTYPE_Q3_K_L) {
-            new_type = qs->falcon ? TM_GQ_Q4_K : TM_GQ_Q5_K;
+            new_type = qs->falcon ? TM_GGML_Q4_K : TM_GGML_Q5_K;
             SETR("ffn_down in Q3_K_L: %s", tname(new_type));
         } else if (ft == TM_FTYPE_Q4_K_M) {
             if (qs->falcon) {
-                new_type = il < nl / 16 ? TM_GQ_Q6_K : use_more_bits(il, nl) ? TM_GQ_Q5_K : TM_GQ_Q4_K;
+                new_type = il < nl / 16 ? TM_GGML_Q6_K : use_more_bits(il, nl) ? TM_GGML_Q5_K : TM_GGML_Q4_K;
                 SETR("ffn_down layer %d of %d in Q4_K_M (falcon): %s", il, nl, tname(new_type));
             } else if (use_more_bits(il, nl)) {
-                new_type = TM_GQ_Q6_K;
+                new_type = TM_GGML_Q6_K;
                 SETR("ffn_down layer %d of %d in Q4_K_M (use_more_bits): Q6_K", il, nl);
             }
         } else if (il < nl / 8 && ft == TM_FTYPE_IQ4_NL) {
-            new_type = TM_GQ_Q5_K;
+            new_type = TM_GGML_Q5_K;
             SETR("ffn_down layer %d of %d in IQ4_NL: Q5_K", il, nl);
         } else if (ft == TM_FTYPE_Q5_K_M && use_more_bits(il, nl)) {
-            new_type = TM_GQ_Q6_K;
+            new_type = TM_GGML_Q6_K;
             SETR("ffn_down layer %d of %d in Q5_K_M (use_more_bits): Q6_K", il, nl);
         } else if (ft == TM_FTYPE_Q4_K_S && !qs->falcon && il < nl / 8) {
-            new_type = TM_GQ_Q5_K;
+            new_type = TM_GGML_Q5_K;
             SETR("ffn_down layer %d of %d in Q4_K_S: Q5_K", il, nl);
         }
         ++qs->i_ffn_down;
@@ -284,24 +284,24 @@ static tm_status get_type(qstate *qs, int new_type, const char *name, int64_t ne
             if (qs->n_expert == 8) {
                 if (ft == TM_FTYPE_Q2_K || ft == TM_FTYPE_Q3_K_S || ft == TM_FTYPE_Q3_K_M ||
                     ft == TM_FTYPE_IQ4_NL || ft == TM_FTYPE_Q4_K_S || ft == TM_FTYPE_Q4_K_M) {
-                    new_type = TM_GQ_Q5_K;
+                    new_type = TM_GGML_Q5_K;
                     SETR("attn_output of an 8-expert model: Q5_K");
                 }
             } else {
-                if (ft == TM_FTYPE_Q2_K) new_type = TM_GQ_Q3_K;
-                else if (ft == TM_FTYPE_Q3_K_M) new_type = TM_GQ_Q4_K;
-                else if (ft == TM_FTYPE_Q3_K_L) new_type = TM_GQ_Q5_K;
+                if (ft == TM_FTYPE_Q2_K) new_type = TM_GGML_Q3_K;
+                else if (ft == TM_FTYPE_Q3_K_M) new_type = TM_GGML_Q4_K;
+                else if (ft == TM_FTYPE_Q3_K_L) new_type = TM_GGML_Q5_K;
                 if (ft == TM_FTYPE_Q2_K || ft == TM_FTYPE_Q3_K_M || ft == TM_FTYPE_Q3_K_L)
                     SETR("attn_output in %s: %s", tm_gguf_ftype_name(ft), tname(new_type));
             }
         } else if (ft == TM_FTYPE_Q3_K_L) {
-            new_type = TM_GQ_Q4_K;
+            new_type = TM_GGML_Q4_K;
             SETR("attn_output in Q3_K_L (falcon): Q4_K");
         }
     } else if (contains(name, "attn_qkv.weight")) {
-        if (ft == TM_FTYPE_Q3_K_M || ft == TM_FTYPE_Q3_K_L) new_type = TM_GQ_Q4_K;
-        else if (ft == TM_FTYPE_Q4_K_M) new_type = TM_GQ_Q5_K;
-        else if (ft == TM_FTYPE_Q5_K_M) new_type = TM_GQ_Q6_K;
+        if (ft == TM_FTYPE_Q3_K_M || ft == TM_FTYPE_Q3_K_L) new_type = TM_GGML_Q4_K;
+        else if (ft == TM_FTYPE_Q4_K_M) new_type = TM_GGML_Q5_K;
+        else if (ft == TM_FTYPE_Q5_K_M) new_type = TM_GGML_Q6_K;
         if (ft == TM_FTYPE_Q3_K_M || ft == TM_FTYPE_Q3_K_L || ft == TM_FTYPE_Q4_K_M || ft == TM_FTYPE_Q5_K_M)
             SETR("attn_qkv in %s: %s", tm_gguf_ftype_name(ft), tname(new_type));
     } else if (contains(name, "ffn_gate")) {
@@ -314,10 +314,10 @@ static tm_status get_type(qstate *qs, int new_type, const char *name, int64_t ne
     if (ne0 % qk != 0) {
         int fb;
         switch (new_type) {
-        case TM_GQ_Q2_K: case TM_GQ_Q3_K: fb = TM_GQ_IQ4_NL; break;
-        case TM_GQ_Q4_K: fb = TM_GQ_Q5_0; break;
-        case TM_GQ_Q5_K: fb = TM_GQ_Q5_1; break;
-        case TM_GQ_Q6_K: fb = TM_GQ_Q8_0; break;
+        case TM_GGML_Q2_K: case TM_GGML_Q3_K: fb = TM_GGML_IQ4_NL; break;
+        case TM_GGML_Q4_K: fb = TM_GGML_Q5_0; break;
+        case TM_GGML_Q5_K: fb = TM_GGML_Q5_1; break;
+        case TM_GGML_Q6_K: fb = TM_GGML_Q8_0; break;
         default: fb = -1; break;
         }
         size_t k = strlen(reason);
@@ -325,9 +325,9 @@ static tm_status get_type(qstate *qs, int new_type, const char *name, int64_t ne
             *refused = 1;
             snprintf(reason + k, rn - k, "; row of %lld is not a multiple of %lld and llama-quantize has no fallback for %s",
                      (long long)ne0, (long long)qk, tname(new_type));
-            new_type = TM_GQ_F16;
+            new_type = TM_GGML_F16;
         } else {
-            int f2 = ne0 % blck(fb) != 0 ? TM_GQ_F16 : fb;
+            int f2 = ne0 % blck(fb) != 0 ? TM_GGML_F16 : fb;
             snprintf(reason + k, rn - k, "; row of %lld is not a multiple of %lld: fallback %s%s",
                      (long long)ne0, (long long)qk, tname(fb), f2 == fb ? "" : ", not a multiple of its block either: F16");
             new_type = f2;
@@ -418,7 +418,7 @@ static tm_status row_error(gjob *j, gplan *pl, const float *x, int64_t p0, int64
     tm_err e0 = *err;
     for (int64_t r = p0; r < p1; r++) {
         int64_t bad;
-        tm_status s = tm_gq_quantize_row(pl->out_type, x + (r - p0) * ne0, ne0, q, &bad, err);
+        tm_status s = tm__gq_quantize_row_err(pl->out_type, x + (r - p0) * ne0, ne0, q, NULL, NULL, &bad, j->p->kernels, err);
         if (s) {
             tm__err_prefix(err, "%s: tensor '%s' (%s): row %lld", tm_file_path(j->in, t->file_index), pl->name,
                            tname(pl->out_type), (long long)r);
@@ -437,7 +437,8 @@ static tm_status do_quant_chunk(gjob *j, gplan *pl, int64_t c, wbuf *b, tm_err *
     const int64_t r0 = c * pl->rows_per_chunk;
     const int64_t r1 = r0 + pl->rows_per_chunk < pl->rows ? r0 + pl->rows_per_chunk : pl->rows;
     const int64_t nv = (r1 - r0) * ne0;
-    const uint64_t rb = tm_gq_row_bytes(pl->out_type, ne0);
+    uint64_t rb = 0;
+    tm_ggml_row_bytes(pl->out_type, ne0, &rb, NULL); /* the plan fitted ne0 to the type's block */
     const int64_t prow = piece_rows(ne0, pl->rows_per_chunk);
     const size_t pvals = (size_t)(prow * ne0), nbytes = (size_t)(rb * (uint64_t)(r1 - r0));
     if (pvals > b->cap_vals) {
@@ -479,7 +480,7 @@ static tm_status do_quant_chunk(gjob *j, gplan *pl, int64_t c, wbuf *b, tm_err *
         /* the piece's rows are contiguous in x and in the output, and blocks are independent:
         ** one call quantizes them all */
         uint8_t *q = b->q + (size_t)((uint64_t)(p0 - r0) * rb);
-        s = tm__gq_quantize_row_err(pl->out_type, x, (p1 - p0) * ne0, q, b->dq, &acc, NULL, 1, err);
+        s = tm__gq_quantize_row_err(pl->out_type, x, (p1 - p0) * ne0, q, b->dq, &acc, NULL, j->p->kernels, err);
         if (s) return row_error(j, pl, x, p0, p1, q, s, err);
     }
     s = tm_gguf_writer_write(j->w, pl - j->plans, rb * (uint64_t)r0, b->q, nbytes, err);
@@ -542,7 +543,7 @@ static void read_hparams(const tm_gguf_kvlist *kv, qstate *qs, int *n_layer) {
 /* The job inside the pipeline: pp has checked and locked OUT; the file is built at pp->stage. */
 static tm_status gguf_into(tm__pipe *pp, tm_file *in, const tm_gguf_qparams *p, int def_type,
                            tm_gguf_qresult **out, tm_err *err) {
-    const int def_quantized = def_type != TM_GQ_F16 && def_type != TM_GQ_BF16;
+    const int def_quantized = def_type != TM_GGML_F16 && def_type != TM_GGML_BF16;
     tm_status s = TM_OK;
     regex_t *re = NULL;
     int64_t n_re = 0;
@@ -636,7 +637,7 @@ static tm_status gguf_into(tm__pipe *pp, tm_file *in, const tm_gguf_qparams *p, 
                 size_t k = strlen(pl->reason);
                 snprintf(pl->reason + k, sizeof pl->reason - k, "; row of %lld is not a multiple of the %s block (%d)",
                          (long long)pl->ne[0], tname(new_type), blck(new_type));
-                new_type = TM_GQ_F16;
+                new_type = TM_GGML_F16;
                 refused = 1;
             }
             if (refused) {

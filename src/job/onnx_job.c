@@ -147,6 +147,7 @@ static tm_status quantize_one(const tm_file *in, wq *w, tm_onnx_qweight *rw, tm_
     for (int64_t k = 0; k < n; k++) param[k] = tm_qgran_param_index(&qp.gran, t->ndim, t->shape, k);
     if ((s = tm_erracc_init(&acc, w->n_params, err))) goto done;
     acc_ok = 1;
+    acc.kernels = w->spec.kernels;
     tm_erracc_add(&acc, qp.code_dtype, x, xq, param, w->scale, w->zp, qp.qmin, qp.qmax, n);
     tm_erracc_summary(&acc, &rw->e);
 done:
@@ -380,6 +381,7 @@ static tm_status onnx_into(tm__pipe *pp, tm_file *in, const tm_onnx_qparams *p, 
         else if (w->only_matmul && t->ndim != 2) snprintf(why, wn, "MatMul weight is %d-D, not 2-D", t->ndim);
         if (*why) continue;
         pl->spec = *ds;
+        pl->spec.kernels = p->kernels;
         if (ds->gran.kind == TM_GRAN_GROUP) {
             if (!w->only_matmul) {
                 snprintf(why, wn, "block quantization (group:N) applies to MatMul weights only (consumers: %s)", w->consumers);

@@ -337,6 +337,7 @@ static tm_status run_task_inner(void *vctx, int64_t task, int thread, tm_err *er
     ** non-finite values unless they are allowed: the quantizer need not scan for them again */
     qp.allow_nonfinite = 1;
     tm_erracc *acc = &pl->chunk_acc[chunk];
+    acc->kernels = pl->spec.kernels;
     if (gk != TM_GRAN_TENSOR) {
         /* row-local units: this chunk owns its params, so it may accumulate into them */
         acc->n_params = pl->n_params;

@@ -192,6 +192,7 @@ static tm_status decide(job_t *j, plan_t *pl, tm_err *err) {
         targeted = 1;
         break;
     }
+    pl->spec.kernels = p->kernels; /* the job's kernel set, whichever spec */
     if (t->ndim == 1) { snprintf(pl->reason, sizeof pl->reason, "1-D tensor (norm or bias)"); return TM_OK; }
     if (t->ndim != 2) {
         snprintf(pl->reason, sizeof pl->reason, "%d-D tensor (only 2-D Linear weights are quantized)", t->ndim);

@@ -49,6 +49,21 @@ static void mark_clip_expected(const char *quant_path, tm_qdiff_result *r) {
     if (changed) tm_qdiff_flag(r);
 }
 
+/* 1 when the arguments look swapped: `ref` holds quantized tensors whose source `q` holds (by
+** name, or by name across conventions), so qdiff QUANT REF was probably meant as REF QUANT. */
+static int looks_swapped(const tm_file *ref, const tm_file *q) {
+    for (int64_t i = 0; i < tm_file_n_tensors(ref); i++) {
+        const tm_tensor *t = tm_file_tensor(ref, i);
+        if (!t->quant || t->role != TM_ROLE_DATA) continue;
+        tm_tensor_pair p;
+        p.index = tm_ref_find(q, t->name);
+        if (p.index < 0) tm_tensor_pair_find(q, ref, i, &p);
+        const tm_tensor *u = tm_file_tensor(q, p.index);
+        if (u && !u->quant && u->n_elems == t->n_elems) return 1;
+    }
+    return 0;
+}
+
 static void qdiff_progress(void *ud, uint64_t done, uint64_t total) {
     (void)ud;
     cli_progress_count("qdiff", done, total, "tensors");
@@ -67,6 +82,7 @@ json_t *qdiff_json(const tm_qdiff_result *r, const char *ref_path, const char *q
         tm_qdiff_entry *e = &r->entries[i];
         json_t *o = json_object();
         json_object_set_new(o, "name", json_string(e->name));
+        json_object_set_new(o, "ref_name", json_string(e->ref_name ? e->ref_name : e->name));
         json_object_set_new(o, "scheme", json_string(e->scheme));
         json_object_set_new(o, "n", json_integer(e->e.n));
         json_object_set_new(o, "sqnr_db", cli_json_num(e->e.sqnr_db));
@@ -114,7 +130,7 @@ int cmd_qdiff(const cli_cmd *cmd, cli_args *a) {
     if (r->n == 0) {
         fprintf(stderr, "tensormorph: %s holds no quantized tensor matching a tensor of %s by name and size%s\n",
                 a->pos[1], a->pos[0],
-                tm_file_n_tensors(ref) && tm_file_tensor(ref, 0) ? " (the order is qdiff REF QUANT: full precision first)" : "");
+                looks_swapped(ref, q) ? " (the order is qdiff REF QUANT: full precision first)" : "");
         tm_qdiff_free(r);
         tm_close(ref);
         tm_close(q);

@@ -33,6 +33,7 @@ const cli_opt opts_quantize[] = {
     {"pure", 0, NULL, 0, "GGUF: every quantizable tensor gets --type's type (no llama-quantize mixture rules)"},
     {"leave-output-tensor", 0, NULL, 0, "GGUF: leave output.weight unquantized"},
     {"tensor-type", 0, "RE=TYPE", 1, "GGUF: ggml TYPE for tensors whose name matches RE (POSIX extended; last match wins)"},
+    {"allow-long-names", 0, NULL, 0, "GGUF: write tensor names of 64 bytes or more, which llama.cpp refuses (default: exit 3 naming the tensor)"},
     {NULL, 0, NULL, 0, NULL},
 };
 
@@ -208,8 +209,8 @@ int cmd_quantize(const cli_cmd *cmd, cli_args *a) {
     size_t out_len = strlen(out);
     if (out_len > 5 && strcmp(out + out_len - 5, ".gguf") == 0) return cmd_quantize_gguf(cmd, a);
     if (out_len > 5 && strcmp(out + out_len - 5, ".onnx") == 0) return cmd_quantize_onnx(cmd, a);
-    if (cli_has(a, "pure") || cli_has(a, "leave-output-tensor") || cli_has(a, "tensor-type"))
-        return cli_usage_error(cmd, "--pure, --leave-output-tensor and --tensor-type apply to GGUF output only (OUT ending in .gguf)");
+    if (cli_has(a, "pure") || cli_has(a, "leave-output-tensor") || cli_has(a, "tensor-type") || cli_has(a, "allow-long-names"))
+        return cli_usage_error(cmd, "--pure, --leave-output-tensor, --tensor-type and --allow-long-names apply to GGUF output only (OUT ending in .gguf)");
     /* "out/" as tab completion writes it names the directory "out" */
     char outbuf[4096];
     if (out_len == 0 || out_len >= sizeof outbuf) return cli_usage_error(cmd, "-o: bad output path '%s'", out);

@@ -61,6 +61,7 @@ int cmd_quantize_gguf(const cli_cmd *cmd, cli_args *a) {
     p.strict = cli_has(a, "strict");
     p.no_checksums = cli_has(a, "no-checksums");
     p.force = cli_has(a, "force");
+    p.allow_long_names = cli_has(a, "allow-long-names");
     p.n_threads = g_cli.threads;
     p.command_line = g_cli.argv_line;
     p.progress = cli_progress_cb;
@@ -78,6 +79,11 @@ int cmd_quantize_gguf(const cli_cmd *cmd, cli_args *a) {
             tm_close(in);
             goto done;
         }
+        for (int64_t i = 0; i < res->n && !g_cli.quiet; i++) /* written under --allow-long-names */
+            if (strlen(res->tensors[i].name) >= TM_GGUF_MAX_NAME)
+                fprintf(stderr, "tensormorph: warning: %s: tensor '%s': its name is %zu bytes; llama.cpp refuses "
+                        "tensor names of %d bytes or more (GGML_MAX_NAME)\n", out, res->tensors[i].name,
+                        strlen(res->tensors[i].name), TM_GGUF_MAX_NAME);
         if (g_cli.json) {
             json_t *man = json_loads(res->manifest_json, 0, NULL);
             json_t *d = cli_json_doc("quantize");

@@ -736,7 +736,7 @@ tm_status tm_gguf_quantize(tm_file *in, const char *out_path, const tm_gguf_qpar
     j.plans = plans;
     j.n = n;
     pthread_mutex_init(&j.mu, NULL);
-    if (!s) s = tm_gguf_writer_open(out_path, kv, wt, n, &j.w, err);
+    if (!s) s = tm_gguf_writer_open_ex(out_path, kv, wt, n, p->allow_long_names ? TM_GGUF_WRITE_LONG_NAMES : 0, &j.w, err);
     for (int64_t i = 0; i < n && !s; i++) {
         gplan *pl = &plans[i];
         const tm_tensor *t = tm_file_tensor(in, pl->src);

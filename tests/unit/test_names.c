@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "helpers/cli_run.h"
 #include "helpers/vectors.h"
@@ -187,6 +188,101 @@ static void test_qdiff_order_hint(void **state) {
     free(err);
 }
 
+/* ---- issue 12 item 8: GGUF tensor names of 64 bytes or more ---------------------------------- */
+
+/* A safetensors file of two F32 [2, 32] tensors named a and b (values i/64 - 0.5). */
+static void write_st(const char *path, const char *a, const char *b) {
+    char hdr[1024];
+    int n = snprintf(hdr, sizeof hdr,
+                     "{\"%s\":{\"dtype\":\"F32\",\"shape\":[2,32],\"data_offsets\":[0,256]},"
+                     "\"%s\":{\"dtype\":\"F32\",\"shape\":[2,32],\"data_offsets\":[256,512]}}", a, b);
+    while (n % 8) hdr[n++] = ' ';
+    FILE *fp = fopen(path, "wb");
+    assert_non_null(fp);
+    uint64_t len = (uint64_t)n;
+    unsigned char le[8];
+    for (int i = 0; i < 8; i++) le[i] = (unsigned char)(len >> (8 * i));
+    fwrite(le, 1, 8, fp);
+    fwrite(hdr, 1, (size_t)n, fp);
+    for (int i = 0; i < 128; i++) {
+        float v = (float)(i % 64) / 64.0f - 0.5f;
+        fwrite(&v, 4, 1, fp);
+    }
+    fclose(fp);
+}
+
+/* "model.vision_tower.vision_model.encoder.layers.10.self_attn.q_proj.weight": 73 bytes */
+#define LONG_NAME "model.vision_tower.vision_model.encoder.layers.10.self_attn.q_proj.weight"
+/* exactly 63 and 64 bytes */
+#define NAME63 "model.layers.0.mlp.experts.12.aaaaaaaaaaaaaaaaaaaaaaaaaa.weight"
+#define NAME64 "model.layers.0.mlp.experts.12.aaaaaaaaaaaaaaaaaaaaaaaaaaa.weight"
+
+static void test_gguf_long_names(void **state) {
+    (void)state;
+    assert_int_equal(strlen(LONG_NAME), 73);
+    assert_int_equal(strlen(NAME63), 63);
+    assert_int_equal(strlen(NAME64), 64);
+    char dir[] = "/tmp/tm_names_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char in[128], in63[128], out[128], *o = NULL;
+    snprintf(in, sizeof in, "%s/long.safetensors", dir);
+    snprintf(in63, sizeof in63, "%s/n63.safetensors", dir);
+    snprintf(out, sizeof out, "%s/out.gguf", dir);
+    write_st(in, LONG_NAME, "model.norm.weight");
+    write_st(in63, NAME63, NAME64);
+    /* refused by default: exit 3 naming the tensor and its length, nothing at OUT */
+    int rc = tmt_run(&o, "%s quantize %s -o %s -t Q8_0 --no-checksums 2>&1", tmt_bin(), in, out);
+    assert_int_equal(rc, 3);
+    assert_non_null(strstr(o, "'" LONG_NAME "'"));
+    assert_non_null(strstr(o, "73 bytes"));
+    assert_non_null(strstr(o, "--allow-long-names"));
+    assert_false(tmt_exists(out));
+    free(o);
+    /* the boundary: 63 bytes is fine, 64 is refused (llama.cpp: name.length() >= GGML_MAX_NAME) */
+    rc = tmt_run(&o, "%s quantize %s -o %s -t Q8_0 --no-checksums 2>&1", tmt_bin(), in63, out);
+    assert_int_equal(rc, 3);
+    assert_non_null(strstr(o, "'" NAME64 "'"));
+    assert_non_null(strstr(o, "64 bytes"));
+    assert_null(strstr(o, "'" NAME63 "'"));
+    free(o);
+    /* --allow-long-names writes it, with a warning; inspect warns on the file */
+    rc = tmt_run(&o, "%s quantize %s -o %s -t Q8_0 --no-checksums --allow-long-names 2>&1 >/dev/null", tmt_bin(), in, out);
+    assert_int_equal(rc, 0);
+    assert_non_null(strstr(o, "warning"));
+    assert_non_null(strstr(o, "'" LONG_NAME "'"));
+    assert_true(tmt_exists(out));
+    free(o);
+    json_t *d = tmt_run_json(0, "%s inspect %s --json", tmt_bin(), out);
+    json_t *w = json_object_get(d, "warnings");
+    assert_int_equal(json_array_size(w), 1);
+    assert_non_null(strstr(json_string_value(json_array_get(w, 0)), "73 bytes"));
+    assert_non_null(strstr(json_string_value(json_array_get(w, 0)), LONG_NAME));
+    json_decref(d);
+    rc = tmt_run(&o, "%s inspect %s", tmt_bin(), out);
+    assert_int_equal(rc, 0);
+    assert_non_null(strstr(o, "warning:"));
+    free(o);
+    /* other outputs do not take the option */
+    rc = tmt_run(&o, "%s quantize %s -o %s/ct --allow-long-names 2>&1", tmt_bin(), in, dir);
+    assert_int_equal(rc, 2);
+    free(o);
+    /* the writer itself */
+    tm_gguf_wtensor t = {NAME64, TM_GGML_F32, 1, {32, 1, 1, 1}};
+    tm_gguf_writer *gw = NULL;
+    tm_err e;
+    char p2[160];
+    snprintf(p2, sizeof p2, "%s/w.gguf", dir);
+    assert_int_equal(tm_gguf_writer_open(p2, NULL, &t, 1, &gw, &e), TM_E_UNSUPPORTED);
+    assert_non_null(strstr(e.msg, "64 bytes"));
+    assert_int_equal(tm_gguf_writer_open_ex(p2, NULL, &t, 1, TM_GGUF_WRITE_LONG_NAMES, &gw, &e), TM_OK);
+    tm_gguf_writer_free(gw);
+    t.name = NAME63;
+    assert_int_equal(tm_gguf_writer_open(p2, NULL, &t, 1, &gw, &e), TM_OK);
+    tm_gguf_writer_free(gw);
+    rc = tmt_run(&o, "rm -rf %s", dir);
+    free(o);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_name_table),
@@ -194,6 +290,7 @@ int main(void) {
         cmocka_unit_test(test_diff_safetensors_gguf),
         cmocka_unit_test(test_qdiff_safetensors_q4km),
         cmocka_unit_test(test_qdiff_order_hint),
+        cmocka_unit_test(test_gguf_long_names),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -43,7 +43,8 @@ const char details_quantize[] =
     "llm-compressor load) and tensormorph-manifest.json. The directory is built beside OUT and\n"
     "renamed into place at the end, so an interrupted run leaves nothing at OUT.\n"
     "By default only 2-D '.weight' tensors are quantized; 1-D tensors, embeddings and lm_head\n"
-    "stay dense, each listed with its reason. int8/int4 are written pack-quantized (codes + 2^(b-1)\n"
+    "stay dense, each listed with its reason (those left dense by the options given, e.g. a\n"
+    "group size that does not divide the columns or --exclude, first and counted apart). int8/int4 are written pack-quantized (codes + 2^(b-1)\n"
     "packed into int32, weight_scale, weight_shape, packed weight_zero_point when asymmetric);\n"
     "fp8_e4m3 is naive-quantized (weight F8_E4M3 + weight_scale).\n"
     "Ends with the Quantization Diff summary: error in units of each tensor's own scale (LSB).\n"
@@ -162,6 +163,34 @@ static int cmp_flag_sqnr(const void *pa, const void *pb) {
     if (a->flagged != b->flagged) return b->flagged - a->flagged;
     if (a->e.sqnr_db != b->e.sqnr_db) return a->e.sqnr_db < b->e.sqnr_db ? -1 : 1;
     return strcmp(a->name, b->name);
+}
+
+/* What was kept dense: first, every tensor left dense because of the options given (--include,
+** --exclude, recipe ignore, a group size that does not divide the columns), up to 100; then
+** those the default rules keep dense (norms, biases, embeddings, lm_head), up to 12. */
+static void print_kept_dense(const tm_qjob_result *res) {
+    int64_t n_choice = 0, n_default = 0;
+    for (int64_t i = 0; i < res->n; i++) {
+        const tm_qjob_tensor *t = &res->tensors[i];
+        if (t->quantized || !strncmp(t->reason, "scale of", 8)) continue;
+        if (t->kept_by_choice) n_choice++;
+        else n_default++;
+    }
+    if (!n_choice && !n_default) return;
+    printf("kept dense: %" PRId64 " by the options given, %" PRId64 " by default (norms, biases, embeddings, lm_head)\n",
+           n_choice, n_default);
+    for (int pass = 0; pass < 2; pass++) {
+        int64_t cap = pass ? 12 : 100, shown = 0, n = pass ? n_default : n_choice;
+        for (int64_t i = 0; i < res->n && shown < cap; i++) {
+            const tm_qjob_tensor *t = &res->tensors[i];
+            if (t->quantized || !strncmp(t->reason, "scale of", 8) || t->kept_by_choice != !pass) continue;
+            printf("  kept dense: %-44s %s\n", t->name, t->reason);
+            shown++;
+        }
+        if (n > cap)
+            printf("  ... and %" PRId64 " more kept dense %s (see the manifest)\n", n - cap,
+                   pass ? "by default" : "by the options given");
+    }
 }
 
 int cmd_quantize_gguf(const cli_cmd *cmd, cli_args *a); /* cmd_quantize_gguf.c */
@@ -359,12 +388,7 @@ int cmd_quantize(const cli_cmd *cmd, cli_args *a) {
             printf("quantized %" PRId64 " of %" PRId64 " tensors: %s -> %s (%.2f MB -> %.2f MB) in %.2f s\n",
                    res->n_quantized, res->n, in_path, out, (double)res->src_bytes / 1e6,
                    (double)res->out_bytes / 1e6, res->seconds);
-            int shown_kept = 0;
-            for (int64_t i = 0; i < res->n; i++) {
-                if (res->tensors[i].quantized || !strncmp(res->tensors[i].reason, "scale of", 8)) continue;
-                if (shown_kept++ < 12) printf("  kept dense: %-44s %s\n", res->tensors[i].name, res->tensors[i].reason);
-            }
-            if (shown_kept > 12) printf("  ... and %d more kept dense (see the manifest)\n", shown_kept - 12);
+            print_kept_dense(res);
             for (int64_t i = 0; i < res->n; i++)
                 if (res->tensors[i].n_degenerate > 0)
                     printf("  note: %s has %" PRId64 " channel(s)/group(s) with a zero range (constant, e.g. all-zero), given a finite fallback scale\n",

@@ -33,6 +33,12 @@ static int parse_gran_onnx(const char *s, tm_qgran *g) {
     return -1;
 }
 
+/* tm_onnx_quantize reports weights quantized of weights to quantize */
+static void onnx_progress(void *ud, const char *phase, uint64_t done, uint64_t total) {
+    (void)ud;
+    cli_progress_count(phase, done, total, "weights");
+}
+
 int cmd_quantize_onnx(const cli_cmd *cmd, cli_args *a) {
     const char *out = cli_get(a, "output");
     const char *in_path = a->pos[0];
@@ -72,7 +78,7 @@ int cmd_quantize_onnx(const cli_cmd *cmd, cli_args *a) {
     p.force = cli_has(a, "force");
     p.allow_empty = cli_has(a, "allow-empty");
     p.command_line = g_cli.argv_line;
-    p.progress = cli_progress_cb;
+    p.progress = onnx_progress; /* the job counts weights, not bytes */
     p.cancel = &g_cli_interrupted;
     const char **inc = cli_get_all(a, "include", &p.n_include);
     const char **exc = cli_get_all(a, "exclude", &p.n_exclude);

@@ -11,7 +11,7 @@
 #include <string.h>
 
 const cli_opt opts_compat[] = {
-    {"target", 't', "TARGET", 0, "runtime target: ort-cpu, tensorrt:smNN, vllm:smNN, llamacpp-cpu, llamacpp-cuda, llamacpp-metal (required)"},
+    {"target", 0, "TARGET", 0, "runtime target: ort-cpu, tensorrt:smNN, vllm:smNN, llamacpp-cpu, llamacpp-cuda, llamacpp-metal (required)"},
     {"table", 0, "FILE", 0, "use this contract table instead of the compiled-in data/compat.json (same schema)"},
     {"all", 0, NULL, 0, "also list native items in the text output (they are always in --json)"},
     {NULL, 0, NULL, 0, NULL},

@@ -12,9 +12,10 @@ const cli_opt opts_diff[] = {
 const char details_diff[] =
     "Matches tensors by name; where B has no tensor of A's name, by its name in the other\n"
     "convention (Hugging Face <-> llama.cpp GGUF, e.g. model.layers.0.self_attn.q_proj.weight =\n"
-    "blk.0.attn_q.weight, with llama.cpp's q/k row permutation undone; docs/formats.md). Lists tensors added, removed, with a changed shape or dtype, and\n"
-    "for tensors present in both (values through the view, dequantized where quantized) the\n"
-    "max |a-b|, relative L2 ||a-b||/||a|| and cosine similarity.";
+    "blk.0.attn_q.weight, with llama.cpp's q/k row permutation undone; docs/formats.md).\n"
+    "Lists tensors added, removed, with a changed shape or dtype, and for tensors present in\n"
+    "both (values through the view, dequantized where quantized) the max |a-b|, relative L2\n"
+    "||a-b||/||a|| and cosine similarity.";
 
 static const char *kind_name(tm_diff_kind k) {
     switch (k) {

@@ -10,11 +10,15 @@ const cli_opt opts_inspect[] = {
     {NULL, 0, NULL, 0, NULL},
 };
 const char details_inspect[] =
-    "PATH is a .safetensors file, a model.safetensors.index.json or a directory holding one.\n"
+    "PATH is any checkpoint tensormorph opens: a .safetensors file, a model.safetensors.index.json\n"
+    "or a directory holding one, a .gguf file, an .onnx model, a PyTorch .pt/.pth, a NumPy\n"
+    ".npy/.npz (docs/formats.md).\n"
     "Opening reads headers only. Each quantized tensor is shown once, under the name the dense\n"
     "tensor had, with its code type, granularity, group size, scale dtype and the effective bits\n"
     "per parameter counting scales and zero points. Where config.json claims a quantization\n"
-    "scheme, disagreements with the tensors are printed as warnings.";
+    "scheme, disagreements with the tensors are printed as warnings; so is a GGUF tensor name of\n"
+    "64 bytes or more (llama.cpp refuses it). Tensors over one storage (tied weights of a .pt)\n"
+    "are counted once and the later ones marked (tied: NAME).";
 
 #include <regex.h>
 

@@ -12,7 +12,7 @@
 const cli_opt opts_quantize[] = {
     {"output", 'o', "OUT", 0, "output directory (compressed-tensors safetensors checkpoint); OUT ending in .gguf writes one GGUF file, in .onnx one ONNX model (ONNX input)"},
     {"type", 't', "T", 0, "int8 (default), int4, fp8_e4m3; uint8 uint4 fp8_e5m2 are refused for this output; GGUF: Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 IQ4_NL Q2_K Q3_K_S/M/L Q4_K_S/M Q5_K_S/M Q6_K F16 BF16"},
-    {"granularity", 'g', "G", 0, "tensor | channel[:AXIS] (default, axis 0) | group:N[:AXIS] | block:HxW"},
+    {"granularity", 'g', "G", 0, "tensor | channel[:AXIS] (default: weights per output channel, axis 0) | group:N[:AXIS] | block:HxW"},
     {"symmetric", 0, NULL, 0, "symmetric codes, zero point 0 (default)"},
     {"asymmetric", 0, NULL, 0, "affine codes with a zero point"},
     {"observer", 0, "O", 0, "minmax (default) | ema_minmax[:C] | histogram | percentile:P | mse | entropy"},
@@ -29,7 +29,7 @@ const cli_opt opts_quantize[] = {
     {"allow-empty", 0, NULL, 0, "write OUT even when no tensor gets quantized (else exit 2/3 saying why)"},
     {"force", 'f', NULL, 0, "replace OUT when it holds a previous tensormorph output (never anything else)"},
     {"kernel", 0, "K", 0, "auto (default) or ref: force the scalar reference kernels (also TM_FORCE_KERNEL)"},
-    {"top", 0, "N", 0, "rows of the Quantization Diff summary to print (default 10)"},
+    {"top", 0, "N", 0, "rows of the summary to print, flagged and worst first: N or all (default 10, as qdiff); also for GGUF and ONNX output"},
     {"pure", 0, NULL, 0, "GGUF: every quantizable tensor gets --type's type (no llama-quantize mixture rules)"},
     {"leave-output-tensor", 0, NULL, 0, "GGUF: leave output.weight unquantized"},
     {"tensor-type", 0, "RE=TYPE", 1, "GGUF: ggml TYPE for tensors whose name matches RE (POSIX extended; last match wins)"},
@@ -44,8 +44,9 @@ const char details_quantize[] =
     "renamed into place at the end, so an interrupted run leaves nothing at OUT.\n"
     "By default only 2-D '.weight' tensors are quantized; 1-D tensors, embeddings and lm_head\n"
     "stay dense, each listed with its reason (those left dense by the options given, e.g. a\n"
-    "group size that does not divide the columns or --exclude, first and counted apart). int8/int4 are written pack-quantized (codes + 2^(b-1)\n"
-    "packed into int32, weight_scale, weight_shape, packed weight_zero_point when asymmetric);\n"
+    "group size that does not divide the columns or --exclude, first and counted apart).\n"
+    "int8/int4 are written pack-quantized (codes + 2^(b-1) packed into int32, weight_scale,\n"
+    "weight_shape, packed weight_zero_point when asymmetric);\n"
     "fp8_e4m3 is naive-quantized (weight F8_E4M3 + weight_scale).\n"
     "Ends with the Quantization Diff summary: error in units of each tensor's own scale (LSB).\n"
     "OUT ending in .gguf writes one GGUF file instead, byte-identical to llama-quantize: --type is\n"
@@ -402,12 +403,12 @@ int cmd_quantize(const cli_cmd *cmd, cli_args *a) {
                 if (res->tensors[i].quantized) order[no++] = i;
             g_sort_res = res;
             if (order) qsort(order, (size_t)no, sizeof *order, cmp_flag_sqnr);
-            for (int64_t k = 0; k < no && k < top; k++) {
+            for (int64_t k = 0; k < no && (top < 0 || k < top); k++) {
                 tm_qjob_tensor *t = &res->tensors[order[k]];
                 printf("%-44s %8.2f %8.3f %8.3f %7.3f%% %8" PRId64 "  %s\n", t->name, t->e.sqnr_db, t->e.rmse_lsb,
                        t->e.max_err_lsb, 100 * t->e.clipped_fraction, t->e.worst_group, t->flagged ? t->flag_reason : "");
             }
-            if (no > top) printf("... %" PRId64 " more (tensormorph qdiff %s %s --top N)\n", no - top, in_path, out);
+            if (top >= 0 && no > top) printf("... %" PRId64 " more (tensormorph qdiff %s %s --top N)\n", no - top, in_path, out);
             int64_t nf = 0;
             for (int64_t i = 0; i < res->n; i++) nf += res->tensors[i].flagged;
             printf("%" PRId64 " tensor(s) flagged. Manifest: %s/tensormorph-manifest.json\n", nf, out);

@@ -129,7 +129,7 @@ int cmd_quantize_onnx(const cli_cmd *cmd, cli_args *a) {
         if (shown > 12) printf("  ... and %d more (see the manifest)\n", shown - 12);
         printf("\n%-44s %-8s %8s %8s %8s %8s\n", "weight", "scheme", "SQNR dB", "RMSE LSB", "max LSB", "clipped");
         int64_t k = 0;
-        for (int64_t i = 0; i < res->n && k < top; i++) {
+        for (int64_t i = 0; i < res->n && (top < 0 || k < top); i++) {
             const tm_onnx_qweight *w = &res->weights[i];
             if (!w->quantized) continue;
             k++;
@@ -137,7 +137,7 @@ int cmd_quantize_onnx(const cli_cmd *cmd, cli_args *a) {
                    : w->gran.kind == TM_GRAN_CHANNEL ? "channel" : "group", w->e.sqnr_db, w->e.rmse_lsb,
                    w->e.max_err_lsb, 100 * w->e.clipped_fraction);
         }
-        if (res->n_quantized > top)
+        if (top >= 0 && res->n_quantized > top)
             printf("... %" PRId64 " more (tensormorph qdiff %s %s --top N)\n", res->n_quantized - top, in_path, out);
         printf("Manifest: %s\n", res->manifest_path);
     }

@@ -61,6 +61,10 @@ int64_t   tm_ref_find(const tm_file *ref, const char *quantized_name);
 /* tm_qdiff_flag: (re)apply the flag rules to r (median SQNR per scheme, thresholds). Called by
 ** tm_qdiff; call again after changing entries' clip_expected. */
 void      tm_qdiff_flag(tm_qdiff_result *r);
+/* tm_qdiff_scheme_median: the median of the finite SQNRs (dB) of r's entries whose scheme
+** string is `scheme` (the median the SQNR flag compares each tensor with, docs/qdiff.md); NaN
+** when there is none or out of memory. */
+double    tm_qdiff_scheme_median(const tm_qdiff_result *r, const char *scheme);
 void      tm_qdiff_free(tm_qdiff_result *r);
 
 #ifdef __cplusplus

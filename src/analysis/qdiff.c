@@ -118,15 +118,23 @@ static int cmp_entry(const void *a, const void *b) {
     return strcmp(x->name, y->name);
 }
 
-/* median of the finite SQNRs of the entries with the same scheme as entries[i] */
-static double scheme_median(const tm_qdiff_result *r, int64_t i, double *buf) {
+/* median of the finite SQNRs of the entries whose scheme is `scheme`; buf holds r->n doubles */
+static double scheme_median(const tm_qdiff_result *r, const char *scheme, double *buf) {
     int64_t m = 0;
     for (int64_t k = 0; k < r->n; k++)
-        if (!strcmp(r->entries[k].scheme, r->entries[i].scheme) && isfinite(r->entries[k].e.sqnr_db))
+        if (!strcmp(r->entries[k].scheme, scheme) && isfinite(r->entries[k].e.sqnr_db))
             buf[m++] = r->entries[k].e.sqnr_db;
     if (!m) return NAN;
     qsort(buf, (size_t)m, sizeof *buf, cmp_double);
     return m % 2 ? buf[m / 2] : 0.5 * (buf[m / 2 - 1] + buf[m / 2]);
+}
+
+double tm_qdiff_scheme_median(const tm_qdiff_result *r, const char *scheme) {
+    if (!r || !scheme || r->n <= 0) return NAN;
+    double *v = tm__malloc_n((size_t)r->n, sizeof(double));
+    double med = v ? scheme_median(r, scheme, v) : NAN;
+    free(v);
+    return med;
 }
 
 void tm_qdiff_flag(tm_qdiff_result *r) {
@@ -144,7 +152,7 @@ void tm_qdiff_flag(tm_qdiff_result *r) {
         tm_qdiff_entry *e = &r->entries[i];
         /* compare a tensor with the others quantized the same way: an int4 layer is not
         ** "damaged" for being 24 dB below the int8 layers of a mixed-precision model */
-        double med = v ? scheme_median(r, i, v) : NAN;
+        double med = v ? scheme_median(r, e->scheme, v) : NAN;
         e->flagged = 0;
         e->reason[0] = '\0';
         size_t p = 0;

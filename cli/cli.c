@@ -28,6 +28,12 @@ const cli_opt cli_common_opts[] = {
     {NULL, 0, NULL, 0, NULL},
 };
 
+const cli_alias cli_aliases[] = {
+    {"serve", "release-target", 0, "target", NULL},
+    {"compat", NULL, 't', "target", "-t is the old spelling of --target (-t means --type in quantize and calibrate)"},
+};
+const int cli_n_aliases = (int)(sizeof cli_aliases / sizeof cli_aliases[0]);
+
 static int count_opts(const cli_opt *o) {
     int n = 0;
     while (o && o[n].name) n++;
@@ -52,7 +58,17 @@ void cli_print_help(const cli_cmd *cmd, FILE *out) {
             else
                 snprintf(left, sizeof left, "    --%s%s%s", o->name, o->arg ? " " : "",
                          o->arg ? o->arg : "");
-            fprintf(out, "  %-30s %s%s\n", left, o->help, o->repeat ? " (repeatable)" : "");
+            char also[128] = ""; /* " (old spelling: --x, -y)" */
+            size_t p = 0;
+            for (int k = 0; k < cli_n_aliases && t == 0; k++) {
+                const cli_alias *al = &cli_aliases[k];
+                if (strcmp(al->cmd, cmd->name) || strcmp(al->canonical, o->name) || p + 40 > sizeof also) continue;
+                p += (size_t)snprintf(also + p, sizeof also - p, "%s", p ? ", " : " (old spelling: ");
+                if (al->name) p += (size_t)snprintf(also + p, sizeof also - p, "--%.30s", al->name);
+                else p += (size_t)snprintf(also + p, sizeof also - p, "-%c", al->short_name);
+            }
+            if (p) snprintf(also + p, sizeof also - p, ")");
+            fprintf(out, "  %-30s %s%s%s\n", left, o->help, o->repeat ? " (repeatable)" : "", also);
         }
     }
 }
@@ -75,7 +91,7 @@ int cli_parse(const cli_cmd *cmd, int argc, char **argv, cli_args *out) {
     memset(out, 0, sizeof *out);
     int n1 = count_opts(cmd->opts), n2 = count_opts(cli_common_opts), n = n1 + n2;
     cli_opt *all = calloc((size_t)n + 1, sizeof *all);
-    struct option *lo = calloc((size_t)n + 1, sizeof *lo);
+    struct option *lo = calloc((size_t)n + (size_t)cli_n_aliases + 1, sizeof *lo);
     out->count = calloc((size_t)n + 1, sizeof(int));
     out->values = calloc((size_t)n + 1, sizeof(char **));
     out->pos = calloc((size_t)argc + 1, sizeof(char *));
@@ -102,7 +118,28 @@ int cli_parse(const cli_cmd *cmd, int argc, char **argv, cli_args *out) {
             if (all[i].arg) shorts[sp++] = ':';
         }
     }
+    /* old spellings: a long alias returns its canonical option's value; a short one is looked
+    ** up below */
+    int nlo = n;
+    for (int k = 0; k < cli_n_aliases; k++) {
+        const cli_alias *al = &cli_aliases[k];
+        if (strcmp(al->cmd, cmd->name)) continue;
+        int ci = -1;
+        for (int i = 0; i < n; i++) if (!strcmp(all[i].name, al->canonical)) ci = i;
+        if (ci < 0) continue;
+        if (al->name) {
+            lo[nlo].name = al->name;
+            lo[nlo].has_arg = lo[ci].has_arg;
+            lo[nlo].val = 1000 + ci;
+            nlo++;
+        }
+        if (al->short_name && sp + 3 < sizeof shorts) {
+            shorts[sp++] = al->short_name;
+            if (all[ci].arg) shorts[sp++] = ':';
+        }
+    }
     shorts[sp] = '\0';
+    const char *alias_note = NULL;
     for (int i = 1; i < argc && strcmp(argv[i], "--"); i++)
         if (!strcmp(argv[i], "--json")) g_cli.json = 1; /* option errors below answer in JSON too */
     optind = 1;
@@ -132,6 +169,12 @@ int cli_parse(const cli_cmd *cmd, int argc, char **argv, cli_args *out) {
             break;
         } else {
             for (int i = 0; i < n; i++) if (all[i].short_name == c) idx = i;
+            for (int k = 0; idx < 0 && k < cli_n_aliases; k++) {
+                const cli_alias *al = &cli_aliases[k];
+                if (strcmp(al->cmd, cmd->name) || al->short_name != c) continue;
+                for (int i = 0; i < n; i++) if (!strcmp(all[i].name, al->canonical)) idx = i;
+                if (al->note) alias_note = al->note;
+            }
         }
         if (idx < 0) { rc = cli_usage_error(cmd, "bad option"); break; }
         if (out->count[idx] && !all[idx].repeat && all[idx].arg == NULL) { /* flags: idempotent */ }
@@ -151,6 +194,7 @@ int cli_parse(const cli_cmd *cmd, int argc, char **argv, cli_args *out) {
     }
     g_cli.json = cli_has(out, "json");
     g_cli.quiet = cli_has(out, "quiet");
+    if (alias_note && !g_cli.quiet) fprintf(stderr, "tensormorph %s: note: %s\n", cmd->name, alias_note);
     g_cli.verbose = cli_has(out, "verbose");
     const char *th = cli_get(out, "threads");
     const char *env = getenv("TM_NUM_THREADS");
@@ -475,7 +519,7 @@ const char **cli_get_all(const cli_args *a, const char *name, int64_t *n) {
 }
 
 int cli_quantize_kernel_top(const cli_cmd *cmd, const cli_args *a, const tm_kernels **kernels, int *top) {
-    const char *kern = cli_get(a, "kernel"), *v;
+    const char *kern = cli_get(a, "kernel");
     if (!kern) kern = getenv("TM_FORCE_KERNEL");
     *kernels = NULL; /* auto */
     if (kern && *kern) {
@@ -484,13 +528,20 @@ int cli_quantize_kernel_top(const cli_cmd *cmd, const cli_args *a, const tm_kern
         if (ks) return cli_usage_error(cmd, "--kernel must be auto, ref, avx2 or avx512");
     }
     if (!top) return 0;
-    *top = 10;
-    if ((v = cli_get(a, "top"))) {
-        char *end;
-        long t = strtol(v, &end, 10);
-        if (*end || end == v || t < 0 || t > 1000000) return cli_usage_error(cmd, "--top must be a non-negative integer");
-        *top = (int)t;
-    }
+    return cli_parse_top(cmd, a, top);
+}
+
+int cli_parse_top(const cli_cmd *cmd, const cli_args *a, int *top) {
+    const char *v = cli_get(a, "top");
+    *top = CLI_TOP_DEFAULT;
+    if (!v) return 0;
+    if (!strcmp(v, "all")) { *top = -1; return 0; }
+    char *end;
+    errno = 0;
+    long t = strtol(v, &end, 10);
+    if (errno || *end || end == v || t < 0 || t > 1000000)
+        return cli_usage_error(cmd, "--top must be a non-negative integer or 'all', got '%s'", v);
+    *top = (int)t;
     return 0;
 }
 

@@ -28,6 +28,19 @@ typedef struct cli_opt {
     const char *help;      /* one line: meaning, range, default                                */
 } cli_opt;
 
+/* An old spelling of an option, kept so old command lines still work: --NAME (or -SHORT) of
+** command CMD means --CANONICAL. Listed in --help beside the option and in docs/cli.md; `note`
+** (may be NULL) is printed on stderr when the old spelling is used. */
+typedef struct cli_alias {
+    const char *cmd;
+    const char *name;        /* long alias without "--", or NULL                                 */
+    char        short_name;  /* short alias, or 0                                                */
+    const char *canonical;   /* the option's long name                                           */
+    const char *note;
+} cli_alias;
+extern const cli_alias cli_aliases[];
+extern const int       cli_n_aliases;
+
 typedef struct cli_args {
     int          n_opts;
     const cli_opt *opts;
@@ -121,8 +134,12 @@ void cli_progress_cb(void *ud, const char *phase, uint64_t done, uint64_t total)
 /* All values of a repeatable option, as a NULL-terminated array (malloc'd; the strings belong to
 ** a); *n their count. NULL when out of memory. */
 const char **cli_get_all(const cli_args *a, const char *name, int64_t *n);
+/* --top N|all (quantize and qdiff: rows of the report, flagged first, worst first): *top = N,
+** -1 for all; CLI_TOP_DEFAULT when not given. 0, or the usage error's exit code. */
+#define CLI_TOP_DEFAULT 10
+int cli_parse_top(const cli_cmd *cmd, const cli_args *a, int *top);
 /* quantize's --kernel auto|ref|avx2|avx512 (or TM_FORCE_KERNEL) into *kernels (the job's kernel
-** set, tm_kernels_get; NULL for auto) and --top N (default 10; top may be NULL) for the output
+** set, tm_kernels_get; NULL for auto) and --top (cli_parse_top; top may be NULL) for the output
 ** forms that take them; 0, or the usage error's exit code. */
 int cli_quantize_kernel_top(const cli_cmd *cmd, const cli_args *a, const tm_kernels **kernels, int *top);
 /* Parse an observer name for quantize (tm_observer_from_name: minmax, ema_minmax[:C], histogram,

@@ -435,6 +435,7 @@ void tm_qspec_range(const tm_qspec *spec, int64_t *qmin, int64_t *qmax);
 #include "tensormorph/errstats.h"     /* SQNR / LSB error statistics               analysis */
 #include "tensormorph/qdiff.h"        /* Quantization Diff                         analysis */
 #include "tensormorph/diff.h"         /* weight diff                               analysis */
+#include "tensormorph/names.h"        /* HF <-> llama.cpp tensor names, q/k rows   analysis */
 #include "tensormorph/calib.h"        /* calibration lab: observer, qparams, clipping, SQNR analysis */
 #include "tensormorph/explore.h"      /* heatmap tiles, summary pyramid, module tree analysis */
 #include "tensormorph/compat.h"       /* runtime compatibility table               analysis */

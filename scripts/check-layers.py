@@ -43,7 +43,7 @@ PUBLIC_LAYER = {
     "safetensors.h": "formats", "gguf_write.h": "formats", "graph.h": "formats",
     "onnx_opset.h": "formats",
     "qview.h": "view",
-    "errstats.h": "analysis", "qdiff.h": "analysis", "diff.h": "analysis",
+    "errstats.h": "analysis", "qdiff.h": "analysis", "diff.h": "analysis", "names.h": "analysis",
     "calib.h": "analysis", "explore.h": "analysis", "compat.h": "analysis",
     "qjob.h": "job", "gguf_job.h": "job", "onnx_quant.h": "job", "demo.h": "job",
     "evidence.h": "job", "gate.h": "job", "job.h": "job",

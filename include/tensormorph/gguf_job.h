@@ -51,6 +51,9 @@ typedef struct tm_gguf_qparams {
     volatile const int *cancel;
     int          force;               /* 1: replace an existing OUT that is a previous tensormorph
                                          output (has "<OUT>.manifest.json"); never anything else */
+    int          allow_long_names;    /* 1: write tensor names of TM_GGUF_MAX_NAME (64) bytes or
+                                         more, which llama.cpp refuses; 0: refuse them
+                                         (TM_E_UNSUPPORTED naming the tensor and its length)     */
 } tm_gguf_qparams;
 
 tm_gguf_qparams tm_gguf_qparams_default(void); /* Q8_0, rules on, n_threads 0 (tm_usable_cpus) */
@@ -87,7 +90,7 @@ typedef struct tm_gguf_qresult {
 ** cancel flag is honoured up to that rename (TM_E_CANCELLED, nothing at OUT).
 ** An existing OUT is replaced only when it is a previous tensormorph output and p->force is
 ** set; OUT may never be the input.
-** Returns TM_OK | TM_E_INVALID_ARG (bad ftype or regex; OUT exists, is the input or a directory) | TM_E_UNSUPPORTED (a source tensor
+** Returns TM_OK | TM_E_INVALID_ARG (bad ftype or regex; OUT exists, is the input or a directory) | TM_E_UNSUPPORTED (a tensor name of 64 bytes or more without allow_long_names; a source tensor
 ** already quantized, or a type the rules pick that cannot hold the row under --strict) |
 ** TM_E_NONFINITE | TM_E_RANGE (a block scale overflows f16: names tensor, row and block) |
 ** TM_E_IO | TM_E_NOMEM | TM_E_CANCELLED. Free the result with tm_gguf_qresult_free. */

@@ -34,6 +34,7 @@ typedef struct tm_onnx_qparams {
     int           allow_empty;   /* 1: write OUT (an unchanged copy) even when no weight gets
                                     quantized; 0: refuse, saying why (see tm_onnx_quantize)      */
     const char   *command_line;  /* recorded in the manifest                                    */
+    /* phase "quantize": done / total count weights (not bytes)                                  */
     void (*progress)(void *ud, const char *phase, uint64_t done, uint64_t total);
     void         *progress_ud;
     volatile const int *cancel;

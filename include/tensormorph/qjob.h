@@ -57,6 +57,10 @@ typedef struct tm_qjob_tensor {
     tm_errsum   e;               /* error summary (when quantized)                              */
     int         flagged;  char flag_reason[256];
     int64_t     n_degenerate;    /* all-zero/constant channels or groups given a fallback scale */
+    int         kept_by_choice;  /* not quantized because of the options given (--include,
+                                    --exclude, a recipe's ignore, a group size that does not divide
+                                    the columns), not by the default rules (norms, biases,
+                                    embeddings, lm_head)                                         */
 } tm_qjob_tensor;
 
 typedef struct tm_qjob_result {

@@ -681,7 +681,7 @@ static tm_status gguf_into(tm__pipe *pp, tm_file *in, const tm_gguf_qparams *p, 
     j.plans = plans;
     j.n = n;
     pthread_mutex_init(&j.mu, NULL);
-    if (!s) s = tm_gguf_writer_open(pp->stage, kv, wt, n, &j.w, err);
+    if (!s) s = tm_gguf_writer_open_ex(pp->stage, kv, wt, n, p->allow_long_names ? TM_GGUF_WRITE_LONG_NAMES : 0, &j.w, err);
     if (!s) s = tm__pipe_hash_start(pp, p->no_checksums, err);
     for (int64_t i = 0; i < n && !s; i++) {
         gplan *pl = &plans[i];

@@ -819,6 +819,7 @@ static tm_status quantize_into(tm__pipe *pp, tm_file *in, const tm_qjob_params *
         res->src_bytes += t->n_bytes;
         if (pl->kind == OUT_COPY) {
             snprintf(rt->reason, sizeof rt->reason, "%s", pl->reason);
+            rt->kept_by_choice = tm__qjob_filtered_by_option(pl->reason) || !strncmp(pl->reason, "group_size ", 11);
             continue;
         }
         rt->quantized = 1;

@@ -76,6 +76,8 @@ tm_status tm__qjob_plan(job_t *j, tm_st_entry **entries, char ***names, int64_t 
 int tm__qjob_same_scheme(const tm_qspec *a, const tm_qspec *b);
 /* An embedding's name (embed_tokens, tok_embeddings, wte., word_embeddings, token_embd, ...). */
 int tm__qjob_is_embedding(const char *name);
+/* 1 when a copy reason says --include, --exclude or a recipe's ignore left the tensor out. */
+int tm__qjob_filtered_by_option(const char *reason);
 /* Runtime notes on the plan (vLLM: int codes with block scales; fused q/k/v, gate/up shards
 ** with different schemes) appended to r->warnings. */
 void tm__qjob_runtime_warnings(const job_t *j, tm_qjob_result *r);

@@ -91,6 +91,11 @@ static tm_status check_layout_scheme(const tm_qspec *s, tm_err *err) {
     return TM_OK;
 }
 
+int tm__qjob_filtered_by_option(const char *reason) {
+    return !strncmp(reason, "excluded by --exclude", 21) || !strncmp(reason, "not matched by any --include", 28) ||
+           !strncmp(reason, "ignored by recipe", 17);
+}
+
 /* After every tensor is decided: when none is quantized, say why (unless allow_empty) instead
 ** of writing a copy of the input. A filter that matches nothing is an argument error
 ** (TM_E_INVALID_ARG); a group size that divides no weight, or a checkpoint without a
@@ -110,9 +115,7 @@ static tm_status check_something_quantized(const job_t *j, tm_err *err) {
             else if (cols[1] < 0 && pl->cols != cols[0]) cols[1] = pl->cols;
             n_group++;
         }
-        if (!strncmp(pl->reason, "excluded by --exclude", 21) || !strncmp(pl->reason, "not matched by any --include", 28) ||
-            !strncmp(pl->reason, "ignored by recipe", 17))
-            n_filtered++;
+        if (tm__qjob_filtered_by_option(pl->reason)) n_filtered++;
         int bad = 0;
         for (int64_t k = 0; k < p->n_include; k++)
             if (re_match(p->include[k], t->name, err, &bad)) { n_inc_match++; break; }

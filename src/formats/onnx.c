@@ -14,8 +14,8 @@
 **            data (data_location EXTERNAL) is mmap'd from a file in the model's folder.
 **   graph    nodes (op, domain, inputs, outputs) and values (element type, shape) from
 **            graph inputs/outputs/value_info and the tensors.
-**   quant    recognised on the graph by onnx_qrec.c: DequantizeLinear fed by a tensor,
-**            QLinearConv/QLinearMatMul/QGemm weights and com.microsoft MatMulNBits become
+**   quant    recognised on the graph by onnx_qrec.c: DequantizeLinear fed by a tensor, the
+**            weights of the QOperator and integer ops and com.microsoft MatMulNBits become
 **            logical quantized tensors (tm_qtensor); QuantizeLinear/DynamicQuantizeLinear on
 **            activations are recorded as quantization points (graph nodes and metadata
 **            "onnx.activation_quantization_points").

@@ -1,6 +1,8 @@
 /*
 ** onnx_qrec.c: quantization recognition for the ONNX reader (onnx.c builds the graph first).
-** DequantizeLinear fed by a tensor, QLinearConv/QLinearMatMul/QGemm weights and com.microsoft
+** DequantizeLinear fed by a tensor, the weights of the QOperator ops (QLinearConv,
+** QLinearMatMul; com.microsoft QGemm, MatMulIntegerToFloat, DynamicQuantizeMatMul, QAttention),
+** of MatMulInteger/ConvInteger (scale from the Cast -> Mul after them) and com.microsoft
 ** MatMulNBits become logical quantized tensors (tm_qtensor); QuantizeLinear /
 ** DynamicQuantizeLinear on activations are counted as quantization points; every value that
 ** carries codes is marked in the graph (tm_graph_value.quantized).
@@ -14,19 +16,88 @@
 int tm__ox_is_onnx_domain(const char *d) { return !d || !*d || !strcmp(d, "ai.onnx"); }
 int tm__ox_is_ms_domain(const char *d) { return d && !strcmp(d, "com.microsoft"); }
 
+/* ---- the operator-oriented (QOperator) ops --------------------------------------------- */
+
+/* Where a 1-D scale of a code input runs. */
+enum { AX_LAST, AX_ROW, AX_ZERO, AX_GEMM_B };
+
+/* One code input of an op: its input index, the indices of its scale and zero point (-1:
+** none), the axis of a 1-D scale. */
+typedef struct qop_slot { int8_t codes, scale, zp, axis; } qop_slot;
+
+typedef struct qop_spec {
+    const char *op;
+    int         ms_only;   /* only in com.microsoft (the ai.onnx ones are accepted in both)  */
+    qop_slot    slot[2];   /* slot[1] is the weight (B / w / weight); codes -1: no slot      */
+    int8_t      y_scale, y_zp; /* inputs quantizing the output, -1: the output is float     */
+    int8_t      out_type;  /* input whose element type the output has                        */
+    const char *layout;
+} qop_spec;
+
+/* Input orders and optional inputs, from the operator specs:
+**   QLinearConv (ai.onnx 10): x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale,
+**     y_zero_point[, B]; x per tensor, w per output channel (axis 0).
+**   QLinearMatMul (ai.onnx 10): a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale,
+**     y_zero_point; per row of a, per column of b.
+**   QGemm (com.microsoft 1): A, a_scale, a_zero_point, B, b_scale, b_zero_point[, C, y_scale,
+**     y_zero_point]; A per tensor; b per column of op(B): axis 0 of B when transB, else 1;
+**     without y_scale the output is float.
+**   MatMulIntegerToFloat (com.microsoft 1): A, B, a_scale, b_scale[, a_zero_point,
+**     b_zero_point, bias]; per column of A and of B; Y has the scales' type.
+**   DynamicQuantizeMatMul (com.microsoft 1): A (float), B, b_scale[, b_zero_point, bias]; per
+**     column of B; Y has A's type.
+**   QAttention (com.microsoft 1): input, weight, bias, input_scale, weight_scale[, mask_index,
+**     input_zero_point, weight_zero_point, past]; input per tensor; weight
+**     [input_hidden, 3*hidden] per column; output has the scales' type.
+** (onnx/docs/Operators.md; onnxruntime/docs/ContribOperators.md) */
+static const qop_spec qop_specs[] = {
+    {"QLinearConv", 0, {{0, 1, 2, AX_LAST}, {3, 4, 5, AX_ZERO}}, 6, 7, 7, "onnx/QLinearConv"},
+    {"QLinearMatMul", 0, {{0, 1, 2, AX_ROW}, {3, 4, 5, AX_LAST}}, 6, 7, 7, "onnx/QLinearMatMul"},
+    {"QGemm", 0, {{0, 1, 2, AX_LAST}, {3, 4, 5, AX_GEMM_B}}, 7, 8, 8, "onnx/com.microsoft.QGemm"},
+    {"MatMulIntegerToFloat", 1, {{0, 2, 4, AX_LAST}, {1, 3, 5, AX_LAST}}, -1, -1, 2,
+     "onnx/com.microsoft.MatMulIntegerToFloat"},
+    {"DynamicQuantizeMatMul", 1, {{-1, -1, -1, 0}, {1, 2, 3, AX_LAST}}, -1, -1, 0,
+     "onnx/com.microsoft.DynamicQuantizeMatMul"},
+    {"QAttention", 1, {{0, 3, 6, AX_LAST}, {1, 4, 7, AX_LAST}}, -1, -1, 3,
+     "onnx/com.microsoft.QAttention"},
+};
+
+/* The integer ops (ai.onnx 10) have zero points but no scales: MatMulInteger(A, B[,
+** a_zero_point, b_zero_point]), zero points per row of A / per column of B; ConvInteger(x, w[,
+** x_zero_point, w_zero_point]), x per tensor, w per output channel. Their scales are found on
+** the float side (find_integer_scale). */
+static const qop_spec int_specs[] = {
+    {"MatMulInteger", 0, {{0, -1, 2, AX_ROW}, {1, -1, 3, AX_LAST}}, -1, -1, -1, "onnx/MatMulInteger"},
+    {"ConvInteger", 0, {{0, -1, 2, AX_LAST}, {1, -1, 3, AX_ZERO}}, -1, -1, -1, "onnx/ConvInteger"},
+};
+
+static const qop_spec *spec_in(const qop_spec *t, size_t n, const char *op, int ms) {
+    for (size_t k = 0; k < n; k++)
+        if (!strcmp(t[k].op, op) && (ms || !t[k].ms_only)) return &t[k];
+    return NULL;
+}
+#define N_OF(a) (sizeof(a) / sizeof((a)[0]))
+
+/* The spec of a QOperator or integer node (NULL for any other). */
+static const qop_spec *node_spec(const ox_node *on) {
+    int ms = tm__ox_is_ms_domain(on->pub.domain);
+    const qop_spec *q = spec_in(qop_specs, N_OF(qop_specs), on->pub.op_type, ms);
+    return q ? q : spec_in(int_specs, N_OF(int_specs), on->pub.op_type, ms);
+}
+
 tm_gq_kind tm__ox_node_qkind(const char *op, const char *dom) {
     int std = tm__ox_is_onnx_domain(dom), ms = tm__ox_is_ms_domain(dom);
     if (!std && !ms) return TM_GQ_NONE;
     if (!strcmp(op, "DequantizeLinear")) return TM_GQ_DEQUANTIZE;
     if (!strcmp(op, "QuantizeLinear")) return TM_GQ_QUANTIZE;
     if (!strcmp(op, "DynamicQuantizeLinear")) return TM_GQ_DYNAMIC_QUANTIZE;
-    if (!strcmp(op, "QLinearConv") || !strcmp(op, "QLinearMatMul") || !strcmp(op, "QGemm"))
-        return TM_GQ_QOPERATOR;
-    if (!strcmp(op, "MatMulInteger") || !strcmp(op, "ConvInteger")) return TM_GQ_INTEGER;
+    if (spec_in(qop_specs, N_OF(qop_specs), op, ms)) return TM_GQ_QOPERATOR;
+    if (spec_in(int_specs, N_OF(int_specs), op, ms)) return TM_GQ_INTEGER;
     if (ms && !strcmp(op, "MatMulNBits")) return TM_GQ_MATMULNBITS;
     return TM_GQ_NONE;
 }
 
+/* ---- mapping onto tensors ---------------------------------------------------------------- */
 
 static int64_t val_tensor(const ox_state *st, int64_t v) {
     return (v >= 0 && v < st->n_values) ? st->values[v].tensor : -1;
@@ -208,7 +279,9 @@ static void mark_q(ox_state *st, int64_t v, int64_t sv, int64_t zv, int axis, in
     x->block_size = block;
 }
 
-static int64_t in_v(const ox_node *on, int64_t k) { return k < on->pub.n_inputs ? on->io[k] : -1; }
+static int64_t in_v(const ox_node *on, int64_t k) {
+    return k >= 0 && k < on->pub.n_inputs ? on->io[k] : -1;
+}
 
 /* MatMulNBits: B uint8 [N, n_blocks, blob] -> logical [N, K] codes, group along axis 1. */
 static tm_status recognize_nbits(ox_ctx *c, ox_node *on, tm_err *err) {
@@ -363,9 +436,10 @@ void tm__ox_infer_types(ox_state *st, tm__ox_set_type_fn set_type) {
                              0, none);
             }
             break;
-        case TM_GQ_QOPERATOR: { /* y has y_zero_point's type */
-            int64_t yz = in_v(on, !strcmp(on->pub.op_type, "QGemm") ? 8 : 7);
-            elem = yz >= 0 ? st->values[yz].elem_type : 0;
+        case TM_GQ_QOPERATOR: { /* as its spec says: y_zero_point's type, the scales' or A's */
+            const qop_spec *q = node_spec(on);
+            int64_t tv = q ? in_v(on, q->out_type) : -1;
+            elem = tv >= 0 ? st->values[tv].elem_type : 0;
             break;
         }
         case TM_GQ_INTEGER: elem = ONNX__TENSOR_PROTO__DATA_TYPE__INT32; break;
@@ -378,13 +452,148 @@ void tm__ox_infer_types(ox_state *st, tm__ox_set_type_fn set_type) {
     }
 }
 
+/* Axis of a 1-D scale of slot sl over codes of rank nd. */
+static int slot_axis(const ox_node *on, const qop_slot *sl, int nd) {
+    switch (sl->axis) {
+    case AX_ROW: return nd >= 2 ? nd - 2 : 0;
+    case AX_ZERO: return 0;
+    case AX_GEMM_B: return on->trans_b ? 0 : 1;
+    default: return nd > 0 ? nd - 1 : 0;
+    }
+}
+
+/* A QOperator node: its code inputs (and a quantized output) are marked, and every code input
+** that is a tensor with a tensor scale becomes a quantized tensor. */
+static tm_status recognize_qop(ox_ctx *c, ox_node *on, const qop_spec *q, tm_err *err) {
+    ox_state *st = c->st;
+    tm_status s = TM_OK;
+    for (int k = 0; k < 2; k++)
+        if (q->slot[k].codes >= 0)
+            mark_q(st, in_v(on, q->slot[k].codes), in_v(on, q->slot[k].scale),
+                   in_v(on, q->slot[k].zp), 1, 0);
+    if (q->y_scale >= 0 && on->pub.n_outputs > 0 && on->pub.n_inputs > q->y_scale)
+        mark_q(st, on->io[on->pub.n_inputs], in_v(on, q->y_scale), in_v(on, q->y_zp), 1, 0);
+    for (int k = 0; k < 2 && !s; k++) {
+        const qop_slot *sl = &q->slot[k];
+        int64_t ci = val_tensor(st, in_v(on, sl->codes)), si = val_tensor(st, in_v(on, sl->scale));
+        if (ci < 0 || si < 0) continue;
+        s = attach(c, on, ci, si, val_tensor(st, in_v(on, sl->zp)),
+                   slot_axis(on, sl, tm_file_tensor(c->f, ci)->ndim), 0, q->layout, err);
+    }
+    return s;
+}
+
+static int is_op(const ox_node *on, const char *op) {
+    return tm__ox_is_onnx_domain(on->pub.domain) && !strcmp(on->pub.op_type, op);
+}
+static int64_t out0(const ox_node *on) { return on->pub.n_outputs > 0 ? on->io[on->pub.n_inputs] : -1; }
+
+/* The scale of an integer op's code input, found where the float side applies it. ONNX
+** Runtime's quantizer (IntegerOps mode: onnxruntime/python/tools/quantization/operators/
+** matmul.py and conv.py) writes
+**     MatMulInteger / ConvInteger [-> Add (int32 bias)] -> Cast (to float)
+**         -> Mul(., Mul(a_scale, b_scale))
+** so the scale of one code input is the factor of the inner Mul that is not the other code
+** input's scale (the scale output of the DynamicQuantizeLinear, or the scale input of the
+** QuantizeLinear, that made it); when that is not known, the one factor that is a tensor.
+** cons[v]: the node consuming value v (-1 none, -2 several); prod[v]: the node making it.
+** Returns the scale's value index, or -1 with *why set. */
+static int64_t find_integer_scale(const ox_state *st, const int64_t *cons, const int64_t *prod,
+                                  const ox_node *on, int64_t other, const char **why) {
+    int64_t y = out0(on), ni = y >= 0 ? cons[y] : -1;
+    if (ni >= 0 && is_op(&st->nodes[ni], "Add")) { /* ConvInteger's int32 bias */
+        y = out0(&st->nodes[ni]);
+        ni = y >= 0 ? cons[y] : -1;
+    }
+    if (ni < 0 || !is_op(&st->nodes[ni], "Cast")) {
+        *why = "its int32 output does not go (alone) to a Cast";
+        return -1;
+    }
+    y = out0(&st->nodes[ni]);
+    ni = y >= 0 ? cons[y] : -1;
+    if (ni < 0 || !is_op(&st->nodes[ni], "Mul") || st->nodes[ni].pub.n_inputs != 2) {
+        *why = "the Cast's output does not go (alone) to a Mul";
+        return -1;
+    }
+    const ox_node *mul = &st->nodes[ni];
+    int64_t m = mul->io[0] == y ? mul->io[1] : mul->io[0];
+    int64_t pi = m >= 0 ? prod[m] : -1;
+    if (pi < 0 || !is_op(&st->nodes[pi], "Mul") || st->nodes[pi].pub.n_inputs != 2) {
+        *why = "the factor it is multiplied by is not a product of two scales (a Mul)";
+        return -1;
+    }
+    int64_t p0 = st->nodes[pi].io[0], p1 = st->nodes[pi].io[1], cand = -1;
+    int64_t os = other >= 0 ? st->values[other].scale_value : -1;
+    int t0 = val_tensor(st, p0) >= 0, t1 = val_tensor(st, p1) >= 0;
+    if (os >= 0 && (p0 == os || p1 == os)) cand = p0 == os ? p1 : p0;
+    else if (t0 != t1) cand = t0 ? p0 : p1;
+    if (cand < 0 || val_tensor(st, cand) < 0) {
+        *why = "which factor of the scales' product is its scale cannot be told";
+        return -1;
+    }
+    return cand;
+}
+
+/* Integer nodes, after every other node was seen (their other operand's scale is known then):
+** each code input that is a tensor gets the scale find_integer_scale finds. */
+static tm_status recognize_integer(ox_ctx *c, tm_err *err) {
+    ox_state *st = c->st;
+    int64_t n_int = 0;
+    for (int64_t i = 0; i < st->n_nodes; i++) n_int += st->nodes[i].pub.qkind == TM_GQ_INTEGER;
+    if (!n_int) return TM_OK;
+    int64_t nv = st->n_values > 0 ? st->n_values : 1;
+    int64_t *cons = tm__malloc_n((size_t)nv, sizeof(int64_t));
+    int64_t *prod = tm__malloc_n((size_t)nv, sizeof(int64_t));
+    if (!cons || !prod) {
+        free(cons);
+        free(prod);
+        return tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
+    }
+    for (int64_t v = 0; v < nv; v++) cons[v] = prod[v] = -1;
+    for (int64_t i = 0; i < st->n_nodes; i++) {
+        const ox_node *on = &st->nodes[i];
+        for (int64_t k = 0; k < on->pub.n_inputs; k++) {
+            int64_t v = on->io[k];
+            if (v >= 0) cons[v] = cons[v] == -1 ? i : -2;
+        }
+        for (int64_t k = 0; k < on->pub.n_outputs; k++) {
+            int64_t v = on->io[on->pub.n_inputs + k];
+            if (v >= 0 && prod[v] < 0) prod[v] = i;
+        }
+    }
+    tm_status s = TM_OK;
+    for (int64_t i = 0; i < st->n_nodes && !s; i++) {
+        ox_node *on = &st->nodes[i];
+        const qop_spec *q = on->pub.qkind == TM_GQ_INTEGER ? node_spec(on) : NULL;
+        for (int k = 0; q && k < 2 && !s; k++) {
+            const qop_slot *sl = &q->slot[k];
+            int64_t cv = in_v(on, sl->codes), ci = val_tensor(st, cv);
+            if (ci < 0) continue;
+            const char *why = NULL;
+            int64_t sv = find_integer_scale(st, cons, prod, on, in_v(on, q->slot[1 - k].codes), &why);
+            if (sv < 0) {
+                s = tm__file_add_warning(c->f, err, "%s: %s '%s': '%s' not mapped to a quantized "
+                                         "tensor: no scale found (%s)", c->path,
+                                         on->pub.op_type, on->pub.name, tm_file_tensor(c->f, ci)->name,
+                                         why);
+                continue;
+            }
+            mark_q(st, cv, sv, in_v(on, sl->zp), 1, 0);
+            s = attach(c, on, ci, val_tensor(st, sv), val_tensor(st, in_v(on, sl->zp)),
+                       slot_axis(on, sl, tm_file_tensor(c->f, ci)->ndim), 0, q->layout, err);
+        }
+    }
+    free(cons);
+    free(prod);
+    return s;
+}
+
 tm_status tm__ox_recognize(ox_ctx *c, int64_t *n_points, tm_err *err) {
     ox_state *st = c->st;
     tm_status s = TM_OK;
     *n_points = 0;
     for (int64_t i = 0; i < st->n_nodes && !s; i++) {
         ox_node *on = &st->nodes[i];
-        const char *op = on->pub.op_type;
         switch (on->pub.qkind) {
         case TM_GQ_DEQUANTIZE: {
             int64_t x = in_v(on, 0), sv = in_v(on, 1), zv = in_v(on, 2);
@@ -406,38 +615,23 @@ tm_status tm__ox_recognize(ox_ctx *c, int64_t *n_points, tm_err *err) {
             break;
         }
         case TM_GQ_QOPERATOR: {
-            /* QLinearConv / QLinearMatMul: x,xs,xz, w,ws,wz, ys,yz; QGemm: A,as,az, B,bs,bz, C,ys,yz */
-            mark_q(st, in_v(on, 0), in_v(on, 1), in_v(on, 2), 1, 0);
-            mark_q(st, in_v(on, 3), in_v(on, 4), in_v(on, 5), 1, 0);
-            int is_gemm = !strcmp(op, "QGemm");
-            if (on->pub.n_outputs > 0 && (!is_gemm || on->pub.n_inputs > 7))
-                mark_q(st, on->io[on->pub.n_inputs], in_v(on, is_gemm ? 7 : 6),
-                       in_v(on, is_gemm ? 8 : 7), 1, 0);
-            for (int k = 0; k < 2 && !s; k++) {
-                int64_t ci = val_tensor(st, in_v(on, 3 * k)), si = val_tensor(st, in_v(on, 3 * k + 1));
-                if (ci < 0 || si < 0) continue;
-                const tm_tensor *ct = tm_file_tensor(c->f, ci);
-                int axis = 0; /* QLinearConv weight: output channels */
-                if (!strcmp(op, "QLinearMatMul")) axis = ct->ndim - 1; /* per column of b */
-                if (is_gemm) axis = on->trans_b ? 0 : 1;
-                if (k == 0) axis = ct->ndim - 1;
-                s = attach(c, on, ci, si, val_tensor(st, in_v(on, 3 * k + 2)), axis, 0,
-                           is_gemm ? "onnx/com.microsoft.QGemm"
-                                   : (!strcmp(op, "QLinearConv") ? "onnx/QLinearConv"
-                                                                 : "onnx/QLinearMatMul"),
-                           err);
-            }
+            const qop_spec *q = node_spec(on);
+            if (q) s = recognize_qop(c, on, q, err);
             break;
         }
-        case TM_GQ_INTEGER:
-            mark_q(st, in_v(on, 0), -1, in_v(on, 2), 1, 0);
-            mark_q(st, in_v(on, 1), -1, in_v(on, 3), 1, 0);
+        case TM_GQ_INTEGER: { /* scales: recognize_integer, below; keep a scale already known */
+            int64_t a = in_v(on, 0), b = in_v(on, 1);
+            mark_q(st, a, a >= 0 && st->values[a].quantized ? st->values[a].scale_value : -1,
+                   in_v(on, 2), 1, 0);
+            mark_q(st, b, b >= 0 && st->values[b].quantized ? st->values[b].scale_value : -1,
+                   in_v(on, 3), 1, 0);
             break;
+        }
         case TM_GQ_MATMULNBITS:
             s = recognize_nbits(c, on, err);
             break;
         default: break;
         }
     }
-    return s;
+    return s ? s : recognize_integer(c, err);
 }

@@ -24,8 +24,9 @@ typedef enum tm_gq_kind {
     TM_GQ_DYNAMIC_QUANTIZE,  /* DynamicQuantizeLinear: float -> uint8 codes, scale at run time */
     TM_GQ_QOPERATOR,         /* QLinearConv, QLinearMatMul, QGemm: codes in, codes out (QGemm
                                 without y_scale: float out); com.microsoft
-                                MatMulIntegerToFloat, DynamicQuantizeMatMul, QAttention: weight
-                                codes with their scale and zero point in, float out            */
+                                MatMulIntegerToFloat, DynamicQuantizeMatMul, QAttention,
+                                QEmbedLayerNormalization: weight codes with their scale and
+                                zero point in, float out                                       */
     TM_GQ_INTEGER,           /* MatMulInteger, ConvInteger: codes in, int32 out; the scale is
                                 the one a following Cast -> Mul applies (docs/formats.md)      */
     TM_GQ_MATMULNBITS,       /* com.microsoft MatMulNBits: float in, n-bit block weights       */

@@ -1,11 +1,11 @@
 /*
 ** onnx_qrec.c: quantization recognition for the ONNX reader (onnx.c builds the graph first).
 ** DequantizeLinear fed by a tensor, the weights of the QOperator ops (QLinearConv,
-** QLinearMatMul; com.microsoft QGemm, MatMulIntegerToFloat, DynamicQuantizeMatMul, QAttention),
-** of MatMulInteger/ConvInteger (scale from the Cast -> Mul after them) and com.microsoft
-** MatMulNBits become logical quantized tensors (tm_qtensor); QuantizeLinear /
-** DynamicQuantizeLinear on activations are counted as quantization points; every value that
-** carries codes is marked in the graph (tm_graph_value.quantized).
+** QLinearMatMul; com.microsoft QGemm, MatMulIntegerToFloat, DynamicQuantizeMatMul, QAttention,
+** QEmbedLayerNormalization) and of MatMulInteger/ConvInteger (scale from the Cast -> Mul after
+** them), and com.microsoft MatMulNBits become logical quantized tensors (tm_qtensor);
+** QuantizeLinear / DynamicQuantizeLinear on activations are counted as quantization points;
+** every value that carries codes is marked in the graph (tm_graph_value.quantized).
 */
 #include "onnx_impl.h"
 
@@ -28,7 +28,8 @@ typedef struct qop_slot { int8_t codes, scale, zp, axis; } qop_slot;
 typedef struct qop_spec {
     const char *op;
     int         ms_only;   /* only in com.microsoft (the ai.onnx ones are accepted in both)  */
-    qop_slot    slot[2];   /* slot[1] is the weight (B / w / weight); codes -1: no slot      */
+    int         n_slots;
+    qop_slot    slot[5];   /* the code inputs in input order (the integer ops: A/x, B/w)     */
     int8_t      y_scale, y_zp; /* inputs quantizing the output, -1: the output is float     */
     int8_t      out_type;  /* input whose element type the output has                        */
     const char *layout;
@@ -49,17 +50,24 @@ typedef struct qop_spec {
 **   QAttention (com.microsoft 1): input, weight, bias, input_scale, weight_scale[, mask_index,
 **     input_zero_point, weight_zero_point, past]; input per tensor; weight
 **     [input_hidden, 3*hidden] per column; output has the scales' type.
+**   QEmbedLayerNormalization (com.microsoft 1): input_ids, segment_ids?, word_embedding,
+**     position_embedding, segment_embedding?, gamma, beta, mask?, then the five scales (8..12,
+**     segment's optional) and the five zero points (13..17); all per tensor; output has the
+**     scales' type.
 ** (onnx/docs/Operators.md; onnxruntime/docs/ContribOperators.md) */
 static const qop_spec qop_specs[] = {
-    {"QLinearConv", 0, {{0, 1, 2, AX_LAST}, {3, 4, 5, AX_ZERO}}, 6, 7, 7, "onnx/QLinearConv"},
-    {"QLinearMatMul", 0, {{0, 1, 2, AX_ROW}, {3, 4, 5, AX_LAST}}, 6, 7, 7, "onnx/QLinearMatMul"},
-    {"QGemm", 0, {{0, 1, 2, AX_LAST}, {3, 4, 5, AX_GEMM_B}}, 7, 8, 8, "onnx/com.microsoft.QGemm"},
-    {"MatMulIntegerToFloat", 1, {{0, 2, 4, AX_LAST}, {1, 3, 5, AX_LAST}}, -1, -1, 2,
+    {"QLinearConv", 0, 2, {{0, 1, 2, AX_LAST}, {3, 4, 5, AX_ZERO}}, 6, 7, 7, "onnx/QLinearConv"},
+    {"QLinearMatMul", 0, 2, {{0, 1, 2, AX_ROW}, {3, 4, 5, AX_LAST}}, 6, 7, 7, "onnx/QLinearMatMul"},
+    {"QGemm", 0, 2, {{0, 1, 2, AX_LAST}, {3, 4, 5, AX_GEMM_B}}, 7, 8, 8, "onnx/com.microsoft.QGemm"},
+    {"MatMulIntegerToFloat", 1, 2, {{0, 2, 4, AX_LAST}, {1, 3, 5, AX_LAST}}, -1, -1, 2,
      "onnx/com.microsoft.MatMulIntegerToFloat"},
-    {"DynamicQuantizeMatMul", 1, {{-1, -1, -1, 0}, {1, 2, 3, AX_LAST}}, -1, -1, 0,
+    {"DynamicQuantizeMatMul", 1, 1, {{1, 2, 3, AX_LAST}}, -1, -1, 0,
      "onnx/com.microsoft.DynamicQuantizeMatMul"},
-    {"QAttention", 1, {{0, 3, 6, AX_LAST}, {1, 4, 7, AX_LAST}}, -1, -1, 3,
+    {"QAttention", 1, 2, {{0, 3, 6, AX_LAST}, {1, 4, 7, AX_LAST}}, -1, -1, 3,
      "onnx/com.microsoft.QAttention"},
+    {"QEmbedLayerNormalization", 1, 5,
+     {{2, 8, 13, AX_LAST}, {3, 9, 14, AX_LAST}, {4, 10, 15, AX_LAST}, {5, 11, 16, AX_LAST},
+      {6, 12, 17, AX_LAST}}, -1, -1, 8, "onnx/com.microsoft.QEmbedLayerNormalization"},
 };
 
 /* The integer ops (ai.onnx 10) have zero points but no scales: MatMulInteger(A, B[,
@@ -67,8 +75,10 @@ static const qop_spec qop_specs[] = {
 ** x_zero_point, w_zero_point]), x per tensor, w per output channel. Their scales are found on
 ** the float side (find_integer_scale). */
 static const qop_spec int_specs[] = {
-    {"MatMulInteger", 0, {{0, -1, 2, AX_ROW}, {1, -1, 3, AX_LAST}}, -1, -1, -1, "onnx/MatMulInteger"},
-    {"ConvInteger", 0, {{0, -1, 2, AX_LAST}, {1, -1, 3, AX_ZERO}}, -1, -1, -1, "onnx/ConvInteger"},
+    {"MatMulInteger", 0, 2, {{0, -1, 2, AX_ROW}, {1, -1, 3, AX_LAST}}, -1, -1, -1,
+     "onnx/MatMulInteger"},
+    {"ConvInteger", 0, 2, {{0, -1, 2, AX_LAST}, {1, -1, 3, AX_ZERO}}, -1, -1, -1,
+     "onnx/ConvInteger"},
 };
 
 static const qop_spec *spec_in(const qop_spec *t, size_t n, const char *op, int ms) {
@@ -467,13 +477,13 @@ static int slot_axis(const ox_node *on, const qop_slot *sl, int nd) {
 static tm_status recognize_qop(ox_ctx *c, ox_node *on, const qop_spec *q, tm_err *err) {
     ox_state *st = c->st;
     tm_status s = TM_OK;
-    for (int k = 0; k < 2; k++)
+    for (int k = 0; k < q->n_slots; k++)
         if (q->slot[k].codes >= 0)
             mark_q(st, in_v(on, q->slot[k].codes), in_v(on, q->slot[k].scale),
                    in_v(on, q->slot[k].zp), 1, 0);
     if (q->y_scale >= 0 && on->pub.n_outputs > 0 && on->pub.n_inputs > q->y_scale)
         mark_q(st, on->io[on->pub.n_inputs], in_v(on, q->y_scale), in_v(on, q->y_zp), 1, 0);
-    for (int k = 0; k < 2 && !s; k++) {
+    for (int k = 0; k < q->n_slots && !s; k++) {
         const qop_slot *sl = &q->slot[k];
         int64_t ci = val_tensor(st, in_v(on, sl->codes)), si = val_tensor(st, in_v(on, sl->scale));
         if (ci < 0 || si < 0) continue;

@@ -2,7 +2,8 @@
 ** logical quantized tensors (src/formats/onnx_qrec.c): ONNX Runtime's test model
 ** matmul_integer_to_float.onnx (MatMulInteger whose scale a following Mul applies), and small
 ** models built here for MatMulInteger / ConvInteger in ONNX Runtime's IntegerOps form and for
-** com.microsoft MatMulIntegerToFloat, DynamicQuantizeMatMul, QGemm and QAttention: which
+** com.microsoft MatMulIntegerToFloat, DynamicQuantizeMatMul, QGemm, QAttention and
+** QEmbedLayerNormalization: which
 ** tensors are quantized, with which scale and zero point tensors, granularity and axis, and
 ** every element dequantized as (q - zero_point) * scale. */
 #include <setjmp.h>
@@ -440,6 +441,43 @@ static void test_qattention(void **state) {
     free(m.b);
 }
 
+/* com.microsoft QEmbedLayerNormalization: word and position embeddings, gamma and beta uint8
+** (segment embedding and mask omitted), each with its own scalar scale and zero point at
+** inputs 8..12 / 13..17 (the segment's left ""). */
+static void test_qembed_layer_norm(void **state) {
+    (void)state;
+    static const uint8_t word[8] = {0, 9, 18, 27, 36, 45, 54, 255}, pos[6] = {1, 2, 3, 4, 5, 6};
+    static const uint8_t gamma[2] = {200, 100}, beta[2] = {128, 129};
+    static const uint8_t zps[4] = {128, 3, 0, 128};
+    static const float scs[4] = {0.5f, 0.25f, 0.0078125f, 0.001953125f};
+    const char *names[4] = {"word", "pos", "gamma", "beta"};
+    const void *codes[4] = {word, pos, gamma, beta};
+    int64_t dims[4][2] = {{4, 2}, {3, 2}, {2, 0}, {2, 0}};
+    size_t n[4] = {8, 6, 2, 2};
+    pb g = {0}, m = {0};
+    for (int k = 0; k < 4; k++)
+        init_weight(&g, names[k], T_UINT8, k < 2 ? 2 : 1, dims[k], codes[k], n[k], 0, NULL, &scs[k],
+                    1, &zps[k]);
+    const char *in[18] = {"ids", "", "word", "pos", "", "gamma", "beta", "",
+                          "word_scale", "pos_scale", "", "gamma_scale", "beta_scale",
+                          "word_zp", "pos_zp", "", "gamma_zp", "beta_zp"};
+    const char *out[2] = {"Y", "mask_index"};
+    pb_node_dom(&g, "QEmbedLayerNormalization", "com.microsoft", "qemb", 18, in, 2, out, NULL, 0);
+    pb_model_ms(&m, &g, 13, 1);
+    tm_file *f = open_built(&m, 4);
+    for (int k = 0; k < 4; k++) {
+        char s[32], z[32];
+        snprintf(s, sizeof s, "%s_scale", names[k]);
+        snprintf(z, sizeof z, "%s_zp", names[k]);
+        check_weight(f, names[k], "onnx/com.microsoft.QEmbedLayerNormalization", s, z,
+                     TM_GRAN_TENSOR, 0, codes[k], 0, &zps[k], &scs[k], k == 2);
+    }
+    assert_int_equal(node_named(f, "qemb")->qkind, TM_GQ_QOPERATOR);
+    assert_string_equal(tm_graph_value_at(f, tm_graph_find_value(f, "Y"))->elem_type_name, "FLOAT");
+    tm_close(f);
+    free(m.b);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_matmul_integer_per_column),
@@ -448,6 +486,7 @@ int main(void) {
         cmocka_unit_test(test_dynamic_quantize_matmul),
         cmocka_unit_test(test_qgemm_trans_b),
         cmocka_unit_test(test_qattention),
+        cmocka_unit_test(test_qembed_layer_norm),
         cmocka_unit_test(test_ort_matmul_integer_to_float),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -22,9 +22,14 @@ typedef enum tm_qnode_kind {
     TM_QNODE_QUANTIZE,       /* QuantizeLinear: float -> codes (an activation quantization
                                 point when its input is not a listed tensor)                  */
     TM_QNODE_DYNAMIC_QUANTIZE,  /* DynamicQuantizeLinear: float -> uint8 codes, scale at run time */
-    TM_QNODE_QOPERATOR,      /* QLinearConv, QLinearMatMul, QGemm: codes in, codes out        */
-    TM_QNODE_INTEGER,        /* MatMulInteger, ConvInteger: codes in, int32 out, no scale      */
-    TM_QNODE_MATMULNBITS,    /* com.microsoft MatMulNBits: float in, n-bit block weights       */
+    TM_QNODE_QOPERATOR,         /* QLinearConv, QLinearMatMul, QGemm: codes in, codes out (QGemm
+                                without y_scale: float out); com.microsoft
+                                MatMulIntegerToFloat, DynamicQuantizeMatMul, QAttention,
+                                QEmbedLayerNormalization: weight codes with their scale and
+                                zero point in, float out                                       */
+    TM_QNODE_INTEGER,           /* MatMulInteger, ConvInteger: codes in, int32 out; the scale is
+                                the one a following Cast -> Mul applies (docs/formats.md)      */
+    TM_QNODE_MATMULNBITS,       /* com.microsoft MatMulNBits: float in, n-bit block weights       */
     TM_QNODE_COUNT
 } tm_qnode_kind;
 

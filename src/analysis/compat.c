@@ -161,11 +161,11 @@ static void qdq_granularity(const tm_file *f, const tm_graph_node *nd, const tm_
     else snprintf(out, n, "channel");
 }
 
-/* 1 when the zero point input is absent or a tensor of zeros, 0 when it holds a non-zero
+/* 1 when the zero point value zv is absent (-1) or a tensor of zeros, 0 when it holds a non-zero
 ** value, -1 when it cannot be told (computed at run time, unreadable). */
-static int qdq_symmetric(const tm_file *f, const tm_graph_node *nd, int zp_input) {
-    if (nd->n_inputs <= zp_input || nd->inputs[zp_input] < 0) return 1;
-    const tm_graph_value *z = tm_graph_value_at(f, nd->inputs[zp_input]);
+static int zp_symmetric(const tm_file *f, int64_t zv) {
+    if (zv < 0) return 1;
+    const tm_graph_value *z = tm_graph_value_at(f, zv);
     if (!z || z->tensor < 0) return -1;
     const tm_tensor *t = tm_file_tensor(f, z->tensor);
     if (!t || t->n_elems <= 0 || t->n_elems > (1 << 24)) return -1;
@@ -218,14 +218,27 @@ static int produced_by_8bit_dq(const tm_file *f, const graph_maps *m, const tm_g
     return c && (!strcmp(c->elem_type_name, "INT8") || !strcmp(c->elem_type_name, "UINT8"));
 }
 
+/* The code input of a QOperator or integer node that describes it: the one holding the weight
+** the reader mapped (tm_graph_node.weight_tensor), else the last input carrying codes (the
+** weight slot: QLinearConv w, QLinearMatMul/QGemm b, MatMulInteger B, ...); -1 when none. */
+static int weight_input(const tm_file *f, const tm_graph_node *nd) {
+    int last = -1;
+    for (int64_t k = 0; k < nd->n_inputs; k++) {
+        const tm_graph_value *v = nd->inputs[k] >= 0 ? tm_graph_value_at(f, nd->inputs[k]) : NULL;
+        if (!v || !v->quantized) continue;
+        if (nd->weight_tensor >= 0 && v->tensor == nd->weight_tensor) return (int)k;
+        last = (int)k;
+    }
+    return last;
+}
+
 static void describe_node(const tm_file *f, const graph_maps *m, int64_t ni, tm_compat_item *it) {
     const tm_graph_node *nd = tm_graph_node_at(f, ni);
     it->symmetric = -1;
     int code_in = -1, zp_in = -1;
     switch (nd->qkind) {
     case TM_QNODE_DEQUANTIZE: code_in = 0; zp_in = 2; break;
-    case TM_QNODE_QOPERATOR: code_in = 3; zp_in = 5; break;   /* the weight: QLinearConv w, QLinearMatMul/QGemm b */
-    case TM_QNODE_INTEGER: code_in = 1; zp_in = 3; break;
+    case TM_QNODE_QOPERATOR: case TM_QNODE_INTEGER: code_in = weight_input(f, nd); break;
     default: break;
     }
     const tm_graph_value *codes = NULL;
@@ -235,6 +248,9 @@ static void describe_node(const tm_file *f, const graph_maps *m, int64_t ni, tm_
     } else if (code_in >= 0 && nd->n_inputs > code_in && nd->inputs[code_in] >= 0) {
         codes = tm_graph_value_at(f, nd->inputs[code_in]);
     }
+    int64_t zv = -1; /* the zero point's value */
+    if (zp_in >= 0) zv = nd->n_inputs > zp_in ? nd->inputs[zp_in] : -1;
+    else if (codes && code_in >= 0) zv = codes->zero_point_value; /* as the reader paired them */
     const tm_tensor *wt = nd->weight_tensor >= 0 ? tm_file_tensor(f, nd->weight_tensor) : NULL;
     if (nd->qkind == TM_QNODE_DYNAMIC_QUANTIZE) {
         snprintf(it->code_dtype, sizeof it->code_dtype, "U8");
@@ -252,7 +268,7 @@ static void describe_node(const tm_file *f, const graph_maps *m, int64_t ni, tm_
             qdq_granularity(f, nd, codes, it->granularity, sizeof it->granularity);
         else if (wt && wt->quant)
             snprintf(it->granularity, sizeof it->granularity, "%s", gran_name(wt->quant->gran.kind));
-        if (zp_in >= 0) it->symmetric = qdq_symmetric(f, nd, zp_in);
+        if (zp_in >= 0 || code_in >= 0) it->symmetric = zp_symmetric(f, zv);
     }
     if (nd->qkind == TM_QNODE_QUANTIZE)
         snprintf(it->operand, sizeof it->operand, "%s",

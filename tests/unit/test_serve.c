@@ -314,7 +314,8 @@ static void test_tiles_hold_real_values(void **state) {
     json_t *m = api("/api/v1/tensor?name=" OPROJ);
     assert_int_equal(json_integer_value(json_object_get(m, "rows")), 256);
     assert_int_equal(json_integer_value(json_object_get(m, "cols")), 256);
-    assert_string_equal(json_string_value(json_object_get(m, "scheme")), "I4 group:32 sym");
+    assert_string_equal(json_string_value(json_object_get(m, "scheme")), "I4 group:32 sym scale:F32");
+    assert_string_equal(json_string_value(json_object_get(m, "label")), "I4 group:32 sym scale:F32");
     assert_true(json_is_true(json_object_get(m, "has_ref")));
     assert_true(json_integer_value(json_object_get(m, "pyramid_step")) >= 2);
     double tmax = json_number_value(json_object_get(m, "max"));
@@ -409,12 +410,12 @@ static void test_arch_tree_and_boundaries(void **state) {
     assert_string_equal(json_string_value(json_object_get(norm, "dtype")), "F32");
     assert_string_equal(json_string_value(json_object_get(norm, "scheme")), "dense");
     assert_string_equal(json_string_value(json_object_get(attn, "dtype")), "I4");
-    assert_string_equal(json_string_value(json_object_get(attn, "scheme")), "I4 group:32 sym");
+    assert_string_equal(json_string_value(json_object_get(attn, "scheme")), "I4 group:32 sym scale:F32");
     /* down_proj (688 columns, not a multiple of 32) stays dense next to int4 gate/up */
     assert_string_equal(json_string_value(json_object_get(mlp, "scheme")), "mixed");
     json_t *down = child(mlp, "down_proj"), *gate = child(mlp, "gate_proj"), *up = child(mlp, "up_proj");
     assert_string_equal(json_string_value(json_object_get(down, "scheme")), "dense");
-    assert_string_equal(json_string_value(json_object_get(gate, "scheme")), "I4 group:32 sym");
+    assert_string_equal(json_string_value(json_object_get(gate, "scheme")), "I4 group:32 sym scale:F32");
     /* siblings in name order; a boundary wherever dtype or scheme changes from the previous one */
     assert_false(json_is_true(json_object_get(down, "boundary")));
     assert_true(json_is_true(json_object_get(gate, "boundary")));

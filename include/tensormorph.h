@@ -362,10 +362,12 @@ tm_status tm_qelement_get(const tm_file *f, int64_t i, int64_t flat, tm_qelement
 **                                             per sub-block with its own scale (left out when
 **                                             S == B), "+min" when values are scale*q - min
 **                                             (Q4_1 Q5_1 Q2_K Q4_K Q5_K)        "Q4_K block:256 sub:32 +min"
-**   "<code dtype> <granularity> sym|asym scale:<scale dtype>"   every other layout, granularity
+**   "<code type> <granularity> sym|asym scale:<scale dtype>"   every other layout, granularity
 **                                             spelled as --granularity takes it: tensor,
 **                                             channel:AXIS, group:N (along the last axis) or
 **                                             group:N:AXIS, block:HxW       "I8 channel:0 sym scale:F32"
+**                                             code type: the code dtype's name, or I<b>/U<b> when
+**                                             the packing holds fewer bits (GPTQ 2-bit: "U2")
 ** A label contains "asym" or "+min" exactly when t->quant->symmetric is 0.
 ** tm_qtensor_describe: one line of English for a tooltip or report: the code type and range,
 ** who shares a scale, how a value is computed, scale/zero-point tensors and dtypes, packing,

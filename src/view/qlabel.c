@@ -33,6 +33,20 @@ static const tm_tensor *param_tensor(const tm_file *f, int64_t i) {
     return i >= 0 && f ? tm_file_tensor(f, i) : NULL;
 }
 
+/* Bits of one code: the packing's when narrower than the code dtype (GPTQ 2-bit codes in U4). */
+static int code_bits(const tm_qtensor *q) {
+    const tm_dtype_traits *cd = tm_dtype_get(q->code_dtype);
+    int b = cd ? cd->bits : 0;
+    return cd && !cd->is_float && q->packing.bits > 0 && q->packing.bits < b ? q->packing.bits : b;
+}
+
+/* The code type's name: the dtype's, or I<bits>/U<bits> for codes narrower than it. */
+static void code_name(const tm_qtensor *q, sbuf *b) {
+    const tm_dtype_traits *cd = tm_dtype_get(q->code_dtype);
+    if (cd && code_bits(q) < cd->bits) sb_add(b, "%c%d", cd->is_signed ? 'I' : 'U', code_bits(q));
+    else sb_add(b, "%s", dtype_name(q->code_dtype));
+}
+
 /* 1 when the group axis is the tensor's last (what --granularity group:N means). */
 static int group_on_last_axis(const tm_tensor *t) {
     int a = t->quant->gran.axis;
@@ -59,7 +73,8 @@ char *tm_qtensor_label(const tm_file *f, const tm_tensor *t, char *buf, size_t n
         if (!q->symmetric) sb_add(&b, " +min");
         return buf;
     }
-    sb_add(&b, "%s ", dtype_name(q->code_dtype));
+    code_name(q, &b);
+    sb_add(&b, " ");
     const tm_qgran *g = &q->gran;
     switch (g->kind) {
     case TM_GRAN_CHANNEL: sb_add(&b, "channel:%d", g->axis); break;
@@ -129,9 +144,11 @@ char *tm_qtensor_describe(const tm_file *f, const tm_tensor *t, char *buf, size_
     int is_float = cd && cd->is_float;
     if (is_float)
         sb_add(&b, "%d-bit float codes %s (max %g)", cd->bits, cd->name, cd->fmax);
-    else
-        sb_add(&b, "%d-bit %s integer codes %s in [%" PRId64 ", %" PRId64 "]", cd ? cd->bits : 0,
-               cd && cd->is_signed ? "signed" : "unsigned", dtype_name(q->code_dtype), q->qmin, q->qmax);
+    else {
+        sb_add(&b, "%d-bit %s integer codes ", code_bits(q), cd && cd->is_signed ? "signed" : "unsigned");
+        code_name(q, &b);
+        sb_add(&b, " in [%" PRId64 ", %" PRId64 "]", q->qmin, q->qmax);
+    }
     sb_add(&b, ", ");
     describe_gran(f, t, &b);
     const tm_tensor *sc = param_tensor(f, q->scale_tensor), *zp = param_tensor(f, q->zero_point_tensor);

@@ -302,6 +302,34 @@ static void check_model(const model *m) {
     json_t *arch = get(port, "/api/v1/arch");
     assert_true(check_arch(json_object_get(arch, "root"), by_name) > 0);
     json_decref(arch);
+    /* compat --json: a tensor item carries its tensor's label, a node item its weight's */
+    const char *target = strstr(path, ".gguf") ? "llamacpp-cpu" : strstr(path, ".onnx") ? "ort-cpu" : "vllm:sm80";
+    char *cout = NULL;
+    tmt_run(&cout, "%s compat '%s' --target %s --all --json", tmt_bin(), path, target);
+    json_t *cj = cout ? json_loads(cout, 0, NULL) : NULL, *it;
+    free(cout);
+    assert_non_null(cj);
+    size_t n_labelled = 0;
+    json_array_foreach(json_object_get(cj, "items"), i, it) {
+        const char *lab = json_string_value(json_object_get(it, "label"));
+        if (!lab) continue;
+        n_labelled++;
+        if (!strcmp(str(it, "kind"), "tensor")) {
+            json_t *want = json_object_get(by_name, str(it, "name"));
+            assert_non_null(want);
+            assert_string_equal(lab, str(want, "label"));
+            assert_string_equal(str(it, "description"), str(want, "description"));
+            assert_string_equal(str(it, "describe"), lab);
+        } else {
+            int found = 0;
+            const char *key;
+            json_t *v;
+            json_object_foreach(by_name, key, v) found |= !strcmp(lab, str(v, "label"));
+            assert_true(found);
+        }
+    }
+    assert_true(n_labelled > 0);
+    json_decref(cj);
     if (m->ref) { /* qdiff: CLI and API entries carry inspect's label */
         json_t *qa = get(port, "/api/v1/qdiff");
         json_t *qc = tmt_run_json(0, "%s qdiff '%s' '%s' --json", tmt_bin(), ref, path);

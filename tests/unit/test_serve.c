@@ -42,14 +42,7 @@ static void resp_free(http_resp *r) { free(r->head); free(r->body); }
 /* One request on a fresh connection; `raw_headers` replaces the default Host line when given. */
 static http_resp http_raw(const char *method, const char *path, const char *raw_headers) {
     http_resp r = {0, NULL, NULL, 0};
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    assert_true(fd >= 0);
-    struct sockaddr_in sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sin_family = AF_INET;
-    sa.sin_port = htons((uint16_t)g_port);
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+    int fd = tmt_http_connect(g_port);
     char req[8192];
     char host[64];
     snprintf(host, sizeof host, "Host: 127.0.0.1:%d\r\n", g_port);

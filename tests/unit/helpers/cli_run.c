@@ -144,7 +144,7 @@ int tmt_serve_stop(int pid, FILE *out) {
     return ws;
 }
 
-json_t *tmt_http_json(int port, const char *path, int *status) {
+int tmt_http_connect(int port) {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
     assert_true(fd >= 0);
     struct sockaddr_in sa;
@@ -153,6 +153,11 @@ json_t *tmt_http_json(int port, const char *path, int *status) {
     sa.sin_port = htons((uint16_t)port);
     sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+    return fd;
+}
+
+json_t *tmt_http_json(int port, const char *path, int *status) {
+    int fd = tmt_http_connect(port);
     char req[2048];
     int n = snprintf(req, sizeof req, "GET %s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nConnection: close\r\n\r\n", path, port);
     assert_true(n > 0 && (size_t)n < sizeof req);

@@ -24,6 +24,8 @@ int tmt_exists(const char *path);
 int tmt_serve_start(const char *const *args, int *port, FILE **out);
 /* SIGTERM the server, reap it (returns its wait status) and close its pipe. */
 int tmt_serve_stop(int pid, FILE *out);
+/* A TCP connection to 127.0.0.1:port (the test fails when it cannot connect). */
+int tmt_http_connect(int port);
 /* GET path from 127.0.0.1:port; *status the HTTP status; the body parsed as JSON (the test
 ** fails when it is not). */
 json_t *tmt_http_json(int port, const char *path, int *status);

@@ -20,13 +20,19 @@ const cli_opt cli_common_opts[] = {
     {"json", 0, NULL, 0, "print one JSON document on stdout (schema tensormorph.<cmd>/1)"},
     {"quiet", 'q', NULL, 0, "print only errors on stderr"},
     {"verbose", 'v', NULL, 0, "print more detail on stderr"},
-    {"threads", 0, "N", 0, "worker threads (default: TM_NUM_THREADS, else 1)"},
+    {"threads", 0, "N", 0, "worker threads (default: TM_NUM_THREADS, else the CPUs this process may use)"},
     {"progress", 0, NULL, 0, "draw progress on stderr even when it is not a terminal"},
     {"no-progress", 0, NULL, 0, "never draw progress"},
     {"color", 0, "WHEN", 0, "colour output: auto (default), always, never"},
     {"help", 'h', NULL, 0, "show this help and exit"},
     {NULL, 0, NULL, 0, NULL},
 };
+
+const cli_alias cli_aliases[] = {
+    {"serve", "release-target", 0, "target", NULL},
+    {"compat", NULL, 't', "target", "-t is the old spelling of --target (-t means --type in quantize and calibrate)"},
+};
+const int cli_n_aliases = (int)(sizeof cli_aliases / sizeof cli_aliases[0]);
 
 static int count_opts(const cli_opt *o) {
     int n = 0;
@@ -52,7 +58,17 @@ void cli_print_help(const cli_cmd *cmd, FILE *out) {
             else
                 snprintf(left, sizeof left, "    --%s%s%s", o->name, o->arg ? " " : "",
                          o->arg ? o->arg : "");
-            fprintf(out, "  %-30s %s%s\n", left, o->help, o->repeat ? " (repeatable)" : "");
+            char also[128] = ""; /* " (old spelling: --x, -y)" */
+            size_t p = 0;
+            for (int k = 0; k < cli_n_aliases && t == 0; k++) {
+                const cli_alias *al = &cli_aliases[k];
+                if (strcmp(al->cmd, cmd->name) || strcmp(al->canonical, o->name) || p + 40 > sizeof also) continue;
+                p += (size_t)snprintf(also + p, sizeof also - p, "%s", p ? ", " : " (old spelling: ");
+                if (al->name) p += (size_t)snprintf(also + p, sizeof also - p, "--%.30s", al->name);
+                else p += (size_t)snprintf(also + p, sizeof also - p, "-%c", al->short_name);
+            }
+            if (p) snprintf(also + p, sizeof also - p, ")");
+            fprintf(out, "  %-30s %s%s%s\n", left, o->help, o->repeat ? " (repeatable)" : "", also);
         }
     }
 }
@@ -75,7 +91,7 @@ int cli_parse(const cli_cmd *cmd, int argc, char **argv, cli_args *out) {
     memset(out, 0, sizeof *out);
     int n1 = count_opts(cmd->opts), n2 = count_opts(cli_common_opts), n = n1 + n2;
     cli_opt *all = calloc((size_t)n + 1, sizeof *all);
-    struct option *lo = calloc((size_t)n + 1, sizeof *lo);
+    struct option *lo = calloc((size_t)n + (size_t)cli_n_aliases + 1, sizeof *lo);
     out->count = calloc((size_t)n + 1, sizeof(int));
     out->values = calloc((size_t)n + 1, sizeof(char **));
     out->pos = calloc((size_t)argc + 1, sizeof(char *));
@@ -102,7 +118,28 @@ int cli_parse(const cli_cmd *cmd, int argc, char **argv, cli_args *out) {
             if (all[i].arg) shorts[sp++] = ':';
         }
     }
+    /* old spellings: a long alias returns its canonical option's value; a short one is looked
+    ** up below */
+    int nlo = n;
+    for (int k = 0; k < cli_n_aliases; k++) {
+        const cli_alias *al = &cli_aliases[k];
+        if (strcmp(al->cmd, cmd->name)) continue;
+        int ci = -1;
+        for (int i = 0; i < n; i++) if (!strcmp(all[i].name, al->canonical)) ci = i;
+        if (ci < 0) continue;
+        if (al->name) {
+            lo[nlo].name = al->name;
+            lo[nlo].has_arg = lo[ci].has_arg;
+            lo[nlo].val = 1000 + ci;
+            nlo++;
+        }
+        if (al->short_name && sp + 3 < sizeof shorts) {
+            shorts[sp++] = al->short_name;
+            if (all[ci].arg) shorts[sp++] = ':';
+        }
+    }
     shorts[sp] = '\0';
+    const char *alias_note = NULL;
     for (int i = 1; i < argc && strcmp(argv[i], "--"); i++)
         if (!strcmp(argv[i], "--json")) g_cli.json = 1; /* option errors below answer in JSON too */
     optind = 1;
@@ -132,6 +169,12 @@ int cli_parse(const cli_cmd *cmd, int argc, char **argv, cli_args *out) {
             break;
         } else {
             for (int i = 0; i < n; i++) if (all[i].short_name == c) idx = i;
+            for (int k = 0; idx < 0 && k < cli_n_aliases; k++) {
+                const cli_alias *al = &cli_aliases[k];
+                if (strcmp(al->cmd, cmd->name) || al->short_name != c) continue;
+                for (int i = 0; i < n; i++) if (!strcmp(all[i].name, al->canonical)) idx = i;
+                if (al->note) alias_note = al->note;
+            }
         }
         if (idx < 0) { rc = cli_usage_error(cmd, "bad option"); break; }
         if (out->count[idx] && !all[idx].repeat && all[idx].arg == NULL) { /* flags: idempotent */ }
@@ -151,11 +194,13 @@ int cli_parse(const cli_cmd *cmd, int argc, char **argv, cli_args *out) {
     }
     g_cli.json = cli_has(out, "json");
     g_cli.quiet = cli_has(out, "quiet");
+    if (alias_note && !g_cli.quiet) fprintf(stderr, "tensormorph %s: note: %s\n", cmd->name, alias_note);
     g_cli.verbose = cli_has(out, "verbose");
     const char *th = cli_get(out, "threads");
     const char *env = getenv("TM_NUM_THREADS");
-    g_cli.threads = 1;
     const char *tsrc = th ? th : (env && *env ? env : NULL);
+    g_cli.threads = tm_usable_cpus(); /* affinity mask and cgroup CPU quota */
+    g_cli.threads_given = tsrc != NULL;
     if (tsrc) {
         char *end;
         errno = 0;
@@ -339,6 +384,11 @@ void cli_quant_str(const tm_file *f, const tm_tensor *t, char *buf, size_t n) {
     else tm_qtensor_label(f, t, buf, n);
 }
 
+const char *cli_gptq_convention(const tm_qtensor *q) {
+    if (!q->layout || !q->transposed || strncmp(q->layout, "gptq", 4) != 0) return NULL;
+    return strcmp(q->layout, "gptq_v2") == 0 ? "v2" : "v1";
+}
+
 json_t *cli_quant_json(const tm_file *f, const tm_tensor *t) {
     if (!t->quant) return json_null();
     const tm_qtensor *q = t->quant;
@@ -346,7 +396,11 @@ json_t *cli_quant_json(const tm_file *f, const tm_tensor *t) {
     cli_json_set_label(o, f, t);
     const tm_dtype_traits *cd = tm_dtype_get(q->code_dtype);
     json_object_set_new(o, "type", json_string(cd ? cd->name : "?"));
-    json_object_set_new(o, "bits", json_integer(cd ? cd->bits : 0));
+    /* codes narrower than their dtype (3-bit pack-quantized in I4, 2-bit GPTQ in U4): their width */
+    int cbits = cd ? cd->bits : 0;
+    if (!q->ggml_type && q->packing.codes_per_container > 1 && q->packing.bits > 0 && q->packing.bits < cbits)
+        cbits = q->packing.bits;
+    json_object_set_new(o, "bits", json_integer(cbits));
     json_object_set_new(o, "granularity", json_string(gran_name(q->gran.kind)));
     if (q->gran.kind == TM_GRAN_CHANNEL || q->gran.kind == TM_GRAN_GROUP)
         json_object_set_new(o, "axis", json_integer(q->gran.axis));
@@ -365,6 +419,8 @@ json_t *cli_quant_json(const tm_file *f, const tm_tensor *t) {
     json_object_set_new(o, "qmin", json_integer(q->qmin));
     json_object_set_new(o, "qmax", json_integer(q->qmax));
     json_object_set_new(o, "layout", json_string(q->layout ? q->layout : ""));
+    const char *zc = cli_gptq_convention(q);
+    if (zc) json_object_set_new(o, "zero_point_convention", json_string(zc));
     json_t *pk = json_object();
     const tm_dtype_traits *ct = tm_dtype_get(q->packing.container);
     json_object_set_new(pk, "container", json_string(ct ? ct->name : "?"));
@@ -372,6 +428,8 @@ json_t *cli_quant_json(const tm_file *f, const tm_tensor *t) {
     json_object_set_new(pk, "codes_per_container", json_integer(q->packing.codes_per_container));
     json_object_set_new(pk, "packed_axis", json_integer(q->packing.packed_axis));
     json_object_set_new(pk, "offset", json_integer(q->packing.offset));
+    if (q->packing.lsb_first == TM_PACK_LSB_PER_WORD) /* whole codes per word (compressed-tensors < 0.18) */
+        json_object_set_new(pk, "per_word", json_true());
     if (q->transposed) { /* GPTQ / AWQ (docs/formats.md "GPTQ and AWQ") */
         json_object_set_new(pk, "transposed", json_true());
         json_object_set_new(pk, "zero_point_offset", json_integer(q->zp_packing.offset));
@@ -446,20 +504,30 @@ const char **cli_get_all(const cli_args *a, const char *name, int64_t *n) {
     return v;
 }
 
-int cli_quantize_kernel_top(const cli_cmd *cmd, const cli_args *a, int *top) {
-    const char *kern = cli_get(a, "kernel"), *v;
+int cli_quantize_kernel_top(const cli_cmd *cmd, const cli_args *a, const tm_kernels **kernels, int *top) {
+    const char *kern = cli_get(a, "kernel");
     if (!kern) kern = getenv("TM_FORCE_KERNEL");
+    *kernels = NULL; /* auto */
     if (kern && *kern) {
-        if (strcmp(kern, "auto") && strcmp(kern, "ref")) return cli_usage_error(cmd, "--kernel must be auto or ref");
-        tm_quant_set_kernel(kern);
+        tm_status ks = tm_kernels_get(kern, kernels);
+        if (ks == TM_E_UNSUPPORTED) return cli_usage_error(cmd, "--kernel %s: this CPU cannot run it (auto picks what it can)", kern);
+        if (ks) return cli_usage_error(cmd, "--kernel must be auto, ref, avx2 or avx512");
     }
-    *top = 10;
-    if ((v = cli_get(a, "top"))) {
-        char *end;
-        long t = strtol(v, &end, 10);
-        if (*end || end == v || t < 0 || t > 1000000) return cli_usage_error(cmd, "--top must be a non-negative integer");
-        *top = (int)t;
-    }
+    if (!top) return 0;
+    return cli_parse_top(cmd, a, top);
+}
+
+int cli_parse_top(const cli_cmd *cmd, const cli_args *a, int *top) {
+    const char *v = cli_get(a, "top");
+    *top = CLI_TOP_DEFAULT;
+    if (!v) return 0;
+    if (!strcmp(v, "all")) { *top = -1; return 0; }
+    char *end;
+    errno = 0;
+    long t = strtol(v, &end, 10);
+    if (errno || *end || end == v || t < 0 || t > 1000000)
+        return cli_usage_error(cmd, "--top must be a non-negative integer or 'all', got '%s'", v);
+    *top = (int)t;
     return 0;
 }
 
@@ -506,12 +574,16 @@ uint64_t cli_parse_size(const char *s) {
     return (uint64_t)b;
 }
 
-int cli_open(const char *path, tm_file **f) {
+int cli_open_warn(const char *path, tm_file **f, int warn) {
     tm_err err;
     tm_status s = tm_open(path, NULL, f, &err);
     if (s != TM_OK) return cli_fail(s, &err);
+    for (int64_t k = 0; warn && !g_cli.quiet && k < tm_file_n_warnings(*f); k++)
+        fprintf(stderr, "tensormorph: warning: %s: %s\n", path, tm_file_warning(*f, k));
     return 0;
 }
+
+int cli_open(const char *path, tm_file **f) { return cli_open_warn(path, f, 1); }
 
 char *cli_read_text(const char *path, tm_err *err) {
     FILE *fp = fopen(path, "rb");

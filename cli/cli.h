@@ -28,6 +28,19 @@ typedef struct cli_opt {
     const char *help;      /* one line: meaning, range, default                                */
 } cli_opt;
 
+/* An old spelling of an option, kept so old command lines still work: --NAME (or -SHORT) of
+** command CMD means --CANONICAL. Listed in --help beside the option and in docs/cli.md; `note`
+** (may be NULL) is printed on stderr when the old spelling is used. */
+typedef struct cli_alias {
+    const char *cmd;
+    const char *name;        /* long alias without "--", or NULL                                 */
+    char        short_name;  /* short alias, or 0                                                */
+    const char *canonical;   /* the option's long name                                           */
+    const char *note;
+} cli_alias;
+extern const cli_alias cli_aliases[];
+extern const int       cli_n_aliases;
+
 typedef struct cli_args {
     int          n_opts;
     const cli_opt *opts;
@@ -74,7 +87,8 @@ typedef struct cli_state {
     int verbose;       /* -v                                                  */
     int progress;      /* draw progress on stderr                             */
     int color;         /* colour on stdout                                    */
-    int threads;       /* --threads / TM_NUM_THREADS / 1                      */
+    int threads;       /* --threads / TM_NUM_THREADS / tm_usable_cpus()       */
+    int threads_given; /* 1 when --threads or TM_NUM_THREADS set it           */
     char *argv_line;   /* the command line, for manifests                     */
 } cli_state;
 extern cli_state g_cli;
@@ -110,6 +124,9 @@ json_t *cli_quant_json(const tm_file *f, const tm_tensor *t);
 /* cli_json_set_label: set "label" and "description" (tm_qtensor_label/_describe) on o when t is
 ** quantized; every JSON document that describes a quantized tensor carries both. */
 void    cli_json_set_label(json_t *o, const tm_file *f, const tm_tensor *t);
+/* GPTQ zero-point convention applied to q: "v1" (stored z - 1) or "v2" (stored z); NULL when q
+** is not GPTQ (docs/formats.md "GPTQ and AWQ"). */
+const char *cli_gptq_convention(const tm_qtensor *q);
 
 /* Progress on stderr (only when enabled: TTY or --progress, not -q). Rate-limited to 10 Hz. */
 void cli_progress(const char *phase, uint64_t done, uint64_t total);
@@ -121,9 +138,14 @@ void cli_progress_cb(void *ud, const char *phase, uint64_t done, uint64_t total)
 /* All values of a repeatable option, as a NULL-terminated array (malloc'd; the strings belong to
 ** a); *n their count. NULL when out of memory. */
 const char **cli_get_all(const cli_args *a, const char *name, int64_t *n);
-/* quantize's --kernel auto|ref (or TM_FORCE_KERNEL) and --top N (default 10) for the output forms
-** that take them; 0, or the usage error's exit code. */
-int cli_quantize_kernel_top(const cli_cmd *cmd, const cli_args *a, int *top);
+/* --top N|all (quantize and qdiff: rows of the report, flagged first, worst first): *top = N,
+** -1 for all; CLI_TOP_DEFAULT when not given. 0, or the usage error's exit code. */
+#define CLI_TOP_DEFAULT 10
+int cli_parse_top(const cli_cmd *cmd, const cli_args *a, int *top);
+/* quantize's --kernel auto|ref|avx2|avx512 (or TM_FORCE_KERNEL) into *kernels (the job's kernel
+** set, tm_kernels_get; NULL for auto) and --top (cli_parse_top; top may be NULL) for the output
+** forms that take them; 0, or the usage error's exit code. */
+int cli_quantize_kernel_top(const cli_cmd *cmd, const cli_args *a, const tm_kernels **kernels, int *top);
 /* Parse an observer name for quantize (tm_observer_from_name: minmax, ema_minmax[:C], histogram,
 ** percentile[:P], mse, entropy), entropy with ONNX Runtime's EntropyCalibrater defaults (128
 ** bins, 128 quantized bins). 0 ok, -1 unknown name or bad number. */
@@ -132,7 +154,11 @@ int cli_parse_observer(const char *s, tm_observer *o);
 int cli_parse_coords(const char *s, int64_t *out, int max);
 /* Parse a size like "5GB", "500MiB", "1000000". 0 on error. */
 uint64_t cli_parse_size(const char *s);
-/* Open a checkpoint, printing the error. Returns 0 ok else exit code. */
+/* Open a checkpoint, printing the error, and each of the file's warnings (tm_file_warning:
+** config disagreements, a stray file beside an index, GPTQ zero points that look like v2) on
+** stderr as "tensormorph: warning: PATH: ..." unless -q. Returns 0 ok else exit code.
+** cli_open_warn with warn 0 leaves the warnings to the caller (inspect prints them itself). */
 int cli_open(const char *path, tm_file **f);
+int cli_open_warn(const char *path, tm_file **f, int warn);
 
 #endif

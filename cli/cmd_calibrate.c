@@ -16,7 +16,7 @@ const cli_opt opts_calibrate[] = {
     {"convention", 0, "C", 0, "onnx (default: ONNX Runtime's scale/zero point, x/scale rounding) | torch (PyTorch observers, x*(1/scale))"},
     {"symmetric", 0, NULL, 0, "symmetric codes (default)"},
     {"asymmetric", 0, NULL, 0, "affine codes with a zero point"},
-    {"granularity", 'g', "G", 0, "tensor (default) | channel[:AXIS] (axis of one batch, default 0)"},
+    {"granularity", 'g', "G", 0, "tensor (default: samples are activations, per tensor as ONNX Runtime's calibrators; give channel to match quantize's weight default) | channel[:AXIS] (axis of one batch, default 0)"},
     {"type", 't', "T", 0, "int8 (default) | uint8 | int4 | uint4"},
     {"probe", 0, "X", 1, "a real value to follow (any finite number; beyond float32 it clips): code, dequantized value and error under each observer"},
     {"batches", 0, NULL, 0, "dim 0 of each SAMPLES indexes batches, fed to the observer one by one"},

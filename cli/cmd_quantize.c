@@ -12,7 +12,7 @@
 const cli_opt opts_quantize[] = {
     {"output", 'o', "OUT", 0, "output directory (compressed-tensors safetensors checkpoint); OUT ending in .gguf writes one GGUF file, in .onnx one ONNX model (ONNX input)"},
     {"type", 't', "T", 0, "int8 (default), int4, fp8_e4m3; uint8 uint4 fp8_e5m2 are refused for this output; GGUF: Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 IQ4_NL Q2_K Q3_K_S/M/L Q4_K_S/M Q5_K_S/M Q6_K F16 BF16"},
-    {"granularity", 'g', "G", 0, "tensor | channel[:AXIS] (default, axis 0) | group:N[:AXIS] | block:HxW"},
+    {"granularity", 'g', "G", 0, "tensor | channel[:AXIS] (default: weights per output channel, axis 0) | group:N[:AXIS] | block:HxW"},
     {"symmetric", 0, NULL, 0, "symmetric codes, zero point 0 (default)"},
     {"asymmetric", 0, NULL, 0, "affine codes with a zero point"},
     {"observer", 0, "O", 0, "minmax (default) | ema_minmax[:C] | histogram | percentile:P | mse | entropy"},
@@ -28,11 +28,12 @@ const cli_opt opts_quantize[] = {
     {"strict", 0, NULL, 0, "fail on a tensor the output layout cannot hold instead of keeping it dense"},
     {"allow-empty", 0, NULL, 0, "write OUT even when no tensor gets quantized (else exit 2/3 saying why)"},
     {"force", 'f', NULL, 0, "replace OUT when it holds a previous tensormorph output (never anything else)"},
-    {"kernel", 0, "K", 0, "auto (default) or ref: force the scalar reference kernels (also TM_FORCE_KERNEL)"},
-    {"top", 0, "N", 0, "rows of the Quantization Diff summary to print (default 10)"},
+    {"kernel", 0, "K", 0, "auto (default), ref (the scalar reference kernels), avx2 or avx512: the kernel set of the whole job, every output form (also TM_FORCE_KERNEL)"},
+    {"top", 0, "N", 0, "rows of the summary to print, flagged and worst first: N or all (default 10, as qdiff); also for GGUF and ONNX output"},
     {"pure", 0, NULL, 0, "GGUF: every quantizable tensor gets --type's type (no llama-quantize mixture rules)"},
     {"leave-output-tensor", 0, NULL, 0, "GGUF: leave output.weight unquantized"},
     {"tensor-type", 0, "RE=TYPE", 1, "GGUF: ggml TYPE for tensors whose name matches RE (POSIX extended; last match wins)"},
+    {"allow-long-names", 0, NULL, 0, "GGUF: write tensor names of 64 bytes or more, which llama.cpp refuses (default: exit 3 naming the tensor)"},
     {NULL, 0, NULL, 0, NULL},
 };
 
@@ -42,8 +43,10 @@ const char details_quantize[] =
     "llm-compressor load) and tensormorph-manifest.json. The directory is built beside OUT and\n"
     "renamed into place at the end, so an interrupted run leaves nothing at OUT.\n"
     "By default only 2-D '.weight' tensors are quantized; 1-D tensors, embeddings and lm_head\n"
-    "stay dense, each listed with its reason. int8/int4 are written pack-quantized (codes + 2^(b-1)\n"
-    "packed into int32, weight_scale, weight_shape, packed weight_zero_point when asymmetric);\n"
+    "stay dense, each listed with its reason (those left dense by the options given, e.g. a\n"
+    "group size that does not divide the columns or --exclude, first and counted apart).\n"
+    "int8/int4 are written pack-quantized (codes + 2^(b-1) packed into int32, weight_scale,\n"
+    "weight_shape, packed weight_zero_point when asymmetric);\n"
     "fp8_e4m3 is naive-quantized (weight F8_E4M3 + weight_scale).\n"
     "Ends with the Quantization Diff summary: error in units of each tensor's own scale (LSB).\n"
     "OUT ending in .gguf writes one GGUF file instead, byte-identical to llama-quantize: --type is\n"
@@ -163,6 +166,34 @@ static int cmp_flag_sqnr(const void *pa, const void *pb) {
     return strcmp(a->name, b->name);
 }
 
+/* What was kept dense: first, every tensor left dense because of the options given (--include,
+** --exclude, recipe ignore, a group size that does not divide the columns), up to 100; then
+** those the default rules keep dense (norms, biases, embeddings, lm_head), up to 12. */
+static void print_kept_dense(const tm_qjob_result *res) {
+    int64_t n_choice = 0, n_default = 0;
+    for (int64_t i = 0; i < res->n; i++) {
+        const tm_qjob_tensor *t = &res->tensors[i];
+        if (t->quantized || !strncmp(t->reason, "scale of", 8)) continue;
+        if (t->kept_by_choice) n_choice++;
+        else n_default++;
+    }
+    if (!n_choice && !n_default) return;
+    printf("kept dense: %" PRId64 " by the options given, %" PRId64 " by default (norms, biases, embeddings, lm_head)\n",
+           n_choice, n_default);
+    for (int pass = 0; pass < 2; pass++) {
+        int64_t cap = pass ? 12 : 100, shown = 0, n = pass ? n_default : n_choice;
+        for (int64_t i = 0; i < res->n && shown < cap; i++) {
+            const tm_qjob_tensor *t = &res->tensors[i];
+            if (t->quantized || !strncmp(t->reason, "scale of", 8) || t->kept_by_choice != !pass) continue;
+            printf("  kept dense: %-44s %s\n", t->name, t->reason);
+            shown++;
+        }
+        if (n > cap)
+            printf("  ... and %" PRId64 " more kept dense %s (see the manifest)\n", n - cap,
+                   pass ? "by default" : "by the options given");
+    }
+}
+
 int cmd_quantize_gguf(const cli_cmd *cmd, cli_args *a); /* cmd_quantize_gguf.c */
 int cmd_quantize_onnx(const cli_cmd *cmd, cli_args *a); /* cmd_quantize_onnx.c */
 
@@ -208,8 +239,8 @@ int cmd_quantize(const cli_cmd *cmd, cli_args *a) {
     size_t out_len = strlen(out);
     if (out_len > 5 && strcmp(out + out_len - 5, ".gguf") == 0) return cmd_quantize_gguf(cmd, a);
     if (out_len > 5 && strcmp(out + out_len - 5, ".onnx") == 0) return cmd_quantize_onnx(cmd, a);
-    if (cli_has(a, "pure") || cli_has(a, "leave-output-tensor") || cli_has(a, "tensor-type"))
-        return cli_usage_error(cmd, "--pure, --leave-output-tensor and --tensor-type apply to GGUF output only (OUT ending in .gguf)");
+    if (cli_has(a, "pure") || cli_has(a, "leave-output-tensor") || cli_has(a, "tensor-type") || cli_has(a, "allow-long-names"))
+        return cli_usage_error(cmd, "--pure, --leave-output-tensor, --tensor-type and --allow-long-names apply to GGUF output only (OUT ending in .gguf)");
     /* "out/" as tab completion writes it names the directory "out" */
     char outbuf[4096];
     if (out_len == 0 || out_len >= sizeof outbuf) return cli_usage_error(cmd, "-o: bad output path '%s'", out);
@@ -226,7 +257,7 @@ int cmd_quantize(const cli_cmd *cmd, cli_args *a) {
     if ((v = cli_get(a, "max-shard-size")) && !(p.max_shard_bytes = cli_parse_size(v)))
         return cli_usage_error(cmd, "--max-shard-size: cannot parse '%s'", v);
     int top;
-    int krc = cli_quantize_kernel_top(cmd, a, &top);
+    int krc = cli_quantize_kernel_top(cmd, a, &p.kernels, &top);
     if (krc) return krc;
     p.spec.allow_nonfinite = cli_has(a, "allow-nonfinite");
     p.quantize_embeddings = cli_has(a, "quantize-embeddings");
@@ -358,12 +389,7 @@ int cmd_quantize(const cli_cmd *cmd, cli_args *a) {
             printf("quantized %" PRId64 " of %" PRId64 " tensors: %s -> %s (%.2f MB -> %.2f MB) in %.2f s\n",
                    res->n_quantized, res->n, in_path, out, (double)res->src_bytes / 1e6,
                    (double)res->out_bytes / 1e6, res->seconds);
-            int shown_kept = 0;
-            for (int64_t i = 0; i < res->n; i++) {
-                if (res->tensors[i].quantized || !strncmp(res->tensors[i].reason, "scale of", 8)) continue;
-                if (shown_kept++ < 12) printf("  kept dense: %-44s %s\n", res->tensors[i].name, res->tensors[i].reason);
-            }
-            if (shown_kept > 12) printf("  ... and %d more kept dense (see the manifest)\n", shown_kept - 12);
+            print_kept_dense(res);
             for (int64_t i = 0; i < res->n; i++)
                 if (res->tensors[i].n_degenerate > 0)
                     printf("  note: %s has %" PRId64 " channel(s)/group(s) with a zero range (constant, e.g. all-zero), given a finite fallback scale\n",
@@ -377,12 +403,12 @@ int cmd_quantize(const cli_cmd *cmd, cli_args *a) {
                 if (res->tensors[i].quantized) order[no++] = i;
             g_sort_res = res;
             if (order) qsort(order, (size_t)no, sizeof *order, cmp_flag_sqnr);
-            for (int64_t k = 0; k < no && k < top; k++) {
+            for (int64_t k = 0; k < no && (top < 0 || k < top); k++) {
                 tm_qjob_tensor *t = &res->tensors[order[k]];
                 printf("%-44s %8.2f %8.3f %8.3f %7.3f%% %8" PRId64 "  %s\n", t->name, t->e.sqnr_db, t->e.rmse_lsb,
                        t->e.max_err_lsb, 100 * t->e.clipped_fraction, t->e.worst_group, t->flagged ? t->flag_reason : "");
             }
-            if (no > top) printf("... %" PRId64 " more (tensormorph qdiff %s %s --top N)\n", no - top, in_path, out);
+            if (top >= 0 && no > top) printf("... %" PRId64 " more (tensormorph qdiff %s %s --top N)\n", no - top, in_path, out);
             int64_t nf = 0;
             for (int64_t i = 0; i < res->n; i++) nf += res->tensors[i].flagged;
             printf("%" PRId64 " tensor(s) flagged. Manifest: %s/tensormorph-manifest.json\n", nf, out);

@@ -14,7 +14,17 @@ int cmd_quantize_gguf(const cli_cmd *cmd, cli_args *a);
 static const char *const ct_only[] = {"granularity", "symmetric", "asymmetric", "observer",
                                       "convention", "include", "exclude", "recipe",
                                       "scale-dtype", "quantize-embeddings", "allow-nonfinite",
-                                      "max-shard-size", "kernel", "allow-empty"};
+                                      "max-shard-size", "allow-empty"};
+
+static const tm_gguf_qresult *g_sort;
+/* quantized first, lowest SQNR first; then the copied tensors in file order */
+static int cmp_rows(const void *pa, const void *pb) {
+    int64_t i = *(const int64_t *)pa, j = *(const int64_t *)pb;
+    const tm_gguf_qtensor *x = &g_sort->tensors[i], *y = &g_sort->tensors[j];
+    if (x->quantized != y->quantized) return y->quantized - x->quantized;
+    if (x->quantized && x->sqnr_db != y->sqnr_db) return x->sqnr_db < y->sqnr_db ? -1 : 1;
+    return i < j ? -1 : i > j;
+}
 
 int cmd_quantize_gguf(const cli_cmd *cmd, cli_args *a) {
     const char *out = cli_get(a, "output");
@@ -24,6 +34,9 @@ int cmd_quantize_gguf(const cli_cmd *cmd, cli_args *a) {
             return cli_usage_error(cmd, "--%s does not apply to GGUF output (OUT ends in .gguf)", ct_only[i]);
     const char *tv = cli_get(a, "type");
     if (!tv) return cli_usage_error(cmd, "GGUF output needs --type (Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 IQ4_NL Q2_K Q3_K_S/M/L Q4_K_S/M Q5_K_S/M Q6_K)");
+    int top;
+    int trc = cli_parse_top(cmd, a, &top);
+    if (trc) return trc;
     tm_gguf_qparams p = tm_gguf_qparams_default();
     p.ftype = tm_gguf_ftype_from_name(tv);
     if (p.ftype < 0)
@@ -47,7 +60,8 @@ int cmd_quantize_gguf(const cli_cmd *cmd, cli_args *a) {
         }
         bufs[i] = strndup(v, (size_t)(eq - v));
         pats[i] = bufs[i];
-        types[i] = tm_gq_type_from_name(eq + 1);
+        types[i] = tm_ggml_type_from_name(eq + 1);
+        if (!tm_gq_writable(types[i])) types[i] = -1;
         if (!bufs[i] || types[i] < 0) {
             rc = cli_usage_error(cmd, "--tensor-type '%s': unknown ggml type '%s'", v, eq + 1);
             goto done;
@@ -56,11 +70,14 @@ int cmd_quantize_gguf(const cli_cmd *cmd, cli_args *a) {
     p.tt_patterns = pats;
     p.tt_types = types;
     p.n_tt = n_tt;
+    rc = cli_quantize_kernel_top(cmd, a, &p.kernels, NULL);
+    if (rc) goto done;
     p.pure = cli_has(a, "pure");
     p.leave_output_tensor = cli_has(a, "leave-output-tensor");
     p.strict = cli_has(a, "strict");
     p.no_checksums = cli_has(a, "no-checksums");
     p.force = cli_has(a, "force");
+    p.allow_long_names = cli_has(a, "allow-long-names");
     p.n_threads = g_cli.threads;
     p.command_line = g_cli.argv_line;
     p.progress = cli_progress_cb;
@@ -78,6 +95,11 @@ int cmd_quantize_gguf(const cli_cmd *cmd, cli_args *a) {
             tm_close(in);
             goto done;
         }
+        for (int64_t i = 0; i < res->n && !g_cli.quiet; i++) /* written under --allow-long-names */
+            if (strlen(res->tensors[i].name) >= TM_GGUF_MAX_NAME)
+                fprintf(stderr, "tensormorph: warning: %s: tensor '%s': its name is %zu bytes; llama.cpp refuses "
+                        "tensor names of %d bytes or more (GGML_MAX_NAME)\n", out, res->tensors[i].name,
+                        strlen(res->tensors[i].name), TM_GGUF_MAX_NAME);
         if (g_cli.json) {
             json_t *man = json_loads(res->manifest_json, 0, NULL);
             json_t *d = cli_json_doc("quantize");
@@ -89,8 +111,13 @@ int cmd_quantize_gguf(const cli_cmd *cmd, cli_args *a) {
                    res->n_quantized, res->n, tm_gguf_ftype_name(p.ftype), in_path, out,
                    (double)res->src_bytes / 1e6, (double)res->out_bytes / 1e6, res->seconds);
             printf("%-36s %-7s %-7s %9s %11s  %s\n", "tensor", "from", "type", "SQNR dB", "RMSE", "why");
-            for (int64_t i = 0; i < res->n; i++) {
-                const tm_gguf_qtensor *t = &res->tensors[i];
+            /* --top rows: the quantized tensors, lowest SQNR first, then those copied */
+            int64_t *order = calloc((size_t)res->n + 1, sizeof *order), no = 0;
+            for (int64_t i = 0; order && i < res->n; i++) order[i] = i;
+            g_sort = res;
+            if (order) qsort(order, (size_t)res->n, sizeof *order, cmp_rows);
+            for (int64_t k = 0; order && k < res->n && (top < 0 || k < top); k++, no++) {
+                const tm_gguf_qtensor *t = &res->tensors[order[k]];
                 const tm_ggml_type_info *a1 = tm_ggml_type_info_get(t->src_type);
                 const tm_ggml_type_info *a2 = tm_ggml_type_info_get(t->out_type);
                 if (t->quantized)
@@ -100,6 +127,8 @@ int cmd_quantize_gguf(const cli_cmd *cmd, cli_args *a) {
                     printf("%-36s %-7s %-7s %9s %11s  %s\n", t->name, a1 ? a1->name : "?",
                            a2 ? a2->name : "?", "-", "-", t->reason);
             }
+            if (no < res->n) printf("... %" PRId64 " more (--top all lists every tensor; the manifest has them all)\n", res->n - no);
+            free(order);
             printf("Manifest: %s\n", res->manifest_path);
         }
         tm_gguf_qresult_free(res);

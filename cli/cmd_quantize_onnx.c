@@ -14,7 +14,8 @@ int cmd_quantize_onnx(const cli_cmd *cmd, cli_args *a);
 
 /* Options of the other output forms that mean nothing for ONNX output. */
 static const char *const not_onnx[] = {"recipe", "quantize-embeddings", "max-shard-size",
-                                       "strict", "pure", "leave-output-tensor", "tensor-type"};
+                                       "strict", "pure", "leave-output-tensor", "tensor-type",
+                                       "allow-long-names"};
 
 static int parse_gran_onnx(const char *s, tm_qgran *g) {
     memset(g, 0, sizeof *g);
@@ -30,6 +31,12 @@ static int parse_gran_onnx(const char *s, tm_qgran *g) {
         return 0;
     }
     return -1;
+}
+
+/* tm_onnx_quantize reports weights quantized of weights to quantize */
+static void onnx_progress(void *ud, const char *phase, uint64_t done, uint64_t total) {
+    (void)ud;
+    cli_progress_count(phase, done, total, "weights");
 }
 
 int cmd_quantize_onnx(const cli_cmd *cmd, cli_args *a) {
@@ -64,14 +71,14 @@ int cmd_quantize_onnx(const cli_cmd *cmd, cli_args *a) {
         else return cli_usage_error(cmd, "--convention must be onnx or torch");
     }
     int top;
-    int krc = cli_quantize_kernel_top(cmd, a, &top);
+    int krc = cli_quantize_kernel_top(cmd, a, &p.kernels, &top);
     if (krc) return krc;
     p.spec.allow_nonfinite = cli_has(a, "allow-nonfinite");
     p.no_checksums = cli_has(a, "no-checksums");
     p.force = cli_has(a, "force");
     p.allow_empty = cli_has(a, "allow-empty");
     p.command_line = g_cli.argv_line;
-    p.progress = cli_progress_cb;
+    p.progress = onnx_progress; /* the job counts weights, not bytes */
     p.cancel = &g_cli_interrupted;
     const char **inc = cli_get_all(a, "include", &p.n_include);
     const char **exc = cli_get_all(a, "exclude", &p.n_exclude);
@@ -122,7 +129,7 @@ int cmd_quantize_onnx(const cli_cmd *cmd, cli_args *a) {
         if (shown > 12) printf("  ... and %d more (see the manifest)\n", shown - 12);
         printf("\n%-44s %-8s %8s %8s %8s %8s\n", "weight", "scheme", "SQNR dB", "RMSE LSB", "max LSB", "clipped");
         int64_t k = 0;
-        for (int64_t i = 0; i < res->n && k < top; i++) {
+        for (int64_t i = 0; i < res->n && (top < 0 || k < top); i++) {
             const tm_onnx_qweight *w = &res->weights[i];
             if (!w->quantized) continue;
             k++;
@@ -130,7 +137,7 @@ int cmd_quantize_onnx(const cli_cmd *cmd, cli_args *a) {
                    : w->gran.kind == TM_GRAN_CHANNEL ? "channel" : "group", w->e.sqnr_db, w->e.rmse_lsb,
                    w->e.max_err_lsb, 100 * w->e.clipped_fraction);
         }
-        if (res->n_quantized > top)
+        if (top >= 0 && res->n_quantized > top)
             printf("... %" PRId64 " more (tensormorph qdiff %s %s --top N)\n", res->n_quantized - top, in_path, out);
         printf("Manifest: %s\n", res->manifest_path);
     }

@@ -8,15 +8,22 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "formats/file.h"
 #include "tensormorph.h"
 #include "fuzz_check.h"
 
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
+/* the public buffer opener, asked for this format (a zip image is read as that format) */
+static tm_status open_npy(const void *data, size_t n, const char *name, const tm_open_params *p,
+                         tm_file **out, tm_err *err) {
+    tm_open_params q = p ? *p : tm_open_params_default();
+    q.format = TM_FMT_NPY;
+    return tm_open_buffer(data, n, name, &q, out, err);
+}
+
 static void check_file(const tm_file *f) { tm_fuzz_check_file(f, 1); }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    return tm_fuzz_open_and_check(tm__npy_open_buffer, "fuzz.npy", data, size, check_file);
+    return tm_fuzz_open_and_check(open_npy, "fuzz.npy", data, size, check_file);
 }

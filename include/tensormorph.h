@@ -184,6 +184,12 @@ typedef struct tm_packing {
     int64_t  offset;             /* stored value = code + offset (pack-quantized: 2^(bits-1)) */
     int      lsb_first;          /* 1: element j of a word sits at bits [j*bits, j*bits+bits) */
 } tm_packing;
+/* tm_packing.lsb_first: 0 MSB first, bits divides the word; 1 LSB first as one bit stream per
+** row (element j at stream bits [j*bits, (j+1)*bits), a field may straddle two words:
+** compressed-tensors >= 0.18.0); TM_PACK_LSB_PER_WORD: LSB first, each word holds W div bits
+** whole fields, its top W mod bits bits unused (compressed-tensors < 0.18.0 pack_to_int32).
+** 1 and TM_PACK_LSB_PER_WORD give the same words when bits divides W. */
+#define TM_PACK_LSB_PER_WORD 2
 
 typedef struct tm_qtensor {
     tm_dtype   code_dtype;       /* I8 U8 I4 U4 F8_E4M3 F8_E5M2; whole-word I16 U16 I32       */
@@ -267,6 +273,8 @@ typedef struct tm_file tm_file;  /* one opened checkpoint (one or more files) */
 typedef struct tm_open_params {
     uint64_t max_header_bytes;   /* safetensors header cap; 0 = 100 MiB                      */
     int      no_recognize;       /* 1: list physical tensors only, no layout recognition     */
+    tm_format format;            /* tm_open_buffer only: read the image as this format
+                                    (TM_FMT_UNKNOWN, the default: by content, as tm_open) */
 } tm_open_params;
 
 /* tm_open_params_default: zeroed defaults. */
@@ -279,8 +287,12 @@ tm_open_params tm_open_params_default(void);
 ** On error *out is NULL and err names file, offset and reason. */
 tm_status tm_open(const char *path, const tm_open_params *p, tm_file **out, tm_err *err);
 
-/* tm_open_buffer: open a safetensors image (or a GGUF one: magic "GGUF") held in memory (fuzzing, tests). The buffer must
-** outlive the tm_file. `name` is used in messages. Same returns as tm_open. */
+/* tm_open_buffer: open a checkpoint image held in memory (fuzzing, tests, embedding): any
+** single-file format: safetensors, GGUF, ONNX (no external data: there is no folder), PyTorch
+** (zip or legacy), NumPy .npy and .npz. The format is p->format when set, else found by content
+** as tm_open finds it (magic numbers, then `name`'s extension); an image no probe claims is read
+** as safetensors. The buffer must outlive the tm_file. `name` (may be NULL) is used in messages.
+** Same returns as tm_open, and TM_E_INVALID_ARG for a p->format with no reader. */
 tm_status tm_open_buffer(const void *data, size_t n_bytes, const char *name,
                          const tm_open_params *p, tm_file **out, tm_err *err);
 
@@ -408,6 +420,10 @@ typedef struct tm_observer {
 } tm_observer;
 
 /* A quantization recipe for one tensor. */
+/* A kernel set (tensormorph/quant.h tm_kernels_get): which implementation of each CPU-dependent
+** kernel runs; every set gives the same bits. NULL means "auto". */
+typedef struct tm_kernels tm_kernels;
+
 typedef struct tm_qspec {
     tm_dtype      code_dtype;   /* I8 U8 I4 U4 F8_E4M3 F8_E5M2                               */
     int           symmetric;    /* 1 symmetric, 0 asymmetric (affine)                         */
@@ -417,6 +433,8 @@ typedef struct tm_qspec {
     tm_dtype      scale_dtype;  /* F32 (default), F16, BF16: scales are rounded to it; a scale
                                    that overflows it is TM_E_RANGE                            */
     int           allow_nonfinite; /* 0: NaN/Inf input is TM_E_NONFINITE                      */
+    const tm_kernels *kernels;  /* the observers' and quantizer's kernel set; NULL: "auto".
+                                   Not part of the scheme: no effect on any result           */
 } tm_qspec;
 
 /* tm_qspec_default: int8, symmetric, per-channel axis 0, minmax, onnx, f32 scales. */
@@ -430,14 +448,31 @@ void tm_qspec_range(const tm_qspec *spec, int64_t *qmin, int64_t *qmax);
 }
 #endif
 
-#include "tensormorph/quant.h"        /* quantize/dequantize kernels, observers, packing    */
-#include "tensormorph/calib.h"        /* calibration lab: observer, qparams, clipping, SQNR */
-#include "tensormorph/safetensors.h"  /* the streaming, atomic safetensors writer            */
-#include "tensormorph/job.h"          /* quantize job, qdiff, diff, hashing                  */
-#include "tensormorph/explore.h"      /* heatmap tiles, summary pyramid, module tree         */
-#include "tensormorph/ggml.h"         /* ggml type table and dequantizers (GGUF)           */
-#include "tensormorph/ggml_quant.h"   /* ggml block quantizers (byte-identical to ggml)     */
-#include "tensormorph/gguf_write.h"   /* the streaming, atomic GGUF writer                   */
-#include "tensormorph/gguf_job.h"     /* quantize to GGUF with llama-quantize's rules        */
+/* Every stable sub-header, lowest layer first (docs/ARCHITECTURE.md "Public headers").
+** tensormorph/experimental.h (test-only entry points) is not included. */
+#include "tensormorph/hash.h"         /* SHA-256 of files and buffers                 core */
+#include "tensormorph/host.h"         /* host facts for manifests                     core */
+#include "tensormorph/quant.h"        /* quantize/dequantize kernels, observers, packing  quant */
+#include "tensormorph/ggml.h"         /* ggml type table and dequantizers (GGUF)     quant */
+#include "tensormorph/ggml_quant.h"   /* ggml block quantizers (byte-identical to ggml) quant */
+#include "tensormorph/safetensors.h"  /* the streaming, atomic safetensors writer  formats */
+#include "tensormorph/gguf_write.h"   /* the streaming, atomic GGUF writer          formats */
+#include "tensormorph/onnx_opset.h"   /* ai.onnx opset facts for the ONNX writer       formats */
+#include "tensormorph/graph.h"        /* ONNX graph: nodes, values, quantization kinds formats */
+#include "tensormorph/qview.h"        /* decoded scales/zero points of a quantized tensor view */
+#include "tensormorph/errstats.h"     /* SQNR / LSB error statistics               analysis */
+#include "tensormorph/qdiff.h"        /* Quantization Diff                         analysis */
+#include "tensormorph/diff.h"         /* weight diff                               analysis */
+#include "tensormorph/names.h"        /* HF <-> llama.cpp tensor names, q/k rows   analysis */
+#include "tensormorph/calib.h"        /* calibration lab: observer, qparams, clipping, SQNR analysis */
+#include "tensormorph/explore.h"      /* heatmap tiles, summary pyramid, module tree analysis */
+#include "tensormorph/compat.h"       /* runtime compatibility table               analysis */
+#include "tensormorph/qjob.h"         /* the compressed-tensors quantize job            job */
+#include "tensormorph/onnx_quant.h"   /* ONNX opset facts and the ONNX quantize job       job */
+#include "tensormorph/gguf_job.h"     /* quantize to GGUF with llama-quantize's rules   job */
+#include "tensormorph/demo.h"         /* the built-in demo checkpoint                   job */
+#include "tensormorph/evidence.h"     /* evidence runs of a quantized model             job */
+#include "tensormorph/gate.h"         /* the release gate over evidence                 job */
+#include "tensormorph/job.h"          /* compatibility: includes the job.h split above      */
 
 #endif /* TENSORMORPH_H */

@@ -377,7 +377,10 @@ static json_t *api_qdiff(serve_ctx *c, int *status) {
 json_t *serve_api(serve_ctx *c, const char *url, serve_query_fn q, void *ud, int *status) {
     *status = 200;
     if (!strcmp(url, "/api/v1/session")) return api_session(c);
-    if (!strcmp(url, "/api/v1/inspect")) return inspect_json(c->f, c->path, NULL, 1);
+    if (!strcmp(url, "/api/v1/inspect")) {
+        json_t *d = inspect_json(c->f, c->path, NULL, 1);
+        return d ? d : api_error(status, 500, "out of memory");
+    }
     if (!strcmp(url, "/api/v1/arch")) return api_arch(c, status);
     if (!strcmp(url, "/api/v1/tensor")) return api_tensor(c, q, ud, status);
     if (!strcmp(url, "/api/v1/tile")) return api_tile(c, q, ud, status);

@@ -20,6 +20,7 @@ extern const tm_asset tm_assets[];
 extern const size_t   tm_n_assets;
 
 /* The JSON builders the commands print with --json: one serializer for CLI and API. */
+/* inspect_json: NULL when out of memory */
 json_t *inspect_json(const tm_file *f, const char *path, const regex_t *re, int with_tensors);
 json_t *scalar_json(const tm_file *f, const tm_tensor *t, int nc, const int64_t *coords, int64_t flat,
                     const tm_qelement *qe, double value, int have_ref, double ref_value);

@@ -9,9 +9,9 @@
 ** dequantize go through tm_quantize_f32 / tm_dequantize, the kernels `tensormorph quantize`
 ** uses. Definitions of every reported number: docs/calibrate.md.
 */
+#include "../tensormorph.h" /* outside the guard: this header compiles alone */
 #ifndef TENSORMORPH_CALIB_H
 #define TENSORMORPH_CALIB_H
-#include "../tensormorph.h"
 
 #ifdef __cplusplus
 extern "C" {

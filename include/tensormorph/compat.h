@@ -12,9 +12,9 @@
 ** rule_id NULL ("fail closed"): the table claims nothing it has not read.
 ** Include after tensormorph.h.
 */
+#include "../tensormorph.h" /* outside the guard: this header compiles alone */
 #ifndef TENSORMORPH_COMPAT_H
 #define TENSORMORPH_COMPAT_H
-#include "../tensormorph.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -76,7 +76,7 @@ typedef struct tm_compat_report {
 } tm_compat_report;
 
 /* tm_compat_check: classify every quantized tensor of `f` (for ONNX: every node whose qkind is
-** not TM_GQ_NONE) for `target`.
+** not TM_QNODE_NONE) for `target`.
 **   target      "ort-cpu", "tensorrt:sm89", "vllm:sm80", "vllm:sm90", "llamacpp-cpu",
 **               "llamacpp-cuda", "llamacpp-metal" (docs/compat.md lists them); a target whose
 **               table entry has "compute_capability": true needs ":smNN" (NN = major*10+minor,

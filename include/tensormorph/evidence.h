@@ -13,9 +13,9 @@
 ** from). Node processes are started with posix_spawn (no shell): one per model to list its
 ** inputs, then one per model to measure, so the peak resident set is per model.
 */
+#include "../tensormorph.h" /* outside the guard: this header compiles alone */
 #ifndef TENSORMORPH_EVIDENCE_H
 #define TENSORMORPH_EVIDENCE_H
-#include "../tensormorph.h"
 
 #ifdef __cplusplus
 extern "C" {

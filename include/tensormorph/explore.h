@@ -9,9 +9,9 @@
 ** Pixel (py, px) of a tile at `step` s covers elements rows [(y0+py)s, +s) x cols [(x0+px)s, +s)
 ** of that matrix, clipped to it.
 */
+#include "../tensormorph.h" /* outside the guard: this header compiles alone */
 #ifndef TENSORMORPH_EXPLORE_H
 #define TENSORMORPH_EXPLORE_H
-#include "../tensormorph.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -15,9 +15,9 @@
 ** fields of the evidence are never trusted.
 ** Include after tensormorph.h.
 */
+#include "../tensormorph.h" /* outside the guard: this header compiles alone */
 #ifndef TENSORMORPH_GATE_H
 #define TENSORMORPH_GATE_H
-#include "../tensormorph.h"
 
 #ifdef __cplusplus
 extern "C" {

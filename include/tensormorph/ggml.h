@@ -11,6 +11,7 @@
 ** ne[0] is the row length. Every dequantizer reproduces ggml's dequantize_row_* in float32
 ** with the same order of operations (docs/formats.md "GGUF"), bit for bit.
 */
+#include "../tensormorph.h" /* outside the guard: this header compiles alone */
 #ifndef TENSORMORPH_GGML_H
 #define TENSORMORPH_GGML_H
 

@@ -7,26 +7,26 @@
 ** Every pointer returned here is borrowed from the tm_file and stays valid until tm_close.
 ** Functions taking `const tm_file *` may run concurrently once tm_open returned.
 */
+#include "../tensormorph.h" /* outside the guard: this header compiles alone */
 #ifndef TENSORMORPH_GRAPH_H
 #define TENSORMORPH_GRAPH_H
-#include "../tensormorph.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
 /* What a node does to quantization. */
-typedef enum tm_gq_kind {
-    TM_GQ_NONE = 0,          /* an ordinary op                                                */
-    TM_GQ_DEQUANTIZE,        /* DequantizeLinear (ai.onnx or com.microsoft): codes -> float    */
-    TM_GQ_QUANTIZE,          /* QuantizeLinear: float -> codes (an activation quantization
+typedef enum tm_qnode_kind {
+    TM_QNODE_NONE = 0,       /* an ordinary op                                                */
+    TM_QNODE_DEQUANTIZE,     /* DequantizeLinear (ai.onnx or com.microsoft): codes -> float    */
+    TM_QNODE_QUANTIZE,       /* QuantizeLinear: float -> codes (an activation quantization
                                 point when its input is not a listed tensor)                  */
-    TM_GQ_DYNAMIC_QUANTIZE,  /* DynamicQuantizeLinear: float -> uint8 codes, scale at run time */
-    TM_GQ_QOPERATOR,         /* QLinearConv, QLinearMatMul, QGemm: codes in, codes out        */
-    TM_GQ_INTEGER,           /* MatMulInteger, ConvInteger: codes in, int32 out, no scale      */
-    TM_GQ_MATMULNBITS,       /* com.microsoft MatMulNBits: float in, n-bit block weights       */
-    TM_GQ_COUNT
-} tm_gq_kind;
+    TM_QNODE_DYNAMIC_QUANTIZE,  /* DynamicQuantizeLinear: float -> uint8 codes, scale at run time */
+    TM_QNODE_QOPERATOR,      /* QLinearConv, QLinearMatMul, QGemm: codes in, codes out        */
+    TM_QNODE_INTEGER,        /* MatMulInteger, ConvInteger: codes in, int32 out, no scale      */
+    TM_QNODE_MATMULNBITS,    /* com.microsoft MatMulNBits: float in, n-bit block weights       */
+    TM_QNODE_COUNT
+} tm_qnode_kind;
 
 /* A value (an edge of the graph): a graph input/output, a node output, an initializer or a
 ** Constant node's output. */
@@ -56,7 +56,7 @@ typedef struct tm_graph_node {
     const int64_t *inputs;       /* value indices; -1 for an omitted optional input              */
     int64_t        n_outputs;
     const int64_t *outputs;
-    tm_gq_kind     qkind;
+    tm_qnode_kind  qkind;
     int64_t        weight_tensor;/* the tm_file tensor this node's weight quantization was
                                     mapped onto (a tensor with ->quant), or -1                  */
 } tm_graph_node;
@@ -71,24 +71,9 @@ int64_t tm_graph_n_values(const tm_file *f);
 const tm_graph_value *tm_graph_value_at(const tm_file *f, int64_t i);
 /* tm_graph_find_value: index of the value named `name`, or -1. */
 int64_t tm_graph_find_value(const tm_file *f, const char *name);
-/* tm_gq_kind_name: "none", "dequantize", "quantize", "dynamic_quantize", "qoperator",
+/* tm_qnode_kind_name: "none", "dequantize", "quantize", "dynamic_quantize", "qoperator",
 ** "integer", "matmulnbits"; never NULL. */
-const char *tm_gq_kind_name(tm_gq_kind k);
-
-/* tm_onnx_open_tensor: open one serialized onnx.TensorProto (a backend test's input_N.pb /
-** output_N.pb) as a checkpoint holding that one tensor, named by the proto's name (or "tensor"
-** when it has none). Same element types and checks as initializers of a model.
-** Returns TM_OK | TM_E_IO | TM_E_CORRUPT | TM_E_UNSUPPORTED (an element type without a
-** tensormorph dtype, external data) | TM_E_LIMIT | TM_E_NOMEM. */
-tm_status tm_onnx_open_tensor(const char *path, tm_file **out, tm_err *err);
-
-/* tm_onnx_open_bound: open the ONNX model at `path` with the TensorProto files input_paths[k]
-** (k < n_inputs) bound to its k-th graph input, as if they were initializers named like that
-** input: a backend node test (model.onnx + test_data_set_0/input_k.pb) becomes a checkpoint in
-** which DequantizeLinear's codes are tensors, recognised and dequantized like weights.
-** Returns as tm_open, and TM_E_INVALID_ARG when the graph has fewer inputs. */
-tm_status tm_onnx_open_bound(const char *path, int n_inputs, const char *const *input_paths,
-                             tm_file **out, tm_err *err);
+const char *tm_qnode_kind_name(tm_qnode_kind k);
 
 /* tm_onnx_open_buffer: open an ONNX ModelProto held in memory (fuzzing, tests). External data
 ** is refused (there is no folder). The buffer must outlive the tm_file. Same returns as tm_open. */

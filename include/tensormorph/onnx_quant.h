@@ -9,48 +9,15 @@
 ** y = (x - zero_point) * scale and its opset history are ONNX Operators.md / Changelog.md
 ** ("DequantizeLinear" 10, 13, 19, 21).
 */
+#include "../tensormorph.h" /* outside the guard: this header compiles alone */
+#include "errstats.h"
+#include "onnx_opset.h"
 #ifndef TENSORMORPH_ONNX_QUANT_H
 #define TENSORMORPH_ONNX_QUANT_H
-#include "../tensormorph.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-/* How the DequantizeLinear nodes fit the model's ai.onnx opset. */
-typedef enum tm_onnx_opset_strategy {
-    TM_ONNX_OPSET_NATIVE = 0,     /* the model's ai.onnx opset already has what is needed     */
-    TM_ONNX_OPSET_RAISED,         /* ai.onnx opset raised to the needed version: no op of the
-                                     graph changes meaning between the two versions           */
-    TM_ONNX_OPSET_MS_CONTRIB,     /* com.microsoft DequantizeLinear (ONNX Runtime contrib op,
-                                     opset import com.microsoft 1): int8/uint8, per-tensor or
-                                     per-axis                                                 */
-    TM_ONNX_OPSET_NONE            /* refused: neither works                                    */
-} tm_onnx_opset_strategy;
-
-/* tm_onnx_opset_strategy_name: "native", "raised", "com.microsoft", "none". */
-const char *tm_onnx_opset_strategy_name(tm_onnx_opset_strategy s);
-
-/* tm_onnx_dq_min_opset: the ai.onnx opset whose DequantizeLinear can hold codes of code_dtype
-** with granularity kind g: 10 (8-bit per-tensor, DequantizeLinear-10), 13 (8-bit per-axis,
-** DequantizeLinear-13), 21 (INT4/UINT4 codes or block_size, DequantizeLinear-21).
-** [ONNX Operators.md "DequantizeLinear"]. -1 for a combination no version holds (fp8 codes
-** are not offered; BLOCK granularity). */
-int tm_onnx_dq_min_opset(tm_dtype code_dtype, tm_granularity g);
-
-/* tm_onnx_op_stable: 1 when ai.onnx operator `op` means the same at opset `from` and at opset
-** `to` (from <= to): no version of it in (from, to] changed its inputs, attributes or
-** semantics; versions that only added element types do not count. *changed_at (may be NULL)
-** gets the first version that changed it, or 0. An operator missing from the table is
-** assumed to change (returns 0, *changed_at = to). The table and its sources (ONNX
-** docs/Operators.md and docs/Changelog.md) are in src/formats/onnx_opset.c. */
-int tm_onnx_op_stable(const char *op, int64_t from, int64_t to, int64_t *changed_at);
-
-/* tm_onnx_channel_axis: the axis of a weight that indexes the consuming op's output channels
-** [ONNX Operators.md: Conv W is (M x C/group x k...), ConvTranspose W is (C x M/group x k...),
-** MatMul B is (K x N), Gemm B is (K x N), or (N x K) with transB=1]:
-** Conv 0, ConvTranspose 1, MatMul 1, Gemm 0 when trans_b else 1. -1 for any other op. */
-int tm_onnx_channel_axis(const char *op, int trans_b);
 
 typedef struct tm_onnx_qparams {
     tm_qspec      spec;          /* code_dtype I8 | U8 | I4; gran TENSOR | CHANNEL (the axis is
@@ -58,6 +25,7 @@ typedef struct tm_onnx_qparams {
                                     | GROUP (group_size = DequantizeLinear block_size, along axis
                                     0 = K of a MatMul weight; other weights are skipped); scale
                                     dtype F32                                                   */
+    const tm_kernels *kernels;   /* kernel set of the whole job (tm_kernels_get); NULL: "auto"  */
     int64_t       min_elems;     /* weights with fewer elements are skipped (0: 16)             */
     const char  **include;  int64_t n_include; /* regexes on the weight name: only these     */
     const char  **exclude;  int64_t n_exclude; /* regexes: never these                        */
@@ -66,6 +34,7 @@ typedef struct tm_onnx_qparams {
     int           allow_empty;   /* 1: write OUT (an unchanged copy) even when no weight gets
                                     quantized; 0: refuse, saying why (see tm_onnx_quantize)      */
     const char   *command_line;  /* recorded in the manifest                                    */
+    /* phase "quantize": done / total count weights (not bytes)                                  */
     void (*progress)(void *ud, const char *phase, uint64_t done, uint64_t total);
     void         *progress_ud;
     volatile const int *cancel;
@@ -104,8 +73,10 @@ typedef struct tm_onnx_qresult {
 } tm_onnx_qresult;
 
 /* tm_onnx_quantize: read the ONNX model `in` (opened with tm_open; its path is decoded again
-** with protobuf-c and rewritten), write `out_path` (temp file beside it, fsync, rename;
-** tm__write_file_atomic) and "<out_path>.manifest.json" (tensormorph.manifest/1). Before the
+** with protobuf-c and rewritten), write `out_path` and "<out_path>.manifest.json"
+** (tensormorph.manifest/1) as temp files beside it, fsynced, then renamed into place under
+** "<out_path>.lock" in the GGUF job's order (tm_gguf_quantize; a concurrent run gets
+** TM_E_INVALID_ARG naming the lock's pid; cancel honoured up to the rename). Before the
 ** rename the new model is opened with tensormorph's own ONNX reader and every quantized weight
 ** must come back as a logical quantized tensor with the scales, zero points and granularity
 ** written. Only float32/float16/bfloat16 weights are quantized; DequantizeLinear, QOperator or

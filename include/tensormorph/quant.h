@@ -12,9 +12,9 @@
 **   I4  int8_t in [-8, 7]      U4  uint8_t in [0, 15]
 **   F8_E4M3 / F8_E5M2: the fp8 byte.
 */
+#include "../tensormorph.h" /* outside the guard: this header compiles alone */
 #ifndef TENSORMORPH_QUANT_H
 #define TENSORMORPH_QUANT_H
-#include "../tensormorph.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -39,11 +39,12 @@ typedef struct tm_qparams {
     tm_convention  convention;     /* ONNX: round(x / scale); TORCH: round(x * (1.0f/scale))  */
     int            allow_nonfinite;/* 0: NaN/Inf input is TM_E_NONFINITE; 1: NaN -> zero point
                                       code (fp8: +0), +Inf -> qmax, -Inf -> qmin (fp8: +-max)  */
+    const tm_kernels *kernels;     /* kernel set (tm_kernels_get); NULL: "auto"; same bits    */
 } tm_qparams;
 
 /* tm_qparams_for_spec: the tm_qparams that quantize and dequantize with spec's code dtype, code
 ** range (tm_qspec_range), granularity, convention and non-finite policy, over the caller's
-** scale[n_params] and zero_point[n_params] (NULL: all 0). */
+** scale[n_params] and zero_point[n_params] (NULL: all 0), and spec's kernel set. */
 tm_qparams tm_qparams_for_spec(const tm_qspec *spec, int64_t n_params, const float *scale,
                                const int32_t *zero_point);
 
@@ -110,7 +111,7 @@ int64_t tm_qstats_worst_param(const tm_qstats *s, double *rmse_lsb);
 **         a used scale not finite or <= 0, a used zero point outside [qmin, qmax])
 **         | TM_E_NONFINITE (a NaN/Inf and !allow_nonfinite; message names the first flat
 **         index and the count in the range; codes are not written).
-** Reentrant. Codes and stats are bit-identical for every kernel variant (tm_quant_set_kernel).
+** Reentrant. Codes and stats are bit-identical for every kernel set (qp->kernels).
 ** Cost: one param lookup per run of elements sharing a param (a row for per-channel axis 0,
 ** a group for per-group on the last axis), not per element. */
 tm_status tm_quantize_f32(const tm_qparams *qp, int ndim, const int64_t *shape, const float *x,
@@ -131,15 +132,17 @@ tm_status tm_dequantize(const tm_qparams *qp, int ndim, const int64_t *shape,
 ** before observing it. Reentrant. */
 int64_t tm_count_nonfinite(const float *x, int64_t n, int64_t *first);
 
-/* tm_quant_set_kernel: choose the quantize kernels for the whole process: "ref" (the scalar
-** reference, which defines behaviour), "auto" (the fastest this CPU supports, chosen with
-** __builtin_cpu_supports; the default), or a variant name ("avx2", "avx512") to force it.
-** Not thread-safe against concurrent quantization: call before starting worker threads.
-** Returns TM_OK | TM_E_INVALID_ARG (unknown name) | TM_E_UNSUPPORTED (CPU lacks the ISA). */
-tm_status tm_quant_set_kernel(const char *name);
+/* tm_kernels_get: the kernel set named `name`, for tm_qspec / tm_qparams / tm_erracc .kernels
+** and the jobs' parameters: "ref" (the scalar reference functions, which define behaviour),
+** "auto" (the fastest set this CPU runs, by __builtin_cpu_supports; what NULL means everywhere),
+** or a set by name: "avx2" (AVX2, FMA and F16C), "avx512" (AVX-512F besides). One set covers the
+** affine quantize/dequantize runs, the observers' min/max, the error statistics and the ggml
+** quantizers and error sums. Every set gives the same bits (codes, scales, statistics, files).
+** Returns TM_OK | TM_E_INVALID_ARG (unknown name) | TM_E_UNSUPPORTED (the CPU lacks the ISA). */
+tm_status tm_kernels_get(const char *name, const tm_kernels **out);
 
-/* tm_quant_kernel_name: the variant now in use ("ref", "avx2", "avx512"); never NULL. */
-const char *tm_quant_kernel_name(void);
+/* tm_kernels_name: "ref", "avx2" or "avx512": the set k is (NULL: the one "auto" picks). */
+const char *tm_kernels_name(const tm_kernels *k);
 
 /* ---------------------------------------------------------------------------------------- */
 /* Observers and qparams conventions                                                          */
@@ -289,7 +292,9 @@ tm_status tm_hist_entropy_range(const int64_t *hist, const float *edges, int64_t
 ** section 3; docs/quantization.md "Packing"]: each row (tm_pack_codes) or each column
 ** (tm_pack_codes_dim0) is an independent bit stream; element j sits at stream bits
 ** [j*bits, (j+1)*bits) (pk->lsb_first = 1; a field may straddle two words when bits does not
-** divide the container width) or, with lsb_first = 0, element j of a word at its bits
+** divide the container width), with lsb_first = TM_PACK_LSB_PER_WORD element j at bits
+** [(j%per)*bits, ...) of word j/per (per = W div bits; the top W mod bits bits stay zero) or,
+** with lsb_first = 0, element j of a word at its bits
 ** [W-(j+1)*bits, W-j*bits) (bits must divide W). Stream bit t lives in container word t/W at
 ** bit t%W; words are little-endian of pk->container's width W (I32/U32: 32, I8/U8 and fp8
 ** containers: 8, I16/U16: 16, I64/U64: 64). The stored field is (code + pk->offset) mod 2^bits;
@@ -300,7 +305,8 @@ tm_status tm_hist_entropy_range(const int64_t *hist, const float *edges, int64_t
 ** Examples (checked in tests): int4 codes [1,2,3,4,5,6,7,0,-1,-8], offset 8, I32 ->
 ** 0x8FEDCBA9, 0x00000007; int8 [1,-1,127,-128,5], offset 128, I32 -> 0x00FF7F81, 0x00000085. */
 
-/* tm_packed_row_bytes: bytes of one packed stream of `len` codes: ceil(len*bits/W) words.
+/* tm_packed_row_bytes: bytes of one packed stream of `len` codes: ceil(len*bits/W) words
+** (TM_PACK_LSB_PER_WORD: ceil(len / (W div bits)) words).
 ** Returns 0 on a bad packing or overflow. */
 uint64_t tm_packed_row_bytes(const tm_packing *pk, int64_t len);
 

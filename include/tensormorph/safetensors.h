@@ -1,7 +1,7 @@
 /* tensormorph/safetensors.h: the streaming, atomic safetensors writer (included by tensormorph.h). */
+#include "../tensormorph.h" /* outside the guard: this header compiles alone */
 #ifndef TENSORMORPH_SAFETENSORS_H
 #define TENSORMORPH_SAFETENSORS_H
-#include "../tensormorph.h"
 
 #ifdef __cplusplus
 extern "C" {

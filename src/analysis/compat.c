@@ -48,7 +48,6 @@ void tm_compat_report_free(tm_compat_report *r) {
 
 /* ---- the table ------------------------------------------------------------------------- */
 
-static const char *jstr(const json_t *o, const char *k) { return json_string_value(json_object_get(o, k)); }
 
 /* Parse and check the table: JSON, the schema, then references the schema cannot express
 ** (a rule's target and source must be defined; sm_min/sm_max only on compute-capability
@@ -66,9 +65,9 @@ static tm_status load_table(const char *text, const char *name, json_t **out, tm
     size_t i, j;
     json_t *r, *tg;
     json_array_foreach(rules, i, r) {
-        const char *rt = jstr(r, "target"), *src = jstr(r, "source");
+        const char *rt = tm__json_str(r, "target"), *src = tm__json_str(r, "source");
         const json_t *found = NULL;
-        json_array_foreach(targets, j, tg) if (!strcmp(jstr(tg, "name"), rt)) found = tg;
+        json_array_foreach(targets, j, tg) if (!strcmp(tm__json_str(tg, "name"), rt)) found = tg;
         tm_status bad = TM_OK;
         if (!found)
             bad = tm__err_set(err, TM_E_CORRUPT, -1, "%s: $.rules[%zu].target: '%s' is not a target of $.targets", name, i, rt);
@@ -77,8 +76,8 @@ static tm_status load_table(const char *text, const char *name, json_t **out, tm
         else if ((json_object_get(r, "sm_min") || json_object_get(r, "sm_max")) &&
                  !json_is_true(json_object_get(found, "compute_capability")))
             bad = tm__err_set(err, TM_E_CORRUPT, -1, "%s: $.rules[%zu]: sm_min/sm_max on target '%s', which has no compute capability", name, i, rt);
-        else if (json_object_get(r, "domain") && strcmp(jstr(r, "kind"), "node"))
-            bad = tm__err_set(err, TM_E_CORRUPT, -1, "%s: $.rules[%zu].domain: only node rules have a domain (kind is '%s')", name, i, jstr(r, "kind"));
+        else if (json_object_get(r, "domain") && strcmp(tm__json_str(r, "kind"), "node"))
+            bad = tm__err_set(err, TM_E_CORRUPT, -1, "%s: $.rules[%zu].domain: only node rules have a domain (kind is '%s')", name, i, tm__json_str(r, "kind"));
         for (int k = 0; !bad && k < 2; k++) {
             const char *key = k ? "sm_max" : "sm_min";
             json_int_t x;
@@ -99,7 +98,7 @@ void tm_compat_targets_str(const char *table_json, char *buf, size_t n) {
     size_t i, used = 0;
     json_t *tg;
     json_array_foreach(json_object_get(t, "targets"), i, tg) {
-        const char *nm = jstr(tg, "name");
+        const char *nm = tm__json_str(tg, "name");
         if (!nm) continue;
         int w = snprintf(buf + used, n - used, "%s%s%s", i ? ", " : "", nm,
                          json_is_true(json_object_get(tg, "compute_capability")) ? ":smNN" : "");
@@ -215,7 +214,7 @@ static int produced_by_8bit_dq(const tm_file *f, const graph_maps *m, const tm_g
     if (nd->n_inputs <= k || nd->inputs[k] < 0) return 0;
     int64_t p = m->producer[nd->inputs[k]];
     const tm_graph_node *pn = p >= 0 ? tm_graph_node_at(f, p) : NULL;
-    if (!pn || pn->qkind != TM_GQ_DEQUANTIZE || pn->n_inputs < 1 || pn->inputs[0] < 0) return 0;
+    if (!pn || pn->qkind != TM_QNODE_DEQUANTIZE || pn->n_inputs < 1 || pn->inputs[0] < 0) return 0;
     const tm_graph_value *c = tm_graph_value_at(f, pn->inputs[0]);
     return c && (!strcmp(c->elem_type_name, "INT8") || !strcmp(c->elem_type_name, "UINT8"));
 }
@@ -225,13 +224,13 @@ static void describe_node(const tm_file *f, const graph_maps *m, int64_t ni, tm_
     it->symmetric = -1;
     int code_in = -1, zp_in = -1;
     switch (nd->qkind) {
-    case TM_GQ_DEQUANTIZE: code_in = 0; zp_in = 2; break;
-    case TM_GQ_QOPERATOR: code_in = 3; zp_in = 5; break;   /* the weight: QLinearConv w, QLinearMatMul/QGemm b */
-    case TM_GQ_INTEGER: code_in = 1; zp_in = 3; break;
+    case TM_QNODE_DEQUANTIZE: code_in = 0; zp_in = 2; break;
+    case TM_QNODE_QOPERATOR: code_in = 3; zp_in = 5; break;   /* the weight: QLinearConv w, QLinearMatMul/QGemm b */
+    case TM_QNODE_INTEGER: code_in = 1; zp_in = 3; break;
     default: break;
     }
     const tm_graph_value *codes = NULL;
-    if (nd->qkind == TM_GQ_QUANTIZE && nd->n_outputs > 0) {
+    if (nd->qkind == TM_QNODE_QUANTIZE && nd->n_outputs > 0) {
         codes = tm_graph_value_at(f, nd->outputs[0]);
         zp_in = 2;
     } else if (code_in >= 0 && nd->n_inputs > code_in && nd->inputs[code_in] >= 0) {
@@ -239,10 +238,10 @@ static void describe_node(const tm_file *f, const graph_maps *m, int64_t ni, tm_
     }
     const tm_tensor *wt = nd->weight_tensor >= 0 ? tm_file_tensor(f, nd->weight_tensor) : NULL;
     if (wt && wt->quant) set_label(f, wt, it); /* the weight it dequantizes */
-    if (nd->qkind == TM_GQ_DYNAMIC_QUANTIZE) {
+    if (nd->qkind == TM_QNODE_DYNAMIC_QUANTIZE) {
         snprintf(it->code_dtype, sizeof it->code_dtype, "U8");
         snprintf(it->granularity, sizeof it->granularity, "tensor");
-    } else if (nd->qkind == TM_GQ_MATMULNBITS) {
+    } else if (nd->qkind == TM_QNODE_MATMULNBITS) {
         if (wt && wt->quant) {
             const tm_dtype_traits *dt = tm_dtype_get(wt->quant->code_dtype);
             snprintf(it->code_dtype, sizeof it->code_dtype, "%s", dt ? dt->name : "");
@@ -251,20 +250,20 @@ static void describe_node(const tm_file *f, const graph_maps *m, int64_t ni, tm_
         }
     } else if (codes) {
         onnx_code_name(codes->elem_type_name, it->code_dtype, sizeof it->code_dtype);
-        if (nd->qkind == TM_GQ_DEQUANTIZE || nd->qkind == TM_GQ_QUANTIZE)
+        if (nd->qkind == TM_QNODE_DEQUANTIZE || nd->qkind == TM_QNODE_QUANTIZE)
             qdq_granularity(f, nd, codes, it->granularity, sizeof it->granularity);
         else if (wt && wt->quant)
             snprintf(it->granularity, sizeof it->granularity, "%s", gran_name(wt->quant->gran.kind));
         if (zp_in >= 0) it->symmetric = qdq_symmetric(f, nd, zp_in);
     }
-    if (nd->qkind == TM_GQ_QUANTIZE)
+    if (nd->qkind == TM_QNODE_QUANTIZE)
         snprintf(it->operand, sizeof it->operand, "%s",
                  nd->n_inputs > 0 && tm_graph_value_at(f, nd->inputs[0]) && tm_graph_value_at(f, nd->inputs[0])->tensor >= 0 ? "weight" : "activation");
     else if (codes)
         snprintf(it->operand, sizeof it->operand, "%s", codes->tensor >= 0 ? "weight" : "activation");
     else if (wt)
         snprintf(it->operand, sizeof it->operand, "weight");
-    if (nd->qkind == TM_GQ_DEQUANTIZE && nd->n_outputs > 0 && nd->outputs[0] >= 0) {
+    if (nd->qkind == TM_QNODE_DEQUANTIZE && nd->n_outputs > 0 && nd->outputs[0] >= 0) {
         int64_t c = m->consumer[nd->outputs[0]];
         const tm_graph_node *cn = c >= 0 ? tm_graph_node_at(f, c) : NULL;
         if (cn) {
@@ -297,8 +296,8 @@ static json_int_t rule_int(const json_t *v) {
 }
 
 static int rule_matches(const json_t *r, const tm_compat_report *rep, const tm_compat_item *it) {
-    if (strcmp(jstr(r, "target"), rep->family)) return 0;
-    if (strcmp(jstr(r, "kind"), it->is_node ? "node" : "tensor")) return 0;
+    if (strcmp(tm__json_str(r, "target"), rep->family)) return 0;
+    if (strcmp(tm__json_str(r, "kind"), it->is_node ? "node" : "tensor")) return 0;
     json_t *v;
     if ((v = json_object_get(r, "sm_min")) && rep->compute_capability < rule_int(v)) return 0;
     if ((v = json_object_get(r, "sm_max")) && rep->compute_capability > rule_int(v)) return 0;
@@ -328,13 +327,13 @@ static void classify(const json_t *table, tm_compat_report *rep, tm_compat_item 
     json_t *r;
     json_array_foreach(json_object_get(table, "rules"), i, r) {
         if (!rule_matches(r, rep, it)) continue;
-        it->status = (tm_compat_status)tm_compat_status_from_name(jstr(r, "status"));
-        it->rule_id = jstr(r, "id");
-        it->reason = jstr(r, "reason");
-        it->source_id = jstr(r, "source");
+        it->status = (tm_compat_status)tm_compat_status_from_name(tm__json_str(r, "status"));
+        it->rule_id = tm__json_str(r, "id");
+        it->reason = tm__json_str(r, "reason");
+        it->source_id = tm__json_str(r, "source");
         const json_t *s = json_object_get(sources, it->source_id);
-        it->source_url = jstr(s, "url");
-        it->source_title = jstr(s, "title");
+        it->source_url = tm__json_str(s, "url");
+        it->source_title = tm__json_str(s, "title");
         return;
     }
     it->status = TM_COMPAT_UNSUPPORTED;
@@ -352,7 +351,7 @@ static tm_status find_target(const json_t *table, const char *target, tm_compat_
         memcpy(fam, target, fl);
         fam[fl] = '\0';
         json_array_foreach(json_object_get(table, "targets"), i, tg) {
-            if (strcmp(jstr(tg, "name"), fam)) continue;
+            if (strcmp(tm__json_str(tg, "name"), fam)) continue;
             if (json_is_true(json_object_get(tg, "compute_capability"))) {
                 char *end = NULL;
                 long cc = colon && !strncmp(colon, ":sm", 3) && colon[3] ? strtol(colon + 3, &end, 10) : -1;
@@ -364,16 +363,16 @@ static tm_status find_target(const json_t *table, const char *target, tm_compat_
             } else if (colon) {
                 return tm__err_set(err, TM_E_INVALID_ARG, -1, "target '%s': %s takes no ':' suffix", target, fam);
             }
-            rep->family = jstr(tg, "name");
-            rep->runtime = jstr(tg, "runtime");
-            rep->device = jstr(tg, "device");
+            rep->family = tm__json_str(tg, "name");
+            rep->runtime = tm__json_str(tg, "runtime");
+            rep->device = tm__json_str(tg, "device");
             *entry = tg;
             return TM_OK;
         }
     }
     list[0] = '\0';
     json_array_foreach(json_object_get(table, "targets"), i, tg) {
-        int w = snprintf(list + used, sizeof list - used, "%s%s%s", i ? ", " : "", jstr(tg, "name"),
+        int w = snprintf(list + used, sizeof list - used, "%s%s%s", i ? ", " : "", tm__json_str(tg, "name"),
                          json_is_true(json_object_get(tg, "compute_capability")) ? ":smNN" : "");
         if (w < 0 || (size_t)w >= sizeof list - used) break;
         used += (size_t)w;
@@ -406,7 +405,7 @@ tm_status tm_compat_check(const tm_file *f, const char *target, const char *tabl
     int64_t cap = 0;
     if (is_onnx) {
         s = build_maps(f, &m, err);
-        for (int64_t i = 0; !s && i < tm_graph_n_nodes(f); i++) cap += tm_graph_node_at(f, i)->qkind != TM_GQ_NONE;
+        for (int64_t i = 0; !s && i < tm_graph_n_nodes(f); i++) cap += tm_graph_node_at(f, i)->qkind != TM_QNODE_NONE;
     } else {
         for (int64_t i = 0; i < tm_file_n_tensors(f); i++) {
             const tm_tensor *t = tm_file_tensor(f, i);
@@ -420,7 +419,7 @@ tm_status tm_compat_check(const tm_file *f, const char *target, const char *tabl
     }
     for (int64_t i = 0; !s && is_onnx && i < tm_graph_n_nodes(f); i++) {
         const tm_graph_node *nd = tm_graph_node_at(f, i);
-        if (nd->qkind == TM_GQ_NONE) continue;
+        if (nd->qkind == TM_QNODE_NONE) continue;
         tm_compat_item *it = &rep->items[rep->n_items++];
         it->is_node = 1;
         it->index = i;

@@ -15,6 +15,7 @@ enum { QDIFF_CHUNK = 1 << 18 }; /* elements per read: 1 MiB of f32 per buffer */
 typedef struct qd_ctx {
     const tm_file *ref, *q;
     tm_qdiff_entry *entries;
+    const tm_tensor_pair *pair; /* [k]: how entry k's source in ref pairs with its q tensor     */
     const tm_qdiff_params *p;
     uint64_t total;
     atomic_ullong done;
@@ -50,7 +51,7 @@ static tm_status qdiff_one(void *vctx, int64_t k, int thread, tm_err *err) {
             break;
         }
         int64_t n = tq->n_elems - start < QDIFF_CHUNK ? tq->n_elems - start : QDIFF_CHUNK;
-        s = tm_tensor_read_f32(c->ref, e->ref_index, start, n, x, err);
+        s = tm_tensor_pair_read_f32(c->ref, &c->pair[k], start, n, x, err); /* in q's order */
         if (s) break;
         s = tm_qview_read(v, start, n, xq, param, err);
         if (s) break;
@@ -81,11 +82,6 @@ static tm_status qdiff_one(void *vctx, int64_t k, int thread, tm_err *err) {
     return s;
 }
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 static double sort_key(double v) { return isnan(v) ? -INFINITY : v; }
 
 static int cmp_entry(const void *a, const void *b) {
@@ -96,15 +92,23 @@ static int cmp_entry(const void *a, const void *b) {
     return strcmp(x->name, y->name);
 }
 
-/* median of the finite SQNRs of the entries with the same scheme as entries[i] */
-static double scheme_median(const tm_qdiff_result *r, int64_t i, double *buf) {
+/* median of the finite SQNRs of the entries whose scheme is `scheme`; buf holds r->n doubles */
+static double scheme_median(const tm_qdiff_result *r, const char *scheme, double *buf) {
     int64_t m = 0;
     for (int64_t k = 0; k < r->n; k++)
-        if (!strcmp(r->entries[k].scheme, r->entries[i].scheme) && isfinite(r->entries[k].e.sqnr_db))
+        if (!strcmp(r->entries[k].scheme, scheme) && isfinite(r->entries[k].e.sqnr_db))
             buf[m++] = r->entries[k].e.sqnr_db;
     if (!m) return NAN;
-    qsort(buf, (size_t)m, sizeof *buf, cmp_double);
+    qsort(buf, (size_t)m, sizeof *buf, tm__cmp_double);
     return m % 2 ? buf[m / 2] : 0.5 * (buf[m / 2 - 1] + buf[m / 2]);
+}
+
+double tm_qdiff_scheme_median(const tm_qdiff_result *r, const char *scheme) {
+    if (!r || !scheme || r->n <= 0) return NAN;
+    double *v = tm__malloc_n((size_t)r->n, sizeof(double));
+    double med = v ? scheme_median(r, scheme, v) : NAN;
+    free(v);
+    return med;
 }
 
 void tm_qdiff_flag(tm_qdiff_result *r) {
@@ -114,7 +118,7 @@ void tm_qdiff_flag(tm_qdiff_result *r) {
         if (v && isfinite(r->entries[i].e.sqnr_db)) v[m++] = r->entries[i].e.sqnr_db;
     r->median_sqnr_db = NAN;
     if (v && m) {
-        qsort(v, (size_t)m, sizeof *v, cmp_double);
+        qsort(v, (size_t)m, sizeof *v, tm__cmp_double);
         r->median_sqnr_db = m % 2 ? v[m / 2] : 0.5 * (v[m / 2 - 1] + v[m / 2]);
     }
     r->n_flagged = 0;
@@ -122,7 +126,7 @@ void tm_qdiff_flag(tm_qdiff_result *r) {
         tm_qdiff_entry *e = &r->entries[i];
         /* compare a tensor with the others quantized the same way: an int4 layer is not
         ** "damaged" for being 24 dB below the int8 layers of a mixed-precision model */
-        double med = v ? scheme_median(r, i, v) : NAN;
+        double med = v ? scheme_median(r, e->scheme, v) : NAN;
         e->flagged = 0;
         e->reason[0] = '\0';
         size_t p = 0;
@@ -197,29 +201,40 @@ tm_status tm_qdiff(const tm_file *ref, const tm_file *q, const tm_qdiff_params *
     if (!r) return tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
     int64_t nq = tm_file_n_tensors(q);
     r->entries = tm__calloc((size_t)(nq ? nq : 1), sizeof *r->entries);
-    if (!r->entries) { free(r); return tm__err_set(err, TM_E_NOMEM, -1, "out of memory"); }
+    tm_tensor_pair *pair = tm__calloc((size_t)(nq ? nq : 1), sizeof *pair);
+    if (!r->entries || !pair) {
+        free(r->entries); free(r); free(pair);
+        return tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
+    }
     for (int64_t i = 0; i < nq; i++) {
         const tm_tensor *t = tm_file_tensor(q, i);
         if (!t->quant || t->role != TM_ROLE_DATA) continue;
-        int64_t j = tm_ref_find(ref, t->name);
-        const tm_tensor *rt = tm_file_tensor(ref, j);
+        tm_tensor_pair *pr = &pair[r->n];
+        memset(pr, 0, sizeof *pr);
+        pr->index = tm_ref_find(ref, t->name);
+        /* else its name in the other convention (HF <-> llama.cpp, q/k rows un-permuted) */
+        if (pr->index < 0) tm_tensor_pair_find(ref, q, i, pr);
+        const tm_tensor *rt = tm_file_tensor(ref, pr->index);
         if (!rt || rt->n_elems != t->n_elems) { r->n_unmatched++; continue; }
         tm_qdiff_entry *e = &r->entries[r->n++];
         e->name = t->name;
+        e->ref_name = rt->name;
         e->q_index = i;
-        e->ref_index = j;
+        e->ref_index = pr->index;
     }
     qd_ctx c;
     memset(&c, 0, sizeof c);
     c.ref = ref;
     c.q = q;
     c.entries = r->entries;
+    c.pair = pair;
     c.p = p;
     c.total = (uint64_t)r->n;
     atomic_init(&c.done, 0);
     pthread_mutex_init(&c.mu, NULL);
     tm_status s = tm__parallel_for(r->n, p->n_threads, qdiff_one, &c, p->cancel, err);
     pthread_mutex_destroy(&c.mu);
+    free(pair);
     if (s) { tm_qdiff_free(r); return s; }
     tm_qdiff_flag(r);
     *out = r;

@@ -179,8 +179,6 @@ static tm_status accumulate_row(const tm_tiles *t, scratch *sc, int64_t r, int64
 
 static int is_pow2(int64_t v) { return v > 0 && (v & (v - 1)) == 0; }
 
-static int64_t ceil_div(int64_t a, int64_t b) { return a / b + (a % b != 0); }
-
 tm_status tm_tiles_build_pyramid(tm_tiles *t, uint64_t max_bytes, tm_err *err) {
     if (t->n_levels) return TM_OK;
     if (t->rows == 0 || t->cols == 0) return TM_OK;
@@ -189,8 +187,8 @@ tm_status tm_tiles_build_pyramid(tm_tiles *t, uint64_t max_bytes, tm_err *err) {
     for (;;) {
         uint64_t total = 0;
         for (int64_t s = b;; s *= 2) {
-            total += (uint64_t)ceil_div(t->rows, s) * (uint64_t)ceil_div(t->cols, s) * 3 * sizeof(float);
-            if ((ceil_div(t->rows, s) == 1 && ceil_div(t->cols, s) == 1) || s > INT64_MAX / 4) break;
+            total += (uint64_t)tm__ceil_div(t->rows, s) * (uint64_t)tm__ceil_div(t->cols, s) * 3 * sizeof(float);
+            if ((tm__ceil_div(t->rows, s) == 1 && tm__ceil_div(t->cols, s) == 1) || s > INT64_MAX / 4) break;
         }
         if (total <= max_bytes) break;
         if (b >= TM_TILE_MAX_STEP)
@@ -203,8 +201,8 @@ tm_status tm_tiles_build_pyramid(tm_tiles *t, uint64_t max_bytes, tm_err *err) {
     for (int64_t s = b;; s *= 2) {
         level *L = &t->lv[nl++];
         L->step = s;
-        L->rows = ceil_div(t->rows, s);
-        L->cols = ceil_div(t->cols, s);
+        L->rows = tm__ceil_div(t->rows, s);
+        L->cols = tm__ceil_div(t->cols, s);
         size_t nc = (size_t)(L->rows * L->cols);
         L->min = tm__malloc_n(nc, sizeof(float));
         L->max = tm__malloc_n(nc, sizeof(float));

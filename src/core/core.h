@@ -50,12 +50,36 @@ static inline int tm__mul_i64_ok(int64_t a, int64_t b, int64_t *out) {
 ** 256-bit forms also need __builtin_cpu_supports("avx2") (OS support for YMM state). */
 int tm__cpu_has_f16c(void);
 
+/* Small text and arithmetic helpers, once for every layer (src/core/err.c). */
+/* tm__ends_with: 1 when s ends with suffix (both NUL-terminated), else 0. */
+static inline int tm__ends_with(const char *s, const char *suffix) {
+    size_t a = strlen(s), b = strlen(suffix);
+    return a >= b && strcmp(s + a - b, suffix) == 0;
+}
+/* tm__ceil_div: ceil(a / b) for a >= 0, b > 0 (group and block counts). */
+static inline int64_t tm__ceil_div(int64_t a, int64_t b) { return a / b + (a % b != 0); }
+/* tm__module_of: the module prefix of a tensor name that ends in "." suffix, malloc'd
+** ("a.b.weight_packed", "weight_packed" -> "a.b"; "weight_packed" alone -> ""), or NULL when
+** the name does not end so (or on allocation failure). */
+char *tm__module_of(const char *name, const char *suffix);
+/* tm__cmp_double: qsort comparator of doubles, ascending (NaN compares equal to anything). */
+int tm__cmp_double(const void *a, const void *b);
 void *tm__calloc(size_t n, size_t size);
 void *tm__malloc_n(size_t n, size_t size);
 char *tm__strdup(const char *s);
 char *tm__strndup(const char *s, size_t n);
 /* tm__sprintf_alloc: malloc'd formatted string, NULL on failure. */
 char *tm__aprintf(const char *fmt, ...) TM_PRINTF(1, 2);
+/* tm_sha256_file that asks stop(stop_ud) before each 1 MiB block and returns TM_E_CANCELLED
+** ("interrupted") when it says 1: a cancelled hash ends within one block (a few ms). stop may
+** be NULL. Used by the quantize jobs' source and output checksums (src/job/pipeline.c). */
+/* The CPU limit that the cgroup quota sets, from the text of /proc/self/cgroup and the cgroup
+** mount root ("/sys/fs/cgroup"): ceil(quota / period), the smallest of the v2 cpu.max files
+** along the process's path and the v1 cpu controller's cfs files; 0 when none is set.
+** tm_usable_cpus uses it; tests pass a fake root. */
+int tm__cgroup_cpu_limit(const char *proc_cgroup, const char *root);
+tm_status tm__sha256_file_stop(const char *path, char hex_out[65], uint64_t *n_bytes,
+                               int (*stop)(void *ud), void *stop_ud, tm_err *err);
 
 /* Little-endian loads/stores that tolerate any alignment. */
 static inline uint16_t tm__ld16(const void *p) { uint16_t v; memcpy(&v, p, 2); return v; }

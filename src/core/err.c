@@ -103,6 +103,14 @@ char *tm__strndup(const char *s, size_t n) {
 
 char *tm__strdup(const char *s) { return tm__strndup(s, strlen(s)); }
 
+char *tm__module_of(const char *name, const char *suffix) {
+    size_t n = strlen(name), s = strlen(suffix);
+    if (n < s || strcmp(name + n - s, suffix) != 0) return NULL;
+    if (n == s) return tm__strdup("");
+    if (name[n - s - 1] != '.') return NULL;
+    return tm__strndup(name, n - s - 1);
+}
+
 char *tm__aprintf(const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
@@ -115,4 +123,9 @@ char *tm__aprintf(const char *fmt, ...) {
     vsnprintf(s, (size_t)n + 1, fmt, ap);
     va_end(ap);
     return s;
+}
+
+int tm__cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
 }

@@ -91,7 +91,7 @@ static int js_is_integral(const json_t *v) {
     return isfinite(d) && floor(d) == d;
 }
 
-static const char *js_type_of(const json_t *v) {
+const char *tm__json_type_name(const json_t *v) {
     switch (json_typeof(v)) {
     case JSON_OBJECT: return "object";
     case JSON_ARRAY: return "array";
@@ -119,7 +119,7 @@ static int js_type_matches(const char *name, const json_t *v) {
 /* A short rendering of a value for messages (at most ~60 characters). */
 static void js_show(const json_t *v, char *out, size_t cap) {
     char *s = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
-    if (!s) { snprintf(out, cap, "(%s)", js_type_of(v)); return; }
+    if (!s) { snprintf(out, cap, "(%s)", tm__json_type_name(v)); return; }
     if (strlen(s) > 60) snprintf(out, cap, "%.57s...", s);
     else snprintf(out, cap, "%s", s);
     free(s);
@@ -314,7 +314,7 @@ static tm_status js_validate(js_ctx *c, const json_t *schema, const json_t *doc)
             if (wl < sizeof want)
                 wl += (size_t)snprintf(want + wl, sizeof want - wl, "%s%s", i ? " or " : "", json_string_value(t));
         }
-        if (!ok) { st = js_fail(c, TM_E_CORRUPT, "expected %s, got %s", want, js_type_of(doc)); goto out; }
+        if (!ok) { st = js_fail(c, TM_E_CORRUPT, "expected %s, got %s", want, tm__json_type_name(doc)); goto out; }
     }
     const json_t *cst = json_object_get(schema, "const");
     if (cst && !js_equal(cst, doc)) {
@@ -501,7 +501,7 @@ tm_status tm__json_int(const json_t *v, const char *doc_name, const char *json_p
     const char *dn = doc_name ? doc_name : "document", *jp = json_path ? json_path : "$";
     if (json_is_integer(v)) { *out = json_integer_value(v); return TM_OK; }
     if (!v) return tm__err_set(err, TM_E_CORRUPT, -1, "%s: %s: missing (an integer is required)", dn, jp);
-    if (!json_is_real(v)) return tm__err_set(err, TM_E_CORRUPT, -1, "%s: %s: expected an integer, got %s", dn, jp, js_type_of(v));
+    if (!json_is_real(v)) return tm__err_set(err, TM_E_CORRUPT, -1, "%s: %s: expected an integer, got %s", dn, jp, tm__json_type_name(v));
     double d = json_real_value(v);
     if (!isfinite(d) || floor(d) != d)
         return tm__err_set(err, TM_E_CORRUPT, -1, "%s: %s: %.17g is not an integer (it has a fractional part)", dn, jp, d);

@@ -20,6 +20,14 @@
 
 #include <jansson.h>
 
+/* tm__json_type_name: the JSON Schema name of v's type: "object", "array", "string",
+** "integer", "number", "boolean", "null" (for messages and type checks). */
+const char *tm__json_type_name(const json_t *v);
+/* tm__json_str: the string value of key k of object o, or NULL (no such key, not a string). */
+static inline const char *tm__json_str(const json_t *o, const char *k) {
+    return json_string_value(json_object_get(o, k));
+}
+
 /* Validate doc against schema (the subset above). Stops at the first violation, in document
 ** order (an object's keywords in the order type, const, enum, minProperties, maxProperties,
 ** propertyNames, required, properties, additionalProperties; arrays: minItems, maxItems, then each element).

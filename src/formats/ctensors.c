@@ -17,6 +17,7 @@
 ** Opening reads nothing but the 16 bytes of each weight_shape.
 */
 #include "file.h"
+#include "pep440.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -74,7 +75,19 @@ typedef struct ct_config {
     ct_pat   *ignore;
     size_t    n_ignore;
     int64_t   fp8_bh, fp8_bw;  /* quant_method fp8: weight_block_size                      */
+    const char *version;       /* quantization_config.version (the writer's release), or NULL */
+    int       pack_modes;      /* pack-quantized layouts that version allows: PACK_DENSE |
+                                  PACK_WORD (unknown: both)                                  */
 } ct_config;
+
+/* pack-quantized bit layouts (../shared/formats/compressed-tensors.md section 3; issue 12):
+** compressed-tensors before 0.18.0 (PR #715) puts 32 div bits codes in each int32 word, the
+** top 32 mod bits bits unused; from 0.18.0 (PR #732) each row is one dense bit stream,
+** ceil(cols*bits/32) words, codes straddling words. Both store code + 2^(bits-1), code j of a
+** word or stream from the lowest bits up, and agree for 1, 2, 4 and 8 bits. */
+#define PACK_DENSE       1
+#define PACK_WORD        2
+#define CT_DENSE_SINCE   "0.18.0"
 
 static void pat_init(ct_pat *p, const char *text) {
     memset(p, 0, sizeof *p);
@@ -251,6 +264,21 @@ static tm_status config_load(tm_file *f, ct_config *c, tm_err *err) {
     if (method ? strcmp(method, "compressed-tensors") != 0 : !json_is_object(groups)) return TM_OK;
     c->is_ct = 1;
     c->format = jstr(qc, "format");
+    c->pack_modes = PACK_DENSE | PACK_WORD;
+    c->version = jstr(qc, "version");
+    if (c->version) {
+        int ok, cmp = tm__pep440_cmp(c->version, CT_DENSE_SINCE, &ok);
+        if (ok) c->pack_modes = cmp < 0 ? PACK_WORD : PACK_DENSE;
+        else {
+            tm_status s = tm__file_add_warning(f, err,
+                                               "config.json: quantization_config.version \"%s\" "
+                                               "is not a PEP 440 version; the pack-quantized bit "
+                                               "layout is taken from the tensor shapes",
+                                               c->version);
+            c->version = NULL;
+            if (s != TM_OK) return s;
+        }
+    }
     size_t ng = json_is_object(groups) ? json_object_size(groups) : 0;
     c->groups = tm__calloc(ng ? ng : 1, sizeof *c->groups);
     c->ignore = pats_from(json_object_get(qc, "ignore"), &c->n_ignore);
@@ -329,8 +357,6 @@ static int is_scale_dtype(tm_dtype dt) {
     return dt == TM_F32 || dt == TM_F16 || dt == TM_BF16 || dt == TM_F64;
 }
 
-static int64_t ceil_div(int64_t a, int64_t b) { return a / b + (a % b != 0); }
-
 static const char *gran_name(const tm_qgran *g) {
     switch (g->kind) {
     case TM_GRAN_TENSOR: return "tensor";
@@ -376,8 +402,8 @@ static ct_res derive_gran(ct_ctx *x, const char *module, const tm_tensor *w, con
     int64_t rows = w->shape[0], cols = w->shape[1];
     int64_t bh = a && a->block_h > 0 ? a->block_h : x->cfg.fp8_bh;
     int64_t bw = a && a->block_w > 0 ? a->block_w : x->cfg.fp8_bw;
-    if (s->ndim == 2 && bh > 0 && bw > 0 && s->shape[0] == ceil_div(rows, bh) &&
-        s->shape[1] == ceil_div(cols, bw) && (s->shape[0] != rows || s->shape[1] != 1)) {
+    if (s->ndim == 2 && bh > 0 && bw > 0 && s->shape[0] == tm__ceil_div(rows, bh) &&
+        s->shape[1] == tm__ceil_div(cols, bw) && (s->shape[0] != rows || s->shape[1] != 1)) {
         g->kind = TM_GRAN_BLOCK;
         g->block_h = bh;
         g->block_w = bw;
@@ -391,14 +417,14 @@ static ct_res derive_gran(ct_ctx *x, const char *module, const tm_tensor *w, con
     }
     if (s->ndim == 2 && s->shape[0] == rows) {
         int64_t k = s->shape[1];
-        int64_t gs = ceil_div(cols, k);
-        if (k > cols || ceil_div(cols, gs) != k)
+        int64_t gs = tm__ceil_div(cols, k);
+        if (k > cols || tm__ceil_div(cols, gs) != k)
             return fail(st, tm__err_set(err, TM_E_CORRUPT, (int64_t)s->offset,
                                         "%s: %s has shape %s: no group size splits %lld columns "
                                         "of %s into %lld groups",
                                         f->maps[s->file_index].path, s->name, ss, (long long)cols,
                                         ws, (long long)k));
-        if (a && a->group_size > 0 && ceil_div(cols, a->group_size) == k) gs = a->group_size;
+        if (a && a->group_size > 0 && tm__ceil_div(cols, a->group_size) == k) gs = a->group_size;
         g->kind = TM_GRAN_GROUP;
         g->axis = 1;
         g->group_size = gs;
@@ -503,38 +529,70 @@ static tm_status set_role(tm_file *f, int64_t i, tm_tensor_role role, int64_t ow
     return TM_OK;
 }
 
-/* Module prefix of a tensor name ending in suffix ("a.b.weight_packed" -> "a.b"); NULL if not. */
-static char *module_of(const char *name, const char *suffix) {
-    size_t n = strlen(name), s = strlen(suffix);
-    if (n < s || strcmp(name + n - s, suffix) != 0) return NULL;
-    if (n == s) return tm__strdup("");
-    if (name[n - s - 1] != '.') return NULL;
-    return tm__strndup(name, n - s - 1);
-}
-
 static char *tensor_name(const char *module, const char *param) {
     return module[0] ? tm__aprintf("%s.%s", module, param) : tm__strdup(param);
 }
 
-static int64_t find_param(const tm_file *f, const char *module, const char *param) {
-    char *n = tensor_name(module, param);
-    if (!n) return -2;
-    int64_t i = tm_file_find(f, n);
-    free(n);
-    return i;
+/* Words of one packed stream of n codes of `bits` in layout mode (PACK_DENSE, PACK_WORD). */
+static int64_t pack_words(int64_t n, int bits, int mode) {
+    return mode == PACK_WORD ? tm__ceil_div(n, 32 / bits) : tm__ceil_div(n * bits, 32);
 }
 
-static const char *path_of(const tm_file *f, const tm_tensor *t) {
-    return f->maps[t->file_index].path;
+/* The layouts among `allowed` in which n codes of `bits` take `words` words. */
+static int pack_modes_fitting(int allowed, int64_t n, int bits, int64_t words) {
+    return ((allowed & PACK_DENSE) && pack_words(n, bits, PACK_DENSE) == words ? PACK_DENSE : 0) |
+           ((allowed & PACK_WORD) && pack_words(n, bits, PACK_WORD) == words ? PACK_WORD : 0);
+}
+
+/* The bit layout of packed tensor t: streams of n `bits`-wide codes in `words` words each (what:
+** "words per row"). *modes = the layouts among `allowed` that fit. None fits: refused (corrupt);
+** both fit and place the codes differently (the config names no version): refused
+** (unsupported). cfg_bits: the width is config.json's num_bits (said in the message). */
+static ct_res pack_layout(ct_ctx *x, const tm_tensor *t, int64_t n, int bits, int64_t words,
+                          int cfg_bits, int allowed, const char *what, int *modes, tm_status *st,
+                          tm_err *err) {
+    const char *path = tm__file_path_of(x->f, t);
+    char ts[160], why[96] = "";
+    tm__st_fmt_shape(ts, sizeof ts, t->ndim, t->shape);
+    if (cfg_bits) snprintf(why, sizeof why, " (config.json num_bits %d)", bits);
+    *modes = pack_modes_fitting(allowed, n, bits, words);
+    int64_t wd = pack_words(n, bits, PACK_DENSE), ww = pack_words(n, bits, PACK_WORD);
+    if (*modes == 0) {
+        char need[200];
+        if (allowed == (PACK_DENSE | PACK_WORD) && ww == wd)
+            snprintf(need, sizeof need, "%lld in either layout", (long long)wd);
+        else if (allowed == (PACK_DENSE | PACK_WORD))
+            snprintf(need, sizeof need, "%lld in the per-word layout of compressed-tensors < %s, "
+                     "%lld in the dense layout of >= %s", (long long)ww, CT_DENSE_SINCE,
+                     (long long)wd, CT_DENSE_SINCE);
+        else
+            snprintf(need, sizeof need, "%lld in the %s layout of compressed-tensors %s "
+                     "(config.json version)", (long long)(allowed == PACK_WORD ? ww : wd),
+                     allowed == PACK_WORD ? "per-word" : "dense", x->cfg.version);
+        return fail(st, tm__err_set(err, TM_E_CORRUPT, (int64_t)t->offset,
+                                    "%s: %s has shape %s: %lld %s cannot hold %lld %d-bit "
+                                    "codes%s; they take %s",
+                                    path, t->name, ts, (long long)words, what, (long long)n, bits,
+                                    why, need));
+    }
+    if (*modes == (PACK_DENSE | PACK_WORD) && 32 % bits != 0 && n > 32 / bits)
+        return fail(st, tm__err_set(err, TM_E_UNSUPPORTED, (int64_t)t->offset,
+                                    "%s: %s has shape %s: %lld %d-bit codes%s in %lld %s fit both "
+                                    "the per-word layout of compressed-tensors < %s and the dense "
+                                    "one of >= %s, which place them differently, and config.json "
+                                    "gives no quantization_config.version; refused",
+                                    path, t->name, ts, (long long)n, bits, why, (long long)words,
+                                    what, CT_DENSE_SINCE, CT_DENSE_SINCE));
+    return CT_OK;
 }
 
 /* pack-quantized: module P with P.weight_packed at index r. */
 static ct_res recognize_packed(ct_ctx *x, int64_t r, const char *P, tm_status *st, tm_err *err) {
     tm_file *f = x->f;
     *st = TM_OK;
-    int64_t si = find_param(f, P, "weight_scale"), shi = find_param(f, P, "weight_shape");
-    int64_t zi = find_param(f, P, "weight_zero_point"), gi = find_param(f, P, "weight_g_idx");
-    int64_t wi = find_param(f, P, "weight");
+    int64_t si = tm__file_find_param(f, P, "weight_scale"), shi = tm__file_find_param(f, P, "weight_shape");
+    int64_t zi = tm__file_find_param(f, P, "weight_zero_point"), gi = tm__file_find_param(f, P, "weight_g_idx");
+    int64_t wi = tm__file_find_param(f, P, "weight");
     if (si == -2 || shi == -2 || zi == -2 || gi == -2 || wi == -2)
         return fail(st, tm__err_set(err, TM_E_NOMEM, -1, "out of memory"));
     const tm_tensor *pk = &f->tensors[r];
@@ -548,13 +606,13 @@ static ct_res recognize_packed(ct_ctx *x, int64_t r, const char *P, tm_status *s
                                              "module is left unrecognised",
                                              P, pk->name));
     const tm_tensor *sh = &f->tensors[shi], *sc = &f->tensors[si];
-    const char *path = path_of(f, pk);
+    const char *path = tm__file_path_of(f, pk);
     /* weight_shape: two int64 (int32 tolerated) holding [rows, cols]. */
     if (!((sh->dtype == TM_I64 || sh->dtype == TM_I32) && sh->ndim == 1)) {
         char shs[160];
         tm__st_fmt_shape(shs, sizeof shs, sh->ndim, sh->shape);
         return fail(st, tm__err_set(err, TM_E_CORRUPT, (int64_t)sh->offset,
-                                    "%s: %s is %s %s; a weight_shape is I64 [2]", path_of(f, sh),
+                                    "%s: %s is %s %s; a weight_shape is I64 [2]", tm__file_path_of(f, sh),
                                     sh->name, tm_dtype_get(sh->dtype)->name, shs));
     }
     if (sh->shape[0] != 2)
@@ -578,7 +636,7 @@ static ct_res recognize_packed(ct_ctx *x, int64_t r, const char *P, tm_status *s
         return fail(st, tm__err_set(err, TM_E_CORRUPT, (int64_t)sh->offset,
                                     "%s: %s holds [%lld, %lld], not a valid weight shape (file "
                                     "byte %llu)",
-                                    path_of(f, sh), sh->name, (long long)rows, (long long)cols,
+                                    tm__file_path_of(f, sh), sh->name, (long long)rows, (long long)cols,
                                     (unsigned long long)sh->offset));
     char ps[160];
     tm__st_fmt_shape(ps, sizeof ps, pk->ndim, pk->shape);
@@ -590,36 +648,35 @@ static ct_res recognize_packed(ct_ctx *x, int64_t r, const char *P, tm_status *s
         return fail(st, tm__err_set(err, TM_E_CORRUPT, (int64_t)pk->offset,
                                     "%s: %s has shape %s but %s says %lld rows", path, pk->name, ps,
                                     sh->name, (long long)rows));
-    /* Code width: the packed row width must be ceil(cols*bits/32) words. */
+    /* Code width: config.json's num_bits; without one, the width whose words per row the
+    ** shape gives (4 and 8 first). Bit layout: the one the writer's version allows. */
     int64_t words = pk->shape[1];
-    int fits[9] = {0}, any = 0;
-    for (int b = 1; b <= 8; b++) {
-        fits[b] = ceil_div(cols * b, 32) == words;
-        any |= fits[b];
-    }
-    if (!any)
-        return fail(st, tm__err_set(err, TM_E_CORRUPT, (int64_t)pk->offset,
-                                    "%s: %s has shape %s: %lld words per row hold %lld codes of "
-                                    "no width 1..8 (%s says %lld columns)",
-                                    path, pk->name, ps, (long long)words, (long long)cols,
-                                    sh->name, (long long)cols));
     const ct_args *a = NULL;
     mod_kind kind = MOD_LINEAR;
     if (x->cfg.is_ct && !is_ignored(&x->cfg, P, kind)) a = args_for(&x->cfg, P, kind);
-    int bits = fits[4] ? 4 : fits[8] ? 8 : 0;
-    if (a && a->num_bits >= 1 && a->num_bits <= 8 && fits[a->num_bits]) bits = a->num_bits;
-    if (bits == 0)
+    int allowed = x->cfg.pack_modes ? x->cfg.pack_modes : PACK_DENSE | PACK_WORD;
+    int bits = a && a->is_float != 1 && a->num_bits >= 1 && a->num_bits <= 8 ? a->num_bits : 0;
+    if (bits == 0) {
+        int fits[9] = {0};
+        for (int b = 1; b <= 8; b++) fits[b] = pack_modes_fitting(allowed, cols, b, words) != 0;
+        bits = fits[4] ? 4 : fits[8] ? 8 : 0;
         for (int b = 1; b <= 8 && !bits; b++)
             if (fits[b]) bits = b;
-    if (bits != 4 && bits != 8)
-        return fail(st, tm__file_add_warning(f, err,
-                                             "%s holds %d-bit codes; only 4 and 8 bits are "
-                                             "supported, left unrecognised",
-                                             pk->name, bits));
+        if (bits == 0)
+            return fail(st, tm__err_set(err, TM_E_CORRUPT, (int64_t)pk->offset,
+                                        "%s: %s has shape %s: %lld words per row hold %lld codes "
+                                        "of no width 1..8 (%s says %lld columns)",
+                                        path, pk->name, ps, (long long)words, (long long)cols,
+                                        sh->name, (long long)cols));
+    }
+    int modes = 0;
+    ct_res lr = pack_layout(x, pk, cols, bits, words, a != NULL && bits == a->num_bits, allowed,
+                            "words per row", &modes, st, err);
+    if (lr != CT_OK) return lr;
     if (!is_scale_dtype(sc->dtype))
         return fail(st, tm__err_set(err, TM_E_CORRUPT, (int64_t)sc->offset,
                                     "%s: %s has dtype %s; a scale is F32, F16, BF16 or F64",
-                                    path_of(f, sc), sc->name, tm_dtype_get(sc->dtype)->name));
+                                    tm__file_path_of(f, sc), sc->name, tm_dtype_get(sc->dtype)->name));
     /* Granularity against the logical weight shape. */
     tm_tensor logical = *pk;
     logical.ndim = 2;
@@ -632,7 +689,7 @@ static ct_res recognize_packed(ct_ctx *x, int64_t r, const char *P, tm_status *s
     tm_qtensor q;
     memset(&q, 0, sizeof q);
     q.g_idx_tensor = -1;
-    q.code_dtype = bits == 4 ? TM_I4 : TM_I8;
+    q.code_dtype = bits <= 4 ? TM_I4 : TM_I8;
     q.qmin = -((int64_t)1 << (bits - 1));
     q.qmax = ((int64_t)1 << (bits - 1)) - 1;
     q.gran = g;
@@ -650,20 +707,28 @@ static ct_res recognize_packed(ct_ctx *x, int64_t r, const char *P, tm_status *s
         tm__st_fmt_shape(ss, sizeof ss, sc->ndim, sc->shape);
         int64_t srows = sc->ndim == 2 ? sc->shape[0] : sc->n_elems;
         int64_t scols = sc->ndim == 2 ? sc->shape[1] : 1;
+        int64_t zw = pack_words(srows, bits, modes & PACK_DENSE ? PACK_DENSE : PACK_WORD);
         if (z->dtype == TM_I32 && z->ndim == 2 && g.kind != TM_GRAN_TENSOR &&
-            z->shape[0] == ceil_div(srows * bits, 32) && z->shape[1] == scols) {
-            /* packed along dim 0, like the weights */
+            z->shape[1] == scols && pack_modes_fitting(modes, srows, bits, z->shape[0])) {
+            /* packed along dim 0, like the weights, in a layout the codes allow */
+            lr = pack_layout(x, z, srows, bits, z->shape[0], 0, modes, "words per column",
+                             &modes, st, err);
+            if (lr != CT_OK) return lr;
         } else if (z->dtype == TM_I8 && z->n_elems == sc->n_elems) {
             q.zp_packing = (tm_packing){TM_I8, 8, 1, -1, 0, 1};
         } else {
             return fail(st, tm__err_set(err, TM_E_CORRUPT, (int64_t)z->offset,
                                         "%s: %s is %s %s; with %s %s it must be I32 [%lld, %lld] "
                                         "(packed along dim 0) or I8 %s",
-                                        path_of(f, z), z->name, tm_dtype_get(z->dtype)->name, zs,
-                                        sc->name, ss, (long long)ceil_div(srows * bits, 32),
-                                        (long long)scols, ss));
+                                        tm__file_path_of(f, z), z->name, tm_dtype_get(z->dtype)->name, zs,
+                                        sc->name, ss, (long long)zw, (long long)scols, ss));
         }
         q.zero_point_tensor = zi;
+    }
+    /* per word where only that layout fits and it differs from the dense one */
+    if (modes == PACK_WORD && 32 % bits != 0) {
+        q.packing.lsb_first = TM_PACK_LSB_PER_WORD;
+        if (q.zp_packing.container == TM_I32) q.zp_packing.lsb_first = TM_PACK_LSB_PER_WORD;
     }
     q.symmetric = zi < 0;
     if (gi >= 0) {
@@ -672,7 +737,7 @@ static ct_res recognize_packed(ct_ctx *x, int64_t r, const char *P, tm_status *s
             char gs[160];
             tm__st_fmt_shape(gs, sizeof gs, gt->ndim, gt->shape);
             return fail(st, tm__err_set(err, TM_E_CORRUPT, (int64_t)gt->offset,
-                                        "%s: %s is %s %s; a g_idx is I32 [%lld]", path_of(f, gt),
+                                        "%s: %s is %s %s; a g_idx is I32 [%lld]", tm__file_path_of(f, gt),
                                         gt->name, tm_dtype_get(gt->dtype)->name, gs,
                                         (long long)cols));
         }
@@ -707,22 +772,22 @@ static ct_res recognize_unpacked(ct_ctx *x, int64_t wi, const char *P, tm_status
     *st = TM_OK;
     const tm_tensor *w = &f->tensors[wi];
     int is_fp8 = w->dtype == TM_F8_E4M3 || w->dtype == TM_F8_E5M2;
-    int64_t si = find_param(f, P, "weight_scale"), inv = -1;
+    int64_t si = tm__file_find_param(f, P, "weight_scale"), inv = -1;
     if (si == -2) return fail(st, tm__err_set(err, TM_E_NOMEM, -1, "out of memory"));
     if (si < 0 && is_fp8) {
-        inv = find_param(f, P, "weight_scale_inv");
+        inv = tm__file_find_param(f, P, "weight_scale_inv");
         if (inv == -2) return fail(st, tm__err_set(err, TM_E_NOMEM, -1, "out of memory"));
         si = inv;
     }
     if (si < 0) return CT_SKIP; /* a plain int8/fp8 tensor */
-    int64_t zi = find_param(f, P, "weight_zero_point"), gi = find_param(f, P, "weight_g_idx");
+    int64_t zi = tm__file_find_param(f, P, "weight_zero_point"), gi = tm__file_find_param(f, P, "weight_g_idx");
     if (zi == -2 || gi == -2) return fail(st, tm__err_set(err, TM_E_NOMEM, -1, "out of memory"));
     const tm_tensor *sc = &f->tensors[si];
     if (sc->role != TM_ROLE_DATA) return CT_SKIP;
     if (!is_scale_dtype(sc->dtype))
         return fail(st, tm__err_set(err, TM_E_CORRUPT, (int64_t)sc->offset,
                                     "%s: %s has dtype %s; a scale is F32, F16, BF16 or F64",
-                                    path_of(f, sc), sc->name, tm_dtype_get(sc->dtype)->name));
+                                    tm__file_path_of(f, sc), sc->name, tm_dtype_get(sc->dtype)->name));
     mod_kind kind = module_kind(P, w->ndim);
     const ct_args *a = NULL;
     if (x->cfg.is_ct && !is_ignored(&x->cfg, P, kind)) a = args_for(&x->cfg, P, kind);
@@ -768,7 +833,7 @@ static ct_res recognize_unpacked(ct_ctx *x, int64_t wi, const char *P, tm_status
         } else if (z->dtype != TM_I8 || z->n_elems != sc->n_elems) {
             return fail(st, tm__err_set(err, TM_E_CORRUPT, (int64_t)z->offset,
                                         "%s: %s is %s %s; it must be I8 shaped like %s %s",
-                                        path_of(f, z), z->name, tm_dtype_get(z->dtype)->name, zs,
+                                        tm__file_path_of(f, z), z->name, tm_dtype_get(z->dtype)->name, zs,
                                         sc->name, ss));
         } else {
             q.zero_point_tensor = zi;
@@ -782,7 +847,7 @@ static ct_res recognize_unpacked(ct_ctx *x, int64_t wi, const char *P, tm_status
             tm__st_fmt_shape(gs, sizeof gs, gt->ndim, gt->shape);
             return fail(st, tm__err_set(err, TM_E_CORRUPT, (int64_t)gt->offset,
                                         "%s: %s is %s %s; a g_idx is I32 [columns of %s]",
-                                        path_of(f, gt), gt->name, tm_dtype_get(gt->dtype)->name, gs,
+                                        tm__file_path_of(f, gt), gt->name, tm_dtype_get(gt->dtype)->name, gs,
                                         w->name));
         }
     }
@@ -808,7 +873,7 @@ static tm_status check_dense(ct_ctx *x, tm_err *err) {
         if (t->quant || t->role != TM_ROLE_DATA || t->ndim != 2) continue;
         if (!(t->dtype == TM_F32 || t->dtype == TM_F16 || t->dtype == TM_BF16 || t->dtype == TM_F64))
             continue;
-        char *P = module_of(t->name, "weight");
+        char *P = tm__module_of(t->name, "weight");
         if (!P) continue;
         mod_kind kind = module_kind(P, t->ndim);
         const ct_args *a = is_ignored(&x->cfg, P, kind) ? NULL : args_for(&x->cfg, P, kind);
@@ -835,7 +900,7 @@ tm_status tm__ctensors_recognize(tm_file *f, tm_err *err) {
     for (int64_t i = 0; s == TM_OK && i < n; i++) {
         const tm_tensor *t = &f->tensors[i];
         if (t->role != TM_ROLE_DATA || t->quant) continue;
-        char *P = module_of(t->name, "weight_packed");
+        char *P = tm__module_of(t->name, "weight_packed");
         if (!P) continue;
         tm_status st = TM_OK;
         ct_res r = recognize_packed(&x, i, P, &st, err);
@@ -847,7 +912,7 @@ tm_status tm__ctensors_recognize(tm_file *f, tm_err *err) {
         const tm_tensor *t = &f->tensors[i];
         if (t->role != TM_ROLE_DATA || t->quant) continue;
         if (t->dtype != TM_I8 && t->dtype != TM_F8_E4M3 && t->dtype != TM_F8_E5M2) continue;
-        char *P = module_of(t->name, "weight");
+        char *P = tm__module_of(t->name, "weight");
         if (!P) continue;
         tm_status st = TM_OK;
         ct_res r = recognize_unpacked(&x, i, P, &st, err);

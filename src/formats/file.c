@@ -391,3 +391,27 @@ const char *tm_format_name(tm_format f) {
     default: return "unknown";
     }
 }
+
+/* "[4, 8]" into buf (truncated with "..." when it does not fit). */
+void tm__st_fmt_shape(char *buf, size_t n, int ndim, const int64_t *shape) {
+    size_t pos = 0;
+    if (n == 0) return;
+    buf[0] = '\0';
+    int w = snprintf(buf, n, "[");
+    if (w < 0) return;
+    pos = (size_t)w;
+    for (int d = 0; d < ndim && pos < n; d++) {
+        w = snprintf(buf + pos, n - pos, "%s%lld", d ? ", " : "", (long long)shape[d]);
+        if (w < 0) return;
+        pos += (size_t)w;
+    }
+    if (pos < n) snprintf(buf + pos, n - pos, "]");
+}
+
+int64_t tm__file_find_param(const tm_file *f, const char *module, const char *param) {
+    char *n = module[0] ? tm__aprintf("%s.%s", module, param) : tm__strdup(param);
+    if (!n) return -2;
+    int64_t i = tm_file_find(f, n);
+    free(n);
+    return i;
+}

@@ -57,6 +57,13 @@ tm_status tm__file_add_warning(tm_file *f, tm_err *err, const char *fmt, ...) TM
 /* Build the name index; call when the tensor list is final. Duplicate logical names are
 ** TM_E_CORRUPT. */
 tm_status tm__file_finish(tm_file *f, tm_err *err);
+/* tm__file_find_param: the index of tensor "<module>.<param>" (just "<param>" when module is
+** ""), -1 when absent, -2 when out of memory (the recognizers' lookup of a module's parts). */
+int64_t tm__file_find_param(const tm_file *f, const char *module, const char *param);
+/* tm__file_path_of: the path of the file of the checkpoint that holds tensor t. */
+static inline const char *tm__file_path_of(const tm_file *f, const tm_tensor *t) {
+    return f->maps[t->file_index].path;
+}
 /* Element count of shape (1 for ndim 0); 0 on overflow with *ok = 0. */
 int64_t tm__shape_numel(int ndim, const int64_t *shape, int *ok);
 
@@ -70,7 +77,7 @@ tm_status tm__safetensors_open_buffer(const void *data, size_t n, const char *na
 /* NumPy (npy.c) and zip checkpoints: .npz or PyTorch by content (zipckpt.c, pt_zip.c). */
 int       tm__npy_probe(const uint8_t *head, size_t n, const char *path);
 tm_status tm__npy_open(const char *path, const tm_open_params *p, tm_file **out, tm_err *err);
-/* a .npy image or an .npz archive held in memory */
+/* a .npy image held in memory (an .npz one: tm__zip_ckpt_open_buffer) */
 tm_status tm__npy_open_buffer(const void *data, size_t n, const char *name,
                               const tm_open_params *p, tm_file **out, tm_err *err);
 int       tm__zip_probe(const uint8_t *head, size_t n, const char *path);
@@ -94,15 +101,18 @@ tm_status tm__gguf_open_buffer(const void *data, size_t n, const char *name,
 int       tm__pt_legacy_probe(const uint8_t *head, size_t n, const char *path);
 tm_status tm__pt_legacy_open(const char *path, const tm_open_params *p, tm_file **out,
                              tm_err *err);
-/* a zip checkpoint or a legacy stream held in memory */
+/* a legacy stream held in memory (a zip checkpoint: tm__zip_ckpt_open_buffer) */
 tm_status tm__pt_open_buffer(const void *data, size_t n, const char *name,
                              const tm_open_params *p, tm_file **out, tm_err *err);
 
-/* safetensors helpers shared by the reader, the writer and the compressed-tensors recognizer. */
+/* Quantized-layout recognizers of safetensors checkpoints, run by the reader through its
+** table of recognizers after the listing is finished: compressed-tensors (ctensors.c). */
 tm_status tm__ctensors_recognize(tm_file *f, tm_err *err);
 /* GPTQ and AWQ qweight/qzeros/scales/g_idx modules (gptq.c); run after tm__ctensors_recognize. */
 tm_status tm__gptq_recognize(tm_file *f, tm_err *err);
+/* "[4, 8]" into buf (truncated when it does not fit); file.c, for every reader's messages. */
 void      tm__st_fmt_shape(char *buf, size_t n, int ndim, const int64_t *shape);
+/* The safetensors dtypes (safetensors.c). */
 int       tm__st_dtype_ok(tm_dtype dt);
 
 #endif

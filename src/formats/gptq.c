@@ -33,7 +33,9 @@
 ** zero points then read as v1, with a warning). Where tensors contradict each other or the
 ** config the file is refused (TM_E_CORRUPT) naming tensor and reason; 3-bit GPTQ (fields that
 ** straddle words), other GPTQ checkpoint formats and other AWQ versions are TM_E_UNSUPPORTED.
-** Opening reads headers only.
+** Opening reads headers, and the qzeros of 4-bit GPTQ read as v1 (not declared asymmetric):
+** where every stored zero is 8 (gptq_v2's symmetric zero; a v1 writer stores 7) a warning says
+** the file may be gptq_v2 (issue 12 item 2).
 */
 #include "file.h"
 
@@ -60,6 +62,7 @@ typedef struct gq_config {
     int64_t   group_size;   /* 0 unknown, -1 per channel                                */
     int       v2;           /* GPTQ checkpoint_format gptq_v2                          */
     int       desc_act;     /* -1 unknown                                               */
+    int       sym;          /* -1 unknown                                               */
 } gq_config;
 
 static int64_t jint(json_t *o, const char *key, int64_t dflt) {
@@ -109,6 +112,7 @@ static tm_status config_load(tm_file *f, gq_config *c, tm_err *err) {
     memset(c, 0, sizeof *c);
     c->bits = -1;
     c->desc_act = -1;
+    c->sym = -1;
     if (!f->config_json) return TM_OK;
     json_t *root = json_loads(f->config_json, 0, NULL);
     if (!root) return TM_OK;
@@ -139,6 +143,7 @@ static tm_status config_load(tm_file *f, gq_config *c, tm_err *err) {
         c->bits = (int)jint(qc, "bits", jint(qc, "w_bit", -1));
         c->group_size = jint(qc, "group_size", jint(qc, "q_group_size", 0));
         c->desc_act = jbool(qc, "desc_act");
+        c->sym = jbool(qc, "sym");
         const char *fmt = json_string_value(json_object_get(qc, method == GQ_GPTQ ? "checkpoint_format" : "version"));
         if (!fmt && method == GQ_GPTQ) fmt = json_string_value(json_object_get(qc, "format"));
         if (method == GQ_GPTQ && fmt && strcasecmp(fmt, "gptq_v2") == 0) c->v2 = 1;
@@ -160,28 +165,6 @@ static tm_status config_load(tm_file *f, gq_config *c, tm_err *err) {
 
 /* ---------------------------------------------------------------------------------------- */
 
-static char *module_of(const char *name, const char *suffix) {
-    size_t n = strlen(name), s = strlen(suffix);
-    if (n < s || strcmp(name + n - s, suffix) != 0) return NULL;
-    if (n == s) return tm__strdup("");
-    if (name[n - s - 1] != '.') return NULL;
-    return tm__strndup(name, n - s - 1);
-}
-
-static int64_t find_param(const tm_file *f, const char *module, const char *param) {
-    char *n = module[0] ? tm__aprintf("%s.%s", module, param) : tm__strdup(param);
-    if (!n) return -2;
-    int64_t i = tm_file_find(f, n);
-    free(n);
-    return i;
-}
-
-static const char *path_of(const tm_file *f, const tm_tensor *t) {
-    return f->maps[t->file_index].path;
-}
-
-static int64_t ceil_div(int64_t a, int64_t b) { return a / b + (a % b != 0); }
-
 static void set_role(tm_file *f, int64_t i, tm_tensor_role role, int64_t owner) {
     tm_tensor *t = tm__file_tensor_mut(f, i);
     if (t) {
@@ -194,17 +177,38 @@ static void set_role(tm_file *f, int64_t i, tm_tensor_role role, int64_t owner) 
 static tm_status bad(const tm_file *f, const tm_tensor *t, tm_err *err, const char *reason) {
     char sh[160];
     tm__st_fmt_shape(sh, sizeof sh, t->ndim, t->shape);
-    return tm__err_set(err, TM_E_CORRUPT, (int64_t)t->offset, "%s: %s is %s %s; %s", path_of(f, t),
+    return tm__err_set(err, TM_E_CORRUPT, (int64_t)t->offset, "%s: %s is %s %s; %s", tm__file_path_of(f, t),
                        t->name, tm_dtype_get(t->dtype)->name, sh, reason);
 }
 
 static int bits_ok(int b) { return b == 2 || b == 4 || b == 8; }
 
-/* One module P with P.qweight at index wi. *warned: the "no config" warning was given. */
+/* GPTQ v1 4-bit: 1 when every stored zero point field of qzeros (I32 [G, ceil(N/8)], N
+** columns) is 8, the symmetric zero of gptq_v2; v1 stores z - 1, so a v1 writer stores 7.
+** Reads the qzeros data (small: N*G/2 bytes). */
+static tm_status zeros_all_8(const tm_file *f, int64_t zi, int64_t G, int64_t N, int *all8,
+                             tm_err *err) {
+    const tm_tensor *qz = &f->tensors[zi];
+    const void *p;
+    *all8 = 0;
+    int64_t wpr = qz->shape[1];
+    tm_status s = tm_tensor_data(f, zi, 0, qz->n_bytes, &p, err); /* [G, wpr] I32, checked */
+    if (s) return s;
+    for (int64_t g = 0; g < G; g++)
+        for (int64_t n = 0; n < N; n++) {
+            uint32_t w = tm__ld32((const uint8_t *)p + (uint64_t)(g * wpr + n / 8) * 4);
+            if (((w >> (4 * (n % 8))) & 15u) != 8u) return TM_OK;
+        }
+    *all8 = 1;
+    return TM_OK;
+}
+
+/* One module P with P.qweight at index wi. *warned: the "no config" warning was given.
+** *v2_like: set to the logical index when GPTQ v1 4-bit zero points all read 8 (-1 untouched). */
 static tm_status recognize_one(tm_file *f, const gq_config *cfg, int64_t wi, const char *P,
-                               int *warned, tm_err *err) {
-    int64_t si = find_param(f, P, "scales"), zi = find_param(f, P, "qzeros");
-    int64_t gi = find_param(f, P, "g_idx");
+                               int *warned, int64_t *v2_like, tm_err *err) {
+    int64_t si = tm__file_find_param(f, P, "scales"), zi = tm__file_find_param(f, P, "qzeros");
+    int64_t gi = tm__file_find_param(f, P, "g_idx");
     if (si == -2 || zi == -2 || gi == -2) return tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
     const tm_tensor *qw = &f->tensors[wi];
     if (si < 0 || zi < 0)
@@ -250,20 +254,20 @@ static tm_status recognize_one(tm_file *f, const gq_config *cfg, int64_t wi, con
         bits = cfg->bits;
         if (bits < 0) { /* from qzeros (and g_idx when present) */
             for (int b = 8; b >= 2 && bits < 0; b /= 2)
-                if (qz->shape[1] == ceil_div(N * b, 32) &&
+                if (qz->shape[1] == tm__ceil_div(N * b, 32) &&
                     (!gt || gt->ndim != 1 || gt->shape[0] == qw->shape[0] * (32 / b)))
                     bits = b;
-            if (bits < 0 && qz->shape[1] == ceil_div(N * 3, 32)) bits = 3;
+            if (bits < 0 && qz->shape[1] == tm__ceil_div(N * 3, 32)) bits = 3;
         }
         if (bits == 3)
             return tm__err_set(err, TM_E_UNSUPPORTED, (int64_t)qw->offset,
                                "%s: %s holds 3-bit GPTQ codes, whose fields straddle 32-bit "
-                               "words; not supported (2, 4 and 8 bits are)", path_of(f, qw), qw->name);
+                               "words; not supported (2, 4 and 8 bits are)", tm__file_path_of(f, qw), qw->name);
         if (!bits_ok(bits)) {
             if (cfg->bits > 0)
                 return tm__err_set(err, TM_E_UNSUPPORTED, (int64_t)qw->offset,
                                    "%s: %s: config.json says %d-bit GPTQ codes; 2, 4 and 8 bits "
-                                   "are supported", path_of(f, qw), qw->name, bits);
+                                   "are supported", tm__file_path_of(f, qw), qw->name, bits);
             snprintf(e, sizeof e, "with %s [%lld, %lld] no code width 2, 4 or 8 gives its %lld "
                      "packed columns", sc->name, (long long)G, (long long)N, (long long)qz->shape[1]);
             return bad(f, qz, err, e);
@@ -274,7 +278,7 @@ static tm_status recognize_one(tm_file *f, const gq_config *cfg, int64_t wi, con
         if (bits != 4)
             return tm__err_set(err, TM_E_UNSUPPORTED, (int64_t)qw->offset,
                                "%s: %s: config.json says %d-bit AWQ codes; the GEMM layout is "
-                               "read for 4 bits only", path_of(f, qw), qw->name, bits);
+                               "read for 4 bits only", tm__file_path_of(f, qw), qw->name, bits);
         if (qw->shape[1] * 8 != N) {
             snprintf(e, sizeof e, "AWQ packs 8 codes per word along out_features, so it must have "
                      "%lld / 8 columns (%s is [%lld, %lld])", (long long)N, sc->name, (long long)G,
@@ -291,9 +295,9 @@ static tm_status recognize_one(tm_file *f, const gq_config *cfg, int64_t wi, con
     int64_t numel;
     if (K < 1 || N < 1) return bad(f, qw, err, "an empty quantized weight");
     if (!tm__mul_i64_ok(N, K, &numel)) return bad(f, qw, err, "out_features x in_features overflows");
-    if (qz->shape[0] != G || qz->shape[1] != ceil_div(N, per)) {
+    if (qz->shape[0] != G || qz->shape[1] != tm__ceil_div(N, per)) {
         snprintf(e, sizeof e, "with %s [%lld, %lld] and %d-bit codes it must be I32 [%lld, %lld]",
-                 sc->name, (long long)G, (long long)N, bits, (long long)G, (long long)ceil_div(N, per));
+                 sc->name, (long long)G, (long long)N, bits, (long long)G, (long long)tm__ceil_div(N, per));
         return bad(f, qz, err, e);
     }
     if (gt && (gt->dtype != TM_I32 || gt->ndim != 1 || gt->shape[0] != K)) {
@@ -305,7 +309,7 @@ static tm_status recognize_one(tm_file *f, const gq_config *cfg, int64_t wi, con
     tm_qgran g;
     memset(&g, 0, sizeof g);
     int64_t gs = cfg->group_size;
-    if (gs == 0) gs = G == 1 ? -1 : ceil_div(K, G);
+    if (gs == 0) gs = G == 1 ? -1 : tm__ceil_div(K, G);
     if (gs == -1) {
         if (G != 1) {
             snprintf(e, sizeof e, "per-channel scales (group_size %lld, in_features %lld) are "
@@ -314,9 +318,9 @@ static tm_status recognize_one(tm_file *f, const gq_config *cfg, int64_t wi, con
         }
         g.kind = TM_GRAN_CHANNEL;
         g.axis = 0;
-    } else if (gs < 1 || ceil_div(K, gs) != G) {
+    } else if (gs < 1 || tm__ceil_div(K, gs) != G) {
         snprintf(e, sizeof e, "group_size %lld over in_features %lld gives %lld groups, not %lld",
-                 (long long)gs, (long long)K, gs > 0 ? (long long)ceil_div(K, gs) : 0LL, (long long)G);
+                 (long long)gs, (long long)K, gs > 0 ? (long long)tm__ceil_div(K, gs) : 0LL, (long long)G);
         return bad(f, sc, err, e);
     } else {
         g.kind = TM_GRAN_GROUP;
@@ -336,6 +340,12 @@ static tm_status recognize_one(tm_file *f, const gq_config *cfg, int64_t wi, con
                                            qw->name);
         if (s) return s;
     }
+    if (m == GQ_GPTQ && !cfg->v2 && bits == 4 && cfg->sym != 0) {
+        int all8;
+        tm_status s = zeros_all_8(f, zi, G, N, &all8, err);
+        if (s) return s;
+        if (all8) *v2_like = wi;
+    }
     tm_qtensor q;
     memset(&q, 0, sizeof q);
     q.code_dtype = bits == 8 ? TM_U8 : TM_U4;
@@ -353,7 +363,7 @@ static tm_status recognize_one(tm_file *f, const gq_config *cfg, int64_t wi, con
     q.g_idx_tensor = gt && g.kind == TM_GRAN_GROUP ? gi : -1;
     q.transposed = 1;
     q.field_order = m == GQ_AWQ ? awq_field_of : NULL;
-    int64_t dense = find_param(f, P, "weight");
+    int64_t dense = tm__file_find_param(f, P, "weight");
     if (dense == -2) return tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
     tm_status s = TM_OK;
     if (dense < 0) {
@@ -382,13 +392,27 @@ tm_status tm__gptq_recognize(tm_file *f, tm_err *err) {
     tm_status s = config_load(f, &cfg, err);
     if (s || cfg.other) return s; /* another method's config: its recogniser's business */
     int warned = 0;
+    int64_t n_v2_like = 0, n_v1 = 0, first_v2_like = -1;
     for (int64_t i = 0; s == TM_OK && i < f->n_tensors; i++) {
         const tm_tensor *t = &f->tensors[i];
         if (t->role != TM_ROLE_DATA || t->quant) continue;
-        char *P = module_of(t->name, "qweight");
+        char *P = tm__module_of(t->name, "qweight");
         if (!P) continue;
-        s = recognize_one(f, &cfg, i, P, &warned, err);
+        int64_t v2_like = -1;
+        s = recognize_one(f, &cfg, i, P, &warned, &v2_like, err);
         free(P);
+        if (s == TM_OK && f->tensors[i].quant && strcmp(f->tensors[i].quant->layout, LAYOUT_GPTQ_V1) == 0)
+            n_v1++;
+        if (v2_like >= 0 && n_v2_like++ == 0) first_v2_like = v2_like;
     }
+    /* v1 stores z - 1: a symmetric 4-bit writer stores 7; all 8 is gptq_v2's symmetric zero */
+    if (s == TM_OK && n_v2_like > 0)
+        s = tm__file_add_warning(f, err,
+                                 "%s (%lld of %lld GPTQ tensors read as checkpoint_format \"gptq\"):"
+                                 " sym 4-bit but stored zeros = 8; under v1 the effective zero is "
+                                 "9; the file may be gptq_v2 (set checkpoint_format \"gptq_v2\" in "
+                                 "its quantization_config if so)",
+                                 f->tensors[first_v2_like].phys_name, (long long)n_v2_like,
+                                 (long long)n_v1);
     return s;
 }

@@ -41,6 +41,7 @@
 #include "file.h"
 #include "../core/fsutil.h"
 #include "tensormorph/graph.h"
+#include "tensormorph/experimental.h"
 
 #include "onnx.pb-c.h"
 
@@ -589,17 +590,17 @@ static int64_t attr_int(const Onnx__NodeProto *n, const char *name, int64_t dflt
 static int is_onnx_domain(const char *d) { return !d || !*d || !strcmp(d, "ai.onnx"); }
 static int is_ms_domain(const char *d) { return d && !strcmp(d, "com.microsoft"); }
 
-static tm_gq_kind node_qkind(const char *op, const char *dom) {
+static tm_qnode_kind node_qkind(const char *op, const char *dom) {
     int std = is_onnx_domain(dom), ms = is_ms_domain(dom);
-    if (!std && !ms) return TM_GQ_NONE;
-    if (!strcmp(op, "DequantizeLinear")) return TM_GQ_DEQUANTIZE;
-    if (!strcmp(op, "QuantizeLinear")) return TM_GQ_QUANTIZE;
-    if (!strcmp(op, "DynamicQuantizeLinear")) return TM_GQ_DYNAMIC_QUANTIZE;
+    if (!std && !ms) return TM_QNODE_NONE;
+    if (!strcmp(op, "DequantizeLinear")) return TM_QNODE_DEQUANTIZE;
+    if (!strcmp(op, "QuantizeLinear")) return TM_QNODE_QUANTIZE;
+    if (!strcmp(op, "DynamicQuantizeLinear")) return TM_QNODE_DYNAMIC_QUANTIZE;
     if (!strcmp(op, "QLinearConv") || !strcmp(op, "QLinearMatMul") || !strcmp(op, "QGemm"))
-        return TM_GQ_QOPERATOR;
-    if (!strcmp(op, "MatMulInteger") || !strcmp(op, "ConvInteger")) return TM_GQ_INTEGER;
-    if (ms && !strcmp(op, "MatMulNBits")) return TM_GQ_MATMULNBITS;
-    return TM_GQ_NONE;
+        return TM_QNODE_QOPERATOR;
+    if (!strcmp(op, "MatMulInteger") || !strcmp(op, "ConvInteger")) return TM_QNODE_INTEGER;
+    if (ms && !strcmp(op, "MatMulNBits")) return TM_QNODE_MATMULNBITS;
+    return TM_QNODE_NONE;
 }
 
 static tm_status walk_graph(ox_ctx *c, const Onnx__GraphProto *g, const char *gpath, int depth,
@@ -1062,7 +1063,7 @@ static void infer_types(ox_state *st) {
     for (int64_t i = 0; i < st->n_nodes; i++) {
         ox_node *on = &st->nodes[i];
         /* an omitted optional output ("") has no value */
-        if (on->pub.qkind == TM_GQ_NONE || on->pub.n_outputs < 1 || on->io[on->pub.n_inputs] < 0)
+        if (on->pub.qkind == TM_QNODE_NONE || on->pub.n_outputs < 1 || on->io[on->pub.n_inputs] < 0)
             continue;
         tm_graph_value *y = &st->values[on->io[on->pub.n_inputs]];
         const tm_graph_value *x = in_v(on, 0) >= 0 ? &st->values[in_v(on, 0)] : NULL;
@@ -1070,15 +1071,15 @@ static void infer_types(ox_state *st) {
         const tm_graph_value *zp = in_v(on, 2) >= 0 ? &st->values[in_v(on, 2)] : NULL;
         int elem = 0, same_shape = 0;
         switch (on->pub.qkind) {
-        case TM_GQ_DEQUANTIZE: /* y has the scale's type (output_dtype in newer opsets) */
+        case TM_QNODE_DEQUANTIZE: /* y has the scale's type (output_dtype in newer opsets) */
             elem = on->out_dtype ? on->out_dtype : (sc ? sc->elem_type : 0);
             same_shape = 1;
             break;
-        case TM_GQ_QUANTIZE: /* y has the zero point's type, else output_dtype, else uint8 */
+        case TM_QNODE_QUANTIZE: /* y has the zero point's type, else output_dtype, else uint8 */
             elem = zp && zp->elem_type ? zp->elem_type : (on->out_dtype ? on->out_dtype : OX_UINT8);
             same_shape = 1;
             break;
-        case TM_GQ_DYNAMIC_QUANTIZE:
+        case TM_QNODE_DYNAMIC_QUANTIZE:
             elem = OX_UINT8;
             same_shape = 1;
             for (int k = 1; k <= 2 && k < on->pub.n_outputs; k++) {
@@ -1088,13 +1089,13 @@ static void infer_types(ox_state *st) {
                     value_set_type(&st->values[o], k == 1 ? OX_FLOAT : OX_UINT8, 0, none);
             }
             break;
-        case TM_GQ_QOPERATOR: { /* y has y_zero_point's type */
+        case TM_QNODE_QOPERATOR: { /* y has y_zero_point's type */
             int64_t yz = in_v(on, !strcmp(on->pub.op_type, "QGemm") ? 8 : 7);
             elem = yz >= 0 ? st->values[yz].elem_type : 0;
             break;
         }
-        case TM_GQ_INTEGER: elem = OX_INT32; break;
-        case TM_GQ_MATMULNBITS: elem = x ? x->elem_type : 0; break;
+        case TM_QNODE_INTEGER: elem = OX_INT32; break;
+        case TM_QNODE_MATMULNBITS: elem = x ? x->elem_type : 0; break;
         default: break;
         }
         if (!y->elem_type && elem > 0) value_set_type(y, elem, -1, NULL);
@@ -1110,7 +1111,7 @@ static tm_status recognize(ox_ctx *c, int64_t *n_points, tm_err *err) {
         ox_node *on = &st->nodes[i];
         const char *op = on->pub.op_type;
         switch (on->pub.qkind) {
-        case TM_GQ_DEQUANTIZE: {
+        case TM_QNODE_DEQUANTIZE: {
             int64_t x = in_v(on, 0), sv = in_v(on, 1), zv = in_v(on, 2);
             mark_q(st, x, sv, zv, on->axis, on->block_size);
             int64_t ci = val_tensor(st, x), si = val_tensor(st, sv), zi = val_tensor(st, zv);
@@ -1120,16 +1121,16 @@ static tm_status recognize(ox_ctx *c, int64_t *n_points, tm_err *err) {
                                                         : "onnx/DequantizeLinear", err);
             break;
         }
-        case TM_GQ_QUANTIZE: case TM_GQ_DYNAMIC_QUANTIZE: {
+        case TM_QNODE_QUANTIZE: case TM_QNODE_DYNAMIC_QUANTIZE: {
             int64_t y = on->pub.n_outputs > 0 ? on->io[on->pub.n_inputs] : -1;
-            if (on->pub.qkind == TM_GQ_QUANTIZE)
+            if (on->pub.qkind == TM_QNODE_QUANTIZE)
                 mark_q(st, y, in_v(on, 1), in_v(on, 2), on->axis, on->block_size);
             else if (on->pub.n_outputs >= 3)
                 mark_q(st, y, on->io[on->pub.n_inputs + 1], on->io[on->pub.n_inputs + 2], 1, 0);
             if (val_tensor(st, in_v(on, 0)) < 0) (*n_points)++;
             break;
         }
-        case TM_GQ_QOPERATOR: {
+        case TM_QNODE_QOPERATOR: {
             /* QLinearConv / QLinearMatMul: x,xs,xz, w,ws,wz, ys,yz; QGemm: A,as,az, B,bs,bz, C,ys,yz */
             mark_q(st, in_v(on, 0), in_v(on, 1), in_v(on, 2), 1, 0);
             mark_q(st, in_v(on, 3), in_v(on, 4), in_v(on, 5), 1, 0);
@@ -1153,11 +1154,11 @@ static tm_status recognize(ox_ctx *c, int64_t *n_points, tm_err *err) {
             }
             break;
         }
-        case TM_GQ_INTEGER:
+        case TM_QNODE_INTEGER:
             mark_q(st, in_v(on, 0), -1, in_v(on, 2), 1, 0);
             mark_q(st, in_v(on, 1), -1, in_v(on, 3), 1, 0);
             break;
-        case TM_GQ_MATMULNBITS:
+        case TM_QNODE_MATMULNBITS:
             s = recognize_nbits(c, on, err);
             break;
         default: break;
@@ -1509,15 +1510,15 @@ int64_t tm_graph_find_value(const tm_file *f, const char *name) {
     return j ? (int64_t)json_integer_value(j) : -1;
 }
 
-const char *tm_gq_kind_name(tm_gq_kind k) {
+const char *tm_qnode_kind_name(tm_qnode_kind k) {
     switch (k) {
-    case TM_GQ_NONE: return "none";
-    case TM_GQ_DEQUANTIZE: return "dequantize";
-    case TM_GQ_QUANTIZE: return "quantize";
-    case TM_GQ_DYNAMIC_QUANTIZE: return "dynamic_quantize";
-    case TM_GQ_QOPERATOR: return "qoperator";
-    case TM_GQ_INTEGER: return "integer";
-    case TM_GQ_MATMULNBITS: return "matmulnbits";
+    case TM_QNODE_NONE: return "none";
+    case TM_QNODE_DEQUANTIZE: return "dequantize";
+    case TM_QNODE_QUANTIZE: return "quantize";
+    case TM_QNODE_DYNAMIC_QUANTIZE: return "dynamic_quantize";
+    case TM_QNODE_QOPERATOR: return "qoperator";
+    case TM_QNODE_INTEGER: return "integer";
+    case TM_QNODE_MATMULNBITS: return "matmulnbits";
     default: return "?";
     }
 }

@@ -1,7 +1,7 @@
 /*
 ** onnx_opset.c: which ai.onnx operators keep their meaning when a model's opset is raised, the
 ** opset a DequantizeLinear needs, and the output-channel axis of each weight-consuming op
-** (tensormorph/onnx_quant.h).
+** (tensormorph/onnx_opset.h).
 **
 ** Source of every row: ONNX docs/Operators.md (the "since version" list of each operator) and
 ** docs/Changelog.md (what each version changed), ONNX 1.16. A version is listed when it changed
@@ -12,7 +12,7 @@
 ** Only versions up to 21 matter (the highest opset tensormorph raises to).
 */
 #include "../core/core.h"
-#include "tensormorph/onnx_quant.h"
+#include "tensormorph/onnx_opset.h"
 
 #include <string.h>
 

@@ -9,7 +9,7 @@
 ** Constant nodes replaced) and are spliced into the message only for the pack call.
 */
 #include "onnx_write.h"
-#include "tensormorph/onnx_quant.h"
+#include "tensormorph/onnx_opset.h"
 
 #include "onnx.pb-c.h"
 

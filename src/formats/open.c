@@ -8,26 +8,36 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+typedef tm_status (*buffer_opener)(const void *data, size_t n, const char *name,
+                                   const tm_open_params *p, tm_file **out, tm_err *err);
+
 typedef struct reader {
     tm_format fmt;
     int (*probe)(const uint8_t *head, size_t n, const char *path);
     tm_status (*open)(const char *path, const tm_open_params *p, tm_file **out, tm_err *err);
+    buffer_opener open_buffer;  /* the same reader over an image held in memory */
 } reader;
+
+/* A zip image: PyTorch when asked for (p->format TM_FMT_PT), NumPy .npz when asked for NPY or
+** NPZ, else by its members (zipckpt.c). */
+static tm_status zip_open_buffer(const void *data, size_t n, const char *name,
+                                 const tm_open_params *p, tm_file **out, tm_err *err) {
+    tm_format want = p->format == TM_FMT_PT                              ? TM_FMT_PT
+                     : p->format == TM_FMT_NPY || p->format == TM_FMT_NPZ ? TM_FMT_NPZ
+                                                                          : TM_FMT_UNKNOWN;
+    return tm__zip_ckpt_open_buffer(data, n, name, want, p, out, err);
+}
 
 static const reader readers[] = {
     /* exact magic numbers first: a zip's first 8 bytes can pass for a safetensors length */
-    {TM_FMT_NPY, tm__npy_probe, tm__npy_open},
-    {TM_FMT_NPZ, tm__zip_probe, tm__zip_ckpt_open}, /* .npz or PyTorch zip, by content */
-    {TM_FMT_PT, tm__pt_legacy_probe, tm__pt_legacy_open}, /* PyTorch legacy (non-zip) stream */
-    {TM_FMT_GGUF, tm__gguf_probe, tm__gguf_open},   /* magic "GGUF" */
-    {TM_FMT_SAFETENSORS, tm__safetensors_probe, tm__safetensors_open},
-    {TM_FMT_ONNX, tm__onnx_probe, tm__onnx_open},
+    {TM_FMT_NPY, tm__npy_probe, tm__npy_open, tm__npy_open_buffer},
+    {TM_FMT_NPZ, tm__zip_probe, tm__zip_ckpt_open, zip_open_buffer}, /* .npz or PyTorch zip */
+    {TM_FMT_PT, tm__pt_legacy_probe, tm__pt_legacy_open, tm__pt_open_buffer}, /* legacy stream */
+    {TM_FMT_GGUF, tm__gguf_probe, tm__gguf_open, tm__gguf_open_buffer},     /* magic "GGUF" */
+    {TM_FMT_SAFETENSORS, tm__safetensors_probe, tm__safetensors_open, tm__safetensors_open_buffer},
+    {TM_FMT_ONNX, tm__onnx_probe, tm__onnx_open, tm_onnx_open_buffer},
 };
-
-static int ends_with(const char *s, const char *suffix) {
-    size_t a = strlen(s), b = strlen(suffix);
-    return a >= b && strcmp(s + a - b, suffix) == 0;
-}
+#define N_READERS (sizeof readers / sizeof readers[0])
 
 tm_status tm_open(const char *path, const tm_open_params *p, tm_file **out, tm_err *err) {
     tm_err_clear(err);
@@ -38,7 +48,7 @@ tm_status tm_open(const char *path, const tm_open_params *p, tm_file **out, tm_e
     struct stat st;
     if (stat(path, &st) != 0) return tm__err_sys(err, errno, "%s: cannot open", path);
     /* A directory or a sharded index is a safetensors checkpoint (the only directory format). */
-    if (S_ISDIR(st.st_mode) || ends_with(path, ".index.json"))
+    if (S_ISDIR(st.st_mode) || tm__ends_with(path, ".index.json"))
         return tm__safetensors_open(path, p, out, err);
     if (!S_ISREG(st.st_mode)) return tm__err_set(err, TM_E_IO, -1, "%s: not a regular file", path);
     uint8_t head[64];
@@ -59,14 +69,37 @@ tm_status tm_open(const char *path, const tm_open_params *p, tm_file **out, tm_e
                        "%s: unrecognised file format (not safetensors, GGUF, ONNX, PyTorch or NumPy)", path);
 }
 
+static const reader *reader_of(tm_format fmt) {
+    for (size_t i = 0; i < N_READERS; i++)
+        if (readers[i].fmt == fmt) return &readers[i];
+    return NULL;
+}
+
+/* p->format names the reader (a zip image asked for as NPY, NPZ or PT is read by zipckpt.c as
+** that format). Else the probes decide, in tm_open's order; when none matches, the image is
+** read as safetensors, whose reader gives the precise reason. */
+static const reader *buffer_reader(const uint8_t *data, size_t n, const char *name,
+                                   tm_format want) {
+    if (want == TM_FMT_UNKNOWN) {
+        for (size_t i = 0; data && i < N_READERS; i++)
+            if (readers[i].probe(data, n, name)) return &readers[i];
+        return reader_of(TM_FMT_SAFETENSORS);
+    }
+    if (want == TM_FMT_NPY || want == TM_FMT_PT)
+        if (data && tm__zip_probe(data, n, name)) return reader_of(TM_FMT_NPZ);
+    return reader_of(want);
+}
+
 tm_status tm_open_buffer(const void *data, size_t n_bytes, const char *name,
                          const tm_open_params *p, tm_file **out, tm_err *err) {
     tm_err_clear(err);
     *out = NULL;
     tm_open_params defp = tm_open_params_default();
-    if (data && tm__gguf_probe(data, n_bytes, name))
-        return tm__gguf_open_buffer(data, n_bytes, name ? name : "<buffer>", p ? p : &defp, out,
-                                    err);
-    return tm__safetensors_open_buffer(data, n_bytes, name ? name : "<buffer>", p ? p : &defp,
-                                       out, err);
+    if (!p) p = &defp;
+    if (!name) name = "<buffer>";
+    const reader *r = buffer_reader(data, n_bytes, name, p->format);
+    if (!r)
+        return tm__err_set(err, TM_E_INVALID_ARG, -1, "%s: no buffer reader for format %d", name,
+                           (int)p->format);
+    return r->open_buffer(data, n_bytes, name, p, out, err);
 }

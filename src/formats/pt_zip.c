@@ -353,11 +353,6 @@ static char *join_name(const char *prefix, const char *key, size_t kl) {
     return tm__aprintf("%s.%.*s", prefix, (int)kl, key);
 }
 
-static int ends_with(const char *s, const char *suffix) {
-    size_t a = strlen(s), b = strlen(suffix);
-    return a >= b && strcmp(s + a - b, suffix) == 0;
-}
-
 static tm_status walk(pt_ctx *c, const pv *v, const char *prefix, int depth) {
     if (depth > PT_MAX_DEPTH)
         return tm__err_set(c->err, TM_E_LIMIT, (int64_t)v->pos,
@@ -395,7 +390,7 @@ static tm_status walk(pt_ctx *c, const pv *v, const char *prefix, int depth) {
         return s;
     case PV_TUPLE:
     case PV_LIST:
-        if (prefix && ends_with(prefix, "._packed_params._packed_params") && v->n >= 1 &&
+        if (prefix && tm__ends_with(prefix, "._packed_params._packed_params") && v->n >= 1 &&
             v->n <= 2 && v->items[0]->kind == PV_TENSOR) {
             /* a dynamically / statically quantized Linear: (weight, bias or None) */
             size_t bl = strlen(prefix) - strlen("._packed_params._packed_params");
@@ -656,14 +651,13 @@ tm_status tm__pt_legacy_open(const char *path, const tm_open_params *p, tm_file 
     return TM_OK;
 }
 
-/* Buffer entry point (fuzzing, tests): a zip checkpoint or a legacy stream. */
+/* Buffer entry point: a legacy (non-zip) stream (a zip checkpoint goes through
+** tm_open_buffer's table to zipckpt.c, which calls tm__pt_zip_load). */
 tm_status tm__pt_open_buffer(const void *data, size_t n, const char *name,
                              const tm_open_params *p, tm_file **out, tm_err *err) {
     *out = NULL;
     if (!data && n) return tm__err_set(err, TM_E_INVALID_ARG, -1, "NULL buffer of %zu bytes", n);
     if (!name) name = "<buffer>";
-    if (tm__zip_probe(data, n, name))
-        return tm__zip_ckpt_open_buffer(data, n, name, TM_FMT_PT, p, out, err);
     tm_file *f = tm__file_new(TM_FMT_PT);
     int mi = 0;
     tm_status s = f ? TM_OK : tm__err_set(err, TM_E_NOMEM, -1, "out of memory");

@@ -19,10 +19,12 @@
 ** Opening reads headers only; the data area is mapped, never touched.
 **
 ** A sharded checkpoint is "<stem>.safetensors.index.json" {"metadata": {"total_size": N},
-** "weight_map": {tensor: shard file}}; every shard sits in the index's folder.
+** "weight_map": {tensor: shard file}}; every shard sits in the index's folder. Any other
+** *.safetensors file there is not read, with a warning naming it (st_warn_strays).
 */
 #include "file.h"
 #include "../core/fsutil.h"
+#include "../core/jschema.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -42,29 +44,8 @@
 /* Small helpers                                                                            */
 /* ---------------------------------------------------------------------------------------- */
 
-static int ends_with(const char *s, const char *suffix) {
-    size_t a = strlen(s), b = strlen(suffix);
-    return a >= b && strcmp(s + a - b, suffix) == 0;
-}
-
 /* The safetensors dtypes are the tm_dtype values F64..BOOL (I4/U4 exist only as codes). */
 int tm__st_dtype_ok(tm_dtype dt) { return (int)dt >= (int)TM_F64 && (int)dt <= (int)TM_BOOL; }
-
-/* "[4, 8]" into buf (truncated with "..." when it does not fit). */
-void tm__st_fmt_shape(char *buf, size_t n, int ndim, const int64_t *shape) {
-    size_t pos = 0;
-    if (n == 0) return;
-    buf[0] = '\0';
-    int w = snprintf(buf, n, "[");
-    if (w < 0) return;
-    pos = (size_t)w;
-    for (int d = 0; d < ndim && pos < n; d++) {
-        w = snprintf(buf + pos, n - pos, "%s%lld", d ? ", " : "", (long long)shape[d]);
-        if (w < 0) return;
-        pos += (size_t)w;
-    }
-    if (pos < n) snprintf(buf + pos, n - pos, "]");
-}
 
 /* Parse a safetensors dtype name: exact canonical names only (no CLI aliases). */
 static int st_dtype_parse(const char *s, tm_dtype *out) {
@@ -79,19 +60,6 @@ static int st_dtype_parse(const char *s, tm_dtype *out) {
 static uint64_t st_itemsize(tm_dtype dt) {
     const tm_dtype_traits *tr = tm_dtype_get(dt);
     return tr ? (uint64_t)(tr->bits / 8) : 0;
-}
-
-static const char *json_kind(const json_t *j) {
-    switch (json_typeof(j)) {
-    case JSON_OBJECT: return "object";
-    case JSON_ARRAY: return "array";
-    case JSON_STRING: return "string";
-    case JSON_INTEGER: return "integer";
-    case JSON_REAL: return "number";
-    case JSON_TRUE: case JSON_FALSE: return "boolean";
-    case JSON_NULL: return "null";
-    }
-    return "value";
 }
 
 /* Read a whole small file into a NUL-terminated buffer. *found = 0 (and TM_OK) when it does not
@@ -265,7 +233,7 @@ static tm_status st_entry(const char *path, const char *name, json_t *v, uint64_
     if (!json_is_object(v))
         return tm__err_set(err, TM_E_CORRUPT, ho,
                            "%s: tensor '%s': entry is a JSON %s, not an object (header byte %llu)",
-                           path, name, json_kind(v), (unsigned long long)hoff);
+                           path, name, tm__json_type_name(v), (unsigned long long)hoff);
     json_t *jd = json_object_get(v, "dtype");
     json_t *js = json_object_get(v, "shape");
     json_t *jo = json_object_get(v, "data_offsets");
@@ -277,7 +245,7 @@ static tm_status st_entry(const char *path, const char *name, json_t *v, uint64_
     if (!json_is_string(jd))
         return tm__err_set(err, TM_E_CORRUPT, ho,
                            "%s: tensor '%s': dtype is a JSON %s, not a string (header byte %llu)",
-                           path, name, json_kind(jd), (unsigned long long)hoff);
+                           path, name, tm__json_type_name(jd), (unsigned long long)hoff);
     tm_dtype dt;
     if (!st_dtype_parse(json_string_value(jd), &dt))
         return tm__err_set(err, TM_E_UNSUPPORTED, ho,
@@ -286,7 +254,7 @@ static tm_status st_entry(const char *path, const char *name, json_t *v, uint64_
     if (!json_is_array(js))
         return tm__err_set(err, TM_E_CORRUPT, ho,
                            "%s: tensor '%s': shape is a JSON %s, not an array (header byte %llu)",
-                           path, name, json_kind(js), (unsigned long long)hoff);
+                           path, name, tm__json_type_name(js), (unsigned long long)hoff);
     size_t nd = json_array_size(js);
     if (nd > TM_MAX_DIMS)
         return tm__err_set(err, TM_E_LIMIT, ho,
@@ -300,7 +268,7 @@ static tm_status st_entry(const char *path, const char *name, json_t *v, uint64_
             return tm__err_set(err, TM_E_CORRUPT, ho,
                                "%s: tensor '%s': shape[%zu] is a JSON %s, not an integer "
                                "(header byte %llu)",
-                               path, name, d, json_kind(x), (unsigned long long)hoff);
+                               path, name, d, tm__json_type_name(x), (unsigned long long)hoff);
         json_int_t xv = json_integer_value(x);
         if (xv < 0)
             return tm__err_set(err, TM_E_CORRUPT, ho,
@@ -446,7 +414,7 @@ static tm_status st_parse(st_ctx *c, int mi, tm_err *err) {
     if (!json_is_object(root)) {
         tm_status s = tm__err_set(err, TM_E_CORRUPT, 8,
                                   "%s: header is a JSON %s, not an object (header byte 8)", path,
-                                  json_kind(root));
+                                  tm__json_type_name(root));
         json_decref(root);
         return s;
     }
@@ -472,7 +440,7 @@ static tm_status st_parse(st_ctx *c, int mi, tm_err *err) {
                 s = tm__err_set(err, TM_E_CORRUPT, (int64_t)hoff,
                                 "%s: __metadata__ is a JSON %s, not an object of strings "
                                 "(header byte %llu)",
-                                path, json_kind(v), (unsigned long long)hoff);
+                                path, tm__json_type_name(v), (unsigned long long)hoff);
                 goto done;
             }
             const char *mk;
@@ -482,7 +450,7 @@ static tm_status st_parse(st_ctx *c, int mi, tm_err *err) {
                     s = tm__err_set(err, TM_E_CORRUPT, (int64_t)hoff,
                                     "%s: __metadata__ value for key '%s' is a JSON %s, not a "
                                     "string (header byte %llu)",
-                                    path, mk, json_kind(mv), (unsigned long long)hoff);
+                                    path, mk, tm__json_type_name(mv), (unsigned long long)hoff);
                     goto done;
                 }
                 if ((s = st_add_meta(c, path, mk, json_string_value(mv), err)) != TM_OK) goto done;
@@ -549,7 +517,7 @@ static tm_status st_read_config(tm_file *f, const char *dir, tm_err *err) {
                                      je.position, je.text);
         } else if (!json_is_object(j)) {
             s = tm__file_add_warning(f, err, "%s: a JSON %s, not an object; ignored", path,
-                                     json_kind(j));
+                                     tm__json_type_name(j));
         } else {
             f->config_json = buf;
             buf = NULL;
@@ -561,12 +529,22 @@ static tm_status st_read_config(tm_file *f, const char *dir, tm_err *err) {
     return s;
 }
 
+/* Quantized layouts found by tensor names and shapes once the listing is complete, in order
+** (GPTQ/AWQ modules after compressed-tensors ones). A recognizer only uses file.c's builder,
+** never this reader, so a new layout is a row here and a file of its own. */
+static const struct {
+    const char *layout;
+    tm_status (*recognize)(tm_file *f, tm_err *err);
+} st_recognizers[] = {
+    {"compressed-tensors", tm__ctensors_recognize}, /* ctensors.c */
+    {"gptq/awq", tm__gptq_recognize},               /* gptq.c     */
+};
+
 static tm_status st_finish(tm_file *f, const tm_open_params *p, tm_err *err) {
     tm_status s = tm__file_finish(f, err);
     if (s != TM_OK || p->no_recognize) return s;
-    s = tm__ctensors_recognize(f, err);
-    if (s == TM_OK) s = tm__gptq_recognize(f, err);
-    if (s != TM_OK) return s;
+    for (size_t k = 0; k < sizeof st_recognizers / sizeof st_recognizers[0]; k++)
+        if ((s = st_recognizers[k].recognize(f, err)) != TM_OK) return s;
     return tm__file_finish(f, err); /* names changed: rebuild the index */
 }
 
@@ -605,6 +583,35 @@ static int shard_name_cmp(const void *a, const void *b) {
 /* A shard name must stay inside the index's folder. */
 static int shard_name_ok(const char *s) {
     return s[0] != '\0' && strchr(s, '/') == NULL && strcmp(s, ".") != 0 && strcmp(s, "..") != 0;
+}
+
+static int is_regular(const char *path);
+
+/* A *.safetensors file in the index's folder that the index does not name (a single-file copy
+** or an older shard beside the shards, issue 12 item 4) is not read: one warning names each. */
+static tm_status st_warn_strays(tm_file *f, const char *ipath, const char *dir,
+                                json_t *shard_set, tm_err *err) {
+    DIR *d = opendir(dir);
+    if (!d) return TM_OK; /* the shards were read from it; nothing more to say */
+    tm_status s = TM_OK;
+    struct dirent *de;
+    while (s == TM_OK && (de = readdir(d)) != NULL) {
+        if (!tm__ends_with(de->d_name, ".safetensors") || json_object_get(shard_set, de->d_name))
+            continue;
+        char *c = join_path(dir, de->d_name);
+        if (!c) {
+            s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
+            break;
+        }
+        if (is_regular(c))
+            s = tm__file_add_warning(f, err,
+                                     "%s: a checkpoint file beside %s that the index does not "
+                                     "name; not read (the index's %zu shard(s) are)",
+                                     c, ipath, json_object_size(shard_set));
+        free(c);
+    }
+    closedir(d);
+    return s;
 }
 
 static tm_status st_open_index(const char *ipath, const tm_open_params *p, tm_file **out,
@@ -655,7 +662,7 @@ static tm_status st_open_index(const char *ipath, const tm_open_params *p, tm_fi
         if (!json_is_string(v)) {
             s = tm__err_set(err, TM_E_CORRUPT, 0,
                             "%s: weight_map entry for tensor '%s' is a JSON %s, not a file name",
-                            ipath, name, json_kind(v));
+                            ipath, name, tm__json_type_name(v));
             goto fail;
         }
         const char *sh = json_string_value(v);
@@ -735,7 +742,7 @@ static tm_status st_open_index(const char *ipath, const tm_open_params *p, tm_fi
         if (!json_is_integer(ts) || (uint64_t)json_integer_value(ts) != sum) {
             char tsv[64];
             if (json_is_integer(ts)) snprintf(tsv, sizeof tsv, "%lld", (long long)json_integer_value(ts));
-            else snprintf(tsv, sizeof tsv, "a JSON %s", json_kind(ts));
+            else snprintf(tsv, sizeof tsv, "a JSON %s", tm__json_type_name(ts));
             if ((s = tm__file_add_warning(f, err,
                                           "%s: metadata.total_size is %s but the tensors hold %llu "
                                           "bytes",
@@ -743,6 +750,7 @@ static tm_status st_open_index(const char *ipath, const tm_open_params *p, tm_fi
                 goto fail;
         }
     }
+    if ((s = st_warn_strays(f, ipath, dir, shard_set, err)) != TM_OK) goto fail;
     if ((s = st_read_config(f, dir, err)) != TM_OK) goto fail;
     if ((s = st_finish(f, p, err)) != TM_OK) goto fail;
     st_ctx_free(&c);
@@ -769,36 +777,34 @@ static int is_regular(const char *path) {
     return stat(path, &st) == 0 && S_ISREG(st.st_mode);
 }
 
-/* A directory: model.safetensors.index.json, model.safetensors, the only *.safetensors.index.json,
-** or the only *.safetensors, in that order. */
+/* A directory: model.safetensors.index.json, the only *.safetensors.index.json,
+** model.safetensors, or the only *.safetensors, in that order: an index beats a single file
+** beside it (which is then a warning, st_warn_strays). */
 static tm_status st_open_dir(const char *dir, const tm_open_params *p, tm_file **out,
                              tm_err *err) {
-    static const char *const preferred[] = {"model.safetensors.index.json", "model.safetensors"};
-    for (size_t i = 0; i < 2; i++) {
-        char *c = join_path(dir, preferred[i]);
-        if (!c) return tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
-        if (is_regular(c)) {
-            tm_status s = i == 0 ? st_open_index(c, p, out, err)
-                                 : st_open_single(c, dir, p, out, err);
-            free(c);
-            return s;
-        }
+    char *c = join_path(dir, "model.safetensors.index.json");
+    if (!c) return tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
+    if (is_regular(c)) {
+        tm_status s = st_open_index(c, p, out, err);
         free(c);
+        return s;
     }
+    free(c);
     DIR *d = opendir(dir);
     if (!d) return tm__err_sys(err, errno, "%s: cannot list directory", dir);
-    char *idx = NULL, *single = NULL;
+    char *idx = NULL, *single = NULL, *model = NULL;
     int n_idx = 0, n_single = 0;
     tm_status s = TM_OK;
     struct dirent *de;
     while ((de = readdir(d)) != NULL) {
-        int is_idx = ends_with(de->d_name, ".safetensors.index.json");
-        int is_st = ends_with(de->d_name, ".safetensors");
+        int is_idx = tm__ends_with(de->d_name, ".safetensors.index.json");
+        int is_st = tm__ends_with(de->d_name, ".safetensors");
         if (!is_idx && !is_st) continue;
         char *c = join_path(dir, de->d_name);
         if (!c) { s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory"); break; }
         if (!is_regular(c)) { free(c); continue; }
         if (is_idx) { n_idx++; free(idx); idx = c; }
+        else if (strcmp(de->d_name, "model.safetensors") == 0) { free(model); model = c; }
         else { n_single++; free(single); single = c; }
     }
     closedir(d);
@@ -808,6 +814,7 @@ static tm_status st_open_dir(const char *dir, const tm_open_params *p, tm_file *
             s = tm__err_set(err, TM_E_INVALID_ARG, -1,
                             "%s: directory holds %d *.safetensors.index.json files; name one", dir,
                             n_idx);
+        else if (model) s = st_open_single(model, dir, p, out, err);
         else if (n_single == 1) s = st_open_single(single, dir, p, out, err);
         else if (n_single > 1)
             s = tm__err_set(err, TM_E_INVALID_ARG, -1,
@@ -821,6 +828,7 @@ static tm_status st_open_dir(const char *dir, const tm_open_params *p, tm_file *
     }
     free(idx);
     free(single);
+    free(model);
     return s;
 }
 
@@ -829,7 +837,7 @@ static tm_status st_open_dir(const char *dir, const tm_open_params *p, tm_file *
 /* ---------------------------------------------------------------------------------------- */
 
 int tm__safetensors_probe(const uint8_t *head, size_t n, const char *path) {
-    if (path && ends_with(path, ".safetensors")) return 1;
+    if (path && tm__ends_with(path, ".safetensors")) return 1;
     if (n < 10) return 0;
     uint64_t hlen = tm__ld64(head);
     if (hlen < 2 || hlen > (1ull << 40)) return 0;
@@ -847,7 +855,7 @@ tm_status tm__safetensors_open(const char *path, const tm_open_params *p, tm_fil
     struct stat st;
     if (stat(path, &st) != 0) return tm__err_sys(err, errno, "%s: cannot open", path);
     if (S_ISDIR(st.st_mode)) return st_open_dir(path, p, out, err);
-    if (ends_with(path, ".index.json")) return st_open_index(path, p, out, err);
+    if (tm__ends_with(path, ".index.json")) return st_open_index(path, p, out, err);
     char *dir = tm__dirname(path);
     if (!dir) return tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
     tm_status s = st_open_single(path, dir, p, out, err);

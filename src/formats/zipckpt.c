@@ -20,13 +20,38 @@ static int64_t find_pkl(const tm__zip *z) {
     return -1;
 }
 
-static int has_npy(const tm__zip *z) {
-    for (int64_t i = 0; i < z->n; i++) {
-        size_t l = strlen(z->e[i].name);
-        if (l > 4 && strcmp(z->e[i].name + l - 4, ".npy") == 0) return 1;
-    }
-    return 0;
+static int64_t find_npy(const tm__zip *z) {
+    for (int64_t i = 0; i < z->n; i++)
+        if (tm__ends_with(z->e[i].name, ".npy")) return i;
+    return -1;
 }
+
+/* The formats a zip archive can hold, tried in order: the first whose member is there (or
+** that the caller asked for) loads it. The loaders live in their format's file (pt_zip.c,
+** npy.c) and use zipread.c only, so those files never call back here. */
+typedef struct zip_kind {
+    tm_format fmt;
+    int64_t (*find)(const tm__zip *z);  /* the member that identifies the format, or -1 */
+    int       when_empty;               /* 1: an archive without members is this format */
+    tm_status (*load)(tm_file *f, int mi, tm__zip *z, int64_t member, const tm_open_params *p,
+                      tm_err *err);
+} zip_kind;
+
+static tm_status load_pt(tm_file *f, int mi, tm__zip *z, int64_t member, const tm_open_params *p,
+                         tm_err *err) {
+    return tm__pt_zip_load(f, mi, z, z->e[member].name, p, err);
+}
+
+static tm_status load_npz(tm_file *f, int mi, tm__zip *z, int64_t member,
+                          const tm_open_params *p, tm_err *err) {
+    (void)member;
+    return tm__npz_load(f, mi, z, p, err);
+}
+
+static const zip_kind zip_kinds[] = {
+    {TM_FMT_PT, find_pkl, 0, load_pt},   /* "data.pkl" (or "<stem>/data.pkl"): PyTorch       */
+    {TM_FMT_NPZ, find_npy, 1, load_npz}, /* .npy members: NumPy .npz                          */
+};
 
 /* want: TM_FMT_UNKNOWN (decide by content), TM_FMT_NPZ or TM_FMT_PT (buffer entry points). */
 static tm_status zip_load(tm_file *f, int mi, tm_format want, const tm_open_params *p,
@@ -34,11 +59,17 @@ static tm_status zip_load(tm_file *f, int mi, tm_format want, const tm_open_para
     tm__zip z;
     tm_status s = tm__zip_open(&z, f->maps[mi].base, f->maps[mi].size, f->maps[mi].path, err);
     if (s) return s;
-    int64_t pkl = find_pkl(&z);
-    if (pkl >= 0 && want != TM_FMT_NPZ)
-        s = tm__pt_zip_load(f, mi, &z, z.e[pkl].name, p, err);
-    else if (want != TM_FMT_PT && (has_npy(&z) || z.n == 0 || want == TM_FMT_NPZ))
-        s = tm__npz_load(f, mi, &z, p, err);
+    const zip_kind *k = NULL;
+    int64_t member = -1;
+    for (size_t i = 0; i < sizeof zip_kinds / sizeof zip_kinds[0] && !k; i++) {
+        const zip_kind *c = &zip_kinds[i];
+        if (want != TM_FMT_UNKNOWN && want != c->fmt) continue;
+        member = c->find(&z);
+        /* NPZ asked for: an archive without .npy members still reads (and fails) as one */
+        if (member >= 0 || (c->when_empty && z.n == 0) || (want == c->fmt && c->when_empty)) k = c;
+    }
+    if (k)
+        s = k->load(f, mi, &z, member, p, err);
     else
         s = tm__err_set(err, TM_E_UNSUPPORTED, 0,
                         "%s: zip archive holds neither a PyTorch data.pkl nor NumPy .npy members",

@@ -54,11 +54,6 @@ double tm_percentile_nearest_rank(const double *sorted, int64_t n, int p) {
     return sorted[rank - 1];
 }
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 /* ---- drift -------------------------------------------------------------------------------- */
 
 /* Sums for one output of one sample; merged over any set of samples. */
@@ -189,7 +184,7 @@ static json_t *model_json(const char *path, const char *sha, const tm__ev_result
         json_array_append_new(lat, json_real(r->latency_ms[i]));
         sorted[i] = r->latency_ms[i];
     }
-    qsort(sorted, (size_t)r->n_latency, sizeof *sorted, cmp_double);
+    qsort(sorted, (size_t)r->n_latency, sizeof *sorted, tm__cmp_double);
     json_object_set_new(m, "path", json_string(path));
     json_object_set_new(m, "sha256", json_string(sha));
     json_object_set_new(m, "latency_ms", lat);

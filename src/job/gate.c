@@ -18,14 +18,9 @@
 
 /* ---- percentiles --------------------------------------------------------------------------- */
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 /* nearest-rank percentile of unsorted samples (tm_percentile_nearest_rank wants them sorted) */
 static double percentile_of(double *samples, int64_t n, int p) {
-    qsort(samples, (size_t)n, sizeof *samples, cmp_double);
+    qsort(samples, (size_t)n, sizeof *samples, tm__cmp_double);
     return tm_percentile_nearest_rank(samples, n, p);
 }
 
@@ -131,7 +126,6 @@ static json_t *load_input(gate *g, const char *check, const char *what, const ch
     return doc;
 }
 
-static const char *jstr(const json_t *o, const char *k) { return json_string_value(json_object_get(o, k)); }
 
 static int file_exists(const char *p) {
     struct stat st;
@@ -194,7 +188,7 @@ static const char *unsafe_file_name(const char *name) {
 static void check_manifest_files(gate *g, const char *manifest_path, const json_t *man, artifact *art) {
     const json_t *out = json_object_get(man, "output");
     const json_t *files = json_object_get(out, "files");
-    const char *out_path = jstr(out, "path"), *format = jstr(out, "format");
+    const char *out_path = tm__json_str(out, "path"), *format = tm__json_str(out, "format");
     json_t *ev = json_array();
     int bad = 0, no_sum = 0;
     char first_bad[600] = "";
@@ -204,7 +198,7 @@ static void check_manifest_files(gate *g, const char *manifest_path, const json_
     for (i = 0; i < n; i++) {
         const json_t *fe = json_array_get(files, i);
         if (!art->files) { bad++; snprintf(first_bad, sizeof first_bad, "out of memory"); break; }
-        const char *name = jstr(fe, "file"), *want = jstr(fe, "sha256");
+        const char *name = tm__json_str(fe, "file"), *want = tm__json_str(fe, "sha256");
         json_int_t want_bytes;
         gint(g, fe, "bytes", g->man_path, &want_bytes, "$.output.files[%zu].bytes", i);
         json_t *e = json_object();
@@ -285,7 +279,7 @@ static void check_quantized(gate *g, const json_t *man) {
 
 static void check_rollback(gate *g, const tm_gate_params *p, const json_t *man) {
     const char *path = p->rollback_path;
-    if (!path && man) path = jstr(json_array_get(json_object_get(man, "sources"), 0), "path");
+    if (!path && man) path = tm__json_str(json_array_get(json_object_get(man, "sources"), 0), "path");
     json_t *ev = json_object();
     json_object_set_new(ev, "path", path ? json_string(path) : json_null());
     json_object_set_new(ev, "from", json_string(p->rollback_path ? "--rollback" : "manifest sources[0].path"));
@@ -339,7 +333,7 @@ static const json_t *table_target(const json_t *table, const char *target) {
     size_t fl = colon ? (size_t)(colon - target) : strlen(target), i;
     json_t *tg;
     json_array_foreach(json_object_get(table, "targets"), i, tg) {
-        const char *nm = jstr(tg, "name");
+        const char *nm = tm__json_str(tg, "name");
         if (nm && strlen(nm) == fl && !strncmp(nm, target, fl)) return tg;
     }
     return NULL;
@@ -361,31 +355,31 @@ static void check_device(gate *g, const json_t *evd, const char *target) {
     if (!spec) {
         WHY("no evidence runner measures target '%s' (tensormorph evidence runs %s); the device is unmeasured", target, "onnxruntime-node on cpu");
     } else {
-        const char *want_rt = jstr(spec, "runtime"), *want_ep = jstr(spec, "execution_provider"), *want_dev = jstr(spec, "device_kind");
-        const char *rn = jstr(rt, "name"), *ep = jstr(rt, "execution_provider"), *dk = jstr(dev, "kind");
+        const char *want_rt = tm__json_str(spec, "runtime"), *want_ep = tm__json_str(spec, "execution_provider"), *want_dev = tm__json_str(spec, "device_kind");
+        const char *rn = tm__json_str(rt, "name"), *ep = tm__json_str(rt, "execution_provider"), *dk = tm__json_str(dev, "kind");
         if (!rn || strcmp(rn, want_rt)) WHY("runtime.name is '%s', target %s is measured by %s", rn ? rn : "?", target, want_rt);
         if (!ep || strcmp(ep, want_ep)) WHY("runtime.execution_provider is '%s', target %s needs %s", ep ? ep : "?", target, want_ep);
         if (!dk || strcmp(dk, want_dev)) WHY("device.kind is '%s', target %s needs %s", dk ? dk : "?", target, want_dev);
     }
 #undef WHY
     if (why[0]) add_check(g, "evidence.device", "fail", ev, "%s", why);
-    else add_check(g, "evidence.device", "pass", ev, "measured on %s (%s, %s)", jstr(dev, "name") ? jstr(dev, "name") : "?",
-                   jstr(rt, "name"), jstr(rt, "execution_provider"));
+    else add_check(g, "evidence.device", "pass", ev, "measured on %s (%s, %s)", tm__json_str(dev, "name") ? tm__json_str(dev, "name") : "?",
+                   tm__json_str(rt, "name"), tm__json_str(rt, "execution_provider"));
 }
 
 /* baseline = the manifest's source, candidate = one of its output files */
 static void check_models(gate *g, const json_t *evd, const json_t *man) {
     if (!evd || !man) { add_check(g, "evidence.models", "not_run", NULL, "needs the evidence and the manifest"); return; }
     const json_t *models = json_object_get(evd, "models");
-    const char *bs = jstr(json_object_get(models, "baseline"), "sha256");
-    const char *cs = jstr(json_object_get(models, "candidate"), "sha256");
+    const char *bs = tm__json_str(json_object_get(models, "baseline"), "sha256");
+    const char *cs = tm__json_str(json_object_get(models, "candidate"), "sha256");
     int b_ok = 0, c_ok = 0;
     size_t i;
     json_t *e;
     json_array_foreach(json_object_get(json_object_get(man, "rollback"), "sha256"), i, e)
         if (bs && json_is_string(e) && !strcmp(json_string_value(e), bs)) b_ok = 1;
     json_array_foreach(json_object_get(json_object_get(man, "output"), "files"), i, e)
-        if (cs && jstr(e, "sha256") && !strcmp(jstr(e, "sha256"), cs)) c_ok = 1;
+        if (cs && tm__json_str(e, "sha256") && !strcmp(tm__json_str(e, "sha256"), cs)) c_ok = 1;
     json_t *ev = json_object();
     json_object_set_new(ev, "baseline_sha256", bs ? json_string(bs) : json_null());
     json_object_set_new(ev, "candidate_sha256", cs ? json_string(cs) : json_null());
@@ -434,7 +428,7 @@ static void check_protocol(gate *g, const json_t *evd, const json_t *pt) {
     json_object_set_new(ev, "warmup", json_integer(warm));
     json_object_set_new(ev, "threads", json_integer(threads));
     json_object_set_new(ev, "inputs_count", json_integer(count));
-    json_object_set_new(ev, "inputs_sha256", jstr(inp, "sha256") ? json_string(jstr(inp, "sha256")) : json_null());
+    json_object_set_new(ev, "inputs_sha256", tm__json_str(inp, "sha256") ? json_string(tm__json_str(inp, "sha256")) : json_null());
     json_object_set_new(ev, "baseline_samples", json_integer(nb));
     json_object_set_new(ev, "candidate_samples", json_integer(nc));
     char why[1000] = "";
@@ -457,8 +451,8 @@ static void check_protocol(gate *g, const json_t *evd, const json_t *pt) {
         WHY("warmup %lld < the policy's min_warmup %lld", (long long)warm, (long long)want_v);
     if (gint(g, req, "min_inputs", g->pol_path, &want_v, "$.targets[\"%s\"].protocol.min_inputs", tg) > 0 && count < want_v)
         WHY("inputs.count %lld < the policy's min_inputs %lld", (long long)count, (long long)want_v);
-    if ((v = json_object_get(req, "inputs_sha256")) && (!jstr(inp, "sha256") || strcmp(jstr(inp, "sha256"), json_string_value(v))))
-        WHY("inputs.sha256 %.12s... differs from the policy's %.12s...", jstr(inp, "sha256") ? jstr(inp, "sha256") : "?", json_string_value(v));
+    if ((v = json_object_get(req, "inputs_sha256")) && (!tm__json_str(inp, "sha256") || strcmp(tm__json_str(inp, "sha256"), json_string_value(v))))
+        WHY("inputs.sha256 %.12s... differs from the policy's %.12s...", tm__json_str(inp, "sha256") ? tm__json_str(inp, "sha256") : "?", json_string_value(v));
 #undef WHY
     if (why[0]) add_check(g, "evidence.protocol", "fail", ev, "protocol mismatch: %s", why);
     else add_check(g, "evidence.protocol", "pass", ev, "baseline and candidate measured under one protocol: %lld runs x %lld inputs, %lld threads, warmup %lld",

@@ -13,12 +13,13 @@
 **      the error with tm_erracc in LSB of each element's own scale.
 **   4. pack, re-open the packed bytes with tensormorph's ONNX reader and check every quantized
 **      weight comes back as a logical quantized tensor with the written scales, zero points and
-**      granularity; then write OUT atomically and OUT.manifest.json beside it.
+**      granularity; then (pipeline.c) write it and OUT.manifest.json beside OUT and, under
+**      OUT.lock, rename both into place.
 */
 #include "../core/core.h"
 #include "../core/fsutil.h"
 #include "../formats/onnx_write.h"
-#include "manifest.h"
+#include "pipeline.h"
 #include "tensormorph/graph.h"
 #include "tensormorph/onnx_quant.h"
 
@@ -146,6 +147,7 @@ static tm_status quantize_one(const tm_file *in, wq *w, tm_onnx_qweight *rw, tm_
     for (int64_t k = 0; k < n; k++) param[k] = tm_qgran_param_index(&qp.gran, t->ndim, t->shape, k);
     if ((s = tm_erracc_init(&acc, w->n_params, err))) goto done;
     acc_ok = 1;
+    acc.kernels = w->spec.kernels;
     tm_erracc_add(&acc, qp.code_dtype, x, xq, param, w->scale, w->zp, qp.qmin, qp.qmax, n);
     tm_erracc_summary(&acc, &rw->e);
 done:
@@ -310,34 +312,12 @@ static tm_status check_something_quantized(const tm_file *in, const tm__oxmodel 
                        in_path, (long long)nw, reasons, nw > 3 ? "; ..." : "", anyway);
 }
 
-tm_status tm_onnx_quantize(tm_file *in, const char *out_path, const tm_onnx_qparams *p,
-                           tm_onnx_qresult **out, tm_err *err) {
-    *out = NULL;
-    tm_err_clear(err);
-    tm_onnx_qparams defp = tm_onnx_qparams_default();
-    if (!p) p = &defp;
-    struct timespec t0;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    time_t wall0 = time(NULL);
+/* The job inside the pipeline: pp has checked and locked OUT; the model is written at pp->stage. */
+static tm_status onnx_into(tm__pipe *pp, tm_file *in, const tm_onnx_qparams *p, tm_onnx_qresult **out,
+                           tm_err *err) {
+    const char *out_path = pp->out;
     const tm_qspec *ds = &p->spec;
     int64_t min_elems = p->min_elems > 0 ? p->min_elems : 16;
-    if (tm_file_format(in) != TM_FMT_ONNX)
-        return tm__err_set(err, TM_E_INVALID_ARG, -1, "%s: ONNX output (-o ending in .onnx) needs an ONNX "
-                           "input (this is %s); for it write -o DIR (compressed-tensors) or -o OUT.gguf",
-                           tm_file_path(in, 0), tm_format_name(tm_file_format(in)));
-    if (tm_onnx_dq_min_opset(ds->code_dtype, ds->gran.kind) < 0 || ds->code_dtype == TM_U4)
-        return tm__err_set(err, TM_E_INVALID_ARG, -1, "ONNX output: type %s with granularity %s is not "
-                           "offered (int8, uint8 or int4; tensor, channel or group:N)",
-                           tm_dtype_get(ds->code_dtype) ? tm_dtype_get(ds->code_dtype)->name : "?",
-                           gran_name(ds->gran.kind));
-    if (ds->gran.kind == TM_GRAN_GROUP && ds->gran.group_size < 2)
-        return tm__err_set(err, TM_E_INVALID_ARG, -1, "ONNX output: group size must be at least 2");
-    if (ds->scale_dtype != TM_F32)
-        return tm__err_set(err, TM_E_INVALID_ARG, -1, "ONNX output: scales are float32 (DequantizeLinear "
-                           "before opset 19 takes only float32 scales)");
-    /* nothing is lost: OUT is a new path, or (with force) a previous tensormorph output */
-    tm_status dst = tm__check_file_output(in, out_path, p->force, "an ONNX output", err);
-    if (dst) return dst;
     tm_status s = TM_OK;
     regex_t *re = tm__calloc((size_t)(p->n_include + p->n_exclude + 1), sizeof *re);
     int64_t n_re = 0;
@@ -356,8 +336,8 @@ tm_status tm_onnx_quantize(tm_file *in, const char *out_path, const tm_onnx_qpar
     size_t nbuf = 0;
     tm_file *back = NULL;
     json_t *man = NULL;
-    char (*hex)[65] = NULL;
     const char *in_path = tm_file_path(in, 0);
+    if (!s) s = tm__pipe_hash_start(pp, p->no_checksums, err);
     if (!s) s = tm__ox_load(in_path, &m, err);
     const char *ext;
     if (!s && tm__ox_has_external(m, &ext))
@@ -401,6 +381,7 @@ tm_status tm_onnx_quantize(tm_file *in, const char *out_path, const tm_onnx_qpar
         else if (w->only_matmul && t->ndim != 2) snprintf(why, wn, "MatMul weight is %d-D, not 2-D", t->ndim);
         if (*why) continue;
         pl->spec = *ds;
+        pl->spec.kernels = p->kernels;
         if (ds->gran.kind == TM_GRAN_GROUP) {
             if (!w->only_matmul) {
                 snprintf(why, wn, "block quantization (group:N) applies to MatMul weights only (consumers: %s)", w->consumers);
@@ -524,19 +505,14 @@ tm_status tm_onnx_quantize(tm_file *in, const char *out_path, const tm_onnx_qpar
     for (int64_t i = 0; !s && i < nw; i++)
         if (plan[i].quantize) s = check_reopened(back, tm__ox_weight(m, i)->name, &plan[i], err);
     if (!s && p->cancel && *p->cancel) s = tm__err_set(err, TM_E_CANCELLED, -1, "cancelled");
-    if (!s) s = tm__write_file_atomic(out_path, buf, nbuf, err);
+    if (!s) s = tm__write_file_atomic(pp->stage, buf, nbuf, err);
+    if (!s) s = tm__pipe_phase(pp, "fsync", err);
     /* ---- manifest ---- */
-    if (!s) {
-        hex = tm__calloc((size_t)tm_file_n_paths(in) + 1, sizeof *hex);
-        if (!hex) s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
-    }
-    if (!s && !p->no_checksums) s = tm__manifest_hash_sources(in, hex, err);
+    if (!s) s = tm__pipe_hash_wait(pp, err);
     if (!s) {
         res->src_bytes = tm_file_size(in, 0);
-        struct timespec t1;
-        clock_gettime(CLOCK_MONOTONIC, &t1);
-        res->seconds = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
-        man = tm__manifest_new(p->command_line, p->no_checksums, in, hex);
+        res->seconds = tm__pipe_seconds(pp);
+        man = tm__pipe_manifest_new(pp, p->command_line, p->no_checksums, 1); /* one thread: weight by weight */
         if (!man) s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
     }
     if (!s) {
@@ -584,19 +560,19 @@ tm_status tm_onnx_quantize(tm_file *in, const char *out_path, const tm_onnx_qpar
             json_array_append_new(ts, o);
         }
         json_object_set_new(man, "tensors", ts);
-        const char *files[1] = {out_path};
-        s = tm__manifest_add_output(man, out_path, "onnx", files, 1, p->no_checksums, &res->out_bytes, err);
+        const char *files[1] = {pp->stage};
+        s = tm__pipe_add_output(pp, man, "onnx", files, 1, p->no_checksums, &res->out_bytes, err);
     }
     if (!s) {
         json_t *sum = tm__manifest_results_new(res->n, res->n_quantized);
         json_object_set_new(sum, "n_kept", json_integer(res->n - res->n_quantized));
         json_object_set_new(sum, "opset_strategy", json_string(tm_onnx_opset_strategy_name(res->strategy)));
-        res->manifest_path = tm__aprintf("%s.manifest.json", out_path);
-        s = tm__manifest_finish(man, sum, res->src_bytes, res->out_bytes, wall0, res->seconds, res->manifest_path,
-                                &res->manifest_json, err);
+        res->manifest_path = tm__strdup(pp->man_final);
+        s = res->manifest_path ? tm__pipe_finish(pp, man, sum, res->src_bytes, res->out_bytes, res->seconds,
+                                                 &res->manifest_json, err)
+                               : tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
     }
     json_decref(man);
-    free(hex);
     tm_close(back);
     free(buf);
     for (int64_t i = 0; plan && i < nw; i++) {
@@ -614,4 +590,33 @@ tm_status tm_onnx_quantize(tm_file *in, const char *out_path, const tm_onnx_qpar
     }
     *out = res;
     return TM_OK;
+}
+
+tm_status tm_onnx_quantize(tm_file *in, const char *out_path, const tm_onnx_qparams *p,
+                           tm_onnx_qresult **out, tm_err *err) {
+    *out = NULL;
+    tm_err_clear(err);
+    tm_onnx_qparams defp = tm_onnx_qparams_default();
+    if (!p) p = &defp;
+    const tm_qspec *ds = &p->spec;
+    if (tm_file_format(in) != TM_FMT_ONNX)
+        return tm__err_set(err, TM_E_INVALID_ARG, -1, "%s: ONNX output (-o ending in .onnx) needs an ONNX "
+                           "input (this is %s); for it write -o DIR (compressed-tensors) or -o OUT.gguf",
+                           tm_file_path(in, 0), tm_format_name(tm_file_format(in)));
+    if (tm_onnx_dq_min_opset(ds->code_dtype, ds->gran.kind) < 0 || ds->code_dtype == TM_U4)
+        return tm__err_set(err, TM_E_INVALID_ARG, -1, "ONNX output: type %s with granularity %s is not "
+                           "offered (int8, uint8 or int4; tensor, channel or group:N)",
+                           tm_dtype_get(ds->code_dtype) ? tm_dtype_get(ds->code_dtype)->name : "?",
+                           gran_name(ds->gran.kind));
+    if (ds->gran.kind == TM_GRAN_GROUP && ds->gran.group_size < 2)
+        return tm__err_set(err, TM_E_INVALID_ARG, -1, "ONNX output: group size must be at least 2");
+    if (ds->scale_dtype != TM_F32)
+        return tm__err_set(err, TM_E_INVALID_ARG, -1, "ONNX output: scales are float32 (DequantizeLinear "
+                           "before opset 19 takes only float32 scales)");
+    /* nothing is lost: OUT is a new path, or (with force) a previous tensormorph output */
+    tm__pipe pp;
+    tm_status s = tm__pipe_begin(&pp, in, out_path, TM__PIPE_FILE, "an ONNX output", p->force, 1, p->cancel, err);
+    if (!s) s = onnx_into(&pp, in, p, out, err);
+    tm__pipe_end(&pp);
+    return s;
 }

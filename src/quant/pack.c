@@ -8,6 +8,8 @@
 ** least significant bit first, the stream of one row is exactly a little-endian byte stream
 ** (bit t in byte t/8 at bit t%8), which is how the row variant is written. The dim-0 variant
 ** strides over words of different columns, so it works word by word.
+** lsb_first = 2 (TM_PACK_LSB_PER_WORD) is the per-word variant: each word holds W div bits
+** fields from its lowest bits up and never a part of one (compressed-tensors < 0.18.0).
 */
 #include "quant_impl.h"
 
@@ -45,6 +47,9 @@ static tm_status packer_init(struct packer *p, const tm_packing *pk, tm_dtype co
                            "pack: %d-bit codes in a %s container are not supported", pk->bits,
                            tm_dtype_get(pk->container) ? tm_dtype_get(pk->container)->name : "?");
     p->lsb_first = pk->lsb_first;
+    if (p->lsb_first < 0 || p->lsb_first > TM_PACK_LSB_PER_WORD)
+        return tm__err_set(err, TM_E_INVALID_ARG, -1, "pack: lsb_first %d is not 0, 1 or 2",
+                           pk->lsb_first);
     if (!p->lsb_first && p->wbits % p->bits != 0)
         return tm__err_set(err, TM_E_INVALID_ARG, -1,
                            "pack: MSB-first packing needs bits (%d) to divide the word (%d)",
@@ -58,9 +63,14 @@ static tm_status packer_init(struct packer *p, const tm_packing *pk, tm_dtype co
 uint64_t tm_packed_row_bytes(const tm_packing *pk, int64_t len) {
     struct packer p = {0};
     if (len < 0 || packer_init(&p, pk, TM_U8, NULL) != TM_OK) return 0;
-    uint64_t nbits;
-    if (!tm__mul_u64_ok((uint64_t)len, (uint64_t)p.bits, &nbits)) return 0;
-    uint64_t words = nbits / (uint64_t)p.wbits + (nbits % (uint64_t)p.wbits != 0);
+    uint64_t nbits, words;
+    if (p.lsb_first == TM_PACK_LSB_PER_WORD) {
+        uint64_t per = (uint64_t)(p.wbits / p.bits);
+        words = (uint64_t)len / per + ((uint64_t)len % per != 0);
+    } else {
+        if (!tm__mul_u64_ok((uint64_t)len, (uint64_t)p.bits, &nbits)) return 0;
+        words = nbits / (uint64_t)p.wbits + (nbits % (uint64_t)p.wbits != 0);
+    }
     uint64_t bytes;
     if (!tm__mul_u64_ok(words, (uint64_t)p.wbits / 8, &bytes)) return 0;
     return bytes;
@@ -68,7 +78,11 @@ uint64_t tm_packed_row_bytes(const tm_packing *pk, int64_t len) {
 
 /* Position of field j: word index and bit offset inside the word (LSB numbering). */
 static void field_pos(const struct packer *p, int64_t j, int64_t *word, int *bit) {
-    if (p->lsb_first) {
+    if (p->lsb_first == TM_PACK_LSB_PER_WORD) {
+        int64_t per = p->wbits / p->bits;
+        *word = j / per;
+        *bit = (int)(j % per) * p->bits;
+    } else if (p->lsb_first) {
         int64_t t = j * p->bits;
         *word = t / p->wbits;
         *bit = (int)(t % p->wbits);

@@ -6,8 +6,6 @@
 */
 #include "quant_impl.h"
 
-static int64_t ceil_div(int64_t a, int64_t b) { return a / b + (a % b != 0); }
-
 static tm_status shape_ok(int ndim, const int64_t *shape, int64_t *n_elems, tm_err *err) {
     if (ndim < 0 || ndim > TM_MAX_DIMS || (ndim > 0 && !shape))
         return tm__err_set(err, TM_E_INVALID_ARG, -1, "quant: ndim %d outside 0..%d", ndim,
@@ -58,7 +56,7 @@ tm_status tm__ggeom_init(struct tm__ggeom *g, const tm_qgran *q, int ndim, const
             return tm__err_set(err, TM_E_INVALID_ARG, -1, "quant: group_size %lld < 1",
                                (long long)q->group_size);
         g->group = q->group_size;
-        g->n_groups = ceil_div(g->dim, g->group);
+        g->n_groups = tm__ceil_div(g->dim, g->group);
         g->n_params = g->dim == 0 ? 0 : g->n_elems / g->dim * g->n_groups;
         return TM_OK;
     case TM_GRAN_BLOCK:
@@ -72,8 +70,8 @@ tm_status tm__ggeom_init(struct tm__ggeom *g, const tm_qgran *q, int ndim, const
         g->cols = shape[ndim - 1];
         g->bh = q->block_h;
         g->bw = q->block_w;
-        g->nbh = ceil_div(g->rows, g->bh);
-        g->nbw = ceil_div(g->cols, g->bw);
+        g->nbh = tm__ceil_div(g->rows, g->bh);
+        g->nbw = tm__ceil_div(g->cols, g->bw);
         g->n_params = (g->rows == 0 || g->cols == 0)
                           ? 0
                           : g->n_elems / (g->rows * g->cols) * g->nbh * g->nbw;

@@ -86,9 +86,10 @@ static tm_status locate(const tm_file *f, const tm_tensor *t, int64_t flat, int6
         if (cols <= 0) return tm__err_set(err, TM_E_CORRUPT, -1, "tensor '%s': empty row", t->name);
         row = flat / cols;
         col = flat % cols;
-        uint64_t bits = (uint64_t)cols * (uint64_t)pk->bits;
-        uint64_t words = (bits + (uint64_t)cb * 8 - 1) / ((uint64_t)cb * 8);
-        row_bytes = words * (uint64_t)cb;
+        row_bytes = tm_packed_row_bytes(pk, cols); /* dense or per-word (TM_PACK_LSB_PER_WORD) */
+        if (row_bytes == 0)
+            return tm__err_set(err, TM_E_CORRUPT, -1, "tensor '%s': bad packing of %d-bit codes",
+                               t->name, pk->bits);
     }
     uint64_t off = (uint64_t)row * row_bytes;
     uint64_t need;
@@ -270,8 +271,10 @@ tm_status tm_tensor_qparams(const tm_file *f, int64_t i, float **scale_out, int3
             int64_t ng = pnd >= 2 ? pshape[pnd - 1] : 1;
             int64_t rows = np / (ng ? ng : 1);
             int cb = container_bytes(zk->container);
-            uint64_t wrows = ((uint64_t)rows * (uint64_t)zk->bits + (uint64_t)cb * 8 - 1) / ((uint64_t)cb * 8);
-            if (wrows * (uint64_t)ng * (uint64_t)cb > zt->n_bytes)
+            uint64_t wbits = (uint64_t)cb * 8, per_word = zk->bits > 0 ? wbits / (uint64_t)zk->bits : 0;
+            int by_word = zk->lsb_first == TM_PACK_LSB_PER_WORD;
+            uint64_t wrows = tm_packed_row_bytes(zk, rows) / (cb > 0 ? (uint64_t)cb : 1);
+            if (wrows == 0 || wrows * (uint64_t)ng * (uint64_t)cb > zt->n_bytes)
                 s = tm__err_set(err, TM_E_CORRUPT, -1, "tensor '%s': zero point tensor too small",
                                 t->name);
             /* GPTQ/AWQ (q->transposed): the word grid is [ng, wrows]; AWQ reorders fields */
@@ -279,14 +282,20 @@ tm_status tm_tensor_qparams(const tm_file *f, int64_t i, float **scale_out, int3
                 s = tm__err_set(err, TM_E_UNSUPPORTED, -1,
                                 "tensor '%s': reordered %d-bit zero points", t->name, zk->bits);
             for (int64_t r = 0; !s && r < rows; r++) {
-                uint64_t bit = (uint64_t)r * (uint64_t)zk->bits;
-                uint64_t wr = bit / ((uint64_t)cb * 8);
-                unsigned sh = (unsigned)(bit % ((uint64_t)cb * 8));
+                uint64_t bit = by_word ? (uint64_t)r / per_word * wbits + (uint64_t)r % per_word * (uint64_t)zk->bits
+                                       : (uint64_t)r * (uint64_t)zk->bits;
+                uint64_t wr = bit / wbits;
+                unsigned sh = (unsigned)(bit % wbits);
                 if (q->field_order) sh = (unsigned)q->field_order[sh / (unsigned)zk->bits] * (unsigned)zk->bits;
                 for (int64_t g = 0; g < ng; g++) {
                     uint64_t widx = q->transposed ? (uint64_t)g * wrows + wr : wr * (uint64_t)ng + (uint64_t)g;
                     uint64_t w = load_word((const uint8_t *)p + widx * (uint64_t)cb, cb);
-                    uint64_t field = (w >> sh) & ((1ull << zk->bits) - 1);
+                    uint64_t field = w >> sh;
+                    if (sh + (unsigned)zk->bits > wbits) { /* dense stream: the field goes on in word wr+1 */
+                        uint64_t w2 = q->transposed ? widx + 1 : widx + (uint64_t)ng;
+                        field |= load_word((const uint8_t *)p + w2 * (uint64_t)cb, cb) << (wbits - sh);
+                    }
+                    field &= (1ull << zk->bits) - 1;
                     zp[r * ng + g] = (int32_t)((int64_t)field - zk->offset);
                 }
             }

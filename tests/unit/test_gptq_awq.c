@@ -531,6 +531,80 @@ static void test_gptq_2bit(void **state) {
     for (int l = 0; l < N_LIN; l++) qlin_free(&ql[l]);
 }
 
+#define V2_LIKE "sym 4-bit but stored zeros = 8; under v1 the effective zero is 9; the file may be gptq_v2"
+
+/* Labelled gptq (v1, stores z - 1) but the symmetric 4-bit qzeros are all 8: gptq_v2's zero,
+** mislabelled. Read as the label says (zero 9), with a warning in the file, on stderr and in
+** inspect --json; inspect says which convention it applied. A real v1 file (stored 7) and a
+** gptq_v2 file get no warning. (issue 12 item 2) */
+static void test_gptq_v1_label_v2_zeros(void **state) {
+    (void)state;
+    qlin ql[N_LIN];
+    for (int l = 0; l < N_LIN; l++) quantize_lin(&ql[l], g_w[l], k_N[l], k_K[l], 4, 32, 1, 0, GPTQ_V2);
+    assert_int_equal(ql[0].qzeros[0], 0x88888888u);
+    const char *dir = sub("gptq_mislabelled");
+    write_quantized(dir, ql, GPTQ_V2, 1);
+    write_text(dir, "config.json",
+               "{\"quantization_config\": {\"quant_method\": \"gptq\", \"bits\": 4, \"group_size\": "
+               "32, \"sym\": true, \"checkpoint_format\": \"gptq\"}}");
+    tm_file *f = open_ok(dir);
+    assert_true(has_warning(f, V2_LIKE));
+    assert_true(has_warning(f, "(3 of 3 GPTQ tensors read as checkpoint_format \"gptq\")"));
+    int64_t ti = tm_file_find(f, g_names[0][0]);
+    tm_qelement e;
+    tm_err err;
+    assert_int_equal(tm_qelement_get(f, ti, 0, &e, &err), TM_OK);
+    assert_int_equal(e.zero_point, 9); /* the label's convention, applied */
+    tm_close(f);
+    char wname[160];
+    snprintf(wname, sizeof wname, "%s.weight", k_names[0]);
+    json_t *j = tmt_run_json(0, "%s inspect %s --json 2>/dev/null", tmt_bin(), dir);
+    json_t *w = json_object_get(j, "warnings");
+    int found = 0;
+    for (size_t i = 0; i < json_array_size(w); i++)
+        found |= strstr(json_string_value(json_array_get(w, i)), V2_LIKE) != NULL;
+    assert_true(found);
+    json_t *qj = json_object_get(tmt_find_named(json_object_get(j, "tensors"), wname), "quantization");
+    assert_string_equal(json_string_value(json_object_get(qj, "zero_point_convention")), "v1");
+    json_decref(j);
+    char *out = NULL;
+    assert_int_equal(tmt_run(&out, "%s inspect %s", tmt_bin(), dir), 0);
+    assert_non_null(strstr(out, "gptq:        zero points read as v1 (stored z - 1) in 3 tensors"));
+    assert_non_null(strstr(out, V2_LIKE));
+    free(out);
+    /* stderr, from any command that opens it */
+    assert_int_equal(tmt_run(&out, "%s scalar %s %s 0,0 2>&1 >/dev/null", tmt_bin(), dir, wname), 0);
+    assert_non_null(strstr(out, "tensormorph: warning: "));
+    assert_non_null(strstr(out, V2_LIKE));
+    free(out);
+    /* relabelled gptq_v2: no warning, convention v2, zero 8 */
+    write_text(dir, "config.json",
+               "{\"quantization_config\": {\"quant_method\": \"gptq\", \"bits\": 4, \"group_size\": "
+               "32, \"sym\": true, \"checkpoint_format\": \"gptq_v2\"}}");
+    f = open_ok(dir);
+    assert_int_equal(tm_file_n_warnings(f), 0);
+    tm_close(f);
+    j = tmt_run_json(0, "%s inspect %s --json", tmt_bin(), dir);
+    qj = json_object_get(tmt_find_named(json_object_get(j, "tensors"), wname), "quantization");
+    assert_string_equal(json_string_value(json_object_get(qj, "zero_point_convention")), "v2");
+    json_decref(j);
+    assert_int_equal(tmt_run(&out, "%s inspect %s", tmt_bin(), dir), 0);
+    assert_non_null(strstr(out, "gptq:        zero points read as v2 (stored z) in 3 tensors"));
+    free(out);
+    for (int l = 0; l < N_LIN; l++) qlin_free(&ql[l]);
+    /* a real v1 symmetric file stores 7: no warning */
+    for (int l = 0; l < N_LIN; l++) quantize_lin(&ql[l], g_w[l], k_N[l], k_K[l], 4, 32, 1, 0, GPTQ_V1);
+    const char *d1 = sub("gptq_v1_sym");
+    write_quantized(d1, ql, GPTQ_V1, 1);
+    write_text(d1, "config.json",
+               "{\"quantization_config\": {\"quant_method\": \"gptq\", \"bits\": 4, \"group_size\": "
+               "32, \"sym\": true, \"checkpoint_format\": \"gptq\"}}");
+    f = open_ok(d1);
+    assert_int_equal(tm_file_n_warnings(f), 0);
+    tm_close(f);
+    for (int l = 0; l < N_LIN; l++) qlin_free(&ql[l]);
+}
+
 /* AutoAWQ GEMM: qweight [K, N/8] with nibbles in the order 0,2,4,6,1,3,5,7; with and without
 ** config.json. */
 static void test_awq_gemm(void **state) {
@@ -808,6 +882,7 @@ int main(void) {
         cmocka_unit_test(test_gptq_v2),
         cmocka_unit_test(test_gptq_8bit_channel_no_config),
         cmocka_unit_test(test_gptq_2bit),
+        cmocka_unit_test(test_gptq_v1_label_v2_zeros),
         cmocka_unit_test(test_awq_gemm),
         cmocka_unit_test(test_corrupt),
         cmocka_unit_test(test_onnx_qdq16),

@@ -23,6 +23,7 @@
 
 #include "tensormorph.h"
 #include "tensormorph/graph.h"
+#include "tensormorph/experimental.h"
 #include "helpers/vectors.h"
 
 /* ---------------------------------------------------------------------------------------- */
@@ -370,7 +371,7 @@ static void test_dequantizelinear_node_tests(void **state) {
         assert_int_equal(tm_graph_n_nodes(f), 1);
         const tm_graph_node *nd = tm_graph_node_at(f, 0);
         assert_string_equal(nd->op_type, "DequantizeLinear");
-        assert_int_equal(nd->qkind, TM_GQ_DEQUANTIZE);
+        assert_int_equal(nd->qkind, TM_QNODE_DEQUANTIZE);
         const tm_graph_value *x = tm_graph_value_at(f, nd->inputs[0]);
         assert_true(x->quantized);
         tm_file *ref = open_pb(dir, "output_0.pb");
@@ -564,7 +565,7 @@ static void test_ort_granularities(void **state) {
     int64_t n_ms = 0;
     for (int64_t i = 0; i < tm_graph_n_nodes(f); i++) {
         const tm_graph_node *nd = tm_graph_node_at(f, i);
-        if (nd->qkind == TM_GQ_DEQUANTIZE && !strcmp(nd->domain, "com.microsoft")) n_ms++;
+        if (nd->qkind == TM_QNODE_DEQUANTIZE && !strcmp(nd->domain, "com.microsoft")) n_ms++;
     }
     assert_int_equal(n_ms, 3);
     tm_close(f);
@@ -675,8 +676,8 @@ static void test_graph_quant_boundaries(void **state) {
     int64_t n_dq = 0, n_q = 0;
     for (int64_t i = 0; i < tm_graph_n_nodes(f); i++) {
         const tm_graph_node *nd = tm_graph_node_at(f, i);
-        if (nd->qkind == TM_GQ_DEQUANTIZE) n_dq++;
-        if (nd->qkind == TM_GQ_QUANTIZE) {
+        if (nd->qkind == TM_QNODE_DEQUANTIZE) n_dq++;
+        if (nd->qkind == TM_QNODE_QUANTIZE) {
             n_q++;
             const tm_graph_value *y = tm_graph_value_at(f, nd->outputs[0]);
             assert_true(y->quantized);
@@ -698,14 +699,14 @@ static void test_graph_quant_boundaries(void **state) {
     char dir[2048];
     snprintf(dir, sizeof dir, "onnx_node_tests/test_qlinearmatmul_2D_int8_float32/model.onnx");
     f = open_ok(dir);
-    assert_int_equal(tm_graph_node_at(f, 0)->qkind, TM_GQ_QOPERATOR);
+    assert_int_equal(tm_graph_node_at(f, 0)->qkind, TM_QNODE_QOPERATOR);
     assert_true(tm_graph_value_at(f, tm_graph_node_at(f, 0)->inputs[3])->quantized);
     assert_string_equal(tm_graph_value_at(f, tm_graph_node_at(f, 0)->outputs[0])->elem_type_name, "INT8");
     tm_close(f);
     f = open_ok("ort_testdata/dynamic_quantize_matmul_uint8_bias.onnx");
     assert_string_equal(meta(f, "onnx.activation_quantization_points"), "1");
     int n_int = 0;
-    for (int64_t i = 0; i < tm_graph_n_nodes(f); i++) n_int += tm_graph_node_at(f, i)->qkind == TM_GQ_INTEGER;
+    for (int64_t i = 0; i < tm_graph_n_nodes(f); i++) n_int += tm_graph_node_at(f, i)->qkind == TM_QNODE_INTEGER;
     assert_int_equal(n_int, 1);
     tm_close(f);
 }

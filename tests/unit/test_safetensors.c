@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "core/fsutil.h"
+#include "helpers/cli_run.h"
 #include "tensormorph.h"
 
 /* ---------------------------------------------------------------------------------------- */
@@ -784,6 +785,64 @@ static void test_open_directory_rules(void **state) {
     free(dir);
 }
 
+/* A stray checkpoint file beside a sharded index (a single-file copy, an older shard): what the
+** index names is read, the stray is not, and a warning names it; whichever way the checkpoint
+** is named (the index, its directory, an index under another name). Issue 12 item 4. */
+static void test_stray_beside_index(void **state) {
+    (void)state;
+    char *dir = tmpdir_new();
+    char *path = pathf(dir, "model.safetensors");
+    tm_st_write_params wp = {64, NULL, NULL, 0};
+    write_all(path, k_entries, N_ENTRIES, &wp); /* shards + model.safetensors.index.json */
+    put_shard(dir, "model.safetensors", "stray_a,layer.0.weight");
+    put_shard(dir, "model-00009-of-00009.safetensors", "stray_b");
+    char *idx = pathf(dir, "model.safetensors.index.json");
+    char *other = pathf(dir, "other.safetensors.index.json");
+    for (int o = 0; o < 3; o++) {
+        if (o == 2) assert_int_equal(rename(idx, other), 0); /* then only the dir finds it */
+        tm_file *f = NULL;
+        tm_err e;
+        tm_status s = tm_open(o == 0 ? idx : dir, NULL, &f, &e);
+        if (s) dump_err(&e);
+        assert_int_equal(s, TM_OK);
+        check_contents(f, k_entries, N_ENTRIES); /* nothing of the strays merged in */
+        assert_int_equal(tm_file_find(f, "stray_a"), -1);
+        assert_int_equal(tm_file_find(f, "stray_b"), -1);
+        for (int i = 0; i < tm_file_n_paths(f); i++) { /* the strays are not even mapped */
+            const char *fp = tm_file_path(f, i);
+            assert_int_not_equal(strcmp(fp + strlen(fp) - strlen("/model.safetensors"), "/model.safetensors"), 0);
+            assert_null(strstr(fp, "00009"));
+        }
+        assert_int_equal(tm_file_n_warnings(f), 2);
+        int named[2] = {0, 0};
+        for (int64_t i = 0; i < tm_file_n_warnings(f); i++) {
+            const char *w = tm_file_warning(f, i);
+            assert_non_null(strstr(w, "a checkpoint file beside "));
+            assert_non_null(strstr(w, o == 2 ? "other.safetensors.index.json" : "model.safetensors.index.json"));
+            assert_non_null(strstr(w, "that the index does not name; not read"));
+            named[0] |= strstr(w, "/model.safetensors: ") != NULL;
+            named[1] |= strstr(w, "/model-00009-of-00009.safetensors: ") != NULL;
+        }
+        assert_true(named[0] && named[1]);
+        tm_close(f);
+    }
+    /* on stderr from any command, and in inspect --json */
+    char *out = NULL;
+    assert_int_equal(tmt_run(&out, "%s diff %s %s 2>&1 >/dev/null", tmt_bin(), dir, dir), 0);
+    assert_non_null(strstr(out, "tensormorph: warning: "));
+    assert_non_null(strstr(out, "/model.safetensors: a checkpoint file beside"));
+    free(out);
+    json_t *j = tmt_run_json(0, "%s inspect %s --json 2>/dev/null", tmt_bin(), dir);
+    assert_int_equal(json_array_size(json_object_get(j, "warnings")), 2);
+    assert_int_equal(json_integer_value(json_object_get(j, "n_tensors")), N_ENTRIES);
+    json_decref(j);
+    free(other);
+    free(idx);
+    free(path);
+    tm__rm_rf(dir);
+    free(dir);
+}
+
 /* The byte offset of an entry survives escapes, nesting and odd spacing before it. */
 static void test_header_key_offsets(void **state) {
     (void)state;
@@ -1284,7 +1343,7 @@ static void test_ctensors_config_lies(void **state) {
                "    \"weights\": {\"num_bits\": 4, \"symmetric\": false, \"strategy\": \"group\","
                "                \"group_size\": 16}},"
                "  \"g_down\": {\"targets\": [\"" DOWN "\"],"
-               "    \"weights\": {\"num_bits\": 4, \"symmetric\": true, \"strategy\": \"channel\"}},"
+               "    \"weights\": {\"num_bits\": 8, \"symmetric\": true, \"strategy\": \"channel\"}},"
                "  \"g_rest\": {\"targets\": [\"Linear\"],"
                "    \"weights\": {\"num_bits\": 8, \"symmetric\": true, \"strategy\": \"channel\"}}"
                "}}}");
@@ -1293,7 +1352,6 @@ static void test_ctensors_config_lies(void **state) {
     assert_int_equal(tm_open(dir, NULL, &f, &e), TM_OK);
     assert_true(has_warning(f, "config says group_size 16 but " UP
                                ".weight_scale has shape [8, 5] (group 8)"));
-    assert_true(has_warning(f, "config says num_bits 4 but " DOWN ".weight holds 8-bit codes"));
     assert_true(has_warning(f, "config says symmetric but " DOWN ".weight_zero_point is present"));
     assert_true(has_warning(f, QP ".weight is quantized (compressed-tensors/naive-quantized) but "
                                "config.json lists '" QP "' in ignore"));
@@ -1309,17 +1367,27 @@ static void test_ctensors_config_lies(void **state) {
     assert_int_equal(must_find(f, UP ".weight")->quant->gran.group_size, 8);
     assert_int_equal(must_find(f, DOWN ".weight")->dtype, TM_I8);
     tm_close(f);
+    /* num_bits decides the code width (issue 12): 3 words of 10 columns are no 4-bit row in
+    ** either layout, so a config that says 4 bits is refused, naming the tensor */
+    write_text(dir, "config.json",
+               "{\"quantization_config\": {\"quant_method\": \"compressed-tensors\", \"config_groups\": {"
+               "  \"g_down\": {\"targets\": [\"" DOWN "\"], \"weights\": {\"num_bits\": 4}}}}}");
+    assert_int_equal(tm_open(dir, NULL, &f, &e), TM_E_CORRUPT);
+    assert_non_null(strstr(e.msg, DOWN ".weight_packed has shape [6, 3]: 3 words per row cannot hold "
+                                  "10 4-bit codes (config.json num_bits 4); they take 2 in either "
+                                  "layout"));
     tm__rm_rf(dir);
     free(dir);
 }
 
-/* Odd or hostile quantization_config shapes never fail the open; the tensors still decide. */
+/* Odd or hostile quantization_config shapes never fail the open, unless a usable num_bits
+** contradicts a packed tensor's shape; otherwise the tensors decide. */
 static void test_ctensors_odd_configs(void **state) {
     (void)state;
     static const char *configs[] = {
         "{\"quantization_config\": 5}",
         "{\"quantization_config\": {\"quant_method\": \"compressed-tensors\", \"config_groups\": [1, 2]}}",
-        "{\"quantization_config\": {\"config_groups\": {\"g\": 7, \"h\": null, \"W4A16\": [\"Linear\"],"
+        "{\"quantization_config\": {\"config_groups\": {\"g\": 7, \"h\": null, \"W4A16\": [\"re:.*up_proj$\"],"
         " \"X\": [\"re:(\", 3, \"re:.*k_proj\"]}, \"ignore\": \"lm_head\"}}",
         "{\"quantization_config\": {\"quant_method\": \"compressed-tensors\", \"config_groups\": {\"g\":"
         " {\"targets\": \"Linear\", \"format\": 4, \"weights\": {\"num_bits\": 99, \"group_size\": -5,"
@@ -1339,6 +1407,14 @@ static void test_ctensors_odd_configs(void **state) {
         tm_file *f = NULL;
         tm_err e;
         tm_status s = tm_open(dir, NULL, &f, &e);
+        if (i == 5) {
+            /* the 4-bit block group claims 4 bits for the 8-bit DOWN too: num_bits decides
+            ** the width (issue 12), and 3 words of 10 columns hold no 4-bit row */
+            assert_int_equal(s, TM_E_CORRUPT);
+            assert_non_null(strstr(e.msg, DOWN ".weight_packed has shape [6, 3]: 3 words per row "
+                                          "cannot hold 10 4-bit codes (config.json num_bits 4)"));
+            continue;
+        }
         if (s) {
             print_message("config %zu\n", i);
             dump_err(&e);
@@ -1577,6 +1653,7 @@ int main(void) {
         cmocka_unit_test(test_corrupt_sharded),
         cmocka_unit_test(test_open_directory_rules),
         cmocka_unit_test(test_header_key_offsets),
+        cmocka_unit_test(test_stray_beside_index),
         cmocka_unit_test(test_real_models),
         cmocka_unit_test(test_ctensors_fixture),
         cmocka_unit_test(test_ctensors_config_lies),

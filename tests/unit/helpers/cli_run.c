@@ -183,3 +183,16 @@ json_t *tmt_http_json(int port, const char *path, int *status) {
     assert_non_null(j);
     return j;
 }
+
+char *tmt_read_file(const char *path) {
+    FILE *fp = fopen(path, "rb");
+    if (!fp) return NULL;
+    fseek(fp, 0, SEEK_END);
+    long n = ftell(fp);
+    fseek(fp, 0, SEEK_SET);
+    char *b = n >= 0 ? malloc((size_t)n + 1) : NULL;
+    if (b && fread(b, 1, (size_t)n, fp) != (size_t)n) { free(b); b = NULL; }
+    if (b) b[n] = '\0';
+    fclose(fp);
+    return b;
+}

@@ -16,6 +16,8 @@ json_t *tmt_run_json(int expect_rc, const char *fmt, ...) __attribute__((format(
 double tmt_num(json_t *o, const char *key);
 /* The element of an array of objects whose "name" is name, or NULL. */
 json_t *tmt_find_named(json_t *arr, const char *name);
+/* The whole file, NUL-terminated (malloc'd), or NULL when it cannot be read. */
+char *tmt_read_file(const char *path);
 /* 1 when path exists. */
 int tmt_exists(const char *path);
 /* `tensormorph serve ARGS... --port 0 -q` (args NULL-terminated) in a child: returns its pid,

@@ -1,0 +1,73 @@
+/*
+** tensormorph/qdiff.h: Quantization Diff: a quantized checkpoint against its full-precision
+** source, tensor by tensor, with flags (layer analysis, src/analysis/qdiff.c; docs/qdiff.md).
+*/
+/* the base API first, outside the guard, so this header compiles alone (docs/ARCHITECTURE.md
+** "Public headers") */
+#include "../tensormorph.h"
+#include "errstats.h"
+#ifndef TENSORMORPH_QDIFF_H
+#define TENSORMORPH_QDIFF_H
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct tm_qdiff_entry {
+    const char *name;          /* points into the quantized file's tensor list                  */
+    int64_t     ref_index, q_index;
+    tm_errsum   e;
+    int         flagged;
+    char        reason[256];   /* why flagged, "" otherwise                                      */
+    char        scheme[96];    /* tm_qtensor_label: "I4 group:128 sym scale:F16"                  */
+    int         clip_expected; /* the observer clips by design (percentile, mse, entropy,
+                                  histogram) or the codec searches its range (ggml K-quants):
+                                  clipping and half-LSB excess are not flagged; RMSE and SQNR are */
+    const char *ref_name;      /* its source's name in ref (differs from name across naming
+                                  conventions, GPTQ qweight, ONNX _quantized)                     */
+} tm_qdiff_entry;
+
+typedef struct tm_qdiff_result {
+    tm_qdiff_entry *entries;   /* sorted: flagged first, worst (lowest SQNR) first               */
+    int64_t         n;
+    double          median_sqnr_db;
+    int64_t         n_flagged;
+    int64_t         n_unmatched; /* quantized tensors without a source of the same name/size     */
+} tm_qdiff_result;
+
+typedef struct tm_qdiff_params {
+    int n_threads;             /* 0 = 1                                                          */
+    void (*progress)(void *ud, uint64_t done, uint64_t total); /* tensors compared so far, of
+                                                                  total; serialised            */
+    void *progress_ud;
+    volatile const int *cancel;
+} tm_qdiff_params;
+
+/* tm_qdiff: for every quantized tensor of q whose source tm_ref_find finds in ref (else
+** tm_tensor_pair_find: its name in the other convention, HF <-> llama.cpp, with q/k rows
+** un-permuted) with the same element count, compare ref (converted to f32) with q's dequantized values, measuring error
+** against each element's own scale (LSB units). Memory: a few row chunks per thread.
+** Returns TM_OK | TM_E_NOMEM | TM_E_CORRUPT | TM_E_CANCELLED. Free with tm_qdiff_free. */
+tm_status tm_qdiff(const tm_file *ref, const tm_file *q, const tm_qdiff_params *p,
+                   tm_qdiff_result **out, tm_err *err);
+/* tm_ref_find: the index in `ref` (a full-precision checkpoint) of the source of tensor
+** `quantized_name` of a quantized checkpoint, or -1 (also when either argument is NULL). Tried
+** in order: the same name; GPTQ/AWQ "P.qweight" (or a bare "qweight") -> "P.weight"
+** (docs/formats.md "GPTQ and AWQ"); ONNX "X_quantized" -> "X" (the DequantizeLinear codes that
+** tensormorph's ONNX output and ONNX Runtime's quantizer name so, docs/onnx-quantize.md). Only
+** names are compared: callers check that the element counts agree. Used by tm_qdiff and by
+** `scalar --ref`, `heatmap --ref` and the web UI's reference lookup. */
+int64_t   tm_ref_find(const tm_file *ref, const char *quantized_name);
+/* tm_qdiff_flag: (re)apply the flag rules to r (median SQNR per scheme, thresholds). Called by
+** tm_qdiff; call again after changing entries' clip_expected. */
+void      tm_qdiff_flag(tm_qdiff_result *r);
+/* tm_qdiff_scheme_median: the median of the finite SQNRs (dB) of r's entries whose scheme
+** string is `scheme` (the median the SQNR flag compares each tensor with, docs/qdiff.md); NaN
+** when there is none or out of memory. */
+double    tm_qdiff_scheme_median(const tm_qdiff_result *r, const char *scheme);
+void      tm_qdiff_free(tm_qdiff_result *r);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -457,26 +457,12 @@ static void test_listen_options(void **state) {
 
 /* Start `serve DIR/q4 ARG1..ARG4 --port 0 -q`; returns the pid and sets *port. */
 static pid_t start_server(const char *arg1, const char *arg2, const char *arg3, const char *arg4, int *port) {
-    int pfd[2];
-    assert_int_equal(pipe(pfd), 0);
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        dup2(pfd[1], 1);
-        close(pfd[0]);
-        close(pfd[1]);
-        char q[512];
-        snprintf(q, sizeof q, "%s/q4", g_tmp);
-        execl(g_bin, g_bin, "serve", q, arg1, arg2, arg3, arg4, "--port", "0", "-q", (char *)NULL);
-        _exit(127);
-    }
-    close(pfd[1]);
-    FILE *in = fdopen(pfd[0], "r");
-    char line[256];
-    assert_non_null(in);
-    assert_non_null(fgets(line, sizeof line, in));
+    char q[512];
+    snprintf(q, sizeof q, "%s/q4", g_tmp);
+    const char *args[] = {q, arg1, arg2, arg3, arg4, NULL};
+    FILE *in;
+    pid_t pid = (pid_t)tmt_serve_start(args, port, &in);
     fclose(in);
-    assert_int_equal(sscanf(line, "http://127.0.0.1:%d/", port), 1);
     return pid;
 }
 

@@ -122,6 +122,7 @@ int tmt_serve_start(const char *const *args, int *port, FILE **out) {
     if (pid == 0) {
         dup2(pfd[1], 1);
         close(pfd[0]);
+        close(pfd[1]);
         execv(tmt_bin(), (char *const *)argv);
         _exit(127);
     }

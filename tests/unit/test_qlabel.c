@@ -2,7 +2,8 @@
 ** Over a table of real models in ../shared (GGUF of many ggml types, ONNX QDQ and MatMulNBits,
 ** PyTorch qtensors) and compressed-tensors checkpoints that `quantize` makes here from the real
 ** stories260K: the label of each layout kind is the documented one; for EVERY quantized tensor
-** the CLI (inspect --json and its text table, qdiff --json where a reference exists) and the API
+** the CLI (inspect --json and its text table, qdiff --json where a reference exists, compat
+** --json; scalar and heatmap --json for one tensor per model) and the API
 ** of `serve` (inspect, tensor, scalar, arch, qdiff) give the same label and description as the
 ** library; `symmetric` agrees with the label (contains "asym" or "+min" iff not symmetric); and
 ** inspect's dtype column names the ggml type of a GGUF block tensor. */
@@ -297,6 +298,16 @@ static void check_model(const model *m) {
         assert_string_equal(str(sd, "label"), lab);
         json_decref(sd);
         json_object_set(by_name, name, qc);
+        if (n_quant == 1) { /* the CLI's scalar and heatmap documents, for the first of them */
+            json_t *sc = tmt_run_json(0, "%s scalar '%s' '%s' %s --json", tmt_bin(), path, name, idx);
+            assert_string_equal(str(sc, "label"), lab);
+            assert_string_equal(str(sc, "description"), desc);
+            json_decref(sc);
+            json_t *hm = tmt_run_json(0, "%s heatmap '%s' '%s' -o %s/h.png --json -q", tmt_bin(), path, name, g_tmp);
+            assert_string_equal(str(hm, "label"), lab);
+            assert_string_equal(str(hm, "description"), desc);
+            json_decref(hm);
+        }
     }
     assert_true(n_quant > 0);
     json_t *arch = get(port, "/api/v1/arch");

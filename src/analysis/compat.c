@@ -131,8 +131,15 @@ static void onnx_code_name(const char *onnx, char *out, size_t n) {
     snprintf(out, n, "%s", onnx && strcmp(onnx, "?") ? onnx : "");
 }
 
-static void describe_tensor(const tm_tensor *t, tm_compat_item *it) {
+/* The quantized tensor's one label and description (tm_qtensor_label) on the item. */
+static void set_label(const tm_file *f, const tm_tensor *t, tm_compat_item *it) {
+    tm_qtensor_label(f, t, it->label, sizeof it->label);
+    tm_qtensor_describe(f, t, it->description, sizeof it->description);
+}
+
+static void describe_tensor(const tm_file *f, const tm_tensor *t, tm_compat_item *it) {
     const tm_qtensor *q = t->quant;
+    set_label(f, t, it);
     const tm_dtype_traits *dt = tm_dtype_get(q->code_dtype);
     snprintf(it->code_dtype, sizeof it->code_dtype, "%s", dt ? dt->name : "");
     snprintf(it->granularity, sizeof it->granularity, "%s", gran_name(q->gran.kind));
@@ -140,14 +147,8 @@ static void describe_tensor(const tm_tensor *t, tm_compat_item *it) {
     if (q->ggml_type) {
         const tm_ggml_type_info *gi = tm_ggml_type_info_get(q->ggml_type);
         snprintf(it->ggml_type, sizeof it->ggml_type, "%s", gi ? gi->name : "?");
-        snprintf(it->describe, sizeof it->describe, "%s", it->ggml_type);
-        return;
     }
-    char g[48];
-    if (q->gran.kind == TM_GRAN_GROUP) snprintf(g, sizeof g, "group:%lld", (long long)q->gran.group_size);
-    else if (q->gran.kind == TM_GRAN_BLOCK) snprintf(g, sizeof g, "block:%lldx%lld", (long long)q->gran.block_h, (long long)q->gran.block_w);
-    else snprintf(g, sizeof g, "%s", it->granularity);
-    snprintf(it->describe, sizeof it->describe, "%s %s %s", it->code_dtype, g, q->symmetric ? "sym" : "asym");
+    snprintf(it->describe, sizeof it->describe, "%s", it->label);
 }
 
 /* Scale shape -> granularity of a Q/DQ node: scalar or [1] per-tensor, blocked when the codes
@@ -252,6 +253,7 @@ static void describe_node(const tm_file *f, const graph_maps *m, int64_t ni, tm_
     if (zp_in >= 0) zv = nd->n_inputs > zp_in ? nd->inputs[zp_in] : -1;
     else if (codes && code_in >= 0) zv = codes->zero_point_value; /* as the reader paired them */
     const tm_tensor *wt = nd->weight_tensor >= 0 ? tm_file_tensor(f, nd->weight_tensor) : NULL;
+    if (wt && wt->quant) set_label(f, wt, it); /* the weight it dequantizes */
     if (nd->qkind == TM_QNODE_DYNAMIC_QUANTIZE) {
         snprintf(it->code_dtype, sizeof it->code_dtype, "U8");
         snprintf(it->granularity, sizeof it->granularity, "tensor");
@@ -454,7 +456,7 @@ tm_status tm_compat_check(const tm_file *f, const char *target, const char *tabl
         tm_compat_item *it = &rep->items[rep->n_items++];
         it->index = i;
         it->name = t->name;
-        describe_tensor(t, it);
+        describe_tensor(f, t, it);
         classify(table, rep, it);
     }
     free(m.producer);
@@ -497,6 +499,10 @@ char *tm_compat_report_json(const tm_compat_report *r) {
         json_object_set_new(e, "operand", str_or_null(it->operand));
         json_object_set_new(e, "consumer", str_or_null(it->consumer));
         json_object_set_new(e, "describe", str_or_null(it->describe));
+        if (it->label[0]) { /* a quantized tensor, or the node's quantized weight */
+            json_object_set_new(e, "label", json_string(it->label));
+            json_object_set_new(e, "description", json_string(it->description));
+        }
         json_object_set_new(e, "status", json_string(tm_compat_status_name(it->status)));
         json_object_set_new(e, "reason", str_or_null(it->reason));
         json_object_set_new(e, "rule", str_or_null(it->rule_id));

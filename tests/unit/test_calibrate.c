@@ -776,55 +776,14 @@ static void test_samples_messages(void **state) {
 /* ---- /api/v1/calibrate ------------------------------------------------------------------------ */
 
 /* GET path from 127.0.0.1:port; *status the HTTP status; returns the parsed JSON body */
-static json_t *http_json(int port, const char *path, int *status) {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    assert_true(fd >= 0);
-    struct sockaddr_in sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sin_family = AF_INET;
-    sa.sin_port = htons((uint16_t)port);
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof sa), 0);
-    char req[2048];
-    int n = snprintf(req, sizeof req, "GET %s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nConnection: close\r\n\r\n", path, port);
-    assert_int_equal(write(fd, req, (size_t)n), n);
-    static char buf[1 << 20];
-    size_t len = 0;
-    ssize_t r;
-    while ((r = read(fd, buf + len, sizeof buf - 1 - len)) > 0) len += (size_t)r;
-    close(fd);
-    buf[len] = '\0';
-    assert_int_equal(sscanf(buf, "HTTP/1.1 %d", status), 1);
-    char *body = strstr(buf, "\r\n\r\n");
-    assert_non_null(body);
-    json_t *j = json_loads(body + 4, 0, NULL);
-    assert_non_null(j);
-    return j;
-}
+#define http_json tmt_http_json
 
 /* the page's API answers with the command's document for a tensor of the served checkpoint */
 /* `tensormorph serve ST --samples NPY` on a free port: its pid, the pipe of its stdout (*f, for the
 ** caller to close) and the port it printed. */
 static pid_t start_serve(const char *st, const char *npy, FILE **f, int *port) {
-    int pfd[2];
-    assert_int_equal(pipe(pfd), 0);
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        dup2(pfd[1], 1);
-        close(pfd[0]);
-        execl(tmt_bin(), tmt_bin(), "serve", st, "--port", "0", "-q", "--samples", npy, (char *)NULL);
-        _exit(127);
-    }
-    close(pfd[1]);
-    char line[256];
-    *f = fdopen(pfd[0], "r");
-    if (!*f || !fgets(line, sizeof line, *f) || sscanf(line, "http://127.0.0.1:%d/", port) != 1) {
-        kill(pid, SIGTERM);
-        waitpid(pid, NULL, 0);
-        fail_msg("serve printed no URL");
-    }
-    return pid;
+    const char *args[] = {st, "--samples", npy, NULL};
+    return (pid_t)tmt_serve_start(args, port, f);
 }
 
 static void test_api_equals_cli(void **state) {

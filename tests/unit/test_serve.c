@@ -42,14 +42,7 @@ static void resp_free(http_resp *r) { free(r->head); free(r->body); }
 /* One request on a fresh connection; `raw_headers` replaces the default Host line when given. */
 static http_resp http_raw(const char *method, const char *path, const char *raw_headers) {
     http_resp r = {0, NULL, NULL, 0};
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    assert_true(fd >= 0);
-    struct sockaddr_in sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sin_family = AF_INET;
-    sa.sin_port = htons((uint16_t)g_port);
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+    int fd = tmt_http_connect(g_port);
     char req[8192];
     char host[64];
     snprintf(host, sizeof host, "Host: 127.0.0.1:%d\r\n", g_port);
@@ -314,7 +307,8 @@ static void test_tiles_hold_real_values(void **state) {
     json_t *m = api("/api/v1/tensor?name=" OPROJ);
     assert_int_equal(json_integer_value(json_object_get(m, "rows")), 256);
     assert_int_equal(json_integer_value(json_object_get(m, "cols")), 256);
-    assert_string_equal(json_string_value(json_object_get(m, "scheme")), "I4 group:32 sym");
+    assert_string_equal(json_string_value(json_object_get(m, "scheme")), "I4 group:32 sym scale:F32");
+    assert_string_equal(json_string_value(json_object_get(m, "label")), "I4 group:32 sym scale:F32");
     assert_true(json_is_true(json_object_get(m, "has_ref")));
     assert_true(json_integer_value(json_object_get(m, "pyramid_step")) >= 2);
     double tmax = json_number_value(json_object_get(m, "max"));
@@ -409,12 +403,12 @@ static void test_arch_tree_and_boundaries(void **state) {
     assert_string_equal(json_string_value(json_object_get(norm, "dtype")), "F32");
     assert_string_equal(json_string_value(json_object_get(norm, "scheme")), "dense");
     assert_string_equal(json_string_value(json_object_get(attn, "dtype")), "I4");
-    assert_string_equal(json_string_value(json_object_get(attn, "scheme")), "I4 group:32 sym");
+    assert_string_equal(json_string_value(json_object_get(attn, "scheme")), "I4 group:32 sym scale:F32");
     /* down_proj (688 columns, not a multiple of 32) stays dense next to int4 gate/up */
     assert_string_equal(json_string_value(json_object_get(mlp, "scheme")), "mixed");
     json_t *down = child(mlp, "down_proj"), *gate = child(mlp, "gate_proj"), *up = child(mlp, "up_proj");
     assert_string_equal(json_string_value(json_object_get(down, "scheme")), "dense");
-    assert_string_equal(json_string_value(json_object_get(gate, "scheme")), "I4 group:32 sym");
+    assert_string_equal(json_string_value(json_object_get(gate, "scheme")), "I4 group:32 sym scale:F32");
     /* siblings in name order; a boundary wherever dtype or scheme changes from the previous one */
     assert_false(json_is_true(json_object_get(down, "boundary")));
     assert_true(json_is_true(json_object_get(gate, "boundary")));
@@ -463,26 +457,12 @@ static void test_listen_options(void **state) {
 
 /* Start `serve DIR/q4 ARG1..ARG4 --port 0 -q`; returns the pid and sets *port. */
 static pid_t start_server(const char *arg1, const char *arg2, const char *arg3, const char *arg4, int *port) {
-    int pfd[2];
-    assert_int_equal(pipe(pfd), 0);
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        dup2(pfd[1], 1);
-        close(pfd[0]);
-        close(pfd[1]);
-        char q[512];
-        snprintf(q, sizeof q, "%s/q4", g_tmp);
-        execl(g_bin, g_bin, "serve", q, arg1, arg2, arg3, arg4, "--port", "0", "-q", (char *)NULL);
-        _exit(127);
-    }
-    close(pfd[1]);
-    FILE *in = fdopen(pfd[0], "r");
-    char line[256];
-    assert_non_null(in);
-    assert_non_null(fgets(line, sizeof line, in));
+    char q[512];
+    snprintf(q, sizeof q, "%s/q4", g_tmp);
+    const char *args[] = {q, arg1, arg2, arg3, arg4, NULL};
+    FILE *in;
+    pid_t pid = (pid_t)tmt_serve_start(args, port, &in);
     fclose(in);
-    assert_int_equal(sscanf(line, "http://127.0.0.1:%d/", port), 1);
     return pid;
 }
 

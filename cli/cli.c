@@ -362,16 +362,6 @@ void cli_shape_str(int ndim, const int64_t *shape, char *buf, size_t n) {
     if (p < n) snprintf(buf + p, n - p, "]");
 }
 
-static const char *gran_name(tm_granularity g) {
-    switch (g) {
-    case TM_GRAN_TENSOR: return "tensor";
-    case TM_GRAN_CHANNEL: return "channel";
-    case TM_GRAN_GROUP: return "group";
-    case TM_GRAN_BLOCK: return "block";
-    default: return "?";
-    }
-}
-
 void cli_json_set_label(json_t *o, const tm_file *f, const tm_tensor *t) {
     if (!t || !t->quant) return;
     char lab[TM_QLABEL_MAX], desc[TM_QDESC_MAX];
@@ -401,7 +391,7 @@ json_t *cli_quant_json(const tm_file *f, const tm_tensor *t) {
     if (!q->ggml_type && q->packing.codes_per_container > 1 && q->packing.bits > 0 && q->packing.bits < cbits)
         cbits = q->packing.bits;
     json_object_set_new(o, "bits", json_integer(cbits));
-    json_object_set_new(o, "granularity", json_string(gran_name(q->gran.kind)));
+    json_object_set_new(o, "granularity", json_string(tm_granularity_kind_name(q->gran.kind)));
     if (q->gran.kind == TM_GRAN_CHANNEL || q->gran.kind == TM_GRAN_GROUP)
         json_object_set_new(o, "axis", json_integer(q->gran.axis));
     json_object_set_new(o, "group_size",
@@ -533,7 +523,7 @@ int cli_parse_top(const cli_cmd *cmd, const cli_args *a, int *top) {
 
 int cli_parse_observer(const char *s, tm_observer *o) {
     if (!s || tm_observer_from_name(s, o) != TM_OK) return -1;
-    if (o->kind == TM_OBS_ENTROPY) { o->n_bins = 128; o->n_quantized_bins = 128; }
+    if (o->kind == TM_OBS_ENTROPY && !strstr(s, "bins=")) { o->n_bins = 128; o->n_quantized_bins = 128; }
     return 0;
 }
 

@@ -147,8 +147,10 @@ int cli_parse_top(const cli_cmd *cmd, const cli_args *a, int *top);
 ** forms that take them; 0, or the usage error's exit code. */
 int cli_quantize_kernel_top(const cli_cmd *cmd, const cli_args *a, const tm_kernels **kernels, int *top);
 /* Parse an observer name for quantize (tm_observer_from_name: minmax, ema_minmax[:C], histogram,
-** percentile[:P], mse, entropy), entropy with ONNX Runtime's EntropyCalibrater defaults (128
-** bins, 128 quantized bins). 0 ok, -1 unknown name or bad number. */
+** percentile[:P], mse, entropy, with the optional :bins=N suffixes), entropy without them with
+** ONNX Runtime's EntropyCalibrater defaults (128 bins, 128 quantized bins): tm_observer_name
+** writes those as "entropy:bins=128", which reads back the same. 0 ok, -1 unknown name or bad
+** number. */
 int cli_parse_observer(const char *s, tm_observer *o);
 /* Parse "1,2,3" into coords; returns count or -1. */
 int cli_parse_coords(const char *s, int64_t *out, int max);

@@ -71,11 +71,12 @@ int calibrate_parse(const calib_args *a, calib_req *r, char *msg, size_t n) {
     if (a->symmetric >= 0) s->symmetric = a->symmetric;
     if (a->granularity) {
         const char *g = a->granularity;
-        long ax = 0;
-        if (!strcmp(g, "tensor")) s->gran.kind = TM_GRAN_TENSOR;
-        else if (!strcmp(g, "channel") || (!strncmp(g, "channel:", 8) && !parse_long(g + 8, -8, 7, &ax)))
-            s->gran = (tm_qgran){.kind = TM_GRAN_CHANNEL, .axis = (int)ax};
-        else { snprintf(msg, n, "granularity: cannot parse '%s' (tensor | channel[:AXIS])", g); return -1; }
+        tm_qgran qg;
+        if (tm_granularity_parse(g, &qg) || qg.kind > TM_GRAN_CHANNEL || qg.axis < -8 || qg.axis > 7) {
+            snprintf(msg, n, "granularity: cannot parse '%s' (tensor | channel[:AXIS])", g);
+            return -1;
+        }
+        s->gran = qg;
     }
     long bins = -1, qbins = -1;
     if (a->bins && parse_long(a->bins, 2, 1L << 24, &bins)) {

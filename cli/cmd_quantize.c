@@ -56,50 +56,7 @@ const char details_quantize[] =
     "Conv/ConvTranspose/MatMul/Gemm weights (int8 uint8 int4; tensor, channel, group:N),\n"
     "OUT.onnx.manifest.json beside it (docs/onnx-quantize.md).";
 
-static int parse_gran(const char *s, tm_qgran *g) {
-    memset(g, 0, sizeof *g);
-    char *end;
-    if (!strcmp(s, "tensor")) { g->kind = TM_GRAN_TENSOR; return 0; }
-    if (!strncmp(s, "channel", 7)) {
-        g->kind = TM_GRAN_CHANNEL;
-        if (s[7] == '\0') return 0;
-        if (s[7] != ':') return -1;
-        errno = 0;
-        long a = strtol(s + 8, &end, 10); /* any integer: the job says when it is out of range */
-        if (errno || *end || end == s + 8 || a < -1000000 || a > 1000000) return -1;
-        g->axis = (int)a;
-        return 0;
-    }
-    if (!strncmp(s, "group:", 6)) {
-        g->kind = TM_GRAN_GROUP;
-        g->axis = -1;
-        errno = 0;
-        long long n = strtoll(s + 6, &end, 10);
-        if (errno || end == s + 6 || n < 1) return -1;
-        g->group_size = n;
-        if (*end == ':') {
-            const char *a0 = end + 1;
-            errno = 0;
-            long a = strtol(a0, &end, 10);
-            if (errno || end == a0 || *end || a < -1000000 || a > 1000000) return -1;
-            g->axis = (int)a;
-        } else if (*end) return -1;
-        return 0;
-    }
-    if (!strncmp(s, "block:", 6)) {
-        g->kind = TM_GRAN_BLOCK;
-        errno = 0;
-        long long h = strtoll(s + 6, &end, 10);
-        if (errno || end == s + 6 || h < 1 || (*end != 'x' && *end != 'X')) return -1;
-        const char *w0 = end + 1;
-        long long w = strtoll(w0, &end, 10);
-        if (end == w0 || *end || w < 1) return -1;
-        g->block_h = h;
-        g->block_w = w;
-        return 0;
-    }
-    return -1;
-}
+static int parse_gran(const char *s, tm_qgran *g) { return tm_granularity_parse(s, g) ? -1 : 0; }
 
 static int parse_type(const char *s, tm_dtype *d) {
     struct { const char *n; tm_dtype d; } t[] = {

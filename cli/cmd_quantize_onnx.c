@@ -17,20 +17,14 @@ static const char *const not_onnx[] = {"recipe", "quantize-embeddings", "max-sha
                                        "strict", "pure", "leave-output-tensor", "tensor-type",
                                        "allow-long-names"};
 
+/* tm_granularity_parse's text without an axis (each weight's consumer gives it) or blocks;
+** the axis is recorded as 0. */
 static int parse_gran_onnx(const char *s, tm_qgran *g) {
-    memset(g, 0, sizeof *g);
-    if (!strcmp(s, "tensor")) { g->kind = TM_GRAN_TENSOR; return 0; }
-    if (!strcmp(s, "channel")) { g->kind = TM_GRAN_CHANNEL; return 0; }
-    if (!strncmp(s, "group:", 6)) {
-        char *end;
-        errno = 0;
-        long long n = strtoll(s + 6, &end, 10);
-        if (errno || end == s + 6 || *end || n < 2) return -1;
-        g->kind = TM_GRAN_GROUP;
-        g->group_size = n;
-        return 0;
-    }
-    return -1;
+    if (strchr(s, ':') != strrchr(s, ':') || !strncmp(s, "channel:", 8) || tm_granularity_parse(s, g) ||
+        g->kind == TM_GRAN_BLOCK || (g->kind == TM_GRAN_GROUP && g->group_size < 2))
+        return -1;
+    g->axis = 0;
+    return 0;
 }
 
 /* tm_onnx_quantize reports weights quantized of weights to quantize */
@@ -133,8 +127,7 @@ int cmd_quantize_onnx(const cli_cmd *cmd, cli_args *a) {
             const tm_onnx_qweight *w = &res->weights[i];
             if (!w->quantized) continue;
             k++;
-            printf("%-44s %-8s %8.2f %8.3f %8.3f %7.3f%%\n", w->name, w->gran.kind == TM_GRAN_TENSOR ? "tensor"
-                   : w->gran.kind == TM_GRAN_CHANNEL ? "channel" : "group", w->e.sqnr_db, w->e.rmse_lsb,
+            printf("%-44s %-8s %8.2f %8.3f %8.3f %7.3f%%\n", w->name, tm_granularity_kind_name(w->gran.kind), w->e.sqnr_db, w->e.rmse_lsb,
                    w->e.max_err_lsb, 100 * w->e.clipped_fraction);
         }
         if (top >= 0 && res->n_quantized > top)

@@ -110,15 +110,6 @@ void tm_compat_targets_str(const char *table_json, char *buf, size_t n) {
 
 /* ---- describing items ------------------------------------------------------------------ */
 
-static const char *gran_name(tm_granularity g) {
-    switch (g) {
-    case TM_GRAN_TENSOR: return "tensor";
-    case TM_GRAN_CHANNEL: return "channel";
-    case TM_GRAN_GROUP: return "group";
-    case TM_GRAN_BLOCK: return "block";
-    default: return "";
-    }
-}
 
 /* tensormorph dtype name of an ONNX element type name, or the ONNX name itself. */
 static void onnx_code_name(const char *onnx, char *out, size_t n) {
@@ -142,7 +133,7 @@ static void describe_tensor(const tm_file *f, const tm_tensor *t, tm_compat_item
     set_label(f, t, it);
     const tm_dtype_traits *dt = tm_dtype_get(q->code_dtype);
     snprintf(it->code_dtype, sizeof it->code_dtype, "%s", dt ? dt->name : "");
-    snprintf(it->granularity, sizeof it->granularity, "%s", gran_name(q->gran.kind));
+    snprintf(it->granularity, sizeof it->granularity, "%s", tm_granularity_kind_name(q->gran.kind));
     it->symmetric = q->symmetric ? 1 : 0;
     if (q->ggml_type) {
         const tm_ggml_type_info *gi = tm_ggml_type_info_get(q->ggml_type);
@@ -261,7 +252,7 @@ static void describe_node(const tm_file *f, const graph_maps *m, int64_t ni, tm_
         if (wt && wt->quant) {
             const tm_dtype_traits *dt = tm_dtype_get(wt->quant->code_dtype);
             snprintf(it->code_dtype, sizeof it->code_dtype, "%s", dt ? dt->name : "");
-            snprintf(it->granularity, sizeof it->granularity, "%s", gran_name(wt->quant->gran.kind));
+            snprintf(it->granularity, sizeof it->granularity, "%s", tm_granularity_kind_name(wt->quant->gran.kind));
             it->symmetric = wt->quant->symmetric ? 1 : 0;
         }
     } else if (codes) {
@@ -269,7 +260,7 @@ static void describe_node(const tm_file *f, const graph_maps *m, int64_t ni, tm_
         if (nd->qkind == TM_QNODE_DEQUANTIZE || nd->qkind == TM_QNODE_QUANTIZE)
             qdq_granularity(f, nd, codes, it->granularity, sizeof it->granularity);
         else if (wt && wt->quant)
-            snprintf(it->granularity, sizeof it->granularity, "%s", gran_name(wt->quant->gran.kind));
+            snprintf(it->granularity, sizeof it->granularity, "%s", tm_granularity_kind_name(wt->quant->gran.kind));
         if (zp_in >= 0 || code_in >= 0) it->symmetric = zp_symmetric(f, zv);
     }
     if (nd->qkind == TM_QNODE_QUANTIZE)

@@ -74,28 +74,17 @@ static const char *ox_type_name(int t) {
     }
 }
 
-static const char *gran_name(tm_granularity g) {
-    return g == TM_GRAN_TENSOR ? "tensor" : g == TM_GRAN_CHANNEL ? "channel" : g == TM_GRAN_GROUP ? "group" : "block";
-}
-
-static const char *observer_str(const tm_observer *o, char *buf, size_t n) {
-    static const char *const names[] = {"minmax", "ema_minmax", "histogram", "percentile", "mse", "entropy"};
-    const char *b = o->kind < TM_OBS_COUNT ? names[o->kind] : "?";
-    if (o->kind == TM_OBS_PERCENTILE) snprintf(buf, n, "%s:%g", b, o->percentile);
-    else snprintf(buf, n, "%s", b);
-    return buf;
-}
-
 static json_t *scheme_json(const tm_qspec *s) {
     json_t *o = json_object();
-    char ob[48];
+    char ob[96];
+    tm_observer_name(&s->observer, ob, sizeof ob);
     json_object_set_new(o, "type", json_string(tm_dtype_get(s->code_dtype)->name));
-    json_object_set_new(o, "granularity", json_string(gran_name(s->gran.kind)));
+    json_object_set_new(o, "granularity", json_string(tm_granularity_kind_name(s->gran.kind)));
     if (s->gran.kind == TM_GRAN_CHANNEL || s->gran.kind == TM_GRAN_GROUP)
         json_object_set_new(o, "axis", json_integer(s->gran.axis));
     if (s->gran.kind == TM_GRAN_GROUP) json_object_set_new(o, "group_size", json_integer(s->gran.group_size));
     json_object_set_new(o, "symmetric", json_boolean(s->symmetric));
-    json_object_set_new(o, "observer", json_string(observer_str(&s->observer, ob, sizeof ob)));
+    json_object_set_new(o, "observer", json_string(ob));
     json_object_set_new(o, "convention", json_string(s->convention == TM_CONV_TORCH ? "torch" : "onnx"));
     json_object_set_new(o, "scale_dtype", json_string(tm_dtype_get(s->scale_dtype)->name));
     json_object_set_new(o, "allow_nonfinite", json_boolean(s->allow_nonfinite));
@@ -174,8 +163,8 @@ static tm_status check_reopened(const tm_file *f, const char *wname, const wq *w
         (q->gran.kind == TM_GRAN_GROUP && q->gran.group_size != w->spec.gran.group_size))
         return tm__err_set(err, TM_E_INTERNAL, -1, "re-opened output: '%s' reads back as %s %s axis %d, "
                            "written %s %s axis %d", nm, tm_dtype_get(q->code_dtype)->name,
-                           gran_name(q->gran.kind), q->gran.axis, tm_dtype_get(w->spec.code_dtype)->name,
-                           gran_name(w->spec.gran.kind), w->spec.gran.axis);
+                           tm_granularity_kind_name(q->gran.kind), q->gran.axis, tm_dtype_get(w->spec.code_dtype)->name,
+                           tm_granularity_kind_name(w->spec.gran.kind), w->spec.gran.axis);
     float *sc = NULL;
     int32_t *zp = NULL;
     int64_t np = 0;
@@ -448,7 +437,7 @@ static tm_status onnx_into(tm__pipe *pp, tm_file *in, const tm_onnx_qparams *p, 
                          (long long)ds->gran.group_size);
             else
                 snprintf(scheme, sizeof scheme, "%s %s", ds->code_dtype == TM_I4 ? "int4" : tm_dtype_get(ds->code_dtype)->name,
-                         gran_name(ds->gran.kind));
+                         tm_granularity_kind_name(ds->gran.kind));
             s = tm__err_set(err, TM_E_UNSUPPORTED, -1,
                             "%s: %s needs DequantizeLinear of ai.onnx opset %lld, the model has opset %lld, and "
                             "raising it would change op %s (node '%s'%s%s; %s-%lld changed its meaning); "
@@ -607,7 +596,7 @@ tm_status tm_onnx_quantize(tm_file *in, const char *out_path, const tm_onnx_qpar
         return tm__err_set(err, TM_E_INVALID_ARG, -1, "ONNX output: type %s with granularity %s is not "
                            "offered (int8, uint8 or int4; tensor, channel or group:N)",
                            tm_dtype_get(ds->code_dtype) ? tm_dtype_get(ds->code_dtype)->name : "?",
-                           gran_name(ds->gran.kind));
+                           tm_granularity_kind_name(ds->gran.kind));
     if (ds->gran.kind == TM_GRAN_GROUP && ds->gran.group_size < 2)
         return tm__err_set(err, TM_E_INVALID_ARG, -1, "ONNX output: group size must be at least 2");
     if (ds->scale_dtype != TM_F32)

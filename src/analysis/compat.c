@@ -111,15 +111,13 @@ void tm_compat_targets_str(const char *table_json, char *buf, size_t n) {
 /* ---- describing items ------------------------------------------------------------------ */
 
 
-/* tensormorph dtype name of an ONNX element type name, or the ONNX name itself. */
-static void onnx_code_name(const char *onnx, char *out, size_t n) {
-    static const struct { const char *onnx, *tm; } map[] = {
-        {"INT8", "I8"}, {"UINT8", "U8"}, {"INT4", "I4"}, {"UINT4", "U4"}, {"INT16", "I16"},
-        {"UINT16", "U16"}, {"INT32", "I32"}, {"FLOAT8E4M3FN", "F8_E4M3"}, {"FLOAT8E5M2", "F8_E5M2"},
-    };
-    for (size_t k = 0; k < sizeof map / sizeof map[0]; k++)
-        if (onnx && !strcmp(onnx, map[k].onnx)) { snprintf(out, n, "%s", map[k].tm); return; }
-    snprintf(out, n, "%s", onnx && strcmp(onnx, "?") ? onnx : "");
+/* tensormorph dtype name of an ONNX element type of codes (integer and fp8 code types), or the
+** ONNX name itself. */
+static void onnx_code_name(int elem_type, const char *onnx, char *out, size_t n) {
+    const tm_onnx_elem_info *e = tm_onnx_elem_get(elem_type);
+    const tm_dtype_traits *dt = e && e->dtype >= 0 ? tm_dtype_get((tm_dtype)e->dtype) : NULL;
+    if (dt && (dt->is_code || e->dtype == TM_I16 || e->dtype == TM_U16 || e->dtype == TM_I32)) snprintf(out, n, "%s", dt->name);
+    else snprintf(out, n, "%s", onnx && strcmp(onnx, "?") ? onnx : "");
 }
 
 /* The quantized tensor's one label and description (tm_qtensor_label) on the item. */
@@ -207,7 +205,7 @@ static int produced_by_8bit_dq(const tm_file *f, const graph_maps *m, const tm_g
     const tm_graph_node *pn = p >= 0 ? tm_graph_node_at(f, p) : NULL;
     if (!pn || pn->qkind != TM_QNODE_DEQUANTIZE || pn->n_inputs < 1 || pn->inputs[0] < 0) return 0;
     const tm_graph_value *c = tm_graph_value_at(f, pn->inputs[0]);
-    return c && (!strcmp(c->elem_type_name, "INT8") || !strcmp(c->elem_type_name, "UINT8"));
+    return c && (c->elem_type == TM_ONNX_INT8 || c->elem_type == TM_ONNX_UINT8);
 }
 
 /* The code input of a QOperator or integer node that describes it: the one holding the weight
@@ -256,7 +254,7 @@ static void describe_node(const tm_file *f, const graph_maps *m, int64_t ni, tm_
             it->symmetric = wt->quant->symmetric ? 1 : 0;
         }
     } else if (codes) {
-        onnx_code_name(codes->elem_type_name, it->code_dtype, sizeof it->code_dtype);
+        onnx_code_name(codes->elem_type, codes->elem_type_name, it->code_dtype, sizeof it->code_dtype);
         if (nd->qkind == TM_QNODE_DEQUANTIZE || nd->qkind == TM_QNODE_QUANTIZE)
             qdq_granularity(f, nd, codes, it->granularity, sizeof it->granularity);
         else if (wt && wt->quant)

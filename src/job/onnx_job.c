@@ -64,16 +64,6 @@ static int64_t ir_for_opset(int64_t v) {
     return 3;
 }
 
-static const char *ox_type_name(int t) {
-    switch (t) {
-    case 1: return "FLOAT"; case 2: return "UINT8"; case 3: return "INT8"; case 4: return "UINT16";
-    case 5: return "INT16"; case 6: return "INT32"; case 7: return "INT64"; case 8: return "STRING";
-    case 9: return "BOOL"; case 10: return "FLOAT16"; case 11: return "DOUBLE"; case 12: return "UINT32";
-    case 13: return "UINT64"; case 16: return "BFLOAT16"; case 21: return "UINT4"; case 22: return "INT4";
-    default: return "other";
-    }
-}
-
 static json_t *scheme_json(const tm_qspec *s) {
     json_t *o = json_object();
     char ob[96];
@@ -105,7 +95,7 @@ typedef struct wq {
 } wq;
 
 static int onnx_code_type(tm_dtype d) {
-    return d == TM_I8 ? TM__OX_INT8 : d == TM_U8 ? TM__OX_UINT8 : d == TM_I4 ? TM__OX_INT4 : TM__OX_UINT4;
+    return d == TM_I8 ? TM_ONNX_INT8 : d == TM_U8 ? TM_ONNX_UINT8 : d == TM_I4 ? TM_ONNX_INT4 : TM_ONNX_UINT4;
 }
 
 /* Quantize tensor ti of `in` under w->spec into w (codes, scale, zero point) and rw->e. */
@@ -196,7 +186,7 @@ static int match_any(regex_t *re, int64_t n, const char *s) {
 }
 
 static int is_float_type(int t) {
-    return t == TM__OX_FLOAT || t == TM__OX_FLOAT16 || t == TM__OX_BFLOAT16;
+    return t == TM_ONNX_FLOAT || t == TM_ONNX_FLOAT16 || t == TM_ONNX_BFLOAT16;
 }
 
 /* "12 DequantizeLinear, 1 MatMulNBits": in's quantized tensors counted by layout (the reader's
@@ -361,7 +351,7 @@ static tm_status onnx_into(tm__pipe *pp, tm_file *in, const tm_onnx_qparams *p, 
         size_t wn = sizeof rw->reason;
         if (p->n_include && !match_any(re, p->n_include, w->name)) snprintf(why, wn, "not matched by --include");
         else if (p->n_exclude && match_any(re + p->n_include, p->n_exclude, w->name)) snprintf(why, wn, "matched by --exclude");
-        else if (!ft) snprintf(why, wn, "element type %s is not float32/float16/bfloat16", ox_type_name(w->elem_type));
+        else if (!ft) snprintf(why, wn, "element type %s is not float32/float16/bfloat16", tm_onnx_elem_name(w->elem_type, "other"));
         else if (w->graph_input) snprintf(why, wn, "also a graph input (its value can be fed at run time)");
         else if (w->name_clash) snprintf(why, wn, "a name '%s_quantized/_scale/_zero_point/...' is already used in the model", w->name);
         else if (!t || t->quant || t->n_elems <= 0) snprintf(why, wn, "the ONNX reader lists no float tensor of this name");
@@ -449,7 +439,7 @@ static tm_status onnx_into(tm__pipe *pp, tm_file *in, const tm_onnx_qparams *p, 
     /* float16/bfloat16 weights: a Cast after the DequantizeLinear; Cast to bfloat16 needs opset 13 */
     for (int64_t i = 0; !s && i < nw; i++) {
         const tm__oxweight *w = tm__ox_weight(m, i);
-        if (plan[i].quantize && w->elem_type == TM__OX_BFLOAT16 && res->opset_to < 13) {
+        if (plan[i].quantize && w->elem_type == TM_ONNX_BFLOAT16 && res->opset_to < 13) {
             plan[i].quantize = 0;
             snprintf(res->weights[i].reason, sizeof res->weights[i].reason,
                      "bfloat16 weight: Cast to bfloat16 needs ai.onnx opset 13, the output has %lld", (long long)res->opset_to);
@@ -479,7 +469,7 @@ static tm_status onnx_into(tm__pipe *pp, tm_file *in, const tm_onnx_qparams *p, 
         q.axis = pl->spec.gran.axis;
         q.block_size = pl->spec.gran.kind == TM_GRAN_GROUP ? pl->spec.gran.group_size : 0;
         q.domain = dq_domain;
-        q.cast_to = w->elem_type == TM__OX_FLOAT ? 0 : w->elem_type;
+        q.cast_to = w->elem_type == TM_ONNX_FLOAT ? 0 : w->elem_type;
         if ((s = tm__ox_replace(m, i, &q, err))) break;
         res->weights[i].quantized = 1;
         res->n_quantized++;

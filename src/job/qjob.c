@@ -843,8 +843,11 @@ static tm_status quantize_into(tm__pipe *pp, tm_file *in, const tm_qjob_params *
     }
     if (!s) {
         json_t *recipe = json_object();
+        json_object_set_new(recipe, "format", json_string("compressed-tensors"));
         json_object_set_new(recipe, "default", spec_json(&p->spec));
         json_object_set_new(recipe, "quantize_embeddings", json_boolean(p->quantize_embeddings));
+        json_object_set_new(recipe, "strict", json_boolean(p->strict));
+        json_object_set_new(recipe, "max_shard_bytes", json_integer((json_int_t)p->max_shard_bytes));
         json_t *inc = json_array(), *exc = json_array(), *rules = json_array();
         for (int64_t k = 0; k < p->n_include; k++) json_array_append_new(inc, json_string(p->include[k]));
         for (int64_t k = 0; k < p->n_exclude; k++) json_array_append_new(exc, json_string(p->exclude[k]));

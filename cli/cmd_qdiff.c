@@ -43,8 +43,9 @@ static void mark_clip_expected(const char *quant_path, tm_qdiff_result *r) {
         const char *name = json_string_value(json_object_get(t, "name"));
         const char *obs = json_string_value(json_object_get(json_object_get(t, "scheme"), "observer"));
         if (!name || !obs) continue;
-        int clips = !strncmp(obs, "percentile", 10) || !strcmp(obs, "mse") || !strcmp(obs, "entropy") ||
-                    !strcmp(obs, "histogram");
+        tm_observer o;
+        int clips = tm_observer_from_name(obs, &o) == TM_OK && (o.kind == TM_OBS_PERCENTILE || o.kind == TM_OBS_MSE ||
+                                                               o.kind == TM_OBS_ENTROPY || o.kind == TM_OBS_HISTOGRAM);
         if (!clips) continue;
         for (int64_t k = 0; k < r->n; k++)
             if (!strcmp(r->entries[k].name, name) && !r->entries[k].clip_expected) {

@@ -226,12 +226,41 @@ static void test_recipe_refusals(void **state) {
     cleanup_dir();
 }
 
+/* qdiff reads the observer names of the manifest (entropy:bins=128, histogram:bins=512 since
+** they carry their parameters): clipping observers expect clipping, so it is not flagged. */
+static void test_qdiff_reads_observer_names(void **state) {
+    (void)state;
+    if (!tmv_require_shared()) return;
+    setup_dir();
+    char in[512];
+    snprintf(in, sizeof in, "%s/models/safetensors/stories260K-bf16", tmv_shared_dir());
+    const char *const obs[] = {"entropy", "histogram:bins=512"};
+    for (int k = 0; k < 2; k++) {
+        char *out = NULL;
+        int rc = tmt_run(&out, "%s quantize '%s' -o '%s/q%d' -t int4 -g group:16 --observer %s --no-checksums -q 2>&1",
+                         tmt_bin(), in, g_dir, k, obs[k]);
+        if (rc) fail_msg("quantize: exit %d: %s", rc, out ? out : "");
+        free(out);
+        json_t *d = tmt_run_json(0, "%s qdiff '%s' '%s/q%d' --json", tmt_bin(), in, g_dir, k);
+        json_t *ts = json_object_get(d, "tensors"), *t;
+        size_t i;
+        assert_true(json_array_size(ts) > 10);
+        json_array_foreach(ts, i, t) {
+            const char *why = json_string_value(json_object_get(t, "reason"));
+            if (why && strstr(why, "clipped")) fail_msg("%s: %s flagged: %s", obs[k], json_string_value(json_object_get(t, "name")), why);
+        }
+        json_decref(d);
+    }
+    cleanup_dir();
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_compressed_tensors_recipe_round_trip),
         cmocka_unit_test(test_gguf_recipe_round_trip),
         cmocka_unit_test(test_onnx_recipe_round_trip),
         cmocka_unit_test(test_recipe_refusals),
+        cmocka_unit_test(test_qdiff_reads_observer_names),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -23,21 +23,9 @@
 
 static char g_dir[64];
 
-static char *slurp(const char *path, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long m = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *b = malloc((size_t)m + 1);
-    *n = b ? fread(b, 1, (size_t)m, f) : 0;
-    fclose(f);
-    return b;
-}
-
 static void assert_same_file(const char *a, const char *b) {
     size_t na = 0, nb = 0;
-    char *x = slurp(a, &na), *y = slurp(b, &nb);
+    char *x = tmt_read_bytes(a, &na), *y = tmt_read_bytes(b, &nb);
     if (!x || !y || na != nb || memcmp(x, y, na)) fail_msg("%s and %s differ (%zu / %zu bytes)", a, b, na, nb);
     free(x);
     free(y);
@@ -120,12 +108,19 @@ static void cleanup_dir(void) {
     assert_int_equal(system(cmd), 0);
 }
 
+/* round_trip of every scheme on the model at ../shared/models/<model>. */
+static void run_table(int form, const char *model, const char *const *schemes, int n) {
+    char in[512];
+    snprintf(in, sizeof in, "%s/models/%s", tmv_shared_dir(), model);
+    for (int k = 0; k < n; k++) round_trip(form, in, schemes[k], k);
+    cleanup_dir();
+}
+
 static void test_compressed_tensors_recipe_round_trip(void **state) {
     (void)state;
     if (!tmv_require_shared()) return;
     setup_dir();
-    char in[512], user[160];
-    snprintf(in, sizeof in, "%s/models/safetensors/stories260K-bf16", tmv_shared_dir());
+    char user[160];
     /* a user recipe with ignore and mixed-precision targets: the manifest records it as rules */
     snprintf(user, sizeof user, "%s/user.json", g_dir);
     FILE *f = fopen(user, "w");
@@ -156,16 +151,13 @@ static void test_compressed_tensors_recipe_round_trip(void **state) {
         "-t int4 -g group:4 --max-shard-size 100KB --allow-nonfinite --strict",
         with_recipe,
     };
-    for (int k = 0; k < (int)(sizeof schemes / sizeof schemes[0]); k++) round_trip(0, in, schemes[k], k);
-    cleanup_dir();
+    run_table(0, "safetensors/stories260K-bf16", schemes, (int)(sizeof schemes / sizeof schemes[0]));
 }
 
 static void test_gguf_recipe_round_trip(void **state) {
     (void)state;
     if (!tmv_require_shared()) return;
     setup_dir();
-    char in[512];
-    snprintf(in, sizeof in, "%s/models/gguf/stories260K-F32.gguf", tmv_shared_dir());
     const char *const schemes[] = {
         "-t Q4_K_M",
         "-t Q8_0 --pure",
@@ -173,16 +165,13 @@ static void test_gguf_recipe_round_trip(void **state) {
         "-t Q2_K --strict",
         "-t Q6_K",
     };
-    for (int k = 0; k < (int)(sizeof schemes / sizeof schemes[0]); k++) round_trip(1, in, schemes[k], k);
-    cleanup_dir();
+    run_table(1, "gguf/stories260K-F32.gguf", schemes, (int)(sizeof schemes / sizeof schemes[0]));
 }
 
 static void test_onnx_recipe_round_trip(void **state) {
     (void)state;
     if (!tmv_require_shared()) return;
     setup_dir();
-    char in[512];
-    snprintf(in, sizeof in, "%s/models/onnx/npm/paddleocr/ch_ppocr_mobile_v2.0_cls_infer.onnx", tmv_shared_dir());
     const char *const schemes[] = {
         "-t int8",
         "-t uint8 -g tensor --asymmetric --observer ema_minmax:0.5",
@@ -191,8 +180,7 @@ static void test_onnx_recipe_round_trip(void **state) {
         "-t int8 --observer histogram --exclude 'conv1'",
         "-t int8 --observer mse --include 'conv'",
     };
-    for (int k = 0; k < (int)(sizeof schemes / sizeof schemes[0]); k++) round_trip(2, in, schemes[k], k);
-    cleanup_dir();
+    run_table(2, "onnx/npm/paddleocr/ch_ppocr_mobile_v2.0_cls_infer.onnx", schemes, (int)(sizeof schemes / sizeof schemes[0]));
 }
 
 /* What --recipe refuses, naming the file: another form's recipe, an unknown key, a bad name. */

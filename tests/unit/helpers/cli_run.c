@@ -185,7 +185,7 @@ json_t *tmt_http_json(int port, const char *path, int *status) {
     return j;
 }
 
-char *tmt_read_file(const char *path) {
+char *tmt_read_bytes(const char *path, size_t *size) {
     FILE *fp = fopen(path, "rb");
     if (!fp) return NULL;
     fseek(fp, 0, SEEK_END);
@@ -194,6 +194,9 @@ char *tmt_read_file(const char *path) {
     char *b = n >= 0 ? malloc((size_t)n + 1) : NULL;
     if (b && fread(b, 1, (size_t)n, fp) != (size_t)n) { free(b); b = NULL; }
     if (b) b[n] = '\0';
+    if (b && size) *size = (size_t)n;
     fclose(fp);
     return b;
 }
+
+char *tmt_read_file(const char *path) { return tmt_read_bytes(path, NULL); }

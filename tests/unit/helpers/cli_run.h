@@ -18,6 +18,8 @@ double tmt_num(json_t *o, const char *key);
 json_t *tmt_find_named(json_t *arr, const char *name);
 /* The whole file, NUL-terminated (malloc'd), or NULL when it cannot be read. */
 char *tmt_read_file(const char *path);
+/* The same with its size: *n gets the byte count (the file may hold NULs). */
+char *tmt_read_bytes(const char *path, size_t *n);
 /* 1 when path exists. */
 int tmt_exists(const char *path);
 /* `tensormorph serve ARGS... --port 0 -q` (args NULL-terminated) in a child: returns its pid,

@@ -1027,34 +1027,6 @@ static void test_qdiff_float_vs_qdq(void **state) {
     tm_close(q);
 }
 
-/* The one element-type table: every TensorProto.DataType 0..26 has its onnx.proto name, the
-** name reads back to the code, and the sizes/dtypes the reader and writer rely on. */
-static void test_elem_type_table(void **state) {
-    (void)state;
-    static const char *const names[] = {"UNDEFINED", "FLOAT", "UINT8", "INT8", "UINT16", "INT16", "INT32",
-        "INT64", "STRING", "BOOL", "FLOAT16", "DOUBLE", "UINT32", "UINT64", "COMPLEX64", "COMPLEX128",
-        "BFLOAT16", "FLOAT8E4M3FN", "FLOAT8E4M3FNUZ", "FLOAT8E5M2", "FLOAT8E5M2FNUZ", "UINT4", "INT4",
-        "FLOAT4E2M1", "FLOAT8E8M0", "UINT2", "INT2"};
-    assert_int_equal(TM_ONNX_ELEM_COUNT, (int)(sizeof names / sizeof names[0]));
-    for (int k = 0; k < TM_ONNX_ELEM_COUNT; k++) {
-        const tm_onnx_elem_info *e = tm_onnx_elem_get(k);
-        assert_non_null(e);
-        assert_int_equal(e->code, k);
-        assert_string_equal(e->name, names[k]);
-        assert_ptr_equal(tm_onnx_elem_by_name(names[k]), e);
-        assert_string_equal(tm_onnx_elem_name(k, "?"), names[k]);
-        if (e->dtype >= 0) assert_int_equal(tm_dtype_get((tm_dtype)e->dtype)->bits, e->bits);
-    }
-    assert_null(tm_onnx_elem_get(-1));
-    assert_null(tm_onnx_elem_get(TM_ONNX_ELEM_COUNT));
-    assert_string_equal(tm_onnx_elem_name(99, "other"), "other");
-    assert_null(tm_onnx_elem_by_name("int8"));
-    assert_int_equal(tm_onnx_elem_get(TM_ONNX_INT4)->dtype, TM_I4);
-    assert_int_equal(tm_onnx_elem_get(TM_ONNX_FLOAT8E4M3FN)->dtype, TM_F8_E4M3);
-    assert_int_equal(tm_onnx_elem_get(TM_ONNX_FLOAT8E4M3FNUZ)->dtype, -1);
-    assert_int_equal(tm_onnx_elem_get(TM_ONNX_COMPLEX128)->bits, 128);
-}
-
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_built_models),
@@ -1069,7 +1041,6 @@ int main(void) {
         cmocka_unit_test(test_graph_quant_boundaries),
         cmocka_unit_test(test_cli_graph_json),
         cmocka_unit_test(test_qdiff_float_vs_qdq),
-        cmocka_unit_test(test_elem_type_table),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

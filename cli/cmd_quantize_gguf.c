@@ -85,7 +85,12 @@ int cmd_quantize_gguf(const cli_cmd *cmd, cli_args *a) {
     if (trc) return trc;
     tm_gguf_qparams p = tm_gguf_qparams_default();
     p.ftype = tm_gguf_ftype_from_name(tv);
-    if (p.ftype < 0) json_decref(recipe);
+    if (p.ftype < 0 && !cli_get(a, "type")) {
+        fprintf(stderr, "tensormorph: recipe %s: \"file_type\" '%s' is not a GGUF file type\n", rpath, tv);
+        json_decref(recipe);
+        return EXIT_INPUT;
+    }
+    if (p.ftype < 0) json_decref(recipe); /* tv is the flag's */
     if (p.ftype < 0)
         return cli_usage_error(cmd, "--type: '%s' is not a GGUF file type (Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 IQ4_NL Q2_K Q3_K[_S|_M|_L] Q4_K[_S|_M] Q5_K[_S|_M] Q6_K F16 BF16)", tv);
     int n_tt = rtt ? (int)json_array_size(rtt) : cli_n(a, "tensor-type");

@@ -200,6 +200,10 @@ static void test_recipe_refusals(void **state) {
         {"{\"file_type\": \"Q4_K_M\"}", ""},
         {"{\"file_type\": \"Q4_K_M\", \"file_type_id\": 7}", ".gguf"},
         {"{\"file_type\": \"Q4_K_M\", \"importance_matrix\": \"x.dat\"}", ".gguf"},
+        {"{\"file_type\": \"Q4_K_Z\"}", ".gguf"},
+        {"{\"tensor_types\": [{\"pattern\": \"ffn\", \"type\": \"Q9_9\"}], \"file_type\": \"Q8_0\"}", ".gguf"},
+        {"{\"format\": \"gguf\", \"file_type\": \"Q8_0\"}", ".onnx"},
+        {"{\"default\": {\"type\": \"fp8_e4m3\"}}", ".onnx"},
     };
     for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
         FILE *f = fopen(rf, "w");

@@ -145,10 +145,11 @@ static void describe_tensor(const tm_file *f, const tm_tensor *t, tm_compat_item
 static void qdq_granularity(const tm_file *f, const tm_graph_node *nd, const tm_graph_value *codes,
                             char *out, size_t n) {
     const tm_graph_value *s = nd->n_inputs > 1 ? tm_graph_value_at(f, nd->inputs[1]) : NULL;
-    if (codes && codes->block_size > 0) { snprintf(out, n, "group"); return; }
-    if (!s || s->ndim < 0) { snprintf(out, n, "%s", ""); return; }
-    if (s->ndim == 0 || (s->ndim == 1 && s->shape[0] == 1)) snprintf(out, n, "tensor");
-    else snprintf(out, n, "channel");
+    tm_granularity k = s && s->ndim >= 0 && (s->ndim == 0 || (s->ndim == 1 && s->shape[0] == 1)) ? TM_GRAN_TENSOR
+                                                                                                  : TM_GRAN_CHANNEL;
+    if (codes && codes->block_size > 0) k = TM_GRAN_GROUP;
+    else if (!s || s->ndim < 0) { snprintf(out, n, "%s", ""); return; }
+    snprintf(out, n, "%s", tm_granularity_kind_name(k));
 }
 
 /* 1 when the zero point value zv is absent (-1) or a tensor of zeros, 0 when it holds a non-zero
@@ -245,7 +246,7 @@ static void describe_node(const tm_file *f, const graph_maps *m, int64_t ni, tm_
     if (wt && wt->quant) set_label(f, wt, it); /* the weight it dequantizes */
     if (nd->qkind == TM_QNODE_DYNAMIC_QUANTIZE) {
         snprintf(it->code_dtype, sizeof it->code_dtype, "U8");
-        snprintf(it->granularity, sizeof it->granularity, "tensor");
+        snprintf(it->granularity, sizeof it->granularity, "%s", tm_granularity_kind_name(TM_GRAN_TENSOR));
     } else if (nd->qkind == TM_QNODE_MATMULNBITS) {
         if (wt && wt->quant) {
             const tm_dtype_traits *dt = tm_dtype_get(wt->quant->code_dtype);

@@ -179,6 +179,7 @@ static void test_onnx_recipe_round_trip(void **state) {
         "-t int8 -g channel --observer entropy",
         "-t int8 --observer histogram --exclude 'conv1'",
         "-t int8 --observer mse --include 'conv'",
+        "-t int8 -g tensor --allow-nonfinite",
     };
     run_table(2, "onnx/npm/paddleocr/ch_ppocr_mobile_v2.0_cls_infer.onnx", schemes, (int)(sizeof schemes / sizeof schemes[0]));
 }

@@ -44,13 +44,15 @@ int main(int argc, char **argv) {
         x[i] = (float)((u - 2.0) * 0.03);
     }
     static const struct { int type; double ref; } types[] = {
-        {TM_GQ_Q8_0, 0.73}, {TM_GQ_Q4_0, 1.6}, {TM_GQ_Q4_1, 0}, {TM_GQ_Q5_0, 0}, {TM_GQ_Q5_1, 0},
-        {TM_GQ_IQ4_NL, 0}, {TM_GQ_Q2_K, 0}, {TM_GQ_Q3_K, 0}, {TM_GQ_Q4_K, 0}, {TM_GQ_Q5_K, 0},
-        {TM_GQ_Q6_K, 0.13}};
+        {TM_GGML_Q8_0, 0.73}, {TM_GGML_Q4_0, 1.6}, {TM_GGML_Q4_1, 0}, {TM_GGML_Q5_0, 0}, {TM_GGML_Q5_1, 0},
+        {TM_GGML_IQ4_NL, 0}, {TM_GGML_Q2_K, 0}, {TM_GGML_Q3_K, 0}, {TM_GGML_Q4_K, 0}, {TM_GGML_Q5_K, 0},
+        {TM_GGML_Q6_K, 0.13}};
     fprintf(stderr, "%-8s %10s %12s %14s\n", "type", "GB/s wall", "GB/s of CPU", "reference GB/s");
     for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
         double best = 1e30, best_cpu = 1e30;
-        uint64_t rb = tm_gq_row_bytes(types[t].type, ne0);
+        const char *name = tm_ggml_type_info_get(types[t].type)->name;
+        uint64_t rb = 0;
+        tm_ggml_row_bytes(types[t].type, ne0, &rb, NULL);
         for (long r = 0; r < reps; r++) {
             double t0 = now_s(CLOCK_MONOTONIC), c0 = now_s(CLOCK_THREAD_CPUTIME_ID);
             for (int64_t row = 0; row < n / ne0; row++)
@@ -62,11 +64,11 @@ int main(int argc, char **argv) {
         }
         double gbs = (double)n * 4 / best / 1e9, gbs_cpu = (double)n * 4 / best_cpu / 1e9;
         printf("{\"type\": \"%s\", \"gb_per_s\": %.4f, \"gb_per_cpu_s\": %.4f, \"mib\": %ld, \"reps\": %ld}\n",
-               tm_gq_type_name(types[t].type), gbs, gbs_cpu, mib, reps);
+               name, gbs, gbs_cpu, mib, reps);
         if (types[t].ref > 0)
-            fprintf(stderr, "%-8s %10.3f %12.3f %14.2f\n", tm_gq_type_name(types[t].type), gbs, gbs_cpu, types[t].ref);
+            fprintf(stderr, "%-8s %10.3f %12.3f %14.2f\n", name, gbs, gbs_cpu, types[t].ref);
         else
-            fprintf(stderr, "%-8s %10.3f %12.3f %14s\n", tm_gq_type_name(types[t].type), gbs, gbs_cpu, "-");
+            fprintf(stderr, "%-8s %10.3f %12.3f %14s\n", name, gbs, gbs_cpu, "-");
     }
     free(x);
     free(out);

@@ -20,13 +20,19 @@ const cli_opt cli_common_opts[] = {
     {"json", 0, NULL, 0, "print one JSON document on stdout (schema tensormorph.<cmd>/1)"},
     {"quiet", 'q', NULL, 0, "print only errors on stderr"},
     {"verbose", 'v', NULL, 0, "print more detail on stderr"},
-    {"threads", 0, "N", 0, "worker threads (default: TM_NUM_THREADS, else 1)"},
+    {"threads", 0, "N", 0, "worker threads (default: TM_NUM_THREADS, else the CPUs this process may use)"},
     {"progress", 0, NULL, 0, "draw progress on stderr even when it is not a terminal"},
     {"no-progress", 0, NULL, 0, "never draw progress"},
     {"color", 0, "WHEN", 0, "colour output: auto (default), always, never"},
     {"help", 'h', NULL, 0, "show this help and exit"},
     {NULL, 0, NULL, 0, NULL},
 };
+
+const cli_alias cli_aliases[] = {
+    {"serve", "release-target", 0, "target", NULL},
+    {"compat", NULL, 't', "target", "-t is the old spelling of --target (-t means --type in quantize and calibrate)"},
+};
+const int cli_n_aliases = (int)(sizeof cli_aliases / sizeof cli_aliases[0]);
 
 static int count_opts(const cli_opt *o) {
     int n = 0;
@@ -52,7 +58,17 @@ void cli_print_help(const cli_cmd *cmd, FILE *out) {
             else
                 snprintf(left, sizeof left, "    --%s%s%s", o->name, o->arg ? " " : "",
                          o->arg ? o->arg : "");
-            fprintf(out, "  %-30s %s%s\n", left, o->help, o->repeat ? " (repeatable)" : "");
+            char also[128] = ""; /* " (old spelling: --x, -y)" */
+            size_t p = 0;
+            for (int k = 0; k < cli_n_aliases && t == 0; k++) {
+                const cli_alias *al = &cli_aliases[k];
+                if (strcmp(al->cmd, cmd->name) || strcmp(al->canonical, o->name) || p + 40 > sizeof also) continue;
+                p += (size_t)snprintf(also + p, sizeof also - p, "%s", p ? ", " : " (old spelling: ");
+                if (al->name) p += (size_t)snprintf(also + p, sizeof also - p, "--%.30s", al->name);
+                else p += (size_t)snprintf(also + p, sizeof also - p, "-%c", al->short_name);
+            }
+            if (p) snprintf(also + p, sizeof also - p, ")");
+            fprintf(out, "  %-30s %s%s%s\n", left, o->help, o->repeat ? " (repeatable)" : "", also);
         }
     }
 }
@@ -75,7 +91,7 @@ int cli_parse(const cli_cmd *cmd, int argc, char **argv, cli_args *out) {
     memset(out, 0, sizeof *out);
     int n1 = count_opts(cmd->opts), n2 = count_opts(cli_common_opts), n = n1 + n2;
     cli_opt *all = calloc((size_t)n + 1, sizeof *all);
-    struct option *lo = calloc((size_t)n + 1, sizeof *lo);
+    struct option *lo = calloc((size_t)n + (size_t)cli_n_aliases + 1, sizeof *lo);
     out->count = calloc((size_t)n + 1, sizeof(int));
     out->values = calloc((size_t)n + 1, sizeof(char **));
     out->pos = calloc((size_t)argc + 1, sizeof(char *));
@@ -102,7 +118,28 @@ int cli_parse(const cli_cmd *cmd, int argc, char **argv, cli_args *out) {
             if (all[i].arg) shorts[sp++] = ':';
         }
     }
+    /* old spellings: a long alias returns its canonical option's value; a short one is looked
+    ** up below */
+    int nlo = n;
+    for (int k = 0; k < cli_n_aliases; k++) {
+        const cli_alias *al = &cli_aliases[k];
+        if (strcmp(al->cmd, cmd->name)) continue;
+        int ci = -1;
+        for (int i = 0; i < n; i++) if (!strcmp(all[i].name, al->canonical)) ci = i;
+        if (ci < 0) continue;
+        if (al->name) {
+            lo[nlo].name = al->name;
+            lo[nlo].has_arg = lo[ci].has_arg;
+            lo[nlo].val = 1000 + ci;
+            nlo++;
+        }
+        if (al->short_name && sp + 3 < sizeof shorts) {
+            shorts[sp++] = al->short_name;
+            if (all[ci].arg) shorts[sp++] = ':';
+        }
+    }
     shorts[sp] = '\0';
+    const char *alias_note = NULL;
     for (int i = 1; i < argc && strcmp(argv[i], "--"); i++)
         if (!strcmp(argv[i], "--json")) g_cli.json = 1; /* option errors below answer in JSON too */
     optind = 1;
@@ -132,6 +169,12 @@ int cli_parse(const cli_cmd *cmd, int argc, char **argv, cli_args *out) {
             break;
         } else {
             for (int i = 0; i < n; i++) if (all[i].short_name == c) idx = i;
+            for (int k = 0; idx < 0 && k < cli_n_aliases; k++) {
+                const cli_alias *al = &cli_aliases[k];
+                if (strcmp(al->cmd, cmd->name) || al->short_name != c) continue;
+                for (int i = 0; i < n; i++) if (!strcmp(all[i].name, al->canonical)) idx = i;
+                if (al->note) alias_note = al->note;
+            }
         }
         if (idx < 0) { rc = cli_usage_error(cmd, "bad option"); break; }
         if (out->count[idx] && !all[idx].repeat && all[idx].arg == NULL) { /* flags: idempotent */ }
@@ -151,11 +194,13 @@ int cli_parse(const cli_cmd *cmd, int argc, char **argv, cli_args *out) {
     }
     g_cli.json = cli_has(out, "json");
     g_cli.quiet = cli_has(out, "quiet");
+    if (alias_note && !g_cli.quiet) fprintf(stderr, "tensormorph %s: note: %s\n", cmd->name, alias_note);
     g_cli.verbose = cli_has(out, "verbose");
     const char *th = cli_get(out, "threads");
     const char *env = getenv("TM_NUM_THREADS");
-    g_cli.threads = 1;
     const char *tsrc = th ? th : (env && *env ? env : NULL);
+    g_cli.threads = tm_usable_cpus(); /* affinity mask and cgroup CPU quota */
+    g_cli.threads_given = tsrc != NULL;
     if (tsrc) {
         char *end;
         errno = 0;
@@ -317,41 +362,16 @@ void cli_shape_str(int ndim, const int64_t *shape, char *buf, size_t n) {
     if (p < n) snprintf(buf + p, n - p, "]");
 }
 
-static const char *gran_name(tm_granularity g) {
-    switch (g) {
-    case TM_GRAN_TENSOR: return "tensor";
-    case TM_GRAN_CHANNEL: return "channel";
-    case TM_GRAN_GROUP: return "group";
-    case TM_GRAN_BLOCK: return "block";
-    default: return "?";
-    }
-}
-
-static void gran_str(const tm_qgran *g, char *buf, size_t n) {
-    switch (g->kind) {
-    case TM_GRAN_CHANNEL: snprintf(buf, n, "channel:%d", g->axis); break;
-    case TM_GRAN_GROUP: snprintf(buf, n, "group:%" PRId64 ":%d", g->group_size, g->axis); break;
-    case TM_GRAN_BLOCK: snprintf(buf, n, "block:%" PRId64 "x%" PRId64, g->block_h, g->block_w); break;
-    default: snprintf(buf, n, "%s", gran_name(g->kind));
-    }
+void cli_json_set_label(json_t *o, const tm_file *f, const tm_tensor *t) {
+    if (!t || !t->quant) return;
+    char lab[TM_QLABEL_MAX], desc[TM_QDESC_MAX];
+    json_object_set_new(o, "label", json_string(tm_qtensor_label(f, t, lab, sizeof lab)));
+    json_object_set_new(o, "description", json_string(tm_qtensor_describe(f, t, desc, sizeof desc)));
 }
 
 void cli_quant_str(const tm_file *f, const tm_tensor *t, char *buf, size_t n) {
-    if (!t->quant) { snprintf(buf, n, "-"); return; }
-    const tm_qtensor *q = t->quant;
-    if (q->ggml_type) { /* GGUF block type: its ggml name, block and sub-block */
-        const tm_ggml_type_info *gi = tm_ggml_type_info_get(q->ggml_type);
-        snprintf(buf, n, "%s block:%" PRId64 " sub:%" PRId64 "%s", gi ? gi->name : "?",
-                 q->ggml_block_size, q->gran.group_size, q->symmetric ? "" : " +min");
-        return;
-    }
-    char g[64];
-    gran_str(&q->gran, g, sizeof g);
-    const tm_tensor *sc = tm_file_tensor(f, q->scale_tensor);
-    const tm_dtype_traits *cd = tm_dtype_get(q->code_dtype);
-    const tm_dtype_traits *sd = sc ? tm_dtype_get(sc->dtype) : NULL;
-    snprintf(buf, n, "%s %s %s scale:%s", cd ? cd->name : "?", g,
-             q->symmetric ? "sym" : "asym", sd ? sd->name : "?");
+    if (!t->quant) snprintf(buf, n, "-");
+    else tm_qtensor_label(f, t, buf, n);
 }
 
 const char *cli_gptq_convention(const tm_qtensor *q) {
@@ -363,6 +383,7 @@ json_t *cli_quant_json(const tm_file *f, const tm_tensor *t) {
     if (!t->quant) return json_null();
     const tm_qtensor *q = t->quant;
     json_t *o = json_object();
+    cli_json_set_label(o, f, t);
     const tm_dtype_traits *cd = tm_dtype_get(q->code_dtype);
     json_object_set_new(o, "type", json_string(cd ? cd->name : "?"));
     /* codes narrower than their dtype (3-bit pack-quantized in I4, 2-bit GPTQ in U4): their width */
@@ -370,7 +391,7 @@ json_t *cli_quant_json(const tm_file *f, const tm_tensor *t) {
     if (!q->ggml_type && q->packing.codes_per_container > 1 && q->packing.bits > 0 && q->packing.bits < cbits)
         cbits = q->packing.bits;
     json_object_set_new(o, "bits", json_integer(cbits));
-    json_object_set_new(o, "granularity", json_string(gran_name(q->gran.kind)));
+    json_object_set_new(o, "granularity", json_string(tm_granularity_kind_name(q->gran.kind)));
     if (q->gran.kind == TM_GRAN_CHANNEL || q->gran.kind == TM_GRAN_GROUP)
         json_object_set_new(o, "axis", json_integer(q->gran.axis));
     json_object_set_new(o, "group_size",
@@ -473,26 +494,36 @@ const char **cli_get_all(const cli_args *a, const char *name, int64_t *n) {
     return v;
 }
 
-int cli_quantize_kernel_top(const cli_cmd *cmd, const cli_args *a, int *top) {
-    const char *kern = cli_get(a, "kernel"), *v;
+int cli_quantize_kernel_top(const cli_cmd *cmd, const cli_args *a, const tm_kernels **kernels, int *top) {
+    const char *kern = cli_get(a, "kernel");
     if (!kern) kern = getenv("TM_FORCE_KERNEL");
+    *kernels = NULL; /* auto */
     if (kern && *kern) {
-        if (strcmp(kern, "auto") && strcmp(kern, "ref")) return cli_usage_error(cmd, "--kernel must be auto or ref");
-        tm_quant_set_kernel(kern);
+        tm_status ks = tm_kernels_get(kern, kernels);
+        if (ks == TM_E_UNSUPPORTED) return cli_usage_error(cmd, "--kernel %s: this CPU cannot run it (auto picks what it can)", kern);
+        if (ks) return cli_usage_error(cmd, "--kernel must be auto, ref, avx2 or avx512");
     }
-    *top = 10;
-    if ((v = cli_get(a, "top"))) {
-        char *end;
-        long t = strtol(v, &end, 10);
-        if (*end || end == v || t < 0 || t > 1000000) return cli_usage_error(cmd, "--top must be a non-negative integer");
-        *top = (int)t;
-    }
+    if (!top) return 0;
+    return cli_parse_top(cmd, a, top);
+}
+
+int cli_parse_top(const cli_cmd *cmd, const cli_args *a, int *top) {
+    const char *v = cli_get(a, "top");
+    *top = CLI_TOP_DEFAULT;
+    if (!v) return 0;
+    if (!strcmp(v, "all")) { *top = -1; return 0; }
+    char *end;
+    errno = 0;
+    long t = strtol(v, &end, 10);
+    if (errno || *end || end == v || t < 0 || t > 1000000)
+        return cli_usage_error(cmd, "--top must be a non-negative integer or 'all', got '%s'", v);
+    *top = (int)t;
     return 0;
 }
 
 int cli_parse_observer(const char *s, tm_observer *o) {
     if (!s || tm_observer_from_name(s, o) != TM_OK) return -1;
-    if (o->kind == TM_OBS_ENTROPY) { o->n_bins = 128; o->n_quantized_bins = 128; }
+    if (o->kind == TM_OBS_ENTROPY && !strstr(s, "bins=")) { o->n_bins = 128; o->n_quantized_bins = 128; }
     return 0;
 }
 

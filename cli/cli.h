@@ -28,6 +28,19 @@ typedef struct cli_opt {
     const char *help;      /* one line: meaning, range, default                                */
 } cli_opt;
 
+/* An old spelling of an option, kept so old command lines still work: --NAME (or -SHORT) of
+** command CMD means --CANONICAL. Listed in --help beside the option and in docs/cli.md; `note`
+** (may be NULL) is printed on stderr when the old spelling is used. */
+typedef struct cli_alias {
+    const char *cmd;
+    const char *name;        /* long alias without "--", or NULL                                 */
+    char        short_name;  /* short alias, or 0                                                */
+    const char *canonical;   /* the option's long name                                           */
+    const char *note;
+} cli_alias;
+extern const cli_alias cli_aliases[];
+extern const int       cli_n_aliases;
+
 typedef struct cli_args {
     int          n_opts;
     const cli_opt *opts;
@@ -74,7 +87,8 @@ typedef struct cli_state {
     int verbose;       /* -v                                                  */
     int progress;      /* draw progress on stderr                             */
     int color;         /* colour on stdout                                    */
-    int threads;       /* --threads / TM_NUM_THREADS / 1                      */
+    int threads;       /* --threads / TM_NUM_THREADS / tm_usable_cpus()       */
+    int threads_given; /* 1 when --threads or TM_NUM_THREADS set it           */
     char *argv_line;   /* the command line, for manifests                     */
 } cli_state;
 extern cli_state g_cli;
@@ -103,9 +117,13 @@ json_t *cli_json_doc(const char *cmd);  /* {"schema": "tensormorph.<cmd>/1"} */
 void    cli_json_print(json_t *doc);    /* prints to stdout and decrefs     */
 json_t *cli_json_shape(int ndim, const int64_t *shape);
 void    cli_shape_str(int ndim, const int64_t *shape, char *buf, size_t n);
-/* "I4 group:128 sym, f32 scale" style description; "-" for NULL */
+/* cli_quant_str: tm_qtensor_label of t, "-" when t is not quantized. cli_quant_json: the
+** "quantization" object (label and description included), null when not quantized. */
 void    cli_quant_str(const tm_file *f, const tm_tensor *t, char *buf, size_t n);
 json_t *cli_quant_json(const tm_file *f, const tm_tensor *t);
+/* cli_json_set_label: set "label" and "description" (tm_qtensor_label/_describe) on o when t is
+** quantized; every JSON document that describes a quantized tensor carries both. */
+void    cli_json_set_label(json_t *o, const tm_file *f, const tm_tensor *t);
 /* GPTQ zero-point convention applied to q: "v1" (stored z - 1) or "v2" (stored z); NULL when q
 ** is not GPTQ (docs/formats.md "GPTQ and AWQ"). */
 const char *cli_gptq_convention(const tm_qtensor *q);
@@ -120,12 +138,19 @@ void cli_progress_cb(void *ud, const char *phase, uint64_t done, uint64_t total)
 /* All values of a repeatable option, as a NULL-terminated array (malloc'd; the strings belong to
 ** a); *n their count. NULL when out of memory. */
 const char **cli_get_all(const cli_args *a, const char *name, int64_t *n);
-/* quantize's --kernel auto|ref (or TM_FORCE_KERNEL) and --top N (default 10) for the output forms
-** that take them; 0, or the usage error's exit code. */
-int cli_quantize_kernel_top(const cli_cmd *cmd, const cli_args *a, int *top);
+/* --top N|all (quantize and qdiff: rows of the report, flagged first, worst first): *top = N,
+** -1 for all; CLI_TOP_DEFAULT when not given. 0, or the usage error's exit code. */
+#define CLI_TOP_DEFAULT 10
+int cli_parse_top(const cli_cmd *cmd, const cli_args *a, int *top);
+/* quantize's --kernel auto|ref|avx2|avx512 (or TM_FORCE_KERNEL) into *kernels (the job's kernel
+** set, tm_kernels_get; NULL for auto) and --top (cli_parse_top; top may be NULL) for the output
+** forms that take them; 0, or the usage error's exit code. */
+int cli_quantize_kernel_top(const cli_cmd *cmd, const cli_args *a, const tm_kernels **kernels, int *top);
 /* Parse an observer name for quantize (tm_observer_from_name: minmax, ema_minmax[:C], histogram,
-** percentile[:P], mse, entropy), entropy with ONNX Runtime's EntropyCalibrater defaults (128
-** bins, 128 quantized bins). 0 ok, -1 unknown name or bad number. */
+** percentile[:P], mse, entropy, with the optional :bins=N suffixes), entropy without them with
+** ONNX Runtime's EntropyCalibrater defaults (128 bins, 128 quantized bins): tm_observer_name
+** writes those as "entropy:bins=128", which reads back the same. 0 ok, -1 unknown name or bad
+** number. */
 int cli_parse_observer(const char *s, tm_observer *o);
 /* Parse "1,2,3" into coords; returns count or -1. */
 int cli_parse_coords(const char *s, int64_t *out, int max);

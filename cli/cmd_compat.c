@@ -11,7 +11,7 @@
 #include <string.h>
 
 const cli_opt opts_compat[] = {
-    {"target", 't', "TARGET", 0, "runtime target: ort-cpu, tensorrt:smNN, vllm:smNN, llamacpp-cpu, llamacpp-cuda, llamacpp-metal (required)"},
+    {"target", 0, "TARGET", 0, "runtime target: ort-cpu, tensorrt:smNN, vllm:smNN, llamacpp-cpu, llamacpp-cuda, llamacpp-metal (required)"},
     {"table", 0, "FILE", 0, "use this contract table instead of the compiled-in data/compat.json (same schema)"},
     {"all", 0, NULL, 0, "also list native items in the text output (they are always in --json)"},
     {NULL, 0, NULL, 0, NULL},
@@ -22,9 +22,64 @@ const char details_compat[] =
     "higher_precision (expanded to a wider type before the math), fallback_slow or unsupported,\n"
     "by the first matching rule of the contract table (data/compat.json, docs/compat.md); each\n"
     "rule cites the public document it was read from. An item no rule covers is unsupported.\n"
+    "The text lists identical rows once with their count; --json lists every item.\n"
     "Exit status: 0 every item native (or nothing quantized), 1 at least one item is not\n"
     "native, 2 unknown target, 3 the artifact or the table cannot be read.";
 
+
+/* The item rows of the text report. Items that agree in status, description, reason and
+** source are one row with their count ("28 items: blk.0.attn_k.weight, ..."), in the order of
+** their first item; --json keeps every item. */
+static int same_row(const tm_compat_item *x, const tm_compat_item *y) {
+    return x->status == y->status && !strcmp(x->describe, y->describe) && !strcmp(x->reason, y->reason) &&
+           (x->source_id ? y->source_id && !strcmp(x->source_id, y->source_id) : !y->source_id);
+}
+
+static void print_grouped(const tm_compat_report *r, int show_all) {
+    int64_t *count = calloc((size_t)r->n_items + 1, sizeof *count); /* [i]: rows i heads; 0: in an earlier row */
+    char **label = calloc((size_t)r->n_items + 1, sizeof *label);
+    if (!count || !label) { free(count); free(label); return; }
+    int wn = 4, wd = 4; /* column widths: the longest name / description listed, capped */
+    for (int64_t i = 0; i < r->n_items; i++) {
+        const tm_compat_item *it = &r->items[i];
+        if (it->status == TM_COMPAT_NATIVE && !show_all) continue;
+        int64_t k = 0;
+        while (k < i && !(count[k] && same_row(&r->items[k], it))) k++;
+        if (k < i) { count[k]++; continue; }
+        count[i] = 1;
+    }
+    for (int64_t i = 0; i < r->n_items; i++) {
+        if (!count[i]) continue;
+        const tm_compat_item *it = &r->items[i];
+        char buf[64];
+        if (count[i] == 1) {
+            snprintf(buf, sizeof buf, "%s", it->name);
+        } else { /* "N items: a, b, ..." cut to the column */
+            size_t p = (size_t)snprintf(buf, sizeof buf, "%" PRId64 " items: %s", count[i], it->name);
+            for (int64_t j = i + 1, left = count[i] - 1; j < r->n_items && left && p < sizeof buf; j++) {
+                if (j == i || !same_row(&r->items[j], it) || (r->items[j].status == TM_COMPAT_NATIVE && !show_all)) continue;
+                left--;
+                p += (size_t)snprintf(buf + p, sizeof buf - p, ", %s", r->items[j].name);
+            }
+            if (p >= 60) memcpy(buf + 56, "...", 4);
+        }
+        label[i] = strdup(buf);
+        int ln = (int)strlen(buf), ld = (int)strlen(it->describe);
+        if (ln > wn) wn = ln > 60 ? 60 : ln;
+        if (ld > wd) wd = ld > 60 ? 60 : ld;
+    }
+    int64_t shown = 0;
+    for (int64_t i = 0; i < r->n_items; i++) {
+        if (!count[i]) continue;
+        const tm_compat_item *it = &r->items[i];
+        if (!shown++) printf("  %-16s  %-*s  %-*s  %s\n", "STATUS", wn, "ITEM", wd, "WHAT", "REASON [source]");
+        printf("  %-16s  %-*s  %-*s  %s [%s]\n", tm_compat_status_name(it->status), wn, label[i] ? label[i] : it->name,
+               wd, it->describe, it->reason, it->source_id ? it->source_id : "no row");
+    }
+    for (int64_t i = 0; i < r->n_items; i++) free(label[i]);
+    free(label);
+    free(count);
+}
 
 int cmd_compat(const cli_cmd *cmd, cli_args *a) {
     const char *target = cli_get(a, "target");
@@ -57,22 +112,7 @@ int cmd_compat(const cli_cmd *cmd, cli_args *a) {
             printf("  %s does not load %s artifacts: every quantized item is unsupported\n", r->family, r->format);
         if (r->n_items == 0) printf("  nothing quantized: nothing to check\n");
         int show_all = cli_has(a, "all");
-        int64_t shown = 0;
-        int wn = 4, wd = 4; /* column widths: the longest name / description listed, capped */
-        for (int64_t i = 0; i < r->n_items; i++) {
-            const tm_compat_item *it = &r->items[i];
-            if (it->status == TM_COMPAT_NATIVE && !show_all) continue;
-            int ln = (int)strlen(it->name), ld = (int)strlen(it->describe);
-            if (ln > wn) wn = ln > 60 ? 60 : ln;
-            if (ld > wd) wd = ld > 60 ? 60 : ld;
-        }
-        for (int64_t i = 0; i < r->n_items; i++) {
-            const tm_compat_item *it = &r->items[i];
-            if (it->status == TM_COMPAT_NATIVE && !show_all) continue;
-            if (!shown++) printf("  %-16s  %-*s  %-*s  %s\n", "STATUS", wn, "ITEM", wd, "WHAT", "REASON [source]");
-            printf("  %-16s  %-*s  %-*s  %s [%s]\n", tm_compat_status_name(it->status), wn, it->name,
-                   wd, it->describe, it->reason, it->source_id ? it->source_id : "no row");
-        }
+        print_grouped(r, show_all);
         if (!show_all && r->counts[TM_COMPAT_NATIVE] > 0)
             printf("  (%" PRId64 " native item%s not listed; --all lists them)\n", r->counts[TM_COMPAT_NATIVE],
                    r->counts[TM_COMPAT_NATIVE] == 1 ? "" : "s");

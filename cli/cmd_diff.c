@@ -10,9 +10,12 @@ const cli_opt opts_diff[] = {
     {NULL, 0, NULL, 0, NULL},
 };
 const char details_diff[] =
-    "Matches tensors by name. Lists tensors added, removed, with a changed shape or dtype, and\n"
-    "for tensors present in both (values through the view, dequantized where quantized) the\n"
-    "max |a-b|, relative L2 ||a-b||/||a|| and cosine similarity.";
+    "Matches tensors by name; where B has no tensor of A's name, by its name in the other\n"
+    "convention (Hugging Face <-> llama.cpp GGUF, e.g. model.layers.0.self_attn.q_proj.weight =\n"
+    "blk.0.attn_q.weight, with llama.cpp's q/k row permutation undone; docs/formats.md).\n"
+    "Lists tensors added, removed, with a changed shape or dtype, and for tensors present in\n"
+    "both (values through the view, dequantized where quantized) the max |a-b|, relative L2\n"
+    "||a-b||/||a|| and cosine similarity.";
 
 static const char *kind_name(tm_diff_kind k) {
     switch (k) {
@@ -42,12 +45,14 @@ int cmd_diff(const cli_cmd *cmd, cli_args *a) {
         json_object_set_new(d, "a", json_string(a->pos[0]));
         json_object_set_new(d, "b", json_string(a->pos[1]));
         json_object_set_new(d, "n_differ", json_integer(r->n_differ));
+        json_object_set_new(d, "n_renamed", json_integer(r->n_renamed));
         json_t *ts = json_array();
         for (int64_t i = 0; i < r->n; i++) {
             tm_diff_entry *e = &r->entries[i];
             json_t *o = json_object();
             json_object_set_new(o, "name", json_string(e->name));
             json_object_set_new(o, "status", json_string(kind_name(e->kind)));
+            if (e->b_name) json_object_set_new(o, "b_name", json_string(e->b_name));
             const tm_tensor *ta = tm_file_tensor(fa, e->a_index), *tb = tm_file_tensor(fb, e->b_index);
             if (ta) {
                 json_object_set_new(o, "a_dtype", json_string(tm_dtype_get(ta->dtype)->name));
@@ -82,6 +87,12 @@ int cmd_diff(const cli_cmd *cmd, cli_args *a) {
             }
         }
         printf("%" PRId64 " of %" PRId64 " tensors differ\n", r->n_differ, r->n);
+        for (int64_t i = 0; i < r->n && r->n_renamed; i++) /* say how the names were paired */
+            if (r->entries[i].b_name && strcmp(r->entries[i].b_name, r->entries[i].name)) {
+                printf("%" PRId64 " tensors paired across naming conventions (e.g. %s = %s)\n", r->n_renamed,
+                       r->entries[i].name, r->entries[i].b_name);
+                break;
+            }
     }
     int differ = r->n_differ > 0;
     tm_diff_free(r);

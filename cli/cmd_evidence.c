@@ -133,7 +133,7 @@ int cmd_evidence(const cli_cmd *cmd, cli_args *a) {
     p.candidate = a->pos[1];
     p.inputs_dir = cli_get(a, "inputs");
     p.slices_path = cli_get(a, "slices");
-    p.threads = g_cli.threads;
+    p.threads = g_cli.threads_given ? g_cli.threads : 1; /* the frozen protocol's default */
     const char *outp = cli_get(a, "output");
     long v;
     int rc;

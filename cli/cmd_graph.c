@@ -70,7 +70,7 @@ int cmd_graph(const cli_cmd *cmd, cli_args *a) {
         return EXIT_INPUT;
     }
     int only_q = cli_has(a, "quantized");
-    int64_t counts[TM_GQ_COUNT] = {0};
+    int64_t counts[TM_QNODE_COUNT] = {0};
     for (int64_t i = 0; i < n; i++) counts[tm_graph_node_at(f, i)->qkind]++;
     if (g_cli.json) {
         json_t *d = cli_json_doc("graph");
@@ -79,13 +79,13 @@ int cmd_graph(const cli_cmd *cmd, cli_args *a) {
         json_object_set_new(d, "n_nodes", json_integer(n));
         json_object_set_new(d, "n_values", json_integer(tm_graph_n_values(f)));
         json_t *qc = json_object();
-        for (int k = 1; k < TM_GQ_COUNT; k++)
-            json_object_set_new(qc, tm_gq_kind_name((tm_gq_kind)k), json_integer(counts[k]));
+        for (int k = 1; k < TM_QNODE_COUNT; k++)
+            json_object_set_new(qc, tm_qnode_kind_name((tm_qnode_kind)k), json_integer(counts[k]));
         json_object_set_new(d, "quant_nodes", qc);
         json_t *nodes = json_array(), *points = json_array();
         for (int64_t i = 0; i < n; i++) {
             const tm_graph_node *nd = tm_graph_node_at(f, i);
-            if ((nd->qkind == TM_GQ_QUANTIZE || nd->qkind == TM_GQ_DYNAMIC_QUANTIZE) &&
+            if ((nd->qkind == TM_QNODE_QUANTIZE || nd->qkind == TM_QNODE_DYNAMIC_QUANTIZE) &&
                 nd->n_inputs > 0 && nd->n_outputs > 0) {
                 const tm_graph_value *x = tm_graph_value_at(f, nd->inputs[0]);
                 const tm_graph_value *y = tm_graph_value_at(f, nd->outputs[0]);
@@ -95,7 +95,7 @@ int cmd_graph(const cli_cmd *cmd, cli_args *a) {
                     json_object_set_new(p, "input", json_string(x->name));
                     json_object_set_new(p, "output", json_string(y->name));
                     json_object_set_new(p, "elem_type", json_string(y->elem_type_name));
-                    json_object_set_new(p, "dynamic", json_boolean(nd->qkind == TM_GQ_DYNAMIC_QUANTIZE));
+                    json_object_set_new(p, "dynamic", json_boolean(nd->qkind == TM_QNODE_DYNAMIC_QUANTIZE));
                     const tm_graph_value *sv = tm_graph_value_at(f, y->scale_value);
                     const tm_graph_value *zv = tm_graph_value_at(f, y->zero_point_value);
                     json_object_set_new(p, "scale", sv ? json_string(sv->name) : json_null());
@@ -103,14 +103,14 @@ int cmd_graph(const cli_cmd *cmd, cli_args *a) {
                     json_array_append_new(points, p);
                 }
             }
-            if (only_q && nd->qkind == TM_GQ_NONE) continue;
+            if (only_q && nd->qkind == TM_QNODE_NONE) continue;
             json_t *o = json_object();
             json_object_set_new(o, "index", json_integer(i));
             json_object_set_new(o, "name", json_string(nd->name));
             json_object_set_new(o, "op_type", json_string(nd->op_type));
             json_object_set_new(o, "domain", json_string(nd->domain));
             json_object_set_new(o, "graph", json_string(nd->graph));
-            json_object_set_new(o, "quant_kind", json_string(tm_gq_kind_name(nd->qkind)));
+            json_object_set_new(o, "quant_kind", json_string(tm_qnode_kind_name(nd->qkind)));
             const tm_tensor *w = nd->weight_tensor >= 0 ? tm_file_tensor(f, nd->weight_tensor) : NULL;
             json_object_set_new(o, "weight", w ? json_string(w->name) : json_null());
             json_t *in = json_array(), *out = json_array();
@@ -126,18 +126,18 @@ int cmd_graph(const cli_cmd *cmd, cli_args *a) {
     } else {
         printf("path:   %s\nformat: %s\nnodes:  %" PRId64 " (", a->pos[0],
                tm_format_name(tm_file_format(f)), n);
-        for (int k = 1; k < TM_GQ_COUNT; k++)
-            printf("%s%s %" PRId64, k > 1 ? ", " : "", tm_gq_kind_name((tm_gq_kind)k), counts[k]);
+        for (int k = 1; k < TM_QNODE_COUNT; k++)
+            printf("%s%s %" PRId64, k > 1 ? ", " : "", tm_qnode_kind_name((tm_qnode_kind)k), counts[k]);
         printf(")\n\n");
         char buf[512];
         for (int64_t i = 0; i < n; i++) {
             const tm_graph_node *nd = tm_graph_node_at(f, i);
-            if (only_q && nd->qkind == TM_GQ_NONE) continue;
+            if (only_q && nd->qkind == TM_QNODE_NONE) continue;
             printf("#%-5" PRId64 " %s%s%s%s%s%s", i, *nd->graph ? "[" : "", nd->graph,
                    *nd->graph ? "] " : "", *nd->domain ? nd->domain : "", *nd->domain ? "." : "",
                    nd->op_type);
             if (*nd->name) printf(" '%s'", nd->name);
-            if (nd->qkind != TM_GQ_NONE) printf("  <%s>", tm_gq_kind_name(nd->qkind));
+            if (nd->qkind != TM_QNODE_NONE) printf("  <%s>", tm_qnode_kind_name(nd->qkind));
             printf("\n");
             for (int64_t k = 0; k < nd->n_inputs; k++) {
                 value_str(f, nd->inputs[k], buf, sizeof buf);

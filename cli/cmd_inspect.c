@@ -10,11 +10,15 @@ const cli_opt opts_inspect[] = {
     {NULL, 0, NULL, 0, NULL},
 };
 const char details_inspect[] =
-    "PATH is a .safetensors file, a model.safetensors.index.json or a directory holding one.\n"
+    "PATH is any checkpoint tensormorph opens: a .safetensors file, a model.safetensors.index.json\n"
+    "or a directory holding one, a .gguf file, an .onnx model, a PyTorch .pt/.pth, a NumPy\n"
+    ".npy/.npz (docs/formats.md).\n"
     "Opening reads headers only. Each quantized tensor is shown once, under the name the dense\n"
     "tensor had, with its code type, granularity, group size, scale dtype and the effective bits\n"
     "per parameter counting scales and zero points. Where config.json claims a quantization\n"
-    "scheme, disagreements with the tensors are printed as warnings.";
+    "scheme, disagreements with the tensors are printed as warnings; so is a GGUF tensor name of\n"
+    "64 bytes or more (llama.cpp refuses it). Tensors over one storage (tied weights of a .pt)\n"
+    "are counted once and the later ones marked (tied: NAME).";
 
 #include <regex.h>
 
@@ -31,20 +35,58 @@ static uint64_t total_bytes(const tm_file *f, int64_t i) {
     return b;
 }
 
+/* The summary counts. A tensor whose bytes are those of an earlier tensor (the same file,
+** offset and length: a PyTorch checkpoint's tied weights share one storage) is counted once;
+** tied_to[i] names that earlier tensor, else -1. */
+typedef struct inspect_counts {
+    uint64_t by_dtype[TM_DTYPE_COUNT], total_bytes;
+    int64_t  n_params, n_quant, n_tied;
+    int64_t *tied_to; /* malloc'd, [n_tensors] */
+} inspect_counts;
+
+static const tm_file *g_order_f;
+static int cmp_storage(const void *pa, const void *pb) {
+    const tm_tensor *x = tm_file_tensor(g_order_f, *(const int64_t *)pa), *y = tm_file_tensor(g_order_f, *(const int64_t *)pb);
+    if (x->file_index != y->file_index) return x->file_index < y->file_index ? -1 : 1;
+    if (x->offset != y->offset) return x->offset < y->offset ? -1 : 1;
+    if (x->n_bytes != y->n_bytes) return x->n_bytes < y->n_bytes ? -1 : 1;
+    int64_t a = *(const int64_t *)pa, b = *(const int64_t *)pb;
+    return a < b ? -1 : a > b;
+}
+
+static int count_tensors(const tm_file *f, inspect_counts *c) {
+    memset(c, 0, sizeof *c);
+    int64_t n = tm_file_n_tensors(f);
+    int64_t *order = malloc((size_t)(n ? n : 1) * sizeof *order);
+    c->tied_to = malloc((size_t)(n ? n : 1) * sizeof *c->tied_to);
+    if (!order || !c->tied_to) { free(order); free(c->tied_to); c->tied_to = NULL; return -1; }
+    for (int64_t i = 0; i < n; i++) order[i] = i, c->tied_to[i] = -1;
+    g_order_f = f; /* by storage, then index: a tie's first tensor comes first */
+    qsort(order, (size_t)n, sizeof *order, cmp_storage);
+    for (int64_t k = 1; k < n; k++) {
+        const tm_tensor *x = tm_file_tensor(f, order[k - 1]), *y = tm_file_tensor(f, order[k]);
+        if (y->n_bytes > 0 && x->file_index == y->file_index && x->offset == y->offset && x->n_bytes == y->n_bytes)
+            c->tied_to[order[k]] = c->tied_to[order[k - 1]] >= 0 ? c->tied_to[order[k - 1]] : order[k - 1];
+    }
+    free(order);
+    for (int64_t i = 0; i < n; i++) {
+        const tm_tensor *t = tm_file_tensor(f, i);
+        if (t->quant) c->n_quant++;
+        if (c->tied_to[i] >= 0) { c->n_tied++; continue; }
+        c->by_dtype[t->phys_dtype] += t->n_bytes;
+        c->total_bytes += t->n_bytes;
+        if (t->role == TM_ROLE_DATA) c->n_params += t->n_elems;
+    }
+    return 0;
+}
+
 /* inspect_json: the `inspect --json` document (also served as /api/v1/inspect). re: only
 ** tensors whose name matches (NULL: all); with_tensors 0: the summary only. */
 json_t *inspect_json(const tm_file *f, const char *path, const regex_t *re, int with_tensors) {
     int64_t n = tm_file_n_tensors(f);
-    uint64_t by_dtype[TM_DTYPE_COUNT] = {0};
-    int64_t n_params = 0, n_quant = 0;
-    uint64_t total = 0;
-    for (int64_t i = 0; i < n; i++) {
-        const tm_tensor *t = tm_file_tensor(f, i);
-        by_dtype[t->phys_dtype] += t->n_bytes;
-        total += t->n_bytes;
-        if (t->role == TM_ROLE_DATA) n_params += t->n_elems;
-        if (t->quant) n_quant++;
-    }
+    inspect_counts c;
+    if (count_tensors(f, &c)) return NULL;
+    uint64_t total = c.total_bytes;
     json_t *d = cli_json_doc("inspect");
     json_object_set_new(d, "format", json_string(tm_format_name(tm_file_format(f))));
     json_object_set_new(d, "path", json_string(path));
@@ -57,14 +99,15 @@ json_t *inspect_json(const tm_file *f, const char *path, const regex_t *re, int 
     }
     json_object_set_new(d, "files", files);
     json_object_set_new(d, "n_tensors", json_integer(n));
-    json_object_set_new(d, "n_quantized", json_integer(n_quant));
-    json_object_set_new(d, "n_parameters", json_integer(n_params));
+    json_object_set_new(d, "n_quantized", json_integer(c.n_quant));
+    json_object_set_new(d, "n_parameters", json_integer(c.n_params));
     json_object_set_new(d, "tensor_bytes", json_integer((json_int_t)total));
+    json_object_set_new(d, "n_tied", json_integer(c.n_tied));
     json_t *bd = json_object();
     for (int k = 0; k < TM_DTYPE_COUNT; k++)
-        if (by_dtype[k])
+        if (c.by_dtype[k])
             json_object_set_new(bd, tm_dtype_get((tm_dtype)k)->name,
-                                json_integer((json_int_t)by_dtype[k]));
+                                json_integer((json_int_t)c.by_dtype[k]));
     json_object_set_new(d, "bytes_by_dtype", bd);
     json_t *meta = json_object();
     for (int64_t k = 0; k < tm_file_n_meta(f); k++) {
@@ -94,11 +137,14 @@ json_t *inspect_json(const tm_file *f, const char *path, const regex_t *re, int 
         json_object_set_new(o, "role", json_string(roles[t->role]));
         if (t->role != TM_ROLE_DATA && t->owner >= 0)
             json_object_set_new(o, "owner", json_string(tm_file_tensor(f, t->owner)->name));
+        if (c.tied_to[i] >= 0) /* shares its storage with an earlier tensor, counted once */
+            json_object_set_new(o, "tied_to", json_string(tm_file_tensor(f, c.tied_to[i])->name));
         double bpp = t->n_elems ? 8.0 * (double)total_bytes(f, i) / (double)t->n_elems : 0;
         json_object_set_new(o, "bits_per_param", cli_json_num(bpp));
         json_array_append_new(ts, o);
     }
     json_object_set_new(d, "tensors", ts);
+    free(c.tied_to);
     return d;
 }
 
@@ -113,16 +159,16 @@ int cmd_inspect(const cli_cmd *cmd, cli_args *a) {
         return cli_usage_error(cmd, "--filter: invalid regular expression '%s'", filter);
     }
     int64_t n = tm_file_n_tensors(f);
-    uint64_t by_dtype[TM_DTYPE_COUNT] = {0};
-    int64_t n_params = 0, n_quant = 0;
-    for (int64_t i = 0; i < n; i++) {
-        const tm_tensor *t = tm_file_tensor(f, i);
-        by_dtype[t->phys_dtype] += t->n_bytes;
-        if (t->role == TM_ROLE_DATA) n_params += t->n_elems;
-        if (t->quant) n_quant++;
+    inspect_counts c;
+    if (count_tensors(f, &c)) {
+        if (filter) regfree(&re);
+        tm_close(f);
+        return cli_error(EXIT_IO, "out of memory");
     }
     if (g_cli.json) {
-        cli_json_print(inspect_json(f, a->pos[0], filter ? &re : NULL, !cli_has(a, "no-tensors")));
+        json_t *d = inspect_json(f, a->pos[0], filter ? &re : NULL, !cli_has(a, "no-tensors"));
+        if (d) cli_json_print(d);
+        else rc = cli_error(EXIT_IO, "out of memory");
     } else {
         printf("path:        %s\nformat:      %s\n", a->pos[0], tm_format_name(tm_file_format(f)));
         printf("files:       %d (", tm_file_n_paths(f));
@@ -130,10 +176,10 @@ int cmd_inspect(const cli_cmd *cmd, cli_args *a) {
         for (int i = 0; i < tm_file_n_paths(f); i++) fb += tm_file_size(f, i);
         printf("%.2f MB)\n", (double)fb / 1e6);
         printf("tensors:     %" PRId64 " (%" PRId64 " quantized)\nparameters:  %" PRId64 "\n", n,
-               n_quant, n_params);
+               c.n_quant, c.n_params);
         printf("bytes:      ");
         for (int k = 0; k < TM_DTYPE_COUNT; k++)
-            if (by_dtype[k]) printf(" %s %.2f MB", tm_dtype_get((tm_dtype)k)->name, (double)by_dtype[k] / 1e6);
+            if (c.by_dtype[k]) printf(" %s %.2f MB", tm_dtype_get((tm_dtype)k)->name, (double)c.by_dtype[k] / 1e6);
         printf("\n");
         int64_t n_conv[2] = {0, 0}; /* GPTQ tensors read as v1, v2 */
         for (int64_t i = 0; i < n; i++) {
@@ -147,6 +193,9 @@ int cmd_inspect(const cli_cmd *cmd, cli_args *a) {
             if (n_conv[1]) printf(" v2 (stored z) in %" PRId64 " tensors", n_conv[1]);
             printf("\n");
         }
+        if (c.n_tied)
+            printf("tied:        %" PRId64 " tensor%s sharing the storage of another, counted once\n", c.n_tied,
+                   c.n_tied == 1 ? "" : "s");
         for (int64_t k = 0; k < tm_file_n_warnings(f); k++)
             printf("warning:     %s\n", tm_file_warning(f, k));
         if (tm_file_format(f) == TM_FMT_GGUF) /* GGUF key/values; long values cut */
@@ -170,14 +219,18 @@ int cmd_inspect(const cli_cmd *cmd, cli_args *a) {
                 else if (t->role == TM_ROLE_SCALE) snprintf(q, sizeof q, "(scale)");
                 else if (t->role == TM_ROLE_ZERO_POINT) snprintf(q, sizeof q, "(zero point)");
                 else if (t->role == TM_ROLE_AUX) snprintf(q, sizeof q, "(aux)");
+                else if (c.tied_to[i] >= 0) snprintf(q, sizeof q, "(tied: %.80s)", tm_file_tensor(f, c.tied_to[i])->name);
                 else snprintf(q, sizeof q, "-");
                 double bpp = t->n_elems ? 8.0 * (double)total_bytes(f, i) / (double)t->n_elems : 0;
+                /* a GGUF block-quantized tensor's type is its ggml type (Q5_0), not its codes' (U8) */
+                const tm_ggml_type_info *gi = t->quant && t->quant->ggml_type ? tm_ggml_type_info_get(t->quant->ggml_type) : NULL;
                 printf("%-48s %-8s %-16s %12" PRIu64 "  %-34s %6.2f\n", t->name,
-                       tm_dtype_get(t->dtype)->name, sh, t->n_bytes, q, bpp);
+                       gi ? gi->name : tm_dtype_get(t->dtype)->name, sh, t->n_bytes, q, bpp);
             }
         }
     }
+    free(c.tied_to);
     if (filter) regfree(&re);
     tm_close(f);
-    return 0;
+    return rc;
 }

@@ -6,17 +6,24 @@
 #include <string.h>
 
 const cli_opt opts_qdiff[] = {
-    {"top", 0, "N", 0, "rows to print (default: all); --json always lists all"},
+    {"top", 0, "N", 0, "rows to print, flagged and worst first: N or all (default 10); --json always lists all"},
     {"fail-on-flag", 0, NULL, 0, "exit 1 when any tensor is flagged"},
     {NULL, 0, NULL, 0, NULL},
 };
 const char details_qdiff[] =
-    "For each quantized tensor of QUANT matched by name to its full-precision source in REF:\n"
-    "SQNR (dB), RMSE, max |error|, the same in LSB (error divided by the element's own scale),\n"
-    "fraction clipped and the worst channel or group. Plain rounding gives RMSE ~0.29 LSB and\n"
-    "max 0.5 LSB; a tensor is flagged when RMSE exceeds 0.45 LSB, an unclipped value is off by\n"
-    "more than half an LSB, more than 1% of values are clipped, or its SQNR is more than 10 dB\n"
-    "below the checkpoint's median. Flagged tensors come first, worst first, with the reason.";
+    "For each quantized tensor of QUANT matched to its full-precision source in REF (by name;\n"
+    "across naming conventions, e.g. HF safetensors against its GGUF, by the name table of\n"
+    "docs/formats.md): SQNR (dB), RMSE, max |error|, the same in LSB (error divided by the\n"
+    "element's own scale), fraction clipped and the worst channel or group. Plain rounding gives\n"
+    "RMSE ~0.29 LSB and max 0.5 LSB. A tensor is flagged when its RMSE exceeds 0.45 LSB, an\n"
+    "unclipped value is off by more than half an LSB, more than 1% of values are clipped, or its\n"
+    "SQNR is more than 10 dB below the median SQNR of the tensors quantized with the same scheme\n"
+    "(the header shows that median, per scheme when there are several). The half-LSB and\n"
+    "clipping rules are not applied to ggml block types (GGUF: llama.cpp's quantizers break the\n"
+    "half-LSB bound by design) nor to tensors whose manifest names an observer that clips by\n"
+    "design (percentile, mse, entropy, histogram); RMSE and SQNR rules always apply\n"
+    "(docs/qdiff.md \"Flags\"). Flagged tensors come first, worst first, with the reason; the\n"
+    "text lists --top rows (default 10, 'all' for every tensor), --json every tensor.";
 
 /* A tensormorph output records each tensor's observer in its manifest: where the observer
 ** clips by design (percentile, mse, entropy, histogram), clipping is not a finding. */
@@ -36,8 +43,9 @@ static void mark_clip_expected(const char *quant_path, tm_qdiff_result *r) {
         const char *name = json_string_value(json_object_get(t, "name"));
         const char *obs = json_string_value(json_object_get(json_object_get(t, "scheme"), "observer"));
         if (!name || !obs) continue;
-        int clips = !strncmp(obs, "percentile", 10) || !strcmp(obs, "mse") || !strcmp(obs, "entropy") ||
-                    !strcmp(obs, "histogram");
+        tm_observer o;
+        int clips = tm_observer_from_name(obs, &o) == TM_OK && (o.kind == TM_OBS_PERCENTILE || o.kind == TM_OBS_MSE ||
+                                                               o.kind == TM_OBS_ENTROPY || o.kind == TM_OBS_HISTOGRAM);
         if (!clips) continue;
         for (int64_t k = 0; k < r->n; k++)
             if (!strcmp(r->entries[k].name, name) && !r->entries[k].clip_expected) {
@@ -49,25 +57,83 @@ static void mark_clip_expected(const char *quant_path, tm_qdiff_result *r) {
     if (changed) tm_qdiff_flag(r);
 }
 
+/* 1 when the arguments look swapped: `ref` holds quantized tensors whose source `q` holds (by
+** name, or by name across conventions), so qdiff QUANT REF was probably meant as REF QUANT. */
+static int looks_swapped(const tm_file *ref, const tm_file *q) {
+    for (int64_t i = 0; i < tm_file_n_tensors(ref); i++) {
+        const tm_tensor *t = tm_file_tensor(ref, i);
+        if (!t->quant || t->role != TM_ROLE_DATA) continue;
+        tm_tensor_pair p;
+        p.index = tm_ref_find(q, t->name);
+        if (p.index < 0) tm_tensor_pair_find(q, ref, i, &p);
+        const tm_tensor *u = tm_file_tensor(q, p.index);
+        if (u && !u->quant && u->n_elems == t->n_elems) return 1;
+    }
+    return 0;
+}
+
+/* The number of entries with entries[i]'s scheme when i is the first of them, else 0. */
+static int64_t scheme_count(const tm_qdiff_result *r, int64_t i) {
+    int64_t cnt = 0;
+    for (int64_t k = 0; k < r->n; k++)
+        if (!strcmp(r->entries[k].scheme, r->entries[i].scheme)) {
+            if (k < i) return 0;
+            cnt++;
+        }
+    return cnt;
+}
+
+/* The SQNR flag compares a tensor with the median of the tensors quantized the same way: with
+** more than one scheme, say what those medians are. */
+static void print_scheme_medians(const tm_qdiff_result *r) {
+    int first = 1;
+    for (int64_t i = 0; i < r->n; i++) {
+        int64_t cnt = scheme_count(r, i);
+        if (!cnt) continue;
+        if (cnt == r->n) return; /* one scheme: its median is the one above */
+        printf("%s%s %.2f dB (%" PRId64 ")", first ? "median SQNR by scheme: " : ", ", r->entries[i].scheme,
+               tm_qdiff_scheme_median(r, r->entries[i].scheme), cnt);
+        first = 0;
+    }
+    if (!first) printf("\n");
+}
+
 static void qdiff_progress(void *ud, uint64_t done, uint64_t total) {
     (void)ud;
     cli_progress_count("qdiff", done, total, "tensors");
 }
 
-/* qdiff_json: the `qdiff --json` document (also served as /api/v1/qdiff). */
-json_t *qdiff_json(const tm_qdiff_result *r, const char *ref_path, const char *q_path) {
+/* qdiff_json: the `qdiff --json` document (also served as /api/v1/qdiff). qf: the quantized
+** checkpoint r was computed on (for each entry's label and description). */
+json_t *qdiff_json(const tm_qdiff_result *r, const tm_file *qf, const char *ref_path, const char *q_path) {
     json_t *d = cli_json_doc("qdiff");
     json_object_set_new(d, "ref", json_string(ref_path));
     json_object_set_new(d, "quant", json_string(q_path));
     json_object_set_new(d, "median_sqnr_db", cli_json_num(r->median_sqnr_db));
     json_object_set_new(d, "n_flagged", json_integer(r->n_flagged));
     json_object_set_new(d, "n_unmatched", json_integer(r->n_unmatched));
+    json_t *sch = json_array(); /* the median each tensor's SQNR is compared with (docs/qdiff.md) */
+    for (int64_t i = 0; i < r->n; i++) {
+        int64_t cnt = scheme_count(r, i);
+        if (!cnt) continue;
+        json_t *o = json_object();
+        json_object_set_new(o, "scheme", json_string(r->entries[i].scheme));
+        json_object_set_new(o, "n", json_integer(cnt));
+        json_object_set_new(o, "median_sqnr_db", cli_json_num(tm_qdiff_scheme_median(r, r->entries[i].scheme)));
+        json_array_append_new(sch, o);
+    }
+    json_object_set_new(d, "schemes", sch);
     json_t *ts = json_array();
     for (int64_t i = 0; i < r->n; i++) {
         tm_qdiff_entry *e = &r->entries[i];
         json_t *o = json_object();
         json_object_set_new(o, "name", json_string(e->name));
+        json_object_set_new(o, "ref_name", json_string(e->ref_name ? e->ref_name : e->name));
         json_object_set_new(o, "scheme", json_string(e->scheme));
+        char desc[TM_QDESC_MAX];
+        json_object_set_new(o, "label", json_string(e->scheme)); /* tm_qtensor_label */
+        json_object_set_new(o, "description",
+                            json_string(tm_qtensor_describe(qf, tm_file_tensor(qf, e->q_index), desc, sizeof desc)));
         json_object_set_new(o, "n", json_integer(e->e.n));
         json_object_set_new(o, "sqnr_db", cli_json_num(e->e.sqnr_db));
         json_object_set_new(o, "rmse", cli_json_num(e->e.rmse));
@@ -88,14 +154,9 @@ json_t *qdiff_json(const tm_qdiff_result *r, const char *ref_path, const char *q
 }
 
 int cmd_qdiff(const cli_cmd *cmd, cli_args *a) {
-    int top = -1;
-    const char *v = cli_get(a, "top");
-    if (v) {
-        char *end;
-        long t = strtol(v, &end, 10);
-        if (*end || t < 0) return cli_usage_error(cmd, "--top must be a non-negative integer");
-        top = (int)t;
-    }
+    int top;
+    int trc = cli_parse_top(cmd, a, &top);
+    if (trc) return trc;
     tm_file *ref, *q;
     int rc = cli_open(a->pos[0], &ref);
     if (rc) return rc;
@@ -114,7 +175,7 @@ int cmd_qdiff(const cli_cmd *cmd, cli_args *a) {
     if (r->n == 0) {
         fprintf(stderr, "tensormorph: %s holds no quantized tensor matching a tensor of %s by name and size%s\n",
                 a->pos[1], a->pos[0],
-                tm_file_n_tensors(ref) && tm_file_tensor(ref, 0) ? " (the order is qdiff REF QUANT: full precision first)" : "");
+                looks_swapped(ref, q) ? " (the order is qdiff REF QUANT: full precision first)" : "");
         tm_qdiff_free(r);
         tm_close(ref);
         tm_close(q);
@@ -122,11 +183,12 @@ int cmd_qdiff(const cli_cmd *cmd, cli_args *a) {
     }
     mark_clip_expected(a->pos[1], r);
     if (g_cli.json) {
-        cli_json_print(qdiff_json(r, a->pos[0], a->pos[1]));
+        cli_json_print(qdiff_json(r, q, a->pos[0], a->pos[1]));
     } else {
         printf("Quantization Diff: %s vs %s\n", a->pos[1], a->pos[0]);
         printf("%" PRId64 " quantized tensors compared, %" PRId64 " flagged, median SQNR %.2f dB\n", r->n,
                r->n_flagged, r->median_sqnr_db);
+        print_scheme_medians(r);
         printf("%-44s %-28s %8s %8s %8s %8s %8s  %s\n", "tensor", "scheme", "SQNR dB", "RMSE LSB", "max LSB",
                "clipped", "worst", "flag");
         for (int64_t i = 0; i < r->n && (top < 0 || i < top); i++) {
@@ -134,7 +196,7 @@ int cmd_qdiff(const cli_cmd *cmd, cli_args *a) {
             printf("%-44s %-28s %8.2f %8.3f %8.3f %7.3f%% %8" PRId64 "  %s\n", e->name, e->scheme, e->e.sqnr_db,
                    e->e.rmse_lsb, e->e.max_err_lsb, 100 * e->e.clipped_fraction, e->e.worst_group, e->reason);
         }
-        if (top >= 0 && r->n > top) printf("... %" PRId64 " more\n", r->n - top);
+        if (top >= 0 && r->n > top) printf("... %" PRId64 " more (--top all lists every tensor)\n", r->n - top);
     }
     int flagged = r->n_flagged > 0;
     tm_qdiff_free(r);

@@ -15,7 +15,7 @@ const cli_opt opts_serve[] = {
     {"manifest", 0, "FILE", 0, "Release page: the quantize job's manifest to gate (with --evidence and --policy; see `tensormorph gate`)"},
     {"evidence", 0, "FILE", 0, "Release page: evidence from `tensormorph evidence`"},
     {"policy", 0, "FILE", 0, "Release page: release policy (tensormorph.policy/1)"},
-    {"release-target", 0, "TARGET", 0, "Release page: policy target (gate --target)"},
+    {"target", 0, "TARGET", 0, "Release page: policy target (as gate --target)"},
     {"canary", 0, "FRACTION", 0, "Release page: planned canary share of traffic, in (0, 1] (gate --canary)"},
     {"rollback", 0, "PATH", 0, "Release page: rollback artifact (gate --rollback)"},
     {NULL, 0, NULL, 0, NULL},

@@ -68,7 +68,9 @@ const cli_cmd cli_commands[] = {
      "evidence BASELINE.onnx CANDIDATE.onnx --inputs DIR|--random-inputs N [options]", details_evidence, opts_evidence, 2, 2},
     {"gate", cmd_gate, "Release gate: checksums, evidence, policy thresholds, canary and rollback -> PASS/FAIL.",
      "gate --manifest M --evidence E --policy P [options]", details_gate, opts_gate, 0, 0},
-    {"version", cmd_version, "Print the version.", "version [options]", NULL, opts_none, 0, 0},
+    {"version", cmd_version, "Print the version.", "version [options]",
+     "Prints tensormorph's version and the git commit it was built from (--json: both as fields).",
+     opts_none, 0, 0},
 };
 const int cli_n_commands = (int)(sizeof cli_commands / sizeof cli_commands[0]);
 

@@ -1,6 +1,6 @@
 /* release.js: the Release page of the Tensormorph web UI. Loaded after app.js and uses its
 ** helpers ($, api, el, showError). Shows the release gate's verdict for the inputs serve was
-** started with (serve --manifest M --evidence E --policy P [--release-target T] [--canary F]
+** started with (serve --manifest M --evidence E --policy P [--target T] [--canary F]
 ** [--rollback PATH]): GET /api/v1/release returns exactly `tensormorph gate --json`'s document
 ** (docs/gate.md), so the page shows the same verdict, every check with pass/fail, its reason
 ** and the evidence values it used. app.js's switchView calls releasePage.show() when the tab

@@ -1,5 +1,5 @@
 /* api_release.c: GET /api/v1/release (docs/API.md): the release gate's verdict for the inputs
-** serve was started with (--manifest, --evidence, --policy, --release-target, --canary,
+** serve was started with (--manifest, --evidence, --policy, --target, --canary,
 ** --rollback), for the Release page (web/release.js). The files are read again on every
 ** request, so the page shows the gate on the files as they are now; the document is exactly
 ** `tensormorph gate --json`'s (tensormorph.gate/1) with "configured": true added. Without the
@@ -28,14 +28,14 @@ json_t *api_release(serve_ctx *c, int *status) {
         p.manifest_path = cli_get(a, "manifest");
         p.evidence_path = cli_get(a, "evidence");
         p.policy_path = cli_get(a, "policy");
-        p.target = cli_get(a, "release-target");
+        p.target = cli_get(a, "target"); /* or its old spelling --release-target */
         p.rollback_path = cli_get(a, "rollback");
     }
     if (!p.manifest_path || !p.evidence_path || !p.policy_path) {
         json_t *d = cli_json_doc("gate");
         json_object_set_new(d, "configured", json_false());
         json_object_set_new(d, "hint", json_string("start serve with --manifest M --evidence E --policy P "
-                                                   "(and optionally --release-target T --canary F --rollback PATH) "
+                                                   "(and optionally --target T --canary F --rollback PATH) "
                                                    "to see the release gate here"));
         return d;
     }

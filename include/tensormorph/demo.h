@@ -15,7 +15,9 @@ extern "C" {
 ** to directory `dir` (model.safetensors + config.json): embedding, per layer q/k/v/o and
 ** gate/up/down projections with Gaussian rows of differing scale, a few outlier input
 ** channels and one all-zero row, RMSNorm weights near 1, final norm and an untied lm_head.
-** Same seed, same bytes. Returns TM_OK | TM_E_IO | TM_E_NOMEM. */
+** Same seed, same bytes. Built in "<dir>.tmp.<pid>" beside dir and renamed into place (into a
+** non-empty existing dir the two files are renamed one by one), so a failed write (a full
+** disk) leaves dir as it was. Returns TM_OK | TM_E_IO | TM_E_NOMEM. */
 tm_status tm_write_demo_checkpoint(const char *dir, tm_dtype dtype, uint64_t seed, tm_err *err);
 
 #ifdef __cplusplus

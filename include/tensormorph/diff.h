@@ -19,10 +19,17 @@ typedef struct tm_diff_entry {
     tm_diff_kind kind;
     int64_t      a_index, b_index;
     double       max_abs_diff, rel_l2, cosine;  /* for SAME/CHANGED (and DTYPE with equal shape) */
+    const char  *b_name;   /* the tensor's name in b (differs from name where the two files name
+                              it in different conventions); NULL for REMOVED                    */
 } tm_diff_entry;
-typedef struct tm_diff_result { tm_diff_entry *entries; int64_t n; int64_t n_differ; } tm_diff_result;
-/* tm_diff: compare two checkpoints tensor by tensor (by logical name), values through the
-** view (dequantized where quantized). Returns TM_OK | TM_E_NOMEM | TM_E_CORRUPT. */
+typedef struct tm_diff_result {
+    tm_diff_entry *entries; int64_t n; int64_t n_differ;
+    int64_t        n_renamed;  /* entries paired across naming conventions (b_name != name)     */
+} tm_diff_result;
+/* tm_diff: compare two checkpoints tensor by tensor (by logical name; where b has no tensor of
+** that name, by its name in the other convention, tm_tensor_pair_find: HF <-> llama.cpp, q/k
+** rows un-permuted), values through the view (dequantized where quantized).
+** Returns TM_OK | TM_E_NOMEM | TM_E_CORRUPT. */
 tm_status tm_diff(const tm_file *a, const tm_file *b, int n_threads, tm_diff_result **out,
                   tm_err *err);
 void      tm_diff_free(tm_diff_result *r);

@@ -46,6 +46,8 @@ typedef struct tm_erracc {
     int64_t n_params;          /* per-param accumulation when > 0                               */
     double *param_sum_l2;      /* [n_params] sum of (err/scale)^2                               */
     int64_t *param_n;          /* [n_params]                                                    */
+    const tm_kernels *kernels; /* kernel set of the sums (tm_kernels_get); NULL (as
+                                  tm_erracc_init leaves it): "auto". Same bits for every set    */
 } tm_erracc;
 
 /* tm_lsb_size: one LSB at source value x for codes of code_dtype with this scale: |scale| for

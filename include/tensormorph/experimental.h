@@ -12,7 +12,7 @@
 extern "C" {
 #endif
 
-/* ---- quant (src/quant/ggml_quant.c) ------------------------------------------------------ */
+/* ---- quant (src/quant/ggml_row.c) -------------------------------------------------------- */
 
 /* tm_gq_quantize_row_ref: the same with the scalar code only (the specification; for tests). */
 tm_status tm_gq_quantize_row_ref(int type, const float *x, int64_t n, void *out,

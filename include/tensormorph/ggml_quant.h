@@ -5,9 +5,8 @@
 ** Algorithms and formulas: docs/gguf-quantize.md; checked by tests/unit/test_ggml_quant.c
 ** against ../shared/vectors/gguf and spec/gguf_*.
 **
-** Types are named by their ggml type ids (the GGUF tensor-info "type" field). The reader's type
-** table (tensormorph/ggml.h) covers every id; this header lists only the ids this writer can
-** produce, under its own TM_GQ_ prefix.
+** Types are named by their ggml type ids, TM_GGML_* of tensormorph/ggml.h (the GGUF tensor-info
+** "type" field); one type table (src/quant/ggml_traits.h) serves the reader and this writer.
 */
 #include "../tensormorph.h" /* outside the guard: this header compiles alone */
 #ifndef TENSORMORPH_GGML_QUANT_H
@@ -17,31 +16,16 @@
 extern "C" {
 #endif
 
-/* ggml type ids (ggml.h enum ggml_type; stable file-format values). */
-enum {
-    TM_GQ_F32 = 0, TM_GQ_F16 = 1, TM_GQ_Q4_0 = 2, TM_GQ_Q4_1 = 3, TM_GQ_Q5_0 = 6,
-    TM_GQ_Q5_1 = 7, TM_GQ_Q8_0 = 8, TM_GQ_Q2_K = 10, TM_GQ_Q3_K = 11, TM_GQ_Q4_K = 12,
-    TM_GQ_Q5_K = 13, TM_GQ_Q6_K = 14, TM_GQ_IQ4_NL = 20, TM_GQ_BF16 = 30
-};
-
-/* tm_gq_writable: 1 when `type` is one of the ids above (a type tm_gq_quantize_row writes). */
+/* tm_gq_writable: 1 when this writer can produce ggml type `type` (a TM_GGML_* id of
+** tensormorph/ggml.h): F32 F16 BF16 Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 IQ4_NL Q2_K Q3_K Q4_K Q5_K Q6_K.
+** Names, block sizes and bytes per block of every type: tm_ggml_type_info_get,
+** tm_ggml_type_from_name, tm_ggml_row_bytes (one type table for the reader and the writer). */
 int         tm_gq_writable(int type);
-/* tm_gq_type_name: "Q4_K", "F16", ... for the ids above; "?" otherwise. Static, never NULL. */
-const char *tm_gq_type_name(int type);
-/* tm_gq_type_from_name: parse a name above (case-insensitive: "q4_k", "Q8_0", "f16").
-** Returns the id, or -1 when unknown. */
-int         tm_gq_type_from_name(const char *name);
-/* Values per block (32 for Q4_0..Q8_0 and IQ4_NL, 256 for K-quants, 1 for F32/F16/BF16) and
-** bytes per block; 0 for an id not above. */
-int         tm_gq_block_size(int type);
-size_t      tm_gq_type_size(int type);
-/* tm_gq_row_bytes: bytes of one row of n values (n a multiple of the block size), else 0. */
-uint64_t    tm_gq_row_bytes(int type, int64_t n);
 
 /* tm_gq_quantize_row: quantize one row of n float32 values into GGUF blocks of `type`.
 **   x    in  [n] float32, finite.
-**   n    a multiple of tm_gq_block_size(type).
-**   out  caller-owned, tm_gq_row_bytes(type, n) bytes.
+**   n    a multiple of the type's block_size (tm_ggml_type_info_get).
+**   out  caller-owned, tm_ggml_row_bytes(type, n) bytes.
 **   bad_block  out (may be NULL): the block index the error concerns, else -1.
 ** Byte-identical to ggml's reference for every finite input on which the reference is defined.
 ** Where it is not (docs/gguf-quantize.md "Deviations"): a block whose scale 1/d overflows

@@ -33,6 +33,8 @@ int         tm_gguf_ftype_default_type(int ftype);
 
 typedef struct tm_gguf_qparams {
     int          ftype;               /* TM_FTYPE_*                                             */
+    const tm_kernels *kernels;        /* kernel set of the whole job (tm_kernels_get): the ggml
+                                         quantizers and error sums; NULL: "auto". Same bytes     */
     int          pure;                /* 1: every quantizable tensor gets the default type      */
     int          leave_output_tensor; /* 1: output.weight is not quantized                       */
     const char *const *tt_patterns;   /* --tensor-type REGEX=TYPE: POSIX extended regexes,      */
@@ -42,16 +44,19 @@ typedef struct tm_gguf_qparams {
                                          multiple of any allowed block) is an error instead of
                                          being kept in F16                                       */
     int          no_checksums;        /* 1: no sha256 in the manifest                            */
-    int          n_threads;           /* 0 = 1                                                   */
+    int          n_threads;           /* 0 = tm_usable_cpus(); same bytes for any count          */
     const char  *command_line;        /* recorded in the manifest                                */
     void (*progress)(void *ud, const char *phase, uint64_t done, uint64_t total);
     void        *progress_ud;
     volatile const int *cancel;
     int          force;               /* 1: replace an existing OUT that is a previous tensormorph
                                          output (has "<OUT>.manifest.json"); never anything else */
+    int          allow_long_names;    /* 1: write tensor names of TM_GGUF_MAX_NAME (64) bytes or
+                                         more, which llama.cpp refuses; 0: refuse them
+                                         (TM_E_UNSUPPORTED naming the tensor and its length)     */
 } tm_gguf_qparams;
 
-tm_gguf_qparams tm_gguf_qparams_default(void); /* Q8_0, rules on, 1 thread */
+tm_gguf_qparams tm_gguf_qparams_default(void); /* Q8_0, rules on, n_threads 0 (tm_usable_cpus) */
 
 /* Decision and outcome for one source tensor, in output order. */
 typedef struct tm_gguf_qtensor {
@@ -78,11 +83,14 @@ typedef struct tm_gguf_qresult {
 ** order (non-layer tensors by name, then by layer number, by name within a layer); a GGUF
 ** input's metadata is kept entry for entry, then general.quantization_version (2) and
 ** general.file_type are set (moved to the end, as ggml's gguf_set_val does) and split.* keys
-** removed. The file is written as "<out>.tmp.<pid>" and renamed into place; the manifest
-** "<out>.manifest.json" follows.
+** removed. The file is written as "<out>.tmp.<pid>" and its manifest as
+** "<out>.manifest.json.tmp.<pid>"; under "<out>.lock" (flock, the owner's pid; a concurrent
+** run gets TM_E_INVALID_ARG naming it) a previous manifest is removed, the file renamed into
+** place, then "<out>.manifest.json": a reader never sees a file and manifest of two runs. The
+** cancel flag is honoured up to that rename (TM_E_CANCELLED, nothing at OUT).
 ** An existing OUT is replaced only when it is a previous tensormorph output and p->force is
 ** set; OUT may never be the input.
-** Returns TM_OK | TM_E_INVALID_ARG (bad ftype or regex; OUT exists, is the input or a directory) | TM_E_UNSUPPORTED (a source tensor
+** Returns TM_OK | TM_E_INVALID_ARG (bad ftype or regex; OUT exists, is the input or a directory) | TM_E_UNSUPPORTED (a tensor name of 64 bytes or more without allow_long_names; a source tensor
 ** already quantized, or a type the rules pick that cannot hold the row under --strict) |
 ** TM_E_NONFINITE | TM_E_RANGE (a block scale overflows f16: names tensor, row and block) |
 ** TM_E_IO | TM_E_NOMEM | TM_E_CANCELLED. Free the result with tm_gguf_qresult_free. */

@@ -73,15 +73,29 @@ typedef struct tm_gguf_wtensor {
 
 typedef struct tm_gguf_writer tm_gguf_writer;
 
+/* llama.cpp's GGML_MAX_NAME: its GGUF reader refuses a tensor name of this many bytes or more
+** (ggml/src/gguf.cpp: name.length() >= GGML_MAX_NAME). */
+#define TM_GGUF_MAX_NAME 64
+
+/* tm_gguf_writer_open_ex flags */
+#define TM_GGUF_WRITE_LONG_NAMES 1u  /* write names of TM_GGUF_MAX_NAME bytes or more           */
+
 /* tm_gguf_writer_open: fix the whole layout (header, each tensor's offset) and create
 ** "<path>.tmp.<pid>" (O_EXCL) of the final size holding the header; padding is zero.
 **   kv       the metadata, written in list order (copied: may be freed after open).
 **   t        n tensors; names unique; ne[0] a multiple of the type's block size.
 ** Returns TM_OK | TM_E_INVALID_ARG (duplicate name, bad type/dims, alignment not a power of
-** two) | TM_E_LIMIT (size overflow) | TM_E_IO | TM_E_NOMEM. */
+** two) | TM_E_UNSUPPORTED (a name of TM_GGUF_MAX_NAME bytes or more, which llama.cpp refuses;
+** the message names the tensor and its length) | TM_E_LIMIT (size overflow) | TM_E_IO |
+** TM_E_NOMEM. */
 tm_status tm_gguf_writer_open(const char *path, const tm_gguf_kvlist *kv,
                               const tm_gguf_wtensor *t, int64_t n, tm_gguf_writer **out,
                               tm_err *err);
+/* tm_gguf_writer_open_ex: the same with flags (TM_GGUF_WRITE_LONG_NAMES: long names are
+** written, not refused). */
+tm_status tm_gguf_writer_open_ex(const char *path, const tm_gguf_kvlist *kv,
+                                 const tm_gguf_wtensor *t, int64_t n, unsigned flags,
+                                 tm_gguf_writer **out, tm_err *err);
 /* Bytes of tensor i's data (without padding); 0 when i is out of range. */
 uint64_t  tm_gguf_writer_tensor_bytes(const tm_gguf_writer *w, int64_t i);
 /* tm_gguf_writer_write: n bytes at offset off of tensor i's data (pwrite; thread-safe for

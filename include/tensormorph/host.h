@@ -19,6 +19,12 @@ typedef struct tm_host_info_t {
     char hostname[96];
 } tm_host_info_t;
 void tm_host_info(tm_host_info_t *h);
+/* tm_usable_cpus: the CPUs this process may run on: the count of its sched_getaffinity(2) mask,
+** lowered to the cgroup CPU quota when one is set (v2 cpu.max "QUOTA PERIOD", v1
+** cpu.cfs_quota_us / cpu.cfs_period_us; ceil(quota / period); the smallest along the
+** process's cgroup path), in [1, 256]. The default worker count of the quantize jobs
+** (n_threads 0) and of the CLI's --threads, as llama-quantize uses every hardware thread. */
+int  tm_usable_cpus(void);
 
 #ifdef __cplusplus
 }

@@ -25,6 +25,7 @@ typedef struct tm_onnx_qparams {
                                     | GROUP (group_size = DequantizeLinear block_size, along axis
                                     0 = K of a MatMul weight; other weights are skipped); scale
                                     dtype F32                                                   */
+    const tm_kernels *kernels;   /* kernel set of the whole job (tm_kernels_get); NULL: "auto"  */
     int64_t       min_elems;     /* weights with fewer elements are skipped (0: 16)             */
     const char  **include;  int64_t n_include; /* regexes on the weight name: only these     */
     const char  **exclude;  int64_t n_exclude; /* regexes: never these                        */
@@ -33,6 +34,7 @@ typedef struct tm_onnx_qparams {
     int           allow_empty;   /* 1: write OUT (an unchanged copy) even when no weight gets
                                     quantized; 0: refuse, saying why (see tm_onnx_quantize)      */
     const char   *command_line;  /* recorded in the manifest                                    */
+    /* phase "quantize": done / total count weights (not bytes)                                  */
     void (*progress)(void *ud, const char *phase, uint64_t done, uint64_t total);
     void         *progress_ud;
     volatile const int *cancel;
@@ -71,8 +73,10 @@ typedef struct tm_onnx_qresult {
 } tm_onnx_qresult;
 
 /* tm_onnx_quantize: read the ONNX model `in` (opened with tm_open; its path is decoded again
-** with protobuf-c and rewritten), write `out_path` (temp file beside it, fsync, rename;
-** tm__write_file_atomic) and "<out_path>.manifest.json" (tensormorph.manifest/1). Before the
+** with protobuf-c and rewritten), write `out_path` and "<out_path>.manifest.json"
+** (tensormorph.manifest/1) as temp files beside it, fsynced, then renamed into place under
+** "<out_path>.lock" in the GGUF job's order (tm_gguf_quantize; a concurrent run gets
+** TM_E_INVALID_ARG naming the lock's pid; cancel honoured up to the rename). Before the
 ** rename the new model is opened with tensormorph's own ONNX reader and every quantized weight
 ** must come back as a logical quantized tensor with the scales, zero points and granularity
 ** written. Only float32/float16/bfloat16 weights are quantized; DequantizeLinear, QOperator or

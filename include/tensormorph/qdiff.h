@@ -19,10 +19,12 @@ typedef struct tm_qdiff_entry {
     tm_errsum   e;
     int         flagged;
     char        reason[256];   /* why flagged, "" otherwise                                      */
-    char        scheme[96];    /* "I4 group:128 sym f32-scale"                                    */
+    char        scheme[96];    /* tm_qtensor_label: "I4 group:128 sym scale:F16"                  */
     int         clip_expected; /* the observer clips by design (percentile, mse, entropy,
                                   histogram) or the codec searches its range (ggml K-quants):
                                   clipping and half-LSB excess are not flagged; RMSE and SQNR are */
+    const char *ref_name;      /* its source's name in ref (differs from name across naming
+                                  conventions, GPTQ qweight, ONNX _quantized)                     */
 } tm_qdiff_entry;
 
 typedef struct tm_qdiff_result {
@@ -41,8 +43,9 @@ typedef struct tm_qdiff_params {
     volatile const int *cancel;
 } tm_qdiff_params;
 
-/* tm_qdiff: for every quantized tensor of q whose source tm_ref_find finds in ref with the same
-** element count, compare ref (converted to f32) with q's dequantized values, measuring error
+/* tm_qdiff: for every quantized tensor of q whose source tm_ref_find finds in ref (else
+** tm_tensor_pair_find: its name in the other convention, HF <-> llama.cpp, with q/k rows
+** un-permuted) with the same element count, compare ref (converted to f32) with q's dequantized values, measuring error
 ** against each element's own scale (LSB units). Memory: a few row chunks per thread.
 ** Returns TM_OK | TM_E_NOMEM | TM_E_CORRUPT | TM_E_CANCELLED. Free with tm_qdiff_free. */
 tm_status tm_qdiff(const tm_file *ref, const tm_file *q, const tm_qdiff_params *p,
@@ -58,6 +61,10 @@ int64_t   tm_ref_find(const tm_file *ref, const char *quantized_name);
 /* tm_qdiff_flag: (re)apply the flag rules to r (median SQNR per scheme, thresholds). Called by
 ** tm_qdiff; call again after changing entries' clip_expected. */
 void      tm_qdiff_flag(tm_qdiff_result *r);
+/* tm_qdiff_scheme_median: the median of the finite SQNRs (dB) of r's entries whose scheme
+** string is `scheme` (the median the SQNR flag compares each tensor with, docs/qdiff.md); NaN
+** when there is none or out of memory. */
+double    tm_qdiff_scheme_median(const tm_qdiff_result *r, const char *scheme);
 void      tm_qdiff_free(tm_qdiff_result *r);
 
 #ifdef __cplusplus

@@ -23,6 +23,8 @@ typedef struct tm_qrule {
 
 typedef struct tm_qjob_params {
     tm_qspec        spec;          /* default scheme (tm_qspec_default)                           */
+    const tm_kernels *kernels;     /* kernel set of the whole job (tm_kernels_get): observers,
+                                      quantize, error statistics; NULL: "auto". Same bytes      */
     const tm_qrule *rules;  int64_t n_rules;   /* recipe targets/ignore, in order                */
     const char    **include;int64_t n_include; /* regexes: when given, only matching tensors     */
     const char    **exclude;int64_t n_exclude; /* regexes: never these                          */
@@ -34,7 +36,7 @@ typedef struct tm_qjob_params {
     int             no_checksums;  /* 1: skip sha256 of sources and outputs                       */
     int             allow_empty;   /* 1: write the output even when no tensor is quantized (else
                                       TM_E_INVALID_ARG / TM_E_UNSUPPORTED saying why)             */
-    int             n_threads;     /* 0 = 1                                                       */
+    int             n_threads;     /* 0 = tm_usable_cpus(); the output is the same for any count */
     uint64_t        max_shard_bytes;
     const char     *command_line;  /* recorded in the manifest                                    */
     const char     *recipe_path;   /* recorded in the manifest, may be NULL                       */
@@ -55,6 +57,10 @@ typedef struct tm_qjob_tensor {
     tm_errsum   e;               /* error summary (when quantized)                              */
     int         flagged;  char flag_reason[256];
     int64_t     n_degenerate;    /* all-zero/constant channels or groups given a fallback scale */
+    int         kept_by_choice;  /* not quantized because of the options given (--include,
+                                    --exclude, a recipe's ignore, a group size that does not divide
+                                    the columns), not by the default rules (norms, biases,
+                                    embeddings, lm_head)                                         */
 } tm_qjob_tensor;
 
 typedef struct tm_qjob_result {
@@ -71,7 +77,11 @@ typedef struct tm_qjob_result {
 /* tm_quantize_checkpoint: quantize `in` into a compressed-tensors directory `out_dir`
 ** (safetensors + config.json with quantization_config + tensormorph-manifest.json), following
 ** ../shared/formats/compressed-tensors.md. The directory is built under "<out_dir>.tmp.<pid>"
-** and renamed into place at the end: a killed run leaves nothing at out_dir.
+** and renamed into place at the end: a killed run leaves nothing at out_dir. "<out_dir>.lock"
+** (flock, the owner's pid) is held from the check of out_dir to the rename and removed after:
+** a second run at the same out_dir meanwhile gets TM_E_INVALID_ARG naming the pid. The cancel
+** flag is honoured up to the rename (source and output hashing, fsync, manifest): TM_E_CANCELLED
+** leaves nothing at out_dir; once renamed the run has succeeded (src/job/pipeline.h).
 ** Returns TM_OK | TM_E_INVALID_ARG (a type/granularity the layout cannot represent at all:
 ** uint codes, e5m2, channel axis != 0, group axis != last) | TM_E_NONFINITE | TM_E_RANGE |
 ** TM_E_UNSUPPORTED (strict: a tensor it cannot hold; an already-quantized input; no tensor

@@ -39,11 +39,12 @@ typedef struct tm_qparams {
     tm_convention  convention;     /* ONNX: round(x / scale); TORCH: round(x * (1.0f/scale))  */
     int            allow_nonfinite;/* 0: NaN/Inf input is TM_E_NONFINITE; 1: NaN -> zero point
                                       code (fp8: +0), +Inf -> qmax, -Inf -> qmin (fp8: +-max)  */
+    const tm_kernels *kernels;     /* kernel set (tm_kernels_get); NULL: "auto"; same bits    */
 } tm_qparams;
 
 /* tm_qparams_for_spec: the tm_qparams that quantize and dequantize with spec's code dtype, code
 ** range (tm_qspec_range), granularity, convention and non-finite policy, over the caller's
-** scale[n_params] and zero_point[n_params] (NULL: all 0). */
+** scale[n_params] and zero_point[n_params] (NULL: all 0), and spec's kernel set. */
 tm_qparams tm_qparams_for_spec(const tm_qspec *spec, int64_t n_params, const float *scale,
                                const int32_t *zero_point);
 
@@ -110,7 +111,7 @@ int64_t tm_qstats_worst_param(const tm_qstats *s, double *rmse_lsb);
 **         a used scale not finite or <= 0, a used zero point outside [qmin, qmax])
 **         | TM_E_NONFINITE (a NaN/Inf and !allow_nonfinite; message names the first flat
 **         index and the count in the range; codes are not written).
-** Reentrant. Codes and stats are bit-identical for every kernel variant (tm_quant_set_kernel).
+** Reentrant. Codes and stats are bit-identical for every kernel set (qp->kernels).
 ** Cost: one param lookup per run of elements sharing a param (a row for per-channel axis 0,
 ** a group for per-group on the last axis), not per element. */
 tm_status tm_quantize_f32(const tm_qparams *qp, int ndim, const int64_t *shape, const float *x,
@@ -131,15 +132,17 @@ tm_status tm_dequantize(const tm_qparams *qp, int ndim, const int64_t *shape,
 ** before observing it. Reentrant. */
 int64_t tm_count_nonfinite(const float *x, int64_t n, int64_t *first);
 
-/* tm_quant_set_kernel: choose the quantize kernels for the whole process: "ref" (the scalar
-** reference, which defines behaviour), "auto" (the fastest this CPU supports, chosen with
-** __builtin_cpu_supports; the default), or a variant name ("avx2", "avx512") to force it.
-** Not thread-safe against concurrent quantization: call before starting worker threads.
-** Returns TM_OK | TM_E_INVALID_ARG (unknown name) | TM_E_UNSUPPORTED (CPU lacks the ISA). */
-tm_status tm_quant_set_kernel(const char *name);
+/* tm_kernels_get: the kernel set named `name`, for tm_qspec / tm_qparams / tm_erracc .kernels
+** and the jobs' parameters: "ref" (the scalar reference functions, which define behaviour),
+** "auto" (the fastest set this CPU runs, by __builtin_cpu_supports; what NULL means everywhere),
+** or a set by name: "avx2" (AVX2, FMA and F16C), "avx512" (AVX-512F besides). One set covers the
+** affine quantize/dequantize runs, the observers' min/max, the error statistics and the ggml
+** quantizers and error sums. Every set gives the same bits (codes, scales, statistics, files).
+** Returns TM_OK | TM_E_INVALID_ARG (unknown name) | TM_E_UNSUPPORTED (the CPU lacks the ISA). */
+tm_status tm_kernels_get(const char *name, const tm_kernels **out);
 
-/* tm_quant_kernel_name: the variant now in use ("ref", "avx2", "avx512"); never NULL. */
-const char *tm_quant_kernel_name(void);
+/* tm_kernels_name: "ref", "avx2" or "avx512": the set k is (NULL: the one "auto" picks). */
+const char *tm_kernels_name(const tm_kernels *k);
 
 /* ---------------------------------------------------------------------------------------- */
 /* Observers and qparams conventions                                                          */
@@ -281,6 +284,49 @@ tm_status tm_hist_percentile_range(const int64_t *hist, const float *edges, int6
 tm_status tm_hist_entropy_range(const int64_t *hist, const float *edges, int64_t n_bins,
                                 float min_val, float max_val, int n_quantized_bins, float *lo,
                                 float *hi);
+
+/* ---------------------------------------------------------------------------------------- */
+/* Names (src/quant/qnames.c)                                                                */
+/* ---------------------------------------------------------------------------------------- */
+/* The one spelling of granularities and observers: every manifest, config.json, report, the
+** serve API and every command-line flag and recipe (docs/recipe.md) use these, so a recorded
+** scheme reads back to the run that wrote it. */
+
+/* tm_granularity_kind_name: "tensor", "channel", "group", "block" (the JSON "granularity"
+** field and compressed-tensors' "strategy"); "?" for a value outside the enum. */
+const char *tm_granularity_kind_name(tm_granularity kind);
+
+/* tm_granularity_name: g as text: "tensor", "channel:AXIS", "group:N:AXIS", "block:HxW"
+** (axis as stored, negative counting from the end). Writes at most n bytes, NUL-terminated
+** (buf may be NULL with n 0); returns the length of the whole text, as snprintf. A kind outside
+** the enum is "?". tm_granularity_parse(tm_granularity_name(g)) == g for every g whose fields
+** the kind does not use are 0 and whose axis lies in [-1000000, 1000000]. */
+size_t tm_granularity_name(const tm_qgran *g, char *buf, size_t n);
+
+/* tm_granularity_parse: "tensor" | "channel[:AXIS]" (axis 0 when not given) |
+** "group:N[:AXIS]" (N >= 1; axis -1, the last, when not given) | "block:HxW" (H, W >= 1; 'X'
+** also accepted). AXIS is any integer in [-1000000, 1000000]: whether it fits a shape is
+** checked where the shape is known. Fields the kind does not use are 0.
+** Returns TM_OK | TM_E_INVALID_ARG (anything else; *out unchanged). */
+tm_status tm_granularity_parse(const char *s, tm_qgran *out);
+
+/* tm_observer_name: o as text, with its parameters:
+**   minmax | ema_minmax:C | histogram | percentile:P | mse | entropy
+** then ":bins=N" (histogram, percentile, entropy) when n_bins differs from tm_observer_default,
+** and ":quantized_bins=M" (entropy) likewise. C and P are the shortest decimal text that reads
+** back to the same double (e.g. "percentile:99.9", "ema_minmax:0.01"). Writes at most n bytes,
+** NUL-terminated; "?" for a kind outside the enum.
+** tm_observer_from_name(tm_observer_name(o)) == o for every o whose fields its kind does not use
+** hold tm_observer_default's values (MINMAX/MSE: all; EMA_MINMAX: all but averaging_constant;
+** HISTOGRAM: all but n_bins; PERCENTILE: n_quantized_bins, averaging_constant). */
+void tm_observer_name(const tm_observer *o, char *buf, size_t n);
+
+/* tm_observer_from_name: the inverse of tm_observer_name. The parameter C (0 <= C <= 1) or P
+** (0 < P <= 100) may be left out (tm_observer_default's), as may the bins suffixes (2 <= N <=
+** 2^24; they may come in either order); the others get tm_observer_default's values.
+** Returns TM_OK | TM_E_INVALID_ARG (unknown name, bad or out-of-range number, a parameter the
+** kind does not have, entropy quantized_bins > bins; *out unchanged). */
+tm_status tm_observer_from_name(const char *name, tm_observer *out);
 
 /* ---------------------------------------------------------------------------------------- */
 /* Packing                                                                                   */

@@ -6,7 +6,8 @@
 
 enum { DIFF_CHUNK = 1 << 18 };
 
-typedef struct diff_ctx { const tm_file *a, *b; tm_diff_entry *e; } diff_ctx;
+/* pair[k]: how entry k's tensor of b pairs with its tensor of a (names.c) */
+typedef struct diff_ctx { const tm_file *a, *b; tm_diff_entry *e; const tm_tensor_pair *pair; } diff_ctx;
 
 static tm_status diff_one(void *vctx, int64_t k, int thread, tm_err *err) {
     (void)thread;
@@ -14,8 +15,9 @@ static tm_status diff_one(void *vctx, int64_t k, int thread, tm_err *err) {
     tm_diff_entry *e = &c->e[k];
     if (e->kind != TM_DIFF_SAME && e->kind != TM_DIFF_DTYPE) return TM_OK;
     const tm_tensor *ta = tm_file_tensor(c->a, e->a_index), *tb = tm_file_tensor(c->b, e->b_index);
-    /* identical bytes of identical plain tensors: nothing to compute */
-    if (!ta->quant && !tb->quant && ta->dtype == tb->dtype && ta->n_bytes == tb->n_bytes &&
+    const tm_tensor_pair *pb = &c->pair[k];
+    /* identical bytes of identical plain tensors in the same element order: nothing to compute */
+    if (pb->rope == TM_ROPE_NONE && !ta->quant && !tb->quant && ta->dtype == tb->dtype && ta->n_bytes == tb->n_bytes &&
         ta->fortran_order == tb->fortran_order && ta->big_endian == tb->big_endian) {
         const void *pa, *pb;
         if (tm_tensor_data(c->a, e->a_index, 0, ta->n_bytes, &pa, NULL) == TM_OK &&
@@ -33,7 +35,7 @@ static tm_status diff_one(void *vctx, int64_t k, int thread, tm_err *err) {
     for (int64_t st = 0; st < ta->n_elems; st += DIFF_CHUNK) {
         int64_t n = ta->n_elems - st < DIFF_CHUNK ? ta->n_elems - st : DIFF_CHUNK;
         s = tm_tensor_read_f32(c->a, e->a_index, st, n, x, err);
-        if (!s) s = tm_tensor_read_f32(c->b, e->b_index, st, n, y, err);
+        if (!s) s = tm_tensor_pair_read_f32(c->b, pb, st, n, y, err); /* in a's element order */
         if (s) break;
         for (int64_t i = 0; i < n; i++) {
             double av = x[i], bv = y[i];
@@ -62,18 +64,26 @@ tm_status tm_diff(const tm_file *a, const tm_file *b, int n_threads, tm_diff_res
     tm_diff_result *r = calloc(1, sizeof *r);
     if (!r) return tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
     r->entries = tm__calloc((size_t)(na + nb + 1), sizeof *r->entries);
-    if (!r->entries) { free(r); return tm__err_set(err, TM_E_NOMEM, -1, "out of memory"); }
+    tm_tensor_pair *pair = tm__calloc((size_t)(na + nb + 1), sizeof *pair);
+    if (!r->entries || !pair) {
+        free(r->entries); free(r); free(pair);
+        return tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
+    }
     for (int64_t i = 0; i < na; i++) {
         const tm_tensor *t = tm_file_tensor(a, i);
         if (t->role != TM_ROLE_DATA) continue;
+        tm_tensor_pair *pb = &pair[r->n];
         tm_diff_entry *e = &r->entries[r->n++];
         e->name = t->name;
         e->a_index = i;
-        int64_t j = tm_file_find(b, t->name);
-        const tm_tensor *u = tm_file_tensor(b, j);
+        /* the same name, else its name in the other convention (HF <-> llama.cpp) */
+        tm_tensor_pair_find(b, a, i, pb);
+        const tm_tensor *u = tm_file_tensor(b, pb->index);
         if (u && u->role != TM_ROLE_DATA) u = NULL;
-        e->b_index = u ? j : -1;
+        e->b_index = u ? pb->index : -1;
+        e->b_name = u ? u->name : NULL;
         if (!u) { e->kind = TM_DIFF_REMOVED; continue; }
+        if (strcmp(u->name, t->name)) r->n_renamed++;
         int same_shape = t->ndim == u->ndim;
         for (int d = 0; same_shape && d < t->ndim; d++) same_shape = t->shape[d] == u->shape[d];
         if (!same_shape) e->kind = TM_DIFF_SHAPE;
@@ -83,17 +93,20 @@ tm_status tm_diff(const tm_file *a, const tm_file *b, int n_threads, tm_diff_res
     for (int64_t j = 0; j < nb; j++) {
         const tm_tensor *u = tm_file_tensor(b, j);
         if (u->role != TM_ROLE_DATA) continue;
-        int64_t i = tm_file_find(a, u->name);
-        const tm_tensor *t = tm_file_tensor(a, i);
+        tm_tensor_pair pa;
+        tm_tensor_pair_find(a, b, j, &pa);
+        const tm_tensor *t = tm_file_tensor(a, pa.index);
         if (t && t->role == TM_ROLE_DATA) continue;
         tm_diff_entry *e = &r->entries[r->n++];
         e->name = u->name;
+        e->b_name = u->name;
         e->a_index = -1;
         e->b_index = j;
         e->kind = TM_DIFF_ADDED;
     }
-    diff_ctx c = {a, b, r->entries};
+    diff_ctx c = {a, b, r->entries, pair};
     tm_status s = tm__parallel_for(r->n, n_threads, diff_one, &c, NULL, err);
+    free(pair);
     if (s) { tm_diff_free(r); return s; }
     for (int64_t k = 0; k < r->n; k++) if (r->entries[k].kind != TM_DIFF_SAME) r->n_differ++;
     *out = r;

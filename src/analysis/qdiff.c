@@ -15,32 +15,12 @@ enum { QDIFF_CHUNK = 1 << 18 }; /* elements per read: 1 MiB of f32 per buffer */
 typedef struct qd_ctx {
     const tm_file *ref, *q;
     tm_qdiff_entry *entries;
+    const tm_tensor_pair *pair; /* [k]: how entry k's source in ref pairs with its q tensor     */
     const tm_qdiff_params *p;
     uint64_t total;
     atomic_ullong done;
     pthread_mutex_t mu;
 } qd_ctx;
-
-static void scheme_str(const tm_file *f, const tm_tensor *t, char *buf, size_t n) {
-    const tm_qtensor *q = t->quant;
-    if (q->ggml_type != 0) { /* a ggml block type names its whole scheme */
-        const tm_ggml_type_info *gi = tm_ggml_type_info_get(q->ggml_type);
-        snprintf(buf, n, "%s (ggml, block %lld)", gi ? gi->name : "ggml", (long long)q->ggml_block_size);
-        return;
-    }
-    const tm_tensor *sc = tm_file_tensor(f, q->scale_tensor);
-    char g[48];
-    switch (q->gran.kind) {
-    case TM_GRAN_CHANNEL: snprintf(g, sizeof g, "channel:%d", q->gran.axis); break;
-    case TM_GRAN_GROUP: snprintf(g, sizeof g, "group:%lld", (long long)q->gran.group_size); break;
-    case TM_GRAN_BLOCK:
-        snprintf(g, sizeof g, "block:%lldx%lld", (long long)q->gran.block_h, (long long)q->gran.block_w);
-        break;
-    default: snprintf(g, sizeof g, "tensor");
-    }
-    snprintf(buf, n, "%s %s %s scale:%s", tm_dtype_get(q->code_dtype)->name, g,
-             q->symmetric ? "sym" : "asym", sc ? tm_dtype_get(sc->dtype)->name : "?");
-}
 
 static tm_status qdiff_one(void *vctx, int64_t k, int thread, tm_err *err) {
     (void)thread;
@@ -71,7 +51,7 @@ static tm_status qdiff_one(void *vctx, int64_t k, int thread, tm_err *err) {
             break;
         }
         int64_t n = tq->n_elems - start < QDIFF_CHUNK ? tq->n_elems - start : QDIFF_CHUNK;
-        s = tm_tensor_read_f32(c->ref, e->ref_index, start, n, x, err);
+        s = tm_tensor_pair_read_f32(c->ref, &c->pair[k], start, n, x, err); /* in q's order */
         if (s) break;
         s = tm_qview_read(v, start, n, xq, param, err);
         if (s) break;
@@ -89,7 +69,7 @@ static tm_status qdiff_one(void *vctx, int64_t k, int thread, tm_err *err) {
         tm_erracc_summary(&acc, &e->e);
         for (int64_t k2 = 0; k2 < n_params; k2++)
             if (!(scale[k2] > 0) || !isfinite(scale[k2])) e->e.n_bad_scales++;
-        scheme_str(c->q, tq, e->scheme, sizeof e->scheme);
+        tm_qtensor_label(c->q, tq, e->scheme, sizeof e->scheme);
         /* ggml codecs round the scale after choosing codes and search K-quant ranges: neither
         ** the half-LSB bound nor "no clipping" holds by design */
         if (qt->ggml_type != 0) e->clip_expected = 1;
@@ -112,15 +92,23 @@ static int cmp_entry(const void *a, const void *b) {
     return strcmp(x->name, y->name);
 }
 
-/* median of the finite SQNRs of the entries with the same scheme as entries[i] */
-static double scheme_median(const tm_qdiff_result *r, int64_t i, double *buf) {
+/* median of the finite SQNRs of the entries whose scheme is `scheme`; buf holds r->n doubles */
+static double scheme_median(const tm_qdiff_result *r, const char *scheme, double *buf) {
     int64_t m = 0;
     for (int64_t k = 0; k < r->n; k++)
-        if (!strcmp(r->entries[k].scheme, r->entries[i].scheme) && isfinite(r->entries[k].e.sqnr_db))
+        if (!strcmp(r->entries[k].scheme, scheme) && isfinite(r->entries[k].e.sqnr_db))
             buf[m++] = r->entries[k].e.sqnr_db;
     if (!m) return NAN;
     qsort(buf, (size_t)m, sizeof *buf, tm__cmp_double);
     return m % 2 ? buf[m / 2] : 0.5 * (buf[m / 2 - 1] + buf[m / 2]);
+}
+
+double tm_qdiff_scheme_median(const tm_qdiff_result *r, const char *scheme) {
+    if (!r || !scheme || r->n <= 0) return NAN;
+    double *v = tm__malloc_n((size_t)r->n, sizeof(double));
+    double med = v ? scheme_median(r, scheme, v) : NAN;
+    free(v);
+    return med;
 }
 
 void tm_qdiff_flag(tm_qdiff_result *r) {
@@ -138,7 +126,7 @@ void tm_qdiff_flag(tm_qdiff_result *r) {
         tm_qdiff_entry *e = &r->entries[i];
         /* compare a tensor with the others quantized the same way: an int4 layer is not
         ** "damaged" for being 24 dB below the int8 layers of a mixed-precision model */
-        double med = v ? scheme_median(r, i, v) : NAN;
+        double med = v ? scheme_median(r, e->scheme, v) : NAN;
         e->flagged = 0;
         e->reason[0] = '\0';
         size_t p = 0;
@@ -213,29 +201,40 @@ tm_status tm_qdiff(const tm_file *ref, const tm_file *q, const tm_qdiff_params *
     if (!r) return tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
     int64_t nq = tm_file_n_tensors(q);
     r->entries = tm__calloc((size_t)(nq ? nq : 1), sizeof *r->entries);
-    if (!r->entries) { free(r); return tm__err_set(err, TM_E_NOMEM, -1, "out of memory"); }
+    tm_tensor_pair *pair = tm__calloc((size_t)(nq ? nq : 1), sizeof *pair);
+    if (!r->entries || !pair) {
+        free(r->entries); free(r); free(pair);
+        return tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
+    }
     for (int64_t i = 0; i < nq; i++) {
         const tm_tensor *t = tm_file_tensor(q, i);
         if (!t->quant || t->role != TM_ROLE_DATA) continue;
-        int64_t j = tm_ref_find(ref, t->name);
-        const tm_tensor *rt = tm_file_tensor(ref, j);
+        tm_tensor_pair *pr = &pair[r->n];
+        memset(pr, 0, sizeof *pr);
+        pr->index = tm_ref_find(ref, t->name);
+        /* else its name in the other convention (HF <-> llama.cpp, q/k rows un-permuted) */
+        if (pr->index < 0) tm_tensor_pair_find(ref, q, i, pr);
+        const tm_tensor *rt = tm_file_tensor(ref, pr->index);
         if (!rt || rt->n_elems != t->n_elems) { r->n_unmatched++; continue; }
         tm_qdiff_entry *e = &r->entries[r->n++];
         e->name = t->name;
+        e->ref_name = rt->name;
         e->q_index = i;
-        e->ref_index = j;
+        e->ref_index = pr->index;
     }
     qd_ctx c;
     memset(&c, 0, sizeof c);
     c.ref = ref;
     c.q = q;
     c.entries = r->entries;
+    c.pair = pair;
     c.p = p;
     c.total = (uint64_t)r->n;
     atomic_init(&c.done, 0);
     pthread_mutex_init(&c.mu, NULL);
     tm_status s = tm__parallel_for(r->n, p->n_threads, qdiff_one, &c, p->cancel, err);
     pthread_mutex_destroy(&c.mu);
+    free(pair);
     if (s) { tm_qdiff_free(r); return s; }
     tm_qdiff_flag(r);
     *out = r;

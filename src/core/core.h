@@ -70,6 +70,16 @@ char *tm__strdup(const char *s);
 char *tm__strndup(const char *s, size_t n);
 /* tm__sprintf_alloc: malloc'd formatted string, NULL on failure. */
 char *tm__aprintf(const char *fmt, ...) TM_PRINTF(1, 2);
+/* tm_sha256_file that asks stop(stop_ud) before each 1 MiB block and returns TM_E_CANCELLED
+** ("interrupted") when it says 1: a cancelled hash ends within one block (a few ms). stop may
+** be NULL. Used by the quantize jobs' source and output checksums (src/job/pipeline.c). */
+/* The CPU limit that the cgroup quota sets, from the text of /proc/self/cgroup and the cgroup
+** mount root ("/sys/fs/cgroup"): ceil(quota / period), the smallest of the v2 cpu.max files
+** along the process's path and the v1 cpu controller's cfs files; 0 when none is set.
+** tm_usable_cpus uses it; tests pass a fake root. */
+int tm__cgroup_cpu_limit(const char *proc_cgroup, const char *root);
+tm_status tm__sha256_file_stop(const char *path, char hex_out[65], uint64_t *n_bytes,
+                               int (*stop)(void *ud), void *stop_ud, tm_err *err);
 
 /* Little-endian loads/stores that tolerate any alignment. */
 static inline uint16_t tm__ld16(const void *p) { uint16_t v; memcpy(&v, p, 2); return v; }

@@ -18,6 +18,11 @@ static void to_hex(const unsigned char *d, unsigned n, char *out) {
 }
 
 tm_status tm_sha256_file(const char *path, char hex_out[65], uint64_t *n_bytes, tm_err *err) {
+    return tm__sha256_file_stop(path, hex_out, n_bytes, NULL, NULL, err);
+}
+
+tm_status tm__sha256_file_stop(const char *path, char hex_out[65], uint64_t *n_bytes,
+                               int (*stop)(void *ud), void *stop_ud, tm_err *err) {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return tm__err_sys(err, errno, "%s: cannot open for sha256", path);
 #ifdef POSIX_FADV_SEQUENTIAL
@@ -41,6 +46,10 @@ tm_status tm_sha256_file(const char *path, char hex_out[65], uint64_t *n_bytes, 
                                (unsigned long long)total);
         }
         if (r == 0) break;
+        if (stop && stop(stop_ud)) {
+            EVP_MD_CTX_free(ctx); free(buf); close(fd);
+            return tm__err_set(err, TM_E_CANCELLED, -1, "interrupted");
+        }
         EVP_DigestUpdate(ctx, buf, (size_t)r);
         total += (uint64_t)r;
     }

@@ -685,6 +685,14 @@ static tm_status gguf_parse(tm_file *f, int mi, tm_err *err) {
         if (s) break;
         gs->tensor_type[idx] = (int)g->type;
         gs->n_tensors = idx + 1;
+        if (g->name_len >= TM_GGUF_MAX_NAME) { /* llama.cpp's reader refuses it (GGML_MAX_NAME) */
+            char nm[256];
+            name_for_msg(nm, sizeof nm, g->name, g->name_len);
+            s = tm__file_add_warning(f, err, "%s: tensor '%s': its name is %llu bytes; llama.cpp refuses "
+                                     "tensor names of %d bytes or more (GGML_MAX_NAME)", path, nm,
+                                     (unsigned long long)g->name_len, TM_GGUF_MAX_NAME);
+            if (s) break;
+        }
         if (ti->is_quantized) {
             tm_qtensor q;
             memset(&q, 0, sizeof q);

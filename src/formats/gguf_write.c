@@ -332,6 +332,12 @@ void tm_gguf_writer_free(tm_gguf_writer *w) {
 tm_status tm_gguf_writer_open(const char *path, const tm_gguf_kvlist *kv,
                               const tm_gguf_wtensor *t, int64_t n, tm_gguf_writer **out,
                               tm_err *err) {
+    return tm_gguf_writer_open_ex(path, kv, t, n, 0, out, err);
+}
+
+tm_status tm_gguf_writer_open_ex(const char *path, const tm_gguf_kvlist *kv,
+                                 const tm_gguf_wtensor *t, int64_t n, unsigned flags,
+                                 tm_gguf_writer **out, tm_err *err) {
     *out = NULL;
     if (!path || !*path || n < 0 || (n > 0 && !t))
         return tm__err_set(err, TM_E_INVALID_ARG, -1, "gguf writer: bad arguments");
@@ -368,6 +374,11 @@ tm_status tm_gguf_writer_open(const char *path, const tm_gguf_kvlist *kv,
             s = tm__err_set(err, TM_E_INVALID_ARG, -1, "%s: tensor '%s': unknown ggml type %d", path, t[i].name, t[i].type);
         else if (t[i].n_dims < 1 || t[i].n_dims > 4)
             s = tm__err_set(err, TM_E_INVALID_ARG, -1, "%s: tensor '%s': %d dims (1..4)", path, t[i].name, t[i].n_dims);
+        else if (strlen(t[i].name) >= TM_GGUF_MAX_NAME && !(flags & TM_GGUF_WRITE_LONG_NAMES))
+            s = tm__err_set(err, TM_E_UNSUPPORTED, -1,
+                            "%s: tensor '%s': its name is %zu bytes; llama.cpp refuses tensor names of "
+                            "%d bytes or more (GGML_MAX_NAME); --allow-long-names writes it anyway",
+                            path, t[i].name, strlen(t[i].name), TM_GGUF_MAX_NAME);
         if (s) break;
         names[i] = t[i].name;
         uint64_t ne = 1;

@@ -14,10 +14,11 @@
 **            data (data_location EXTERNAL) is mmap'd from a file in the model's folder.
 **   graph    nodes (op, domain, inputs, outputs) and values (element type, shape) from
 **            graph inputs/outputs/value_info and the tensors.
-**   quant    DequantizeLinear fed by a tensor, QLinearConv/QLinearMatMul/QGemm weights and
-**            com.microsoft MatMulNBits become logical quantized tensors (tm_qtensor);
-**            QuantizeLinear/DynamicQuantizeLinear on activations are recorded as quantization
-**            points (graph nodes and metadata "onnx.activation_quantization_points").
+**   quant    recognised on the graph by onnx_qrec.c: DequantizeLinear fed by a tensor, the
+**            weights of the QOperator and integer ops and com.microsoft MatMulNBits become
+**            logical quantized tensors (tm_qtensor); QuantizeLinear/DynamicQuantizeLinear on
+**            activations are recorded as quantization points (graph nodes and metadata
+**            "onnx.activation_quantization_points").
 **
 ** Element types (TensorProto.DataType, onnx/onnx.proto of ONNX >= 1.20; 1.12's schema names
 ** only 0-16, the field is an int32): 1 FLOAT, 2 UINT8, 3 INT8, 4 UINT16, 5 INT16, 6 INT32,
@@ -38,9 +39,8 @@
 ** (its weights must be external). Graph nesting is limited to ONNX_MAX_DEPTH, message nesting
 ** to ONNX_MAX_MSG_DEPTH (measured before protobuf-c, which recurses, sees the bytes).
 */
-#include "file.h"
+#include "onnx_impl.h"
 #include "../core/fsutil.h"
-#include "tensormorph/graph.h"
 #include "tensormorph/experimental.h"
 
 #include "onnx.pb-c.h"
@@ -66,87 +66,10 @@ enum {
     OX_INT4, OX_FLOAT4E2M1, OX_FLOAT8E8M0, OX_UINT2, OX_INT2, OX_N_TYPES
 };
 
-typedef struct ox_type {
-    const char *name;
-    int         dtype;  /* tm_dtype, or -1 when tensormorph has no dtype for it */
-    int         bits;   /* storage bits per element (0: variable, STRING)       */
-} ox_type;
-
-static const ox_type ox_types[OX_N_TYPES] = {
-    [OX_UNDEFINED] = {"UNDEFINED", -1, 0},         [OX_FLOAT] = {"FLOAT", TM_F32, 32},
-    [OX_UINT8] = {"UINT8", TM_U8, 8},              [OX_INT8] = {"INT8", TM_I8, 8},
-    [OX_UINT16] = {"UINT16", TM_U16, 16},          [OX_INT16] = {"INT16", TM_I16, 16},
-    [OX_INT32] = {"INT32", TM_I32, 32},            [OX_INT64] = {"INT64", TM_I64, 64},
-    [OX_STRING] = {"STRING", -1, 0},               [OX_BOOL] = {"BOOL", TM_BOOL, 8},
-    [OX_FLOAT16] = {"FLOAT16", TM_F16, 16},        [OX_DOUBLE] = {"DOUBLE", TM_F64, 64},
-    [OX_UINT32] = {"UINT32", TM_U32, 32},          [OX_UINT64] = {"UINT64", TM_U64, 64},
-    [OX_COMPLEX64] = {"COMPLEX64", -1, 64},        [OX_COMPLEX128] = {"COMPLEX128", -1, 128},
-    [OX_BFLOAT16] = {"BFLOAT16", TM_BF16, 16},     [OX_FLOAT8E4M3FN] = {"FLOAT8E4M3FN", TM_F8_E4M3, 8},
-    [OX_FLOAT8E4M3FNUZ] = {"FLOAT8E4M3FNUZ", -1, 8}, [OX_FLOAT8E5M2] = {"FLOAT8E5M2", TM_F8_E5M2, 8},
-    [OX_FLOAT8E5M2FNUZ] = {"FLOAT8E5M2FNUZ", -1, 8}, [OX_UINT4] = {"UINT4", TM_U4, 4},
-    [OX_INT4] = {"INT4", TM_I4, 4},                [OX_FLOAT4E2M1] = {"FLOAT4E2M1", -1, 4},
-    [OX_FLOAT8E8M0] = {"FLOAT8E8M0", TM_F8_E8M0, 8}, [OX_UINT2] = {"UINT2", -1, 2},
-    [OX_INT2] = {"INT2", -1, 2},
-};
-
-static const char *ox_type_name(int code) {
-    return (code >= 0 && code < OX_N_TYPES) ? ox_types[code].name : "?";
-}
-
-/* ---------------------------------------------------------------------------------------- */
-/* Reader state                                                                               */
-/* ---------------------------------------------------------------------------------------- */
-
-typedef struct ox_node {
-    tm_graph_node pub;
-    int64_t      *io;          /* inputs then outputs (value indices)                     */
-    int           axis;        /* Q/DQ attribute axis (default 1)                         */
-    int64_t       block_size;  /* Q/DQ block_size (0)                                     */
-    int           has_axis;
-    int64_t       trans_b;     /* QGemm transB                                            */
-    int64_t       k, n, bits, nbits_block; /* MatMulNBits K, N, bits, block_size          */
-    int32_t       out_dtype;   /* QuantizeLinear output_dtype (0 when absent)             */
-} ox_node;
-
-typedef struct ox_state {
-    ox_node        *nodes;   int64_t n_nodes, cap_nodes;
-    tm_graph_value *values;  int64_t n_values, cap_values;
-    char          **strings; int64_t n_strings, cap_strings; /* owned strings              */
-    json_t         *value_index;   /* name -> value index                                  */
-    uint8_t        *arena;   uint64_t arena_len, arena_cap;  /* owned tensor data          */
-} ox_state;
-
-static void ox_state_free(void *p) {
-    ox_state *s = p;
-    if (!s) return;
-    for (int64_t i = 0; i < s->n_nodes; i++) free(s->nodes[i].io);
-    free(s->nodes);
-    free(s->values);
-    for (int64_t i = 0; i < s->n_strings; i++) free(s->strings[i]);
-    free(s->strings);
-    json_decref(s->value_index);
-    free(s->arena);
-    free(s);
-}
-
-/* Parse context for one model. */
-typedef struct ox_ctx {
-    tm_file    *f;
-    ox_state   *st;
-    const char *path;       /* model path as opened (messages)                          */
-    char       *dir;        /* folder external data must stay in; NULL: buffer/no folder */
-    const uint8_t *file;    /* the serialized bytes (to locate names for messages)       */
-    size_t      file_len;
-    json_t     *tensor_names; /* name -> 1, duplicate detection                         */
-    int64_t     n_init, n_const; /* counts for metadata                                  */
-    int64_t     n_skipped;
-    int         n_bound;      /* tm_onnx_open_bound: TensorProto files bound to graph inputs */
-    const char *const *bound;
-} ox_ctx;
+/* names and sizes: the one table, tm_onnx_elem_get (onnx_types.c) */
+_Static_assert((int)OX_N_TYPES == (int)TM_ONNX_ELEM_COUNT && (int)OX_INT4 == (int)TM_ONNX_INT4, "OX_* are TensorProto.DataType codes");
 
 static int too_deep(const ProtobufCMessageDescriptor *root, const uint8_t *b, size_t n, int max);
-
-#define ARENA_SLOT (-2) /* file_index of tensors whose bytes sit in the arena (patched at end) */
 
 static tm_status grow_arr(void **arr, int64_t *cap, int64_t need, size_t elem, tm_err *err) {
     if (need <= *cap) return TM_OK;
@@ -168,26 +91,6 @@ static const char *own_str(ox_state *s, const char *str, tm_err *err) {
     if (!c) { tm__err_set(err, TM_E_NOMEM, -1, "out of memory"); return NULL; }
     s->strings[s->n_strings++] = c;
     return c;
-}
-
-/* Reserve n bytes in the arena (8-byte aligned start); *off gets their offset. */
-static tm_status arena_alloc(ox_state *s, uint64_t n, uint64_t *off, tm_err *err) {
-    uint64_t start = (s->arena_len + 7) & ~7ull, end;
-    if (!tm__add_u64_ok(start, n, &end) || end > (uint64_t)SIZE_MAX / 2)
-        return tm__err_set(err, TM_E_LIMIT, -1, "tensor data exceeds the addressable size");
-    if (end > s->arena_cap || !s->arena) {
-        uint64_t nc = s->arena_cap ? s->arena_cap : 4096;
-        while (nc < end) nc *= 2;
-        uint8_t *p = realloc(s->arena, (size_t)nc);
-        if (!p) return tm__err_set(err, TM_E_NOMEM, -1, "out of memory (%llu bytes of tensor data)",
-                                   (unsigned long long)nc);
-        s->arena = p;
-        s->arena_cap = nc;
-    }
-    memset(s->arena + s->arena_len, 0, (size_t)(end - s->arena_len));
-    s->arena_len = end;
-    *off = start;
-    return TM_OK;
 }
 
 /* First file offset of `name` in the serialized model: where messages point a reader to. */
@@ -230,7 +133,7 @@ static tm_status value_get(ox_ctx *c, const char *name, int64_t *idx, tm_err *er
 static void value_set_type(tm_graph_value *v, int elem, int ndim, const int64_t *shape) {
     if (elem > 0) {
         v->elem_type = elem;
-        v->elem_type_name = ox_type_name(elem);
+        v->elem_type_name = tm_onnx_elem_name(elem, "?");
     }
     if (ndim >= 0 && ndim <= TM_MAX_DIMS) {
         v->ndim = ndim;
@@ -355,13 +258,13 @@ static tm_status add_tensor(ox_ctx *c, const Onnx__TensorProto *t, const char *n
     if (json_object_set_new(c->tensor_names, name, json_true()) != 0)
         return tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
     int code = t->has_data_type ? t->data_type : 0;
-    const ox_type *ty = (code > 0 && code < OX_N_TYPES) ? &ox_types[code] : NULL;
+    const tm_onnx_elem_info *ty = code > 0 ? tm_onnx_elem_get(code) : NULL;
     if (!ty || ty->dtype < 0) {
         c->n_skipped++;
         return tm__file_add_warning(c->f, err,
                                     "%s: tensor '%s' (%s, file byte %lld): element type %s (%d) "
                                     "has no tensormorph dtype; not listed",
-                                    c->path, name, where, (long long)NAME_OFF, ox_type_name(code), code);
+                                    c->path, name, where, (long long)NAME_OFF, tm_onnx_elem_name(code, "?"), code);
     }
     if (t->segment)
         return tm__err_set(err, TM_E_UNSUPPORTED, NAME_OFF,
@@ -485,7 +388,7 @@ static tm_status add_tensor(ox_ctx *c, const Onnx__TensorProto *t, const char *n
                                "%s needs %zu%s",
                                c->path, name, where, (long long)NAME_OFF, field, have, ty->name, where,
                                want, have == 0 ? " (no data at all)" : "");
-        tm_status s = arena_alloc(st, need, &aoff, err);
+        tm_status s = tm__ox_arena_alloc(st, need, &aoff, err);
         if (s) return s;
         uint8_t *dst = st->arena + aoff;
         switch (code) {
@@ -510,7 +413,7 @@ static tm_status add_tensor(ox_ctx *c, const Onnx__TensorProto *t, const char *n
         if (relay) {
             /* re-lay from the converted dense copy into a second arena block */
             uint64_t roff;
-            if ((s = arena_alloc(st, view_bytes, &roff, err))) return s;
+            if ((s = tm__ox_arena_alloc(st, view_bytes, &roff, err))) return s;
             relay_rows(st->arena + aoff, st->arena + roff, bits, rows, cols);
             aoff = roff;
         }
@@ -518,7 +421,7 @@ static tm_status add_tensor(ox_ctx *c, const Onnx__TensorProto *t, const char *n
         tt.offset = aoff;
     }
     if (src) {
-        tm_status s = arena_alloc(st, view_bytes, &aoff, err);
+        tm_status s = tm__ox_arena_alloc(st, view_bytes, &aoff, err);
         if (s) return s;
         if (relay) relay_rows(src, st->arena + aoff, bits, rows, cols);
         else if (need) memcpy(st->arena + aoff, src, (size_t)need);
@@ -587,22 +490,6 @@ static int64_t attr_int(const Onnx__NodeProto *n, const char *name, int64_t dflt
     return dflt;
 }
 
-static int is_onnx_domain(const char *d) { return !d || !*d || !strcmp(d, "ai.onnx"); }
-static int is_ms_domain(const char *d) { return d && !strcmp(d, "com.microsoft"); }
-
-static tm_gq_kind node_qkind(const char *op, const char *dom) {
-    int std = is_onnx_domain(dom), ms = is_ms_domain(dom);
-    if (!std && !ms) return TM_GQ_NONE;
-    if (!strcmp(op, "DequantizeLinear")) return TM_GQ_DEQUANTIZE;
-    if (!strcmp(op, "QuantizeLinear")) return TM_GQ_QUANTIZE;
-    if (!strcmp(op, "DynamicQuantizeLinear")) return TM_GQ_DYNAMIC_QUANTIZE;
-    if (!strcmp(op, "QLinearConv") || !strcmp(op, "QLinearMatMul") || !strcmp(op, "QGemm"))
-        return TM_GQ_QOPERATOR;
-    if (!strcmp(op, "MatMulInteger") || !strcmp(op, "ConvInteger")) return TM_GQ_INTEGER;
-    if (ms && !strcmp(op, "MatMulNBits")) return TM_GQ_MATMULNBITS;
-    return TM_GQ_NONE;
-}
-
 static tm_status walk_graph(ox_ctx *c, const Onnx__GraphProto *g, const char *gpath, int depth,
                             tm_err *err);
 
@@ -621,7 +508,7 @@ static tm_status walk_node(ox_ctx *c, const Onnx__NodeProto *n, size_t ni, const
     on->pub.graph = own_str(st, gpath, err);
     if (!on->pub.name || !on->pub.op_type || !on->pub.domain || !on->pub.graph) return TM_E_NOMEM;
     on->pub.weight_tensor = -1;
-    on->pub.qkind = node_qkind(op, n->domain);
+    on->pub.qkind = tm__ox_node_qkind(op, n->domain);
     on->axis = (int)attr_int(n, "axis", 1, &on->has_axis);
     on->block_size = attr_int(n, "block_size", 0, NULL);
     on->trans_b = attr_int(n, "transB", 0, NULL);
@@ -636,7 +523,7 @@ static tm_status walk_node(ox_ctx *c, const Onnx__NodeProto *n, size_t ni, const
     on->pub.n_inputs = (int64_t)n->n_input;
     on->pub.n_outputs = (int64_t)n->n_output;
     /* Constant first, so its output value carries the tensor's type */
-    if (!strcmp(op, "Constant") && is_onnx_domain(n->domain) && n->n_output >= 1) {
+    if (!strcmp(op, "Constant") && tm__ox_is_onnx_domain(n->domain) && n->n_output >= 1) {
         const char *out = n->output[0];
         char where[96];
         snprintf(where, sizeof where, "Constant node #%zu", ni);
@@ -751,420 +638,6 @@ static tm_status walk_graph(ox_ctx *c, const Onnx__GraphProto *g, const char *gp
     for (size_t k = 0; k < g->n_node; k++)
         if (g->node[k] && (s = walk_node(c, g->node[k], k, gpath, depth, err))) return s;
     return TM_OK;
-}
-
-/* ---------------------------------------------------------------------------------------- */
-/* Quantization recognition                                                                   */
-/* ---------------------------------------------------------------------------------------- */
-
-static int64_t val_tensor(const ox_state *st, int64_t v) {
-    return (v >= 0 && v < st->n_values) ? st->values[v].tensor : -1;
-}
-
-static int code_dtype_ok(tm_dtype d) {
-    return d == TM_I8 || d == TM_U8 || d == TM_I4 || d == TM_U4 || d == TM_F8_E4M3 || d == TM_F8_E5M2 ||
-           d == TM_I16 || d == TM_U16; /* 16-bit QDQ (opset 21, com.microsoft): whole-word codes */
-}
-static int scale_dtype_ok(tm_dtype d) {
-    return d == TM_F32 || d == TM_F16 || d == TM_BF16 || d == TM_F64;
-}
-
-/* Bytes of tensor i wherever they are (arena or a mapped file). */
-static const uint8_t *tensor_bytes(ox_ctx *c, const tm_tensor *t) {
-    if (t->file_index == ARENA_SLOT) return c->st->arena + t->offset;
-    if (t->file_index >= 0 && t->file_index < c->f->n_maps) return c->f->maps[t->file_index].base + t->offset;
-    return NULL;
-}
-
-/* A 4-bit zero-point tensor becomes one byte per code (INT4 sign-extended). */
-static tm_status expand_zp4(ox_ctx *c, int64_t zi, tm_err *err) {
-    tm_tensor *z = tm__file_tensor_mut(c->f, zi);
-    if (z->dtype != TM_I4 && z->dtype != TM_U4) return TM_OK;
-    if (z->n_bytes == (uint64_t)z->n_elems && z->phys_ndim == -1) return TM_OK; /* done before */
-    uint64_t off;
-    uint64_t packed_row = z->ndim ? ((uint64_t)z->shape[z->ndim - 1] * 4 + 7) / 8 : 1;
-    int64_t cols = z->ndim ? z->shape[z->ndim - 1] : 1;
-    tm_status s = arena_alloc(c->st, (uint64_t)z->n_elems, &off, err);
-    if (s) return s;
-    z = tm__file_tensor_mut(c->f, zi); /* the arena may have moved; the tensor did not */
-    const uint8_t *src = tensor_bytes(c, z);
-    if (!src) return tm__err_set(err, TM_E_INTERNAL, -1, "zero point '%s' has no bytes", z->name);
-    uint8_t *dst = c->st->arena + off;
-    for (int64_t e = 0; e < z->n_elems; e++) {
-        int64_t r = cols ? e / cols : 0, j = cols ? e % cols : 0;
-        uint8_t b = src[(uint64_t)r * packed_row + (uint64_t)j / 2];
-        uint8_t v = (j & 1) ? (uint8_t)(b >> 4) : (uint8_t)(b & 15);
-        dst[e] = (z->dtype == TM_I4 && (v & 8)) ? (uint8_t)(v | 0xF0) : v;
-    }
-    z->file_index = ARENA_SLOT;
-    z->offset = off;
-    z->n_bytes = (uint64_t)z->n_elems;
-    z->phys_ndim = -1; /* marks the expansion (fixed up at the end) */
-    return TM_OK;
-}
-
-static tm_packing codes_packing(tm_dtype cd, int ndim) {
-    tm_packing p;
-    memset(&p, 0, sizeof p);
-    p.container = cd == TM_I4 || cd == TM_U4 ? TM_U8 : cd;
-    p.bits = cd == TM_I4 || cd == TM_U4 ? 4 : cd == TM_I16 || cd == TM_U16 ? 16 : 8;
-    p.codes_per_container = p.bits < 8 ? 8 / p.bits : 1;
-    p.packed_axis = p.codes_per_container > 1 ? ndim - 1 : -1;
-    p.lsb_first = 1;
-    return p;
-}
-
-static void set_role(tm_file *f, int64_t i, tm_tensor_role role, int64_t owner) {
-    tm_tensor *t = tm__file_tensor_mut(f, i);
-    if (t && t->role == TM_ROLE_DATA && !t->quant) { t->role = role; t->owner = owner; }
-}
-
-/* 1 when every zero point of zt is 0 (integer codes: every byte 0, which a 4-bit zero point
-** expanded by expand_zp4 also is; float8: +0 or -0), 0 otherwise or when its bytes are not at
-** hand. Such a DequantizeLinear computes x * scale: symmetric (docs/formats.md "ONNX"). */
-static int zp_all_zero(ox_ctx *c, const tm_tensor *zt, int is_fp8) {
-    const uint8_t *b = tensor_bytes(c, zt);
-    if (!b) return 0;
-    for (uint64_t k = 0; k < zt->n_bytes; k++)
-        if (b[k] && !(is_fp8 && b[k] == 0x80)) return 0;
-    return 1;
-}
-
-/* Attach codes + scale (+ zp) as a quantized tensor. gran_axis < -1000 means "infer". Returns
-** TM_OK also when the combination is not representable (a warning says why). */
-static tm_status attach(ox_ctx *c, ox_node *on, int64_t ci, int64_t si, int64_t zi, int axis,
-                        int64_t block, const char *layout, tm_err *err) {
-    tm_file *f = c->f;
-    tm_tensor *ct = tm__file_tensor_mut(f, ci);
-    const tm_tensor *stn = tm_file_tensor(f, si);
-    const tm_tensor *zt = zi >= 0 ? tm_file_tensor(f, zi) : NULL;
-    const char *op = on->pub.op_type;
-    if (!ct || !stn) return TM_OK;
-    if (ct->quant) {
-        if (ct->quant->scale_tensor == si) { on->pub.weight_tensor = ci; return TM_OK; }
-        return tm__file_add_warning(f, err, "%s: tensor '%s' feeds %s '%s' with scale '%s' but is "
-                                    "already quantized with scale '%s'; first kept", c->path,
-                                    ct->name, op, on->pub.name, stn->name,
-                                    tm_file_tensor(f, ct->quant->scale_tensor)->name);
-    }
-    if (ct->role != TM_ROLE_DATA) return TM_OK;
-    const char *why = NULL;
-    /* an int32 bias dequantized with scale = input scale x weight scale is ordinary in QDQ
-    ** graphs: listed as a plain I32 tensor without a warning (the graph marks it quantized) */
-    if (ct->dtype == TM_I32) return TM_OK;
-    if (!code_dtype_ok(ct->dtype)) why = "the tensor view has no code dtype for it (codes are I8 U8 I4 U4 I16 U16 F8_E4M3 F8_E5M2); listed unquantized";
-    else if (!scale_dtype_ok(stn->dtype)) why = "the scale is not a float tensor";
-    else if (zt && (zt->quant || zi == ci || (zt->role != TM_ROLE_DATA && zt->role != TM_ROLE_ZERO_POINT)))
-        why = "the zero point is itself a quantized tensor or a scale";
-    else if (zt && zt->dtype != ct->dtype) why = "the zero point's type differs from the codes'";
-    else if (zt && zt->n_elems != stn->n_elems) why = "zero point and scale differ in size";
-    else if ((ct->dtype == TM_I4 || ct->dtype == TM_U4) && ct->ndim < 1) why = "4-bit scalar codes";
-    if (why)
-        return tm__file_add_warning(f, err, "%s: %s '%s': '%s' (%s) not mapped to a quantized "
-                                    "tensor: %s", c->path, op, on->pub.name, ct->name,
-                                    tm_dtype_get(ct->dtype)->name, why);
-    tm_qtensor q;
-    memset(&q, 0, sizeof q);
-    int nd = ct->ndim;
-    if (axis < 0) axis += nd;
-    if (block > 0) {
-        q.gran.kind = TM_GRAN_GROUP;
-        q.gran.axis = axis;
-        q.gran.group_size = block;
-    } else if (stn->n_elems == 1 && stn->ndim <= 1) {
-        q.gran.kind = TM_GRAN_TENSOR;
-    } else {
-        q.gran.kind = TM_GRAN_CHANNEL;
-        q.gran.axis = axis;
-    }
-    int pnd;
-    int64_t ps[TM_MAX_DIMS], np;
-    tm_err e2;
-    int shape_ok = (q.gran.kind == TM_GRAN_TENSOR) ||
-                   (axis >= 0 && axis < nd &&
-                    tm_qgran_param_shape(&q.gran, nd, ct->shape, &pnd, ps, &np, &e2) == TM_OK &&
-                    np == stn->n_elems);
-    if (shape_ok && q.gran.kind == TM_GRAN_GROUP) {
-        /* blocked: the scale has the codes' rank with the axis dim divided */
-        shape_ok = stn->ndim == nd;
-        for (int d = 0; shape_ok && d < nd; d++) shape_ok = stn->shape[d] == ps[d];
-    }
-    if (!shape_ok)
-        return tm__file_add_warning(f, err, "%s: %s '%s': scale '%s' (%lld values) does not fit "
-                                    "'%s' with axis %d block_size %lld; not mapped", c->path, op,
-                                    on->pub.name, stn->name, (long long)stn->n_elems, ct->name,
-                                    on->axis, (long long)block);
-    const tm_dtype_traits *tr = tm_dtype_get(ct->dtype);
-    q.code_dtype = ct->dtype;
-    q.qmin = tr->is_float ? -(int64_t)tr->fmax : tr->qmin;
-    q.qmax = tr->is_float ? (int64_t)tr->fmax : tr->qmax;
-    int is_fp8 = tr->is_float;
-    q.packing = codes_packing(ct->dtype, nd);
-    q.codes_tensor = ci;
-    q.scale_tensor = si;
-    q.zero_point_tensor = (zt && !is_fp8) ? zi : -1;
-    /* 4-bit zero points are read one per byte (expand_zp4) */
-    q.zp_packing.container = !zt ? ct->dtype
-                             : zt->dtype == TM_I4 ? TM_I8 : zt->dtype == TM_U4 ? TM_U8 : zt->dtype;
-    q.zp_packing.bits = tm_dtype_get(q.zp_packing.container)->bits;
-    q.zp_packing.codes_per_container = 1;
-    q.zp_packing.packed_axis = -1;
-    q.zp_packing.lsb_first = 1;
-    q.layout = layout;
-    q.g_idx_tensor = -1;
-    if (zt && !is_fp8) {
-        tm_status s = expand_zp4(c, zi, err);
-        if (s) return s;
-        zt = tm_file_tensor(f, zi);
-    }
-    q.symmetric = !zt || zp_all_zero(c, zt, is_fp8);
-    tm_status s = tm__file_set_quant(f, ci, &q, err);
-    if (s) return s;
-    set_role(f, si, TM_ROLE_SCALE, ci);
-    if (zt) set_role(f, zi, TM_ROLE_ZERO_POINT, ci);
-    on->pub.weight_tensor = ci;
-    return TM_OK;
-}
-
-/* Mark value v as carrying codes with scale/zp values and Q/DQ attributes. */
-static void mark_q(ox_state *st, int64_t v, int64_t sv, int64_t zv, int axis, int64_t block) {
-    if (v < 0 || v >= st->n_values) return;
-    tm_graph_value *x = &st->values[v];
-    x->quantized = 1;
-    x->scale_value = sv;
-    x->zero_point_value = zv;
-    x->axis = axis;
-    x->block_size = block;
-}
-
-static int64_t in_v(const ox_node *on, int64_t k) { return k < on->pub.n_inputs ? on->io[k] : -1; }
-
-/* MatMulNBits: B uint8 [N, n_blocks, blob] -> logical [N, K] codes, group along axis 1. */
-static tm_status recognize_nbits(ox_ctx *c, ox_node *on, tm_err *err) {
-    ox_state *st = c->st;
-    tm_file *f = c->f;
-    int64_t bi = val_tensor(st, in_v(on, 1)), si = val_tensor(st, in_v(on, 2));
-    int64_t zi = val_tensor(st, in_v(on, 3)), gi = val_tensor(st, in_v(on, 4));
-    if (bi < 0 || si < 0) return TM_OK;
-    tm_tensor *b = tm__file_tensor_mut(f, bi);
-    const tm_tensor *sc = tm_file_tensor(f, si);
-    int64_t K = on->k, N = on->n, bs = on->nbits_block, bits = on->bits;
-    const char *why = NULL;
-    int64_t nb = bs > 0 ? (K + bs - 1) / bs : 0;
-    int64_t blob = bs > 0 ? bs * bits / 8 : 0;
-    if (b->quant || b->role != TM_ROLE_DATA) return TM_OK;
-    if (bits != 4 && bits != 8) why = "only 4- and 8-bit MatMulNBits weights are mapped";
-    else if (K <= 0 || N <= 0 || bs < 16 || (bs & (bs - 1))) why = "K, N or block_size is invalid";
-    else if (b->dtype != TM_U8 || b->ndim != 3 || b->shape[0] != N || b->shape[1] != nb ||
-             b->shape[2] != blob)
-        why = "B is not uint8 [N, ceil(K/block_size), block_size*bits/8]";
-    else if (!scale_dtype_ok(sc->dtype) || sc->n_elems != N * nb) why = "scales are not N*n_blocks floats";
-    else if (zi >= 0 && (zi == bi || tm_file_tensor(f, zi)->quant || tm_file_tensor(f, zi)->role != TM_ROLE_DATA))
-        why = "the zero points are already another tensor's codes, scale or zero point";
-    else if (zi >= 0 && tm_file_tensor(f, zi)->dtype != TM_U8) why = "float zero points are not representable";
-    else if (gi >= 0 && (tm_file_tensor(f, gi)->dtype != TM_I32 || tm_file_tensor(f, gi)->n_elems != K))
-        why = "g_idx is not int32 [K]";
-    if (why)
-        return tm__file_add_warning(f, err, "%s: MatMulNBits '%s': '%s' not mapped: %s", c->path,
-                                    on->pub.name, b->name, why);
-    /* compact rows of ceil(K*bits/8) bytes (the physical row also holds the padding of the last
-    ** block) */
-    uint64_t row = ((uint64_t)K * (uint64_t)bits + 7) / 8, prow = (uint64_t)(nb * blob), off;
-    tm_status s = arena_alloc(st, row * (uint64_t)N, &off, err);
-    if (s) return s;
-    b = tm__file_tensor_mut(f, bi);
-    const uint8_t *src = tensor_bytes(c, b);
-    for (int64_t r = 0; r < N; r++)
-        memcpy(st->arena + off + (uint64_t)r * row, src + (uint64_t)r * prow, (size_t)row);
-    b->file_index = ARENA_SLOT;
-    b->offset = off;
-    b->n_bytes = row * (uint64_t)N;
-    b->ndim = 2;
-    b->shape[0] = N;
-    b->shape[1] = K;
-    b->n_elems = N * K;
-    b->dtype = bits == 4 ? TM_U4 : TM_U8;
-    b->phys_dtype = TM_U8;
-    b->phys_ndim = 2;
-    b->phys_shape[0] = N;
-    b->phys_shape[1] = (int64_t)row;
-    tm_qtensor q;
-    memset(&q, 0, sizeof q);
-    q.gran.kind = TM_GRAN_GROUP;
-    q.gran.axis = 1;
-    q.gran.group_size = bs;
-    q.packing.container = TM_U8;
-    q.packing.bits = (int)bits;
-    q.packing.codes_per_container = (int)(8 / bits);
-    q.packing.packed_axis = q.packing.codes_per_container > 1 ? 1 : -1;
-    q.packing.lsb_first = 1;
-    q.codes_tensor = bi;
-    q.scale_tensor = si;
-    q.g_idx_tensor = gi;
-    q.layout = "onnx/com.microsoft.MatMulNBits";
-    if (zi < 0) {
-        /* no zero points: the zero point is 2^(bits-1); as signed codes with that offset */
-        q.code_dtype = bits == 4 ? TM_I4 : TM_I8;
-        q.packing.offset = (int64_t)1 << (bits - 1);
-        q.symmetric = 1;
-        q.zero_point_tensor = -1;
-    } else {
-        tm_tensor *z = tm__file_tensor_mut(f, zi);
-        uint64_t zrow = ((uint64_t)nb * (uint64_t)bits + 7) / 8;
-        if (z->n_bytes != zrow * (uint64_t)N)
-            return tm__file_add_warning(f, err, "%s: MatMulNBits '%s': zero points '%s' hold %llu "
-                                        "bytes, expected %llu; not mapped", c->path, on->pub.name,
-                                        z->name, (unsigned long long)z->n_bytes,
-                                        (unsigned long long)(zrow * (uint64_t)N));
-        uint64_t zoff;
-        if ((s = arena_alloc(st, (uint64_t)(N * nb), &zoff, err))) return s;
-        z = tm__file_tensor_mut(f, zi);
-        const uint8_t *zs = tensor_bytes(c, z);
-        for (int64_t r = 0; r < N; r++)
-            for (int64_t g = 0; g < nb; g++) {
-                uint8_t byte = zs[(uint64_t)r * zrow + (uint64_t)g * (uint64_t)bits / 8];
-                st->arena[zoff + (uint64_t)(r * nb + g)] =
-                    bits == 8 ? byte : (uint8_t)((g & 1) ? byte >> 4 : byte & 15);
-            }
-        z->file_index = ARENA_SLOT;
-        z->offset = zoff;
-        z->n_bytes = (uint64_t)(N * nb);
-        z->dtype = TM_U8; /* one code per byte */
-        z->ndim = 2;
-        z->shape[0] = N;
-        z->shape[1] = nb;
-        z->n_elems = N * nb;
-        z->phys_dtype = TM_U8;
-        z->phys_ndim = 2;
-        memcpy(z->phys_shape, z->shape, sizeof z->shape);
-        q.code_dtype = bits == 4 ? TM_U4 : TM_U8;
-        q.symmetric = 0;
-        q.zero_point_tensor = zi;
-        q.zp_packing.container = z->dtype;
-        q.zp_packing.bits = (int)bits;
-        q.zp_packing.codes_per_container = 1;
-        q.zp_packing.packed_axis = -1;
-        q.zp_packing.lsb_first = 1;
-    }
-    const tm_dtype_traits *tr = tm_dtype_get(q.code_dtype);
-    q.qmin = tr->qmin;
-    q.qmax = tr->qmax;
-    if ((s = tm__file_set_quant(f, bi, &q, err))) return s;
-    set_role(f, si, TM_ROLE_SCALE, bi);
-    if (zi >= 0) set_role(f, zi, TM_ROLE_ZERO_POINT, bi);
-    if (gi >= 0) set_role(f, gi, TM_ROLE_AUX, bi);
-    on->pub.weight_tensor = bi;
-    return TM_OK;
-}
-
-/* Output element types (and shapes) of the quantization ops, as their specs define them, where
-** value_info did not give them: what flows out of a Q/DQ node is known without running it. */
-static void infer_types(ox_state *st) {
-    for (int64_t i = 0; i < st->n_nodes; i++) {
-        ox_node *on = &st->nodes[i];
-        /* an omitted optional output ("") has no value */
-        if (on->pub.qkind == TM_GQ_NONE || on->pub.n_outputs < 1 || on->io[on->pub.n_inputs] < 0)
-            continue;
-        tm_graph_value *y = &st->values[on->io[on->pub.n_inputs]];
-        const tm_graph_value *x = in_v(on, 0) >= 0 ? &st->values[in_v(on, 0)] : NULL;
-        const tm_graph_value *sc = in_v(on, 1) >= 0 ? &st->values[in_v(on, 1)] : NULL;
-        const tm_graph_value *zp = in_v(on, 2) >= 0 ? &st->values[in_v(on, 2)] : NULL;
-        int elem = 0, same_shape = 0;
-        switch (on->pub.qkind) {
-        case TM_GQ_DEQUANTIZE: /* y has the scale's type (output_dtype in newer opsets) */
-            elem = on->out_dtype ? on->out_dtype : (sc ? sc->elem_type : 0);
-            same_shape = 1;
-            break;
-        case TM_GQ_QUANTIZE: /* y has the zero point's type, else output_dtype, else uint8 */
-            elem = zp && zp->elem_type ? zp->elem_type : (on->out_dtype ? on->out_dtype : OX_UINT8);
-            same_shape = 1;
-            break;
-        case TM_GQ_DYNAMIC_QUANTIZE:
-            elem = OX_UINT8;
-            same_shape = 1;
-            for (int k = 1; k <= 2 && k < on->pub.n_outputs; k++) {
-                int64_t o = on->io[on->pub.n_inputs + k];
-                int64_t none[1] = {0};
-                if (o >= 0 && !st->values[o].elem_type)
-                    value_set_type(&st->values[o], k == 1 ? OX_FLOAT : OX_UINT8, 0, none);
-            }
-            break;
-        case TM_GQ_QOPERATOR: { /* y has y_zero_point's type */
-            int64_t yz = in_v(on, !strcmp(on->pub.op_type, "QGemm") ? 8 : 7);
-            elem = yz >= 0 ? st->values[yz].elem_type : 0;
-            break;
-        }
-        case TM_GQ_INTEGER: elem = OX_INT32; break;
-        case TM_GQ_MATMULNBITS: elem = x ? x->elem_type : 0; break;
-        default: break;
-        }
-        if (!y->elem_type && elem > 0) value_set_type(y, elem, -1, NULL);
-        if (same_shape && y->ndim < 0 && x && x->ndim >= 0) value_set_type(y, 0, x->ndim, x->shape);
-    }
-}
-
-static tm_status recognize(ox_ctx *c, int64_t *n_points, tm_err *err) {
-    ox_state *st = c->st;
-    tm_status s = TM_OK;
-    *n_points = 0;
-    for (int64_t i = 0; i < st->n_nodes && !s; i++) {
-        ox_node *on = &st->nodes[i];
-        const char *op = on->pub.op_type;
-        switch (on->pub.qkind) {
-        case TM_GQ_DEQUANTIZE: {
-            int64_t x = in_v(on, 0), sv = in_v(on, 1), zv = in_v(on, 2);
-            mark_q(st, x, sv, zv, on->axis, on->block_size);
-            int64_t ci = val_tensor(st, x), si = val_tensor(st, sv), zi = val_tensor(st, zv);
-            if (ci >= 0 && si >= 0)
-                s = attach(c, on, ci, si, zi, on->axis, on->block_size,
-                           is_ms_domain(on->pub.domain) ? "onnx/com.microsoft.DequantizeLinear"
-                                                        : "onnx/DequantizeLinear", err);
-            break;
-        }
-        case TM_GQ_QUANTIZE: case TM_GQ_DYNAMIC_QUANTIZE: {
-            int64_t y = on->pub.n_outputs > 0 ? on->io[on->pub.n_inputs] : -1;
-            if (on->pub.qkind == TM_GQ_QUANTIZE)
-                mark_q(st, y, in_v(on, 1), in_v(on, 2), on->axis, on->block_size);
-            else if (on->pub.n_outputs >= 3)
-                mark_q(st, y, on->io[on->pub.n_inputs + 1], on->io[on->pub.n_inputs + 2], 1, 0);
-            if (val_tensor(st, in_v(on, 0)) < 0) (*n_points)++;
-            break;
-        }
-        case TM_GQ_QOPERATOR: {
-            /* QLinearConv / QLinearMatMul: x,xs,xz, w,ws,wz, ys,yz; QGemm: A,as,az, B,bs,bz, C,ys,yz */
-            mark_q(st, in_v(on, 0), in_v(on, 1), in_v(on, 2), 1, 0);
-            mark_q(st, in_v(on, 3), in_v(on, 4), in_v(on, 5), 1, 0);
-            int is_gemm = !strcmp(op, "QGemm");
-            if (on->pub.n_outputs > 0 && (!is_gemm || on->pub.n_inputs > 7))
-                mark_q(st, on->io[on->pub.n_inputs], in_v(on, is_gemm ? 7 : 6),
-                       in_v(on, is_gemm ? 8 : 7), 1, 0);
-            for (int k = 0; k < 2 && !s; k++) {
-                int64_t ci = val_tensor(st, in_v(on, 3 * k)), si = val_tensor(st, in_v(on, 3 * k + 1));
-                if (ci < 0 || si < 0) continue;
-                const tm_tensor *ct = tm_file_tensor(c->f, ci);
-                int axis = 0; /* QLinearConv weight: output channels */
-                if (!strcmp(op, "QLinearMatMul")) axis = ct->ndim - 1; /* per column of b */
-                if (is_gemm) axis = on->trans_b ? 0 : 1;
-                if (k == 0) axis = ct->ndim - 1;
-                s = attach(c, on, ci, si, val_tensor(st, in_v(on, 3 * k + 2)), axis, 0,
-                           is_gemm ? "onnx/com.microsoft.QGemm"
-                                   : (!strcmp(op, "QLinearConv") ? "onnx/QLinearConv"
-                                                                 : "onnx/QLinearMatMul"),
-                           err);
-            }
-            break;
-        }
-        case TM_GQ_INTEGER:
-            mark_q(st, in_v(on, 0), -1, in_v(on, 2), 1, 0);
-            mark_q(st, in_v(on, 1), -1, in_v(on, 3), 1, 0);
-            break;
-        case TM_GQ_MATMULNBITS:
-            s = recognize_nbits(c, on, err);
-            break;
-        default: break;
-        }
-    }
-    return s;
 }
 
 /* ---------------------------------------------------------------------------------------- */
@@ -1288,9 +761,9 @@ static tm_status parse_model(ox_ctx *c, const tm_open_params *p, tm_err *err) {
         if ((s = tm__file_add_meta(f, key, e->value ? e->value : "", err))) goto done;
     }
     if ((s = walk_graph(c, mp->graph, "", 0, err))) goto done;
-    infer_types(c->st);
+    tm__ox_infer_types(c->st, value_set_type);
     int64_t n_points = 0;
-    if (!p->no_recognize && (s = recognize(c, &n_points, err))) goto done;
+    if (!p->no_recognize && (s = tm__ox_recognize(c, &n_points, err))) goto done;
     if ((s = add_meta_fmt(f, "onnx.initializers", err, "%lld", (long long)c->n_init))) goto done;
     if ((s = add_meta_fmt(f, "onnx.constant_tensors", err, "%lld", (long long)c->n_const))) goto done;
     if ((s = add_meta_fmt(f, "onnx.nodes", err, "%lld", (long long)c->st->n_nodes))) goto done;
@@ -1348,7 +821,7 @@ static tm_status ctx_init(ox_ctx *c, tm_file *f, const char *path, tm_err *err) 
         return tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
     }
     f->fmt_state = c->st;
-    f->fmt_free = ox_state_free;
+    f->fmt_free = tm__ox_state_free;
     return TM_OK;
 }
 
@@ -1472,53 +945,4 @@ tm_status tm_onnx_open_tensor(const char *path, tm_file **out, tm_err *err) {
     if (s) { tm_close(f); return s; }
     *out = f;
     return TM_OK;
-}
-
-/* ---------------------------------------------------------------------------------------- */
-/* Graph API (graph.h)                                                                         */
-/* ---------------------------------------------------------------------------------------- */
-
-static const ox_state *graph_of(const tm_file *f) {
-    return (f && f->format == TM_FMT_ONNX && f->fmt_free == ox_state_free) ? f->fmt_state : NULL;
-}
-
-int64_t tm_graph_n_nodes(const tm_file *f) {
-    const ox_state *s = graph_of(f);
-    return s ? s->n_nodes : 0;
-}
-
-const tm_graph_node *tm_graph_node_at(const tm_file *f, int64_t i) {
-    const ox_state *s = graph_of(f);
-    if (!s || i < 0 || i >= s->n_nodes) return NULL;
-    return &s->nodes[i].pub;
-}
-
-int64_t tm_graph_n_values(const tm_file *f) {
-    const ox_state *s = graph_of(f);
-    return s ? s->n_values : 0;
-}
-
-const tm_graph_value *tm_graph_value_at(const tm_file *f, int64_t i) {
-    const ox_state *s = graph_of(f);
-    return (s && i >= 0 && i < s->n_values) ? &s->values[i] : NULL;
-}
-
-int64_t tm_graph_find_value(const tm_file *f, const char *name) {
-    const ox_state *s = graph_of(f);
-    if (!s || !name) return -1;
-    json_t *j = json_object_get(s->value_index, name);
-    return j ? (int64_t)json_integer_value(j) : -1;
-}
-
-const char *tm_gq_kind_name(tm_gq_kind k) {
-    switch (k) {
-    case TM_GQ_NONE: return "none";
-    case TM_GQ_DEQUANTIZE: return "dequantize";
-    case TM_GQ_QUANTIZE: return "quantize";
-    case TM_GQ_DYNAMIC_QUANTIZE: return "dynamic_quantize";
-    case TM_GQ_QOPERATOR: return "qoperator";
-    case TM_GQ_INTEGER: return "integer";
-    case TM_GQ_MATMULNBITS: return "matmulnbits";
-    default: return "?";
-    }
 }

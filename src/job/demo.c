@@ -8,8 +8,12 @@
 #include "../core/core.h"
 #include "../core/fsutil.h"
 
+#include <dirent.h>
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 enum { DEMO_DIM = 256, DEMO_HIDDEN = 688, DEMO_LAYERS = 4, DEMO_HEADS = 8, DEMO_KV_HEADS = 4,
        DEMO_VOCAB = 1024 };
@@ -94,11 +98,9 @@ static int build_specs(spec *s) {
     return n;
 }
 
-tm_status tm_write_demo_checkpoint(const char *dir, tm_dtype dtype, uint64_t seed, tm_err *err) {
-    if (dtype != TM_F32 && dtype != TM_BF16 && dtype != TM_F16)
-        return tm__err_set(err, TM_E_INVALID_ARG, -1, "demo checkpoint: dtype must be F32, F16 or BF16");
-    tm_status s = tm__mkdir_p(dir, err);
-    if (s) return s;
+/* Write the two files into the directory `dir` (the staging directory). */
+static tm_status write_demo_files(const char *dir, tm_dtype dtype, uint64_t seed, tm_err *err) {
+    tm_status s;
     spec specs[2 + DEMO_LAYERS * 9 + 1];
     int n = build_specs(specs);
     tm_st_entry entries[sizeof specs / sizeof specs[0]];
@@ -159,5 +161,55 @@ tm_status tm_write_demo_checkpoint(const char *dir, tm_dtype dtype, uint64_t see
     s = tm__write_file_atomic(cpath, cfg, strlen(cfg), err);
     free(cfg);
     free(cpath);
+    return s;
+}
+
+static int is_empty_dir(const char *path) {
+    DIR *d = opendir(path);
+    if (!d) return 0;
+    int n = 0;
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL)
+        if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..")) n++;
+    closedir(d);
+    return n == 0;
+}
+
+/* Built in "<dir>.tmp.<pid>" beside dir and renamed into place (as quantize does): a run that
+** fails (a full disk) leaves dir as it was: absent, or an empty directory. Into an existing
+** directory with other files in it, the two files are renamed one by one. */
+tm_status tm_write_demo_checkpoint(const char *dir, tm_dtype dtype, uint64_t seed, tm_err *err) {
+    if (dtype != TM_F32 && dtype != TM_BF16 && dtype != TM_F16)
+        return tm__err_set(err, TM_E_INVALID_ARG, -1, "demo checkpoint: dtype must be F32, F16 or BF16");
+    char *parent = tm__dirname(dir);
+    if (!parent) return tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
+    tm_status s = tm__mkdir_p(parent, err);
+    struct stat st;
+    int exists = !s && stat(dir, &st) == 0;
+    if (exists && !S_ISDIR(st.st_mode)) s = tm__err_set(err, TM_E_IO, -1, "%s: exists and is not a directory", dir);
+    char *stage = s ? NULL : tm__aprintf("%s.tmp.%ld", dir, (long)getpid());
+    if (!s && !stage) s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
+    if (!s) {
+        tm__rm_rf(stage);
+        if (mkdir(stage, 0755) != 0) s = tm__err_sys(err, errno, "%s: cannot create directory", stage);
+    }
+    if (!s) s = write_demo_files(stage, dtype, seed, err);
+    if (!s && (!exists || is_empty_dir(dir))) {
+        if (rename(stage, dir) != 0) s = tm__err_sys(err, errno, "%s: cannot rename into place", dir);
+    } else if (!s) {
+        static const char *const files[] = {"model.safetensors", "config.json"};
+        for (int k = 0; k < 2 && !s; k++) {
+            char *from = tm__aprintf("%s/%s", stage, files[k]), *to = tm__aprintf("%s/%s", dir, files[k]);
+            if (!from || !to) s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
+            else if (rename(from, to) != 0) s = tm__err_sys(err, errno, "%s: cannot rename into place", to);
+            free(from);
+            free(to);
+        }
+        if (!s) s = tm__fsync_dir(dir, err);
+    }
+    if (stage) tm__rm_rf(stage); /* gone after a rename of the whole directory */
+    if (!s) tm__fsync_dir(parent, NULL);
+    free(stage);
+    free(parent);
     return s;
 }

@@ -3,18 +3,21 @@
 **      llama-quantize's rules (llama.cpp@c392e509 src/llama-quant.cpp: which tensors are
 **      quantized at all, llama_tensor_get_type's per-tensor mixture, the fallbacks for rows
 **      that are not a multiple of the block); every output size and offset is then fixed;
-**   2. run: threads take row chunks of a tensor and, piece by piece (a few rows, cache-sized),
+**   2. run: the shared deterministic pool (src/core/pool.c) takes row chunks of a tensor and,
+**      piece by piece (a few rows, cache-sized),
 **      convert them to float32 (F32 sources are read in place), quantize them with the
 **      byte-identical block quantizers (src/quant/ggml_quant.c) and measure their error
 **      against the dequantized values of the bytes written (Q8_0, Q4_0 and Q6_K compute those
 **      from their codes in the kernel; the others dequantize the piece); one pwrite per chunk
 **      at its offset;
-**   3. finish: fsync and rename the GGUF file into place, then write "<out>.manifest.json".
+**   3. finish (pipeline.c): fsync the file built beside OUT, write "<out>.manifest.json" beside
+**      it, then under OUT.lock rename the file and its manifest into place.
 ** Rules with their sources: docs/gguf-quantize.md. */
 #include "../core/core.h"
 #include "../core/fsutil.h"
+#include "../core/pool.h"
 #include "../quant/ggml_quant_impl.h"
-#include "manifest.h"
+#include "pipeline.h"
 #include "tensormorph/ggml_quant.h"
 #include "tensormorph/gguf_job.h"
 #include "tensormorph/gguf_write.h"
@@ -38,18 +41,18 @@ enum { CHUNK_TARGET_VALUES = 1 << 20, COPY_PIECE = 16 << 20, PIECE_VALUES = 8192
 static const struct ftype_row {
     const char *name; int ftype; int type;
 } ftypes[] = {
-    {"Q4_0", TM_FTYPE_Q4_0, TM_GQ_Q4_0},       {"Q4_1", TM_FTYPE_Q4_1, TM_GQ_Q4_1},
-    {"Q5_0", TM_FTYPE_Q5_0, TM_GQ_Q5_0},       {"Q5_1", TM_FTYPE_Q5_1, TM_GQ_Q5_1},
-    {"Q8_0", TM_FTYPE_Q8_0, TM_GQ_Q8_0},       {"IQ4_NL", TM_FTYPE_IQ4_NL, TM_GQ_IQ4_NL},
-    {"Q2_K", TM_FTYPE_Q2_K, TM_GQ_Q2_K},       {"Q3_K_S", TM_FTYPE_Q3_K_S, TM_GQ_Q3_K},
-    {"Q3_K_M", TM_FTYPE_Q3_K_M, TM_GQ_Q3_K},   {"Q3_K_L", TM_FTYPE_Q3_K_L, TM_GQ_Q3_K},
-    {"Q4_K_S", TM_FTYPE_Q4_K_S, TM_GQ_Q4_K},   {"Q4_K_M", TM_FTYPE_Q4_K_M, TM_GQ_Q4_K},
-    {"Q5_K_S", TM_FTYPE_Q5_K_S, TM_GQ_Q5_K},   {"Q5_K_M", TM_FTYPE_Q5_K_M, TM_GQ_Q5_K},
-    {"Q6_K", TM_FTYPE_Q6_K, TM_GQ_Q6_K},       {"F16", TM_FTYPE_F16, TM_GQ_F16},
-    {"BF16", TM_FTYPE_BF16, TM_GQ_BF16},
+    {"Q4_0", TM_FTYPE_Q4_0, TM_GGML_Q4_0},       {"Q4_1", TM_FTYPE_Q4_1, TM_GGML_Q4_1},
+    {"Q5_0", TM_FTYPE_Q5_0, TM_GGML_Q5_0},       {"Q5_1", TM_FTYPE_Q5_1, TM_GGML_Q5_1},
+    {"Q8_0", TM_FTYPE_Q8_0, TM_GGML_Q8_0},       {"IQ4_NL", TM_FTYPE_IQ4_NL, TM_GGML_IQ4_NL},
+    {"Q2_K", TM_FTYPE_Q2_K, TM_GGML_Q2_K},       {"Q3_K_S", TM_FTYPE_Q3_K_S, TM_GGML_Q3_K},
+    {"Q3_K_M", TM_FTYPE_Q3_K_M, TM_GGML_Q3_K},   {"Q3_K_L", TM_FTYPE_Q3_K_L, TM_GGML_Q3_K},
+    {"Q4_K_S", TM_FTYPE_Q4_K_S, TM_GGML_Q4_K},   {"Q4_K_M", TM_FTYPE_Q4_K_M, TM_GGML_Q4_K},
+    {"Q5_K_S", TM_FTYPE_Q5_K_S, TM_GGML_Q5_K},   {"Q5_K_M", TM_FTYPE_Q5_K_M, TM_GGML_Q5_K},
+    {"Q6_K", TM_FTYPE_Q6_K, TM_GGML_Q6_K},       {"F16", TM_FTYPE_F16, TM_GGML_F16},
+    {"BF16", TM_FTYPE_BF16, TM_GGML_BF16},
     /* llama-quantize's aliases (its QUANT_OPTIONS table) */
-    {"Q3_K", TM_FTYPE_Q3_K_M, TM_GQ_Q3_K},     {"Q4_K", TM_FTYPE_Q4_K_M, TM_GQ_Q4_K},
-    {"Q5_K", TM_FTYPE_Q5_K_M, TM_GQ_Q5_K},
+    {"Q3_K", TM_FTYPE_Q3_K_M, TM_GGML_Q3_K},     {"Q4_K", TM_FTYPE_Q4_K_M, TM_GGML_Q4_K},
+    {"Q5_K", TM_FTYPE_Q5_K_M, TM_GGML_Q5_K},
 };
 #define N_FTYPES (sizeof ftypes / sizeof ftypes[0])
 
@@ -84,7 +87,7 @@ tm_gguf_qparams tm_gguf_qparams_default(void) {
     tm_gguf_qparams p;
     memset(&p, 0, sizeof p);
     p.ftype = TM_FTYPE_Q8_0;
-    p.n_threads = 1;
+    p.n_threads = 0; /* tm_usable_cpus() */
     return p;
 }
 
@@ -197,12 +200,12 @@ static tm_status get_type(qstate *qs, int new_type, const char *name, int64_t ne
     if (strcmp(name, "output.weight") == 0 || (!qs->has_output && strcmp(name, "token_embd.weight") == 0)) {
         int64_t qk = blck(new_type);
         if (qs->falcon || ne0 % qk != 0) {
-            new_type = TM_GQ_Q8_0;
+            new_type = TM_GGML_Q8_0;
             SETR("%s: row of %lld is not a multiple of %lld (or falcon): Q8_0",
                  strcmp(name, "output.weight") ? "tied token embedding (the output)" : "output",
                  (long long)ne0, (long long)qk);
-        } else if (new_type != TM_GQ_Q8_0) {
-            new_type = TM_GQ_Q6_K;
+        } else if (new_type != TM_GGML_Q8_0) {
+            new_type = TM_GGML_Q6_K;
             SETR("%s: Q6_K", strcmp(name, "output.weight") ? "tied token embedding (the output)" : "output");
         }
     } else if (strcmp(name, "token_embd.weight") == 0 || strcmp(name, "per_layer_token_embd.weight") == 0) {
@@ -210,36 +213,36 @@ static tm_status get_type(qstate *qs, int new_type, const char *name, int64_t ne
     } else if (contains(name, "attn_v.weight")) {
         int i = qs->i_attention_wv;
         if (ft == TM_FTYPE_Q2_K) {
-            new_type = qs->n_gqa >= 4 ? TM_GQ_Q4_K : TM_GQ_Q3_K;
+            new_type = qs->n_gqa >= 4 ? TM_GGML_Q4_K : TM_GGML_Q3_K;
             SETR("attn_v in Q2_K (n_gqa %d): %s", qs->n_gqa, tname(new_type));
         } else if (ft == TM_FTYPE_Q3_K_M) {
-            new_type = i < 2 ? TM_GQ_Q5_K : TM_GQ_Q4_K;
+            new_type = i < 2 ? TM_GGML_Q5_K : TM_GGML_Q4_K;
             SETR("attn_v #%d in Q3_K_M: %s", i, tname(new_type));
         } else if (ft == TM_FTYPE_Q3_K_L) {
-            new_type = TM_GQ_Q5_K;
+            new_type = TM_GGML_Q5_K;
             SETR("attn_v in Q3_K_L: Q5_K");
         } else if (ft == TM_FTYPE_IQ4_NL && qs->n_gqa >= 4) {
-            new_type = TM_GQ_Q5_K;
+            new_type = TM_GGML_Q5_K;
             SETR("attn_v in IQ4_NL (n_gqa %d): Q5_K", qs->n_gqa);
         } else if ((ft == TM_FTYPE_Q4_K_M || ft == TM_FTYPE_Q5_K_M) && use_more_bits(i, qs->n_attention_wv)) {
-            new_type = TM_GQ_Q6_K;
+            new_type = TM_GGML_Q6_K;
             SETR("attn_v #%d of %d in %s (use_more_bits): Q6_K", i, qs->n_attention_wv, tm_gguf_ftype_name(ft));
         } else if (ft == TM_FTYPE_Q4_K_S && i < 4) {
-            new_type = TM_GQ_Q5_K;
+            new_type = TM_GGML_Q5_K;
             SETR("attn_v #%d in Q4_K_S: Q5_K", i);
         }
-        if (qs->is_70b && (new_type == TM_GQ_Q3_K || new_type == TM_GQ_Q4_K)) {
-            new_type = TM_GQ_Q5_K;
+        if (qs->is_70b && (new_type == TM_GGML_Q3_K || new_type == TM_GGML_Q4_K)) {
+            new_type = TM_GGML_Q5_K;
             SETR("attn_v of a 70B model: Q5_K");
         }
         if (qs->n_expert == 8) {
-            new_type = TM_GQ_Q8_0;
+            new_type = TM_GGML_Q8_0;
             SETR("attn_v of an 8-expert model: Q8_0");
         }
         ++qs->i_attention_wv;
     } else if (contains(name, "attn_k.weight")) {
         if (qs->n_expert == 8) {
-            new_type = TM_GQ_Q8_0;
+            new_type = TM_GGML_Q8_0;
             SETR("attn_k of an 8-expert model: Q8_0");
         }
     } else if (contains(name, "attn_q.weight")) {
@@ -249,30 +252,30 @@ static tm_status get_type(qstate *qs, int new_type, const char *name, int64_t ne
         tm_status s = layer_info(qs, qs->i_ffn_down, qs->n_ffn_down, name, &il, &nl, err);
         if (s) return s;
         if (ft == TM_FTYPE_Q2_K) {
-            new_type = TM_GQ_Q3_K;
+            new_type = TM_GGML_Q3_K;
             SETR("ffn_down in Q2_K: Q3_K");
         } else if (ft == TM_FTYPE_Q3_K_M) {
-            new_type = il < nl / 16 ? TM_GQ_Q5_K : !qs->falcon || use_more_bits(il, nl) ? TM_GQ_Q4_K : TM_GQ_Q3_K;
+            new_type = il < nl / 16 ? TM_GGML_Q5_K : !qs->falcon || use_more_bits(il, nl) ? TM_GGML_Q4_K : TM_GGML_Q3_K;
             SETR("ffn_down layer %d of %d in Q3_K_M: %s", il, nl, tname(new_type));
         } else if (ft == TM_FTYPE_Q3_K_L) {
-            new_type = qs->falcon ? TM_GQ_Q4_K : TM_GQ_Q5_K;
+            new_type = qs->falcon ? TM_GGML_Q4_K : TM_GGML_Q5_K;
             SETR("ffn_down in Q3_K_L: %s", tname(new_type));
         } else if (ft == TM_FTYPE_Q4_K_M) {
             if (qs->falcon) {
-                new_type = il < nl / 16 ? TM_GQ_Q6_K : use_more_bits(il, nl) ? TM_GQ_Q5_K : TM_GQ_Q4_K;
+                new_type = il < nl / 16 ? TM_GGML_Q6_K : use_more_bits(il, nl) ? TM_GGML_Q5_K : TM_GGML_Q4_K;
                 SETR("ffn_down layer %d of %d in Q4_K_M (falcon): %s", il, nl, tname(new_type));
             } else if (use_more_bits(il, nl)) {
-                new_type = TM_GQ_Q6_K;
+                new_type = TM_GGML_Q6_K;
                 SETR("ffn_down layer %d of %d in Q4_K_M (use_more_bits): Q6_K", il, nl);
             }
         } else if (il < nl / 8 && ft == TM_FTYPE_IQ4_NL) {
-            new_type = TM_GQ_Q5_K;
+            new_type = TM_GGML_Q5_K;
             SETR("ffn_down layer %d of %d in IQ4_NL: Q5_K", il, nl);
         } else if (ft == TM_FTYPE_Q5_K_M && use_more_bits(il, nl)) {
-            new_type = TM_GQ_Q6_K;
+            new_type = TM_GGML_Q6_K;
             SETR("ffn_down layer %d of %d in Q5_K_M (use_more_bits): Q6_K", il, nl);
         } else if (ft == TM_FTYPE_Q4_K_S && !qs->falcon && il < nl / 8) {
-            new_type = TM_GQ_Q5_K;
+            new_type = TM_GGML_Q5_K;
             SETR("ffn_down layer %d of %d in Q4_K_S: Q5_K", il, nl);
         }
         ++qs->i_ffn_down;
@@ -281,24 +284,24 @@ static tm_status get_type(qstate *qs, int new_type, const char *name, int64_t ne
             if (qs->n_expert == 8) {
                 if (ft == TM_FTYPE_Q2_K || ft == TM_FTYPE_Q3_K_S || ft == TM_FTYPE_Q3_K_M ||
                     ft == TM_FTYPE_IQ4_NL || ft == TM_FTYPE_Q4_K_S || ft == TM_FTYPE_Q4_K_M) {
-                    new_type = TM_GQ_Q5_K;
+                    new_type = TM_GGML_Q5_K;
                     SETR("attn_output of an 8-expert model: Q5_K");
                 }
             } else {
-                if (ft == TM_FTYPE_Q2_K) new_type = TM_GQ_Q3_K;
-                else if (ft == TM_FTYPE_Q3_K_M) new_type = TM_GQ_Q4_K;
-                else if (ft == TM_FTYPE_Q3_K_L) new_type = TM_GQ_Q5_K;
+                if (ft == TM_FTYPE_Q2_K) new_type = TM_GGML_Q3_K;
+                else if (ft == TM_FTYPE_Q3_K_M) new_type = TM_GGML_Q4_K;
+                else if (ft == TM_FTYPE_Q3_K_L) new_type = TM_GGML_Q5_K;
                 if (ft == TM_FTYPE_Q2_K || ft == TM_FTYPE_Q3_K_M || ft == TM_FTYPE_Q3_K_L)
                     SETR("attn_output in %s: %s", tm_gguf_ftype_name(ft), tname(new_type));
             }
         } else if (ft == TM_FTYPE_Q3_K_L) {
-            new_type = TM_GQ_Q4_K;
+            new_type = TM_GGML_Q4_K;
             SETR("attn_output in Q3_K_L (falcon): Q4_K");
         }
     } else if (contains(name, "attn_qkv.weight")) {
-        if (ft == TM_FTYPE_Q3_K_M || ft == TM_FTYPE_Q3_K_L) new_type = TM_GQ_Q4_K;
-        else if (ft == TM_FTYPE_Q4_K_M) new_type = TM_GQ_Q5_K;
-        else if (ft == TM_FTYPE_Q5_K_M) new_type = TM_GQ_Q6_K;
+        if (ft == TM_FTYPE_Q3_K_M || ft == TM_FTYPE_Q3_K_L) new_type = TM_GGML_Q4_K;
+        else if (ft == TM_FTYPE_Q4_K_M) new_type = TM_GGML_Q5_K;
+        else if (ft == TM_FTYPE_Q5_K_M) new_type = TM_GGML_Q6_K;
         if (ft == TM_FTYPE_Q3_K_M || ft == TM_FTYPE_Q3_K_L || ft == TM_FTYPE_Q4_K_M || ft == TM_FTYPE_Q5_K_M)
             SETR("attn_qkv in %s: %s", tm_gguf_ftype_name(ft), tname(new_type));
     } else if (contains(name, "ffn_gate")) {
@@ -311,10 +314,10 @@ static tm_status get_type(qstate *qs, int new_type, const char *name, int64_t ne
     if (ne0 % qk != 0) {
         int fb;
         switch (new_type) {
-        case TM_GQ_Q2_K: case TM_GQ_Q3_K: fb = TM_GQ_IQ4_NL; break;
-        case TM_GQ_Q4_K: fb = TM_GQ_Q5_0; break;
-        case TM_GQ_Q5_K: fb = TM_GQ_Q5_1; break;
-        case TM_GQ_Q6_K: fb = TM_GQ_Q8_0; break;
+        case TM_GGML_Q2_K: case TM_GGML_Q3_K: fb = TM_GGML_IQ4_NL; break;
+        case TM_GGML_Q4_K: fb = TM_GGML_Q5_0; break;
+        case TM_GGML_Q5_K: fb = TM_GGML_Q5_1; break;
+        case TM_GGML_Q6_K: fb = TM_GGML_Q8_0; break;
         default: fb = -1; break;
         }
         size_t k = strlen(reason);
@@ -322,9 +325,9 @@ static tm_status get_type(qstate *qs, int new_type, const char *name, int64_t ne
             *refused = 1;
             snprintf(reason + k, rn - k, "; row of %lld is not a multiple of %lld and llama-quantize has no fallback for %s",
                      (long long)ne0, (long long)qk, tname(new_type));
-            new_type = TM_GQ_F16;
+            new_type = TM_GGML_F16;
         } else {
-            int f2 = ne0 % blck(fb) != 0 ? TM_GQ_F16 : fb;
+            int f2 = ne0 % blck(fb) != 0 ? TM_GGML_F16 : fb;
             snprintf(reason + k, rn - k, "; row of %lld is not a multiple of %lld: fallback %s%s",
                      (long long)ne0, (long long)qk, tname(fb), f2 == fb ? "" : ", not a multiple of its block either: F16");
             new_type = f2;
@@ -365,11 +368,11 @@ typedef struct gjob {
     gplan                *plans;
     int64_t               n;
     tm_gguf_writer       *w;
-    pthread_mutex_t       mu;
-    int64_t               cur_plan, cur_chunk;  /* next work item (under mu)           */
-    tm_status             status;               /* the error of the earliest failed item (under mu) */
-    tm_err                err;
-    int64_t               err_plan, err_chunk;  /* that item: errors are kept in work order */
+    pthread_mutex_t       mu;                   /* serialises the progress callback       */
+    int64_t               n_tasks;              /* every chunk of every tensor, in file order */
+    int64_t              *task_plan;            /* task -> plan; its chunk: task - first_task */
+    int64_t              *first_task;           /* plan -> its first task                 */
+    struct wbuf          *bufs;                 /* per worker thread                      */
     uint64_t              total_bytes, done_bytes;
 } gjob;
 
@@ -378,39 +381,6 @@ static void report(gjob *j, uint64_t add) {
     pthread_mutex_lock(&j->mu);
     j->done_bytes += add;
     if (j->p->progress) j->p->progress(j->p->progress_ud, "quantize", j->done_bytes, j->total_bytes);
-    pthread_mutex_unlock(&j->mu);
-}
-
-/* Take the next (plan, chunk); 0 when there is no more work or an error stopped the job. */
-static int next_item(gjob *j, int64_t *pi, int64_t *ci) {
-    int ok = 0;
-    pthread_mutex_lock(&j->mu);
-    while (j->status == TM_OK && j->cur_plan < j->n) {
-        gplan *pl = &j->plans[j->cur_plan];
-        if (j->cur_chunk < pl->n_chunks) {
-            *pi = j->cur_plan;
-            *ci = j->cur_chunk++;
-            ok = 1;
-            break;
-        }
-        j->cur_plan++;
-        j->cur_chunk = 0;
-    }
-    pthread_mutex_unlock(&j->mu);
-    return ok;
-}
-
-/* Record the error of work item (pi, ci). Items are handed out in order and every item handed
-** out is finished, so keeping the earliest failed item's error reports the first bad row of the
-** file whatever the thread count (a cancellation passes INT64_MAX: any real error wins). */
-static void fail(gjob *j, tm_status s, const tm_err *e, int64_t pi, int64_t ci) {
-    pthread_mutex_lock(&j->mu);
-    if (j->status == TM_OK || pi < j->err_plan || (pi == j->err_plan && ci < j->err_chunk)) {
-        j->status = s;
-        j->err = *e;
-        j->err_plan = pi;
-        j->err_chunk = ci;
-    }
     pthread_mutex_unlock(&j->mu);
 }
 
@@ -448,7 +418,7 @@ static tm_status row_error(gjob *j, gplan *pl, const float *x, int64_t p0, int64
     tm_err e0 = *err;
     for (int64_t r = p0; r < p1; r++) {
         int64_t bad;
-        tm_status s = tm_gq_quantize_row(pl->out_type, x + (r - p0) * ne0, ne0, q, &bad, err);
+        tm_status s = tm__gq_quantize_row_err(pl->out_type, x + (r - p0) * ne0, ne0, q, NULL, NULL, &bad, j->p->kernels, err);
         if (s) {
             tm__err_prefix(err, "%s: tensor '%s' (%s): row %lld", tm_file_path(j->in, t->file_index), pl->name,
                            tname(pl->out_type), (long long)r);
@@ -467,7 +437,8 @@ static tm_status do_quant_chunk(gjob *j, gplan *pl, int64_t c, wbuf *b, tm_err *
     const int64_t r0 = c * pl->rows_per_chunk;
     const int64_t r1 = r0 + pl->rows_per_chunk < pl->rows ? r0 + pl->rows_per_chunk : pl->rows;
     const int64_t nv = (r1 - r0) * ne0;
-    const uint64_t rb = tm_gq_row_bytes(pl->out_type, ne0);
+    uint64_t rb = 0;
+    tm_ggml_row_bytes(pl->out_type, ne0, &rb, NULL); /* the plan fitted ne0 to the type's block */
     const int64_t prow = piece_rows(ne0, pl->rows_per_chunk);
     const size_t pvals = (size_t)(prow * ne0), nbytes = (size_t)(rb * (uint64_t)(r1 - r0));
     if (pvals > b->cap_vals) {
@@ -509,7 +480,7 @@ static tm_status do_quant_chunk(gjob *j, gplan *pl, int64_t c, wbuf *b, tm_err *
         /* the piece's rows are contiguous in x and in the output, and blocks are independent:
         ** one call quantizes them all */
         uint8_t *q = b->q + (size_t)((uint64_t)(p0 - r0) * rb);
-        s = tm__gq_quantize_row_err(pl->out_type, x, (p1 - p0) * ne0, q, b->dq, &acc, NULL, 1, err);
+        s = tm__gq_quantize_row_err(pl->out_type, x, (p1 - p0) * ne0, q, b->dq, &acc, NULL, j->p->kernels, err);
         if (s) return row_error(j, pl, x, p0, p1, q, s, err);
     }
     s = tm_gguf_writer_write(j->w, pl - j->plans, rb * (uint64_t)r0, b->q, nbytes, err);
@@ -521,29 +492,15 @@ static tm_status do_quant_chunk(gjob *j, gplan *pl, int64_t c, wbuf *b, tm_err *
     return TM_OK;
 }
 
-static void *worker(void *arg) {
-    gjob *j = arg;
-    wbuf b = {0};
-    int64_t pi, ci;
-    tm_err e;
-    tm_err_clear(&e);
-    while (next_item(j, &pi, &ci)) {
-        if (j->p->cancel && *j->p->cancel) {
-            tm__err_set(&e, TM_E_CANCELLED, -1, "cancelled");
-            fail(j, TM_E_CANCELLED, &e, INT64_MAX, INT64_MAX);
-            break;
-        }
-        gplan *pl = &j->plans[pi];
-        tm_status s = pl->quantize ? do_quant_chunk(j, pl, ci, &b, &e) : do_copy_chunk(j, pl, ci, &b, &e);
-        if (s) {
-            fail(j, s, &e, pi, ci);
-            break;
-        }
-    }
-    free(b.x);
-    free(b.dq);
-    free(b.q);
-    return NULL;
+/* One task of the shared deterministic pool (src/core/pool.c): chunk `task` of the file, in
+** tensor order. The pool keeps the error of the lowest-numbered failed task, so the first bad
+** row of the file is reported whatever the thread count. */
+static tm_status run_item(void *ctx, int64_t task, int thread, tm_err *err) {
+    gjob *j = ctx;
+    const int64_t pi = j->task_plan[task], ci = task - j->first_task[pi];
+    gplan *pl = &j->plans[pi];
+    wbuf *b = &j->bufs[thread];
+    return pl->quantize ? do_quant_chunk(j, pl, ci, b, err) : do_copy_chunk(j, pl, ci, b, err);
 }
 
 /* ---------------------------------------------------------------------------------------- */
@@ -583,22 +540,10 @@ static void read_hparams(const tm_gguf_kvlist *kv, qstate *qs, int *n_layer) {
     free(arch);
 }
 
-tm_status tm_gguf_quantize(tm_file *in, const char *out_path, const tm_gguf_qparams *p,
+/* The job inside the pipeline: pp has checked and locked OUT; the file is built at pp->stage. */
+static tm_status gguf_into(tm__pipe *pp, tm_file *in, const tm_gguf_qparams *p, int def_type,
                            tm_gguf_qresult **out, tm_err *err) {
-    *out = NULL;
-    tm_err_clear(err);
-    tm_gguf_qparams defp = tm_gguf_qparams_default();
-    if (!p) p = &defp;
-    struct timespec t0;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    time_t wall0 = time(NULL);
-    const int def_type = tm_gguf_ftype_default_type(p->ftype);
-    if (def_type < 0) return tm__err_set(err, TM_E_INVALID_ARG, -1, "unknown GGUF file type %d", p->ftype);
-    const int def_quantized = def_type != TM_GQ_F16 && def_type != TM_GQ_BF16;
-    /* nothing is lost: OUT is a new path, or (with force) a previous tensormorph output */
-    tm_status ds = tm__check_file_output(in, out_path, p->force, "a GGUF output", err);
-    if (ds) return ds;
-
+    const int def_quantized = def_type != TM_GGML_F16 && def_type != TM_GGML_BF16;
     tm_status s = TM_OK;
     regex_t *re = NULL;
     int64_t n_re = 0;
@@ -692,7 +637,7 @@ tm_status tm_gguf_quantize(tm_file *in, const char *out_path, const tm_gguf_qpar
                 size_t k = strlen(pl->reason);
                 snprintf(pl->reason + k, sizeof pl->reason - k, "; row of %lld is not a multiple of the %s block (%d)",
                          (long long)pl->ne[0], tname(new_type), blck(new_type));
-                new_type = TM_GQ_F16;
+                new_type = TM_GGML_F16;
                 refused = 1;
             }
             if (refused) {
@@ -736,7 +681,8 @@ tm_status tm_gguf_quantize(tm_file *in, const char *out_path, const tm_gguf_qpar
     j.plans = plans;
     j.n = n;
     pthread_mutex_init(&j.mu, NULL);
-    if (!s) s = tm_gguf_writer_open(out_path, kv, wt, n, &j.w, err);
+    if (!s) s = tm_gguf_writer_open_ex(pp->stage, kv, wt, n, p->allow_long_names ? TM_GGUF_WRITE_LONG_NAMES : 0, &j.w, err);
+    if (!s) s = tm__pipe_hash_start(pp, p->no_checksums, err);
     for (int64_t i = 0; i < n && !s; i++) {
         gplan *pl = &plans[i];
         const tm_tensor *t = tm_file_tensor(in, pl->src);
@@ -758,36 +704,44 @@ tm_status tm_gguf_quantize(tm_file *in, const char *out_path, const tm_gguf_qpar
             pl->n_chunks = (int64_t)((nb + COPY_PIECE - 1) / COPY_PIECE);
         }
     }
-    /* ---- run ---- */
+    /* ---- run: every chunk of every tensor on the shared deterministic pool ---- */
+    const int nt = pp->threads;
     if (!s) {
-        int nt = p->n_threads > 0 ? p->n_threads : 1;
-        pthread_t *th = tm__calloc((size_t)nt, sizeof *th);
-        int started = 0;
-        if (!th) s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
-        for (int t = 1; th && t < nt; t++)
-            if (pthread_create(&th[t], NULL, worker, &j) == 0) started = t;
-            else break;
-        if (th) worker(&j);
-        for (int t = 1; t <= started; t++) pthread_join(th[t], NULL);
-        free(th);
-        if (!s && j.status) {
-            s = j.status;
-            *err = j.err;
+        j.first_task = tm__calloc((size_t)(n ? n : 1), sizeof *j.first_task);
+        j.bufs = tm__calloc((size_t)nt, sizeof *j.bufs);
+        if (!j.first_task || !j.bufs) s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
+        for (int64_t i = 0; !s && i < n; i++) {
+            j.first_task[i] = j.n_tasks;
+            j.n_tasks += plans[i].n_chunks;
         }
+        j.task_plan = s ? NULL : tm__calloc((size_t)(j.n_tasks ? j.n_tasks : 1), sizeof *j.task_plan);
+        if (!s && !j.task_plan) s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
+        for (int64_t i = 0; !s && i < n; i++)
+            for (int64_t c = 0; c < plans[i].n_chunks; c++) j.task_plan[j.first_task[i] + c] = i;
     }
+    if (!s) s = tm__parallel_for(j.n_tasks, nt, run_item, &j, p->cancel, err);
+    for (int t = 0; j.bufs && t < nt; t++) {
+        free(j.bufs[t].x);
+        free(j.bufs[t].dq);
+        free(j.bufs[t].q);
+    }
+    free(j.bufs);
+    free(j.task_plan);
+    free(j.first_task);
+    j.bufs = NULL;
+    j.task_plan = j.first_task = NULL;
+    if (!s) s = tm__pipe_hash_wait(pp, err);
     if (!s) s = tm_gguf_writer_finish(j.w, err);
+    if (!s) s = tm__pipe_phase(pp, "fsync", err);
 
     /* ---- results and manifest ---- */
     tm_gguf_qresult *res = NULL;
     json_t *man = NULL;
-    char (*hex)[65] = NULL;
     if (!s) {
         res = calloc(1, sizeof *res);
         if (res) res->tensors = tm__calloc((size_t)(n ? n : 1), sizeof(tm_gguf_qtensor));
-        hex = tm__calloc((size_t)tm_file_n_paths(in) + 1, sizeof *hex);
-        if (!res || !res->tensors || !hex) s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
+        if (!res || !res->tensors) s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
     }
-    if (!s && !p->no_checksums) s = tm__manifest_hash_sources(in, hex, err);
     if (!s) {
         res->n_fallback = qs.n_fallback + n_refused;
         for (int64_t i = 0; i < n; i++) {
@@ -814,10 +768,8 @@ tm_status tm_gguf_quantize(tm_file *in, const char *out_path, const tm_gguf_qpar
             rt->max_abs_err = mx;
             rt->sqnr_db = se2 > 0 ? 10 * log10(sx2 / se2) : INFINITY;
         }
-        struct timespec t1;
-        clock_gettime(CLOCK_MONOTONIC, &t1);
-        res->seconds = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
-        man = tm__manifest_new(p->command_line, p->no_checksums, in, hex);
+        res->seconds = tm__pipe_seconds(pp);
+        man = tm__pipe_manifest_new(pp, p->command_line, p->no_checksums, pp->threads);
         if (!man) s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
     }
     if (!s) {
@@ -861,18 +813,18 @@ tm_status tm_gguf_quantize(tm_file *in, const char *out_path, const tm_gguf_qpar
             json_array_append_new(ts, o);
         }
         json_object_set_new(man, "tensors", ts);
-        const char *files[1] = {out_path};
-        s = tm__manifest_add_output(man, out_path, "gguf", files, 1, p->no_checksums, &res->out_bytes, err);
+        const char *files[1] = {pp->stage};
+        s = tm__pipe_add_output(pp, man, "gguf", files, 1, p->no_checksums, &res->out_bytes, err);
     }
     if (!s) {
         json_t *sum = tm__manifest_results_new(res->n, res->n_quantized);
         json_object_set_new(sum, "n_fallback", json_integer(res->n_fallback));
-        res->manifest_path = tm__aprintf("%s.manifest.json", out_path);
-        s = tm__manifest_finish(man, sum, res->src_bytes, res->out_bytes, wall0, res->seconds, res->manifest_path,
-                                &res->manifest_json, err);
+        res->manifest_path = tm__strdup(pp->man_final);
+        s = res->manifest_path ? tm__pipe_finish(pp, man, sum, res->src_bytes, res->out_bytes, res->seconds,
+                                                 &res->manifest_json, err)
+                               : tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
     }
     json_decref(man);
-    free(hex);
     tm_gguf_writer_free(j.w);
     pthread_mutex_destroy(&j.mu);
     free(wt);
@@ -887,4 +839,21 @@ tm_status tm_gguf_quantize(tm_file *in, const char *out_path, const tm_gguf_qpar
     /* names point into `in`; plans are gone, keep only what the result owns */
     *out = res;
     return TM_OK;
+}
+
+tm_status tm_gguf_quantize(tm_file *in, const char *out_path, const tm_gguf_qparams *p,
+                           tm_gguf_qresult **out, tm_err *err) {
+    *out = NULL;
+    tm_err_clear(err);
+    tm_gguf_qparams defp = tm_gguf_qparams_default();
+    if (!p) p = &defp;
+    const int def_type = tm_gguf_ftype_default_type(p->ftype);
+    if (def_type < 0) return tm__err_set(err, TM_E_INVALID_ARG, -1, "unknown GGUF file type %d", p->ftype);
+    /* nothing is lost: OUT is a new path, or (with force) a previous tensormorph output */
+    tm__pipe pp;
+    tm_status s = tm__pipe_begin(&pp, in, out_path, TM__PIPE_FILE, "a GGUF output", p->force, p->n_threads,
+                                 p->cancel, err);
+    if (!s) s = gguf_into(&pp, in, p, def_type, out, err);
+    tm__pipe_end(&pp);
+    return s;
 }

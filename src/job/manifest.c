@@ -13,14 +13,6 @@ json_t *tm__manifest_num(double v) {
     return json_real(v);
 }
 
-tm_status tm__manifest_hash_sources(const tm_file *in, char (*hex)[65], tm_err *err) {
-    for (int i = 0; i < tm_file_n_paths(in); i++) {
-        tm_status s = tm_sha256_file(tm_file_path(in, i), hex[i], NULL, err);
-        if (s) return s;
-    }
-    return TM_OK;
-}
-
 json_t *tm__manifest_new(const char *command_line, int no_checksums, const tm_file *in,
                          char (*hex)[65]) {
     json_t *man = json_object();
@@ -57,39 +49,6 @@ json_t *tm__manifest_new(const char *command_line, int no_checksums, const tm_fi
     json_object_set_new(rollback, "sha256", rb);
     json_object_set_new(man, "rollback", rollback);
     return man;
-}
-
-tm_status tm__manifest_add_output(json_t *man, const char *path, const char *format,
-                                  const char *const *files, int n_files, int no_checksums,
-                                  uint64_t *out_bytes, tm_err *err) {
-    json_t *outs = json_array();
-    tm_status s = TM_OK;
-    for (int f = 0; f < n_files && !s; f++) {
-        const char *fp = files[f];
-        const char *base = strrchr(fp, '/') ? strrchr(fp, '/') + 1 : fp;
-        json_t *o = json_object();
-        char hex[65];
-        uint64_t nb = 0;
-        json_object_set_new(o, "file", json_string(base));
-        if (!no_checksums) {
-            s = tm_sha256_file(fp, hex, &nb, err);
-            if (s) { json_decref(o); break; }
-            json_object_set_new(o, "sha256", json_string(hex));
-        } else {
-            struct stat fst;
-            if (stat(fp, &fst) == 0) nb = (uint64_t)fst.st_size;
-            json_object_set_new(o, "sha256", json_null());
-        }
-        json_object_set_new(o, "bytes", json_integer((json_int_t)nb));
-        *out_bytes += nb;
-        json_array_append_new(outs, o);
-    }
-    json_t *output = json_object();
-    json_object_set_new(output, "path", json_string(path));
-    json_object_set_new(output, "format", json_string(format));
-    json_object_set_new(output, "files", outs);
-    json_object_set_new(man, "output", output);
-    return s;
 }
 
 static void iso_time(time_t t, char *buf, size_t n) {
@@ -134,29 +93,4 @@ tm_status tm__manifest_finish(json_t *man, json_t *results, uint64_t source_byte
     *json_out = json_dumps(man, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17));
     if (!*json_out || !path) return tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
     return tm__write_file_atomic(path, *json_out, strlen(*json_out), err);
-}
-
-tm_status tm__check_file_output(const tm_file *in, const char *out_path, int force, const char *kind,
-                                tm_err *err) {
-    tm_status s = tm__check_out_dir(out_path, err);
-    if (s) return s;
-    struct stat st;
-    if (stat(out_path, &st) != 0) return TM_OK; /* a new path */
-    if (S_ISDIR(st.st_mode))
-        return tm__err_set(err, TM_E_INVALID_ARG, -1, "-o %s is a directory (%s is one file)", out_path, kind);
-    for (int i = 0; i < tm_file_n_paths(in); i++) {
-        struct stat is;
-        if (stat(tm_file_path(in, i), &is) == 0 && is.st_dev == st.st_dev && is.st_ino == st.st_ino)
-            return tm__err_set(err, TM_E_INVALID_ARG, -1, "-o %s is the input; choose another output path", out_path);
-    }
-    char *mp = tm__aprintf("%s.manifest.json", out_path);
-    struct stat ms;
-    int ours = mp && stat(mp, &ms) == 0 && S_ISREG(ms.st_mode);
-    free(mp);
-    if (ours && force) return TM_OK;
-    return tm__err_set(err, TM_E_INVALID_ARG, -1,
-                       ours ? "-o %s holds a previous tensormorph output; add --force to replace it"
-                            : "-o %s exists; tensormorph never replaces a file it did not write "
-                              "(choose another path)",
-                       out_path);
 }

@@ -13,12 +13,13 @@
 **      the error with tm_erracc in LSB of each element's own scale.
 **   4. pack, re-open the packed bytes with tensormorph's ONNX reader and check every quantized
 **      weight comes back as a logical quantized tensor with the written scales, zero points and
-**      granularity; then write OUT atomically and OUT.manifest.json beside it.
+**      granularity; then (pipeline.c) write it and OUT.manifest.json beside OUT and, under
+**      OUT.lock, rename both into place.
 */
 #include "../core/core.h"
 #include "../core/fsutil.h"
 #include "../formats/onnx_write.h"
-#include "manifest.h"
+#include "pipeline.h"
 #include "tensormorph/graph.h"
 #include "tensormorph/onnx_quant.h"
 
@@ -63,38 +64,17 @@ static int64_t ir_for_opset(int64_t v) {
     return 3;
 }
 
-static const char *ox_type_name(int t) {
-    switch (t) {
-    case 1: return "FLOAT"; case 2: return "UINT8"; case 3: return "INT8"; case 4: return "UINT16";
-    case 5: return "INT16"; case 6: return "INT32"; case 7: return "INT64"; case 8: return "STRING";
-    case 9: return "BOOL"; case 10: return "FLOAT16"; case 11: return "DOUBLE"; case 12: return "UINT32";
-    case 13: return "UINT64"; case 16: return "BFLOAT16"; case 21: return "UINT4"; case 22: return "INT4";
-    default: return "other";
-    }
-}
-
-static const char *gran_name(tm_granularity g) {
-    return g == TM_GRAN_TENSOR ? "tensor" : g == TM_GRAN_CHANNEL ? "channel" : g == TM_GRAN_GROUP ? "group" : "block";
-}
-
-static const char *observer_str(const tm_observer *o, char *buf, size_t n) {
-    static const char *const names[] = {"minmax", "ema_minmax", "histogram", "percentile", "mse", "entropy"};
-    const char *b = o->kind < TM_OBS_COUNT ? names[o->kind] : "?";
-    if (o->kind == TM_OBS_PERCENTILE) snprintf(buf, n, "%s:%g", b, o->percentile);
-    else snprintf(buf, n, "%s", b);
-    return buf;
-}
-
 static json_t *scheme_json(const tm_qspec *s) {
     json_t *o = json_object();
-    char ob[48];
+    char ob[96];
+    tm_observer_name(&s->observer, ob, sizeof ob);
     json_object_set_new(o, "type", json_string(tm_dtype_get(s->code_dtype)->name));
-    json_object_set_new(o, "granularity", json_string(gran_name(s->gran.kind)));
+    json_object_set_new(o, "granularity", json_string(tm_granularity_kind_name(s->gran.kind)));
     if (s->gran.kind == TM_GRAN_CHANNEL || s->gran.kind == TM_GRAN_GROUP)
         json_object_set_new(o, "axis", json_integer(s->gran.axis));
     if (s->gran.kind == TM_GRAN_GROUP) json_object_set_new(o, "group_size", json_integer(s->gran.group_size));
     json_object_set_new(o, "symmetric", json_boolean(s->symmetric));
-    json_object_set_new(o, "observer", json_string(observer_str(&s->observer, ob, sizeof ob)));
+    json_object_set_new(o, "observer", json_string(ob));
     json_object_set_new(o, "convention", json_string(s->convention == TM_CONV_TORCH ? "torch" : "onnx"));
     json_object_set_new(o, "scale_dtype", json_string(tm_dtype_get(s->scale_dtype)->name));
     json_object_set_new(o, "allow_nonfinite", json_boolean(s->allow_nonfinite));
@@ -115,7 +95,7 @@ typedef struct wq {
 } wq;
 
 static int onnx_code_type(tm_dtype d) {
-    return d == TM_I8 ? TM__OX_INT8 : d == TM_U8 ? TM__OX_UINT8 : d == TM_I4 ? TM__OX_INT4 : TM__OX_UINT4;
+    return d == TM_I8 ? TM_ONNX_INT8 : d == TM_U8 ? TM_ONNX_UINT8 : d == TM_I4 ? TM_ONNX_INT4 : TM_ONNX_UINT4;
 }
 
 /* Quantize tensor ti of `in` under w->spec into w (codes, scale, zero point) and rw->e. */
@@ -146,6 +126,7 @@ static tm_status quantize_one(const tm_file *in, wq *w, tm_onnx_qweight *rw, tm_
     for (int64_t k = 0; k < n; k++) param[k] = tm_qgran_param_index(&qp.gran, t->ndim, t->shape, k);
     if ((s = tm_erracc_init(&acc, w->n_params, err))) goto done;
     acc_ok = 1;
+    acc.kernels = w->spec.kernels;
     tm_erracc_add(&acc, qp.code_dtype, x, xq, param, w->scale, w->zp, qp.qmin, qp.qmax, n);
     tm_erracc_summary(&acc, &rw->e);
 done:
@@ -172,8 +153,8 @@ static tm_status check_reopened(const tm_file *f, const char *wname, const wq *w
         (q->gran.kind == TM_GRAN_GROUP && q->gran.group_size != w->spec.gran.group_size))
         return tm__err_set(err, TM_E_INTERNAL, -1, "re-opened output: '%s' reads back as %s %s axis %d, "
                            "written %s %s axis %d", nm, tm_dtype_get(q->code_dtype)->name,
-                           gran_name(q->gran.kind), q->gran.axis, tm_dtype_get(w->spec.code_dtype)->name,
-                           gran_name(w->spec.gran.kind), w->spec.gran.axis);
+                           tm_granularity_kind_name(q->gran.kind), q->gran.axis, tm_dtype_get(w->spec.code_dtype)->name,
+                           tm_granularity_kind_name(w->spec.gran.kind), w->spec.gran.axis);
     float *sc = NULL;
     int32_t *zp = NULL;
     int64_t np = 0;
@@ -205,7 +186,7 @@ static int match_any(regex_t *re, int64_t n, const char *s) {
 }
 
 static int is_float_type(int t) {
-    return t == TM__OX_FLOAT || t == TM__OX_FLOAT16 || t == TM__OX_BFLOAT16;
+    return t == TM_ONNX_FLOAT || t == TM_ONNX_FLOAT16 || t == TM_ONNX_BFLOAT16;
 }
 
 /* "12 DequantizeLinear, 1 MatMulNBits": in's quantized tensors counted by layout (the reader's
@@ -310,34 +291,12 @@ static tm_status check_something_quantized(const tm_file *in, const tm__oxmodel 
                        in_path, (long long)nw, reasons, nw > 3 ? "; ..." : "", anyway);
 }
 
-tm_status tm_onnx_quantize(tm_file *in, const char *out_path, const tm_onnx_qparams *p,
-                           tm_onnx_qresult **out, tm_err *err) {
-    *out = NULL;
-    tm_err_clear(err);
-    tm_onnx_qparams defp = tm_onnx_qparams_default();
-    if (!p) p = &defp;
-    struct timespec t0;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    time_t wall0 = time(NULL);
+/* The job inside the pipeline: pp has checked and locked OUT; the model is written at pp->stage. */
+static tm_status onnx_into(tm__pipe *pp, tm_file *in, const tm_onnx_qparams *p, tm_onnx_qresult **out,
+                           tm_err *err) {
+    const char *out_path = pp->out;
     const tm_qspec *ds = &p->spec;
     int64_t min_elems = p->min_elems > 0 ? p->min_elems : 16;
-    if (tm_file_format(in) != TM_FMT_ONNX)
-        return tm__err_set(err, TM_E_INVALID_ARG, -1, "%s: ONNX output (-o ending in .onnx) needs an ONNX "
-                           "input (this is %s); for it write -o DIR (compressed-tensors) or -o OUT.gguf",
-                           tm_file_path(in, 0), tm_format_name(tm_file_format(in)));
-    if (tm_onnx_dq_min_opset(ds->code_dtype, ds->gran.kind) < 0 || ds->code_dtype == TM_U4)
-        return tm__err_set(err, TM_E_INVALID_ARG, -1, "ONNX output: type %s with granularity %s is not "
-                           "offered (int8, uint8 or int4; tensor, channel or group:N)",
-                           tm_dtype_get(ds->code_dtype) ? tm_dtype_get(ds->code_dtype)->name : "?",
-                           gran_name(ds->gran.kind));
-    if (ds->gran.kind == TM_GRAN_GROUP && ds->gran.group_size < 2)
-        return tm__err_set(err, TM_E_INVALID_ARG, -1, "ONNX output: group size must be at least 2");
-    if (ds->scale_dtype != TM_F32)
-        return tm__err_set(err, TM_E_INVALID_ARG, -1, "ONNX output: scales are float32 (DequantizeLinear "
-                           "before opset 19 takes only float32 scales)");
-    /* nothing is lost: OUT is a new path, or (with force) a previous tensormorph output */
-    tm_status dst = tm__check_file_output(in, out_path, p->force, "an ONNX output", err);
-    if (dst) return dst;
     tm_status s = TM_OK;
     regex_t *re = tm__calloc((size_t)(p->n_include + p->n_exclude + 1), sizeof *re);
     int64_t n_re = 0;
@@ -356,8 +315,8 @@ tm_status tm_onnx_quantize(tm_file *in, const char *out_path, const tm_onnx_qpar
     size_t nbuf = 0;
     tm_file *back = NULL;
     json_t *man = NULL;
-    char (*hex)[65] = NULL;
     const char *in_path = tm_file_path(in, 0);
+    if (!s) s = tm__pipe_hash_start(pp, p->no_checksums, err);
     if (!s) s = tm__ox_load(in_path, &m, err);
     const char *ext;
     if (!s && tm__ox_has_external(m, &ext))
@@ -392,7 +351,7 @@ tm_status tm_onnx_quantize(tm_file *in, const char *out_path, const tm_onnx_qpar
         size_t wn = sizeof rw->reason;
         if (p->n_include && !match_any(re, p->n_include, w->name)) snprintf(why, wn, "not matched by --include");
         else if (p->n_exclude && match_any(re + p->n_include, p->n_exclude, w->name)) snprintf(why, wn, "matched by --exclude");
-        else if (!ft) snprintf(why, wn, "element type %s is not float32/float16/bfloat16", ox_type_name(w->elem_type));
+        else if (!ft) snprintf(why, wn, "element type %s is not float32/float16/bfloat16", tm_onnx_elem_name(w->elem_type, "other"));
         else if (w->graph_input) snprintf(why, wn, "also a graph input (its value can be fed at run time)");
         else if (w->name_clash) snprintf(why, wn, "a name '%s_quantized/_scale/_zero_point/...' is already used in the model", w->name);
         else if (!t || t->quant || t->n_elems <= 0) snprintf(why, wn, "the ONNX reader lists no float tensor of this name");
@@ -401,6 +360,7 @@ tm_status tm_onnx_quantize(tm_file *in, const char *out_path, const tm_onnx_qpar
         else if (w->only_matmul && t->ndim != 2) snprintf(why, wn, "MatMul weight is %d-D, not 2-D", t->ndim);
         if (*why) continue;
         pl->spec = *ds;
+        pl->spec.kernels = p->kernels;
         if (ds->gran.kind == TM_GRAN_GROUP) {
             if (!w->only_matmul) {
                 snprintf(why, wn, "block quantization (group:N) applies to MatMul weights only (consumers: %s)", w->consumers);
@@ -467,7 +427,7 @@ tm_status tm_onnx_quantize(tm_file *in, const char *out_path, const tm_onnx_qpar
                          (long long)ds->gran.group_size);
             else
                 snprintf(scheme, sizeof scheme, "%s %s", ds->code_dtype == TM_I4 ? "int4" : tm_dtype_get(ds->code_dtype)->name,
-                         gran_name(ds->gran.kind));
+                         tm_granularity_kind_name(ds->gran.kind));
             s = tm__err_set(err, TM_E_UNSUPPORTED, -1,
                             "%s: %s needs DequantizeLinear of ai.onnx opset %lld, the model has opset %lld, and "
                             "raising it would change op %s (node '%s'%s%s; %s-%lld changed its meaning); "
@@ -479,7 +439,7 @@ tm_status tm_onnx_quantize(tm_file *in, const char *out_path, const tm_onnx_qpar
     /* float16/bfloat16 weights: a Cast after the DequantizeLinear; Cast to bfloat16 needs opset 13 */
     for (int64_t i = 0; !s && i < nw; i++) {
         const tm__oxweight *w = tm__ox_weight(m, i);
-        if (plan[i].quantize && w->elem_type == TM__OX_BFLOAT16 && res->opset_to < 13) {
+        if (plan[i].quantize && w->elem_type == TM_ONNX_BFLOAT16 && res->opset_to < 13) {
             plan[i].quantize = 0;
             snprintf(res->weights[i].reason, sizeof res->weights[i].reason,
                      "bfloat16 weight: Cast to bfloat16 needs ai.onnx opset 13, the output has %lld", (long long)res->opset_to);
@@ -509,7 +469,7 @@ tm_status tm_onnx_quantize(tm_file *in, const char *out_path, const tm_onnx_qpar
         q.axis = pl->spec.gran.axis;
         q.block_size = pl->spec.gran.kind == TM_GRAN_GROUP ? pl->spec.gran.group_size : 0;
         q.domain = dq_domain;
-        q.cast_to = w->elem_type == TM__OX_FLOAT ? 0 : w->elem_type;
+        q.cast_to = w->elem_type == TM_ONNX_FLOAT ? 0 : w->elem_type;
         if ((s = tm__ox_replace(m, i, &q, err))) break;
         res->weights[i].quantized = 1;
         res->n_quantized++;
@@ -524,19 +484,14 @@ tm_status tm_onnx_quantize(tm_file *in, const char *out_path, const tm_onnx_qpar
     for (int64_t i = 0; !s && i < nw; i++)
         if (plan[i].quantize) s = check_reopened(back, tm__ox_weight(m, i)->name, &plan[i], err);
     if (!s && p->cancel && *p->cancel) s = tm__err_set(err, TM_E_CANCELLED, -1, "cancelled");
-    if (!s) s = tm__write_file_atomic(out_path, buf, nbuf, err);
+    if (!s) s = tm__write_file_atomic(pp->stage, buf, nbuf, err);
+    if (!s) s = tm__pipe_phase(pp, "fsync", err);
     /* ---- manifest ---- */
-    if (!s) {
-        hex = tm__calloc((size_t)tm_file_n_paths(in) + 1, sizeof *hex);
-        if (!hex) s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
-    }
-    if (!s && !p->no_checksums) s = tm__manifest_hash_sources(in, hex, err);
+    if (!s) s = tm__pipe_hash_wait(pp, err);
     if (!s) {
         res->src_bytes = tm_file_size(in, 0);
-        struct timespec t1;
-        clock_gettime(CLOCK_MONOTONIC, &t1);
-        res->seconds = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
-        man = tm__manifest_new(p->command_line, p->no_checksums, in, hex);
+        res->seconds = tm__pipe_seconds(pp);
+        man = tm__pipe_manifest_new(pp, p->command_line, p->no_checksums, 1); /* one thread: weight by weight */
         if (!man) s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
     }
     if (!s) {
@@ -584,19 +539,19 @@ tm_status tm_onnx_quantize(tm_file *in, const char *out_path, const tm_onnx_qpar
             json_array_append_new(ts, o);
         }
         json_object_set_new(man, "tensors", ts);
-        const char *files[1] = {out_path};
-        s = tm__manifest_add_output(man, out_path, "onnx", files, 1, p->no_checksums, &res->out_bytes, err);
+        const char *files[1] = {pp->stage};
+        s = tm__pipe_add_output(pp, man, "onnx", files, 1, p->no_checksums, &res->out_bytes, err);
     }
     if (!s) {
         json_t *sum = tm__manifest_results_new(res->n, res->n_quantized);
         json_object_set_new(sum, "n_kept", json_integer(res->n - res->n_quantized));
         json_object_set_new(sum, "opset_strategy", json_string(tm_onnx_opset_strategy_name(res->strategy)));
-        res->manifest_path = tm__aprintf("%s.manifest.json", out_path);
-        s = tm__manifest_finish(man, sum, res->src_bytes, res->out_bytes, wall0, res->seconds, res->manifest_path,
-                                &res->manifest_json, err);
+        res->manifest_path = tm__strdup(pp->man_final);
+        s = res->manifest_path ? tm__pipe_finish(pp, man, sum, res->src_bytes, res->out_bytes, res->seconds,
+                                                 &res->manifest_json, err)
+                               : tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
     }
     json_decref(man);
-    free(hex);
     tm_close(back);
     free(buf);
     for (int64_t i = 0; plan && i < nw; i++) {
@@ -614,4 +569,33 @@ tm_status tm_onnx_quantize(tm_file *in, const char *out_path, const tm_onnx_qpar
     }
     *out = res;
     return TM_OK;
+}
+
+tm_status tm_onnx_quantize(tm_file *in, const char *out_path, const tm_onnx_qparams *p,
+                           tm_onnx_qresult **out, tm_err *err) {
+    *out = NULL;
+    tm_err_clear(err);
+    tm_onnx_qparams defp = tm_onnx_qparams_default();
+    if (!p) p = &defp;
+    const tm_qspec *ds = &p->spec;
+    if (tm_file_format(in) != TM_FMT_ONNX)
+        return tm__err_set(err, TM_E_INVALID_ARG, -1, "%s: ONNX output (-o ending in .onnx) needs an ONNX "
+                           "input (this is %s); for it write -o DIR (compressed-tensors) or -o OUT.gguf",
+                           tm_file_path(in, 0), tm_format_name(tm_file_format(in)));
+    if (tm_onnx_dq_min_opset(ds->code_dtype, ds->gran.kind) < 0 || ds->code_dtype == TM_U4)
+        return tm__err_set(err, TM_E_INVALID_ARG, -1, "ONNX output: type %s with granularity %s is not "
+                           "offered (int8, uint8 or int4; tensor, channel or group:N)",
+                           tm_dtype_get(ds->code_dtype) ? tm_dtype_get(ds->code_dtype)->name : "?",
+                           tm_granularity_kind_name(ds->gran.kind));
+    if (ds->gran.kind == TM_GRAN_GROUP && ds->gran.group_size < 2)
+        return tm__err_set(err, TM_E_INVALID_ARG, -1, "ONNX output: group size must be at least 2");
+    if (ds->scale_dtype != TM_F32)
+        return tm__err_set(err, TM_E_INVALID_ARG, -1, "ONNX output: scales are float32 (DequantizeLinear "
+                           "before opset 19 takes only float32 scales)");
+    /* nothing is lost: OUT is a new path, or (with force) a previous tensormorph output */
+    tm__pipe pp;
+    tm_status s = tm__pipe_begin(&pp, in, out_path, TM__PIPE_FILE, "an ONNX output", p->force, 1, p->cancel, err);
+    if (!s) s = onnx_into(&pp, in, p, out, err);
+    tm__pipe_end(&pp);
+    return s;
 }

@@ -1,332 +1,40 @@
-/* quantize.c: the main job. `tensormorph quantize IN -o OUT`:
-**   1. plan: decide for every source tensor: quantize (with which scheme) or copy, and why;
-**      the plan fixes every output tensor's shape and so every byte offset before any data
-**      is written;
+/* qjob.c: the compressed-tensors quantize job, `tensormorph quantize IN -o OUT`:
+**   1. plan (qjob_plan.c): decide for every source tensor: quantize (with which scheme) or
+**      copy, and why; the plan fixes every output tensor's shape (formats/ctensors_write.c) and
+**      so every byte offset before any data is written;
 **   2. run: a thread pool walks row chunks of each quantized tensor; a chunk is converted to
 **      float32 once, observed, quantized, packed, written at its known offset, and its error
 **      statistics are measured from the same chunk (channel and group granularities with
 **      integer codes: in slices of a few rows read with pread, each going through all of the
 **      steps while it is in the cache, run_slices);
-**   3. finish: fsync and rename the safetensors file(s), write config.json with the
-**      compressed-tensors quantization_config and the manifest, then rename the directory
-**      into place (a killed run leaves nothing at OUT).
+**   3. finish (pipeline.c): fsync the safetensors file(s) in the staging directory beside OUT,
+**      write config.json with the compressed-tensors quantization_config and the manifest,
+**      then rename the directory into place under OUT.lock (a killed or interrupted run
+**      leaves nothing at OUT).
 ** Layout: ../shared/formats/compressed-tensors.md, summarised in docs/formats.md. */
 #include "../core/core.h"
 #include "../core/fsutil.h"
 #include "../core/pool.h"
 #include "../quant/quant_impl.h"
-#include "srcread.h"
+#include "qjob_impl.h"
+#include "../formats/ctensors_write.h"
 #include "../view/layout.h"
-#include "manifest.h"
+#include "pipeline.h"
 
-#include <dirent.h>
 #include <stdarg.h>
-#include <errno.h>
-#include <fcntl.h>
-#include <limits.h>
 #include <jansson.h>
 #include <math.h>
 #include <pthread.h>
-#include <regex.h>
 #include <stdatomic.h>
 #include <stdio.h>
-#include <sys/stat.h>
-#include <time.h>
-#include <unistd.h>
 
-
-enum { CHUNK_TARGET_BYTES = 4 << 20 };  /* source bytes per task (about 1M f32 values) */
-
-typedef enum { OUT_COPY = 0, OUT_PACK, OUT_FP8 } out_kind;
-
-typedef struct plan_t {
-    int64_t   src;            /* source tensor index                                          */
-    out_kind  kind;
-    tm_qspec  spec;
-    char      reason[200];    /* why copied                                                    */
-    int64_t   rows, cols;
-    int64_t   n_params;       /* scale entries                                                 */
-    int       pndim;
-    int64_t   pshape[TM_MAX_DIMS];
-    int64_t   e_codes, e_scale, e_shape, e_zp, e_copy; /* writer entry indices or -1           */
-    uint64_t  row_bytes;      /* packed bytes per row of codes                                 */
-    int64_t   rows_per_chunk;
-    int64_t   first_task, n_tasks;
-    float    *scale;          /* [n_params]                                                    */
-    int32_t  *zp;             /* [n_params] or NULL (symmetric)                                */
-    double   *param_l2;       /* [n_params] per-param sum of squared LSB error                 */
-    int64_t  *param_n;
-    tm_erracc *chunk_acc;     /* [n_tasks]                                                     */
-    atomic_llong n_degenerate;/* units with a zero range (constant), given the fallback scale */
-    atomic_llong chunks_done; /* the chunk that completes the tensor writes its params, sums its
-                                 statistics and frees the per-param arrays: memory follows the
-                                 tensors in flight, not the model                              */
-    int       params_ready;   /* scale/zp/param arrays allocated (under job_t.alloc_mu)        */
-    tm_errsum summary;        /* filled by finish_plan                                          */
-    char     *module;         /* name without ".weight" (malloc'd)                             */
-} plan_t;
-
-typedef struct job_t {
-    tm_file              *in;
-    const tm_qjob_params *p;
-    plan_t               *plans;
-    int64_t               n_plans;
-    tm_st_writer         *w;
-    int64_t               n_tasks;
-    int64_t              *task_plan;  /* task -> plan index                                     */
-    int64_t              *task_chunk; /* task -> chunk index within its plan                    */
-    uint64_t              total_bytes;
-    atomic_ullong         done_bytes;
-    pthread_mutex_t       prog_mu;
-    pthread_mutex_t       alloc_mu;
-    float               **fbuf;       /* per thread: chunk as float32                           */
-    float               **qbuf;       /* per thread: dequantized chunk                          */
-    uint8_t             **cbuf;       /* per thread: codes one per byte                         */
-    uint8_t             **pbuf;       /* per thread: packed codes                               */
-    int64_t             **ibuf;       /* per thread: param index per element                    */
-    size_t                buf_elems;
-    tm__srcread           src;        /* pread of the sources (srcread.h)                       */
-} job_t;
 
 tm_qjob_params tm_qjob_params_default(void) {
     tm_qjob_params p;
     memset(&p, 0, sizeof p);
     p.spec = tm_qspec_default();
-    p.n_threads = 1;
+    p.n_threads = 0; /* tm_usable_cpus() */
     return p;
-}
-
-/* ---------------------------------------------------------------------------------------- */
-/* plan                                                                                      */
-/* ---------------------------------------------------------------------------------------- */
-
-static int re_match(const char *pattern, const char *s, tm_err *err, int *bad) {
-    regex_t re;
-    if (regcomp(&re, pattern, REG_EXTENDED | REG_NOSUB) != 0) {
-        *bad = 1;
-        tm__err_set(err, TM_E_INVALID_ARG, -1, "invalid regular expression '%s'", pattern);
-        return 0;
-    }
-    int m = regexec(&re, s, 0, NULL, 0) == 0;
-    regfree(&re);
-    return m;
-}
-
-static int is_float_dtype(tm_dtype d) { return d == TM_F32 || d == TM_F16 || d == TM_BF16 || d == TM_F64; }
-
-static int contains(const char *s, const char *sub) { return strstr(s, sub) != NULL; }
-
-static int is_embedding(const char *n) {
-    return contains(n, "embed_tokens") || contains(n, "tok_embeddings") || contains(n, "wte.") ||
-           contains(n, "word_embeddings") || contains(n, "token_embd") || contains(n, ".embed.") ||
-           contains(n, "embeddings.");
-}
-static int is_lm_head(const char *n) {
-    return contains(n, "lm_head") || !strcmp(n, "output.weight") || contains(n, "classifier.weight");
-}
-
-/* Can compressed-tensors hold this scheme at all? TM_E_INVALID_ARG (exit 2) when not. */
-static tm_status check_layout_scheme(const tm_qspec *s, tm_err *err) {
-    const tm_dtype_traits *t = tm_dtype_get(s->code_dtype);
-    switch (s->code_dtype) {
-    case TM_I8: case TM_I4: case TM_F8_E4M3: break;
-    case TM_U8: case TM_U4:
-        return tm__err_set(err, TM_E_INVALID_ARG, -1,
-                           "--type %s: the compressed-tensors layout stores only signed integer codes "
-                           "(it converts to unsigned itself when packing); use int8/int4 --asymmetric",
-                           t ? t->name : "?");
-    case TM_F8_E5M2:
-        return tm__err_set(err, TM_E_INVALID_ARG, -1,
-                           "--type fp8_e5m2: compressed-tensors has no e5m2 weight format (only "
-                           "float8_e4m3fn); use fp8_e4m3");
-    default:
-        return tm__err_set(err, TM_E_INVALID_ARG, -1, "--type %s is not a quantized code type",
-                           t ? t->name : "?");
-    }
-    int fp8 = s->code_dtype == TM_F8_E4M3;
-    switch (s->gran.kind) {
-    case TM_GRAN_TENSOR: break;
-    case TM_GRAN_CHANNEL:
-        if (s->gran.axis < -2 || s->gran.axis > 1)
-            return tm__err_set(err, TM_E_INVALID_ARG, -1,
-                               "--granularity channel:%d: axis %d out of range for a 2-D weight "
-                               "(0 or -2: output channels; 1 or -1: input)", s->gran.axis, s->gran.axis);
-        if (s->gran.axis != 0 && s->gran.axis != -2)
-            return tm__err_set(err, TM_E_INVALID_ARG, -1,
-                               "--granularity channel:%d: compressed-tensors keeps one scale per output "
-                               "channel (axis 0) only", s->gran.axis);
-        break;
-    case TM_GRAN_GROUP:
-        if (fp8)
-            return tm__err_set(err, TM_E_INVALID_ARG, -1,
-                               "fp8 weights in compressed-tensors take tensor, channel or block scales, "
-                               "not groups");
-        if (s->gran.axis < -2 || s->gran.axis > 1)
-            return tm__err_set(err, TM_E_INVALID_ARG, -1,
-                               "--granularity group:%lld:%d: axis %d out of range for a 2-D weight "
-                               "(1 or -1: input dimension)", (long long)s->gran.group_size, s->gran.axis,
-                               s->gran.axis);
-        if (s->gran.axis != 1 && s->gran.axis != -1)
-            return tm__err_set(err, TM_E_INVALID_ARG, -1,
-                               "--granularity group:%lld:%d: compressed-tensors groups run along the "
-                               "input dimension (axis 1) only", (long long)s->gran.group_size, s->gran.axis);
-        break;
-    case TM_GRAN_BLOCK: break;
-    default: return tm__err_set(err, TM_E_INVALID_ARG, -1, "unknown granularity");
-    }
-    if (fp8 && !s->symmetric)
-        return tm__err_set(err, TM_E_INVALID_ARG, -1,
-                           "fp8 codes have no zero point: use --symmetric with fp8_e4m3");
-    if (s->scale_dtype != TM_F32 && s->scale_dtype != TM_F16 && s->scale_dtype != TM_BF16)
-        return tm__err_set(err, TM_E_INVALID_ARG, -1, "--scale-dtype must be f32, f16 or bf16");
-    return TM_OK;
-}
-
-/* After every tensor is decided: when none is quantized, say why (unless allow_empty) instead
-** of writing a copy of the input. A filter that matches nothing is an argument error
-** (TM_E_INVALID_ARG); a group size that divides no weight, or a checkpoint without a
-** quantizable weight, is TM_E_UNSUPPORTED (docs/exit-codes.md). */
-static tm_status check_something_quantized(const job_t *j, tm_err *err) {
-    const tm_qjob_params *p = j->p;
-    int64_t n_group = 0, n_filtered = 0, n_inc_match = 0, n_data = 0;
-    int64_t cols[2] = {-1, -1};
-    for (int64_t i = 0; i < j->n_plans; i++) {
-        const plan_t *pl = &j->plans[i];
-        if (pl->kind != OUT_COPY) return TM_OK;
-        const tm_tensor *t = tm_file_tensor(j->in, pl->src);
-        if (t->role != TM_ROLE_DATA) continue;
-        n_data++;
-        if (!strncmp(pl->reason, "group_size ", 11)) {
-            if (cols[0] < 0) cols[0] = pl->cols;
-            else if (cols[1] < 0 && pl->cols != cols[0]) cols[1] = pl->cols;
-            n_group++;
-        }
-        if (!strncmp(pl->reason, "excluded by --exclude", 21) || !strncmp(pl->reason, "not matched by any --include", 28) ||
-            !strncmp(pl->reason, "ignored by recipe", 17))
-            n_filtered++;
-        int bad = 0;
-        for (int64_t k = 0; k < p->n_include; k++)
-            if (re_match(p->include[k], t->name, err, &bad)) { n_inc_match++; break; }
-    }
-    const char *in_path = tm_file_path(j->in, 0);
-    if (p->n_include > 0 && n_inc_match == 0)
-        return tm__err_set(err, TM_E_INVALID_ARG, -1,
-                           "%s: --include '%s'%s matched no tensor (of %lld); nothing to quantize "
-                           "(--allow-empty writes the unchanged copy anyway)",
-                           in_path, p->include[0], p->n_include > 1 ? " (and the other --include patterns)" : "",
-                           (long long)n_data);
-    if (n_group > 0) {
-        char seen[64] = "";
-        if (cols[1] >= 0) snprintf(seen, sizeof seen, "%lld, %lld, ...", (long long)cols[0], (long long)cols[1]);
-        else snprintf(seen, sizeof seen, "%lld", (long long)cols[0]);
-        return tm__err_set(err, TM_E_UNSUPPORTED, -1,
-                           "%s: group:%lld does not divide the input dimension (columns: %s) of any of its %lld "
-                           "2-D weights, so no tensor was quantized; choose a group size that divides it "
-                           "(--allow-empty writes the unchanged copy anyway)",
-                           in_path, (long long)p->spec.gran.group_size, seen, (long long)n_group);
-    }
-    if (n_filtered > 0)
-        return tm__err_set(err, TM_E_INVALID_ARG, -1,
-                           "%s: --include/--exclude/recipe ignore left no tensor to quantize (%lld filtered out) "
-                           "(--allow-empty writes the unchanged copy anyway)",
-                           in_path, (long long)n_filtered);
-    return tm__err_set(err, TM_E_UNSUPPORTED, -1,
-                       "%s: no tensor can be quantized: none is a 2-D float '.weight' outside embeddings/lm_head "
-                       "(see the reasons with --allow-empty, or --quantize-embeddings)",
-                       in_path);
-}
-
-/* Decide one tensor. Returns TM_OK, or an error for --strict / bad regex. */
-static tm_status decide(job_t *j, plan_t *pl, tm_err *err) {
-    const tm_qjob_params *p = j->p;
-    const tm_tensor *t = tm_file_tensor(j->in, pl->src);
-    pl->kind = OUT_COPY;
-    pl->spec = p->spec;
-    int bad = 0;
-    if (t->role != TM_ROLE_DATA) {
-        snprintf(pl->reason, sizeof pl->reason, "%s of %s, copied with it",
-                 t->role == TM_ROLE_SCALE ? "scale" : t->role == TM_ROLE_ZERO_POINT ? "zero point" : "metadata",
-                 tm_file_tensor(j->in, t->owner) ? tm_file_tensor(j->in, t->owner)->name : "?");
-        return TM_OK;
-    }
-    if (t->quant) { snprintf(pl->reason, sizeof pl->reason, "already quantized"); return TM_OK; }
-    if (!is_float_dtype(t->dtype)) {
-        snprintf(pl->reason, sizeof pl->reason, "dtype %s is not a float dtype", tm_dtype_get(t->dtype)->name);
-        return TM_OK;
-    }
-    for (int64_t k = 0; k < p->n_exclude; k++) {
-        if (re_match(p->exclude[k], t->name, err, &bad)) {
-            snprintf(pl->reason, sizeof pl->reason, "excluded by --exclude '%s'", p->exclude[k]);
-            return TM_OK;
-        }
-        if (bad) return TM_E_INVALID_ARG;
-    }
-    if (p->n_include > 0) {
-        int any = 0;
-        for (int64_t k = 0; k < p->n_include && !any; k++) {
-            any = re_match(p->include[k], t->name, err, &bad);
-            if (bad) return TM_E_INVALID_ARG;
-        }
-        if (!any) { snprintf(pl->reason, sizeof pl->reason, "not matched by any --include"); return TM_OK; }
-    }
-    int targeted = 0;
-    for (int64_t k = 0; k < p->n_rules; k++) {
-        const tm_qrule *r = &p->rules[k];
-        int m = re_match(r->pattern, t->name, err, &bad);
-        if (bad) return TM_E_INVALID_ARG;
-        if (!m) continue;
-        if (r->ignore) {
-            snprintf(pl->reason, sizeof pl->reason, "ignored by recipe pattern '%s'", r->pattern);
-            return TM_OK;
-        }
-        if (r->has_spec) pl->spec = r->spec;
-        targeted = 1;
-        break;
-    }
-    if (t->ndim == 1) { snprintf(pl->reason, sizeof pl->reason, "1-D tensor (norm or bias)"); return TM_OK; }
-    if (t->ndim != 2) {
-        snprintf(pl->reason, sizeof pl->reason, "%d-D tensor (only 2-D Linear weights are quantized)", t->ndim);
-        return TM_OK;
-    }
-    if (!targeted && !p->quantize_embeddings) {
-        if (is_embedding(t->name)) { snprintf(pl->reason, sizeof pl->reason, "embedding (kept dense by default)"); return TM_OK; }
-        if (is_lm_head(t->name)) { snprintf(pl->reason, sizeof pl->reason, "lm_head (kept dense by default)"); return TM_OK; }
-    }
-    if (!tm__ends_with(t->name, ".weight")) {
-        snprintf(pl->reason, sizeof pl->reason, "not a '.weight' tensor");
-        return TM_OK;
-    }
-    tm_status s = check_layout_scheme(&pl->spec, err);
-    if (s) return s;
-    pl->rows = t->shape[0];
-    pl->cols = t->shape[1];
-    if (pl->rows == 0 || pl->cols == 0) {
-        snprintf(pl->reason, sizeof pl->reason, "empty tensor");
-        return TM_OK;
-    }
-    if (pl->spec.gran.kind == TM_GRAN_GROUP && pl->cols % pl->spec.gran.group_size != 0) {
-        snprintf(pl->reason, sizeof pl->reason,
-                 "group_size %lld does not divide its %lld columns (compressed-tensors has no ragged groups)",
-                 (long long)pl->spec.gran.group_size, (long long)pl->cols);
-        if (p->strict)
-            return tm__err_set(err, TM_E_UNSUPPORTED, -1, "--strict: tensor '%s': %s", t->name, pl->reason);
-        return TM_OK;
-    }
-    /* one group per row is per-channel: compressed-tensors infers the strategy from the scale's
-    ** shape ([rows, 1] = channel), so say so in the config too */
-    if (pl->spec.gran.kind == TM_GRAN_GROUP && pl->spec.gran.group_size >= pl->cols) {
-        pl->spec.gran.kind = TM_GRAN_CHANNEL;
-        pl->spec.gran.axis = 0;
-    }
-    /* normalise axes to the 2-D convention */
-    if (pl->spec.gran.kind == TM_GRAN_CHANNEL) pl->spec.gran.axis = 0;
-    if (pl->spec.gran.kind == TM_GRAN_GROUP) pl->spec.gran.axis = 1;
-    pl->kind = pl->spec.code_dtype == TM_F8_E4M3 ? OUT_FP8 : OUT_PACK;
-    s = tm_qgran_param_shape(&pl->spec.gran, t->ndim, t->shape, &pl->pndim, pl->pshape, &pl->n_params, err);
-    if (s) { tm__err_prefix(err, "tensor '%s'", t->name); return s; }
-    pl->module = tm__strndup(t->name, strlen(t->name) - strlen(".weight"));
-    if (!pl->module) return tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
-    return TM_OK;
 }
 
 /* ---------------------------------------------------------------------------------------- */
@@ -629,6 +337,7 @@ static tm_status run_task_inner(void *vctx, int64_t task, int thread, tm_err *er
     ** non-finite values unless they are allowed: the quantizer need not scan for them again */
     qp.allow_nonfinite = 1;
     tm_erracc *acc = &pl->chunk_acc[chunk];
+    acc->kernels = pl->spec.kernels;
     if (gk != TM_GRAN_TENSOR) {
         /* row-local units: this chunk owns its params, so it may accumulate into them */
         acc->n_params = pl->n_params;
@@ -763,28 +472,6 @@ static tm_status write_params(job_t *j, plan_t *pl, tm_err *err) {
     return s;
 }
 
-static const char *observer_name(const tm_observer *o, char *buf, size_t n) {
-    switch (o->kind) {
-    case TM_OBS_MINMAX: return "minmax";
-    case TM_OBS_EMA_MINMAX: return "ema_minmax";
-    case TM_OBS_HISTOGRAM: return "histogram";
-    case TM_OBS_PERCENTILE: snprintf(buf, n, "percentile:%g", o->percentile); return buf;
-    case TM_OBS_MSE: return "mse";
-    case TM_OBS_ENTROPY: return "entropy";
-    default: return "?";
-    }
-}
-
-static const char *gran_strategy(tm_granularity g) {
-    switch (g) {
-    case TM_GRAN_TENSOR: return "tensor";
-    case TM_GRAN_CHANNEL: return "channel";
-    case TM_GRAN_GROUP: return "group";
-    case TM_GRAN_BLOCK: return "block";
-    default: return "?";
-    }
-}
-
 /* QuantizationArgs of compressed-tensors for one scheme (every key the library knows). */
 static json_t *ct_weights_args(const tm_qspec *s, tm_dtype weight_dtype) {
     json_t *w = json_object();
@@ -793,7 +480,7 @@ static json_t *ct_weights_args(const tm_qspec *s, tm_dtype weight_dtype) {
     json_object_set_new(w, "type", json_string(fp8 ? "float" : "int"));
     json_object_set_new(w, "symmetric", json_boolean(s->symmetric));
     json_object_set_new(w, "group_size", s->gran.kind == TM_GRAN_GROUP ? json_integer(s->gran.group_size) : json_null());
-    json_object_set_new(w, "strategy", json_string(gran_strategy(s->gran.kind)));
+    json_object_set_new(w, "strategy", json_string(tm_granularity_kind_name(s->gran.kind)));
     json_object_set_new(w, "block_structure", json_null());
     if (s->gran.kind == TM_GRAN_BLOCK) {
         json_t *b = json_array();
@@ -808,16 +495,11 @@ static json_t *ct_weights_args(const tm_qspec *s, tm_dtype weight_dtype) {
                         : json_string(s->scale_dtype == TM_F16 ? "torch.float16"
                                       : s->scale_dtype == TM_BF16 ? "torch.bfloat16" : "torch.float32"));
     json_object_set_new(w, "zp_dtype", s->symmetric ? json_null() : json_string("torch.int8"));
-    char ob[48];
-    json_object_set_new(w, "observer", json_string(observer_name(&s->observer, ob, sizeof ob)));
+    char ob[96];
+    tm_observer_name(&s->observer, ob, sizeof ob);
+    json_object_set_new(w, "observer", json_string(ob));
     json_object_set_new(w, "observer_kwargs", json_object());
     return w;
-}
-
-static int same_scheme(const tm_qspec *a, const tm_qspec *b) {
-    return a->code_dtype == b->code_dtype && a->symmetric == b->symmetric &&
-           a->gran.kind == b->gran.kind && a->gran.group_size == b->gran.group_size &&
-           a->gran.block_h == b->gran.block_h && a->gran.block_w == b->gran.block_w;
 }
 
 static json_t *build_quant_config(job_t *j) {
@@ -829,7 +511,7 @@ static json_t *build_quant_config(job_t *j) {
     for (int64_t i = 0; rep && i < j->n_plans; i++) {
         if (j->plans[i].kind == OUT_COPY) continue;
         int found = 0;
-        for (int64_t g = 0; g < n_groups && !found; g++) found = same_scheme(&j->plans[rep[g]].spec, &j->plans[i].spec);
+        for (int64_t g = 0; g < n_groups && !found; g++) found = tm__qjob_same_scheme(&j->plans[rep[g]].spec, &j->plans[i].spec);
         if (!found) rep[n_groups++] = i;
     }
     const char *top_format = NULL;
@@ -843,13 +525,13 @@ static json_t *build_quant_config(job_t *j) {
         json_t *targets = json_array();
         int only_linear = 1;
         for (int64_t i = 0; i < j->n_plans; i++)
-            if (j->plans[i].kind != OUT_COPY && (is_embedding(j->plans[i].module) || is_embedding(tm_file_tensor(j->in, j->plans[i].src)->name)))
+            if (j->plans[i].kind != OUT_COPY && (tm__qjob_is_embedding(j->plans[i].module) || tm__qjob_is_embedding(tm_file_tensor(j->in, j->plans[i].src)->name)))
                 only_linear = 0;
         if (n_groups == 1 && only_linear) {
             json_array_append_new(targets, json_string("Linear"));
         } else { /* exact module names: also covers embeddings, which "Linear" would not */
             for (int64_t i = 0; i < j->n_plans; i++)
-                if (j->plans[i].kind != OUT_COPY && same_scheme(&j->plans[i].spec, &r->spec))
+                if (j->plans[i].kind != OUT_COPY && tm__qjob_same_scheme(&j->plans[i].spec, &r->spec))
                     json_array_append_new(targets, json_string(j->plans[i].module));
         }
         json_object_set_new(grp, "targets", targets);
@@ -868,7 +550,7 @@ static json_t *build_quant_config(job_t *j) {
         const tm_tensor *t = tm_file_tensor(j->in, pl->src);
         if (pl->kind != OUT_COPY || t->role != TM_ROLE_DATA || t->ndim != 2 || !tm__ends_with(t->name, ".weight"))
             continue;
-        if (is_embedding(t->name)) continue; /* not a Linear module */
+        if (tm__qjob_is_embedding(t->name)) continue; /* not a Linear module */
         char *mod = tm__strndup(t->name, strlen(t->name) - strlen(".weight"));
         if (mod) json_array_append_new(ignore, json_string(mod));
         free(mod);
@@ -911,9 +593,10 @@ static json_t *num(double v) { return tm__manifest_num(v); }
 
 static json_t *spec_json(const tm_qspec *s) {
     json_t *o = json_object();
-    char ob[48];
+    char ob[96];
+    tm_observer_name(&s->observer, ob, sizeof ob);
     json_object_set_new(o, "type", json_string(tm_dtype_get(s->code_dtype)->name));
-    json_object_set_new(o, "granularity", json_string(gran_strategy(s->gran.kind)));
+    json_object_set_new(o, "granularity", json_string(tm_granularity_kind_name(s->gran.kind)));
     if (s->gran.kind == TM_GRAN_CHANNEL || s->gran.kind == TM_GRAN_GROUP) /* 2-D weights: -2 -> 0, -1 -> 1 */
         json_object_set_new(o, "axis", json_integer(s->gran.axis < 0 ? s->gran.axis + 2 : s->gran.axis));
     if (s->gran.kind == TM_GRAN_GROUP) json_object_set_new(o, "group_size", json_integer(s->gran.group_size));
@@ -924,7 +607,7 @@ static json_t *spec_json(const tm_qspec *s) {
         json_object_set_new(o, "block", b);
     }
     json_object_set_new(o, "symmetric", json_boolean(s->symmetric));
-    json_object_set_new(o, "observer", json_string(observer_name(&s->observer, ob, sizeof ob)));
+    json_object_set_new(o, "observer", json_string(ob));
     json_object_set_new(o, "convention", json_string(s->convention == TM_CONV_TORCH ? "torch" : "onnx"));
     json_object_set_new(o, "scale_dtype", json_string(tm_dtype_get(s->scale_dtype)->name));
     json_object_set_new(o, "allow_nonfinite", json_boolean(s->allow_nonfinite));
@@ -947,21 +630,6 @@ json_t *tm__errsum_json(const tm_errsum *e) {
     return o;
 }
 
-
-typedef struct hash_job {
-    tm_file *in;
-    char   (*hex)[65];
-    tm_status status;
-    tm_err    err;
-} hash_job;
-
-static void *hash_sources(void *p) {
-    hash_job *h = p;
-    h->status = TM_OK;
-    for (int i = 0; i < tm_file_n_paths(h->in) && !h->status; i++)
-        h->status = tm_sha256_file(tm_file_path(h->in, i), h->hex[i], NULL, &h->err);
-    return NULL;
-}
 
 /* ---------------------------------------------------------------------------------------- */
 
@@ -1000,156 +668,11 @@ void tm_qjob_result_free(tm_qjob_result *r) {
     free(r);
 }
 
-static void add_warning(tm_qjob_result *r, const char *fmt, ...) TM_PRINTF(2, 3);
-static void add_warning(tm_qjob_result *r, const char *fmt, ...) {
-    char buf[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf, sizeof buf, fmt, ap);
-    va_end(ap);
-    char **w = realloc(r->warnings, (size_t)(r->n_warnings + 1) * sizeof *w);
-    if (!w) return;
-    r->warnings = w;
-    if ((w[r->n_warnings] = tm__strdup(buf)) != NULL) r->n_warnings++;
-}
-
-/* Runtime notes (../shared/formats/compressed-tensors.md §7, marked "verify" there): vLLM's
-** weight-only integer kernels take channel or group scales; vLLM fuses q/k/v and gate/up and
-** needs one scheme (or all ignored) across a fused layer's shards. */
-static void runtime_warnings(const job_t *j, tm_qjob_result *r) {
-    int block_int = 0;
-    for (int64_t i = 0; i < j->n_plans; i++)
-        if (j->plans[i].kind == OUT_PACK && j->plans[i].spec.gran.kind == TM_GRAN_BLOCK) block_int = 1;
-    if (block_int)
-        add_warning(r, "int codes with block scales: compressed-tensors decodes them, but vLLM's "
-                       "weight-only int kernels take channel or group scales only");
-    static const char *const fused[][3] = {{"q_proj", "k_proj", "v_proj"}, {"gate_proj", "up_proj", NULL}};
-    for (int64_t i = 0; i < j->n_plans; i++) {
-        const char *name = tm_file_tensor(j->in, j->plans[i].src)->name;
-        for (size_t f = 0; f < 2; f++) {
-            const char *first = strstr(name, fused[f][0]);
-            if (!first || !tm__ends_with(name, ".weight")) continue;
-            size_t pre = (size_t)(first - name);
-            for (int k = 1; k < 3 && fused[f][k]; k++) {
-                char *other = tm__aprintf("%.*s%s%s", (int)pre, name, fused[f][k], first + strlen(fused[f][0]));
-                int64_t oi = other ? tm_file_find(j->in, other) : -1;
-                if (oi >= 0 && oi < j->n_plans) {
-                    const plan_t *a = &j->plans[i], *b = &j->plans[oi];
-                    int differ = (a->kind == OUT_COPY) != (b->kind == OUT_COPY) ||
-                                 (a->kind != OUT_COPY && !same_scheme(&a->spec, &b->spec));
-                    if (differ)
-                        add_warning(r, "%s and %s are fused by vLLM but get different schemes", name, other);
-                }
-                free(other);
-            }
-        }
-    }
-}
-
-/* The files a Hugging Face checkpoint directory carries beside its weights, which a runtime
-** loading the quantized directory needs just the same. Copied when present beside the input. */
-static const char *const side_files[] = {
-    "generation_config.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
-    "tokenizer.model", "vocab.json", "vocab.txt", "merges.txt", "added_tokens.json",
-    "chat_template.jinja", "chat_template.json", "preprocessor_config.json", NULL};
-
-static tm_status copy_side_files(const tm_file *in, const char *dir, tm_err *err) {
-    if (tm_file_n_paths(in) < 1) return TM_OK;
-    char *src_dir = tm__dirname(tm_file_path(in, 0));
-    if (!src_dir) return tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
-    tm_status s = TM_OK;
-    for (int k = 0; side_files[k] && !s; k++) {
-        char *from = tm__aprintf("%s/%s", src_dir, side_files[k]);
-        char *to = tm__aprintf("%s/%s", dir, side_files[k]);
-        struct stat st;
-        if (from && to && stat(from, &st) == 0 && S_ISREG(st.st_mode) && st.st_size < (64 << 20)) {
-            FILE *fp = fopen(from, "rb");
-            char *buf = malloc((size_t)st.st_size + 1);
-            size_t got = (fp && buf) ? fread(buf, 1, (size_t)st.st_size, fp) : 0;
-            if (fp) fclose(fp);
-            if (!buf || got != (size_t)st.st_size) s = tm__err_sys(err, errno ? errno : EIO, "%s: cannot read", from);
-            else s = tm__write_file_atomic(to, buf, got, err);
-            free(buf);
-        }
-        free(from);
-        free(to);
-    }
-    free(src_dir);
-    return s;
-}
-
-/* Absolute, normalised form of a path whose last component may not exist yet. */
-static char *abs_path(const char *path) {
-    char *r = realpath(path, NULL);
-    if (r) return r;
-    char *dir = tm__dirname(path);
-    if (!dir) return NULL;
-    char *rd = realpath(dir, NULL);
-    free(dir);
-    if (!rd) return NULL;
-    const char *base = strrchr(path, '/');
-    base = base ? base + 1 : path;
-    char *full = tm__aprintf("%s/%s", strcmp(rd, "/") ? rd : "", base);
-    free(rd);
-    return full;
-}
-
-static int path_within(const char *inner, const char *outer) {
-    size_t n = strlen(outer);
-    return strncmp(inner, outer, n) == 0 && (inner[n] == '/' || inner[n] == '\0');
-}
-
-/* Nothing is lost: OUT may be a new path, an empty directory, or (with force) a previous
-** tensormorph output; never a directory that holds the input or anything else. Checked before
-** any work is done. */
-static tm_status check_output_dir(const tm_file *in, const char *out_dir, int force, tm_err *err) {
-    if (!out_dir || !*out_dir) return tm__err_set(err, TM_E_INVALID_ARG, -1, "empty output path");
-    char *oabs = abs_path(out_dir);
-    if (!oabs) return tm__err_sys(err, errno, "%s: cannot resolve the output path", out_dir);
-    tm_status s = TM_OK;
-    for (int i = 0; !s && i < tm_file_n_paths(in); i++) {
-        char *iabs = realpath(tm_file_path(in, i), NULL);
-        if (iabs && path_within(iabs, oabs))
-            s = tm__err_set(err, TM_E_INVALID_ARG, -1,
-                            "-o %s would replace a directory that holds the input %s; choose another "
-                            "output path", out_dir, tm_file_path(in, i));
-        free(iabs);
-    }
-    struct stat st;
-    if (!s && stat(out_dir, &st) == 0) {
-        if (!S_ISDIR(st.st_mode)) {
-            s = tm__err_set(err, TM_E_INVALID_ARG, -1, "-o %s exists and is not a directory", out_dir);
-        } else {
-            DIR *d = opendir(out_dir);
-            int n_entries = 0, has_manifest = 0;
-            struct dirent *de;
-            while (d && (de = readdir(d)) != NULL) {
-                if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..")) continue;
-                n_entries++;
-                if (!strcmp(de->d_name, "tensormorph-manifest.json")) has_manifest = 1;
-            }
-            if (d) closedir(d);
-            if (n_entries > 0 && !(has_manifest && force))
-                s = tm__err_set(err, TM_E_INVALID_ARG, -1,
-                                has_manifest ? "-o %s holds a previous tensormorph output; add --force to replace it"
-                                             : "-o %s exists and is not empty; tensormorph never replaces a "
-                                               "directory it did not write (choose another path)",
-                                out_dir);
-        }
-    }
-    free(oabs);
-    return s;
-}
-
-tm_status tm_quantize_checkpoint(tm_file *in, const char *out_dir, const tm_qjob_params *p,
-                                 tm_qjob_result **out, tm_err *err) {
-    *out = NULL;
-    tm_qjob_params defp = tm_qjob_params_default();
-    if (!p) p = &defp;
-    struct timespec t0;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    time_t wall0 = time(NULL);
-    int nt = p->n_threads > 0 ? p->n_threads : 1;
+/* The job inside the pipeline: pp has checked and locked OUT and staged pp->stage. */
+static tm_status quantize_into(tm__pipe *pp, tm_file *in, const tm_qjob_params *p, tm_qjob_result **out,
+                               tm_err *err) {
+    const char *out_dir = pp->out;
+    int nt = pp->threads;
     job_t j;
     memset(&j, 0, sizeof j);
     j.in = in;
@@ -1157,100 +680,15 @@ tm_status tm_quantize_checkpoint(tm_file *in, const char *out_dir, const tm_qjob
     pthread_mutex_init(&j.prog_mu, NULL);
     pthread_mutex_init(&j.alloc_mu, NULL);
     atomic_init(&j.done_bytes, 0);
-    tm_status s = check_output_dir(in, out_dir, p->force, err);
-    if (!s) s = check_layout_scheme(&p->spec, err);
-    for (int64_t k = 0; !s && k < p->n_rules; k++)
-        if (p->rules[k].has_spec && !p->rules[k].ignore) {
-            s = check_layout_scheme(&p->rules[k].spec, err);
-            if (s) tm__err_prefix(err, "recipe target '%s'", p->rules[k].pattern);
-        }
-    if (s) return s;
-
-    /* ---- plan ---- */
-    int64_t n = tm_file_n_tensors(in);
-    for (int64_t i = 0; !s && i < n; i++)
-        if (tm_file_tensor(in, i)->quant)
-            s = tm__err_set(err, TM_E_UNSUPPORTED, -1,
-                            "%s is already quantized (e.g. '%s'); quantize its full-precision source "
-                            "instead (re-quantizing codes would compound the error)",
-                            tm_file_path(in, 0), tm_file_tensor(in, i)->name);
-    if (s) return s;
-    j.plans = tm__calloc((size_t)(n ? n : 1), sizeof(plan_t));
-    if (!j.plans) return tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
-    j.n_plans = n;
-    int64_t n_entries = 0;
-    for (int64_t i = 0; i < n && !s; i++) {
-        plan_t *pl = &j.plans[i];
-        pl->src = i;
-        pl->e_codes = pl->e_scale = pl->e_shape = pl->e_zp = pl->e_copy = -1;
-        s = decide(&j, pl, err);
-        n_entries += pl->kind == OUT_COPY ? 1 : 4;
-    }
-    if (!s && !p->allow_empty) s = check_something_quantized(&j, err);
-    tm_st_entry *entries = s ? NULL : tm__calloc((size_t)(n_entries ? n_entries : 1), sizeof(tm_st_entry));
-    char **names = s ? NULL : tm__calloc((size_t)(n_entries ? n_entries : 1), sizeof(char *));
-    if (!s && (!entries || !names)) s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
-    int64_t ne = 0;
-    for (int64_t i = 0; i < n && !s; i++) {
-        plan_t *pl = &j.plans[i];
-        const tm_tensor *t = tm_file_tensor(in, i);
-        if (pl->kind == OUT_COPY) {
-            tm_st_entry *e = &entries[ne];
-            e->name = t->phys_name;
-            e->dtype = t->phys_dtype;
-            e->ndim = t->phys_ndim;
-            memcpy(e->shape, t->phys_shape, sizeof e->shape);
-            pl->e_copy = ne++;
-            j.total_bytes += t->n_bytes;
-            continue;
-        }
-        int bits = tm_dtype_get(pl->spec.code_dtype)->bits;
-        /* codes */
-        tm_st_entry *e = &entries[ne];
-        if (pl->kind == OUT_FP8) {
-            names[ne] = tm__aprintf("%s.weight", pl->module);
-            e->dtype = TM_F8_E4M3;
-            e->ndim = 2; e->shape[0] = pl->rows; e->shape[1] = pl->cols;
-            pl->row_bytes = (uint64_t)pl->cols;
-        } else {
-            names[ne] = tm__aprintf("%s.weight_packed", pl->module);
-            int64_t words = (pl->cols * bits + 31) / 32;
-            e->dtype = TM_I32;
-            e->ndim = 2; e->shape[0] = pl->rows; e->shape[1] = words;
-            pl->row_bytes = (uint64_t)words * 4;
-        }
-        e->name = names[ne];
-        pl->e_codes = ne++;
-        /* scale: tensor [1], channel [rows, 1], group [rows, ngroups], block [nbr, nbc] */
-        e = &entries[ne];
-        names[ne] = tm__aprintf("%s.weight_scale", pl->module);
-        e->name = names[ne];
-        e->dtype = pl->spec.scale_dtype;
-        if (pl->spec.gran.kind == TM_GRAN_TENSOR) { e->ndim = 1; e->shape[0] = 1; }
-        else if (pl->spec.gran.kind == TM_GRAN_CHANNEL) { e->ndim = 2; e->shape[0] = pl->rows; e->shape[1] = 1; }
-        else { e->ndim = 2; e->shape[0] = pl->pshape[0]; e->shape[1] = pl->pshape[1]; }
-        pl->e_scale = ne++;
-        if (pl->kind == OUT_PACK) {
-            e = &entries[ne];
-            names[ne] = tm__aprintf("%s.weight_shape", pl->module);
-            e->name = names[ne];
-            e->dtype = TM_I64; e->ndim = 1; e->shape[0] = 2;
-            pl->e_shape = ne++;
-        }
-        if (!pl->spec.symmetric) {
-            e = &entries[ne];
-            names[ne] = tm__aprintf("%s.weight_zero_point", pl->module);
-            e->name = names[ne];
-            if (pl->spec.gran.kind == TM_GRAN_TENSOR) { e->dtype = TM_I8; e->ndim = 1; e->shape[0] = 1; }
-            else {
-                int64_t ng = pl->pndim >= 2 ? pl->pshape[1] : 1, prow = pl->n_params / ng;
-                e->dtype = TM_I32; e->ndim = 2; e->shape[0] = (prow * bits + 31) / 32; e->shape[1] = ng;
-            }
-            pl->e_zp = ne++;
-        }
-        for (int64_t k = pl->e_codes; k < ne; k++)
-            if (!names[k]) s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
-        j.total_bytes += t->n_bytes;
+    int64_t n = tm_file_n_tensors(in), n_entries = 0, ne = 0;
+    tm_st_entry *entries = NULL;
+    char **names = NULL;
+    tm_status s = tm__qjob_plan(&j, &entries, &names, &n_entries, &ne, err);
+    if (s && !entries) {
+        free_plans(&j);
+        pthread_mutex_destroy(&j.prog_mu);
+        pthread_mutex_destroy(&j.alloc_mu);
+        return s;
     }
     /* tasks */
     size_t max_chunk_elems = 1;
@@ -1310,23 +748,10 @@ tm_status tm_quantize_checkpoint(tm_file *in, const char *out_dir, const tm_qjob
         }
     }
 
-    /* ---- output directory, built beside the target and renamed at the end ---- */
-    char *tmpdir = NULL, *stpath = NULL;
-    struct stat st;
-    if (!s && stat(out_dir, &st) == 0) {
-        if (!S_ISDIR(st.st_mode))
-            s = tm__err_set(err, TM_E_INVALID_ARG, -1, "%s exists and is not a directory", out_dir);
-    }
+    /* ---- output: built in pp->stage beside the target, renamed at the end (pipeline.c) ---- */
+    char *stpath = NULL;
     if (!s) {
-        tmpdir = tm__aprintf("%s.tmp.%ld", out_dir, (long)getpid());
-        if (!tmpdir) s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
-        else {
-            tm__rm_rf(tmpdir);
-            if (mkdir(tmpdir, 0755) != 0) s = tm__err_sys(err, errno, "%s: cannot create directory", tmpdir);
-        }
-    }
-    if (!s) {
-        stpath = tm__aprintf("%s/model.safetensors", tmpdir);
+        stpath = tm__aprintf("%s/model.safetensors", pp->stage);
         const char *mk[] = {"format", "quantized_by"};
         const char *mv[] = {"pt", "tensormorph " TM_VERSION_STRING};
         tm_st_write_params wp;
@@ -1339,31 +764,18 @@ tm_status tm_quantize_checkpoint(tm_file *in, const char *out_dir, const tm_qjob
                    : tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
     }
     /* hash the sources in a thread beside the work */
-    hash_job hj;
-    memset(&hj, 0, sizeof hj);
-    pthread_t hth;
-    int hashing = 0;
-    int nsrc = tm_file_n_paths(in);
-    hj.hex = tm__calloc((size_t)nsrc + 1, sizeof *hj.hex);
-    if (!s && !hj.hex) s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
-    if (!s && !p->no_checksums) {
-        hj.in = in;
-        if (pthread_create(&hth, NULL, hash_sources, &hj) == 0) hashing = 1;
-        else hash_sources(&hj);
-    }
+    if (!s) s = tm__pipe_hash_start(pp, p->no_checksums, err);
 
     /* ---- run ---- */
     for (int64_t i = 0; i < n && !s; i++)
         if (j.plans[i].kind != OUT_COPY && j.plans[i].spec.gran.kind == TM_GRAN_TENSOR)
             s = observe_whole(&j, &j.plans[i], err);
     if (!s) s = tm__parallel_for(j.n_tasks, nt, run_task, &j, p->cancel, err);
-    if (hashing) {
-        pthread_join(hth, NULL);
-        if (!s && hj.status) { s = hj.status; *err = hj.err; }
-    }
+    if (!s) s = tm__pipe_hash_wait(pp, err);
     if (!s) s = tm_st_writer_finish(j.w, err);
-    if (!s) s = write_config(&j, tmpdir, err);
-    if (!s) s = copy_side_files(in, tmpdir, err);
+    if (!s) s = tm__pipe_phase(pp, "fsync", err);
+    if (!s) s = write_config(&j, pp->stage, err);
+    if (!s) s = tm__ct_copy_side_files(in, pp->stage, err);
 
     /* ---- results and manifest ---- */
     tm_qjob_result *res = NULL;
@@ -1387,6 +799,7 @@ tm_status tm_quantize_checkpoint(tm_file *in, const char *out_dir, const tm_qjob
         res->src_bytes += t->n_bytes;
         if (pl->kind == OUT_COPY) {
             snprintf(rt->reason, sizeof rt->reason, "%s", pl->reason);
+            rt->kept_by_choice = tm__qjob_filtered_by_option(pl->reason) || !strncmp(pl->reason, "group_size ", 11);
             continue;
         }
         rt->quantized = 1;
@@ -1424,16 +837,17 @@ tm_status tm_quantize_checkpoint(tm_file *in, const char *out_dir, const tm_qjob
                 }
     }
     if (!s) {
-        struct timespec t1;
-        clock_gettime(CLOCK_MONOTONIC, &t1);
-        res->seconds = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
-        man = tm__manifest_new(p->command_line, p->no_checksums, in, hj.hex);
+        res->seconds = tm__pipe_seconds(pp);
+        man = tm__pipe_manifest_new(pp, p->command_line, p->no_checksums, nt);
         if (!man) s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
     }
     if (!s) {
         json_t *recipe = json_object();
+        json_object_set_new(recipe, "format", json_string("compressed-tensors"));
         json_object_set_new(recipe, "default", spec_json(&p->spec));
         json_object_set_new(recipe, "quantize_embeddings", json_boolean(p->quantize_embeddings));
+        json_object_set_new(recipe, "strict", json_boolean(p->strict));
+        json_object_set_new(recipe, "max_shard_bytes", json_integer((json_int_t)p->max_shard_bytes));
         json_t *inc = json_array(), *exc = json_array(), *rules = json_array();
         for (int64_t k = 0; k < p->n_include; k++) json_array_append_new(inc, json_string(p->include[k]));
         for (int64_t k = 0; k < p->n_exclude; k++) json_array_append_new(exc, json_string(p->exclude[k]));
@@ -1475,11 +889,10 @@ tm_status tm_quantize_checkpoint(tm_file *in, const char *out_dir, const tm_qjob
         const char **ofiles = tm__calloc((size_t)tm_st_writer_n_files(j.w) + 1, sizeof *ofiles);
         if (!ofiles) s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
         for (int f = 0; ofiles && f < tm_st_writer_n_files(j.w); f++) ofiles[f] = tm_st_writer_file(j.w, f);
-        if (!s) s = tm__manifest_add_output(man, out_dir, "compressed-tensors", ofiles,
-                                            tm_st_writer_n_files(j.w), p->no_checksums,
-                                            &res->out_bytes, err);
+        if (!s) s = tm__pipe_add_output(pp, man, "compressed-tensors", ofiles, tm_st_writer_n_files(j.w),
+                                        p->no_checksums, &res->out_bytes, err);
         free(ofiles);
-        runtime_warnings(&j, res);
+        tm__qjob_runtime_warnings(&j, res);
         json_t *wa = json_array();
         for (int64_t k = 0; k < res->n_warnings; k++) json_array_append_new(wa, json_string(res->warnings[k]));
         json_object_set_new(man, "warnings", wa);
@@ -1488,42 +901,17 @@ tm_status tm_quantize_checkpoint(tm_file *in, const char *out_dir, const tm_qjob
         json_t *sum = tm__manifest_results_new(res->n, res->n_quantized);
         json_object_set_new(sum, "n_flagged", json_integer(qr.n_flagged));
         json_object_set_new(sum, "median_sqnr_db", num(qr.median_sqnr_db));
-        char *mp = tm__aprintf("%s/tensormorph-manifest.json", tmpdir);
-        s = tm__manifest_finish(man, sum, res->src_bytes, res->out_bytes, wall0, res->seconds, mp,
-                                &res->manifest_json, err);
-        free(mp);
+        s = tm__pipe_finish(pp, man, sum, res->src_bytes, res->out_bytes, res->seconds, &res->manifest_json, err);
     }
     json_decref(man);
     free(qr.entries);
-    /* ---- rename the directory into place ---- */
-    if (!s) {
-        char *old = NULL;
-        if (stat(out_dir, &st) == 0) {
-            old = tm__aprintf("%s.old.%ld", out_dir, (long)getpid());
-            if (!old || rename(out_dir, old) != 0) s = tm__err_sys(err, errno, "%s: cannot move the existing output aside", out_dir);
-        }
-        if (!s && rename(tmpdir, out_dir) != 0) {
-            s = tm__err_sys(err, errno, "%s: cannot rename into place", out_dir);
-            if (old) rename(old, out_dir);
-        }
-        if (!s && old) tm__rm_rf(old);
-        free(old);
-        if (!s) {
-            char *parent = tm__dirname(out_dir);
-            if (parent) { tm__fsync_dir(parent, NULL); free(parent); }
-        }
-    }
     if (s) {
-        if (j.w) { tm_st_writer_free(j.w); j.w = NULL; }
-        if (tmpdir) tm__rm_rf(tmpdir);
         tm_qjob_result_free(res);
         res = NULL;
     } else {
         res->out_path = tm__strdup(out_dir);
     }
     tm_st_writer_free(j.w);
-    free(hj.hex);
-    free(tmpdir);
     free(stpath);
     for (int64_t k = 0; names && k < n_entries; k++) free(names[k]);
     free(names);
@@ -1533,5 +921,18 @@ tm_status tm_quantize_checkpoint(tm_file *in, const char *out_dir, const tm_qjob
     pthread_mutex_destroy(&j.prog_mu);
     pthread_mutex_destroy(&j.alloc_mu);
     *out = res;
+    return s;
+}
+
+tm_status tm_quantize_checkpoint(tm_file *in, const char *out_dir, const tm_qjob_params *p,
+                                 tm_qjob_result **out, tm_err *err) {
+    *out = NULL;
+    tm_qjob_params defp = tm_qjob_params_default();
+    if (!p) p = &defp;
+    tm__pipe pp;
+    tm_status s = tm__pipe_begin(&pp, in, out_dir, TM__PIPE_DIR, "a compressed-tensors output", p->force,
+                                 p->n_threads, p->cancel, err);
+    if (!s) s = quantize_into(&pp, in, p, out, err);
+    tm__pipe_end(&pp);
     return s;
 }

@@ -9,7 +9,7 @@
 ** Each decoder fills y[0..block) and, when dt is non-NULL, the per-value code and the
 ** per-sub-block scale / zero point / min the Scalar Inspector shows (docs/formats.md "GGUF"). */
 #include "../core/core.h"
-#include "ggml_iq.h"
+#include "ggml_traits.h"
 
 #define QK TM_GGML_QK_K
 
@@ -24,7 +24,7 @@ static void sub_set(blk_detail *dt, int s, double scale, double zp, double min, 
 
 /* ---- 32-value blocks -------------------------------------------------------------------- */
 
-static void dq_q4_0(const uint8_t *b, float *y, blk_detail *dt) {
+void tm__ggml_dq_q4_0(const uint8_t *b, float *y, blk_detail *dt) {
     const float d = h2f(b);
     const uint8_t *qs = b + 2;
     for (int j = 0; j < 16; j++) {
@@ -39,7 +39,7 @@ static void dq_q4_0(const uint8_t *b, float *y, blk_detail *dt) {
     if (dt) { dt->stored_bits = 8; dt->d = d; sub_set(dt, 0, d, 8, 0, 1, 0); }
 }
 
-static void dq_q4_1(const uint8_t *b, float *y, blk_detail *dt) {
+void tm__ggml_dq_q4_1(const uint8_t *b, float *y, blk_detail *dt) {
     const float d = h2f(b), m = h2f(b + 2);
     const uint8_t *qs = b + 4;
     for (int j = 0; j < 16; j++) {
@@ -79,8 +79,8 @@ static void dq_q5(const uint8_t *b, float *y, blk_detail *dt, int has_min) {
         sub_set(dt, 0, d, has_min ? 0 : 16, has_min ? -(double)m : 0, 1, 0);
     }
 }
-static void dq_q5_0(const uint8_t *b, float *y, blk_detail *dt) { dq_q5(b, y, dt, 0); }
-static void dq_q5_1(const uint8_t *b, float *y, blk_detail *dt) { dq_q5(b, y, dt, 1); }
+void tm__ggml_dq_q5_0(const uint8_t *b, float *y, blk_detail *dt) { dq_q5(b, y, dt, 0); }
+void tm__ggml_dq_q5_1(const uint8_t *b, float *y, blk_detail *dt) { dq_q5(b, y, dt, 1); }
 
 /* Q8_0: f16 d, int8 qs[32]; Q8_1: f16 d, f16 s (= d * sum q, unused here), int8 qs[32]. */
 static void dq_q8(const uint8_t *b, float *y, blk_detail *dt, int off) {
@@ -92,11 +92,11 @@ static void dq_q8(const uint8_t *b, float *y, blk_detail *dt, int off) {
     }
     if (dt) { dt->stored_bits = 8; dt->d = d; sub_set(dt, 0, d, 0, 0, 1, 0); }
 }
-static void dq_q8_0(const uint8_t *b, float *y, blk_detail *dt) { dq_q8(b, y, dt, 2); }
-static void dq_q8_1(const uint8_t *b, float *y, blk_detail *dt) { dq_q8(b, y, dt, 4); }
+void tm__ggml_dq_q8_0(const uint8_t *b, float *y, blk_detail *dt) { dq_q8(b, y, dt, 2); }
+void tm__ggml_dq_q8_1(const uint8_t *b, float *y, blk_detail *dt) { dq_q8(b, y, dt, 4); }
 
 /* IQ4_NL: f16 d, qs[16] nibbles indexing kvalues_iq4nl. */
-static void dq_iq4_nl(const uint8_t *b, float *y, blk_detail *dt) {
+void tm__ggml_dq_iq4_nl(const uint8_t *b, float *y, blk_detail *dt) {
     const float d = h2f(b);
     const uint8_t *qs = b + 2;
     for (int j = 0; j < 16; j++) {
@@ -113,7 +113,7 @@ static void dq_iq4_nl(const uint8_t *b, float *y, blk_detail *dt) {
 
 /* ---- K-quants (256-value super-blocks) --------------------------------------------------- */
 
-static void dq_q2_k(const uint8_t *b, float *y, blk_detail *dt) {
+void tm__ggml_dq_q2_k(const uint8_t *b, float *y, blk_detail *dt) {
     const uint8_t *sc = b, *qs = b + 16;
     const float d = h2f(b + 80), dmin = h2f(b + 82);
     int is = 0, i = 0;
@@ -142,7 +142,7 @@ static int q3k_scale(const uint8_t *scales, int s) {
     return lo | (hi << 4);
 }
 
-static void dq_q3_k(const uint8_t *b, float *y, blk_detail *dt) {
+void tm__ggml_dq_q3_k(const uint8_t *b, float *y, blk_detail *dt) {
     const uint8_t *hm = b, *qs = b + 32, *scales = b + 96;
     const float d = h2f(b + 108);
     int is = 0, i = 0;
@@ -196,10 +196,10 @@ static void dq_q45_k(const uint8_t *b, float *y, blk_detail *dt, int five) {
     }
     if (dt) { dt->stored_bits = 8; dt->d = d; dt->dmin = dmin; }
 }
-static void dq_q4_k(const uint8_t *b, float *y, blk_detail *dt) { dq_q45_k(b, y, dt, 0); }
-static void dq_q5_k(const uint8_t *b, float *y, blk_detail *dt) { dq_q45_k(b, y, dt, 1); }
+void tm__ggml_dq_q4_k(const uint8_t *b, float *y, blk_detail *dt) { dq_q45_k(b, y, dt, 0); }
+void tm__ggml_dq_q5_k(const uint8_t *b, float *y, blk_detail *dt) { dq_q45_k(b, y, dt, 1); }
 
-static void dq_q6_k(const uint8_t *b, float *y, blk_detail *dt) {
+void tm__ggml_dq_q6_k(const uint8_t *b, float *y, blk_detail *dt) {
     const uint8_t *ql = b, *qh = b + 128;
     const int8_t *sc = (const int8_t *)(b + 192);
     const float d = h2f(b + 208);
@@ -232,7 +232,7 @@ static void dq_q6_k(const uint8_t *b, float *y, blk_detail *dt) {
 }
 
 /* Q8_K: f32 d, int8 qs[256], int16 bsums[16] (sums, unused here). */
-static void dq_q8_k(const uint8_t *b, float *y, blk_detail *dt) {
+void tm__ggml_dq_q8_k(const uint8_t *b, float *y, blk_detail *dt) {
     float d;
     memcpy(&d, b, 4);
     const int8_t *qs = (const int8_t *)(b + 4);
@@ -244,7 +244,7 @@ static void dq_q8_k(const uint8_t *b, float *y, blk_detail *dt) {
 }
 
 /* IQ4_XS: f16 d, u16 scales_h, u8 scales_l[4], qs[128]; 8 sub-blocks of 32. */
-static void dq_iq4_xs(const uint8_t *b, float *y, blk_detail *dt) {
+void tm__ggml_dq_iq4_xs(const uint8_t *b, float *y, blk_detail *dt) {
     const float d = h2f(b);
     const unsigned sh = tm__ld16(b + 2);
     const uint8_t *sl = b + 4, *qs = b + 8;
@@ -276,7 +276,7 @@ static int tq1_digit(uint8_t byte, int n) {
     return ((uint16_t)q * 3) >> 8;
 }
 
-static void dq_tq1_0(const uint8_t *b, float *y, blk_detail *dt) {
+void tm__ggml_dq_tq1_0(const uint8_t *b, float *y, blk_detail *dt) {
     const uint8_t *qs = b, *qh = b + 48;
     const float d = h2f(b + 52);
     for (int i = 0; i < QK; i++) {
@@ -292,7 +292,7 @@ static void dq_tq1_0(const uint8_t *b, float *y, blk_detail *dt) {
     if (dt) { dt->stored_bits = 8; dt->d = d; sub_set(dt, 0, d, 1, 0, 1, 0); }
 }
 
-static void dq_tq2_0(const uint8_t *b, float *y, blk_detail *dt) {
+void tm__ggml_dq_tq2_0(const uint8_t *b, float *y, blk_detail *dt) {
     const float d = h2f(b + 64);
     for (int i = 0; i < QK; i++) {
         const int h = i / 128, g = (i % 128) / 32, l = i % 32;
@@ -302,114 +302,4 @@ static void dq_tq2_0(const uint8_t *b, float *y, blk_detail *dt) {
         if (dt) { dt->code[i] = q; dt->stored[i] = byte; }
     }
     if (dt) { dt->stored_bits = 8; dt->d = d; sub_set(dt, 0, d, 1, 0, 1, 0); }
-}
-
-/* ---- dispatch ---------------------------------------------------------------------------- */
-
-typedef tm__ggml_block_fn dq_fn;
-
-static dq_fn block_fn(int type) {
-    switch (type) {
-    case TM_GGML_Q4_0: return dq_q4_0;
-    case TM_GGML_Q4_1: return dq_q4_1;
-    case TM_GGML_Q5_0: return dq_q5_0;
-    case TM_GGML_Q5_1: return dq_q5_1;
-    case TM_GGML_Q8_0: return dq_q8_0;
-    case TM_GGML_Q8_1: return dq_q8_1;
-    case TM_GGML_Q2_K: return dq_q2_k;
-    case TM_GGML_Q3_K: return dq_q3_k;
-    case TM_GGML_Q4_K: return dq_q4_k;
-    case TM_GGML_Q5_K: return dq_q5_k;
-    case TM_GGML_Q6_K: return dq_q6_k;
-    case TM_GGML_Q8_K: return dq_q8_k;
-    case TM_GGML_IQ4_NL: return dq_iq4_nl;
-    case TM_GGML_IQ4_XS: return dq_iq4_xs;
-    case TM_GGML_TQ1_0: return dq_tq1_0;
-    case TM_GGML_TQ2_0: return dq_tq2_0;
-    default: return tm__ggml_iq_fn(type);
-    }
-}
-
-tm_status tm_ggml_dequantize(int type, const void *src, uint64_t src_bytes, int64_t n, float *dst,
-                             tm_err *err) {
-    const tm_ggml_type_info *t = tm_ggml_type_info_get(type);
-    if (!t) return tm__err_set(err, TM_E_UNSUPPORTED, -1, "unsupported ggml type %d", type);
-    uint64_t need;
-    tm_status s = tm_ggml_row_bytes(type, n, &need, err);
-    if (s) return s;
-    if (need > src_bytes)
-        return tm__err_set(err, TM_E_INVALID_ARG, -1,
-                           "%lld values of ggml type %s need %llu bytes, got %llu", (long long)n,
-                           t->name, (unsigned long long)need, (unsigned long long)src_bytes);
-    if (!t->is_quantized) {
-        s = tm_convert_to_f32((tm_dtype)t->plain_dtype, src, n, dst);
-        if (s) return tm__err_set(err, s, -1, "ggml type %s has no float32 view", t->name);
-        return TM_OK;
-    }
-    dq_fn fn = block_fn(type);
-    if (!fn || !t->can_dequantize)
-        return tm__err_set(err, TM_E_UNSUPPORTED, -1, "unsupported ggml type %d (%s): no dequantizer",
-                           type, t->name);
-    const uint8_t *p = src;
-    for (int64_t b = 0; b < n / t->block_size; b++)
-        fn(p + (uint64_t)b * t->type_size, dst + b * t->block_size, NULL);
-    return TM_OK;
-}
-
-static tm_status block_detail(int type, const void *block, float *y, blk_detail *dt, tm_err *err) {
-    const tm_ggml_type_info *t = tm_ggml_type_info_get(type);
-    if (!t) return tm__err_set(err, TM_E_UNSUPPORTED, -1, "unsupported ggml type %d", type);
-    if (!t->is_quantized)
-        return tm__err_set(err, TM_E_INVALID_ARG, -1, "ggml type %s is not a block type", t->name);
-    dq_fn fn = block_fn(type);
-    if (!fn || !t->can_dequantize)
-        return tm__err_set(err, TM_E_UNSUPPORTED, -1, "unsupported ggml type %d (%s): no dequantizer",
-                           type, t->name);
-    memset(dt, 0, sizeof *dt);
-    fn(block, y, dt);
-    return TM_OK;
-}
-
-tm_status tm_ggml_block_elem(int type, const void *block, int64_t j, tm_ggml_elem *out,
-                             tm_err *err) {
-    const tm_ggml_type_info *t = tm_ggml_type_info_get(type);
-    if (t && (j < 0 || j >= t->block_size))
-        return tm__err_set(err, TM_E_INVALID_ARG, -1, "value %lld outside a %s block of %lld",
-                           (long long)j, t->name, (long long)t->block_size);
-    blk_detail det, *dt = &det;
-    float y[QK];
-    tm_status s = block_detail(type, block, y, dt, err);
-    if (s == TM_OK) {
-        const int sb = (int)(j / t->sub_block);
-        memset(out, 0, sizeof *out);
-        out->code = dt->code[j];
-        out->stored = dt->stored[j];
-        out->stored_bits = dt->stored_bits;
-        out->scale = dt->scale[sb];
-        out->zero_point = dt->zp[sb];
-        out->min = dt->min[sb];
-        out->super_scale = dt->d;
-        out->super_min = dt->dmin;
-        out->sub_scale = dt->sub_scale[sb];
-        out->sub_min = dt->sub_min[sb];
-        out->sub_block = sb;
-        out->value = y[j];
-    }
-    return s;
-}
-
-tm_status tm_ggml_block_scales(int type, const void *block, double *scale, double *zero_point,
-                               double *min, tm_err *err) {
-    const tm_ggml_type_info *t = tm_ggml_type_info_get(type);
-    blk_detail det, *dt = &det;
-    float y[QK];
-    tm_status s = block_detail(type, block, y, dt, err);
-    if (s == TM_OK) {
-        for (int64_t k = 0; k < t->block_size / t->sub_block; k++) {
-            if (scale) scale[k] = dt->scale[k];
-            if (zero_point) zero_point[k] = dt->zp[k];
-            if (min) min[k] = dt->min[k];
-        }
-    }
-    return s;
 }

@@ -6,7 +6,7 @@
 ** then value = db * grid[j] * (+-1); IQ1: value = dl * (grid[j] + delta), delta = +-1/8.
 ** Detail for the Scalar Inspector: code = the signed grid value (IQ1: 8*grid +- 1, with
 ** scale = dl/8, so value = code * scale exactly), stored = the grid index, sub_scale = s. */
-#include "ggml_iq.h"
+#include "ggml_traits.h"
 
 #define QK TM_GGML_QK_K
 
@@ -29,7 +29,7 @@ static void put(float *y, blk_detail *dt, int i, float db, int g, int neg, unsig
     }
 }
 
-static void dq_iq2_xxs(const uint8_t *b, float *y, blk_detail *dt) {
+void tm__ggml_dq_iq2_xxs(const uint8_t *b, float *y, blk_detail *dt) {
     const float d = h2f(b);
     for (int g = 0; g < 8; g++) {
         const uint32_t a = tm__ld32(b + 2 + 8 * g), w = tm__ld32(b + 2 + 8 * g + 4);
@@ -45,7 +45,7 @@ static void dq_iq2_xxs(const uint8_t *b, float *y, blk_detail *dt) {
     if (dt) { dt->stored_bits = 8; dt->d = d; }
 }
 
-static void dq_iq2_xs(const uint8_t *b, float *y, blk_detail *dt) {
+void tm__ggml_dq_iq2_xs(const uint8_t *b, float *y, blk_detail *dt) {
     const float d = h2f(b);
     const uint8_t *scales = b + 66;
     for (int g = 0; g < 8; g++) {
@@ -66,7 +66,7 @@ static void dq_iq2_xs(const uint8_t *b, float *y, blk_detail *dt) {
     if (dt) { dt->stored_bits = 16; dt->d = d; }
 }
 
-static void dq_iq2_s(const uint8_t *b, float *y, blk_detail *dt) {
+void tm__ggml_dq_iq2_s(const uint8_t *b, float *y, blk_detail *dt) {
     const float d = h2f(b);
     const uint8_t *qs = b + 2, *signs = b + 34, *qh = b + 66, *scales = b + 74;
     for (int g = 0; g < 8; g++) {
@@ -86,7 +86,7 @@ static void dq_iq2_s(const uint8_t *b, float *y, blk_detail *dt) {
     if (dt) { dt->stored_bits = 16; dt->d = d; }
 }
 
-static void dq_iq3_xxs(const uint8_t *b, float *y, blk_detail *dt) {
+void tm__ggml_dq_iq3_xxs(const uint8_t *b, float *y, blk_detail *dt) {
     const float d = h2f(b);
     const uint8_t *qs = b + 2;
     for (int g = 0; g < 8; g++) {
@@ -105,7 +105,7 @@ static void dq_iq3_xxs(const uint8_t *b, float *y, blk_detail *dt) {
     if (dt) { dt->stored_bits = 8; dt->d = d; }
 }
 
-static void dq_iq3_s(const uint8_t *b, float *y, blk_detail *dt) {
+void tm__ggml_dq_iq3_s(const uint8_t *b, float *y, blk_detail *dt) {
     const float d = h2f(b);
     const uint8_t *qs = b + 2, *qh = b + 66, *signs = b + 74, *scales = b + 106;
     for (int g = 0; g < 8; g++) {
@@ -132,7 +132,7 @@ static void put1(float *y, blk_detail *dt, int i, float dl, int g, int neg_delta
     }
 }
 
-static void dq_iq1_s(const uint8_t *b, float *y, blk_detail *dt) {
+void tm__ggml_dq_iq1_s(const uint8_t *b, float *y, blk_detail *dt) {
     const float d = h2f(b);
     const uint8_t *qs = b + 2;
     for (int g = 0; g < 8; g++) {
@@ -149,7 +149,7 @@ static void dq_iq1_s(const uint8_t *b, float *y, blk_detail *dt) {
     if (dt) { dt->stored_bits = 16; dt->d = d; }
 }
 
-static void dq_iq1_m(const uint8_t *b, float *y, blk_detail *dt) {
+void tm__ggml_dq_iq1_m(const uint8_t *b, float *y, blk_detail *dt) {
     const uint8_t *qs = b, *qh = b + 32;
     unsigned sc[4];
     for (int k = 0; k < 4; k++) sc[k] = tm__ld16(b + 48 + 2 * k);
@@ -167,18 +167,4 @@ static void dq_iq1_m(const uint8_t *b, float *y, blk_detail *dt) {
         }
     }
     if (dt) { dt->stored_bits = 16; dt->d = d; }
-}
-
-tm__ggml_block_fn tm__ggml_iq_fn(int type) {
-    if (!tm__ggml_iq_init()) return NULL;
-    switch (type) {
-    case TM_GGML_IQ2_XXS: return dq_iq2_xxs;
-    case TM_GGML_IQ2_XS: return dq_iq2_xs;
-    case TM_GGML_IQ2_S: return dq_iq2_s;
-    case TM_GGML_IQ3_XXS: return dq_iq3_xxs;
-    case TM_GGML_IQ3_S: return dq_iq3_s;
-    case TM_GGML_IQ1_S: return dq_iq1_s;
-    case TM_GGML_IQ1_M: return dq_iq1_m;
-    default: return NULL;
-    }
 }

@@ -1,5 +1,5 @@
 /* ggml_iq.h: private to src/quant: the IQ lookup tables (ggml_iq_tables.c) and the block
-** decoders of the grid types (ggml_dequant_iq.c), shared with ggml_dequant.c. */
+** decoders of the grid types (ggml_dequant_iq.c, named in the type table ggml_traits.h). */
 #ifndef TM_QUANT_GGML_IQ_H
 #define TM_QUANT_GGML_IQ_H
 
@@ -16,9 +16,6 @@ typedef struct blk_detail {
 } blk_detail;
 
 typedef void (*tm__ggml_block_fn)(const uint8_t *block, float *y, blk_detail *dt);
-
-/* The decoder of an IQ grid type (IQ1_S IQ1_M IQ2_XXS IQ2_XS IQ2_S IQ3_XXS IQ3_S), or NULL. */
-tm__ggml_block_fn tm__ggml_iq_fn(int type);
 
 /* ggml-common.h kvalues_iq4nl: the 16 IQ4_NL / IQ4_XS code values. */
 extern const int8_t tm__kvalues_iq4nl[16];

@@ -20,71 +20,14 @@
 **   Q6_K  210 B / 256: ql[128], qh[64], int8 scales[16], f16 d
 */
 #include "core/core.h"
-#include "ggml_quant_impl.h"
+#include "ggml_traits.h"
 #include "tensormorph/ggml.h"
 #include "tensormorph/ggml_quant.h"
-#include "tensormorph/experimental.h"
 
-#include <ctype.h>
 #include <math.h>
 
 #define QK_K 256
 #define GROUP_MAX_EPS 1e-15f /* the reference's threshold for "all zero" sub-blocks */
-
-/* ---------------------------------------------------------------------------------------- */
-/* Type table                                                                                */
-/* ---------------------------------------------------------------------------------------- */
-
-static const struct gq_type {
-    int id; const char *name; int blck; size_t size;
-} gq_types[] = {
-    {TM_GQ_F32, "F32", 1, 4},       {TM_GQ_F16, "F16", 1, 2},       {TM_GQ_Q4_0, "Q4_0", 32, 18},
-    {TM_GQ_Q4_1, "Q4_1", 32, 20},   {TM_GQ_Q5_0, "Q5_0", 32, 22},   {TM_GQ_Q5_1, "Q5_1", 32, 24},
-    {TM_GQ_Q8_0, "Q8_0", 32, 34},   {TM_GQ_Q2_K, "Q2_K", 256, 84},  {TM_GQ_Q3_K, "Q3_K", 256, 110},
-    {TM_GQ_Q4_K, "Q4_K", 256, 144}, {TM_GQ_Q5_K, "Q5_K", 256, 176}, {TM_GQ_Q6_K, "Q6_K", 256, 210},
-    {TM_GQ_IQ4_NL, "IQ4_NL", 32, 18}, {TM_GQ_BF16, "BF16", 1, 2},
-};
-
-static const struct gq_type *gq_find(int type) {
-    for (size_t i = 0; i < sizeof gq_types / sizeof gq_types[0]; i++)
-        if (gq_types[i].id == type) return &gq_types[i];
-    return NULL;
-}
-
-int tm_gq_writable(int type) { return gq_find(type) != NULL; }
-
-const char *tm_gq_type_name(int type) {
-    const struct gq_type *t = gq_find(type);
-    return t ? t->name : "?";
-}
-
-int tm_gq_type_from_name(const char *name) {
-    if (!name) return -1;
-    for (size_t i = 0; i < sizeof gq_types / sizeof gq_types[0]; i++) {
-        const char *a = gq_types[i].name, *b = name;
-        while (*a && *b && toupper((unsigned char)*b) == *a) { a++; b++; }
-        if (!*a && !*b) return gq_types[i].id;
-    }
-    return -1;
-}
-
-int tm_gq_block_size(int type) {
-    const struct gq_type *t = gq_find(type);
-    return t ? t->blck : 0;
-}
-
-size_t tm_gq_type_size(int type) {
-    const struct gq_type *t = gq_find(type);
-    return t ? t->size : 0;
-}
-
-uint64_t tm_gq_row_bytes(int type, int64_t n) {
-    const struct gq_type *t = gq_find(type);
-    if (!t || n < 0 || n % t->blck != 0) return 0;
-    uint64_t r;
-    if (!tm__mul_u64_ok((uint64_t)(n / t->blck), t->size, &r)) return 0;
-    return r;
-}
 
 /* ---------------------------------------------------------------------------------------- */
 /* Shared helpers                                                                            */
@@ -503,7 +446,7 @@ static tm_status q2_k_impl(const float *x, uint8_t *y, int64_t blk, int simd, tm
     float weights[16], mins[QK_K / 16], sc[QK_K / 16];
     const float q4scale = 15.f;
     float max_scale = 0, max_min = 0;
-#ifdef TM_GQ_HAVE_AVX2
+#ifdef TM__GQ_HAVE_AVX2
     if (simd) {
         float w[QK_K];
         for (int l = 0; l < QK_K; ++l) w[l] = fabsf(x[l]);
@@ -560,7 +503,7 @@ static tm_status q2_k_impl(const float *x, uint8_t *y, int64_t blk, int simd, tm
 static tm_status q2_k_block(const float *x, uint8_t *y, int64_t blk, tm_err *err) {
     return q2_k_impl(x, y, blk, 0, err);
 }
-#ifdef TM_GQ_HAVE_AVX2
+#ifdef TM__GQ_HAVE_AVX2
 static tm_status q2_k_block_avx2(const float *x, uint8_t *y, int64_t blk, tm_err *err) {
     return q2_k_impl(x, y, blk, 1, err);
 }
@@ -571,7 +514,7 @@ static tm_status q3_k_impl(const float *x, uint8_t *y, int64_t blk, int simd, tm
     int8_t L[QK_K];
     float sc[QK_K / 16];
     float max_scale = 0, amax = 0;
-#ifdef TM_GQ_HAVE_AVX2
+#ifdef TM__GQ_HAVE_AVX2
     if (simd) {
         tm__gq_q3_x8_avx2(x, 16, 4, L, sc);
         tm__gq_q3_x8_avx2(x + 128, 16, 4, L + 128, sc + 8);
@@ -632,7 +575,7 @@ static tm_status q3_k_impl(const float *x, uint8_t *y, int64_t blk, int simd, tm
 static tm_status q3_k_block(const float *x, uint8_t *y, int64_t blk, tm_err *err) {
     return q3_k_impl(x, y, blk, 0, err);
 }
-#ifdef TM_GQ_HAVE_AVX2
+#ifdef TM__GQ_HAVE_AVX2
 static tm_status q3_k_block_avx2(const float *x, uint8_t *y, int64_t blk, tm_err *err) {
     return q3_k_impl(x, y, blk, 1, err);
 }
@@ -663,7 +606,7 @@ static tm_status qk_scales_mins(const float *x, uint8_t *y, uint8_t *L, int nmax
         float av_x = sqrtf(sum_x2 / 32);
         for (int l = 0; l < 32; ++l) weights[32 * j + l] = av_x + fabsf(x[32 * j + l]);
     }
-#ifdef TM_GQ_HAVE_AVX2
+#ifdef TM__GQ_HAVE_AVX2
     if (simd) tm__gq_qkx2_x8_avx2(x, weights, 32, nmax, rmin, 0.1f, nstep, 0, L, sc, mins);
 #else
     (void)simd;
@@ -749,7 +692,7 @@ static tm_status q4_k_block(const float *x, uint8_t *y, int64_t blk, tm_err *err
 static tm_status q5_k_block(const float *x, uint8_t *y, int64_t blk, tm_err *err) {
     return q5_k_impl(x, y, blk, 0, err);
 }
-#ifdef TM_GQ_HAVE_AVX2
+#ifdef TM__GQ_HAVE_AVX2
 static tm_status q4_k_block_avx2(const float *x, uint8_t *y, int64_t blk, tm_err *err) {
     return q4_k_impl(x, y, blk, 1, err);
 }
@@ -766,7 +709,7 @@ static tm_status q6_k_impl(const float *x, uint8_t *y, int64_t blk, int simd, tm
     int8_t L[QK_K];
     float sc[QK_K / 16];
     float max_scale = 0, max_abs_scale = 0;
-#ifdef TM_GQ_HAVE_AVX2
+#ifdef TM__GQ_HAVE_AVX2
     if (simd) {
         tm__gq_qx_x8_avx2(x, 16, 32, L, sc);
         tm__gq_qx_x8_avx2(x + 128, 16, 32, L + 128, sc + 8);
@@ -783,7 +726,7 @@ static tm_status q6_k_impl(const float *x, uint8_t *y, int64_t blk, int simd, tm
     }
     if (max_abs_scale < GROUP_MAX_EPS) {
         memset(y, 0, 210);
-#ifdef TM_GQ_HAVE_AVX2
+#ifdef TM__GQ_HAVE_AVX2
         if (acc) { /* every code 0 with d 0: dq = 0 * (0 - 32) */
             float dz[QK_K / 16] = {0};
             memset(L, 0, sizeof L);
@@ -797,7 +740,7 @@ static tm_status q6_k_impl(const float *x, uint8_t *y, int64_t blk, int simd, tm
     if (st) return st;
     for (int ib = 0; ib < QK_K / 16; ++ib) scales[ib] = (int8_t)imin(127, nearest_int(iscale * sc[ib]));
     const float dh = get_f16(y + 208);
-#ifdef TM_GQ_HAVE_AVX2
+#ifdef TM__GQ_HAVE_AVX2
     if (simd) {
         float dv[QK_K / 16];
         for (int j = 0; j < QK_K / 16; ++j) dv[j] = dh * scales[j];
@@ -830,147 +773,28 @@ static tm_status q6_k_impl(const float *x, uint8_t *y, int64_t blk, int simd, tm
 static tm_status q6_k_block(const float *x, uint8_t *y, int64_t blk, tm_err *err) {
     return q6_k_impl(x, y, blk, 0, NULL, err);
 }
-#ifdef TM_GQ_HAVE_AVX2
-static tm_status q6_k_block_avx2(const float *x, uint8_t *y, int64_t blk, tm_err *err) {
-    return q6_k_impl(x, y, blk, 1, NULL, err);
+
+#ifdef TM__GQ_HAVE_AVX2
+int64_t tm__gq_q6_k_avx2(const float *x, int64_t nb, uint8_t *y, tm__gq_err *acc) {
+    for (int64_t b = 0; b < nb; b++) {
+        tm_err e;
+        if (tm__any_nonfinite(x + b * QK_K, QK_K) || q6_k_impl(x + b * QK_K, y + (size_t)b * 210, b, 1, acc, &e))
+            return b;
+    }
+    return -1;
 }
 #endif
 
 /* ---------------------------------------------------------------------------------------- */
-/* Rows                                                                                      */
+/* Rows: the quantizers of the type table (ggml_traits.h)                                    */
 /* ---------------------------------------------------------------------------------------- */
 
-typedef tm_status (*block_fn)(const float *x, uint8_t *y, int64_t blk, tm_err *err);
-
-static block_fn block_fn_of(int type) {
-    switch (type) {
-    case TM_GQ_Q4_0: return q4_0_block;
-    case TM_GQ_Q4_1: return q4_1_block;
-    case TM_GQ_Q5_0: return q5_0_block;
-    case TM_GQ_Q5_1: return q5_1_block;
-    case TM_GQ_Q8_0: return q8_0_block;
-    case TM_GQ_IQ4_NL: return iq4_nl_block;
-    case TM_GQ_Q2_K: return q2_k_block;
-    case TM_GQ_Q3_K: return q3_k_block;
-    case TM_GQ_Q4_K: return q4_k_block;
-    case TM_GQ_Q5_K: return q5_k_block;
-    case TM_GQ_Q6_K: return q6_k_block;
-    default: return NULL;
-    }
-}
-
-/* 1 when any of n values is NaN or +-Inf: a branch-free scan the compiler vectorises. */
-static int any_nonfinite(const float *x, int64_t n) {
-    uint32_t bad = 0;
-    for (int64_t i = 0; i < n; i++) {
-        uint32_t u;
-        memcpy(&u, &x[i], 4);
-        bad |= (uint32_t)((u & 0x7f800000u) == 0x7f800000u);
-    }
-    return bad != 0;
-}
-
-/* ---------------------------------------------------------------------------------------- */
-/* Error sums (ggml_quant_impl.h)                                                            */
-/* ---------------------------------------------------------------------------------------- */
-
-/* The specification of the lanes: lane k of value i (i % 8 == k) in index order. The max is
-** (|e| > m ? |e| : m), as _mm256_max_pd(|e|, m) computes it. */
-static void err_lanes_ref(tm__gq_err *a, const float *x, const float *dq, int64_t n) {
-    for (int64_t i = 0; i < n; i += TM_GQ_ERR_LANES) {
-        for (int k = 0; k < TM_GQ_ERR_LANES; k++) {
-            const double xv = (double)x[i + k], e = xv - (double)dq[i + k], ae = fabs(e);
-            a->x2[k] += xv * xv;
-            a->e2[k] += e * e;
-            a->emax[k] = ae > a->emax[k] ? ae : a->emax[k];
-        }
-    }
-}
-
-void tm__gq_err_add(tm__gq_err *a, const float *x, const float *dq, int64_t n, int simd) {
-    const int64_t nl = n / TM_GQ_ERR_LANES * TM_GQ_ERR_LANES;
-#ifdef TM_GQ_HAVE_AVX2
-    if (simd && __builtin_cpu_supports("avx2")) tm__gq_err_lanes_avx2(a, x, dq, nl);
-    else err_lanes_ref(a, x, dq, nl);
-#else
-    (void)simd;
-    err_lanes_ref(a, x, dq, nl);
-#endif
-    for (int64_t i = nl; i < n; i++) {
-        const double xv = (double)x[i], e = xv - (double)dq[i], ae = fabs(e);
-        a->tx2 += xv * xv;
-        a->te2 += e * e;
-        a->temax = ae > a->temax ? ae : a->temax;
-    }
-}
-
-void tm__gq_err_total(const tm__gq_err *a, double *sx2, double *se2, double *emax) {
-    double tx = a->tx2, te = a->te2, tm = a->temax;
-    for (int k = 0; k < TM_GQ_ERR_LANES; k++) {
-        tx += a->x2[k];
-        te += a->e2[k];
-        tm = a->emax[k] > tm ? a->emax[k] : tm;
-    }
-    *sx2 = tx;
-    *se2 = te;
-    *emax = tm;
-}
-
-/* The reference's refusal of a non-finite value: the first one, by block and element. */
-static tm_status check_finite(const struct gq_type *t, const float *x, int64_t n, int64_t *bad_block,
-                              tm_err *err) {
-    for (int64_t i = 0; any_nonfinite(x, n) && i < n; i++) {
-        if (!isfinite(x[i])) {
-            if (bad_block) *bad_block = i / t->blck;
-            return tm__err_set(err, TM_E_NONFINITE, -1, "block %lld: element %lld is %s",
-                               (long long)(i / t->blck), (long long)i,
-                               isnan(x[i]) ? "NaN" : "infinite");
-        }
-    }
-    return TM_OK;
-}
-
-/* A row whose values are finite: the plain types, or blocks b0.. with the block quantizers
-** (the K-quants' AVX2 scale searches when simd). */
-static tm_status quantize_finite(int type, const struct gq_type *t, const float *x, int64_t n, uint8_t *y,
-                                 int64_t b0, int64_t *bad_block, int simd, tm_err *err) {
-    switch (type) {
-    case TM_GQ_F32:
-        memcpy(y, x, (size_t)n * 4);
-        return TM_OK;
-    case TM_GQ_F16:
-        for (int64_t i = 0; i < n; i++) {
-            uint16_t h = tm_f32_to_f16(x[i]);
-            if ((h & 0x7c00u) == 0x7c00u) {
-                if (bad_block) *bad_block = i;
-                return tm__err_set(err, TM_E_RANGE, -1,
-                                   "element %lld = %g does not fit float16 (largest 65504)",
-                                   (long long)i, (double)x[i]);
-            }
-            tm__st16(y + 2 * i, h);
-        }
-        return TM_OK;
-    case TM_GQ_BF16:
-        for (int64_t i = 0; i < n; i++) tm__st16(y + 2 * i, tm_f32_to_bf16(x[i]));
-        return TM_OK;
-    default: break;
-    }
-    block_fn fn = block_fn_of(type);
-    if (TM_NEVER(fn == NULL)) return tm__err_set(err, TM_E_INTERNAL, -1, "no quantizer for %s", t->name);
-#ifdef TM_GQ_HAVE_AVX2
-    if (simd && __builtin_cpu_supports("avx2")) {
-        if (type == TM_GQ_Q2_K) fn = q2_k_block_avx2;
-        if (type == TM_GQ_Q4_K) fn = q4_k_block_avx2;
-        if (type == TM_GQ_Q5_K) fn = q5_k_block_avx2;
-        if (type == TM_GQ_Q6_K) fn = q6_k_block_avx2;
-        if (type == TM_GQ_Q3_K) fn = q3_k_block_avx2;
-    }
-#else
-    (void)simd;
-#endif
-    const int64_t nb = n / t->blck;
+/* Blocks b0..nb-1 of type t through one block function (inlined into each row function). */
+static inline tm_status run_blocks(tm_status (*fn)(const float *, uint8_t *, int64_t, tm_err *),
+                                   const tm_ggml_type_info *t, const float *x, int64_t b0, int64_t nb,
+                                   uint8_t *y, int64_t *bad_block, tm_err *err) {
     for (int64_t b = b0; b < nb; b++) {
-        tm_status st = fn(x + b * t->blck, y + (size_t)b * t->size, b, err);
+        tm_status st = fn(x + b * t->block_size, y + (size_t)b * t->type_size, b, err);
         if (st) {
             if (bad_block) *bad_block = b;
             return st;
@@ -979,66 +803,59 @@ static tm_status quantize_finite(int type, const struct gq_type *t, const float 
     return TM_OK;
 }
 
-static tm_status quantize_row(int type, const float *x, int64_t n, void *out, int64_t *bad_block,
-                              int simd, tm__gq_err *acc, float *dq, tm_err *err) {
-    if (bad_block) *bad_block = -1;
-    const struct gq_type *t = gq_find(type);
-    if (!t) return tm__err_set(err, TM_E_INVALID_ARG, -1, "ggml type %d cannot be written", type);
-    if (n < 0 || n % t->blck != 0)
-        return tm__err_set(err, TM_E_INVALID_ARG, -1,
-                           "row of %lld values is not a multiple of the %s block (%d)",
-                           (long long)n, t->name, t->blck);
-    uint8_t *y = out;
-    tm_status st;
-#ifdef TM_GQ_HAVE_AVX2
-    if (simd && (type == TM_GQ_Q8_0 || type == TM_GQ_Q4_0) && __builtin_cpu_supports("avx2") &&
-        tm__cpu_has_f16c()) {
-        /* The kernels stop at the first block holding a non-finite value or whose d does not fit
-        ** f16; only then is the row scanned, for the reference's error (a non-finite value
-        ** anywhere in the row comes first), and the scalar code takes over at that block. With
-        ** acc they measure the error of each block they write. */
-        const int64_t nb = n / 32;
-        int64_t bad = type == TM_GQ_Q8_0 ? tm__gq_q8_0_avx2(x, nb, y, acc) : tm__gq_q4_0_avx2(x, nb, y, acc);
-        if (bad < 0) return TM_OK;
-        st = check_finite(t, x, n, bad_block, err);
-        if (!st) st = quantize_finite(type, t, x, n, y, bad, bad_block, 0, err);
-        if (!st && acc) { /* not reached: the scalar code fails where the kernel stopped */
-            st = tm_ggml_dequantize(type, y + (size_t)bad * t->size, (uint64_t)(nb - bad) * t->size, (nb - bad) * 32, dq, err);
-            if (!st) tm__gq_err_add(acc, x + bad * 32, dq, (nb - bad) * 32, simd);
-        }
-        return st;
+#define GQ_ROWS(name, block)                                                                     \
+    tm_status name(const tm_ggml_type_info *t, const float *x, int64_t b0, int64_t nb, uint8_t *y, \
+                   int64_t *bad_block, tm_err *err) {                                            \
+        return run_blocks(block, t, x, b0, nb, y, bad_block, err);                               \
     }
+GQ_ROWS(tm__gq_rows_q4_0, q4_0_block)
+GQ_ROWS(tm__gq_rows_q4_1, q4_1_block)
+GQ_ROWS(tm__gq_rows_q5_0, q5_0_block)
+GQ_ROWS(tm__gq_rows_q5_1, q5_1_block)
+GQ_ROWS(tm__gq_rows_q8_0, q8_0_block)
+GQ_ROWS(tm__gq_rows_iq4_nl, iq4_nl_block)
+GQ_ROWS(tm__gq_rows_q2_k, q2_k_block)
+GQ_ROWS(tm__gq_rows_q3_k, q3_k_block)
+GQ_ROWS(tm__gq_rows_q4_k, q4_k_block)
+GQ_ROWS(tm__gq_rows_q5_k, q5_k_block)
+GQ_ROWS(tm__gq_rows_q6_k, q6_k_block)
+#ifdef TM__GQ_HAVE_AVX2
+GQ_ROWS(tm__gq_rows_q2_k_avx2, q2_k_block_avx2)
+GQ_ROWS(tm__gq_rows_q3_k_avx2, q3_k_block_avx2)
+GQ_ROWS(tm__gq_rows_q4_k_avx2, q4_k_block_avx2)
+GQ_ROWS(tm__gq_rows_q5_k_avx2, q5_k_block_avx2)
 #endif
-    st = check_finite(t, x, n, bad_block, err);
-#ifdef TM_GQ_HAVE_AVX2
-    if (!st && acc && simd && type == TM_GQ_Q6_K && __builtin_cpu_supports("avx2")) {
-        /* Q6_K with AVX2 measures the error of its final codes as it makes them */
-        for (int64_t b = 0; b < n / QK_K && !st; b++) {
-            st = q6_k_impl(x + b * QK_K, y + (size_t)b * t->size, b, 1, acc, err);
-            if (st && bad_block) *bad_block = b;
+
+/* The plain types: one value a block. */
+tm_status tm__gq_rows_f32(const tm_ggml_type_info *t, const float *x, int64_t b0, int64_t nb, uint8_t *y, int64_t *bad_block,
+                          tm_err *err) {
+    (void)t;
+    (void)bad_block;
+    (void)err;
+    memcpy(y + 4 * b0, x + b0, (size_t)(nb - b0) * 4);
+    return TM_OK;
+}
+
+tm_status tm__gq_rows_f16(const tm_ggml_type_info *t, const float *x, int64_t b0, int64_t nb, uint8_t *y, int64_t *bad_block,
+                          tm_err *err) {
+    (void)t;
+    for (int64_t i = b0; i < nb; i++) {
+        uint16_t h = tm_f32_to_f16(x[i]);
+        if ((h & 0x7c00u) == 0x7c00u) {
+            if (bad_block) *bad_block = i;
+            return tm__err_set(err, TM_E_RANGE, -1, "element %lld = %g does not fit float16 (largest 65504)",
+                               (long long)i, (double)x[i]);
         }
-        return st;
+        tm__st16(y + 2 * i, h);
     }
-#endif
-    if (!st) st = quantize_finite(type, t, x, n, y, 0, bad_block, simd, err);
-    if (!st && acc) {
-        st = tm_ggml_dequantize(type, y, tm_gq_row_bytes(type, n), n, dq, err);
-        if (!st) tm__gq_err_add(acc, x, dq, n, simd);
-    }
-    return st;
+    return TM_OK;
 }
 
-tm_status tm_gq_quantize_row(int type, const float *x, int64_t n, void *out, int64_t *bad_block,
-                             tm_err *err) {
-    return quantize_row(type, x, n, out, bad_block, 1, NULL, NULL, err);
-}
-
-tm_status tm_gq_quantize_row_ref(int type, const float *x, int64_t n, void *out,
-                                 int64_t *bad_block, tm_err *err) {
-    return quantize_row(type, x, n, out, bad_block, 0, NULL, NULL, err);
-}
-
-tm_status tm__gq_quantize_row_err(int type, const float *x, int64_t n, void *out, float *dq,
-                                  tm__gq_err *acc, int64_t *bad_block, int simd, tm_err *err) {
-    return quantize_row(type, x, n, out, bad_block, simd, acc, dq, err);
+tm_status tm__gq_rows_bf16(const tm_ggml_type_info *t, const float *x, int64_t b0, int64_t nb, uint8_t *y, int64_t *bad_block,
+                           tm_err *err) {
+    (void)t;
+    (void)bad_block;
+    (void)err;
+    for (int64_t i = b0; i < nb; i++) tm__st16(y + 2 * i, tm_f32_to_bf16(x[i]));
+    return TM_OK;
 }

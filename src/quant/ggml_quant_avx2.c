@@ -18,7 +18,7 @@
 */
 #include "ggml_quant_impl.h"
 
-#ifdef TM_GQ_HAVE_AVX2
+#ifdef TM__GQ_HAVE_AVX2
 #include <immintrin.h>
 #include <math.h>
 
@@ -29,7 +29,7 @@
 /* Error lanes and the Q8_0 / Q4_0 kernels follow below. */
 #endif
 
-#ifdef TM_GQ_HAVE_AVX2
+#ifdef TM__GQ_HAVE_AVX2
 /* ---------------------------------------------------------------------------------------- */
 /* Error lanes                                                                               */
 /* ---------------------------------------------------------------------------------------- */
@@ -270,7 +270,7 @@ TM_AVX2_F16C int64_t tm__gq_q4_0_avx2(const float *x, int64_t nb, uint8_t *y, tm
 }
 #endif
 
-#ifdef TM_GQ_HAVE_AVX2
+#ifdef TM__GQ_HAVE_AVX2
 /* ---------------------------------------------------------------------------------------- */
 /* make_qkx2_quants on 8 sub-blocks at once, one sub-block per lane                          */
 /* ---------------------------------------------------------------------------------------- */
@@ -377,7 +377,7 @@ TM_AVX2 void tm__gq_qkx2_x8_avx2(const float *x, const float *w, int n, int nmax
 }
 #endif
 
-#ifdef TM_GQ_HAVE_AVX2
+#ifdef TM__GQ_HAVE_AVX2
 /* make_qx_quants (rmse_type 1: weights x^2, no importance) on 8 sub-blocks of n values, one per
 ** lane, each lane in the scalar order. Used by Q6_K (n 16, nmax 32).
 ** The codes are kept as floats: |iscale * x| <= (nmax + 0.9) (1 + 2^-22) because |x| <= |max|,
@@ -508,7 +508,7 @@ TM_AVX2 void tm__gq_qx_x8_avx2(const float *x, int n, int nmax, int8_t *L, float
 }
 #endif
 
-#ifdef TM_GQ_HAVE_AVX2
+#ifdef TM__GQ_HAVE_AVX2
 /* make_q3_quants with rmse (Q3_K: n 16, nmax 4) on 8 sub-blocks, one per lane. The scalar code
 ** stops its coordinate-descent passes when a pass changes nothing; a lane that has stopped
 ** changing would change nothing in a further pass either (the pass depends only on the state,

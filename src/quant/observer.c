@@ -10,14 +10,11 @@
 ** PERCENTILE, ENTROPY  ONNX Runtime HistogramCollector (hist_ort.c).
 ** MSE         ours: a grid of clipping ratios, the one with the least squared error wins.
 */
-#include "quant_impl.h"
+#include "kernels.h"
 
 #include <float.h>
 #include <math.h>
 #include <string.h>
-#ifdef __SSE2__
-#include <emmintrin.h>
-#endif
 
 struct tm_calib {
     tm_qspec         spec;
@@ -75,20 +72,8 @@ static tm_status check_observer(const tm_observer *o, tm_err *err) {
     return tm__err_set(err, TM_E_INVALID_ARG, -1, "observer: unknown kind %d", (int)o->kind);
 }
 
-/* 1 when some v[i] is NaN or infinite: exponent bits all ones, tested without branches so the
-** loop vectorises. */
-static int any_nonfinite(const float *v, int64_t n) {
-    uint32_t bad = 0;
-    for (int64_t i = 0; i < n; i++) {
-        uint32_t u;
-        memcpy(&u, &v[i], 4);
-        bad |= (uint32_t)((u & 0x7f800000u) == 0x7f800000u);
-    }
-    return bad != 0;
-}
-
 static tm_status check_values(const float *v, int64_t n, tm_err *err) {
-    if (!any_nonfinite(v, n)) return TM_OK;
+    if (!tm__any_nonfinite(v, n)) return TM_OK;
     for (int64_t i = 0; i < n; i++) {
         if (!isfinite(v[i]))
             return tm__err_set(err, TM_E_NONFINITE, -1,
@@ -98,96 +83,9 @@ static tm_status check_values(const float *v, int64_t n, tm_err *err) {
     return TM_OK;
 }
 
-/* min and max of the finite values (inputs are checked, or non-finite ones are allowed and
-** ignored); +inf / -inf when there is none. Returns 1 when it met a non-finite value. The SSE2 path takes 8 lanes (a non-finite value
-** becomes +inf for the minimum and -inf for the maximum, which is skipping it); minimum and
-** maximum do not depend on the order, except which of -0 and +0 is returned when both are the
-** extreme, which no scale or zero point depends on. */
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#include <immintrin.h>
-/* minmax_f32 when every value is finite, 32 values a step in four AVX2 accumulators of each;
-** returns 0 without a result when some value is NaN or infinite (exponent bits all ones), and the
-** caller takes the general path. The minimum and maximum of finite values do not depend on the
-** order (but for the -0 / +0 choice noted above). */
-__attribute__((target("avx2"))) static int minmax_f32_avx2(const float *v, int64_t n, float *mn, float *mx) {
-    const __m256i expo = _mm256_set1_epi32(0x7f800000);
-    __m256 lo[4], hi[4];
-    __m256i bad = _mm256_setzero_si256();
-    for (int k = 0; k < 4; k++) { lo[k] = _mm256_set1_ps(INFINITY); hi[k] = _mm256_set1_ps(-INFINITY); }
-    int64_t i = 0;
-    for (; i + 32 <= n; i += 32)
-        for (int k = 0; k < 4; k++) {
-            const __m256 x = _mm256_loadu_ps(v + i + 8 * k);
-            lo[k] = _mm256_min_ps(lo[k], x);
-            hi[k] = _mm256_max_ps(hi[k], x);
-            const __m256i e = _mm256_and_si256(_mm256_castps_si256(x), expo);
-            bad = _mm256_or_si256(bad, _mm256_cmpeq_epi32(e, expo));
-        }
-    for (; i + 8 <= n; i += 8) {
-        const __m256 x = _mm256_loadu_ps(v + i);
-        lo[0] = _mm256_min_ps(lo[0], x);
-        hi[0] = _mm256_max_ps(hi[0], x);
-        bad = _mm256_or_si256(bad, _mm256_cmpeq_epi32(_mm256_and_si256(_mm256_castps_si256(x), expo), expo));
-    }
-    if (!_mm256_testz_si256(bad, bad)) return 0;
-    float l[8], h[8], a = INFINITY, b = -INFINITY;
-    lo[0] = _mm256_min_ps(_mm256_min_ps(lo[0], lo[1]), _mm256_min_ps(lo[2], lo[3]));
-    hi[0] = _mm256_max_ps(_mm256_max_ps(hi[0], hi[1]), _mm256_max_ps(hi[2], hi[3]));
-    _mm256_storeu_ps(l, lo[0]);
-    _mm256_storeu_ps(h, hi[0]);
-    for (int k = 0; k < 8; k++) {
-        if (l[k] < a) a = l[k];
-        if (h[k] > b) b = h[k];
-    }
-    for (; i < n; i++) {
-        if (!isfinite(v[i])) return 0;
-        if (v[i] < a) a = v[i];
-        if (v[i] > b) b = v[i];
-    }
-    *mn = a;
-    *mx = b;
-    return 1;
-}
-#define TM_OBS_HAVE_AVX2 1
-#endif
-
-static int minmax_f32(const float *v, int64_t n, float *mn, float *mx) {
-    float a = INFINITY, b = -INFINITY;
-    int64_t i = 0, bad = 0;
-#ifdef TM_OBS_HAVE_AVX2
-    if (n >= 32 && __builtin_cpu_supports("avx2") && minmax_f32_avx2(v, n, mn, mx)) return 0;
-#endif
-#ifdef __SSE2__
-    if (n >= 8) {
-        const __m128 sign = _mm_set1_ps(-0.0f), inf = _mm_set1_ps(INFINITY), ninf = _mm_set1_ps(-INFINITY);
-        __m128 lo0 = inf, lo1 = inf, hi0 = ninf, hi1 = ninf, all = _mm_castsi128_ps(_mm_set1_epi32(-1));
-        for (; i + 8 <= n; i += 8) {
-            __m128 x0 = _mm_loadu_ps(v + i), x1 = _mm_loadu_ps(v + i + 4);
-            __m128 f0 = _mm_cmplt_ps(_mm_andnot_ps(sign, x0), inf), f1 = _mm_cmplt_ps(_mm_andnot_ps(sign, x1), inf);
-            all = _mm_and_ps(all, _mm_and_ps(f0, f1));
-            lo0 = _mm_min_ps(lo0, _mm_or_ps(_mm_and_ps(f0, x0), _mm_andnot_ps(f0, inf)));
-            lo1 = _mm_min_ps(lo1, _mm_or_ps(_mm_and_ps(f1, x1), _mm_andnot_ps(f1, inf)));
-            hi0 = _mm_max_ps(hi0, _mm_or_ps(_mm_and_ps(f0, x0), _mm_andnot_ps(f0, ninf)));
-            hi1 = _mm_max_ps(hi1, _mm_or_ps(_mm_and_ps(f1, x1), _mm_andnot_ps(f1, ninf)));
-        }
-        bad = _mm_movemask_ps(all) != 0xf;
-        float l[8], h[8];
-        _mm_storeu_ps(l, lo0); _mm_storeu_ps(l + 4, lo1);
-        _mm_storeu_ps(h, hi0); _mm_storeu_ps(h + 4, hi1);
-        for (int k = 0; k < 8; k++) {
-            if (l[k] < a) a = l[k];
-            if (h[k] > b) b = h[k];
-        }
-    }
-#endif
-    for (; i < n; i++) {
-        if (!isfinite(v[i])) { bad = 1; continue; }
-        if (v[i] < a) a = v[i];
-        if (v[i] > b) b = v[i];
-    }
-    *mn = a;
-    *mx = b;
-    return bad != 0;
+/* The min/max of spec's kernel set. */
+static int minmax_f32(const tm_qspec *spec, const float *v, int64_t n, float *mn, float *mx) {
+    return tm__kernels_or_auto(spec->kernels)->minmax(v, n, mn, mx);
 }
 
 /* ---------------------------------------------------------------------------------------- */
@@ -204,7 +102,7 @@ static double unit_sq_error(const tm_qspec *spec, int64_t qmin, int64_t qmax, fl
                             int32_t zp, const float *v, int64_t n) {
     enum { CHUNK = 256 };
     const tm_dtype_traits *t = tm_dtype_get(spec->code_dtype);
-    const struct tm__qkernels *k = tm__qkernels_get();
+    const tm_kernels *k = tm__kernels_or_auto(spec->kernels);
     struct tm__qseg seg = {.scale = s, .inv_scale = 1.0f / s,
                            .use_mul = spec->convention == TM_CONV_TORCH, .zp = zp,
                            .lo = (float)(qmin - zp), .hi = (float)(qmax - zp),
@@ -236,7 +134,7 @@ static double unit_sq_error(const tm_qspec *spec, int64_t qmin, int64_t qmax, fl
 tm_status tm__mse_range(const tm_qspec *spec, const float *v, int64_t n, double *lo, double *hi,
                         tm_err *err) {
     float mn, mx;
-    minmax_f32(v, n, &mn, &mx);
+    minmax_f32(spec, v, n, &mn, &mx);
     int64_t qmin, qmax;
     tm_qspec_range(spec, &qmin, &qmax);
     double best = INFINITY, blo = mn, bhi = mx;
@@ -267,7 +165,7 @@ static tm_status observe_finite(const tm_qspec *spec, const float *vals, int64_t
                                 double *hi, tm_err *err);
 
 static int64_t count_nonfinite(const float *v, int64_t n) {
-    if (!any_nonfinite(v, n)) return 0;
+    if (!tm__any_nonfinite(v, n)) return 0;
     int64_t k = 0;
     for (int64_t i = 0; i < n; i++) k += !isfinite(v[i]);
     return k;
@@ -294,7 +192,7 @@ tm_status tm_observe_range(const tm_qspec *spec, const float *vals, int64_t n, d
         if (spec->observer.kind == TM_OBS_MINMAX || spec->observer.kind == TM_OBS_EMA_MINMAX) {
             /* one pass: the range and the finiteness check together */
             float mn, mx;
-            if (minmax_f32(vals, n, &mn, &mx)) return check_values(vals, n, err);
+            if (minmax_f32(spec, vals, n, &mn, &mx)) return check_values(vals, n, err);
             *lo = mn;
             *hi = mx;
             return TM_OK;
@@ -326,7 +224,7 @@ static tm_status observe_finite(const tm_qspec *spec, const float *vals, int64_t
     switch (o->kind) {
     case TM_OBS_MINMAX:
     case TM_OBS_EMA_MINMAX:
-        minmax_f32(vals, n, &mn, &mx);
+        minmax_f32(spec, vals, n, &mn, &mx);
         *lo = mn;
         *hi = mx;
         return TM_OK;
@@ -482,7 +380,7 @@ static void batch_minmax(tm_calib *c, const struct tm__ggeom *g, const float *x)
     for (int64_t f = 0; f < g->n_elems;) {
         int64_t run, p = tm__ggeom_param(g, f, &run);
         float mn, mx;
-        minmax_f32(x + f, run, &mn, &mx);
+        minmax_f32(&c->spec, x + f, run, &mn, &mx);
         if (mn < c->bmin[p]) c->bmin[p] = mn;
         if (mx > c->bmax[p]) c->bmax[p] = mx;
         f += run;

@@ -266,5 +266,6 @@ tm_qparams tm_qparams_for_spec(const tm_qspec *spec, int64_t n_params, const flo
     qp.zero_point = zero_point;
     qp.convention = spec->convention;
     qp.allow_nonfinite = spec->allow_nonfinite;
+    qp.kernels = spec->kernels;
     return qp;
 }

@@ -1,17 +1,17 @@
 /*
 ** quant_avx512.c: AVX-512F variants of the integer quantize/dequantize run kernels (16 lanes),
-** compiled with __attribute__((target("avx512f"))) and used only after
-** __builtin_cpu_supports("avx512f"). Bit-identical to the reference kernels for the same
+** compiled with __attribute__((target("avx512f"))) named by the kernel set
+** "avx512" (kernels.c), handed out only where the CPU has AVX-512F. Bit-identical to the reference kernels for the same
 ** reasons as quant_avx2.c; vpmovdb keeps the low byte of each code (two's complement).
 */
-#include "quant_impl.h"
+#include "kernels.h"
 
 #ifdef TM_HAVE_X86_KERNELS
 #include <immintrin.h>
 
 #define TM_AVX512 __attribute__((target("avx512f")))
 
-TM_AVX512 static void quant_int_avx512(const float *x, int64_t n, const struct tm__qseg *seg,
+TM_AVX512 void tm__quant_int_avx512(const float *x, int64_t n, const struct tm__qseg *seg,
                                        uint8_t *codes) {
     const __m512 s = _mm512_set1_ps(seg->scale), inv = _mm512_set1_ps(seg->inv_scale);
     const __m512 lo = _mm512_set1_ps(seg->lo), hi = _mm512_set1_ps(seg->hi);
@@ -30,7 +30,7 @@ TM_AVX512 static void quant_int_avx512(const float *x, int64_t n, const struct t
     for (; i < n; i++) codes[i] = (uint8_t)tm__quant_one(x[i], seg);
 }
 
-TM_AVX512 static void dequant_int_avx512(const uint8_t *codes, int64_t n,
+TM_AVX512 void tm__dequant_int_avx512(const uint8_t *codes, int64_t n,
                                          const struct tm__qseg *seg, float *out) {
     const __m512 s = _mm512_set1_ps(seg->scale);
     const __m512i zp = _mm512_set1_epi32(seg->zp);
@@ -44,8 +44,6 @@ TM_AVX512 static void dequant_int_avx512(const uint8_t *codes, int64_t n,
     if (i < n) tm__dequant_int_ref(codes + i, n - i, seg, out + i);
 }
 
-const struct tm__qkernels tm__qkernels_avx512 = {
-    .name = "avx512", .quant_int = quant_int_avx512, .dequant_int = dequant_int_avx512};
 
 #else
 typedef int tm__quant_avx512_unused;

@@ -1,6 +1,6 @@
 /*
 ** quant_impl.h: private declarations shared by the files of src/quant/ (granularity geometry,
-** the kernel table, histogram observer states). Not installed; nothing outside src/quant/
+** the run kernels' types, histogram observer states). Not installed; nothing outside src/quant/
 ** includes it.
 */
 #ifndef TM_QUANT_IMPL_H
@@ -34,7 +34,7 @@ tm_status tm__ggeom_init(struct tm__ggeom *g, const tm_qgran *q, int ndim, const
 int64_t tm__ggeom_param(const struct tm__ggeom *g, int64_t f, int64_t *run);
 
 /* ---------------------------------------------------------------------------------------- */
-/* Kernels (quantize.c, quant_avx2.c)                                                       */
+/* Run kernels (quantize.c, quant_avx2.c; their table: kernels.h)                          */
 /* ---------------------------------------------------------------------------------------- */
 
 /* One run of elements sharing one scale and zero point, integer codes. */
@@ -57,21 +57,11 @@ typedef void (*tm__dequant_int_fn)(const uint8_t *codes, int64_t n, const struct
 typedef void (*tm__quant_dequant_int_fn)(const float *x, int64_t n, const struct tm__qseg *seg,
                                          uint8_t *codes, float *out);
 
-struct tm__qkernels {
-    const char              *name;
-    tm__quant_int_fn         quant_int;
-    tm__dequant_int_fn       dequant_int;
-    tm__quant_dequant_int_fn quant_dequant_int;
-};
-
-/* The reference scalar kernels: they define behaviour. */
+/* The reference scalar kernels: they define behaviour (the "ref" kernel set, kernels.h). */
 void tm__quant_int_ref(const float *x, int64_t n, const struct tm__qseg *seg, uint8_t *codes);
 void tm__dequant_int_ref(const uint8_t *codes, int64_t n, const struct tm__qseg *seg, float *out);
-extern const struct tm__qkernels tm__qkernels_ref;
 #if defined(__x86_64__) || defined(__i386__)
 #define TM_HAVE_X86_KERNELS 1
-extern const struct tm__qkernels tm__qkernels_avx2;
-extern const struct tm__qkernels tm__qkernels_avx512;
 #endif
 
 /* tm_quantize_f32 (no statistics) and tm_dequantize of the same elements in one pass per run:
@@ -81,8 +71,17 @@ tm_status tm__quantize_dequantize_f32(const tm_qparams *qp, int ndim, const int6
                                       const float *x, int64_t start, int64_t n, uint8_t *codes,
                                       float *xq, tm_err *err);
 
-/* The kernel table in use (never NULL). */
-const struct tm__qkernels *tm__qkernels_get(void);
+/* 1 when any of n values is NaN or +-Inf (exponent bits all ones): a branch-free scan the
+** compiler vectorises. For the observers' and the ggml quantizers' input checks. */
+static inline int tm__any_nonfinite(const float *x, int64_t n) {
+    uint32_t bad = 0;
+    for (int64_t i = 0; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, &x[i], 4);
+        bad |= (uint32_t)((u & 0x7f800000u) == 0x7f800000u);
+    }
+    return bad != 0;
+}
 
 /* One element of the reference: the code as an integer (NaN -> zp). Shared by ref and the
 ** SIMD tails so that both are the same function. */

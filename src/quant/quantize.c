@@ -1,6 +1,7 @@
 /*
 ** quantize.c: tm_quantize_f32 / tm_dequantize (any granularity), the reference kernels, the
-** error statistics, and the run-time kernel choice [docs/quantization.md "Quantize"].
+** error statistics [docs/quantization.md "Quantize"]; the run kernels come from qp->kernels
+** (kernels.h).
 **
 ** The driver walks the element range in runs that share one param unit (tm__ggeom_param
 ** gives the param and the run length once per run), so per-channel axis 0 and per-group along
@@ -8,85 +9,10 @@
 ** goes to a kernel (reference or SIMD: identical codes); the statistics are then computed by
 ** one scalar pass over the same run, so they are identical for every kernel variant.
 */
-#include "quant_impl.h"
+#include "kernels.h"
 
 #include <float.h>
 #include <math.h>
-
-/* ---------------------------------------------------------------------------------------- */
-/* Reference kernels                                                                         */
-/* ---------------------------------------------------------------------------------------- */
-
-void tm__quant_int_ref(const float *x, int64_t n, const struct tm__qseg *seg, uint8_t *codes) {
-    for (int64_t i = 0; i < n; i++) codes[i] = (uint8_t)tm__quant_one(x[i], seg);
-}
-
-void tm__dequant_int_ref(const uint8_t *codes, int64_t n, const struct tm__qseg *seg,
-                         float *out) {
-    for (int64_t i = 0; i < n; i++) {
-        int32_t q = seg->code_signed ? (int32_t)(int8_t)codes[i] : (int32_t)codes[i];
-        out[i] = (float)(q - seg->zp) * seg->scale;
-    }
-}
-
-const struct tm__qkernels tm__qkernels_ref = {
-    .name = "ref", .quant_int = tm__quant_int_ref, .dequant_int = tm__dequant_int_ref,
-    .quant_dequant_int = NULL};
-
-/* ---------------------------------------------------------------------------------------- */
-/* Kernel choice: the only mutable global of the library's numerics                          */
-/* ---------------------------------------------------------------------------------------- */
-
-static const struct tm__qkernels *g_qkernels; /* NULL until chosen ("auto" on first use) */
-
-static const struct tm__qkernels *pick_auto(void) {
-#ifdef TM_HAVE_X86_KERNELS
-    __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512f"))
-        return &tm__qkernels_avx512;
-    if (__builtin_cpu_supports("avx2")) return &tm__qkernels_avx2;
-#endif
-    return &tm__qkernels_ref;
-}
-
-const struct tm__qkernels *tm__qkernels_get(void) {
-    const struct tm__qkernels *k = __atomic_load_n(&g_qkernels, __ATOMIC_ACQUIRE);
-    if (!k) {
-        k = pick_auto();
-        __atomic_store_n(&g_qkernels, k, __ATOMIC_RELEASE);
-    }
-    return k;
-}
-
-tm_status tm_quant_set_kernel(const char *name) {
-    const struct tm__qkernels *k = NULL;
-    if (!name) return TM_E_INVALID_ARG;
-    if (strcmp(name, "ref") == 0) {
-        k = &tm__qkernels_ref;
-    } else if (strcmp(name, "auto") == 0) {
-        k = pick_auto();
-#ifdef TM_HAVE_X86_KERNELS
-    } else if (strcmp(name, "avx2") == 0) {
-        __builtin_cpu_init();
-        if (!__builtin_cpu_supports("avx2")) return TM_E_UNSUPPORTED;
-        k = &tm__qkernels_avx2;
-    } else if (strcmp(name, "avx512") == 0) {
-        __builtin_cpu_init();
-        if (!__builtin_cpu_supports("avx512f"))
-            return TM_E_UNSUPPORTED;
-        k = &tm__qkernels_avx512;
-#else
-    } else if (strcmp(name, "avx2") == 0 || strcmp(name, "avx512") == 0) {
-        return TM_E_UNSUPPORTED;
-#endif
-    } else {
-        return TM_E_INVALID_ARG;
-    }
-    __atomic_store_n(&g_qkernels, k, __ATOMIC_RELEASE);
-    return TM_OK;
-}
-
-const char *tm_quant_kernel_name(void) { return tm__qkernels_get()->name; }
 
 /* ---------------------------------------------------------------------------------------- */
 /* Statistics                                                                                */
@@ -358,7 +284,7 @@ tm_status tm_quantize_f32(const tm_qparams *qp, int ndim, const int64_t *shape, 
                            "quant: stats hold %lld per-param slots, the tensor has %lld params",
                            (long long)stats->n_params, (long long)pl.geo.n_params);
     if (!qp->allow_nonfinite && (st = check_finite(x, start, n, err)) != TM_OK) return st;
-    const struct tm__qkernels *k = tm__qkernels_get();
+    const tm_kernels *k = tm__kernels_or_auto(qp->kernels);
     uint8_t clip[STATS_CHUNK];
     int64_t i = 0;
     while (i < n) {
@@ -393,7 +319,7 @@ tm_status tm__quantize_dequantize_f32(const tm_qparams *qp, int ndim, const int6
     if (st != TM_OK) return st;
     if (n > 0 && !xq) return tm__err_set(err, TM_E_INVALID_ARG, -1, "quant: NULL output buffer");
     if (!qp->allow_nonfinite && (st = check_finite(x, start, n, err)) != TM_OK) return st;
-    const struct tm__qkernels *k = tm__qkernels_get();
+    const tm_kernels *k = tm__kernels_or_auto(qp->kernels);
     int64_t i = 0;
     while (i < n) {
         int64_t run;
@@ -424,7 +350,7 @@ tm_status tm_dequantize(const tm_qparams *qp, int ndim, const int64_t *shape,
     struct qplan pl;
     tm_status st = plan_init(&pl, qp, ndim, shape, start, n, codes, out, err);
     if (st != TM_OK) return st;
-    const struct tm__qkernels *k = tm__qkernels_get();
+    const tm_kernels *k = tm__kernels_or_auto(qp->kernels);
     int64_t i = 0;
     while (i < n) {
         int64_t run;

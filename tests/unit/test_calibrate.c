@@ -761,30 +761,14 @@ static void test_samples_messages(void **state) {
 /* ---- /api/v1/calibrate ------------------------------------------------------------------------ */
 
 /* GET path from 127.0.0.1:port; *status the HTTP status; returns the parsed JSON body */
-static json_t *http_json(int port, const char *path, int *status) {
-    int fd = tmt_http_connect(port);
-    char req[2048];
-    int n = snprintf(req, sizeof req, "GET %s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nConnection: close\r\n\r\n", path, port);
-    assert_int_equal(write(fd, req, (size_t)n), n);
-    static char buf[1 << 20];
-    size_t len = 0;
-    ssize_t r;
-    while ((r = read(fd, buf + len, sizeof buf - 1 - len)) > 0) len += (size_t)r;
-    close(fd);
-    buf[len] = '\0';
-    assert_int_equal(sscanf(buf, "HTTP/1.1 %d", status), 1);
-    char *body = strstr(buf, "\r\n\r\n");
-    assert_non_null(body);
-    json_t *j = json_loads(body + 4, 0, NULL);
-    assert_non_null(j);
-    return j;
-}
+#define http_json tmt_http_json
 
 /* the page's API answers with the command's document for a tensor of the served checkpoint */
-/* `tensormorph serve ST --samples NPY` on a free port: its pid and the port it printed. */
-static pid_t start_serve(const char *st, const char *npy, int *port) {
+/* `tensormorph serve ST --samples NPY` on a free port: its pid, the pipe of its stdout (*f, for the
+** caller to close) and the port it printed. */
+static pid_t start_serve(const char *st, const char *npy, FILE **f, int *port) {
     const char *args[] = {st, "--samples", npy, NULL};
-    return tmt_serve_start(args, port);
+    return (pid_t)tmt_serve_start(args, port, f);
 }
 
 static void test_api_equals_cli(void **state) {
@@ -801,8 +785,9 @@ static void test_api_equals_cli(void **state) {
     const float sv[8] = {0.5f, -1.0f, 4.0f, 0.25f, -0.125f, 2.0f, 1.5f, -3.0f};
     const int64_t s8[2] = {2, 4};
     write_npy(npy, 2, s8, sv);
+    FILE *f = NULL;
     int port = 0;
-    pid_t pid = start_serve(st, npy, &port);
+    pid_t pid = start_serve(st, npy, &f, &port);
     int status;
     json_t *a = http_json(port, "/api/v1/calibrate?tensor=w&observer=mse&convention=torch&type=uint8&symmetric=0&probe=0.5,-3&hist_bins=4", &status);
     json_t *c = tmt_run_json(0, "%s calibrate '%s:w' --observer mse --convention torch --type uint8 --asymmetric --probe 0.5 --probe -3 --json", tmt_bin(), st);
@@ -841,6 +826,7 @@ static void test_api_equals_cli(void **state) {
     json_decref(a);
     kill(pid, SIGTERM);
     waitpid(pid, NULL, 0);
+    fclose(f);
 }
 
 
@@ -861,8 +847,9 @@ static void test_api_bad_requests(void **state) {
     assert_non_null(strstr(txt, "nonexist.npy"));
     assert_null(strstr(txt, "http://"));
     free(txt);
+    FILE *f = NULL;
     int port = 0;
-    pid_t pid = start_serve(st, npy, &port);
+    pid_t pid = start_serve(st, npy, &f, &port);
     static const struct { const char *q; const char *needle; } bad[] = {
         {"tensor=%ff%fe", "not valid UTF-8"},
         {"samples=2", "samples must be 1"},
@@ -906,6 +893,7 @@ static void test_api_bad_requests(void **state) {
     kill(pid, SIGTERM);
     int ws = 0;
     waitpid(pid, &ws, 0);
+    fclose(f);
 }
 
 int main(void) {

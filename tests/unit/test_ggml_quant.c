@@ -14,7 +14,8 @@
 #include <string.h>
 
 #include "helpers/vectors.h"
-#include "quant/ggml_quant_impl.h"
+#include "quant/ggml_traits.h"
+#include "quant/kernels.h"
 #include "tensormorph.h"
 #include "tensormorph/ggml.h"
 #include "tensormorph/ggml_quant.h"
@@ -35,10 +36,16 @@ static uint8_t *read_all(const char *path, size_t *n) {
     return buf;
 }
 
+/* Bytes of a row of n values of type (tm_ggml_row_bytes), 0 when n does not fit the block. */
+static uint64_t row_bytes(int type, int64_t n) {
+    uint64_t rb = 0;
+    return tm_ggml_row_bytes(type, n, &rb, NULL) == TM_OK ? rb : 0;
+}
+
 /* Quantize x [rows, n_per_row] row by row into a malloc'd buffer; fails the test on error. */
 static uint8_t *quantize_rows(int type, const float *x, int64_t rows, int64_t n_per_row,
                               size_t *n_out) {
-    uint64_t rb = tm_gq_row_bytes(type, n_per_row);
+    uint64_t rb = row_bytes(type, n_per_row);
     assert_true(rb > 0);
     uint8_t *out = malloc((size_t)(rb * (uint64_t)rows));
     assert_non_null(out);
@@ -55,7 +62,7 @@ static uint8_t *quantize_rows(int type, const float *x, int64_t rows, int64_t n_
 /* Compare, reporting the first differing block. */
 static int compare_blocks(const char *what, int type, const uint8_t *got, const uint8_t *want,
                           size_t n) {
-    size_t bs = tm_gq_type_size(type);
+    size_t bs = tm_ggml_type_info_get(type)->type_size;
     int bad = 0;
     for (size_t b = 0; b * bs < n; b++) {
         if (memcmp(got + b * bs, want + b * bs, bs) != 0) {
@@ -85,13 +92,13 @@ static void test_gguf_vectors(void **state) {
         json_t *params = json_object_get(cj, "params");
         const char *tname = json_string_value(json_object_get(params, "type"));
         assert_non_null(tname);
-        int type = tm_gq_type_from_name(tname);
-        if (type < 0) fail_msg("gguf/%s: type %s has no quantizer", names[c], tname);
+        int type = tm_ggml_type_from_name(tname);
+        if (!tm_gq_writable(type)) fail_msg("gguf/%s: type %s has no quantizer", names[c], tname);
         int64_t rows = json_integer_value(json_object_get(params, "rows"));
         int64_t npr = json_integer_value(json_object_get(params, "n_per_row"));
         assert_true(rows > 0 && npr > 0);
-        assert_int_equal(tm_gq_block_size(type), json_integer_value(json_object_get(params, "block_size")));
-        assert_int_equal(tm_gq_type_size(type), json_integer_value(json_object_get(params, "type_size")));
+        assert_int_equal(tm_ggml_type_info_get(type)->block_size, json_integer_value(json_object_get(params, "block_size")));
+        assert_int_equal(tm_ggml_type_info_get(type)->type_size, json_integer_value(json_object_get(params, "type_size")));
         tmv_npy in;
         assert_int_equal(tmv_npy_load_case("gguf", names[c], "input.npy", &in), 0);
         assert_int_equal(in.n, rows * npr);
@@ -134,9 +141,9 @@ static void test_subnormal_blocks(void **state) {
     (void)state;
     if (!tmv_require_shared()) return;
     static const struct { int type; const char *file; int zero_code; } t[] = {
-        {TM_GQ_Q8_0, "expected_q8_0.bin", 0},  {TM_GQ_Q4_0, "expected_q4_0.bin", 8},
-        {TM_GQ_Q4_1, "expected_q4_1.bin", 0},  {TM_GQ_Q5_0, "expected_q5_0.bin", 16},
-        {TM_GQ_Q5_1, "expected_q5_1.bin", 0}};
+        {TM_GGML_Q8_0, "expected_q8_0.bin", 0},  {TM_GGML_Q4_0, "expected_q4_0.bin", 8},
+        {TM_GGML_Q4_1, "expected_q4_1.bin", 0},  {TM_GGML_Q5_0, "expected_q5_0.bin", 16},
+        {TM_GGML_Q5_1, "expected_q5_1.bin", 0}};
     tmv_npy in;
     assert_int_equal(tmv_npy_load_case("spec", "gguf_subnormal_blocks", "input.npy", &in), 0);
     float *x = tmv_npy_as_f32(&in);
@@ -151,16 +158,16 @@ static void test_subnormal_blocks(void **state) {
         assert_int_equal(ng, nw);
         assert_int_equal(compare_blocks(t[k].file, t[k].type, got, want, nw), 0);
         /* the checks in words: blocks 0-2 dequantize to exactly zero (every code the zero code) */
-        size_t bs = tm_gq_type_size(t[k].type);
+        size_t bs = tm_ggml_type_info_get(t[k].type)->type_size;
         for (int b = 0; b < 3; b++) {
             const uint8_t *blk = got + b * bs;
             uint16_t d = (uint16_t)(blk[0] | blk[1] << 8);
             assert_true((d & 0x7fff) == 0);
-            if (t[k].type == TM_GQ_Q8_0)
+            if (t[k].type == TM_GGML_Q8_0)
                 for (int j = 0; j < 32; j++) assert_int_equal(blk[2 + j], 0);
-            if (t[k].type == TM_GQ_Q4_0)
+            if (t[k].type == TM_GGML_Q4_0)
                 for (int j = 0; j < 16; j++) assert_int_equal(blk[2 + j], 0x88);
-            if (t[k].type == TM_GQ_Q5_0) {
+            if (t[k].type == TM_GGML_Q5_0) {
                 for (int j = 0; j < 16; j++) assert_int_equal(blk[6 + j], 0x00);
                 assert_int_equal(blk[2] & blk[3] & blk[4] & blk[5], 0xff); /* 5th bit of 16 */
             }
@@ -182,16 +189,16 @@ static void check_overflow(const char *caseid, int type, int must_fail_row) {
     float *x = tmv_npy_as_f32(&in);
     const uint8_t *rb = ref.data;
     int64_t rows = in.shape[0], npr = in.shape[1];
-    size_t bs = tm_gq_type_size(type);
-    int64_t nb = npr / tm_gq_block_size(type);
+    size_t bs = tm_ggml_type_info_get(type)->type_size;
+    int64_t nb = npr / tm_ggml_type_info_get(type)->block_size;
     assert_int_equal((int64_t)ref.n, rows * nb * (int64_t)bs);
     int n_refused = 0;
-    uint8_t *out = malloc((size_t)tm_gq_row_bytes(type, npr));
+    uint8_t *out = malloc((size_t)row_bytes(type, npr));
     for (int64_t r = 0; r < rows; r++) {
         int64_t first_inf = -1; /* first block of the row with an f16 inf d (or m) */
         for (int64_t b = 0; b < nb && first_inf < 0; b++) {
             const uint8_t *blk = rb + (r * nb + b) * (int64_t)bs;
-            int nf = type == TM_GQ_Q4_1 ? 2 : 1;
+            int nf = type == TM_GGML_Q4_1 ? 2 : 1;
             for (int f = 0; f < nf; f++)
                 if (((blk[2 * f] | blk[2 * f + 1] << 8) & 0x7fff) == 0x7c00) first_inf = b;
         }
@@ -225,16 +232,16 @@ static void check_overflow(const char *caseid, int type, int must_fail_row) {
 static void test_f16_scale_overflow(void **state) {
     (void)state;
     if (!tmv_require_shared()) return;
-    check_overflow("gguf_q8_0_f16_scale_overflow", TM_GQ_Q8_0, 0);
-    check_overflow("gguf_q4_1_f16_scale_overflow", TM_GQ_Q4_1, 1);
+    check_overflow("gguf_q8_0_f16_scale_overflow", TM_GGML_Q8_0, 0);
+    check_overflow("gguf_q4_1_f16_scale_overflow", TM_GGML_Q4_1, 1);
 }
 
 /* Every quantizer: f16 overflow is refused for every type, not just the legacy ones. */
 static void test_overflow_all_types(void **state) {
     (void)state;
-    static const int types[] = {TM_GQ_Q4_0, TM_GQ_Q4_1, TM_GQ_Q5_0, TM_GQ_Q5_1, TM_GQ_Q8_0,
-                                TM_GQ_IQ4_NL, TM_GQ_Q2_K, TM_GQ_Q3_K, TM_GQ_Q4_K, TM_GQ_Q5_K,
-                                TM_GQ_Q6_K, TM_GQ_F16};
+    static const int types[] = {TM_GGML_Q4_0, TM_GGML_Q4_1, TM_GGML_Q5_0, TM_GGML_Q5_1, TM_GGML_Q8_0,
+                                TM_GGML_IQ4_NL, TM_GGML_Q2_K, TM_GGML_Q3_K, TM_GGML_Q4_K, TM_GGML_Q5_K,
+                                TM_GGML_Q6_K, TM_GGML_F16};
     float x[512];
     uint8_t out[2048];
     for (size_t k = 0; k < sizeof types / sizeof types[0]; k++) {
@@ -245,8 +252,8 @@ static void test_overflow_all_types(void **state) {
         assert_int_equal(bad, -1);
         for (int i = 256; i < 512; i++) x[i] = (float)(i - 300) * 1e10f; /* second half huge */
         tm_status st = tm_gq_quantize_row(types[k], x, 512, out, &bad, &e);
-        if (st != TM_E_RANGE) fail_msg("%s: status %d (%s)", tm_gq_type_name(types[k]), st, e.msg);
-        int bs = tm_gq_block_size(types[k]);
+        if (st != TM_E_RANGE) fail_msg("%s: status %d (%s)", tm_ggml_type_info_get(types[k])->name, st, e.msg);
+        int bs = tm_ggml_type_info_get(types[k])->block_size;
         assert_true(bad * bs >= 256 && bad * bs < 512);
     }
 }
@@ -257,25 +264,28 @@ static void test_arguments(void **state) {
     uint8_t out[1024];
     tm_err e;
     int64_t bad;
-    assert_int_equal(tm_gq_quantize_row(TM_GQ_Q4_K, x, 128, out, &bad, &e), TM_E_INVALID_ARG);
+    assert_int_equal(tm_gq_quantize_row(TM_GGML_Q4_K, x, 128, out, &bad, &e), TM_E_INVALID_ARG);
     assert_non_null(strstr(e.msg, "multiple"));
-    assert_int_equal(tm_gq_quantize_row(TM_GQ_Q8_0, x, 33, out, &bad, &e), TM_E_INVALID_ARG);
+    assert_int_equal(tm_gq_quantize_row(TM_GGML_Q8_0, x, 33, out, &bad, &e), TM_E_INVALID_ARG);
     assert_int_equal(tm_gq_quantize_row(99, x, 32, out, &bad, &e), TM_E_INVALID_ARG);
     x[40] = NAN;
-    assert_int_equal(tm_gq_quantize_row(TM_GQ_Q8_0, x, 64, out, &bad, &e), TM_E_NONFINITE);
+    assert_int_equal(tm_gq_quantize_row(TM_GGML_Q8_0, x, 64, out, &bad, &e), TM_E_NONFINITE);
     assert_int_equal(bad, 1);
     assert_non_null(strstr(e.msg, "NaN"));
     x[40] = -INFINITY;
-    assert_int_equal(tm_gq_quantize_row(TM_GQ_Q6_K, x, 256, out, &bad, &e), TM_E_NONFINITE);
+    assert_int_equal(tm_gq_quantize_row(TM_GGML_Q6_K, x, 256, out, &bad, &e), TM_E_NONFINITE);
     assert_int_equal(bad, 0);
-    /* names and sizes */
-    assert_int_equal(tm_gq_type_from_name("q4_k"), TM_GQ_Q4_K);
-    assert_int_equal(tm_gq_type_from_name("IQ4_NL"), TM_GQ_IQ4_NL);
-    assert_int_equal(tm_gq_type_from_name("Q4_K_M"), -1);
-    assert_string_equal(tm_gq_type_name(TM_GQ_Q5_1), "Q5_1");
-    assert_int_equal(tm_gq_row_bytes(TM_GQ_Q6_K, 512), 420);
-    assert_int_equal(tm_gq_row_bytes(TM_GQ_Q6_K, 500), 0);
-    assert_int_equal(tm_gq_row_bytes(TM_GQ_F16, 3), 6);
+    /* names and sizes: the one type table */
+    assert_int_equal(tm_ggml_type_from_name("q4_k"), TM_GGML_Q4_K);
+    assert_int_equal(tm_ggml_type_from_name("IQ4_NL"), TM_GGML_IQ4_NL);
+    assert_int_equal(tm_ggml_type_from_name("Q4_K_M"), -1);
+    assert_string_equal(tm_ggml_type_info_get(TM_GGML_Q5_1)->name, "Q5_1");
+    assert_int_equal(row_bytes(TM_GGML_Q6_K, 512), 420);
+    assert_int_equal(row_bytes(TM_GGML_Q6_K, 500), 0);
+    assert_int_equal(row_bytes(TM_GGML_F16, 3), 6);
+    assert_true(tm_gq_writable(TM_GGML_Q4_K) && tm_gq_writable(TM_GGML_BF16));
+    assert_false(tm_gq_writable(TM_GGML_Q8_K) || tm_gq_writable(TM_GGML_IQ2_XXS) || tm_gq_writable(4) ||
+                 tm_gq_writable(-1) || tm_gq_writable(TM_GGML_TYPE_COUNT));
 }
 
 /* IQ4_NL has no quantize vector: check it through its own decode (d * grid[q]) on a ramp:
@@ -289,7 +299,7 @@ static void test_iq4_nl_properties(void **state) {
     for (int i = 0; i < 64; i++) x[i] = sinf((float)i * 0.7f) * (1.0f + (float)(i % 5));
     uint8_t out[36];
     tm_err e;
-    assert_int_equal(tm_gq_quantize_row(TM_GQ_IQ4_NL, x, 64, out, NULL, &e), TM_OK);
+    assert_int_equal(tm_gq_quantize_row(TM_GGML_IQ4_NL, x, 64, out, NULL, &e), TM_OK);
     for (int b = 0; b < 2; b++) {
         uint16_t dh = (uint16_t)(out[b * 18] | out[b * 18 + 1] << 8);
         float d = tm_f16_to_f32(dh);
@@ -306,7 +316,7 @@ static void test_iq4_nl_properties(void **state) {
     }
     /* an all-zero block: d 0, every code the grid index nearest 0 (value 1, index 8) */
     float z[32] = {0};
-    assert_int_equal(tm_gq_quantize_row(TM_GQ_IQ4_NL, z, 32, out, NULL, &e), TM_OK);
+    assert_int_equal(tm_gq_quantize_row(TM_GGML_IQ4_NL, z, 32, out, NULL, &e), TM_OK);
     assert_int_equal(out[0] | out[1], 0);
     for (int j = 0; j < 16; j++) assert_int_equal(out[2 + j], 0x88);
 }
@@ -320,7 +330,7 @@ static void test_simd_matches_ref(void **state) {
     static float x[N];
     static uint8_t a[N * 2], b[N * 2];
     uint64_t s = 12345;
-    const int types[] = {TM_GQ_Q8_0, TM_GQ_Q4_0, TM_GQ_Q2_K, TM_GQ_Q3_K, TM_GQ_Q4_K, TM_GQ_Q5_K, TM_GQ_Q6_K};
+    const int types[] = {TM_GGML_Q8_0, TM_GGML_Q4_0, TM_GGML_Q2_K, TM_GGML_Q3_K, TM_GGML_Q4_K, TM_GGML_Q5_K, TM_GGML_Q6_K};
     for (int round = 0; round < 40; round++) {
         for (int i = 0; i < N; i++) {
             s ^= s << 13; s ^= s >> 7; s ^= s << 17;
@@ -340,7 +350,7 @@ static void test_simd_matches_ref(void **state) {
             tm_status s2 = tm_gq_quantize_row_ref(types[k], x, N, b, &b2, &e2);
             assert_int_equal(s1, s2);
             assert_int_equal(b1, b2);
-            if (s1 == TM_OK) assert_memory_equal(a, b, (size_t)tm_gq_row_bytes(types[k], N));
+            if (s1 == TM_OK) assert_memory_equal(a, b, (size_t)row_bytes(types[k], N));
         }
     }
     x[1000] = 1e9f; /* block 31 overflows f16 for Q8_0 and Q4_0 */
@@ -352,7 +362,7 @@ static void test_simd_matches_ref(void **state) {
         assert_int_equal(b1, 31);
         assert_int_equal(b2, 31);
         assert_string_equal(e1.msg, e2.msg);
-        assert_memory_equal(a, b, 31 * tm_gq_type_size(types[k]));
+        assert_memory_equal(a, b, 31 * tm_ggml_type_info_get(types[k])->type_size);
     }
 }
 
@@ -416,8 +426,9 @@ static void fill(float *x, int64_t n, int kind) {
     }
 }
 
-/* The SIMD path (simd 1: Q8_0/Q4_0 measure the error inside the AVX2 kernel, other types
-** dequantize and add in AVX2 lanes) against the scalar reference (simd 0), and both against
+/* The SIMD path (the "auto" kernel set: Q8_0/Q4_0/Q6_K measure the error inside the AVX2 kernel,
+** other types dequantize and add in AVX2 lanes) against the scalar reference (the "ref" set), and
+** both against
 ** err_spec over a dequantization of the reference bytes: bytes, status, block and the error
 ** accumulator bit for bit, on rows of 1..40 blocks (block counts that are not a multiple of the
 ** kernels' 8 blocks) added to one accumulator in several calls. */
@@ -426,17 +437,18 @@ static void test_err_fused_matches_ref(void **state) {
     enum { MAXN = 40 * 256 };
     static float x[MAXN], dq[MAXN], dq2[MAXN];
     static uint8_t a[MAXN * 2], b[MAXN * 2];
-    const int types[] = {TM_GQ_Q8_0, TM_GQ_Q4_0, TM_GQ_Q6_K, TM_GQ_Q4_K, TM_GQ_Q5_0, TM_GQ_F16, TM_GQ_IQ4_NL};
+    const int types[] = {TM_GGML_Q8_0, TM_GGML_Q4_0, TM_GGML_Q6_K, TM_GGML_Q4_K, TM_GGML_Q5_0, TM_GGML_F16, TM_GGML_IQ4_NL};
     int checked = 0;
     for (size_t k = 0; k < sizeof types / sizeof types[0]; k++) {
-        const int type = types[k], blk = tm_gq_block_size(type) > 1 ? tm_gq_block_size(type) : 8;
+        const int type = types[k];
+        const int blk = tm_ggml_type_info_get(type)->block_size > 1 ? (int)tm_ggml_type_info_get(type)->block_size : 8;
         for (int kind = 0; kind < 12; kind++) {
-            for (int nb = 1; nb <= 40; nb += (type == TM_GQ_Q8_0 || type == TM_GQ_Q4_0) ? 1 : 13) {
+            for (int nb = 1; nb <= 40; nb += (type == TM_GGML_Q8_0 || type == TM_GGML_Q4_0) ? 1 : 13) {
                 const int64_t n = (int64_t)nb * blk;
                 fill(x, n, kind);
                 /* three calls: two lane-aligned pieces and the rest */
                 int64_t cut1 = (n / 3) / blk * blk, cut2 = (2 * n / 3) / blk * blk;
-                if (type == TM_GQ_F16) { cut1 = cut1 / 8 * 8; cut2 = cut2 / 8 * 8; }
+                if (type == TM_GGML_F16) { cut1 = cut1 / 8 * 8; cut2 = cut2 / 8 * 8; }
                 tm__gq_err e1, e2;
                 memset(&e1, 0, sizeof e1);
                 memset(&e2, 0, sizeof e2);
@@ -445,15 +457,15 @@ static void test_err_fused_matches_ref(void **state) {
                 tm_status s1 = TM_OK, s2 = TM_OK;
                 for (int c = 0; c < 3 && !s1 && !s2; c++) {
                     const int64_t m = cuts[c + 1] - cuts[c];
-                    const size_t off = (size_t)tm_gq_row_bytes(type, cuts[c]);
+                    const size_t off = (size_t)row_bytes(type, cuts[c]);
                     int64_t b1, b2;
                     tm_err er1, er2;
-                    s1 = tm__gq_quantize_row_err(type, x + cuts[c], m, a + off, dq, &e1, &b1, 1, &er1);
-                    s2 = tm__gq_quantize_row_err(type, x + cuts[c], m, b + off, dq, &e2, &b2, 0, &er2);
+                    s1 = tm__gq_quantize_row_err(type, x + cuts[c], m, a + off, dq, &e1, &b1, NULL, &er1);
+                    s2 = tm__gq_quantize_row_err(type, x + cuts[c], m, b + off, dq, &e2, &b2, &tm__kernels_ref, &er2);
                     assert_int_equal(s1, s2);
                     assert_int_equal(b1, b2);
                     if (s1) assert_string_equal(er1.msg, er2.msg);
-                    rb = off + (size_t)tm_gq_row_bytes(type, m);
+                    rb = off + (size_t)row_bytes(type, m);
                 }
                 if (s1) continue; /* kind 7 may overflow f16 in Q4_K's d: checked above */
                 assert_memory_equal(a, b, rb);
@@ -472,12 +484,13 @@ static void test_err_fused_matches_ref(void **state) {
     /* a row whose length is not a multiple of 8 (F16 output): the tail in the last call */
     fill(x, 1003, 0);
     for (int simd = 0; simd < 2; simd++) {
+        const tm_kernels *ks = simd ? NULL : &tm__kernels_ref;
         tm__gq_err e;
         memset(&e, 0, sizeof e);
         tm_err er;
-        assert_int_equal(tm__gq_quantize_row_err(TM_GQ_F16, x, 1000, a, dq, &e, NULL, simd, &er), TM_OK);
-        assert_int_equal(tm__gq_quantize_row_err(TM_GQ_F16, x + 1000, 3, a + 2000, dq, &e, NULL, simd, &er), TM_OK);
-        assert_int_equal(tm_ggml_dequantize(TM_GQ_F16, a, 2006, 1003, dq2, &er), TM_OK);
+        assert_int_equal(tm__gq_quantize_row_err(TM_GGML_F16, x, 1000, a, dq, &e, NULL, ks, &er), TM_OK);
+        assert_int_equal(tm__gq_quantize_row_err(TM_GGML_F16, x + 1000, 3, a + 2000, dq, &e, NULL, ks, &er), TM_OK);
+        assert_int_equal(tm_ggml_dequantize(TM_GGML_F16, a, 2006, 1003, dq2, &er), TM_OK);
         double want[3], got[3];
         err_spec(x, dq2, 1003, want);
         tm__gq_err_total(&e, &got[0], &got[1], &got[2]);
@@ -494,7 +507,7 @@ static void test_simd_nonfinite_and_overflow(void **state) {
     static float x[N], dq[N];
     static uint8_t a[N * 2], b[N * 2];
     const float bad[] = {NAN, -NAN, INFINITY, -INFINITY, 1e9f, -3e8f};
-    const int types[] = {TM_GQ_Q8_0, TM_GQ_Q4_0};
+    const int types[] = {TM_GGML_Q8_0, TM_GGML_Q4_0};
     for (size_t t = 0; t < 2; t++)
         for (size_t v = 0; v < sizeof bad / sizeof bad[0]; v++)
             for (int pos = 0; pos < N; pos += 97)
@@ -509,15 +522,15 @@ static void test_simd_nonfinite_and_overflow(void **state) {
                     memset(b, 0, sizeof b);
                     int64_t b1, b2;
                     tm_err er1, er2;
-                    tm_status s1 = with_acc ? tm__gq_quantize_row_err(types[t], x, N, a, dq, &e1, &b1, 1, &er1)
+                    tm_status s1 = with_acc ? tm__gq_quantize_row_err(types[t], x, N, a, dq, &e1, &b1, NULL, &er1)
                                             : tm_gq_quantize_row(types[t], x, N, a, &b1, &er1);
-                    tm_status s2 = with_acc ? tm__gq_quantize_row_err(types[t], x, N, b, dq, &e2, &b2, 0, &er2)
+                    tm_status s2 = with_acc ? tm__gq_quantize_row_err(types[t], x, N, b, dq, &e2, &b2, &tm__kernels_ref, &er2)
                                             : tm_gq_quantize_row_ref(types[t], x, N, b, &b2, &er2);
                     assert_true(s1 != TM_OK);
                     assert_int_equal(s1, s2);
                     assert_int_equal(b1, b2);
                     assert_string_equal(er1.msg, er2.msg);
-                    if (s1 == TM_E_RANGE) assert_memory_equal(a, b, (size_t)b1 * tm_gq_type_size(types[t]));
+                    if (s1 == TM_E_RANGE) assert_memory_equal(a, b, (size_t)b1 * tm_ggml_type_info_get(types[t])->type_size);
                 }
 }
 
@@ -549,8 +562,8 @@ static void test_f16c_scale_matches_ref(void **state) {
         for (int k = 0; k < NB; k++) {
             int64_t b1, b2;
             tm_err e1, e2;
-            tm_status s1 = tm_gq_quantize_row(TM_GQ_Q4_0, x + k * 32, 32, a + k * 18, &b1, &e1);
-            tm_status s2 = tm_gq_quantize_row_ref(TM_GQ_Q4_0, x + k * 32, 32, b + k * 18, &b2, &e2);
+            tm_status s1 = tm_gq_quantize_row(TM_GGML_Q4_0, x + k * 32, 32, a + k * 18, &b1, &e1);
+            tm_status s2 = tm_gq_quantize_row_ref(TM_GGML_Q4_0, x + k * 32, 32, b + k * 18, &b2, &e2);
             assert_int_equal(s1, s2);
             if (s1 == TM_OK) {
                 if (memcmp(a + k * 18, b + k * 18, 18) != 0)
@@ -597,8 +610,45 @@ static void test_f16_widening_ragged(void **state) {
     }
 }
 
+/* ---- the one type table (src/quant/ggml_traits.h) ----------------------------------------- */
+
+/* Every id's row: the public facts are the table's (same pointer), the id matches the index, a
+** block type has a dequantizer, a SIMD column only beside a reference quantizer, and the
+** writable ids are exactly the fourteen of tensormorph/ggml_quant.h. */
+static void test_type_table(void **state) {
+    (void)state;
+    static const int writable[] = {TM_GGML_F32, TM_GGML_F16, TM_GGML_BF16, TM_GGML_Q4_0, TM_GGML_Q4_1,
+                                   TM_GGML_Q5_0, TM_GGML_Q5_1, TM_GGML_Q8_0, TM_GGML_IQ4_NL, TM_GGML_Q2_K,
+                                   TM_GGML_Q3_K, TM_GGML_Q4_K, TM_GGML_Q5_K, TM_GGML_Q6_K};
+    int n_named = 0, n_writable = 0;
+    for (int id = -1; id <= TM_GGML_TYPE_COUNT; id++) {
+        const tm__ggml_traits *t = tm__ggml_traits_of(id);
+        const tm_ggml_type_info *info = tm_ggml_type_info_get(id);
+        if (!t) {
+            assert_null(info);
+            assert_false(tm_gq_writable(id));
+            continue;
+        }
+        n_named++;
+        assert_ptr_equal(info, &t->info);
+        assert_int_equal(t->info.id, id);
+        assert_int_equal(tm_ggml_type_from_name(t->info.name), id);
+        assert_int_equal(t->info.is_quantized, t->dequantize != NULL);
+        if (t->quantize_simd || t->quantize_err) assert_non_null(t->quantize_ref);
+        int want = 0;
+        for (size_t k = 0; k < sizeof writable / sizeof writable[0]; k++) want |= writable[k] == id;
+        assert_int_equal(tm_gq_writable(id), want);
+        n_writable += want;
+    }
+    assert_int_equal(n_named, 31); /* 39 ids less the removed 4, 5, 31-33, 36-38 */
+    assert_int_equal(n_writable, 14);
+    assert_null(tm__ggml_traits_of(4));
+    assert_null(tm__ggml_traits_of(36));
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_type_table),
         cmocka_unit_test(test_gguf_vectors),
         cmocka_unit_test(test_subnormal_blocks),
         cmocka_unit_test(test_f16_scale_overflow),

@@ -105,6 +105,21 @@ static int file_tensor_type(const tm_file *f, int64_t i) {
     return t->dtype == TM_F32 ? 0 : t->dtype == TM_F16 ? 1 : t->dtype == TM_BF16 ? 30 : -1;
 }
 
+/* The file at `out` holds exactly the bytes of the file at `ref`. */
+static void assert_same_file(const char *out, const char *ref) {
+    size_t na = 0, nb = 0;
+    uint8_t *a = read_all(out, &na), *b = read_all(ref, &nb);
+    assert_non_null(a);
+    assert_non_null(b);
+    if (na != nb || memcmp(a, b, na) != 0) {
+        size_t k = 0;
+        while (k < na && k < nb && a[k] == b[k]) k++;
+        fail_msg("%s: differs from %s at byte %zu (sizes %zu / %zu)", out, ref, k, na, nb);
+    }
+    free(a);
+    free(b);
+}
+
 /* ---------------------------------------------------------------------------------------- */
 
 static void check_reference(const char *src, const char *ref, const char *ft) {
@@ -117,17 +132,7 @@ static void check_reference(const char *src, const char *ref, const char *ft) {
     p.n_threads = 2;
     tm_status s = quantize(in, ref, ft, &p, &res, &e, out, sizeof out);
     if (s) fail_msg("%s -> %s: %s", src, ft, e.msg);
-    size_t na = 0, nb = 0;
-    uint8_t *a = read_all(out, &na), *b = read_all(rp, &nb);
-    assert_non_null(a);
-    assert_non_null(b);
-    if (na != nb || memcmp(a, b, na) != 0) {
-        size_t k = 0;
-        while (k < na && k < nb && a[k] == b[k]) k++;
-        fail_msg("%s: differs from %s at byte %zu (sizes %zu / %zu)", out, ref, k, na, nb);
-    }
-    free(a);
-    free(b);
+    assert_same_file(out, rp);
     assert_true(no_temp_left(ref));
     /* the manifest beside the file */
     char mp[4200];
@@ -190,6 +195,47 @@ static void test_reference_real_shapes(void **state) {
         char ref[128];
         snprintf(ref, sizeof ref, "stories260K-%s.gguf", types[i]);
         check_reference("stories260K-F32.gguf", ref, types[i]);
+    }
+}
+
+/* The whole job under every kernel set this CPU runs (tm_gguf_qparams.kernels: auto, ref, avx2,
+** avx512): the bytes of llama-quantize's file, and the measured errors of auto bit for bit. The
+** types cover the ggml type table's SIMD columns: fused quantizer+error kernels (Q8_0, Q4_0,
+** Q6_K), AVX2 scale searches (Q2_K..Q5_K) and the plain dequantize-and-measure path. */
+static void test_kernel_sets(void **state) {
+    (void)state;
+    if (!tmv_require_shared()) return;
+    static const char *const kern[] = {"auto", "ref", "avx2", "avx512"};
+    static const char *const types[] = {"Q8_0", "Q4_0", "Q6_K", "Q2_K", "Q3_K_M", "Q4_K_M", "Q5_K_M"};
+    char in[4096], rp[4096], out[4096];
+    snprintf(in, sizeof in, "%s/models/gguf/stories260K-rows256-F32.gguf", tmv_shared_dir());
+    for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
+        snprintf(rp, sizeof rp, "%s/models/gguf/stories260K-rows256-%s.gguf", tmv_shared_dir(), types[t]);
+        tm_gguf_qresult *r0 = NULL;
+        int ran = 0;
+        for (size_t k = 0; k < sizeof kern / sizeof kern[0]; k++) {
+            tm_gguf_qparams p = tm_gguf_qparams_default();
+            if (tm_kernels_get(kern[k], &p.kernels) != TM_OK) continue; /* the CPU lacks it */
+            p.n_threads = 2;
+            tm_gguf_qresult *res = NULL;
+            tm_err e;
+            if (quantize(in, "kernels.gguf", types[t], &p, &res, &e, out, sizeof out))
+                fail_msg("%s under --kernel %s: %s", types[t], kern[k], e.msg);
+            assert_same_file(out, rp);
+            ran++;
+            if (!r0) { r0 = res; continue; }
+            assert_int_equal(res->n, r0->n);
+            for (int64_t i = 0; i < res->n; i++) {
+                const tm_gguf_qtensor *a = &r0->tensors[i], *b = &res->tensors[i];
+                assert_int_equal(a->out_type, b->out_type);
+                assert_memory_equal(&a->rmse, &b->rmse, sizeof a->rmse);
+                assert_memory_equal(&a->max_abs_err, &b->max_abs_err, sizeof a->max_abs_err);
+                assert_memory_equal(&a->sqnr_db, &b->sqnr_db, sizeof a->sqnr_db);
+            }
+            free_res(res);
+        }
+        assert_true(ran >= 2); /* auto and ref at least */
+        free_res(r0);
     }
 }
 
@@ -582,11 +628,12 @@ static void test_safetensors_input(void **state) {
             n_q8++;
             float *x = malloc((size_t)st->n_elems * sizeof *x);
             assert_int_equal(tm_tensor_read_f32(src, si, 0, st->n_elems, x, NULL), TM_OK);
-            uint64_t nb = tm_gq_row_bytes(TM_GQ_Q8_0, ne0) * (uint64_t)(st->n_elems / ne0);
+            uint64_t rb;
+            assert_int_equal(tm_ggml_row_bytes(TM_GGML_Q8_0, ne0, &rb, NULL), TM_OK);
+            uint64_t nb = rb * (uint64_t)(st->n_elems / ne0);
             uint8_t *want = malloc((size_t)nb);
             for (int64_t rr = 0; rr < st->n_elems / ne0; rr++)
-                assert_int_equal(tm_gq_quantize_row(TM_GQ_Q8_0, x + rr * ne0, ne0,
-                                                    want + rr * tm_gq_row_bytes(TM_GQ_Q8_0, ne0), NULL, NULL), TM_OK);
+                assert_int_equal(tm_gq_quantize_row(TM_GGML_Q8_0, x + rr * ne0, ne0, want + rr * rb, NULL, NULL), TM_OK);
             const void *got;
             assert_int_equal(qt->n_bytes, nb);
             assert_int_equal(tm_tensor_data(q, i, 0, nb, &got, NULL), TM_OK);
@@ -634,7 +681,8 @@ static void test_f16_source(void **state) {
         int64_t ne0 = st->shape[st->ndim - 1], rows = st->n_elems / ne0;
         float *x = malloc((size_t)st->n_elems * sizeof *x);
         assert_int_equal(tm_tensor_read_f32(src, si, 0, st->n_elems, x, NULL), TM_OK);
-        uint64_t rb = tm_gq_row_bytes(ty, ne0);
+        uint64_t rb;
+        assert_int_equal(tm_ggml_row_bytes(ty, ne0, &rb, NULL), TM_OK);
         uint8_t *want = malloc((size_t)(rb * (uint64_t)rows));
         for (int64_t rr = 0; rr < rows; rr++)
             assert_int_equal(tm_gq_quantize_row_ref(ty, x + rr * ne0, ne0, want + rr * rb, NULL, NULL), TM_OK);
@@ -778,6 +826,15 @@ static void test_cli(void **state) {
     }
     assert_true(seen);
     json_decref(d);
+    /* --kernel reaches the GGUF form: every set writes the same bytes; an unknown one is a usage error */
+    char kout[4096];
+    tmp_path(kout, sizeof kout, "cli-kernel.gguf");
+    assert_int_equal(run_cmd("'%s' quantize '%s' -o '%s' --type q5_k_m --tensor-type 'attn_q=Q8_0' --kernel ref -q", bin, in, kout), 0);
+    assert_same_file(kout, out);
+    unlink(kout);
+    assert_int_equal(run_cmd("TM_FORCE_KERNEL=ref '%s' quantize '%s' -o '%s' --type q5_k_m --tensor-type 'attn_q=Q8_0' -q", bin, in, kout), 0);
+    assert_same_file(kout, out);
+    assert_int_equal(run_cmd("'%s' quantize '%s' -o '%s' --type Q8_0 --kernel fast --force 2>/dev/null", bin, in, kout), 2);
     assert_int_equal(run_cmd("'%s' quantize '%s' -o '%s' --type Q4_K_X 2>/dev/null", bin, in, out), 2);
     assert_int_equal(run_cmd("'%s' quantize '%s' -o '%s' --type Q4_0 -g group:32 2>/dev/null", bin, in, out), 2);
     assert_int_equal(run_cmd("'%s' quantize '%s' -o '%s' --tensor-type 'x=Q9' --type Q4_0 2>/dev/null", bin, in, out), 2);
@@ -870,6 +927,7 @@ int main(void) {
         cmocka_unit_test(test_kvlist),
         cmocka_unit_test(test_reference_rows256),
         cmocka_unit_test(test_reference_real_shapes),
+        cmocka_unit_test(test_kernel_sets),
         cmocka_unit_test(test_f16_keep_and_strict),
         cmocka_unit_test(test_synthetic_rules),
         cmocka_unit_test(test_synthetic_fallbacks),

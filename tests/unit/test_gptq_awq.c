@@ -310,6 +310,16 @@ static void check_model(const char *dir, const qlin *ql, lay L, const char *layo
             assert_int_equal(q->gran.axis, 1);
             assert_int_equal(q->gran.group_size, x->gs);
         }
+        /* the one label: unsigned codes with stored zero points, f16 scales; the description
+        ** names the transposed word grid, AWQ's field order and act-order g_idx */
+        char lab[TM_QLABEL_MAX], want[64], desc[TM_QDESC_MAX];
+        if (x->gs < 0) snprintf(want, sizeof want, "U%d channel:0 asym scale:F16", x->bits);
+        else snprintf(want, sizeof want, "U%d group:%lld asym scale:F16", x->bits, (long long)x->gs);
+        assert_string_equal(tm_qtensor_label(f, t, lab, sizeof lab), want);
+        tm_qtensor_describe(f, t, desc, sizeof desc);
+        assert_non_null(strstr(desc, "word grid stored transposed (GPTQ/AWQ)"));
+        assert_true((strstr(desc, "interleaved field order") != NULL) == (L == AWQ));
+        assert_true((strstr(desc, "act-order g_idx") != NULL) == (gidx_used != 0));
         const tm_tensor *sc = tm_file_tensor(f, q->scale_tensor);
         const tm_tensor *zt = tm_file_tensor(f, q->zero_point_tensor);
         assert_string_equal(sc->name, g_names[l][2]);

@@ -24,6 +24,7 @@
 #include "tensormorph.h"
 #include "tensormorph/graph.h"
 #include "tensormorph/experimental.h"
+#include "helpers/onnx_pb.h"
 #include "helpers/vectors.h"
 
 /* ---------------------------------------------------------------------------------------- */
@@ -83,72 +84,6 @@ static int64_t count_dtype(const tm_file *f, tm_dtype dt) {
 }
 
 static uint32_t f32_bits(float x) { uint32_t u; memcpy(&u, &x, 4); return u; }
-
-/* ---- a protobuf writer for fixtures (field by field, from the wire format spec) ---------- */
-
-typedef struct pb { uint8_t *b; size_t n, cap; } pb;
-
-static void pb_raw(pb *p, const void *d, size_t n) {
-    if (p->n + n > p->cap) {
-        p->cap = (p->n + n) * 2 + 64;
-        p->b = realloc(p->b, p->cap);
-        assert_non_null(p->b);
-    }
-    if (n) memcpy(p->b + p->n, d, n);
-    p->n += n;
-}
-static void pb_varint(pb *p, uint64_t v) {
-    uint8_t t[10];
-    size_t k = 0;
-    do { t[k++] = (uint8_t)((v & 0x7f) | (v > 0x7f ? 0x80 : 0)); v >>= 7; } while (v);
-    pb_raw(p, t, k);
-}
-static void pb_vfield(pb *p, int field, uint64_t v) { pb_varint(p, (uint64_t)field << 3); pb_varint(p, v); }
-static void pb_bytes(pb *p, int field, const void *d, size_t n) {
-    pb_varint(p, ((uint64_t)field << 3) | 2);
-    pb_varint(p, n);
-    pb_raw(p, d, n);
-}
-static void pb_str(pb *p, int field, const char *s) { pb_bytes(p, field, s, strlen(s)); }
-static void pb_msg(pb *p, int field, pb *m) { pb_bytes(p, field, m->b, m->n); free(m->b); memset(m, 0, sizeof *m); }
-
-/* TensorProto: dims (1), data_type (2), name (8), raw_data (9) */
-static void pb_tensor_raw(pb *t, const char *name, int dtype, int ndim, const int64_t *dims,
-                          const void *raw, size_t n) {
-    for (int d = 0; d < ndim; d++) pb_vfield(t, 1, (uint64_t)dims[d]);
-    pb_vfield(t, 2, (uint64_t)dtype);
-    pb_str(t, 8, name);
-    if (raw) pb_bytes(t, 9, raw, n);
-}
-
-/* NodeProto: input (1), output (2), name (3), op_type (4), attribute (5) with name (1), i (3),
-** type (20) INT = 2 */
-static void pb_node(pb *g, const char *op, const char *name, int n_in, const char *const *in,
-                    const char *out, const char *attr, int64_t attr_v) {
-    pb n = {0};
-    for (int k = 0; k < n_in; k++) pb_str(&n, 1, in[k]);
-    pb_str(&n, 2, out);
-    pb_str(&n, 3, name);
-    pb_str(&n, 4, op);
-    if (attr) {
-        pb a = {0};
-        pb_str(&a, 1, attr);
-        pb_vfield(&a, 3, (uint64_t)attr_v);
-        pb_vfield(&a, 20, 2);
-        pb_msg(&n, 5, &a);
-    }
-    pb_msg(g, 1, &n);
-}
-
-/* ModelProto: ir_version (1), opset_import (8) {version (2)}, graph (7) */
-static void pb_model(pb *m, pb *graph, int opset) {
-    pb_vfield(m, 1, 8);
-    pb o = {0};
-    pb_vfield(&o, 2, (uint64_t)opset);
-    pb_msg(m, 8, &o);
-    pb_str(graph, 2, "g");
-    pb_msg(m, 7, graph);
-}
 
 static void write_file(const char *path, const void *d, size_t n) {
     FILE *fp = fopen(path, "wb");
@@ -371,7 +306,7 @@ static void test_dequantizelinear_node_tests(void **state) {
         assert_int_equal(tm_graph_n_nodes(f), 1);
         const tm_graph_node *nd = tm_graph_node_at(f, 0);
         assert_string_equal(nd->op_type, "DequantizeLinear");
-        assert_int_equal(nd->qkind, TM_GQ_DEQUANTIZE);
+        assert_int_equal(nd->qkind, TM_QNODE_DEQUANTIZE);
         const tm_graph_value *x = tm_graph_value_at(f, nd->inputs[0]);
         assert_true(x->quantized);
         tm_file *ref = open_pb(dir, "output_0.pb");
@@ -565,7 +500,7 @@ static void test_ort_granularities(void **state) {
     int64_t n_ms = 0;
     for (int64_t i = 0; i < tm_graph_n_nodes(f); i++) {
         const tm_graph_node *nd = tm_graph_node_at(f, i);
-        if (nd->qkind == TM_GQ_DEQUANTIZE && !strcmp(nd->domain, "com.microsoft")) n_ms++;
+        if (nd->qkind == TM_QNODE_DEQUANTIZE && !strcmp(nd->domain, "com.microsoft")) n_ms++;
     }
     assert_int_equal(n_ms, 3);
     tm_close(f);
@@ -676,8 +611,8 @@ static void test_graph_quant_boundaries(void **state) {
     int64_t n_dq = 0, n_q = 0;
     for (int64_t i = 0; i < tm_graph_n_nodes(f); i++) {
         const tm_graph_node *nd = tm_graph_node_at(f, i);
-        if (nd->qkind == TM_GQ_DEQUANTIZE) n_dq++;
-        if (nd->qkind == TM_GQ_QUANTIZE) {
+        if (nd->qkind == TM_QNODE_DEQUANTIZE) n_dq++;
+        if (nd->qkind == TM_QNODE_QUANTIZE) {
             n_q++;
             const tm_graph_value *y = tm_graph_value_at(f, nd->outputs[0]);
             assert_true(y->quantized);
@@ -699,14 +634,14 @@ static void test_graph_quant_boundaries(void **state) {
     char dir[2048];
     snprintf(dir, sizeof dir, "onnx_node_tests/test_qlinearmatmul_2D_int8_float32/model.onnx");
     f = open_ok(dir);
-    assert_int_equal(tm_graph_node_at(f, 0)->qkind, TM_GQ_QOPERATOR);
+    assert_int_equal(tm_graph_node_at(f, 0)->qkind, TM_QNODE_QOPERATOR);
     assert_true(tm_graph_value_at(f, tm_graph_node_at(f, 0)->inputs[3])->quantized);
     assert_string_equal(tm_graph_value_at(f, tm_graph_node_at(f, 0)->outputs[0])->elem_type_name, "INT8");
     tm_close(f);
     f = open_ok("ort_testdata/dynamic_quantize_matmul_uint8_bias.onnx");
     assert_string_equal(meta(f, "onnx.activation_quantization_points"), "1");
     int n_int = 0;
-    for (int64_t i = 0; i < tm_graph_n_nodes(f); i++) n_int += tm_graph_node_at(f, i)->qkind == TM_GQ_INTEGER;
+    for (int64_t i = 0; i < tm_graph_n_nodes(f); i++) n_int += tm_graph_node_at(f, i)->qkind == TM_QNODE_INTEGER;
     assert_int_equal(n_int, 1);
     tm_close(f);
 }

@@ -258,17 +258,25 @@ static const char *matmul_model(const char *file, int64_t K, int64_t N, int64_t 
 
 typedef struct loaded { Onnx__ModelProto *m; uint8_t *b; } loaded;
 
-static loaded load(const char *path) {
-    loaded l = {0};
+/* The whole file (malloc'd), its size in *n. */
+static uint8_t *read_bytes(const char *path, size_t *n) {
     FILE *f = fopen(path, "rb");
     assert_non_null(f);
     fseek(f, 0, SEEK_END);
-    long n = ftell(f);
+    long m = ftell(f);
     fseek(f, 0, SEEK_SET);
-    l.b = malloc((size_t)n + 1);
-    assert_int_equal(fread(l.b, 1, (size_t)n, f), (size_t)n);
+    uint8_t *b = malloc((size_t)m + 1);
+    assert_int_equal(fread(b, 1, (size_t)m, f), (size_t)m);
     fclose(f);
-    l.m = onnx__model_proto__unpack(NULL, (size_t)n, l.b);
+    *n = (size_t)m;
+    return b;
+}
+
+static loaded load(const char *path) {
+    loaded l = {0};
+    size_t n;
+    l.b = read_bytes(path, &n);
+    l.m = onnx__model_proto__unpack(NULL, n, l.b);
     assert_non_null(l.m);
     return l;
 }
@@ -1200,10 +1208,61 @@ static int write_models(const char *dir) {
     return 0;
 }
 
+/* The whole job under every kernel set this CPU runs (tm_onnx_qparams.kernels: auto, ref, avx2,
+** avx512; observers, quantize and error statistics): the same file bytes and the same error
+** figures, bit for bit, for minmax and MSE observers, symmetric int8 channels and asymmetric
+** uint8 and int4 groups, on a weight whose rows are not a multiple of any vector width. */
+static void test_kernel_sets(void **state) {
+    (void)state;
+    static const char *const kern[] = {"auto", "ref", "avx2", "avx512"};
+    static const struct { tm_dtype code; tm_granularity gk; int64_t gs; int symmetric; tm_observer_kind obs; } sc[] = {
+        {TM_I8, TM_GRAN_CHANNEL, 0, 1, TM_OBS_MINMAX}, {TM_U8, TM_GRAN_TENSOR, 0, 0, TM_OBS_MSE},
+        {TM_I4, TM_GRAN_GROUP, 32, 0, TM_OBS_MINMAX}, {TM_I8, TM_GRAN_CHANNEL, 0, 0, TM_OBS_PERCENTILE}};
+    g_rng = 11;
+    const char *in = matmul_model("kern.onnx", 96, 131, 21, NULL, NULL);
+    for (size_t c = 0; c < sizeof sc / sizeof sc[0]; c++) {
+        uint8_t *b0 = NULL;
+        size_t n0 = 0;
+        tm_errsum e0;
+        int ran = 0;
+        for (size_t k = 0; k < sizeof kern / sizeof kern[0]; k++) {
+            tm_onnx_qparams p = tm_onnx_qparams_default();
+            if (tm_kernels_get(kern[k], &p.kernels) != TM_OK) continue; /* the CPU lacks it */
+            p.spec.code_dtype = sc[c].code;
+            p.spec.gran.kind = sc[c].gk;
+            p.spec.gran.group_size = sc[c].gs;
+            p.spec.symmetric = sc[c].symmetric;
+            p.spec.observer = tm_observer_default(sc[c].obs);
+            p.force = 1;
+            tm_err err;
+            tm_onnx_qresult *r = run_job(in, outp("kern.q.onnx"), &p, TM_OK, &err);
+            assert_int_equal(r->n_quantized, 1);
+            size_t n;
+            uint8_t *b = read_bytes(outp("kern.q.onnx"), &n);
+            if (!b0) {
+                b0 = b;
+                n0 = n;
+                e0 = r->weights[0].e;
+            } else {
+                assert_int_equal(n, n0);
+                assert_memory_equal(b, b0, n);
+                assert_memory_equal(&r->weights[0].e, &e0, sizeof e0);
+                free(b);
+            }
+            ran++;
+            tm_onnx_qresult_free(r);
+        }
+        assert_true(ran >= 2); /* auto and ref at least */
+        free(b0);
+    }
+    free_allocs();
+}
+
 int main(int argc, char **argv) {
     if (argc == 3 && !strcmp(argv[1], "--write-models")) return write_models(argv[2]);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_matmul_int8_channel_exact),
+        cmocka_unit_test(test_kernel_sets),
         cmocka_unit_test(test_uint8_tensor),
         cmocka_unit_test(test_channel_axis_per_op),
         cmocka_unit_test(test_conflict_and_skips),

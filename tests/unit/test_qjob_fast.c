@@ -5,9 +5,10 @@
 **     tm_quantize_f32 + tm_dequantize with the reference kernels;
 **   - the error-statistics lanes (errstats.c: unmasked AVX2 pass with its fall-backs) against
 **     the reference lanes, and the values against an element-order computation;
-**   - the min/max observer (AVX2 path) against a scalar scan;
+**   - the min/max observer of every kernel set against a scalar scan;
 **   - 4-bit packing (SSE2 path) against a bit-by-bit packer;
-**   - the whole job: auto kernels against the reference kernels and reference lanes, and
+**   - the whole job under every kernel set (tm_qjob_params.kernels: auto, ref, avx2, avx512)
+**     against auto, and
 **     slices read with pread against slices read from the map: same output bytes and the same
 **     error summaries.
 ** Data: Gaussian-like rows, zeros, constant rows, -0, ties, clipped outliers, NaN/Inf where
@@ -25,11 +26,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "quant/quant_impl.h"
+#include "helpers/cli_run.h"
+#include "quant/kernels.h"
 #include "tensormorph.h"
 #include "tensormorph/job.h"
 
-extern int tm__errstats_force_ref; /* src/analysis/errstats.c: 1 = reference lanes only */
 
 static uint64_t g_rng = 0x9e3779b97f4a7c15ull;
 static uint64_t rng_u64(void) {
@@ -101,12 +102,12 @@ static void fused_case(tm_dtype dt, int torch, int allow_nf, int64_t R, int64_t 
                      .allow_nonfinite = allow_nf};
     uint8_t *cref = malloc((size_t)n + 1), *cgot = malloc((size_t)n + 1);
     float *dref = malloc((size_t)n * sizeof(float) + 4), *dgot = malloc((size_t)n * sizeof(float) + 4);
-    assert_int_equal(tm_quant_set_kernel("ref"), TM_OK);
+    assert_int_equal(tm_kernels_get("ref", &qp.kernels), TM_OK);
     assert_int_equal(tm_quantize_f32(&qp, 2, shape, x, 0, n, cref, NULL, NULL), TM_OK);
     assert_int_equal(tm_dequantize(&qp, 2, shape, cref, 0, n, dref, NULL), TM_OK);
     const char *variants[] = {"ref", "avx2", "avx512", "auto"};
     for (size_t v = 0; v < sizeof variants / sizeof variants[0]; v++) {
-        if (tm_quant_set_kernel(variants[v]) != TM_OK) continue;
+        if (tm_kernels_get(variants[v], &qp.kernels) != TM_OK) continue;
         memset(cgot, 0xa5, (size_t)n);
         memset(dgot, 0xa5, (size_t)n * sizeof(float));
         /* whole range, then the same range in row slices starting mid-tensor */
@@ -123,7 +124,7 @@ static void fused_case(tm_dtype dt, int torch, int allow_nf, int64_t R, int64_t 
         assert_memory_equal(cgot, cref, (size_t)n);
         assert_memory_equal(dgot, dref, (size_t)n * sizeof(float));
     }
-    assert_int_equal(tm_quant_set_kernel("auto"), TM_OK);
+    qp.kernels = NULL;
     if (!allow_nf) { /* a non-finite value is refused as tm_quantize_f32 refuses it */
         float keep = x[n / 2];
         x[n / 2] = NAN;
@@ -201,11 +202,9 @@ static void run_case(int64_t n, float s, int32_t zp, int perturb) {
     tm_erracc a, b;
     assert_int_equal(tm_erracc_init(&a, 3, NULL), TM_OK);
     assert_int_equal(tm_erracc_init(&b, 3, NULL), TM_OK);
-    tm__errstats_force_ref = 0;
+    b.kernels = &tm__kernels_ref;
     tm_erracc_add_run(&a, TM_I8, x, xq, 1, scale, zps, -128, 127, n);
-    tm__errstats_force_ref = 1;
     tm_erracc_add_run(&b, TM_I8, x, xq, 1, scale, zps, -128, 127, n);
-    tm__errstats_force_ref = 0;
     acc_equal(&a, &b);
     /* the values, element by element (sums to 1e-12 relative; counts and maxima exact) */
     double inv = 1.0 / (double)s, lo = (-128.0 - zp) * s - TM_QDIFF_MAX_LSB_TOL * s;
@@ -264,10 +263,9 @@ static void test_erracc_fast_lanes_match_ref(void **state) {
         tm_erracc a, b;
         assert_int_equal(tm_erracc_init(&a, 4, NULL), TM_OK);
         assert_int_equal(tm_erracc_init(&b, 4, NULL), TM_OK);
+        b.kernels = &tm__kernels_ref;
         tm_erracc_add_run(&a, TM_I8, x, xq, p, scale, NULL, -128, 127, 40);
-        tm__errstats_force_ref = 1;
         tm_erracc_add_run(&b, TM_I8, x, xq, p, scale, NULL, -128, 127, 40);
-        tm__errstats_force_ref = 0;
         acc_equal(&a, &b);
         tm_erracc_free(&a);
         tm_erracc_free(&b);
@@ -280,7 +278,10 @@ static void test_erracc_fast_lanes_match_ref(void **state) {
 
 static void test_minmax_observer_paths(void **state) {
     (void)state;
+    static const char *const kern[] = {"ref", "avx2", "avx512", "auto"};
+    for (size_t kv = 0; kv < sizeof kern / sizeof kern[0]; kv++) {
     tm_qspec sp = tm_qspec_default();
+    if (tm_kernels_get(kern[kv], &sp.kernels) != TM_OK) continue; /* the CPU lacks it */
     for (int64_t n = 1; n <= 300; n += (n < 80 ? 1 : 37)) {
         float *v = malloc((size_t)n * sizeof(float));
         for (int trial = 0; trial < 6; trial++) {
@@ -307,6 +308,7 @@ static void test_minmax_observer_paths(void **state) {
             assert_true(hi == (double)mx);
         }
         free(v);
+    }
     }
 }
 
@@ -352,7 +354,7 @@ static void test_pack4_matches_bitwise(void **state) {
 }
 
 /* ---------------------------------------------------------------------------------------- */
-/* The whole job: auto kernels == reference kernels and lanes                                */
+/* The whole job: every kernel set gives the bytes of auto                                   */
 /* ---------------------------------------------------------------------------------------- */
 
 static char g_dir[64];
@@ -418,46 +420,48 @@ static void write_ckpt(const char *path, int bf16, int allow_nf) {
     fclose(f);
 }
 
-static char *slurp(const char *path, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long m = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *b = malloc((size_t)m + 1);
-    *n = fread(b, 1, (size_t)m, f);
-    fclose(f);
-    return b;
-}
 
-static void job_case(int bf16, tm_dtype code, tm_granularity gk, int64_t gs, int symmetric, int allow_nf,
-                     int threads) {
-    char src[128], out[3][128];
+typedef struct job_spec {
+    tm_dtype code; tm_granularity gk; int64_t gs; int symmetric, allow_nf, threads;
+    tm_observer_kind obs; /* 0: minmax */
+} job_spec;
+
+static void job_case(int bf16, const job_spec *js) {
+    const tm_dtype code = js->code;
+    const tm_granularity gk = js->gk;
+    const int64_t gs = js->gs;
+    const int symmetric = js->symmetric, allow_nf = js->allow_nf, threads = js->threads;
+    /* the runs: 0: auto kernels, the file (slices read with pread); 1: the reference set (every
+    ** kernel: observers, quantize, error lanes); 2: auto kernels, the file's bytes opened as a
+    ** buffer (slices read from the map); 3, 4: the avx2 and avx512 sets where the CPU has them */
+    enum { NV = 5 };
+    static const char *const kern[NV] = {"auto", "ref", "auto", "avx2", "avx512"};
+    char src[128], out[NV][128];
     snprintf(src, sizeof src, "%s/src.safetensors", g_dir);
     write_ckpt(src, bf16, allow_nf);
-    /* 0: auto kernels, the file (slices read with pread); 1: reference kernels and lanes;
-    ** 2: auto kernels, the file's bytes opened as a buffer (slices read from the map) */
-    tm_qjob_result *res[3] = {NULL, NULL, NULL};
+    tm_qjob_result *res[NV] = {NULL};
     size_t nsrc = 0;
-    char *srcbuf = slurp(src, &nsrc);
+    char *srcbuf = tmt_read_bytes(src, &nsrc);
     assert_non_null(srcbuf);
-    for (int v = 0; v < 3; v++) {
+    for (int v = 0; v < NV; v++) {
+        const tm_kernels *k;
+        if (tm_kernels_get(kern[v], &k) != TM_OK) continue; /* the CPU lacks it */
         snprintf(out[v], sizeof out[v], "%s/out%d", g_dir, v);
         char cmd[300];
         snprintf(cmd, sizeof cmd, "rm -rf %s", out[v]);
         assert_int_equal(system(cmd), 0);
-        assert_int_equal(tm_quant_set_kernel(v == 1 ? "ref" : "auto"), TM_OK);
-        tm__errstats_force_ref = v == 1;
         tm_file *in = NULL;
         if (v == 2) assert_int_equal(tm_open_buffer(srcbuf, nsrc, "src", NULL, &in, NULL), TM_OK);
         else assert_int_equal(tm_open(src, NULL, &in, NULL), TM_OK);
         tm_qjob_params p = tm_qjob_params_default();
+        p.kernels = k;
         p.spec.code_dtype = code;
         p.spec.gran.kind = gk;
         p.spec.gran.axis = gk == TM_GRAN_GROUP ? 1 : 0;
         p.spec.gran.group_size = gs;
         p.spec.symmetric = symmetric;
         p.spec.allow_nonfinite = allow_nf;
+        p.spec.observer = tm_observer_default(js->obs);
         p.no_checksums = 1;
         p.n_threads = threads;
         tm_err e;
@@ -466,14 +470,13 @@ static void job_case(int bf16, tm_dtype code, tm_granularity gk, int64_t gs, int
         if (st) fail_msg("quantize: %s", e.msg);
         tm_close(in);
     }
-    tm__errstats_force_ref = 0;
-    assert_int_equal(tm_quant_set_kernel("auto"), TM_OK);
-    for (int v = 1; v < 3; v++) {
+    for (int v = 1; v < NV; v++) {
+        if (!res[v]) continue;
         char pa[200], pb[200];
         snprintf(pa, sizeof pa, "%s/model.safetensors", out[0]);
         snprintf(pb, sizeof pb, "%s/model.safetensors", out[v]);
         size_t na, nb;
-        char *a = slurp(pa, &na), *b = slurp(pb, &nb);
+        char *a = tmt_read_bytes(pa, &na), *b = tmt_read_bytes(pb, &nb);
         assert_non_null(a);
         assert_non_null(b);
         assert_int_equal(na, nb);
@@ -488,11 +491,9 @@ static void job_case(int bf16, tm_dtype code, tm_granularity gk, int64_t gs, int
             assert_int_equal(res[0]->tensors[k].n_degenerate, res[v]->tensors[k].n_degenerate);
         }
     }
-    for (int v = 0; v < 3; v++) tm_qjob_result_free(res[v]);
+    for (int v = 0; v < NV; v++) tm_qjob_result_free(res[v]);
     free(srcbuf);
 }
-
-typedef struct job_spec { tm_dtype code; tm_granularity gk; int64_t gs; int symmetric, allow_nf, threads; } job_spec;
 
 /* Every spec on the checkpoint of `shapes`, from F32 and from BF16, in a fresh directory. */
 static void run_jobs(const shape_t *shapes, int n_shapes, const job_spec *js, int n_js) {
@@ -502,7 +503,7 @@ static void run_jobs(const shape_t *shapes, int n_shapes, const job_spec *js, in
     g_n_shapes = n_shapes;
     for (int bf16 = 0; bf16 < 2; bf16++)
         for (int k = 0; k < n_js; k++)
-            job_case(bf16, js[k].code, js[k].gk, js[k].gs, js[k].symmetric, js[k].allow_nf, js[k].threads);
+            job_case(bf16, &js[k]);
     g_shapes = g_mixed;
     g_n_shapes = (int)(sizeof g_mixed / sizeof g_mixed[0]);
     char cmd[128];
@@ -513,10 +514,16 @@ static void run_jobs(const shape_t *shapes, int n_shapes, const job_spec *js, in
 static void test_job_auto_equals_reference(void **state) {
     (void)state;
     static const job_spec js[] = {
-        {TM_I8, TM_GRAN_CHANNEL, 0, 1, 0, 1},  {TM_I8, TM_GRAN_CHANNEL, 0, 1, 0, 2},
-        {TM_I4, TM_GRAN_GROUP, 128, 1, 0, 1}, {TM_I4, TM_GRAN_GROUP, 32, 0, 0, 1},
-        {TM_I8, TM_GRAN_CHANNEL, 0, 0, 0, 1},  {TM_I8, TM_GRAN_TENSOR, 0, 1, 0, 1},
-        {TM_I8, TM_GRAN_CHANNEL, 0, 1, 1, 1},  {TM_I4, TM_GRAN_GROUP, 128, 0, 1, 1}};
+        {TM_I8, TM_GRAN_CHANNEL, 0, 1, 0, 1, TM_OBS_MINMAX},
+        {TM_I8, TM_GRAN_CHANNEL, 0, 1, 0, 2, TM_OBS_MINMAX},
+        {TM_I4, TM_GRAN_GROUP, 128, 1, 0, 1, TM_OBS_MINMAX},
+        {TM_I4, TM_GRAN_GROUP, 32, 0, 0, 1, TM_OBS_MINMAX},
+        {TM_I8, TM_GRAN_CHANNEL, 0, 0, 0, 1, TM_OBS_MINMAX},
+        {TM_I8, TM_GRAN_TENSOR, 0, 1, 0, 1, TM_OBS_MINMAX},
+        {TM_I8, TM_GRAN_CHANNEL, 0, 1, 1, 1, TM_OBS_MINMAX},
+        {TM_I4, TM_GRAN_GROUP, 128, 0, 1, 1, TM_OBS_MINMAX},
+        {TM_I8, TM_GRAN_CHANNEL, 0, 0, 0, 2, TM_OBS_MSE},
+        {TM_I4, TM_GRAN_GROUP, 32, 1, 0, 1, TM_OBS_PERCENTILE}};
     run_jobs(g_mixed, (int)(sizeof g_mixed / sizeof g_mixed[0]), js, (int)(sizeof js / sizeof js[0]));
 }
 
@@ -525,9 +532,11 @@ static void test_job_auto_equals_reference(void **state) {
 static void test_job_padded_rows(void **state) {
     (void)state;
     static const job_spec js[] = {
-        {TM_I8, TM_GRAN_CHANNEL, 0, 1, 0, 1}, {TM_I8, TM_GRAN_CHANNEL, 0, 0, 0, 2},
-        {TM_I8, TM_GRAN_TENSOR, 0, 1, 0, 1},  {TM_I4, TM_GRAN_CHANNEL, 0, 1, 0, 1},
-        {TM_I4, TM_GRAN_TENSOR, 0, 0, 0, 2}};
+        {TM_I8, TM_GRAN_CHANNEL, 0, 1, 0, 1, TM_OBS_MINMAX},
+        {TM_I8, TM_GRAN_CHANNEL, 0, 0, 0, 2, TM_OBS_MINMAX},
+        {TM_I8, TM_GRAN_TENSOR, 0, 1, 0, 1, TM_OBS_MINMAX},
+        {TM_I4, TM_GRAN_CHANNEL, 0, 1, 0, 1, TM_OBS_MINMAX},
+        {TM_I4, TM_GRAN_TENSOR, 0, 0, 0, 2, TM_OBS_MINMAX}};
     run_jobs(g_padded, (int)(sizeof g_padded / sizeof g_padded[0]), js, (int)(sizeof js / sizeof js[0]));
 }
 

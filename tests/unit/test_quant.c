@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "helpers/vectors.h"
+#include "quant/kernels.h"
 #include "tensormorph.h"
 #include "tensormorph/job.h"
 
@@ -393,14 +394,14 @@ static void run_variant_case(tm_dtype dt, int torch, int allow_nf, int64_t rows,
     double *pref = calloc((size_t)np, sizeof(double)), *pgot = calloc((size_t)np, sizeof(double));
     int64_t *nref = calloc((size_t)np, sizeof(int64_t)), *ngot = calloc((size_t)np, sizeof(int64_t));
     tm_qstats sr, sg;
-    assert_int_equal(tm_quant_set_kernel("ref"), TM_OK);
-    assert_string_equal(tm_quant_kernel_name(), "ref");
+    assert_int_equal(tm_kernels_get("ref", &qp.kernels), TM_OK);
+    assert_string_equal(tm_kernels_name(qp.kernels), "ref");
     tm_qstats_init(&sr, np, pref, nref);
     assert_int_equal(tm_quantize_f32(&qp, 2, shape, x, 0, n, ref, &sr, NULL), TM_OK);
     assert_int_equal(tm_dequantize(&qp, 2, shape, ref, 0, n, dref, NULL), TM_OK);
     for (size_t v = 0; v < sizeof variants / sizeof variants[0]; v++) {
-        if (tm_quant_set_kernel(variants[v]) != TM_OK) continue; /* CPU lacks it */
-        assert_string_equal(tm_quant_kernel_name(), variants[v]);
+        if (tm_kernels_get(variants[v], &qp.kernels) != TM_OK) continue; /* CPU lacks it */
+        assert_string_equal(tm_kernels_name(qp.kernels), variants[v]);
         tm_qstats_init(&sg, np, pgot, ngot);
         assert_int_equal(tm_quantize_f32(&qp, 2, shape, x, 0, n, got, &sg, NULL), TM_OK);
         assert_int_equal(tm_dequantize(&qp, 2, shape, got, 0, n, dgot, NULL), TM_OK);
@@ -413,7 +414,6 @@ static void run_variant_case(tm_dtype dt, int torch, int allow_nf, int64_t rows,
         assert_int_equal(sg.n_clipped, sr.n_clipped);
         assert_int_equal(sg.n_nonfinite, sr.n_nonfinite);
     }
-    assert_int_equal(tm_quant_set_kernel("auto"), TM_OK);
     free(x);
     free(s);
     free(zp);
@@ -432,12 +432,12 @@ static void test_kernel_variants_match_ref(void **state) {
     const tm_dtype dts[4] = {TM_I8, TM_U8, TM_I4, TM_U4};
     int ran = 0;
     for (size_t v = 0; v < sizeof variants / sizeof variants[0]; v++) {
-        if (tm_quant_set_kernel(variants[v]) == TM_OK) {
+        const tm_kernels *k;
+        if (tm_kernels_get(variants[v], &k) == TM_OK) {
             printf("kernel variant available: %s\n", variants[v]);
             ran++;
         }
     }
-    assert_int_equal(tm_quant_set_kernel("auto"), TM_OK);
     if (!ran) printf("no SIMD variant on this CPU: only the reference is checked\n");
     for (int d = 0; d < 4; d++)
         for (int torch = 0; torch < 2; torch++)
@@ -446,7 +446,43 @@ static void test_kernel_variants_match_ref(void **state) {
                 run_variant_case(dts[d], torch, nf, 16, 100, TM_GRAN_GROUP);
                 run_variant_case(dts[d], torch, nf, 1, 1001, TM_GRAN_TENSOR);
             }
-    assert_int_equal(tm_quant_set_kernel("nope"), TM_E_INVALID_ARG);
+    const tm_kernels *k = &tm__kernels_ref;
+    assert_int_equal(tm_kernels_get("nope", &k), TM_E_INVALID_ARG);
+    assert_ptr_equal(k, &tm__kernels_ref); /* untouched */
+}
+
+/* The kernel table (src/quant/kernels.h): "ref" is the reference function in every entry (the
+** affine runs, the observers' min/max, the error-statistics lanes, the ggml error lanes and the
+** ggml type table's reference column); every other set fills every entry; "auto" and NULL are
+** the same set, one of them. */
+static void test_kernel_table(void **state) {
+    (void)state;
+    const tm_kernels *ref = NULL, *aut = NULL, *k;
+    assert_int_equal(tm_kernels_get("ref", &ref), TM_OK);
+    assert_ptr_equal(ref, &tm__kernels_ref);
+    assert_ptr_equal(ref->quant_int, tm__quant_int_ref);
+    assert_ptr_equal(ref->dequant_int, tm__dequant_int_ref);
+    assert_null(ref->quant_dequant_int);
+    assert_ptr_equal(ref->minmax, tm__minmax_ref);
+    assert_ptr_equal(ref->err_run, tm__err_run_ref);
+    assert_ptr_equal(ref->gq_err_lanes, tm__gq_err_lanes_ref);
+    assert_int_equal(ref->ggml_simd, 0);
+    assert_string_equal(tm_kernels_name(ref), "ref");
+    assert_int_equal(tm_kernels_get("auto", &aut), TM_OK);
+    assert_ptr_equal(tm__kernels_or_auto(NULL), aut);
+    assert_string_equal(tm_kernels_name(NULL), tm_kernels_name(aut));
+    int found = aut == ref;
+    for (size_t v = 0; v < sizeof variants / sizeof variants[0]; v++) {
+        tm_status st = tm_kernels_get(variants[v], &k);
+        assert_true(st == TM_OK || st == TM_E_UNSUPPORTED);
+        if (st) continue;
+        found |= k == aut;
+        assert_string_equal(k->name, variants[v]);
+        assert_true(k->quant_int && k->dequant_int && k->minmax && k->err_run && k->gq_err_lanes);
+        assert_true(k->quant_int != tm__quant_int_ref && k->minmax != tm__minmax_ref && k->err_run != tm__err_run_ref);
+    }
+    assert_true(found);
+    assert_int_equal(tm_kernels_get(NULL, &k), TM_E_INVALID_ARG);
 }
 
 /* ---------------------------------------------------------------------------------------- */
@@ -1240,7 +1276,6 @@ static void test_vectors_spec(void **state) {
 /* Error statistics (tm_erracc): SIMD lanes = reference lanes, and the values themselves      */
 /* ---------------------------------------------------------------------------------------- */
 
-extern int tm__errstats_force_ref; /* src/analysis/errstats.c: 1 = reference lanes only */
 
 static uint64_t erracc_rng = 88172645463325252ull;
 static double erracc_u(void) { /* xorshift64 in [0, 1) */
@@ -1250,10 +1285,9 @@ static double erracc_u(void) { /* xorshift64 in [0, 1) */
 
 static void erracc_fill(tm_erracc *a, int force_ref, const float *x, const float *xq, const int64_t *param,
                         const float *scale, const int32_t *zp, int64_t n, int64_t n_params) {
-    tm__errstats_force_ref = force_ref;
     assert_int_equal(tm_erracc_init(a, n_params, NULL), TM_OK);
+    a->kernels = force_ref ? &tm__kernels_ref : NULL;
     tm_erracc_add(a, TM_I8, x, xq, param, scale, zp, -128, 127, n);
-    tm__errstats_force_ref = 0;
 }
 
 static void test_erracc_lanes_and_values(void **state) {
@@ -1351,6 +1385,7 @@ int main(void) {
         cmocka_unit_test(test_quantize_nonfinite),
         cmocka_unit_test(test_qstats_values_and_merge),
         cmocka_unit_test(test_kernel_variants_match_ref),
+        cmocka_unit_test(test_kernel_table),
         cmocka_unit_test(test_qparams_conventions),
         cmocka_unit_test(test_qparams_scale_dtype),
         cmocka_unit_test(test_pack_worked_examples),

@@ -159,7 +159,9 @@ static int setup_all(void **state) {
     snprintf(q, sizeof q, "%s/q4", g_tmp);
     snprintf(r, sizeof r, "%s/demo", g_tmp);
     const char *args[] = {q, "--ref", r, NULL};
-    g_server = tmt_serve_start(args, &g_port);
+    FILE *in;
+    g_server = (pid_t)tmt_serve_start(args, &g_port, &in);
+    fclose(in);
     return g_port > 0 ? 0 : -1;
 }
 
@@ -283,7 +285,8 @@ static void test_tiles_hold_real_values(void **state) {
     json_t *m = api("/api/v1/tensor?name=" OPROJ);
     assert_int_equal(json_integer_value(json_object_get(m, "rows")), 256);
     assert_int_equal(json_integer_value(json_object_get(m, "cols")), 256);
-    assert_string_equal(json_string_value(json_object_get(m, "scheme")), "I4 group:32 sym");
+    assert_string_equal(json_string_value(json_object_get(m, "scheme")), "I4 group:32 sym scale:F32");
+    assert_string_equal(json_string_value(json_object_get(m, "label")), "I4 group:32 sym scale:F32");
     assert_true(json_is_true(json_object_get(m, "has_ref")));
     assert_true(json_integer_value(json_object_get(m, "pyramid_step")) >= 2);
     double tmax = json_number_value(json_object_get(m, "max"));
@@ -378,12 +381,12 @@ static void test_arch_tree_and_boundaries(void **state) {
     assert_string_equal(json_string_value(json_object_get(norm, "dtype")), "F32");
     assert_string_equal(json_string_value(json_object_get(norm, "scheme")), "dense");
     assert_string_equal(json_string_value(json_object_get(attn, "dtype")), "I4");
-    assert_string_equal(json_string_value(json_object_get(attn, "scheme")), "I4 group:32 sym");
+    assert_string_equal(json_string_value(json_object_get(attn, "scheme")), "I4 group:32 sym scale:F32");
     /* down_proj (688 columns, not a multiple of 32) stays dense next to int4 gate/up */
     assert_string_equal(json_string_value(json_object_get(mlp, "scheme")), "mixed");
     json_t *down = child(mlp, "down_proj"), *gate = child(mlp, "gate_proj"), *up = child(mlp, "up_proj");
     assert_string_equal(json_string_value(json_object_get(down, "scheme")), "dense");
-    assert_string_equal(json_string_value(json_object_get(gate, "scheme")), "I4 group:32 sym");
+    assert_string_equal(json_string_value(json_object_get(gate, "scheme")), "I4 group:32 sym scale:F32");
     /* siblings in name order; a boundary wherever dtype or scheme changes from the previous one */
     assert_false(json_is_true(json_object_get(down, "boundary")));
     assert_true(json_is_true(json_object_get(gate, "boundary")));
@@ -435,7 +438,10 @@ static pid_t start_server(const char *arg1, const char *arg2, const char *arg3, 
     char q[512];
     snprintf(q, sizeof q, "%s/q4", g_tmp);
     const char *args[] = {q, arg1, arg2, arg3, arg4, NULL};
-    return tmt_serve_start(args, port);
+    FILE *in;
+    pid_t pid = (pid_t)tmt_serve_start(args, port, &in);
+    fclose(in);
+    return pid;
 }
 
 /* Pyramids stay within --cache-mb: older ones are evicted, tiles keep working. --allow-host adds

@@ -1,10 +1,9 @@
 /* fixture.h: what many tests set up the same way: the scratch directory of a cmocka test group
 ** (made in its setup, removed in its teardown), the demo fixture that CLI tests quantize
-** against, and opening a checkpoint that must open. */
+** against, writing a file that must be written and opening a checkpoint that must open. */
 #ifndef TM_TEST_FIXTURE_H
 #define TM_TEST_FIXTURE_H
 #include <stddef.h>
-#include <sys/types.h>
 
 #include "tensormorph.h"
 
@@ -19,12 +18,6 @@ int tmt_demo(char *dir, size_t n, const char *tag);
 /* tmt_demo, then its int4 group:32 quantization in <dir>/q4. Returns 0, -1, or the first
 ** non-zero exit status. */
 int tmt_demo_q4(char *dir, size_t n, const char *tag);
-/* Start `tmt_bin() serve ARGS... --port 0 -q` (args: NULL-terminated, at most 16) with its
-** stdout on a pipe and read the URL it prints first (http://127.0.0.1:PORT/) into *port. The test
-** fails (the child killed first) when it cannot start or prints no URL. Returns its pid. */
-pid_t tmt_serve_start(const char *const *args, int *port);
-/* A TCP connection to 127.0.0.1:port (the test fails when it cannot connect). Returns the fd. */
-int tmt_http_connect(int port);
 /* Write the n bytes at data to path, replacing it (the test fails on any error). */
 void tmt_write_file(const char *path, const void *data, size_t n);
 /* Write text to <dir>/<name>, as tmt_write_file. */

@@ -1,0 +1,111 @@
+/*
+** pipeline.h: the phases that every quantize job shares: the compressed-tensors directory
+** (qjob.c), the GGUF file (gguf_job.c) and the ONNX file (onnx_job.c). A job calls, in order:
+**   tm__pipe_begin        check OUT, take OUT.lock, create the staging path beside OUT
+**   tm__pipe_hash_start   sha256 of the sources in a thread beside the work
+**   ... plan, run, write into pp->stage (the job's own code) ...
+**   tm__pipe_hash_wait    phase "hash"
+**   tm__pipe_phase("fsync") after the job's writer has fsynced and closed its files
+**   tm__pipe_manifest_new, tm__pipe_add_output (phase "checksum"), the job's keys,
+**   tm__pipe_finish       phase "manifest", phase "publish", then the rename(s) into place
+**   tm__pipe_end          always: stop the hashing, remove what was not published, drop the lock
+** Cancellation: every phase up to the final rename checks the caller's cancel flag and returns
+** TM_E_CANCELLED (exit 130): nothing is then at OUT (a previous output replaced with --force
+** stays as it was), no staging file and no lock file is left. The hashing thread asks the flag
+** before each 1 MiB block, so it stops within a few milliseconds. Once tm__pipe_finish has
+** renamed the output into place the run has succeeded: a later signal does not undo it.
+** Concurrency: OUT.lock beside OUT (flock(2), holding the owner's pid) is held from the check
+** of OUT to the rename, so two runs at one OUT never both pass the check; the loser fails with
+** TM_E_INVALID_ARG (exit 2) naming the pid that holds OUT. Publishing a single-file output
+** (GGUF, ONNX) with its OUT.manifest.json, under the lock: (1) remove the previous manifest,
+** (2) rename the file into place, (3) rename the new manifest into place; a reader sees the
+** old pair, a file without a manifest, or the new pair, never a file and manifest of two runs.
+** docs/exit-codes.md and docs/quantize.md say the same to users.
+*/
+#ifndef TM_JOB_PIPELINE_H
+#define TM_JOB_PIPELINE_H
+#include "../core/core.h"
+#include "manifest.h"
+
+#include <jansson.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <time.h>
+
+typedef enum { TM__PIPE_DIR = 0, TM__PIPE_FILE = 1 } tm__pipe_kind;
+
+typedef struct tm__pipe {
+    const tm_file *in;
+    const char    *out;        /* the target the caller named, without trailing '/' (owned)    */
+    tm__pipe_kind  kind;
+    volatile const int *cancel;
+    int            threads;    /* worker threads: n_threads, or tm_usable_cpus() for 0        */
+    struct timespec t0;        /* CLOCK_MONOTONIC at begin                                    */
+    time_t         wall0;
+    char          *stage;      /* DIR: "OUT.tmp.<pid>" (a directory); FILE: "OUT.tmp.<pid>"   */
+    char          *man_stage;  /* the manifest before publishing                              */
+    char          *man_final;  /* FILE: "OUT.manifest.json"; DIR: NULL (inside the directory)  */
+    char          *lock_path;  /* "OUT.lock"                                                   */
+    int            lock_fd;    /* -1 when not held                                            */
+    int            published;
+    char         (*hex)[65];   /* sha256 of each source file (tm_file_n_paths entries)        */
+    pthread_t      hth;
+    int            hashing;
+    atomic_int     hstop;
+    tm_status      hstatus;
+    tm_err         herr;
+} tm__pipe;
+
+/* Test hook: when set, called with the phase name ("hash", "fsync", "checksum", "manifest",
+** "publish") before the phase checks the cancel flag, so a test can raise the flag there. */
+extern void (*tm__pipe_phase_hook)(const char *phase, void *ud);
+extern void *tm__pipe_phase_hook_ud;
+
+/* May a single-file job (GGUF, ONNX) write out_path? Yes when the path is new, or with force
+** when it holds a previous tensormorph output (a regular OUT.manifest.json beside it). Refused:
+** its directory missing (TM_E_IO, tm__check_out_dir), a directory at out_path, one of in's own
+** files, any other existing file (TM_E_INVALID_ARG). kind names the output in messages ("a
+** GGUF output"). Nothing is lost: inputs and foreign files are never replaced. */
+tm_status tm__check_file_output(const tm_file *in, const char *out_path, int force, const char *kind,
+                                tm_err *err);
+
+/* Check that OUT may be written (FILE: tm__check_file_output with kind_name, e.g. "a GGUF
+** output"; DIR: a new path, an empty directory, or with force a previous tensormorph output,
+** never a directory that holds the input), take OUT.lock, check again under it, and create the
+** staging path (DIR: an empty directory). On error nothing is left behind (tm__pipe_end may
+** still be called). Returns TM_OK | TM_E_INVALID_ARG (refused; held by another run) | TM_E_IO. */
+tm_status tm__pipe_begin(tm__pipe *pp, const tm_file *in, const char *out, tm__pipe_kind kind,
+                         const char *kind_name, int force, int n_threads, volatile const int *cancel,
+                         tm_err *err);
+
+/* TM_E_CANCELLED ("interrupted") when the cancel flag is raised, after the test hook. */
+tm_status tm__pipe_phase(tm__pipe *pp, const char *phase, tm_err *err);
+
+/* Start hashing the sources in a thread (nothing with no_checksums). */
+tm_status tm__pipe_hash_start(tm__pipe *pp, int no_checksums, tm_err *err);
+/* Phase "hash": wait for the source checksums; TM_E_CANCELLED when cancelled meanwhile. */
+tm_status tm__pipe_hash_wait(tm__pipe *pp, tm_err *err);
+
+/* Seconds since tm__pipe_begin. */
+double tm__pipe_seconds(const tm__pipe *pp);
+
+/* tm__manifest_new with the source checksums and host.threads_used = threads (the workers the
+** job ran; 1 for a job that runs on one thread). NULL when out of memory. */
+json_t *tm__pipe_manifest_new(tm__pipe *pp, const char *command_line, int no_checksums, int threads);
+
+/* Phase "checksum", then "output": {path: OUT, format, files: [{file, sha256 (or null), bytes}]}
+** over the staged files (paths inside/at pp->stage; named by their basename, the FILE output by
+** OUT's basename); byte counts added to *out_bytes. Cancellable while hashing. */
+tm_status tm__pipe_add_output(tm__pipe *pp, json_t *man, const char *format, const char *const *files,
+                              int n_files, int no_checksums, uint64_t *out_bytes, tm_err *err);
+
+/* tm__manifest_finish into the staged manifest, phase "manifest", phase "publish", then the
+** rename(s) into place (see the top of this file) and fsync of OUT's directory. */
+tm_status tm__pipe_finish(tm__pipe *pp, json_t *man, json_t *results, uint64_t source_bytes,
+                          uint64_t output_bytes, double seconds, char **json_out, tm_err *err);
+
+/* Always, once: stop and join the hashing thread, remove the staging path and manifest unless
+** published, remove and release OUT.lock, free. */
+void tm__pipe_end(tm__pipe *pp);
+
+#endif

@@ -1,0 +1,130 @@
+/*
+** ggml_traits.h: private to src/quant (and the tests): the one ggml type-traits table. Row
+** `tm__ggml_traits[id]` of a TM_GGML_* id holds every fact and every function of that type:
+** the public facts (tm_ggml_type_info: name, block size, type size, is quantized, ...), the
+** block dequantizer, the reference quantizer and its SIMD variants. The table is defined in
+** ggml_types.c with designated initializers; the functions it names live in ggml_dequant.c,
+** ggml_dequant_iq.c, ggml_quant.c and ggml_quant_avx2.c, which do not use the table;
+** ggml_row.c walks it for whole rows. Every path (the GGUF reader, tm_ggml_dequantize,
+** tm_gq_quantize_row, the GGUF quantize job, the tests) looks a type up here; nothing else
+** switches on a ggml type id to find a function.
+**
+** Adding a type: its id in tensormorph/ggml.h, its row in ggml_types.c (the _Static_assert there
+** counts the ids), and its functions declared below.
+*/
+#ifndef TM_QUANT_GGML_TRAITS_H
+#define TM_QUANT_GGML_TRAITS_H
+
+#include "ggml_iq.h"
+#include "ggml_quant_impl.h"
+
+/* Blocks b0 .. nb-1 of a row of a writable type t (its row of the table): x is the row's first
+** value, y its first block (block b at x + b * block_size, y + b * type_size). On an error *bad_block (may be
+** NULL) gets the block (the element for F16) and nothing after it is written. The values are
+** finite (the caller checked). */
+typedef tm_status (*tm__gq_rows_fn)(const tm_ggml_type_info *t, const float *x, int64_t b0,
+                                    int64_t nb, uint8_t *y, int64_t *bad_block, tm_err *err);
+
+/* A SIMD quantizer that checks its own input and measures its own error: nb blocks from x into
+** y; returns the index of the first block holding a NaN or inf or failing the reference's range
+** checks (nothing written from it on), or -1. With acc non-NULL, each block written is added to
+** acc (x's index 0 a lane-0 index of acc, see tm__gq_err); blocks from a failing one on are not.
+** Same bytes as the reference quantizer. */
+typedef int64_t (*tm__gq_fused_fn)(const float *x, int64_t nb, uint8_t *y, tm__gq_err *acc);
+
+typedef struct tm__ggml_traits {
+    tm_ggml_type_info info;         /* the public facts (tm_ggml_type_info_get returns &info)  */
+    tm__ggml_block_fn dequantize;   /* one block's values (and detail); NULL: plain types      */
+    int (*prepare)(void);           /* NULL, or run (thread-safe) before `dequantize`: 0 when
+                                       its tables are unusable (the IQ grids)                  */
+    tm__gq_rows_fn    quantize_ref; /* the reference quantizer (the specification); NULL: not
+                                       writable                                                */
+    tm__gq_rows_fn    quantize_simd;/* SIMD variant of quantize_ref (same bytes), or NULL      */
+    tm__gq_fused_fn   quantize_err; /* SIMD quantizer + error kernel (same bytes), or NULL     */
+} tm__ggml_traits;
+
+/* The table: TM_GGML_TYPE_COUNT rows, indexed by id; a removed id's row is all zero. */
+extern const tm__ggml_traits tm__ggml_traits_table[TM_GGML_TYPE_COUNT];
+
+/* The row of `type`, or NULL for an unknown or removed id. */
+static inline const tm__ggml_traits *tm__ggml_traits_of(int type) {
+    if (type < 0 || type >= TM_GGML_TYPE_COUNT || !tm__ggml_traits_table[type].info.name)
+        return NULL;
+    return &tm__ggml_traits_table[type];
+}
+
+/* Block dequantizers (ggml_dequant.c, ggml_dequant_iq.c). */
+void tm__ggml_dq_q4_0(const uint8_t *b, float *y, blk_detail *dt);
+void tm__ggml_dq_q4_1(const uint8_t *b, float *y, blk_detail *dt);
+void tm__ggml_dq_q5_0(const uint8_t *b, float *y, blk_detail *dt);
+void tm__ggml_dq_q5_1(const uint8_t *b, float *y, blk_detail *dt);
+void tm__ggml_dq_q8_0(const uint8_t *b, float *y, blk_detail *dt);
+void tm__ggml_dq_q8_1(const uint8_t *b, float *y, blk_detail *dt);
+void tm__ggml_dq_q2_k(const uint8_t *b, float *y, blk_detail *dt);
+void tm__ggml_dq_q3_k(const uint8_t *b, float *y, blk_detail *dt);
+void tm__ggml_dq_q4_k(const uint8_t *b, float *y, blk_detail *dt);
+void tm__ggml_dq_q5_k(const uint8_t *b, float *y, blk_detail *dt);
+void tm__ggml_dq_q6_k(const uint8_t *b, float *y, blk_detail *dt);
+void tm__ggml_dq_q8_k(const uint8_t *b, float *y, blk_detail *dt);
+void tm__ggml_dq_iq4_nl(const uint8_t *b, float *y, blk_detail *dt);
+void tm__ggml_dq_iq4_xs(const uint8_t *b, float *y, blk_detail *dt);
+void tm__ggml_dq_tq1_0(const uint8_t *b, float *y, blk_detail *dt);
+void tm__ggml_dq_tq2_0(const uint8_t *b, float *y, blk_detail *dt);
+void tm__ggml_dq_iq2_xxs(const uint8_t *b, float *y, blk_detail *dt);
+void tm__ggml_dq_iq2_xs(const uint8_t *b, float *y, blk_detail *dt);
+void tm__ggml_dq_iq2_s(const uint8_t *b, float *y, blk_detail *dt);
+void tm__ggml_dq_iq3_xxs(const uint8_t *b, float *y, blk_detail *dt);
+void tm__ggml_dq_iq3_s(const uint8_t *b, float *y, blk_detail *dt);
+void tm__ggml_dq_iq1_s(const uint8_t *b, float *y, blk_detail *dt);
+void tm__ggml_dq_iq1_m(const uint8_t *b, float *y, blk_detail *dt);
+
+/* Reference quantizers (ggml_quant.c). */
+tm_status tm__gq_rows_f32(const tm_ggml_type_info *, const float *, int64_t, int64_t, uint8_t *,
+                           int64_t *, tm_err *);
+tm_status tm__gq_rows_f16(const tm_ggml_type_info *, const float *, int64_t, int64_t, uint8_t *,
+                           int64_t *, tm_err *);
+tm_status tm__gq_rows_bf16(const tm_ggml_type_info *, const float *, int64_t, int64_t, uint8_t *,
+                           int64_t *, tm_err *);
+tm_status tm__gq_rows_q4_0(const tm_ggml_type_info *, const float *, int64_t, int64_t, uint8_t *,
+                           int64_t *, tm_err *);
+tm_status tm__gq_rows_q4_1(const tm_ggml_type_info *, const float *, int64_t, int64_t, uint8_t *,
+                           int64_t *, tm_err *);
+tm_status tm__gq_rows_q5_0(const tm_ggml_type_info *, const float *, int64_t, int64_t, uint8_t *,
+                           int64_t *, tm_err *);
+tm_status tm__gq_rows_q5_1(const tm_ggml_type_info *, const float *, int64_t, int64_t, uint8_t *,
+                           int64_t *, tm_err *);
+tm_status tm__gq_rows_q8_0(const tm_ggml_type_info *, const float *, int64_t, int64_t, uint8_t *,
+                           int64_t *, tm_err *);
+tm_status tm__gq_rows_iq4_nl(const tm_ggml_type_info *, const float *, int64_t, int64_t, uint8_t *,
+                           int64_t *, tm_err *);
+tm_status tm__gq_rows_q2_k(const tm_ggml_type_info *, const float *, int64_t, int64_t, uint8_t *,
+                           int64_t *, tm_err *);
+tm_status tm__gq_rows_q3_k(const tm_ggml_type_info *, const float *, int64_t, int64_t, uint8_t *,
+                           int64_t *, tm_err *);
+tm_status tm__gq_rows_q4_k(const tm_ggml_type_info *, const float *, int64_t, int64_t, uint8_t *,
+                           int64_t *, tm_err *);
+tm_status tm__gq_rows_q5_k(const tm_ggml_type_info *, const float *, int64_t, int64_t, uint8_t *,
+                           int64_t *, tm_err *);
+tm_status tm__gq_rows_q6_k(const tm_ggml_type_info *, const float *, int64_t, int64_t, uint8_t *,
+                           int64_t *, tm_err *);
+
+#ifdef TM__GQ_HAVE_AVX2
+/* The K-quants with the AVX2 scale searches (ggml_quant.c). */
+tm_status tm__gq_rows_q2_k_avx2(const tm_ggml_type_info *, const float *, int64_t, int64_t, uint8_t *,
+                           int64_t *, tm_err *);
+tm_status tm__gq_rows_q3_k_avx2(const tm_ggml_type_info *, const float *, int64_t, int64_t, uint8_t *,
+                           int64_t *, tm_err *);
+tm_status tm__gq_rows_q4_k_avx2(const tm_ggml_type_info *, const float *, int64_t, int64_t, uint8_t *,
+                           int64_t *, tm_err *);
+tm_status tm__gq_rows_q5_k_avx2(const tm_ggml_type_info *, const float *, int64_t, int64_t, uint8_t *,
+                           int64_t *, tm_err *);
+/* Q6_K with the AVX2 scale search and final codes, measuring the error as it makes them
+** (ggml_quant.c); tm__gq_q8_0_avx2 / tm__gq_q4_0_avx2 (ggml_quant_avx2.c) are the others of
+** the quantize_err column. */
+int64_t tm__gq_q6_k_avx2(const float *x, int64_t nb, uint8_t *y, tm__gq_err *acc);
+#define TM__GQ_SIMD(f) f
+#else
+#define TM__GQ_SIMD(f) NULL
+#endif
+
+#endif

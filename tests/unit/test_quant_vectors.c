@@ -19,19 +19,6 @@
 #include "helpers/vectors.h"
 #include "tensormorph.h"
 
-static void load(const char *fam, const char *name, const char *file, tmv_npy *a) {
-    if (tmv_npy_load_case(fam, name, file, a) != 0)
-        fail_msg("%s/%s: cannot load %s", fam, name, file);
-}
-
-static int has_file(const char *fam, const char *name, const char *file) {
-    char p[4096];
-    tmv_case_path(p, sizeof p, fam, name, file);
-    FILE *f = fopen(p, "rb");
-    if (f) fclose(f);
-    return f != NULL;
-}
-
 static tm_dtype code_dtype_of(const tmv_npy *a) {
     if (a->kind == 'i' && a->itemsize == 1) return TM_I8;
     if (a->kind == 'u' && a->itemsize == 1) return TM_U8;
@@ -50,15 +37,16 @@ static tm_qgran gran_for(const tmv_npy *scale, int axis) {
 }
 
 static void onnx_case(const char *name, json_t *cj) {
-    if (!has_file("onnx", name, "scale.npy")) fail_msg("onnx/%s: new case layout without a handler", name);
+    if (!tmv_case_has_file("onnx", name, "scale.npy"))
+        fail_msg("onnx/%s: new case layout without a handler", name);
     int axis = (int)json_integer_value(json_object_get(json_object_get(cj, "params"), "axis"));
     const char *op = json_string_value(json_object_get(json_object_get(cj, "params"), "op"));
     int is_dq = strncmp(name, "dql_", 4) == 0 || (op && strcmp(op, "DequantizeLinear") == 0);
     tmv_npy in, sc, zpa = {0};
-    load("onnx", name, "input.npy", &in);
-    load("onnx", name, "scale.npy", &sc);
-    int has_zp = has_file("onnx", name, "zero_point.npy");
-    if (has_zp) load("onnx", name, "zero_point.npy", &zpa);
+    tmv_case_npy("onnx", name, "input.npy", &in);
+    tmv_case_npy("onnx", name, "scale.npy", &sc);
+    int has_zp = tmv_case_has_file("onnx", name, "zero_point.npy");
+    if (has_zp) tmv_case_npy("onnx", name, "zero_point.npy", &zpa);
     float *s = tmv_npy_as_f32(&sc);
     int32_t *zp = malloc((size_t)sc.n * sizeof(int32_t));
     for (int64_t i = 0; i < sc.n; i++) zp[i] = has_zp ? (int32_t)tmv_npy_get_i64(&zpa, i) : 0;
@@ -67,7 +55,7 @@ static void onnx_case(const char *name, json_t *cj) {
     tm_err err;
     if (is_dq) {
         tmv_npy ex;
-        load("onnx", name, "expected.npy", &ex);
+        tmv_case_npy("onnx", name, "expected.npy", &ex);
         qp.code_dtype = code_dtype_of(&in);
         qp.qmin = tm_dtype_get(qp.code_dtype)->qmin;
         qp.qmax = tm_dtype_get(qp.code_dtype)->qmax;
@@ -78,8 +66,9 @@ static void onnx_case(const char *name, json_t *cj) {
         tmv_npy_free(&ex);
     } else {
         tmv_npy ex, ed = {0};
-        const char *qfile = has_file("onnx", name, "expected_q.npy") ? "expected_q.npy" : "expected.npy";
-        load("onnx", name, qfile, &ex);
+        const char *qfile =
+            tmv_case_has_file("onnx", name, "expected_q.npy") ? "expected_q.npy" : "expected.npy";
+        tmv_case_npy("onnx", name, qfile, &ex);
         qp.code_dtype = code_dtype_of(&ex);
         qp.qmin = tm_dtype_get(qp.code_dtype)->qmin;
         qp.qmax = tm_dtype_get(qp.code_dtype)->qmax;
@@ -87,8 +76,8 @@ static void onnx_case(const char *name, json_t *cj) {
         uint8_t *codes = malloc((size_t)in.n);
         assert_int_equal(tm_quantize_f32(&qp, in.ndim, in.shape, x, 0, in.n, codes, NULL, &err), TM_OK);
         assert_memory_equal(codes, ex.data, (size_t)in.n);
-        if (has_file("onnx", name, "expected_dequant.npy")) {
-            load("onnx", name, "expected_dequant.npy", &ed);
+        if (tmv_case_has_file("onnx", name, "expected_dequant.npy")) {
+            tmv_case_npy("onnx", name, "expected_dequant.npy", &ed);
             float *out = malloc((size_t)in.n * sizeof(float));
             assert_int_equal(tm_dequantize(&qp, in.ndim, in.shape, codes, 0, in.n, out, &err), TM_OK);
             for (int64_t i = 0; i < in.n; i++) assert_int_equal(tmv_f32_bits(out[i]), tmv_npy_f32_bits(&ed, i));
@@ -133,8 +122,8 @@ static void torch_quantize_case(const char *name, json_t *cj) {
     json_t *pr = json_object_get(cj, "params");
     tm_dtype dt = torch_dtype(json_string_value(json_object_get(pr, "dtype")));
     tmv_npy in, eq, ed;
-    load("torch_quantize", name, "input.npy", &in);
-    int per_channel = has_file("torch_quantize", name, "scales.npy");
+    tmv_case_npy("torch_quantize", name, "input.npy", &in);
+    int per_channel = tmv_case_has_file("torch_quantize", name, "scales.npy");
     float *s;
     int32_t *zp;
     int64_t np = 1;
@@ -142,8 +131,8 @@ static void torch_quantize_case(const char *name, json_t *cj) {
     double *s64 = NULL;
     if (per_channel) {
         tmv_npy sa, za;
-        load("torch_quantize", name, "scales.npy", &sa);
-        load("torch_quantize", name, "zero_points.npy", &za);
+        tmv_case_npy("torch_quantize", name, "scales.npy", &sa);
+        tmv_case_npy("torch_quantize", name, "zero_points.npy", &za);
         np = sa.n;
         s = malloc((size_t)np * sizeof(float));
         s64 = malloc((size_t)np * sizeof(double));
@@ -173,8 +162,8 @@ static void torch_quantize_case(const char *name, json_t *cj) {
     assert_int_equal(tm_quantize_f32(&qp, in.ndim, in.shape, x, 0, in.n, codes, NULL, &err), TM_OK);
     assert_int_equal(tm_dequantize(&qp, in.ndim, in.shape, codes, 0, in.n, deq, &err), TM_OK);
     const char *qfile = dt == TM_U4 ? "expected_codes.npy" : "expected_q.npy";
-    load("torch_quantize", name, qfile, &eq);
-    load("torch_quantize", name, "expected_dequant.npy", &ed);
+    tmv_case_npy("torch_quantize", name, qfile, &eq);
+    tmv_case_npy("torch_quantize", name, "expected_dequant.npy", &ed);
     for (int64_t i = 0; i < in.n; i++) assert_int_equal(tq_code_at(codes, i, dt), tmv_npy_get_i64(&eq, i));
     int nonf32 = strcmp(name, "qpc_qint8_nonf32_scales") == 0;
     for (int64_t i = 0; i < in.n; i++) {
@@ -193,7 +182,7 @@ static void torch_quantize_case(const char *name, json_t *cj) {
     }
     if (dt == TM_U4) { /* quint4x2: element 2i in bits 0-3, 2i+1 in 4-7, odd tail nibble 0 */
         tmv_npy ep;
-        load("torch_quantize", name, "expected_packed.npy", &ep);
+        tmv_case_npy("torch_quantize", name, "expected_packed.npy", &ep);
         tm_packing pk = {.container = TM_U8, .bits = 4, .codes_per_container = 2, .packed_axis = 0,
                          .offset = 0, .lsb_first = 1};
         uint8_t *packed = malloc((size_t)ep.n);
@@ -229,16 +218,16 @@ static void fake_quantize_case(const char *name, json_t *cj) {
     int64_t qmax = json_integer_value(json_object_get(pr, "quant_max"));
     tm_dtype dt = qmin < 0 ? (qmin >= -8 && qmax <= 7 ? TM_I4 : TM_I8) : (qmax <= 15 ? TM_U4 : TM_U8);
     tmv_npy in, ex;
-    load("torch_fake_quantize", name, "input.npy", &in);
-    load("torch_fake_quantize", name, "expected.npy", &ex);
+    tmv_case_npy("torch_fake_quantize", name, "input.npy", &in);
+    tmv_case_npy("torch_fake_quantize", name, "expected.npy", &ex);
     float *s;
     int32_t *zp;
     int64_t np = 1;
     tm_qgran g = {.kind = TM_GRAN_TENSOR};
-    if (has_file("torch_fake_quantize", name, "scale.npy")) {
+    if (tmv_case_has_file("torch_fake_quantize", name, "scale.npy")) {
         tmv_npy sa, za;
-        load("torch_fake_quantize", name, "scale.npy", &sa);
-        load("torch_fake_quantize", name, "zero_point.npy", &za);
+        tmv_case_npy("torch_fake_quantize", name, "scale.npy", &sa);
+        tmv_case_npy("torch_fake_quantize", name, "zero_point.npy", &za);
         np = sa.n;
         s = tmv_npy_as_f32(&sa);
         zp = malloc((size_t)np * sizeof(int32_t));
@@ -310,7 +299,7 @@ static void spec_allzero_channel(const char *name, json_t *cj) {
     const char *scheme = json_string_value(json_object_get(pr, "scheme"));
     int64_t zc = json_integer_value(json_object_get(pr, "zero_channel"));
     tmv_npy in;
-    load("spec", name, "input.npy", &in);
+    tmv_case_npy("spec", name, "input.npy", &in);
     float *x = tmv_npy_as_f32(&in);
     int64_t rows = in.shape[0], cols = in.n / rows;
     for (int conv = 0; conv < 2; conv++) {
@@ -366,7 +355,7 @@ static void spec_allzero_channel(const char *name, json_t *cj) {
 /* spec/constant_tensor_*: per-tensor affine uint8 */
 static void spec_constant(const char *name, json_t *cj) {
     tmv_npy in;
-    load("spec", name, "input.npy", &in);
+    tmv_case_npy("spec", name, "input.npy", &in);
     float *x = tmv_npy_as_f32(&in);
     json_t *inf = json_object_get(json_object_get(cj, "informative"), "torch_1.13_MinMaxObserver(quint8, affine)");
     for (int conv = 0; conv < 2; conv++) {
@@ -398,8 +387,8 @@ static void spec_constant(const char *name, json_t *cj) {
 
 static void spec_pack_odd(const char *name) {
     tmv_npy in, ep;
-    load("spec", name, "input.npy", &in);
-    load("spec", name, "expected_packed.npy", &ep);
+    tmv_case_npy("spec", name, "input.npy", &in);
+    tmv_case_npy("spec", name, "expected_packed.npy", &ep);
     tm_packing pk = {.container = TM_U8, .bits = 4, .codes_per_container = 2, .packed_axis = 0,
                      .offset = 0, .lsb_first = 1};
     uint8_t out[64], back[128];
@@ -416,10 +405,10 @@ static void spec_pack_odd(const char *name) {
 static void spec_grouped(const char *name, json_t *cj) {
     json_t *pr = json_object_get(cj, "params");
     tmv_npy in, es, ec, ed;
-    load("spec", name, "input.npy", &in);
-    load("spec", name, "expected_scale.npy", &es);
-    load("spec", name, "expected_codes.npy", &ec);
-    load("spec", name, "expected_dequant.npy", &ed);
+    tmv_case_npy("spec", name, "input.npy", &in);
+    tmv_case_npy("spec", name, "expected_scale.npy", &es);
+    tmv_case_npy("spec", name, "expected_codes.npy", &ec);
+    tmv_case_npy("spec", name, "expected_dequant.npy", &ed);
     tm_qspec sp = tm_qspec_default();
     tm_dtype dt;
     assert_int_equal(tm_dtype_from_name(json_string_value(json_object_get(pr, "dtype")), &dt), TM_OK);
@@ -454,9 +443,9 @@ static void spec_grouped(const char *name, json_t *cj) {
     spec_qparams(&sp, in.ndim, in.shape, x, s, zp, &n_units);
     assert_int_equal(n_units, np);
     for (int64_t p = 0; p < np; p++) assert_int_equal(tmv_f32_bits(s[p]), tmv_npy_f32_bits(&es, p));
-    if (has_file("spec", name, "expected_zero_point.npy")) {
+    if (tmv_case_has_file("spec", name, "expected_zero_point.npy")) {
         tmv_npy ez;
-        load("spec", name, "expected_zero_point.npy", &ez);
+        tmv_case_npy("spec", name, "expected_zero_point.npy", &ez);
         for (int64_t p = 0; p < np; p++) assert_int_equal(zp[p], tmv_npy_get_i64(&ez, p));
         tmv_npy_free(&ez);
     }
@@ -465,10 +454,10 @@ static void spec_grouped(const char *name, json_t *cj) {
         assert_int_equal(tq_code_at(codes, i, dt), tmv_npy_get_i64(&ec, i));
         assert_int_equal(tmv_f32_bits(deq[i]), tmv_npy_f32_bits(&ed, i));
     }
-    if (has_file("spec", name, "expected_packed.npy")) {
+    if (tmv_case_has_file("spec", name, "expected_packed.npy")) {
         /* "codes in C order, two per byte, element 2i in bits 0-3" */
         tmv_npy ep;
-        load("spec", name, "expected_packed.npy", &ep);
+        tmv_case_npy("spec", name, "expected_packed.npy", &ep);
         tm_packing pk = {.container = TM_U8, .bits = 4, .codes_per_container = 2,
                          .packed_axis = in.ndim - 1, .offset = 0, .lsb_first = 1};
         int64_t rows = in.shape[0], cols = in.n / rows;
@@ -493,8 +482,8 @@ static void spec_grouped(const char *name, json_t *cj) {
 /* spec/nonfinite_inputs: refuse with count and first index; or count when asked to go on */
 static void spec_nonfinite(const char *name, json_t *cj) {
     tmv_npy in, em;
-    load("spec", name, "input.npy", &in);
-    load("spec", name, "expected_nonfinite_mask.npy", &em);
+    tmv_case_npy("spec", name, "input.npy", &in);
+    tmv_case_npy("spec", name, "expected_nonfinite_mask.npy", &em);
     float *x = tmv_npy_as_f32(&in);
     int64_t count = 0, first = -1;
     for (int64_t i = 0; i < in.n; i++) {

@@ -118,6 +118,14 @@ static tm_dtype torch_dtype(const char *d) {
     return TM_U8;
 }
 
+/* per-tensor torch params: params.scale and params.zero_point into malloc'd one-element arrays */
+static void torch_tensor_params(json_t *pr, float **s, int32_t **zp) {
+    *s = malloc(sizeof(float));
+    *zp = malloc(sizeof(int32_t));
+    (*s)[0] = (float)json_number_value(json_object_get(pr, "scale"));
+    (*zp)[0] = (int32_t)json_integer_value(json_object_get(pr, "zero_point"));
+}
+
 static void torch_quantize_case(const char *name, json_t *cj) {
     json_t *pr = json_object_get(cj, "params");
     tm_dtype dt = torch_dtype(json_string_value(json_object_get(pr, "dtype")));
@@ -147,10 +155,7 @@ static void torch_quantize_case(const char *name, json_t *cj) {
         tmv_npy_free(&sa);
         tmv_npy_free(&za);
     } else {
-        s = malloc(sizeof(float));
-        zp = malloc(sizeof(int32_t));
-        s[0] = (float)json_number_value(json_object_get(pr, "scale"));
-        zp[0] = (int32_t)json_integer_value(json_object_get(pr, "zero_point"));
+        torch_tensor_params(pr, &s, &zp);
     }
     tm_qparams qp = {.code_dtype = dt, .qmin = json_integer_value(json_object_get(pr, "qmin")),
                      .qmax = json_integer_value(json_object_get(pr, "qmax")), .gran = g,
@@ -237,10 +242,7 @@ static void fake_quantize_case(const char *name, json_t *cj) {
         tmv_npy_free(&sa);
         tmv_npy_free(&za);
     } else {
-        s = malloc(sizeof(float));
-        zp = malloc(sizeof(int32_t));
-        s[0] = (float)json_number_value(json_object_get(pr, "scale"));
-        zp[0] = (int32_t)json_integer_value(json_object_get(pr, "zero_point"));
+        torch_tensor_params(pr, &s, &zp);
     }
     tm_qparams qp = {.code_dtype = dt, .qmin = qmin, .qmax = qmax, .gran = g, .n_params = np,
                      .scale = s, .zero_point = zp, .convention = TM_CONV_TORCH};

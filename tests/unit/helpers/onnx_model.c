@@ -81,34 +81,28 @@ float *weight_values(int ndim, const int64_t *dims, int64_t *n_out) {
     return v;
 }
 
-Onnx__AttributeProto *attr_i(const char *name, int64_t v) {
+static Onnx__AttributeProto *attr_new(const char *name, Onnx__AttributeProto__AttributeType type) {
     Onnx__AttributeProto *a = A(sizeof *a);
     Onnx__AttributeProto init = ONNX__ATTRIBUTE_PROTO__INIT;
     *a = init;
     a->name = S(name);
     a->has_type = 1;
-    a->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT;
+    a->type = type;
+    return a;
+}
+Onnx__AttributeProto *attr_i(const char *name, int64_t v) {
+    Onnx__AttributeProto *a = attr_new(name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT);
     a->has_i = 1;
     a->i = v;
     return a;
 }
 Onnx__AttributeProto *attr_t(const char *name, Onnx__TensorProto *t) {
-    Onnx__AttributeProto *a = A(sizeof *a);
-    Onnx__AttributeProto init = ONNX__ATTRIBUTE_PROTO__INIT;
-    *a = init;
-    a->name = S(name);
-    a->has_type = 1;
-    a->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TENSOR;
+    Onnx__AttributeProto *a = attr_new(name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TENSOR);
     a->t = t;
     return a;
 }
 Onnx__AttributeProto *attr_g(const char *name, Onnx__GraphProto *g) {
-    Onnx__AttributeProto *a = A(sizeof *a);
-    Onnx__AttributeProto init = ONNX__ATTRIBUTE_PROTO__INIT;
-    *a = init;
-    a->name = S(name);
-    a->has_type = 1;
-    a->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__GRAPH;
+    Onnx__AttributeProto *a = attr_new(name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__GRAPH);
     a->g = g;
     return a;
 }

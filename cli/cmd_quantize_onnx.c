@@ -15,7 +15,7 @@ int cmd_quantize_onnx(const cli_cmd *cmd, cli_args *a);
 /* Options of the other output forms that mean nothing for ONNX output. */
 static const char *const not_onnx[] = {"recipe", "quantize-embeddings", "max-shard-size",
                                        "strict", "pure", "leave-output-tensor", "tensor-type",
-                                       "allow-long-names"};
+                                       "allow-long-names", "vocab-from"};
 
 static int parse_gran_onnx(const char *s, tm_qgran *g) {
     memset(g, 0, sizeof *g);

@@ -30,12 +30,6 @@
 
 #include "bench_floor.h"
 
-static double now_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
 static uint64_t g_rng = 0x9e3779b97f4a7c15ull;
 static float next_val(void) {
     g_rng ^= g_rng << 13; g_rng ^= g_rng >> 7; g_rng ^= g_rng << 17;
@@ -141,7 +135,7 @@ static int write_vocab(const char *path, int64_t vocab) {
 }
 
 static double run_one(const char *bin, const char *in, const char *out, const char *vocab, long *maxrss_kib) {
-    double t0 = now_s();
+    double t0 = tmb_now_s();
     pid_t pid = fork();
     if (pid == 0) {
         execl(bin, bin, "convert", in, "-o", out, "--vocab-from", vocab, "--no-checksums", "--force", "-q", (char *)NULL);
@@ -152,7 +146,7 @@ static double run_one(const char *bin, const char *in, const char *out, const ch
     struct rusage ru;
     if (wait4(pid, &st, 0, &ru) < 0 || !WIFEXITED(st) || WEXITSTATUS(st)) return -1;
     *maxrss_kib = ru.ru_maxrss;
-    return now_s() - t0;
+    return tmb_now_s() - t0;
 }
 
 int main(int argc, char **argv) {

@@ -88,6 +88,23 @@ static void same_tensors_ex(const char *got_path, const char *want_path, int ord
     tm_close(w);
 }
 
+/* Tensor gi of the converted file g holds, row by row, the rows of tensor si of the source src
+** that llama.cpp's permutation names (rope with `heads` heads), exactly. */
+static void rows_equal(const tm_file *g, int64_t gi, const tm_file *src, int64_t si, int rope, int heads) {
+    const tm_tensor *st = tm_file_tensor(src, si);
+    int64_t rows = st->shape[0], cols = st->n_elems / rows;
+    assert_int_equal(tm_file_tensor(g, gi)->n_elems, st->n_elems);
+    float *a = malloc((size_t)st->n_elems * 4), *b = malloc((size_t)cols * 4);
+    assert_int_equal(tm_tensor_read_f32(g, gi, 0, st->n_elems, a, NULL), TM_OK);
+    for (int64_t r = 0; r < rows; r++) {
+        int64_t hr = rope ? tm_rope_row_hf(r, rows, heads) : r;
+        assert_int_equal(tm_tensor_read_f32(src, si, hr * cols, cols, b, NULL), TM_OK);
+        if (memcmp(a + r * cols, b, (size_t)cols * 4)) fail_msg("%s: row %lld differs", st->name, (long long)r);
+    }
+    free(a);
+    free(b);
+}
+
 static void same_tensors(const char *got_path, const char *want_path, int order) {
     same_tensors_ex(got_path, want_path, order, 0);
 }
@@ -196,18 +213,7 @@ static void test_outtypes(void **state) {
                 /* each GGUF row is the HF row llama.cpp's permutation names, widened exactly */
                 tm_tensor_pair pr;
                 assert_int_equal(tm_tensor_pair_find(src, g, i, &pr), 1);
-                float *a = malloc((size_t)gt->n_elems * 4), *b = malloc((size_t)gt->n_elems * 4);
-                assert_int_equal(tm_tensor_read_f32(g, i, 0, gt->n_elems, a, NULL), TM_OK);
-                const tm_tensor *st = tm_file_tensor(src, pr.index);
-                int64_t rows = st->shape[0], cols = st->n_elems / rows;
-                for (int64_t r = 0; r < rows; r++) {
-                    int64_t hr = r;
-                    if (pr.rope) hr = tm_rope_row_hf(r, rows, pr.n_head);
-                    assert_int_equal(tm_tensor_read_f32(src, pr.index, hr * cols, cols, b + r * cols, NULL), TM_OK);
-                }
-                assert_memory_equal(a, b, (size_t)gt->n_elems * 4);
-                free(a);
-                free(b);
+                rows_equal(g, i, src, pr.index, pr.rope, pr.n_head);
             }
             tm_close(ref);
             tm_close(src);
@@ -275,19 +281,8 @@ static void test_compressed_tensors(void **state) {
             assert_int_equal(tm_name_from_gguf(gt->name, hf, sizeof hf, &rope), 1);
             int64_t si = tm_file_find(ct, hf);
             assert_true(si >= 0);
-            const tm_tensor *st = tm_file_tensor(ct, si);
-            n_deq += st->quant != NULL;
-            int64_t rows = st->shape[0], cols = st->n_elems / rows;
-            int heads = rope == TM_ROPE_Q ? 8 : 4; /* stories260K: 8 heads, 4 KV heads */
-            float *a = malloc((size_t)st->n_elems * 4), *b = malloc((size_t)cols * 4);
-            assert_int_equal(tm_tensor_read_f32(g, i, 0, st->n_elems, a, NULL), TM_OK);
-            for (int64_t r = 0; r < rows; r++) {
-                int64_t hr = rope ? tm_rope_row_hf(r, rows, heads) : r;
-                assert_int_equal(tm_tensor_read_f32(ct, si, hr * cols, cols, b, NULL), TM_OK);
-                assert_memory_equal(a + r * cols, b, (size_t)cols * 4);
-            }
-            free(a);
-            free(b);
+            n_deq += tm_file_tensor(ct, si)->quant != NULL;
+            rows_equal(g, i, ct, si, rope, rope == TM_ROPE_Q ? 8 : 4); /* stories260K: 8 heads, 4 KV heads */
         }
         assert_true(n_deq >= 30); /* the 2-D projections were quantized tensors */
         tm_close(ref);

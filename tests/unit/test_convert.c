@@ -292,6 +292,111 @@ static void test_compressed_tensors(void **state) {
     }
 }
 
+/* A GPTQ v1 checkpoint of stories260K (AutoGPTQ's layout, docs/formats.md "GPTQ and AWQ"): the
+** attention projections (64 input columns) 4-bit symmetric in groups of 32, round to nearest,
+** qweight I32 [K/8, N], qzeros I32 [G, N/8] holding z - 1 = 7, scales F16 [G, N]; the rest dense
+** (modules_to_not_convert). Convert must give s * (q - 8) in llama.cpp's row order. */
+static void test_gptq(void **state) {
+    (void)state;
+    if (!tmv_require_shared()) return;
+    tm_file *src;
+    assert_int_equal(tm_open(model("safetensors/stories260K-f32"), NULL, &src, NULL), TM_OK);
+    int64_t n = tm_file_n_tensors(src);
+    tm_st_entry *ent = calloc((size_t)n * 3, sizeof *ent);
+    char (*names)[128] = calloc((size_t)n * 3, sizeof *names);
+    void **data = calloc((size_t)n * 3, sizeof *data);
+    size_t *bytes = calloc((size_t)n * 3, sizeof *bytes);
+    float **want = calloc((size_t)n, sizeof *want); /* the dequantized values, HF order */
+    int64_t m = 0, n_q = 0;
+    for (int64_t i = 0; i < n; i++) {
+        const tm_tensor *t = tm_file_tensor(src, i);
+        float *w = malloc((size_t)t->n_elems * 4);
+        assert_int_equal(tm_tensor_read_f32(src, i, 0, t->n_elems, w, NULL), TM_OK);
+        if (!strstr(t->name, "self_attn.")) {
+            snprintf(names[m], 128, "%s", t->name);
+            ent[m] = (tm_st_entry){names[m], TM_F32, t->ndim, {t->shape[0], t->ndim > 1 ? t->shape[1] : 0}};
+            data[m] = w;
+            bytes[m++] = (size_t)t->n_elems * 4;
+            continue;
+        }
+        int64_t N = t->shape[0], K = t->shape[1], G = K / 32;
+        assert_int_equal(K % 32, 0);
+        assert_int_equal(N % 8, 0);
+        uint32_t *qw = calloc((size_t)(K / 8 * N), 4), *qz = calloc((size_t)(G * N / 8), 4);
+        uint16_t *sc = calloc((size_t)(G * N), 2);
+        want[i] = malloc((size_t)t->n_elems * 4);
+        for (int64_t g = 0; g < G; g++)
+            for (int64_t r = 0; r < N; r++) {
+                float amax = 0;
+                for (int64_t k = g * 32; k < g * 32 + 32; k++) amax = fmaxf(amax, fabsf(w[r * K + k]));
+                uint16_t h = tm_f32_to_f16(2.0f * amax / 15.0f);
+                if (tm_f16_to_f32(h) < 2.0f * amax / 15.0f) h++;
+                sc[g * N + r] = h;
+                float s1 = tm_f16_to_f32(h);
+                qz[g * (N / 8) + r / 8] |= 7u << (4 * (r % 8));
+                for (int64_t k = g * 32; k < g * 32 + 32; k++) {
+                    long c = lrintf(w[r * K + k] / s1) + 8;
+                    c = c < 0 ? 0 : c > 15 ? 15 : c;
+                    qw[(k / 8) * N + r] |= (uint32_t)c << (4 * (k % 8));
+                    want[i][r * K + k] = s1 * (float)(c - 8);
+                }
+            }
+        char base[128];
+        snprintf(base, sizeof base, "%.*s", (int)(strlen(t->name) - 7), t->name); /* without ".weight" */
+        const struct { const char *suf; tm_dtype dt; int64_t r, c; void *d; size_t b; } parts[] = {
+            {"qweight", TM_I32, K / 8, N, qw, (size_t)(K / 8 * N) * 4}, {"qzeros", TM_I32, G, N / 8, qz, (size_t)(G * N / 8) * 4},
+            {"scales", TM_F16, G, N, sc, (size_t)(G * N) * 2}};
+        for (int p = 0; p < 3; p++) {
+            snprintf(names[m], 128, "%.100s.%.20s", base, parts[p].suf);
+            ent[m] = (tm_st_entry){names[m], parts[p].dt, 2, {parts[p].r, parts[p].c}};
+            data[m] = parts[p].d;
+            bytes[m++] = parts[p].b;
+        }
+        free(w);
+        n_q++;
+    }
+    assert_int_equal(n_q, 20);
+    assert_int_equal(tmt_run(NULL, "mkdir -p %s", tmp("gptq")), 0);
+    tm_st_writer *w;
+    assert_int_equal(tm_st_writer_open(tmp("gptq/model.safetensors"), ent, m, NULL, &w, NULL), TM_OK);
+    for (int64_t k = 0; k < m; k++) assert_int_equal(tm_st_writer_write(w, k, 0, data[k], bytes[k], NULL), TM_OK);
+    assert_int_equal(tm_st_writer_finish(w, NULL), TM_OK);
+    tm_st_writer_free(w);
+    assert_int_equal(tmt_run(NULL, "sed 's/\"use_cache\": true,/\"use_cache\": true, \"quantization_config\": {\"quant_method\": \"gptq\", "
+                                   "\"bits\": 4, \"group_size\": 32, \"sym\": true, \"desc_act\": false, \"checkpoint_format\": \"gptq\"},/' %s > %s",
+                             model("safetensors/stories260K-f32/config.json"), tmp("gptq/config.json")), 0);
+    tm_err e;
+    if (convert(tmp("gptq"), "gptq.gguf", TM_GGML_F32, VOCAB, NULL, &e)) fail_msg("%s", e.msg);
+    tm_file *g;
+    assert_int_equal(tm_open(tmp("gptq.gguf"), NULL, &g, NULL), TM_OK);
+    assert_int_equal(tm_file_n_tensors(g), 47);
+    int n_checked = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (!want[i]) continue;
+        const tm_tensor *t = tm_file_tensor(src, i);
+        char gn[128];
+        tm_rope_rows rope;
+        assert_int_equal(tm_name_to_gguf(t->name, gn, sizeof gn, &rope), 1);
+        int64_t gi = tm_file_find(g, gn);
+        assert_true(gi >= 0);
+        int64_t N = t->shape[0], K = t->shape[1];
+        float *got = malloc((size_t)t->n_elems * 4);
+        assert_int_equal(tm_tensor_read_f32(g, gi, 0, t->n_elems, got, NULL), TM_OK);
+        for (int64_t r = 0; r < N; r++) {
+            int64_t hr = rope ? tm_rope_row_hf(r, N, rope == TM_ROPE_Q ? 8 : 4) : r;
+            if (memcmp(got + r * K, want[i] + hr * K, (size_t)K * 4)) fail_msg("%s row %lld", gn, (long long)r);
+        }
+        free(got);
+        n_checked++;
+    }
+    assert_int_equal(n_checked, 20);
+    tm_close(g);
+    for (int64_t k = 0; k < m; k++) free(data[k]);
+    for (int64_t i = 0; i < n; i++) free(want[i]);
+    free(ent); free(names); free(data); free(bytes); free(want);
+    tm_close(src);
+}
+
 /* Refusals: another architecture (named, exit 3), no tokenizer (naming --vocab-from), a vocabulary
 ** of another size (both sizes), rope_scaling of another type; nothing is written. */
 static void test_refusals(void **state) {
@@ -416,6 +521,7 @@ int main(void) {
         cmocka_unit_test(test_outtypes),
         cmocka_unit_test(test_type_equals_quantize),
         cmocka_unit_test(test_compressed_tensors),
+        cmocka_unit_test(test_gptq),
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_cli),
         cmocka_unit_test(test_llama_cpp_loads),

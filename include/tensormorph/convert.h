@@ -81,7 +81,7 @@ int tm_convert_supported(const char *config_json, char *arch, size_t arch_size);
 ** staged as "OUT.tmp.<pid>", fsynced, renamed, "OUT.manifest.json" beside it. With p->quant an
 ** F32 GGUF is built beside OUT ("OUT.convert.<pid>.gguf", removed afterwards) and quantized into
 ** OUT by tm_gguf_quantize, whose manifest names `in`'s files as the source.
-** Returns TM_OK | TM_E_INVALID_ARG (OUT refused; bad outtype) | TM_E_UNSUPPORTED (no config.json,
+** Returns TM_OK | TM_E_INVALID_ARG (OUT refused; bad outtype) | TM_E_UNSUPPORTED (a GGUF input, no config.json,
 ** an architecture other than LLaMA/Mistral (named), rope_scaling other than null/linear, a tensor
 ** the name table does not know (named), no vocab_from, a vocabulary whose size differs from
 ** vocab_size, --outtype f16/bf16 that would round a value (tensor and element named)) |

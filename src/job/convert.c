@@ -402,6 +402,9 @@ static void model_name(const char *in_path, char *out, size_t size) {
 
 static tm_status prepare(tm_file *in, const char *in_path, const tm_convert_params *p, cv_job *j, tm_err *err) {
     memset(j, 0, sizeof *j);
+    if (tm_file_format(in) == TM_FMT_GGUF)
+        return tm__err_set(err, TM_E_UNSUPPORTED, -1, "%s is already a GGUF file: convert reads Hugging Face checkpoints "
+                           "(quantize changes a GGUF's types)", in_path);
     char *cfg = tm_convert_config(in, in_path);
     if (!cfg)
         return tm__err_set(err, TM_E_UNSUPPORTED, -1, "%s: no config.json beside the checkpoint: convert needs the model's "

@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/jschema.h"
 #include "helpers/cli_run.h"
 #include "helpers/vectors.h"
 #include "tensormorph.h"
@@ -436,6 +437,9 @@ static void test_cli(void **state) {
     json_t *d = tmt_run_json(0, "%s convert %s -o %s --vocab-from %s --json --no-checksums", tmt_bin(), st, tmp("c.gguf"), VOCAB);
     assert_string_equal(json_string_value(json_object_get(d, "schema")), "tensormorph.convert/1");
     assert_int_equal(json_integer_value(json_object_get(d, "n_tensors")), 47);
+    tm_err je;
+    if (tm__jschema_validate_named("manifest", json_object_get(d, "manifest"), "convert manifest", &je))
+        fail_msg("%s", je.msg);
     json_t *ts = json_object_get(json_object_get(d, "manifest"), "tensors");
     json_t *q = tmt_find_named(ts, "blk.0.attn_q.weight");
     assert_string_equal(json_string_value(json_object_get(q, "source")), "model.layers.0.self_attn.q_proj.weight");
@@ -447,6 +451,11 @@ static void test_cli(void **state) {
     assert_int_equal(tmt_run(NULL, "%s convert %s -o %s --vocab-from %s -q --force", tmt_bin(), st, tmp("c.gguf"), VOCAB), 0);
     assert_int_equal(tmt_run(NULL, "%s convert %s -o %s --outtype f8 2>/dev/null", tmt_bin(), st, tmp("u.gguf")), 2);
     assert_int_equal(tmt_run(NULL, "%s convert %s -o %s -q 2>/dev/null", tmt_bin(), st, tmp("u.gguf")), 3);
+    /* a GGUF is no input to convert: exit 3, saying so */
+    char *g = NULL;
+    assert_int_equal(tmt_run(&g, "%s convert %s -o %s --vocab-from %s 2>&1", tmt_bin(), VOCAB, tmp("u.gguf"), VOCAB), 3);
+    assert_non_null(strstr(g, "already a GGUF"));
+    free(g);
     /* quantize DIR -o X.gguf: converted first, same file as convert --type */
     assert_int_equal(tmt_run(NULL, "%s quantize %s -o %s -t Q4_K_M --vocab-from %s -q --no-checksums", tmt_bin(), st, tmp("qz.gguf"), VOCAB), 0);
     assert_int_equal(tmt_run(NULL, "%s convert %s -o %s -t Q4_K_M --vocab-from %s -q --no-checksums", tmt_bin(), st, tmp("cz.gguf"), VOCAB), 0);

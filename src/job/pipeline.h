@@ -108,4 +108,57 @@ tm_status tm__pipe_finish(tm__pipe *pp, json_t *man, json_t *results, uint64_t s
 ** published, remove and release OUT.lock, free. */
 void tm__pipe_end(tm__pipe *pp);
 
+/* ---------------------------------------------------------------------------------------- */
+/* The one quantize driver (qpipeline.c): every quantize job is a writer of this table and    */
+/* tm__qpipe_run is its only loop:                                                           */
+/*   begin (check and lock OUT, stage) -> hash the sources in a thread -> plan -> run the     */
+/*   plan's tasks on the shared deterministic pool (src/core/pool.c) -> hash (wait) -> write  */
+/*   -> fsync -> results -> manifest (the job's keys, "output", the job's summary keys) ->    */
+/*   finish (publish) -> end (always)                                                         */
+/* ---------------------------------------------------------------------------------------- */
+
+/* What every job's result holds, filled by the driver and the job's results callback. */
+typedef struct tm__qtotals {
+    int64_t  n_tensors, n_quantized;  /* the manifest's results.n_tensors / n_quantized         */
+    uint64_t src_bytes, out_bytes;
+    double   seconds;                 /* at the end of the work, before the manifest            */
+    char    *manifest_json;           /* malloc'd; handed to the job's done callback            */
+    char    *manifest_path;           /* FILE: OUT.manifest.json (malloc'd); DIR: NULL          */
+} tm__qtotals;
+
+typedef struct tm__qwriter {
+    tm__pipe_kind kind;               /* DIR: compressed-tensors; FILE: GGUF, ONNX              */
+    const char   *kind_name;          /* "a GGUF output", in refusals                           */
+    const char   *format;             /* the manifest's output.format                           */
+    /* Decide every tensor and open the output at pp->stage; *n_tasks: the pool's tasks. */
+    tm_status (*plan)(void *job, tm__pipe *pp, int64_t *n_tasks, tm_err *err);
+    /* One task on the pool (pp->threads workers; results kept per task index). */
+    tm_status (*run_task)(void *job, int64_t task, int thread, tm_err *err);
+    /* After the pool and the source checksums: finish the output, fsynced and closed. */
+    tm_status (*write)(void *job, tm__pipe *pp, tm_err *err);
+    /* The job's result: per-tensor rows; sets t->n_tensors, n_quantized, src_bytes. */
+    tm_status (*results)(void *job, tm__pipe *pp, tm__qtotals *t, tm_err *err);
+    /* The job's manifest keys before "output": recipe, calibration, tensors. */
+    tm_status (*manifest_add)(void *job, json_t *man, tm_err *err);
+    /* DIR only: the staged files the manifest's output lists (FILE: the staged file). */
+    int (*output_files)(void *job, const char *const **files);
+    /* After "output": the job's keys of the manifest and of its "results" object. */
+    tm_status (*summary)(void *job, json_t *man, json_t *results, tm_err *err);
+    /* Hand over: on success (s == TM_OK) the job's result takes t's totals and strings (the
+    ** driver frees them otherwise) and pp->out; on failure it frees its result. */
+    void (*done)(void *job, const tm__pipe *pp, tm__qtotals *t, tm_status s);
+} tm__qwriter;
+
+/* The options every job has. */
+typedef struct tm__qpipe_opts {
+    int                 force, n_threads, no_checksums;
+    const char         *command_line;
+    volatile const int *cancel;
+} tm__qpipe_opts;
+
+/* Run job through the phases above into out. Returns the first failing phase's status
+** (TM_E_CANCELLED when the cancel flag was raised before the publish). */
+tm_status tm__qpipe_run(const tm__qwriter *w, void *job, const tm_file *in, const char *out,
+                        const tm__qpipe_opts *o, tm_err *err);
+
 #endif

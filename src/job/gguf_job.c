@@ -10,7 +10,7 @@
 **      against the dequantized values of the bytes written (Q8_0, Q4_0 and Q6_K compute those
 **      from their codes in the kernel; the others dequantize the piece); one pwrite per chunk
 **      at its offset;
-**   3. finish (pipeline.c): fsync the file built beside OUT, write "<out>.manifest.json" beside
+**   3. finish (the one driver, qpipeline.c, and pipeline.c): fsync the file built beside OUT, write "<out>.manifest.json" beside
 **      it, then under OUT.lock rename the file and its manifest into place.
 ** Rules with their sources: docs/gguf-quantize.md. */
 #include "../core/core.h"

@@ -13,7 +13,7 @@
 **      the error with tm_erracc in LSB of each element's own scale.
 **   4. pack, re-open the packed bytes with tensormorph's ONNX reader and check every quantized
 **      weight comes back as a logical quantized tensor with the written scales, zero points and
-**      granularity; then (pipeline.c) write it and OUT.manifest.json beside OUT and, under
+**      granularity; then (the one driver, qpipeline.c) write it and OUT.manifest.json beside OUT and, under
 **      OUT.lock, rename both into place.
 */
 #include "../core/core.h"

@@ -1,6 +1,7 @@
 /* cmd_quantize_gguf.c: `tensormorph quantize IN -o OUT.gguf --type T`: the GGUF output form of
 ** the quantize command (cmd_quantize.c dispatches here when OUT ends in ".gguf"). */
 #include "cli.h"
+#include "quantize.h"
 #include "recipe.h"
 #include "tensormorph/ggml_quant.h"
 #include "tensormorph/gguf_job.h"
@@ -58,6 +59,53 @@ static int gguf_recipe_check(json_t *r, const char *path) {
     }
     return 0;
 }
+
+/* ---- the GGUF form of the one quantize driver (quantize.h) ---- */
+
+static tm_status gguf_run(void *ctx, tm_file *in, const char *out, void **res, tm_err *err) {
+    return tm_gguf_quantize(in, out, ctx, (tm_gguf_qresult **)res, err);
+}
+static const char *gguf_manifest(const void *res) { return ((const tm_gguf_qresult *)res)->manifest_json; }
+static void gguf_free(void *res) { tm_gguf_qresult_free(res); }
+
+static void gguf_warn(const void *vres, const char *out) {
+    const tm_gguf_qresult *res = vres;
+    for (int64_t i = 0; i < res->n; i++) /* written under --allow-long-names */
+        if (strlen(res->tensors[i].name) >= TM_GGUF_MAX_NAME)
+            fprintf(stderr, "tensormorph: warning: %s: tensor '%s': its name is %zu bytes; llama.cpp refuses "
+                    "tensor names of %d bytes or more (GGML_MAX_NAME)\n", out, res->tensors[i].name,
+                    strlen(res->tensors[i].name), TM_GGUF_MAX_NAME);
+}
+
+static void gguf_print(const void *ctx, const void *vres, const char *in_path, const char *out, int top) {
+    const tm_gguf_qparams *p = ctx;
+    const tm_gguf_qresult *res = vres;
+    printf("quantized %" PRId64 " of %" PRId64 " tensors to GGUF %s: %s -> %s (%.2f MB -> %.2f MB) in %.2f s\n",
+           res->n_quantized, res->n, tm_gguf_ftype_name(p->ftype), in_path, out,
+           (double)res->src_bytes / 1e6, (double)res->out_bytes / 1e6, res->seconds);
+    printf("%-36s %-7s %-7s %9s %11s  %s\n", "tensor", "from", "type", "SQNR dB", "RMSE", "why");
+    /* --top rows: the quantized tensors, lowest SQNR first, then those copied */
+    int64_t *order = calloc((size_t)res->n + 1, sizeof *order), no = 0;
+    for (int64_t i = 0; order && i < res->n; i++) order[i] = i;
+    g_sort = res;
+    if (order) qsort(order, (size_t)res->n, sizeof *order, cmp_rows);
+    for (int64_t k = 0; order && k < res->n && (top < 0 || k < top); k++, no++) {
+        const tm_gguf_qtensor *t = &res->tensors[order[k]];
+        const tm_ggml_type_info *a1 = tm_ggml_type_info_get(t->src_type);
+        const tm_ggml_type_info *a2 = tm_ggml_type_info_get(t->out_type);
+        if (t->quantized)
+            printf("%-36s %-7s %-7s %9.2f %11.4g  %s\n", t->name, a1 ? a1->name : "?",
+                   a2 ? a2->name : "?", t->sqnr_db, t->rmse, t->reason);
+        else
+            printf("%-36s %-7s %-7s %9s %11s  %s\n", t->name, a1 ? a1->name : "?",
+                   a2 ? a2->name : "?", "-", "-", t->reason);
+    }
+    if (no < res->n) printf("... %" PRId64 " more (--top all lists every tensor; the manifest has them all)\n", res->n - no);
+    free(order);
+    printf("Manifest: %s\n", res->manifest_path);
+}
+
+static const cli_qform gguf_form = {gguf_run, gguf_manifest, gguf_warn, NULL, gguf_print, gguf_free};
 
 int cmd_quantize_gguf(const cli_cmd *cmd, cli_args *a) {
     const char *out = cli_get(a, "output");
@@ -150,65 +198,11 @@ int cmd_quantize_gguf(const cli_cmd *cmd, cli_args *a) {
             goto done;
         }
     }
-    p.no_checksums = cli_has(a, "no-checksums");
-    p.force = cli_has(a, "force");
+    CLI_QUANTIZE_COMMON(p, a);
     p.allow_long_names = cli_has(a, "allow-long-names");
     p.n_threads = g_cli.threads;
-    p.command_line = g_cli.argv_line;
     p.progress = cli_progress_cb;
-    p.cancel = &g_cli_interrupted;
-    {
-        tm_file *in;
-        rc = cli_open(in_path, &in);
-        if (rc) goto done;
-        tm_err err;
-        tm_gguf_qresult *res = NULL;
-        tm_status s = tm_gguf_quantize(in, out, &p, &res, &err);
-        cli_progress_end();
-        if (s) {
-            rc = cli_fail(s, &err);
-            tm_close(in);
-            goto done;
-        }
-        for (int64_t i = 0; i < res->n && !g_cli.quiet; i++) /* written under --allow-long-names */
-            if (strlen(res->tensors[i].name) >= TM_GGUF_MAX_NAME)
-                fprintf(stderr, "tensormorph: warning: %s: tensor '%s': its name is %zu bytes; llama.cpp refuses "
-                        "tensor names of %d bytes or more (GGML_MAX_NAME)\n", out, res->tensors[i].name,
-                        strlen(res->tensors[i].name), TM_GGUF_MAX_NAME);
-        if (g_cli.json) {
-            json_t *man = json_loads(res->manifest_json, 0, NULL);
-            json_t *d = cli_json_doc("quantize");
-            json_object_set_new(d, "output", json_string(out));
-            json_object_set_new(d, "manifest", man ? man : json_null());
-            cli_json_print(d);
-        } else if (!g_cli.quiet) {
-            printf("quantized %" PRId64 " of %" PRId64 " tensors to GGUF %s: %s -> %s (%.2f MB -> %.2f MB) in %.2f s\n",
-                   res->n_quantized, res->n, tm_gguf_ftype_name(p.ftype), in_path, out,
-                   (double)res->src_bytes / 1e6, (double)res->out_bytes / 1e6, res->seconds);
-            printf("%-36s %-7s %-7s %9s %11s  %s\n", "tensor", "from", "type", "SQNR dB", "RMSE", "why");
-            /* --top rows: the quantized tensors, lowest SQNR first, then those copied */
-            int64_t *order = calloc((size_t)res->n + 1, sizeof *order), no = 0;
-            for (int64_t i = 0; order && i < res->n; i++) order[i] = i;
-            g_sort = res;
-            if (order) qsort(order, (size_t)res->n, sizeof *order, cmp_rows);
-            for (int64_t k = 0; order && k < res->n && (top < 0 || k < top); k++, no++) {
-                const tm_gguf_qtensor *t = &res->tensors[order[k]];
-                const tm_ggml_type_info *a1 = tm_ggml_type_info_get(t->src_type);
-                const tm_ggml_type_info *a2 = tm_ggml_type_info_get(t->out_type);
-                if (t->quantized)
-                    printf("%-36s %-7s %-7s %9.2f %11.4g  %s\n", t->name, a1 ? a1->name : "?",
-                           a2 ? a2->name : "?", t->sqnr_db, t->rmse, t->reason);
-                else
-                    printf("%-36s %-7s %-7s %9s %11s  %s\n", t->name, a1 ? a1->name : "?",
-                           a2 ? a2->name : "?", "-", "-", t->reason);
-            }
-            if (no < res->n) printf("... %" PRId64 " more (--top all lists every tensor; the manifest has them all)\n", res->n - no);
-            free(order);
-            printf("Manifest: %s\n", res->manifest_path);
-        }
-        tm_gguf_qresult_free(res);
-        tm_close(in);
-    }
+    rc = cli_quantize_run(&gguf_form, &p, in_path, out, top);
 done:
     json_decref(recipe);
     for (int i = 0; bufs && i < n_tt; i++) free(bufs[i]);

@@ -1,0 +1,39 @@
+/* quantize.h: the one driver of `tensormorph quantize`'s three output forms (compressed-tensors
+** directory, GGUF file, ONNX model). cmd_quantize.c picks the form from OUT and the form parses
+** its own flags into its job's parameters; cli_quantize_run then opens IN, runs the job, reports
+** a failure (cli_fail: message and exit code) and prints the parts every form shares (the
+** --json document {"output", the form's keys, "manifest"}, the warnings, the text report),
+** asking the form's table for the rest. Only cli/ uses this. */
+#ifndef TM_CLI_QUANTIZE_H
+#define TM_CLI_QUANTIZE_H
+#include "cli.h"
+
+typedef struct cli_qform {
+    /* Run the form's job (its parameters in ctx) on in into out; *res: its result. */
+    tm_status (*run)(void *ctx, tm_file *in, const char *out, void **res, tm_err *err);
+    /* The manifest the job wrote (the result's manifest_json). */
+    const char *(*manifest_json)(const void *res);
+    /* Optional: warnings on stderr after a run (not under --quiet). */
+    void (*warn)(const void *res, const char *out);
+    /* Optional: the form's keys of the --json document, between "output" and "manifest". */
+    void (*json_add)(const void *res, json_t *doc);
+    /* The text report (not under --quiet); top: --top N rows, -1 for all. */
+    void (*print)(const void *ctx, const void *res, const char *in_path, const char *out, int top);
+    void (*free_res)(void *res);
+} cli_qform;
+
+/* The options every form's job takes alike (their parameter structs name the fields alike):
+** --no-checksums, --force, the command line for the manifest and the interrupt flag. */
+#define CLI_QUANTIZE_COMMON(p, a)                           \
+    do {                                                    \
+        (p).no_checksums = cli_has((a), "no-checksums");    \
+        (p).force = cli_has((a), "force");                  \
+        (p).command_line = g_cli.argv_line;                 \
+        (p).cancel = &g_cli_interrupted;                    \
+    } while (0)
+
+/* Open in_path, run f on it into out and report. Returns 0 or the exit code (cli_open's, or
+** cli_fail's for the job's status: docs/exit-codes.md). */
+int cli_quantize_run(const cli_qform *f, void *ctx, const char *in_path, const char *out, int top);
+
+#endif

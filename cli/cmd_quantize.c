@@ -234,7 +234,17 @@ static int ct_recipe(const cli_cmd *cmd, cli_args *a, const char *path, tm_qjob_
 static tm_status ct_run(void *ctx, tm_file *in, const char *out, void **res, tm_err *err) {
     return tm_quantize_checkpoint(in, out, ctx, (tm_qjob_result **)res, err);
 }
-static const char *ct_manifest(const void *res) { return ((const tm_qjob_result *)res)->manifest_json; }
+static void ct_totals(const void *ctx, const void *vres, cli_qtotals *t) {
+    const tm_qjob_result *res = vres;
+    (void)ctx;
+    snprintf(t->what, sizeof t->what, "tensors");
+    t->n_quantized = res->n_quantized;
+    t->n = res->n;
+    t->src_bytes = res->src_bytes;
+    t->out_bytes = res->out_bytes;
+    t->seconds = res->seconds;
+    t->manifest_json = res->manifest_json;
+}
 static void ct_free(void *res) { tm_qjob_result_free(res); }
 
 static void ct_warn(const void *vres, const char *out) {
@@ -246,9 +256,6 @@ static void ct_warn(const void *vres, const char *out) {
 static void ct_print(const void *ctx, const void *vres, const char *in_path, const char *out, int top) {
     const tm_qjob_result *res = vres;
     (void)ctx;
-    printf("quantized %" PRId64 " of %" PRId64 " tensors: %s -> %s (%.2f MB -> %.2f MB) in %.2f s\n",
-           res->n_quantized, res->n, in_path, out, (double)res->src_bytes / 1e6,
-           (double)res->out_bytes / 1e6, res->seconds);
     print_kept_dense(res);
     for (int64_t i = 0; i < res->n; i++)
         if (res->tensors[i].n_degenerate > 0)
@@ -275,7 +282,7 @@ static void ct_print(const void *ctx, const void *vres, const char *in_path, con
     free(order);
 }
 
-static const cli_qform ct_form = {ct_run, ct_manifest, ct_warn, NULL, ct_print, ct_free};
+static const cli_qform ct_form = {ct_run, ct_totals, ct_warn, NULL, ct_print, ct_free};
 
 int cmd_quantize(const cli_cmd *cmd, cli_args *a) {
     const char *out = cli_get(a, "output");

@@ -65,7 +65,16 @@ static int gguf_recipe_check(json_t *r, const char *path) {
 static tm_status gguf_run(void *ctx, tm_file *in, const char *out, void **res, tm_err *err) {
     return tm_gguf_quantize(in, out, ctx, (tm_gguf_qresult **)res, err);
 }
-static const char *gguf_manifest(const void *res) { return ((const tm_gguf_qresult *)res)->manifest_json; }
+static void gguf_totals(const void *ctx, const void *vres, cli_qtotals *t) {
+    const tm_gguf_qresult *res = vres;
+    snprintf(t->what, sizeof t->what, "tensors to GGUF %s", tm_gguf_ftype_name(((const tm_gguf_qparams *)ctx)->ftype));
+    t->n_quantized = res->n_quantized;
+    t->n = res->n;
+    t->src_bytes = res->src_bytes;
+    t->out_bytes = res->out_bytes;
+    t->seconds = res->seconds;
+    t->manifest_json = res->manifest_json;
+}
 static void gguf_free(void *res) { tm_gguf_qresult_free(res); }
 
 static void gguf_warn(const void *vres, const char *out) {
@@ -78,11 +87,8 @@ static void gguf_warn(const void *vres, const char *out) {
 }
 
 static void gguf_print(const void *ctx, const void *vres, const char *in_path, const char *out, int top) {
-    const tm_gguf_qparams *p = ctx;
+    (void)ctx;
     const tm_gguf_qresult *res = vres;
-    printf("quantized %" PRId64 " of %" PRId64 " tensors to GGUF %s: %s -> %s (%.2f MB -> %.2f MB) in %.2f s\n",
-           res->n_quantized, res->n, tm_gguf_ftype_name(p->ftype), in_path, out,
-           (double)res->src_bytes / 1e6, (double)res->out_bytes / 1e6, res->seconds);
     printf("%-36s %-7s %-7s %9s %11s  %s\n", "tensor", "from", "type", "SQNR dB", "RMSE", "why");
     /* --top rows: the quantized tensors, lowest SQNR first, then those copied */
     int64_t *order = calloc((size_t)res->n + 1, sizeof *order), no = 0;
@@ -105,7 +111,7 @@ static void gguf_print(const void *ctx, const void *vres, const char *in_path, c
     printf("Manifest: %s\n", res->manifest_path);
 }
 
-static const cli_qform gguf_form = {gguf_run, gguf_manifest, gguf_warn, NULL, gguf_print, gguf_free};
+static const cli_qform gguf_form = {gguf_run, gguf_totals, gguf_warn, NULL, gguf_print, gguf_free};
 
 int cmd_quantize_gguf(const cli_cmd *cmd, cli_args *a) {
     const char *out = cli_get(a, "output");

@@ -67,7 +67,17 @@ static int onnx_recipe(const char *path, tm_onnx_qparams *p, json_t **recipe) {
 static tm_status onnx_run(void *ctx, tm_file *in, const char *out, void **res, tm_err *err) {
     return tm_onnx_quantize(in, out, ctx, (tm_onnx_qresult **)res, err);
 }
-static const char *onnx_manifest(const void *res) { return ((const tm_onnx_qresult *)res)->manifest_json; }
+static void onnx_totals(const void *ctx, const void *vres, cli_qtotals *t) {
+    const tm_onnx_qresult *res = vres;
+    (void)ctx;
+    snprintf(t->what, sizeof t->what, "weights to ONNX");
+    t->n_quantized = res->n_quantized;
+    t->n = res->n;
+    t->src_bytes = res->src_bytes;
+    t->out_bytes = res->out_bytes;
+    t->seconds = res->seconds;
+    t->manifest_json = res->manifest_json;
+}
 static void onnx_free(void *res) { tm_onnx_qresult_free(res); }
 
 /* --json: the opset strategy beside the manifest */
@@ -85,9 +95,6 @@ static void onnx_json(const void *vres, json_t *d) {
 static void onnx_print(const void *ctx, const void *vres, const char *in_path, const char *out, int top) {
     const tm_onnx_qresult *res = vres;
     (void)ctx;
-    printf("quantized %" PRId64 " of %" PRId64 " weights to ONNX: %s -> %s (%.2f MB -> %.2f MB) in %.2f s\n",
-           res->n_quantized, res->n, in_path, out, (double)res->src_bytes / 1e6,
-           (double)res->out_bytes / 1e6, res->seconds);
     printf("opset: %s (%s)\n", tm_onnx_opset_strategy_name(res->strategy), res->strategy_reason);
     int shown = 0;
     for (int64_t i = 0; i < res->n; i++) {
@@ -110,7 +117,7 @@ static void onnx_print(const void *ctx, const void *vres, const char *in_path, c
     printf("Manifest: %s\n", res->manifest_path);
 }
 
-static const cli_qform onnx_form = {onnx_run, onnx_manifest, NULL, onnx_json, onnx_print, onnx_free};
+static const cli_qform onnx_form = {onnx_run, onnx_totals, NULL, onnx_json, onnx_print, onnx_free};
 
 /* The command with the recipe object (when --recipe) left in *recipe for the caller to free. */
 static int quantize_onnx(const cli_cmd *cmd, cli_args *a, json_t **recipe_out) {

@@ -8,16 +8,26 @@
 #define TM_CLI_QUANTIZE_H
 #include "cli.h"
 
+typedef struct cli_qtotals {
+    int64_t     n_quantized, n;
+    uint64_t    src_bytes, out_bytes;
+    double      seconds;
+    const char *manifest_json;
+    char        what[64];
+} cli_qtotals;
+
 typedef struct cli_qform {
     /* Run the form's job (its parameters in ctx) on in into out; *res: its result. */
     tm_status (*run)(void *ctx, tm_file *in, const char *out, void **res, tm_err *err);
-    /* The manifest the job wrote (the result's manifest_json). */
-    const char *(*manifest_json)(const void *res);
+    /* What every result holds: the counts, sizes and time of the first report line, the
+    ** manifest the job wrote; `what` names the output ("tensors to GGUF Q4_K_M"). */
+    void (*totals)(const void *ctx, const void *res, struct cli_qtotals *t);
     /* Optional: warnings on stderr after a run (not under --quiet). */
     void (*warn)(const void *res, const char *out);
     /* Optional: the form's keys of the --json document, between "output" and "manifest". */
     void (*json_add)(const void *res, json_t *doc);
-    /* The text report (not under --quiet); top: --top N rows, -1 for all. */
+    /* The text report after its first line "quantized N of M WHAT: IN -> OUT (a MB -> b MB) in
+    ** t s" (not under --quiet); top: --top N rows, -1 for all. */
     void (*print)(const void *ctx, const void *res, const char *in_path, const char *out, int top);
     void (*free_res)(void *res);
 } cli_qform;

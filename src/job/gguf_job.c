@@ -784,6 +784,10 @@ static tm_status gguf_results(void *ctx, tm__pipe *pp, tm__qtotals *tot, tm_err 
     tot->n_tensors = res->n;
     tot->n_quantized = res->n_quantized;
     tot->src_bytes = res->src_bytes;
+    tot->at.out_bytes = &res->out_bytes;
+    tot->at.seconds = &res->seconds;
+    tot->at.manifest_json = &res->manifest_json;
+    tot->at.manifest_path = &res->manifest_path;
     return TM_OK;
 }
 
@@ -843,18 +847,10 @@ static tm_status gguf_summary(void *ctx, json_t *man, json_t *sum, tm_err *err) 
     return TM_OK;
 }
 
-static void gguf_done(void *ctx, const tm__pipe *pp, tm__qtotals *tot, tm_status s) {
+static void gguf_free_result(void *ctx) {
     gjob *j = ctx;
-    (void)pp;
-    if (s) {
-        tm_gguf_qresult_free(j->res);
-        j->res = NULL;
-        return;
-    }
-    j->res->out_bytes = tot->out_bytes;
-    j->res->seconds = tot->seconds;
-    j->res->manifest_json = tot->manifest_json;
-    j->res->manifest_path = tot->manifest_path;
+    tm_gguf_qresult_free(j->res);
+    j->res = NULL;
 }
 
 static const tm__qwriter gguf_writer = {
@@ -867,7 +863,7 @@ static const tm__qwriter gguf_writer = {
     .results = gguf_results,
     .manifest_add = gguf_manifest,
     .summary = gguf_summary,
-    .done = gguf_done,
+    .free_result = gguf_free_result,
 };
 
 tm_status tm_gguf_quantize(tm_file *in, const char *out_path, const tm_gguf_qparams *p,

@@ -521,6 +521,10 @@ static tm_status onnx_results(void *ctx, tm__pipe *pp, tm__qtotals *tot, tm_err 
     tot->n_tensors = j->res->n;
     tot->n_quantized = j->res->n_quantized;
     tot->src_bytes = j->res->src_bytes;
+    tot->at.out_bytes = &j->res->out_bytes;
+    tot->at.seconds = &j->res->seconds;
+    tot->at.manifest_json = &j->res->manifest_json;
+    tot->at.manifest_path = &j->res->manifest_path;
     return TM_OK;
 }
 
@@ -586,18 +590,10 @@ static tm_status onnx_summary(void *ctx, json_t *man, json_t *sum, tm_err *err) 
     return TM_OK;
 }
 
-static void onnx_done(void *ctx, const tm__pipe *pp, tm__qtotals *tot, tm_status s) {
+static void onnx_free_result(void *ctx) {
     oxjob *j = ctx;
-    (void)pp;
-    if (s) {
-        tm_onnx_qresult_free(j->res);
-        j->res = NULL;
-        return;
-    }
-    j->res->out_bytes = tot->out_bytes;
-    j->res->seconds = tot->seconds;
-    j->res->manifest_json = tot->manifest_json;
-    j->res->manifest_path = tot->manifest_path;
+    tm_onnx_qresult_free(j->res);
+    j->res = NULL;
 }
 
 static const tm__qwriter onnx_writer = {
@@ -610,7 +606,7 @@ static const tm__qwriter onnx_writer = {
     .results = onnx_results,
     .manifest_add = onnx_manifest,
     .summary = onnx_summary,
-    .done = onnx_done,
+    .free_result = onnx_free_result,
 };
 
 tm_status tm_onnx_quantize(tm_file *in, const char *out_path, const tm_onnx_qparams *p,

@@ -122,8 +122,16 @@ typedef struct tm__qtotals {
     int64_t  n_tensors, n_quantized;  /* the manifest's results.n_tensors / n_quantized         */
     uint64_t src_bytes, out_bytes;
     double   seconds;                 /* at the end of the work, before the manifest            */
-    char    *manifest_json;           /* malloc'd; handed to the job's done callback            */
+    char    *manifest_json;           /* malloc'd                                               */
     char    *manifest_path;           /* FILE: OUT.manifest.json (malloc'd); DIR: NULL          */
+    /* Where the job's result keeps them (set by the results callback): on success the driver
+    ** stores out_bytes, seconds, manifest_json, manifest_path (when the slot is set; else it is
+    ** freed) and a copy of OUT (out_path, when set) there. */
+    struct {
+        uint64_t *out_bytes;
+        double   *seconds;
+        char    **manifest_json, **manifest_path, **out_path;
+    } at;
 } tm__qtotals;
 
 typedef struct tm__qwriter {
@@ -144,9 +152,8 @@ typedef struct tm__qwriter {
     int (*output_files)(void *job, const char *const **files);
     /* After "output": the job's keys of the manifest and of its "results" object. */
     tm_status (*summary)(void *job, json_t *man, json_t *results, tm_err *err);
-    /* Hand over: on success (s == TM_OK) the job's result takes t's totals and strings (the
-    ** driver frees them otherwise) and pp->out; on failure it frees its result. */
-    void (*done)(void *job, const tm__pipe *pp, tm__qtotals *t, tm_status s);
+    /* On failure: free the job's result (when the results callback made one). */
+    void (*free_result)(void *job);
 } tm__qwriter;
 
 /* The options every job has. */

@@ -843,6 +843,10 @@ static tm_status ct_results(void *ctx, tm__pipe *pp, tm__qtotals *tot, tm_err *e
     tot->n_tensors = res->n;
     tot->n_quantized = res->n_quantized;
     tot->src_bytes = res->src_bytes;
+    tot->at.out_bytes = &res->out_bytes;
+    tot->at.seconds = &res->seconds;
+    tot->at.manifest_json = &res->manifest_json;
+    tot->at.out_path = &res->out_path;
     return TM_OK;
 }
 
@@ -921,18 +925,10 @@ static tm_status ct_summary(void *ctx, json_t *man, json_t *sum, tm_err *err) {
     return TM_OK;
 }
 
-static void ct_done(void *ctx, const tm__pipe *pp, tm__qtotals *tot, tm_status s) {
-    ctjob *cj = ctx;
-    if (s) {
-        tm_qjob_result_free(cj->res);
-        cj->res = NULL;
-        return;
-    }
-    cj->res->out_bytes = tot->out_bytes;
-    cj->res->seconds = tot->seconds;
-    cj->res->manifest_json = tot->manifest_json;
-    free(tot->manifest_path); /* NULL: the manifest is inside the directory */
-    cj->res->out_path = tm__strdup(pp->out);
+static void ct_free_result(void *ctx) {
+    ctjob *j = ctx;
+    tm_qjob_result_free(j->res);
+    j->res = NULL;
 }
 
 static const tm__qwriter ct_writer = {
@@ -946,7 +942,7 @@ static const tm__qwriter ct_writer = {
     .manifest_add = ct_manifest,
     .output_files = ct_output_files,
     .summary = ct_summary,
-    .done = ct_done,
+    .free_result = ct_free_result,
 };
 
 tm_status tm_quantize_checkpoint(tm_file *in, const char *out_dir, const tm_qjob_params *p,

@@ -41,8 +41,15 @@ tm_status tm__qpipe_run(const tm__qwriter *w, void *job, const tm_file *in, cons
         else s = tm__pipe_finish(&pp, man, sum, tot.src_bytes, tot.out_bytes, tot.seconds, &tot.manifest_json, err);
     }
     json_decref(man);
-    w->done(job, &pp, &tot, s);
-    if (s) {
+    if (!s) { /* the result bookkeeping every job shares */
+        *tot.at.out_bytes = tot.out_bytes;
+        *tot.at.seconds = tot.seconds;
+        *tot.at.manifest_json = tot.manifest_json;
+        if (tot.at.manifest_path) *tot.at.manifest_path = tot.manifest_path;
+        else free(tot.manifest_path);
+        if (tot.at.out_path) *tot.at.out_path = tm__strdup(pp.out);
+    } else {
+        w->free_result(job);
         free(tot.manifest_json);
         free(tot.manifest_path);
     }

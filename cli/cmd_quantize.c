@@ -238,12 +238,7 @@ static void ct_totals(const void *ctx, const void *vres, cli_qtotals *t) {
     const tm_qjob_result *res = vres;
     (void)ctx;
     snprintf(t->what, sizeof t->what, "tensors");
-    t->n_quantized = res->n_quantized;
-    t->n = res->n;
-    t->src_bytes = res->src_bytes;
-    t->out_bytes = res->out_bytes;
-    t->seconds = res->seconds;
-    t->manifest_json = res->manifest_json;
+    CLI_QTOTALS_OF(t, res);
 }
 static void ct_free(void *res) { tm_qjob_result_free(res); }
 

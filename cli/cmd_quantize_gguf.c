@@ -68,12 +68,7 @@ static tm_status gguf_run(void *ctx, tm_file *in, const char *out, void **res, t
 static void gguf_totals(const void *ctx, const void *vres, cli_qtotals *t) {
     const tm_gguf_qresult *res = vres;
     snprintf(t->what, sizeof t->what, "tensors to GGUF %s", tm_gguf_ftype_name(((const tm_gguf_qparams *)ctx)->ftype));
-    t->n_quantized = res->n_quantized;
-    t->n = res->n;
-    t->src_bytes = res->src_bytes;
-    t->out_bytes = res->out_bytes;
-    t->seconds = res->seconds;
-    t->manifest_json = res->manifest_json;
+    CLI_QTOTALS_OF(t, res);
 }
 static void gguf_free(void *res) { tm_gguf_qresult_free(res); }
 

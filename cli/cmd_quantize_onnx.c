@@ -71,12 +71,7 @@ static void onnx_totals(const void *ctx, const void *vres, cli_qtotals *t) {
     const tm_onnx_qresult *res = vres;
     (void)ctx;
     snprintf(t->what, sizeof t->what, "weights to ONNX");
-    t->n_quantized = res->n_quantized;
-    t->n = res->n;
-    t->src_bytes = res->src_bytes;
-    t->out_bytes = res->out_bytes;
-    t->seconds = res->seconds;
-    t->manifest_json = res->manifest_json;
+    CLI_QTOTALS_OF(t, res);
 }
 static void onnx_free(void *res) { tm_onnx_qresult_free(res); }
 

@@ -16,6 +16,18 @@ typedef struct cli_qtotals {
     char        what[64];
 } cli_qtotals;
 
+/* A totals callback's common part: res is the job's result (the three result structs name
+** n_quantized, n, src_bytes, out_bytes, seconds and manifest_json alike). */
+#define CLI_QTOTALS_OF(t, res)                 \
+    do {                                       \
+        (t)->n_quantized = (res)->n_quantized; \
+        (t)->n = (res)->n;                     \
+        (t)->src_bytes = (res)->src_bytes;     \
+        (t)->out_bytes = (res)->out_bytes;     \
+        (t)->seconds = (res)->seconds;         \
+        (t)->manifest_json = (res)->manifest_json; \
+    } while (0)
+
 typedef struct cli_qform {
     /* Run the form's job (its parameters in ctx) on in into out; *res: its result. */
     tm_status (*run)(void *ctx, tm_file *in, const char *out, void **res, tm_err *err);

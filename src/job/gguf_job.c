@@ -781,12 +781,7 @@ static tm_status gguf_results(void *ctx, tm__pipe *pp, tm__qtotals *tot, tm_err 
         rt->max_abs_err = mx;
         rt->sqnr_db = se2 > 0 ? 10 * log10(sx2 / se2) : INFINITY;
     }
-    tot->n_tensors = res->n;
-    tot->n_quantized = res->n_quantized;
-    tot->src_bytes = res->src_bytes;
-    tot->at.out_bytes = &res->out_bytes;
-    tot->at.seconds = &res->seconds;
-    tot->at.manifest_json = &res->manifest_json;
+    TM__QTOTALS_OF(tot, res);
     tot->at.manifest_path = &res->manifest_path;
     return TM_OK;
 }

@@ -518,12 +518,7 @@ static tm_status onnx_results(void *ctx, tm__pipe *pp, tm__qtotals *tot, tm_err 
     (void)pp;
     (void)err;
     j->res->src_bytes = tm_file_size(j->in, 0);
-    tot->n_tensors = j->res->n;
-    tot->n_quantized = j->res->n_quantized;
-    tot->src_bytes = j->res->src_bytes;
-    tot->at.out_bytes = &j->res->out_bytes;
-    tot->at.seconds = &j->res->seconds;
-    tot->at.manifest_json = &j->res->manifest_json;
+    TM__QTOTALS_OF(tot, j->res);
     tot->at.manifest_path = &j->res->manifest_path;
     return TM_OK;
 }

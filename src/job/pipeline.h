@@ -134,6 +134,18 @@ typedef struct tm__qtotals {
     } at;
 } tm__qtotals;
 
+/* A results callback's common part: r is the job's result (every result struct names n,
+** n_quantized, src_bytes, out_bytes, seconds and manifest_json alike). */
+#define TM__QTOTALS_OF(t, r)                        \
+    do {                                            \
+        (t)->n_tensors = (r)->n;                    \
+        (t)->n_quantized = (r)->n_quantized;        \
+        (t)->src_bytes = (r)->src_bytes;            \
+        (t)->at.out_bytes = &(r)->out_bytes;        \
+        (t)->at.seconds = &(r)->seconds;            \
+        (t)->at.manifest_json = &(r)->manifest_json; \
+    } while (0)
+
 typedef struct tm__qwriter {
     tm__pipe_kind kind;               /* DIR: compressed-tensors; FILE: GGUF, ONNX              */
     const char   *kind_name;          /* "a GGUF output", in refusals                           */

@@ -840,12 +840,7 @@ static tm_status ct_results(void *ctx, tm__pipe *pp, tm__qtotals *tot, tm_err *e
                     snprintf(res->tensors[i].flag_reason, sizeof res->tensors[i].flag_reason, "%s", qr->entries[k].reason);
                 }
     }
-    tot->n_tensors = res->n;
-    tot->n_quantized = res->n_quantized;
-    tot->src_bytes = res->src_bytes;
-    tot->at.out_bytes = &res->out_bytes;
-    tot->at.seconds = &res->seconds;
-    tot->at.manifest_json = &res->manifest_json;
+    TM__QTOTALS_OF(tot, res);
     tot->at.out_path = &res->out_path;
     return TM_OK;
 }

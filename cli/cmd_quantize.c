@@ -60,11 +60,11 @@ const char details_quantize[] =
 
 static int parse_gran(const char *s, tm_qgran *g) { return tm_granularity_parse(s, g) ? -1 : 0; }
 
-static const tm_qjob_result *g_sort_res;
+static const tm_ct_quantize_result *g_sort_res;
 /* flagged first, then lowest SQNR first */
 static int cmp_flag_sqnr(const void *pa, const void *pb) {
-    const tm_qjob_tensor *a = &g_sort_res->tensors[*(const int64_t *)pa];
-    const tm_qjob_tensor *b = &g_sort_res->tensors[*(const int64_t *)pb];
+    const tm_ct_quantize_tensor *a = &g_sort_res->tensors[*(const int64_t *)pa];
+    const tm_ct_quantize_tensor *b = &g_sort_res->tensors[*(const int64_t *)pb];
     if (a->flagged != b->flagged) return b->flagged - a->flagged;
     if (a->e.sqnr_db != b->e.sqnr_db) return a->e.sqnr_db < b->e.sqnr_db ? -1 : 1;
     return strcmp(a->name, b->name);
@@ -73,10 +73,10 @@ static int cmp_flag_sqnr(const void *pa, const void *pb) {
 /* What was kept dense: first, every tensor left dense because of the options given (--include,
 ** --exclude, recipe ignore, a group size that does not divide the columns), up to 100; then
 ** those the default rules keep dense (norms, biases, embeddings, lm_head), up to 12. */
-static void print_kept_dense(const tm_qjob_result *res) {
+static void print_kept_dense(const tm_ct_quantize_result *res) {
     int64_t n_choice = 0, n_default = 0;
     for (int64_t i = 0; i < res->n; i++) {
-        const tm_qjob_tensor *t = &res->tensors[i];
+        const tm_ct_quantize_tensor *t = &res->tensors[i];
         if (t->quantized || !strncmp(t->reason, "scale of", 8)) continue;
         if (t->kept_by_choice) n_choice++;
         else n_default++;
@@ -87,7 +87,7 @@ static void print_kept_dense(const tm_qjob_result *res) {
     for (int pass = 0; pass < 2; pass++) {
         int64_t cap = pass ? 12 : 100, shown = 0, n = pass ? n_default : n_choice;
         for (int64_t i = 0; i < res->n && shown < cap; i++) {
-            const tm_qjob_tensor *t = &res->tensors[i];
+            const tm_ct_quantize_tensor *t = &res->tensors[i];
             if (t->quantized || !strncmp(t->reason, "scale of", 8) || t->kept_by_choice != !pass) continue;
             printf("  kept dense: %-44s %s\n", t->name, t->reason);
             shown++;
@@ -126,7 +126,7 @@ static int apply_scheme_flags(const cli_cmd *cmd, cli_args *a, tm_qspec *s) {
 
 /* One rule of the recipe: an "ignore" entry (a pattern string), or a "targets"/"rules" entry
 ** ({"pattern", "scheme" over the default, "ignore" as manifests write it}). */
-static int add_rule(tm_qjob_params *p, tm_qrule *rules, json_t *e, int is_ignore, const char *where, const char *path) {
+static int add_rule(tm_ct_quantize_params *p, tm_qrule *rules, json_t *e, int is_ignore, const char *where, const char *path) {
     static const char *const target_keys[] = {"pattern", "scheme", "ignore", "comment", NULL};
     json_t *pat = is_ignore ? e : json_object_get(e, "pattern"), *ig = json_object_get(e, "ignore");
     if (!json_is_string(pat)) {
@@ -155,7 +155,7 @@ static int add_rule(tm_qjob_params *p, tm_qrule *rules, json_t *e, int is_ignore
 
 /* --recipe FILE for the compressed-tensors output (docs/recipe.md) into p; command-line options
 ** beat the recipe's. *recipe and *rules stay alive for the job. Returns 0 or an exit code. */
-static int ct_recipe(const cli_cmd *cmd, cli_args *a, const char *path, tm_qjob_params *p, json_t **recipe,
+static int ct_recipe(const cli_cmd *cmd, cli_args *a, const char *path, tm_ct_quantize_params *p, json_t **recipe,
                      tm_qrule **rules, const char ***inc, const char ***exc) {
     static const char *const top_keys[] = {"default", "ignore", "targets", "rules", "include", "exclude",
                                            "quantize_embeddings", "strict", "max_shard_bytes", "recipe_file",
@@ -232,24 +232,24 @@ static int ct_recipe(const cli_cmd *cmd, cli_args *a, const char *path, tm_qjob_
 /* ---- the compressed-tensors form ---- */
 
 static tm_status ct_run(void *ctx, tm_file *in, const char *out, void **res, tm_err *err) {
-    return tm_quantize_checkpoint(in, out, ctx, (tm_qjob_result **)res, err);
+    return tm_ct_quantize(in, out, ctx, (tm_ct_quantize_result **)res, err);
 }
 static void ct_totals(const void *ctx, const void *vres, cli_qtotals *t) {
-    const tm_qjob_result *res = vres;
+    const tm_ct_quantize_result *res = vres;
     (void)ctx;
     snprintf(t->what, sizeof t->what, "tensors");
     CLI_QTOTALS_OF(t, res);
 }
-static void ct_free(void *res) { tm_qjob_result_free(res); }
+static void ct_free(void *res) { tm_ct_quantize_result_free(res); }
 
 static void ct_warn(const void *vres, const char *out) {
-    const tm_qjob_result *res = vres;
+    const tm_ct_quantize_result *res = vres;
     (void)out;
     for (int64_t k = 0; k < res->n_warnings; k++) fprintf(stderr, "tensormorph: warning: %s\n", res->warnings[k]);
 }
 
 static void ct_print(const void *ctx, const void *vres, const char *in_path, const char *out, int top) {
-    const tm_qjob_result *res = vres;
+    const tm_ct_quantize_result *res = vres;
     (void)ctx;
     print_kept_dense(res);
     for (int64_t i = 0; i < res->n; i++)
@@ -266,7 +266,7 @@ static void ct_print(const void *ctx, const void *vres, const char *in_path, con
     g_sort_res = res;
     if (order) qsort(order, (size_t)no, sizeof *order, cmp_flag_sqnr);
     for (int64_t k = 0; k < no && (top < 0 || k < top); k++) {
-        const tm_qjob_tensor *t = &res->tensors[order[k]];
+        const tm_ct_quantize_tensor *t = &res->tensors[order[k]];
         printf("%-44s %8.2f %8.3f %8.3f %7.3f%% %8" PRId64 "  %s\n", t->name, t->e.sqnr_db, t->e.rmse_lsb,
                t->e.max_err_lsb, 100 * t->e.clipped_fraction, t->e.worst_group, t->flagged ? t->flag_reason : "");
     }
@@ -303,7 +303,7 @@ int cmd_quantize(const cli_cmd *cmd, cli_args *a) {
     const char *in_path = a->pos[0];
     if (cli_has(a, "symmetric") && cli_has(a, "asymmetric"))
         return cli_usage_error(cmd, "--symmetric and --asymmetric exclude each other");
-    tm_qjob_params p = tm_qjob_params_default();
+    tm_ct_quantize_params p = tm_ct_quantize_params_default();
     const char *v;
     int frc = apply_scheme_flags(cmd, a, &p.spec);
     if (frc) return frc;

@@ -18,11 +18,11 @@ static const char *const ct_only[] = {"granularity", "symmetric", "asymmetric", 
                                       "scale-dtype", "quantize-embeddings", "allow-nonfinite",
                                       "max-shard-size", "allow-empty"};
 
-static const tm_gguf_qresult *g_sort;
+static const tm_gguf_quantize_result *g_sort;
 /* quantized first, lowest SQNR first; then the copied tensors in file order */
 static int cmp_rows(const void *pa, const void *pb) {
     int64_t i = *(const int64_t *)pa, j = *(const int64_t *)pb;
-    const tm_gguf_qtensor *x = &g_sort->tensors[i], *y = &g_sort->tensors[j];
+    const tm_gguf_quantize_tensor *x = &g_sort->tensors[i], *y = &g_sort->tensors[j];
     if (x->quantized != y->quantized) return y->quantized - x->quantized;
     if (x->quantized && x->sqnr_db != y->sqnr_db) return x->sqnr_db < y->sqnr_db ? -1 : 1;
     return i < j ? -1 : i > j;
@@ -63,17 +63,17 @@ static int gguf_recipe_check(json_t *r, const char *path) {
 /* ---- the GGUF form of the one quantize driver (quantize.h) ---- */
 
 static tm_status gguf_run(void *ctx, tm_file *in, const char *out, void **res, tm_err *err) {
-    return tm_gguf_quantize(in, out, ctx, (tm_gguf_qresult **)res, err);
+    return tm_gguf_quantize(in, out, ctx, (tm_gguf_quantize_result **)res, err);
 }
 static void gguf_totals(const void *ctx, const void *vres, cli_qtotals *t) {
-    const tm_gguf_qresult *res = vres;
-    snprintf(t->what, sizeof t->what, "tensors to GGUF %s", tm_gguf_ftype_name(((const tm_gguf_qparams *)ctx)->ftype));
+    const tm_gguf_quantize_result *res = vres;
+    snprintf(t->what, sizeof t->what, "tensors to GGUF %s", tm_gguf_ftype_name(((const tm_gguf_quantize_params *)ctx)->ftype));
     CLI_QTOTALS_OF(t, res);
 }
-static void gguf_free(void *res) { tm_gguf_qresult_free(res); }
+static void gguf_free(void *res) { tm_gguf_quantize_result_free(res); }
 
 static void gguf_warn(const void *vres, const char *out) {
-    const tm_gguf_qresult *res = vres;
+    const tm_gguf_quantize_result *res = vres;
     for (int64_t i = 0; i < res->n; i++) /* written under --allow-long-names */
         if (strlen(res->tensors[i].name) >= TM_GGUF_MAX_NAME)
             fprintf(stderr, "tensormorph: warning: %s: tensor '%s': its name is %zu bytes; llama.cpp refuses "
@@ -83,7 +83,7 @@ static void gguf_warn(const void *vres, const char *out) {
 
 static void gguf_print(const void *ctx, const void *vres, const char *in_path, const char *out, int top) {
     (void)ctx;
-    const tm_gguf_qresult *res = vres;
+    const tm_gguf_quantize_result *res = vres;
     printf("%-36s %-7s %-7s %9s %11s  %s\n", "tensor", "from", "type", "SQNR dB", "RMSE", "why");
     /* --top rows: the quantized tensors, lowest SQNR first, then those copied */
     int64_t *order = calloc((size_t)res->n + 1, sizeof *order), no = 0;
@@ -91,7 +91,7 @@ static void gguf_print(const void *ctx, const void *vres, const char *in_path, c
     g_sort = res;
     if (order) qsort(order, (size_t)res->n, sizeof *order, cmp_rows);
     for (int64_t k = 0; order && k < res->n && (top < 0 || k < top); k++, no++) {
-        const tm_gguf_qtensor *t = &res->tensors[order[k]];
+        const tm_gguf_quantize_tensor *t = &res->tensors[order[k]];
         const tm_ggml_type_info *a1 = tm_ggml_type_info_get(t->src_type);
         const tm_ggml_type_info *a2 = tm_ggml_type_info_get(t->out_type);
         if (t->quantized)
@@ -132,7 +132,7 @@ int cmd_quantize_gguf(const cli_cmd *cmd, cli_args *a) {
     int top;
     int trc = cli_parse_top(cmd, a, &top);
     if (trc) return trc;
-    tm_gguf_qparams p = tm_gguf_qparams_default();
+    tm_gguf_quantize_params p = tm_gguf_quantize_params_default();
     p.ftype = tm_gguf_ftype_from_name(tv);
     if (p.ftype < 0 && !cli_get(a, "type")) {
         fprintf(stderr, "tensormorph: recipe %s: \"file_type\" '%s' is not a GGUF file type\n", rpath, tv);

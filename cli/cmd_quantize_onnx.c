@@ -38,7 +38,7 @@ static void onnx_progress(void *ud, const char *phase, uint64_t done, uint64_t t
 /* --recipe FILE for ONNX output (docs/recipe.md "ONNX"): the manifest's recipe object. Its
 ** default scheme must be one this output holds; "targets" (the fixed weight set) and "opset"
 ** (what the job chose) are records. Returns 0 or EXIT_INPUT / EXIT_IO. */
-static int onnx_recipe(const char *path, tm_onnx_qparams *p, json_t **recipe) {
+static int onnx_recipe(const char *path, tm_onnx_quantize_params *p, json_t **recipe) {
     static const char *const keys[] = {"default", "targets", "min_elems", "include", "exclude", "opset", NULL};
     int rc = cli_recipe_load(path, "onnx", keys, recipe);
     if (rc) return rc;
@@ -65,19 +65,19 @@ static int onnx_recipe(const char *path, tm_onnx_qparams *p, json_t **recipe) {
 /* ---- the ONNX form of the one quantize driver (quantize.h) ---- */
 
 static tm_status onnx_run(void *ctx, tm_file *in, const char *out, void **res, tm_err *err) {
-    return tm_onnx_quantize(in, out, ctx, (tm_onnx_qresult **)res, err);
+    return tm_onnx_quantize(in, out, ctx, (tm_onnx_quantize_result **)res, err);
 }
 static void onnx_totals(const void *ctx, const void *vres, cli_qtotals *t) {
-    const tm_onnx_qresult *res = vres;
+    const tm_onnx_quantize_result *res = vres;
     (void)ctx;
     snprintf(t->what, sizeof t->what, "weights to ONNX");
     CLI_QTOTALS_OF(t, res);
 }
-static void onnx_free(void *res) { tm_onnx_qresult_free(res); }
+static void onnx_free(void *res) { tm_onnx_quantize_result_free(res); }
 
 /* --json: the opset strategy beside the manifest */
 static void onnx_json(const void *vres, json_t *d) {
-    const tm_onnx_qresult *res = vres;
+    const tm_onnx_quantize_result *res = vres;
     json_t *os = json_object();
     json_object_set_new(os, "strategy", json_string(tm_onnx_opset_strategy_name(res->strategy)));
     json_object_set_new(os, "from", json_integer(res->opset_from));
@@ -88,12 +88,12 @@ static void onnx_json(const void *vres, json_t *d) {
 }
 
 static void onnx_print(const void *ctx, const void *vres, const char *in_path, const char *out, int top) {
-    const tm_onnx_qresult *res = vres;
+    const tm_onnx_quantize_result *res = vres;
     (void)ctx;
     printf("opset: %s (%s)\n", tm_onnx_opset_strategy_name(res->strategy), res->strategy_reason);
     int shown = 0;
     for (int64_t i = 0; i < res->n; i++) {
-        const tm_onnx_qweight *w = &res->weights[i];
+        const tm_onnx_quantize_tensor *w = &res->weights[i];
         if (w->quantized && !*w->reason) continue;
         if (shown++ < 12) printf("  %s %-40s %s\n", w->quantized ? "note:" : "kept:", w->name, w->reason);
     }
@@ -101,7 +101,7 @@ static void onnx_print(const void *ctx, const void *vres, const char *in_path, c
     printf("\n%-44s %-8s %8s %8s %8s %8s\n", "weight", "scheme", "SQNR dB", "RMSE LSB", "max LSB", "clipped");
     int64_t k = 0;
     for (int64_t i = 0; i < res->n && (top < 0 || k < top); i++) {
-        const tm_onnx_qweight *w = &res->weights[i];
+        const tm_onnx_quantize_tensor *w = &res->weights[i];
         if (!w->quantized) continue;
         k++;
         printf("%-44s %-8s %8.2f %8.3f %8.3f %7.3f%%\n", w->name, tm_granularity_kind_name(w->gran.kind), w->e.sqnr_db, w->e.rmse_lsb,
@@ -123,7 +123,7 @@ static int quantize_onnx(const cli_cmd *cmd, cli_args *a, json_t **recipe_out) {
             return cli_usage_error(cmd, "--%s does not apply to ONNX output (OUT ends in .onnx)", not_onnx[i]);
     if (cli_has(a, "symmetric") && cli_has(a, "asymmetric"))
         return cli_usage_error(cmd, "--symmetric and --asymmetric exclude each other");
-    tm_onnx_qparams p = tm_onnx_qparams_default();
+    tm_onnx_quantize_params p = tm_onnx_quantize_params_default();
     const char *v, *rpath = cli_get(a, "recipe");
     int rc = rpath ? onnx_recipe(rpath, &p, recipe_out) : 0;
     json_t *recipe = *recipe_out;

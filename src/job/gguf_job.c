@@ -83,15 +83,15 @@ int tm_gguf_ftype_default_type(int ftype) {
     return -1;
 }
 
-tm_gguf_qparams tm_gguf_qparams_default(void) {
-    tm_gguf_qparams p;
+tm_gguf_quantize_params tm_gguf_quantize_params_default(void) {
+    tm_gguf_quantize_params p;
     memset(&p, 0, sizeof p);
     p.ftype = TM_FTYPE_Q8_0;
     p.n_threads = 0; /* tm_usable_cpus() */
     return p;
 }
 
-void tm_gguf_qresult_free(tm_gguf_qresult *r) {
+void tm_gguf_quantize_result_free(tm_gguf_quantize_result *r) {
     if (!r) return;
     free(r->tensors);
     free(r->manifest_json);
@@ -364,7 +364,7 @@ static const char *not_quantized_reason(const char *name, int n_dims, int leave_
 
 typedef struct gjob {
     tm_file              *in;
-    const tm_gguf_qparams *p;
+    const tm_gguf_quantize_params *p;
     gplan                *plans;
     int64_t               n;
     tm_gguf_writer       *w;
@@ -381,7 +381,7 @@ typedef struct gjob {
     tm_gguf_kvlist       *kv;
     tm_gguf_wtensor      *wt;
     qstate                qs;
-    tm_gguf_qresult      *res;
+    tm_gguf_quantize_result      *res;
 } gjob;
 
 /* Progress: the callback runs under the job's lock, so it is never called concurrently. */
@@ -553,7 +553,7 @@ static void read_hparams(const tm_gguf_kvlist *kv, qstate *qs, int *n_layer) {
 static tm_status gguf_plan(void *ctx, tm__pipe *pp, int64_t *n_tasks, tm_err *err) {
     gjob *j = ctx;
     tm_file *in = j->in;
-    const tm_gguf_qparams *p = j->p;
+    const tm_gguf_quantize_params *p = j->p;
     const int def_type = j->def_type, def_quantized = def_type != TM_GGML_F16 && def_type != TM_GGML_BF16;
     j->def_quantized = def_quantized;
     tm_status s = TM_OK;
@@ -753,13 +753,13 @@ static tm_status gguf_results(void *ctx, tm__pipe *pp, tm__qtotals *tot, tm_err 
     gjob *j = ctx;
     (void)pp;
     const int64_t n = j->n;
-    tm_gguf_qresult *res = j->res = calloc(1, sizeof *res);
-    if (res) res->tensors = tm__calloc((size_t)(n ? n : 1), sizeof(tm_gguf_qtensor));
+    tm_gguf_quantize_result *res = j->res = calloc(1, sizeof *res);
+    if (res) res->tensors = tm__calloc((size_t)(n ? n : 1), sizeof(tm_gguf_quantize_tensor));
     if (!res || !res->tensors) return tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
     res->n_fallback = j->qs.n_fallback + j->n_refused;
     for (int64_t i = 0; i < n; i++) {
         gplan *pl = &j->plans[i];
-        tm_gguf_qtensor *rt = &res->tensors[res->n++];
+        tm_gguf_quantize_tensor *rt = &res->tensors[res->n++];
         const tm_tensor *t = tm_file_tensor(j->in, pl->src);
         rt->name = pl->name;
         rt->src_type = pl->src_type;
@@ -788,8 +788,8 @@ static tm_status gguf_results(void *ctx, tm__pipe *pp, tm__qtotals *tot, tm_err 
 
 static tm_status gguf_manifest(void *ctx, json_t *man, tm_err *err) {
     gjob *j = ctx;
-    const tm_gguf_qparams *p = j->p;
-    tm_gguf_qresult *res = j->res;
+    const tm_gguf_quantize_params *p = j->p;
+    tm_gguf_quantize_result *res = j->res;
     (void)err;
     json_t *recipe = json_object();
     json_object_set_new(recipe, "format", json_string("gguf"));
@@ -813,7 +813,7 @@ static tm_status gguf_manifest(void *ctx, json_t *man, tm_err *err) {
     tm__manifest_add_calibration(man, "none: no importance matrix; ggml's reference quantizers ran on the weights themselves");
     json_t *ts = json_array();
     for (int64_t i = 0; i < res->n; i++) {
-        tm_gguf_qtensor *rt = &res->tensors[i];
+        tm_gguf_quantize_tensor *rt = &res->tensors[i];
         json_t *o = json_object();
         json_object_set_new(o, "name", json_string(rt->name));
         json_object_set_new(o, "decision", json_string(rt->quantized ? "quantized" : "kept"));
@@ -844,7 +844,7 @@ static tm_status gguf_summary(void *ctx, json_t *man, json_t *sum, tm_err *err) 
 
 static void gguf_free_result(void *ctx) {
     gjob *j = ctx;
-    tm_gguf_qresult_free(j->res);
+    tm_gguf_quantize_result_free(j->res);
     j->res = NULL;
 }
 
@@ -861,11 +861,11 @@ static const tm__qwriter gguf_writer = {
     .free_result = gguf_free_result,
 };
 
-tm_status tm_gguf_quantize(tm_file *in, const char *out_path, const tm_gguf_qparams *p,
-                           tm_gguf_qresult **out, tm_err *err) {
+tm_status tm_gguf_quantize(tm_file *in, const char *out_path, const tm_gguf_quantize_params *p,
+                           tm_gguf_quantize_result **out, tm_err *err) {
     *out = NULL;
     tm_err_clear(err);
-    tm_gguf_qparams defp = tm_gguf_qparams_default();
+    tm_gguf_quantize_params defp = tm_gguf_quantize_params_default();
     if (!p) p = &defp;
     const int def_type = tm_gguf_ftype_default_type(p->ftype);
     if (def_type < 0) return tm__err_set(err, TM_E_INVALID_ARG, -1, "unknown GGUF file type %d", p->ftype);

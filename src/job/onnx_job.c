@@ -31,8 +31,8 @@
 
 json_t *tm__errsum_json(const tm_errsum *e); /* qjob.c */
 
-tm_onnx_qparams tm_onnx_qparams_default(void) {
-    tm_onnx_qparams p;
+tm_onnx_quantize_params tm_onnx_quantize_params_default(void) {
+    tm_onnx_quantize_params p;
     memset(&p, 0, sizeof p);
     p.spec = tm_qspec_default();
     p.spec.gran.kind = TM_GRAN_CHANNEL;
@@ -40,7 +40,7 @@ tm_onnx_qparams tm_onnx_qparams_default(void) {
     return p;
 }
 
-void tm_onnx_qresult_free(tm_onnx_qresult *r) {
+void tm_onnx_quantize_result_free(tm_onnx_quantize_result *r) {
     if (!r) return;
     for (int64_t i = 0; i < r->n; i++) {
         free(r->weights[i].name);
@@ -99,7 +99,7 @@ static int onnx_code_type(tm_dtype d) {
 }
 
 /* Quantize tensor ti of `in` under w->spec into w (codes, scale, zero point) and rw->e. */
-static tm_status quantize_one(const tm_file *in, wq *w, tm_onnx_qweight *rw, tm_err *err) {
+static tm_status quantize_one(const tm_file *in, wq *w, tm_onnx_quantize_tensor *rw, tm_err *err) {
     const tm_tensor *t = tm_file_tensor(in, w->ti);
     int64_t n = t->n_elems;
     tm_status s = tm_qgran_param_shape(&w->spec.gran, t->ndim, t->shape, &w->pndim, w->pshape, &w->n_params, err);
@@ -220,7 +220,7 @@ static int64_t count_quantized(const tm_file *in, char *buf, size_t n) {
 ** --include that matches no weight, or filters that leave no float weight, TM_E_INVALID_ARG
 ** (exit 2). */
 static tm_status check_something_quantized(const tm_file *in, const tm__oxmodel *m, const wq *plan,
-                                           const tm_onnx_qresult *res, const tm_onnx_qparams *p,
+                                           const tm_onnx_quantize_result *res, const tm_onnx_quantize_params *p,
                                            regex_t *re, tm_err *err) {
     int64_t nw = tm__ox_n_weights(m), n_float = 0, n_filtered = 0, n_group = 0, n_inc = 0;
     for (int64_t i = 0; i < nw; i++)
@@ -295,12 +295,12 @@ static tm_status check_something_quantized(const tm_file *in, const tm__oxmodel 
 /* The job's state from plan to done (the driver's phases: pipeline.h, tm__qwriter). */
 typedef struct oxjob {
     tm_file               *in;
-    const tm_onnx_qparams *p;
+    const tm_onnx_quantize_params *p;
     regex_t               *re;       /* --include then --exclude, n_re compiled          */
     int64_t                n_re, nw, min_elems, n_todo, n_done;
     tm__oxmodel           *m;        /* the model being rewritten                        */
     wq                    *plan;     /* [nw]                                             */
-    tm_onnx_qresult       *res;
+    tm_onnx_quantize_result       *res;
     const char            *dq_domain;
     uint8_t               *buf;      /* the packed output                                */
     size_t                 nbuf;
@@ -313,7 +313,7 @@ typedef struct oxjob {
 static tm_status onnx_plan(void *ctx, tm__pipe *pp, int64_t *n_tasks, tm_err *err) {
     oxjob *j = ctx;
     tm_file *in = j->in;
-    const tm_onnx_qparams *p = j->p;
+    const tm_onnx_quantize_params *p = j->p;
     const tm_qspec *ds = &p->spec;
     const int64_t min_elems = j->min_elems;
     (void)pp;
@@ -335,7 +335,7 @@ static tm_status onnx_plan(void *ctx, tm__pipe *pp, int64_t *n_tasks, tm_err *er
                         "ONNX output of models with external data is not supported (refused, nothing "
                         "written)", in_path, ext);
     int64_t nw = j->nw = m ? tm__ox_n_weights(m) : 0;
-    tm_onnx_qresult *res = NULL;
+    tm_onnx_quantize_result *res = NULL;
     wq *plan = NULL;
     if (!s) {
         res = j->res = tm__calloc(1, sizeof *res);
@@ -347,7 +347,7 @@ static tm_status onnx_plan(void *ctx, tm__pipe *pp, int64_t *n_tasks, tm_err *er
     int64_t need = 0;
     for (int64_t i = 0; !s && i < nw; i++) {
         const tm__oxweight *w = tm__ox_weight(m, i);
-        tm_onnx_qweight *rw = &res->weights[res->n++];
+        tm_onnx_quantize_tensor *rw = &res->weights[res->n++];
         wq *pl = &plan[i];
         pl->wi = i;
         rw->name = tm__strdup(w->name);
@@ -468,8 +468,8 @@ static tm_status onnx_plan(void *ctx, tm__pipe *pp, int64_t *n_tasks, tm_err *er
 /* Task i: quantize weight i (when planned) and put its DequantizeLinear in the model. */
 static tm_status onnx_run_task(void *ctx, int64_t i, int thread, tm_err *err) {
     oxjob *j = ctx;
-    const tm_onnx_qparams *p = j->p;
-    tm_onnx_qresult *res = j->res;
+    const tm_onnx_quantize_params *p = j->p;
+    tm_onnx_quantize_result *res = j->res;
     wq *pl = &j->plan[i];
     (void)thread;
     if (!pl->quantize) return TM_OK;
@@ -500,7 +500,7 @@ static tm_status onnx_run_task(void *ctx, int64_t i, int thread, tm_err *err) {
 /* Pack, check every quantized weight through the reader, write the staged file. */
 static tm_status onnx_write(void *ctx, tm__pipe *pp, tm_err *err) {
     oxjob *j = ctx;
-    const tm_onnx_qparams *p = j->p;
+    const tm_onnx_quantize_params *p = j->p;
     tm_status s = tm__ox_pack(j->m, &j->buf, &j->nbuf, err);
     if (!s) {
         s = tm_onnx_open_buffer(j->buf, j->nbuf, pp->out, NULL, &j->back, err);
@@ -525,8 +525,8 @@ static tm_status onnx_results(void *ctx, tm__pipe *pp, tm__qtotals *tot, tm_err 
 
 static tm_status onnx_manifest(void *ctx, json_t *man, tm_err *err) {
     oxjob *j = ctx;
-    const tm_onnx_qparams *p = j->p;
-    const tm_onnx_qresult *res = j->res;
+    const tm_onnx_quantize_params *p = j->p;
+    const tm_onnx_quantize_result *res = j->res;
     const char *dq_domain = j->dq_domain;
     (void)err;
     json_t *recipe = json_object();
@@ -553,7 +553,7 @@ static tm_status onnx_manifest(void *ctx, json_t *man, tm_err *err) {
     tm__manifest_add_calibration(man, "none: weight-only quantization; each observer ran on the weights themselves");
     json_t *ts = json_array();
     for (int64_t i = 0; i < res->n; i++) {
-        const tm_onnx_qweight *rw = &res->weights[i];
+        const tm_onnx_quantize_tensor *rw = &res->weights[i];
         json_t *o = json_object();
         json_object_set_new(o, "name", json_string(rw->name));
         json_object_set_new(o, "graph", json_string(rw->graph));
@@ -587,7 +587,7 @@ static tm_status onnx_summary(void *ctx, json_t *man, json_t *sum, tm_err *err) 
 
 static void onnx_free_result(void *ctx) {
     oxjob *j = ctx;
-    tm_onnx_qresult_free(j->res);
+    tm_onnx_quantize_result_free(j->res);
     j->res = NULL;
 }
 
@@ -604,11 +604,11 @@ static const tm__qwriter onnx_writer = {
     .free_result = onnx_free_result,
 };
 
-tm_status tm_onnx_quantize(tm_file *in, const char *out_path, const tm_onnx_qparams *p,
-                           tm_onnx_qresult **out, tm_err *err) {
+tm_status tm_onnx_quantize(tm_file *in, const char *out_path, const tm_onnx_quantize_params *p,
+                           tm_onnx_quantize_result **out, tm_err *err) {
     *out = NULL;
     tm_err_clear(err);
-    tm_onnx_qparams defp = tm_onnx_qparams_default();
+    tm_onnx_quantize_params defp = tm_onnx_quantize_params_default();
     if (!p) p = &defp;
     const tm_qspec *ds = &p->spec;
     if (tm_file_format(in) != TM_FMT_ONNX)

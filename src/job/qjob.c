@@ -29,8 +29,8 @@
 #include <stdio.h>
 
 
-tm_qjob_params tm_qjob_params_default(void) {
-    tm_qjob_params p;
+tm_ct_quantize_params tm_ct_quantize_params_default(void) {
+    tm_ct_quantize_params p;
     memset(&p, 0, sizeof p);
     p.spec = tm_qspec_default();
     p.n_threads = 0; /* tm_usable_cpus() */
@@ -658,7 +658,7 @@ static void free_bufs(job_t *j, int nt) {
 
 
 
-void tm_qjob_result_free(tm_qjob_result *r) {
+void tm_ct_quantize_result_free(tm_ct_quantize_result *r) {
     if (!r) return;
     free(r->tensors);
     free(r->manifest_json);
@@ -679,7 +679,7 @@ typedef struct ctjob {
     char           *stpath;      /* pp->stage/model.safetensors                           */
     const char    **ofiles;      /* the staged safetensors files, for the manifest        */
     tm_qdiff_result qr;          /* the quantized tensors' statistics and flags           */
-    tm_qjob_result *res;
+    tm_ct_quantize_result *res;
 } ctjob;
 
 /* The plan (qjob_plan.c), the tasks (row chunks; copies in pieces), the per-thread buffers, the
@@ -688,7 +688,7 @@ static tm_status ct_plan(void *ctx, tm__pipe *pp, int64_t *n_tasks, tm_err *err)
     ctjob *cj = ctx;
     job_t *jp = &cj->j;
     tm_file *in = jp->in;
-    const tm_qjob_params *p = jp->p;
+    const tm_ct_quantize_params *p = jp->p;
     const int nt = cj->nt = pp->threads;
     int64_t n = tm_file_n_tensors(in);
     tm_status s = tm__qjob_plan(jp, &cj->entries, &cj->names, &cj->n_entries, &cj->ne, err);
@@ -789,15 +789,15 @@ static tm_status ct_results(void *ctx, tm__pipe *pp, tm__qtotals *tot, tm_err *e
     tm_file *in = jp->in;
     int64_t n = tm_file_n_tensors(in);
     (void)pp;
-    tm_qjob_result *res = cj->res = calloc(1, sizeof *res);
-    if (res) res->tensors = tm__calloc((size_t)(n ? n : 1), sizeof(tm_qjob_tensor));
+    tm_ct_quantize_result *res = cj->res = calloc(1, sizeof *res);
+    if (res) res->tensors = tm__calloc((size_t)(n ? n : 1), sizeof(tm_ct_quantize_tensor));
     if (!res || !res->tensors) return tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
     tm_qdiff_result *qr = &cj->qr;
     qr->entries = tm__calloc((size_t)(n ? n : 1), sizeof(tm_qdiff_entry));
     if (!qr->entries) return tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
     for (int64_t i = 0; i < n; i++) {
         plan_t *pl = &jp->plans[i];
-        tm_qjob_tensor *rt = &res->tensors[res->n++];
+        tm_ct_quantize_tensor *rt = &res->tensors[res->n++];
         const tm_tensor *t = tm_file_tensor(in, i);
         rt->name = t->name;
         res->src_bytes += t->n_bytes;
@@ -847,8 +847,8 @@ static tm_status ct_results(void *ctx, tm__pipe *pp, tm__qtotals *tot, tm_err *e
 
 static tm_status ct_manifest(void *ctx, json_t *man, tm_err *err) {
     ctjob *cj = ctx;
-    const tm_qjob_params *p = cj->j.p;
-    tm_qjob_result *res = cj->res;
+    const tm_ct_quantize_params *p = cj->j.p;
+    tm_ct_quantize_result *res = cj->res;
     (void)err;
     json_t *recipe = json_object();
     json_object_set_new(recipe, "format", json_string("compressed-tensors"));
@@ -878,7 +878,7 @@ static tm_status ct_manifest(void *ctx, json_t *man, tm_err *err) {
     tm__manifest_add_calibration(man, "none: weight-only quantization; each observer ran on the weights themselves");
     json_t *ts = json_array();
     for (int64_t i = 0; i < res->n; i++) {
-        tm_qjob_tensor *rt = &res->tensors[i];
+        tm_ct_quantize_tensor *rt = &res->tensors[i];
         json_t *o = json_object();
         json_object_set_new(o, "name", json_string(rt->name));
         json_object_set_new(o, "decision", json_string(rt->quantized ? "quantized" : "kept"));
@@ -909,7 +909,7 @@ static int ct_output_files(void *ctx, const char *const **files) {
 
 static tm_status ct_summary(void *ctx, json_t *man, json_t *sum, tm_err *err) {
     ctjob *cj = ctx;
-    tm_qjob_result *res = cj->res;
+    tm_ct_quantize_result *res = cj->res;
     (void)err;
     tm__qjob_runtime_warnings(&cj->j, res);
     json_t *wa = json_array();
@@ -922,7 +922,7 @@ static tm_status ct_summary(void *ctx, json_t *man, json_t *sum, tm_err *err) {
 
 static void ct_free_result(void *ctx) {
     ctjob *j = ctx;
-    tm_qjob_result_free(j->res);
+    tm_ct_quantize_result_free(j->res);
     j->res = NULL;
 }
 
@@ -940,10 +940,10 @@ static const tm__qwriter ct_writer = {
     .free_result = ct_free_result,
 };
 
-tm_status tm_quantize_checkpoint(tm_file *in, const char *out_dir, const tm_qjob_params *p,
-                                 tm_qjob_result **out, tm_err *err) {
+tm_status tm_ct_quantize(tm_file *in, const char *out_dir, const tm_ct_quantize_params *p,
+                         tm_ct_quantize_result **out, tm_err *err) {
     *out = NULL;
-    tm_qjob_params defp = tm_qjob_params_default();
+    tm_ct_quantize_params defp = tm_ct_quantize_params_default();
     if (!p) p = &defp;
     ctjob cj;
     memset(&cj, 0, sizeof cj);

@@ -351,11 +351,11 @@ static void check_int8_channels(const Onnx__TensorProto *q, const Onnx__TensorPr
     }
 }
 
-static tm_onnx_qresult *run_job(const char *in, const char *out, const tm_onnx_qparams *p,
+static tm_onnx_quantize_result *run_job(const char *in, const char *out, const tm_onnx_quantize_params *p,
                                 tm_status expect, tm_err *err) {
     tm_file *f = NULL;
     assert_int_equal(tm_open(in, NULL, &f, err), TM_OK);
-    tm_onnx_qresult *r = NULL;
+    tm_onnx_quantize_result *r = NULL;
     tm_status s = tm_onnx_quantize(f, out, p, &r, err);
     if (s != expect) print_message("%s\n", err->msg);
     assert_int_equal(s, expect);
@@ -382,7 +382,7 @@ static void test_matmul_int8_channel_exact(void **state) {
     const char *in = matmul_model("mm13.onnx", K, N, 13, NULL, &w);
     const char *out = outp("mm13.q.onnx");
     tm_err err;
-    tm_onnx_qresult *r = run_job(in, out, NULL, TM_OK, &err);
+    tm_onnx_quantize_result *r = run_job(in, out, NULL, TM_OK, &err);
     assert_int_equal(r->n, 1);
     assert_int_equal(r->n_quantized, 1);
     assert_int_equal(r->strategy, TM_ONNX_OPSET_NATIVE);
@@ -392,7 +392,7 @@ static void test_matmul_int8_channel_exact(void **state) {
     /* plain rounding: RMSE near 1/sqrt(12) LSB, never beyond half an LSB */
     assert_true(r->weights[0].e.rmse_lsb > 0.2 && r->weights[0].e.rmse_lsb < 0.36);
     assert_true(r->weights[0].e.max_err_lsb <= 0.5 + 1e-6);
-    tm_onnx_qresult_free(r);
+    tm_onnx_quantize_result_free(r);
 
     loaded l = load(out);
     const Onnx__GraphProto *g = l.m->graph;
@@ -449,12 +449,12 @@ static void test_uint8_tensor(void **state) {
     float *w;
     const char *in = matmul_model("mmu8.onnx", 16, 4, 13, NULL, &w);
     const char *out = outp("mmu8.q.onnx");
-    tm_onnx_qparams p = tm_onnx_qparams_default();
+    tm_onnx_quantize_params p = tm_onnx_quantize_params_default();
     p.spec.code_dtype = TM_U8;
     p.spec.gran.kind = TM_GRAN_TENSOR;
     tm_err err;
-    tm_onnx_qresult *r = run_job(in, out, &p, TM_OK, &err);
-    tm_onnx_qresult_free(r);
+    tm_onnx_quantize_result *r = run_job(in, out, &p, TM_OK, &err);
+    tm_onnx_quantize_result_free(r);
     loaded l = load(out);
     const Onnx__TensorProto *q = find_init(l.m->graph, "W_quantized"), *s = find_init(l.m->graph, "W_scale"),
                             *z = find_init(l.m->graph, "W_zero_point");
@@ -492,11 +492,11 @@ static void check_axis(const char *op, int trans_b, int ndim, const int64_t *wd,
     snprintf(fn, sizeof fn, "%s%d.q.onnx", op, trans_b);
     const char *out = outp(fn);
     tm_err err;
-    tm_onnx_qresult *r = run_job(in, out, NULL, TM_OK, &err);
+    tm_onnx_quantize_result *r = run_job(in, out, NULL, TM_OK, &err);
     assert_int_equal(r->n_quantized, 1);
     assert_int_equal(r->weights[0].gran.axis, expect_axis);
     assert_string_equal(r->weights[0].consumers, op);
-    tm_onnx_qresult_free(r);
+    tm_onnx_quantize_result_free(r);
     loaded l = load(out);
     const Onnx__NodeProto *dq = find_node(l.m->graph, "DequantizeLinear", "W");
     assert_non_null(dq);
@@ -555,11 +555,11 @@ static void test_conflict_and_skips(void **state) {
     g_out(g, vinfo("D", 1, 2, xs));
     const char *in = write_model("conflict.onnx", g, 13, 7);
     tm_err err;
-    tm_onnx_qresult *r = run_job(in, outp("conflict.q.onnx"), NULL, TM_OK, &err);
+    tm_onnx_quantize_result *r = run_job(in, outp("conflict.q.onnx"), NULL, TM_OK, &err);
     assert_int_equal(r->n, 3);
     assert_int_equal(r->n_quantized, 1);
     for (int64_t i = 0; i < r->n; i++) {
-        const tm_onnx_qweight *w = &r->weights[i];
+        const tm_onnx_quantize_tensor *w = &r->weights[i];
         if (!strcmp(w->name, "W")) {
             assert_true(w->quantized);
             assert_int_equal(w->gran.kind, TM_GRAN_TENSOR);
@@ -574,7 +574,7 @@ static void test_conflict_and_skips(void **state) {
             assert_non_null(strstr(w->reason, "9 elements, fewer than 16"));
         }
     }
-    tm_onnx_qresult_free(r);
+    tm_onnx_quantize_result_free(r);
     free_allocs();
 }
 
@@ -627,12 +627,12 @@ static void test_opset_raised(void **state) {
     const char *in = matmul_model("mm9relu.onnx", 32, 8, 9, "Relu", NULL);
     const char *out = outp("mm9relu.q.onnx");
     tm_err err;
-    tm_onnx_qresult *r = run_job(in, out, NULL, TM_OK, &err);
+    tm_onnx_quantize_result *r = run_job(in, out, NULL, TM_OK, &err);
     assert_int_equal(r->strategy, TM_ONNX_OPSET_RAISED);
     assert_int_equal(r->opset_from, 9);
     assert_int_equal(r->opset_to, 13);
     assert_int_equal(r->ir_to, 7);
-    tm_onnx_qresult_free(r);
+    tm_onnx_quantize_result_free(r);
     loaded l = load(out);
     assert_int_equal(opset_of(l.m, ""), 13);
     assert_int_equal(opset_of(l.m, "com.microsoft"), 0);
@@ -650,11 +650,11 @@ static void test_opset_ms_fallback(void **state) {
     const char *in = matmul_model("mm9sm.onnx", 32, 8, 9, "Softmax", NULL);
     const char *out = outp("mm9sm.q.onnx");
     tm_err err;
-    tm_onnx_qresult *r = run_job(in, out, NULL, TM_OK, &err);
+    tm_onnx_quantize_result *r = run_job(in, out, NULL, TM_OK, &err);
     assert_int_equal(r->strategy, TM_ONNX_OPSET_MS_CONTRIB);
     assert_int_equal(r->opset_to, 9);
     assert_non_null(strstr(r->strategy_reason, "Softmax"));
-    tm_onnx_qresult_free(r);
+    tm_onnx_quantize_result_free(r);
     loaded l = load(out);
     assert_int_equal(opset_of(l.m, ""), 9);
     assert_int_equal(opset_of(l.m, "com.microsoft"), 1);
@@ -686,12 +686,12 @@ static void test_int4_refused_atomic(void **state) {
     (void)state;
     g_rng = 17;
     const char *in = matmul_model("mm9sm4.onnx", 64, 8, 9, "Softmax", NULL);
-    tm_onnx_qparams p = tm_onnx_qparams_default();
+    tm_onnx_quantize_params p = tm_onnx_quantize_params_default();
     p.spec.code_dtype = TM_I4;
     p.spec.gran.kind = TM_GRAN_GROUP;
     p.spec.gran.group_size = 32;
     tm_err err;
-    tm_onnx_qresult *r = run_job(in, outp("refused.onnx"), &p, TM_E_UNSUPPORTED, &err);
+    tm_onnx_quantize_result *r = run_job(in, outp("refused.onnx"), &p, TM_E_UNSUPPORTED, &err);
     assert_null(r);
     assert_non_null(strstr(err.msg, "Softmax"));
     assert_non_null(strstr(err.msg, "opset 21"));
@@ -737,17 +737,17 @@ static void test_int4_block_exact(void **state) {
     const int64_t K = 64, N = 8;
     const char *in = matmul_model("mm21x.onnx", K, N, 21, NULL, &w);
     const char *out = outp("mm21x.q.onnx");
-    tm_onnx_qparams p = tm_onnx_qparams_default();
+    tm_onnx_quantize_params p = tm_onnx_quantize_params_default();
     p.spec.code_dtype = TM_I4;
     p.spec.gran.kind = TM_GRAN_GROUP;
     p.spec.gran.group_size = 32;
     tm_err err;
-    tm_onnx_qresult *r = run_job(in, out, &p, TM_OK, &err);
+    tm_onnx_quantize_result *r = run_job(in, out, &p, TM_OK, &err);
     assert_int_equal(r->strategy, TM_ONNX_OPSET_NATIVE);
     assert_int_equal(r->weights[0].gran.kind, TM_GRAN_GROUP);
     assert_int_equal(r->weights[0].gran.axis, 0);
     assert_int_equal(r->weights[0].gran.group_size, 32);
-    tm_onnx_qresult_free(r);
+    tm_onnx_quantize_result_free(r);
     loaded l = load(out);
     const Onnx__TensorProto *q = find_init(l.m->graph, "W_quantized"), *s = find_init(l.m->graph, "W_scale");
     assert_int_equal(q->data_type, 22);
@@ -814,11 +814,11 @@ static void test_subgraph_constants(void **state) {
     const char *in = if_model("if16.onnx", &wa, &wb);
     const char *out = outp("if16.q.onnx");
     tm_err err;
-    tm_onnx_qresult *r = run_job(in, out, NULL, TM_OK, &err);
+    tm_onnx_quantize_result *r = run_job(in, out, NULL, TM_OK, &err);
     assert_int_equal(r->n_quantized, 2);
     assert_true(r->weights[0].constant_node);
     assert_string_equal(r->weights[0].graph, "if0/then_branch");
-    tm_onnx_qresult_free(r);
+    tm_onnx_quantize_result_free(r);
     loaded l = load(out);
     const Onnx__GraphProto *then = NULL;
     for (size_t a = 0; a < l.m->graph->node[0]->n_attribute; a++)
@@ -857,10 +857,10 @@ static void test_float16_weight_cast(void **state) {
     const char *in = write_model("f16.onnx", g, 13, 7);
     const char *out = outp("f16.q.onnx");
     tm_err err;
-    tm_onnx_qresult *r = run_job(in, out, NULL, TM_OK, &err);
+    tm_onnx_quantize_result *r = run_job(in, out, NULL, TM_OK, &err);
     assert_int_equal(r->n_quantized, 1);
     assert_int_equal(r->weights[0].src_dtype, TM_F16);
-    tm_onnx_qresult_free(r);
+    tm_onnx_quantize_result_free(r);
     loaded l = load(out);
     const Onnx__NodeProto *dq = find_node(l.m->graph, "DequantizeLinear", "W_dequantized");
     const Onnx__NodeProto *cast = find_node(l.m->graph, "Cast", "W");
@@ -1001,11 +1001,11 @@ static void test_nothing_to_quantize(void **state) {
     g_rng = 41;
     const char *in = conv_model("conv.onnx", NULL);
     /* library: group:N on a model whose only weight feeds Conv */
-    tm_onnx_qparams p = tm_onnx_qparams_default();
+    tm_onnx_quantize_params p = tm_onnx_quantize_params_default();
     p.spec.gran.kind = TM_GRAN_GROUP;
     p.spec.gran.group_size = 32;
     tm_err err;
-    tm_onnx_qresult *r = run_job(in, outp("conv.g.onnx"), &p, TM_E_UNSUPPORTED, &err);
+    tm_onnx_quantize_result *r = run_job(in, outp("conv.g.onnx"), &p, TM_E_UNSUPPORTED, &err);
     assert_null(r);
     assert_non_null(strstr(err.msg, "group:32 applies to MatMul weights only"));
     assert_non_null(strstr(err.msg, "this model's 1 weight feed Conv"));
@@ -1017,7 +1017,7 @@ static void test_nothing_to_quantize(void **state) {
     assert_int_equal(r->n, 1);
     assert_int_equal(r->n_quantized, 0);
     assert_non_null(strstr(r->weights[0].reason, "MatMul weights only"));
-    tm_onnx_qresult_free(r);
+    tm_onnx_quantize_result_free(r);
     assert_true(tmt_exists(outp("conv.g.onnx")));
     /* the CLI: exit 3 with the reason, --json error document; --allow-empty accepted */
     char *o = NULL;
@@ -1208,7 +1208,7 @@ static int write_models(const char *dir) {
     return 0;
 }
 
-/* The whole job under every kernel set this CPU runs (tm_onnx_qparams.kernels: auto, ref, avx2,
+/* The whole job under every kernel set this CPU runs (tm_onnx_quantize_params.kernels: auto, ref, avx2,
 ** avx512; observers, quantize and error statistics): the same file bytes and the same error
 ** figures, bit for bit, for minmax and MSE observers, symmetric int8 channels and asymmetric
 ** uint8 and int4 groups, on a weight whose rows are not a multiple of any vector width. */
@@ -1226,7 +1226,7 @@ static void test_kernel_sets(void **state) {
         tm_errsum e0;
         int ran = 0;
         for (size_t k = 0; k < sizeof kern / sizeof kern[0]; k++) {
-            tm_onnx_qparams p = tm_onnx_qparams_default();
+            tm_onnx_quantize_params p = tm_onnx_quantize_params_default();
             if (tm_kernels_get(kern[k], &p.kernels) != TM_OK) continue; /* the CPU lacks it */
             p.spec.code_dtype = sc[c].code;
             p.spec.gran.kind = sc[c].gk;
@@ -1235,7 +1235,7 @@ static void test_kernel_sets(void **state) {
             p.spec.observer = tm_observer_default(sc[c].obs);
             p.force = 1;
             tm_err err;
-            tm_onnx_qresult *r = run_job(in, outp("kern.q.onnx"), &p, TM_OK, &err);
+            tm_onnx_quantize_result *r = run_job(in, outp("kern.q.onnx"), &p, TM_OK, &err);
             assert_int_equal(r->n_quantized, 1);
             size_t n;
             uint8_t *b = read_bytes(outp("kern.q.onnx"), &n);
@@ -1250,7 +1250,7 @@ static void test_kernel_sets(void **state) {
                 free(b);
             }
             ran++;
-            tm_onnx_qresult_free(r);
+            tm_onnx_quantize_result_free(r);
         }
         assert_true(ran >= 2); /* auto and ref at least */
         free(b0);

@@ -842,23 +842,10 @@ static tm_status gguf_summary(void *ctx, json_t *man, json_t *sum, tm_err *err) 
     return TM_OK;
 }
 
-static void gguf_free_result(void *ctx) {
-    gjob *j = ctx;
-    tm_gguf_quantize_result_free(j->res);
-    j->res = NULL;
-}
-
 static const tm__qwriter gguf_writer = {
-    .kind = TM__PIPE_FILE,
-    .kind_name = "a GGUF output",
-    .format = "gguf",
-    .plan = gguf_plan,
-    .run_task = run_item,
-    .write = gguf_write,
-    .results = gguf_results,
-    .manifest_add = gguf_manifest,
-    .summary = gguf_summary,
-    .free_result = gguf_free_result,
+    .kind = TM__PIPE_FILE, .kind_name = "a GGUF output", .format = "gguf", .plan = gguf_plan,
+    .run_task = run_item, .write = gguf_write, .results = gguf_results,
+    .manifest_add = gguf_manifest, .summary = gguf_summary,
 };
 
 tm_status tm_gguf_quantize(tm_file *in, const char *out_path, const tm_gguf_quantize_params *p,
@@ -876,8 +863,7 @@ tm_status tm_gguf_quantize(tm_file *in, const char *out_path, const tm_gguf_quan
     j.def_type = def_type;
     pthread_mutex_init(&j.mu, NULL);
     /* nothing is lost: OUT is a new path, or (with force) a previous tensormorph output */
-    const tm__qpipe_opts o = {.force = p->force, .n_threads = p->n_threads, .no_checksums = p->no_checksums,
-                              .command_line = p->command_line, .cancel = p->cancel};
+    const tm__qpipe_opts o = TM__QPIPE_OPTS_OF(p, p->n_threads);
     tm_status s = tm__qpipe_run(&gguf_writer, &j, in, out_path, &o, err);
     free_run_bufs(&j);
     tm_gguf_writer_free(j.w);
@@ -888,6 +874,7 @@ tm_status tm_gguf_quantize(tm_file *in, const char *out_path, const tm_gguf_quan
     for (int64_t k = 0; k < j.n_re; k++) regfree(&j.re[k]);
     free(j.re);
     /* names point into `in`; plans are gone, keep only what the result owns */
+    if (s) tm_gguf_quantize_result_free(j.res);
     *out = s ? NULL : j.res;
     return s;
 }

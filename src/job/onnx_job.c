@@ -585,23 +585,10 @@ static tm_status onnx_summary(void *ctx, json_t *man, json_t *sum, tm_err *err) 
     return TM_OK;
 }
 
-static void onnx_free_result(void *ctx) {
-    oxjob *j = ctx;
-    tm_onnx_quantize_result_free(j->res);
-    j->res = NULL;
-}
-
 static const tm__qwriter onnx_writer = {
-    .kind = TM__PIPE_FILE,
-    .kind_name = "an ONNX output",
-    .format = "onnx",
-    .plan = onnx_plan,
-    .run_task = onnx_run_task,
-    .write = onnx_write,
-    .results = onnx_results,
-    .manifest_add = onnx_manifest,
-    .summary = onnx_summary,
-    .free_result = onnx_free_result,
+    .kind = TM__PIPE_FILE, .kind_name = "an ONNX output", .format = "onnx", .plan = onnx_plan,
+    .run_task = onnx_run_task, .write = onnx_write, .results = onnx_results,
+    .manifest_add = onnx_manifest, .summary = onnx_summary,
 };
 
 tm_status tm_onnx_quantize(tm_file *in, const char *out_path, const tm_onnx_quantize_params *p,
@@ -632,8 +619,7 @@ tm_status tm_onnx_quantize(tm_file *in, const char *out_path, const tm_onnx_quan
     j.min_elems = p->min_elems > 0 ? p->min_elems : 16;
     /* nothing is lost: OUT is a new path, or (with force) a previous tensormorph output; one
     ** thread: the weights are quantized one after the other into the one model */
-    const tm__qpipe_opts o = {.force = p->force, .n_threads = 1, .no_checksums = p->no_checksums,
-                              .command_line = p->command_line, .cancel = p->cancel};
+    const tm__qpipe_opts o = TM__QPIPE_OPTS_OF(p, 1);
     tm_status s = tm__qpipe_run(&onnx_writer, &j, in, out_path, &o, err);
     tm_close(j.back);
     free(j.buf);
@@ -646,6 +632,7 @@ tm_status tm_onnx_quantize(tm_file *in, const char *out_path, const tm_onnx_quan
     tm__ox_free(j.m);
     for (int64_t k = 0; k < j.n_re; k++) regfree(&j.re[k]);
     free(j.re);
+    if (s) tm_onnx_quantize_result_free(j.res);
     *out = s ? NULL : j.res;
     return s;
 }

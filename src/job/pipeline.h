@@ -162,10 +162,9 @@ typedef struct tm__qwriter {
     tm_status (*manifest_add)(void *job, json_t *man, tm_err *err);
     /* DIR only: the staged files the manifest's output lists (FILE: the staged file). */
     int (*output_files)(void *job, const char *const **files);
-    /* After "output": the job's keys of the manifest and of its "results" object. */
+    /* After "output": the job's keys of the manifest and of its "results" object. On failure
+    ** the job frees the result its results callback made (the driver never owns it). */
     tm_status (*summary)(void *job, json_t *man, json_t *results, tm_err *err);
-    /* On failure: free the job's result (when the results callback made one). */
-    void (*free_result)(void *job);
 } tm__qwriter;
 
 /* The options every job has. */
@@ -174,6 +173,11 @@ typedef struct tm__qpipe_opts {
     const char         *command_line;
     volatile const int *cancel;
 } tm__qpipe_opts;
+
+/* The options of a job's parameters p (the three parameter structs name them alike). */
+#define TM__QPIPE_OPTS_OF(p, threads)                                                      \
+    {.force = (p)->force, .n_threads = (threads), .no_checksums = (p)->no_checksums,       \
+     .command_line = (p)->command_line, .cancel = (p)->cancel}
 
 /* Run job through the phases above into out. Returns the first failing phase's status
 ** (TM_E_CANCELLED when the cancel flag was raised before the publish). */

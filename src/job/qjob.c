@@ -920,24 +920,10 @@ static tm_status ct_summary(void *ctx, json_t *man, json_t *sum, tm_err *err) {
     return TM_OK;
 }
 
-static void ct_free_result(void *ctx) {
-    ctjob *j = ctx;
-    tm_ct_quantize_result_free(j->res);
-    j->res = NULL;
-}
-
 static const tm__qwriter ct_writer = {
-    .kind = TM__PIPE_DIR,
-    .kind_name = "a compressed-tensors output",
-    .format = "compressed-tensors",
-    .plan = ct_plan,
-    .run_task = run_task,
-    .write = ct_write,
-    .results = ct_results,
-    .manifest_add = ct_manifest,
-    .output_files = ct_output_files,
-    .summary = ct_summary,
-    .free_result = ct_free_result,
+    .kind = TM__PIPE_DIR, .kind_name = "a compressed-tensors output", .format = "compressed-tensors",
+    .plan = ct_plan, .run_task = run_task, .write = ct_write, .results = ct_results,
+    .manifest_add = ct_manifest, .output_files = ct_output_files, .summary = ct_summary,
 };
 
 tm_status tm_ct_quantize(tm_file *in, const char *out_dir, const tm_ct_quantize_params *p,
@@ -952,8 +938,7 @@ tm_status tm_ct_quantize(tm_file *in, const char *out_dir, const tm_ct_quantize_
     pthread_mutex_init(&cj.j.prog_mu, NULL);
     pthread_mutex_init(&cj.j.alloc_mu, NULL);
     atomic_init(&cj.j.done_bytes, 0);
-    const tm__qpipe_opts o = {.force = p->force, .n_threads = p->n_threads, .no_checksums = p->no_checksums,
-                              .command_line = p->command_line, .cancel = p->cancel};
+    const tm__qpipe_opts o = TM__QPIPE_OPTS_OF(p, p->n_threads);
     tm_status s = tm__qpipe_run(&ct_writer, &cj, in, out_dir, &o, err);
     free(cj.ofiles);
     free(cj.qr.entries);
@@ -966,6 +951,7 @@ tm_status tm_ct_quantize(tm_file *in, const char *out_dir, const tm_ct_quantize_
     free_plans(&cj.j);
     pthread_mutex_destroy(&cj.j.prog_mu);
     pthread_mutex_destroy(&cj.j.alloc_mu);
+    if (s) tm_ct_quantize_result_free(cj.res);
     *out = s ? NULL : cj.res;
     return s;
 }

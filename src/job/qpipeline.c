@@ -49,7 +49,6 @@ tm_status tm__qpipe_run(const tm__qwriter *w, void *job, const tm_file *in, cons
         else free(tot.manifest_path);
         if (tot.at.out_path) *tot.at.out_path = tm__strdup(pp.out);
     } else {
-        w->free_result(job);
         free(tot.manifest_json);
         free(tot.manifest_path);
     }

@@ -1,12 +1,15 @@
 /*
 ** pipeline.h: the phases that every quantize job shares: the compressed-tensors directory
-** (qjob.c), the GGUF file (gguf_job.c) and the ONNX file (onnx_job.c). A job calls, in order:
+** (qjob.c), the GGUF file (gguf_job.c) and the ONNX file (onnx_job.c), and the one driver that
+** runs them (tm__qpipe_run, qpipeline.c, at the end of this file; the jobs are its writers,
+** tm__qwriter). The driver calls, in order:
 **   tm__pipe_begin        check OUT, take OUT.lock, create the staging path beside OUT
 **   tm__pipe_hash_start   sha256 of the sources in a thread beside the work
-**   ... plan, run, write into pp->stage (the job's own code) ...
+**   ... the writer's plan, then its tasks on the pool ...
 **   tm__pipe_hash_wait    phase "hash"
-**   tm__pipe_phase("fsync") after the job's writer has fsynced and closed its files
-**   tm__pipe_manifest_new, tm__pipe_add_output (phase "checksum"), the job's keys,
+**   ... the writer's write into pp->stage (fsynced, closed) ...
+**   tm__pipe_phase("fsync")
+**   tm__pipe_manifest_new, the job's keys, tm__pipe_add_output (phase "checksum"),
 **   tm__pipe_finish       phase "manifest", phase "publish", then the rename(s) into place
 **   tm__pipe_end          always: stop the hashing, remove what was not published, drop the lock
 ** Cancellation: every phase up to the final rename checks the caller's cancel flag and returns

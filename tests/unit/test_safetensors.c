@@ -25,8 +25,7 @@
 /* ---------------------------------------------------------------------------------------- */
 
 static void test_roundtrip_single(void **state) {
-    (void)state;
-    char *dir = tmst_tmpdir();
+    const char *dir = *state;
     char *path = tmst_path(dir, "model.safetensors");
     const char *mk[] = {"format", "note"}, *mv[] = {"pt", "h\xc3\xa9llo \"quoted\""};
     tm_st_write_params wp = {0, mk, mv, 2};
@@ -81,14 +80,11 @@ static void test_roundtrip_single(void **state) {
     assert_int_equal(tm_open(dir, NULL, &f, &e), TM_OK);
     tmst_check_contents(f, tmst_entries, tmst_n_entries);
     tm_close(f);
-    tm__rm_rf(dir);
     free(path);
-    free(dir);
 }
 
 static void test_roundtrip_sharded(void **state) {
-    (void)state;
-    char *dir = tmst_tmpdir();
+    const char *dir = *state;
     char *path = tmst_path(dir, "model.safetensors");
     const char *mk[] = {"format"}, *mv[] = {"pt"};
     /* 60+10+2+0+7+3+32+24+9+2+1+12+8+8+8+8 = 194 bytes; cap 64 -> several shards */
@@ -151,9 +147,7 @@ static void test_roundtrip_sharded(void **state) {
     }
     free(s1);
     free(idx);
-    tm__rm_rf(dir);
     free(path);
-    free(dir);
 }
 
 /* Disjoint ranges from several threads at once land where they belong. */
@@ -183,8 +177,7 @@ static void *write_part(void *arg) {
 }
 
 static void test_writer_threads(void **state) {
-    (void)state;
-    char *dir = tmst_tmpdir();
+    const char *dir = *state;
     char *path = tmst_path(dir, "mt.safetensors");
     tm_st_entry es[] = {{"small", TM_U8, 1, {12}}, {"big", TM_F32, 2, {MT_BYTES / 1024, 256}}};
     tm_st_writer *w = NULL;
@@ -213,14 +206,11 @@ static void test_writer_threads(void **state) {
     assert_int_equal(tm_tensor_data(f, 0, 0, 12, &p, &e), TM_OK);
     assert_memory_equal(p, "twelve bytes", 12);
     tm_close(f);
-    tm__rm_rf(dir);
     free(path);
-    free(dir);
 }
 
 static void test_writer_rejects_bad_plans(void **state) {
-    (void)state;
-    char *dir = tmst_tmpdir();
+    const char *dir = *state;
     char *path = tmst_path(dir, "model.safetensors");
     tm_st_writer *w = NULL;
     tm_err e;
@@ -265,17 +255,15 @@ static void test_writer_rejects_bad_plans(void **state) {
     char *nodir = tmst_path(dir, "nope/model.safetensors");
     assert_int_equal(tm_st_writer_open(nodir, dup, 2, NULL, &w, &e), TM_E_IO);
     free(nodir);
-    tm__rm_rf(dir);
     free(path);
-    free(dir);
 }
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_roundtrip_single),
-        cmocka_unit_test(test_roundtrip_sharded),
-        cmocka_unit_test(test_writer_threads),
-        cmocka_unit_test(test_writer_rejects_bad_plans),
+        cmocka_unit_test_setup_teardown(test_roundtrip_single, tmst_dir_setup, tmst_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_roundtrip_sharded, tmst_dir_setup, tmst_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_writer_threads, tmst_dir_setup, tmst_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_writer_rejects_bad_plans, tmst_dir_setup, tmst_dir_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -23,8 +23,7 @@
 /* ---------------------------------------------------------------------------------------- */
 
 static void test_corrupt_truncated(void **state) {
-    (void)state;
-    char *dir = tmst_tmpdir();
+    const char *dir = *state;
     char *p = tmst_path(dir, "x.safetensors");
     tmt_write_file(p, "\x10\x00\x00\x00\x00", 5);
     tm_file *f = NULL;
@@ -49,8 +48,6 @@ static void test_corrupt_truncated(void **state) {
     tm_close(f);
     free(b);
     free(p);
-    tm__rm_rf(dir);
-    free(dir);
 }
 
 static void test_corrupt_header_length(void **state) {
@@ -245,8 +242,7 @@ static void expect_open_fail(const char *path, tm_status status, const char *sub
 }
 
 static void test_corrupt_sharded(void **state) {
-    (void)state;
-    char *dir = tmst_tmpdir();
+    const char *dir = *state;
     char *idx = tmst_path(dir, "model.safetensors.index.json");
     put_shard(dir, "s1.safetensors", "a,b");
     put_shard(dir, "s2.safetensors", "c");
@@ -319,13 +315,10 @@ static void test_corrupt_sharded(void **state) {
     assert_non_null(strstr(tm_file_warning(f, 0), "metadata.total_size is 1000 but the tensors hold 24"));
     tm_close(f);
     free(idx);
-    tm__rm_rf(dir);
-    free(dir);
 }
 
 static void test_open_directory_rules(void **state) {
-    (void)state;
-    char *dir = tmst_tmpdir();
+    const char *dir = *state;
     tm_file *f = NULL;
     tm_err e;
     assert_int_equal(tm_open(dir, NULL, &f, &e), TM_E_IO);
@@ -359,16 +352,13 @@ static void test_open_directory_rules(void **state) {
     assert_int_equal(tm_file_n_warnings(f), 0);
     tm_close(f);
     free(m);
-    tm__rm_rf(dir);
-    free(dir);
 }
 
 /* A stray checkpoint file beside a sharded index (a single-file copy, an older shard): what the
 ** index names is read, the stray is not, and a warning names it; whichever way the checkpoint
 ** is named (the index, its directory, an index under another name). Issue 12 item 4. */
 static void test_stray_beside_index(void **state) {
-    (void)state;
-    char *dir = tmst_tmpdir();
+    const char *dir = *state;
     char *path = tmst_path(dir, "model.safetensors");
     tm_st_write_params wp = {64, NULL, NULL, 0};
     tmst_write_all(path, tmst_entries, tmst_n_entries, &wp); /* shards + model.safetensors.index.json */
@@ -417,8 +407,6 @@ static void test_stray_beside_index(void **state) {
     free(other);
     free(idx);
     free(path);
-    tm__rm_rf(dir);
-    free(dir);
 }
 
 /* The byte offset of an entry survives escapes, nesting and odd spacing before it. */
@@ -446,15 +434,15 @@ static void test_header_key_offsets(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_corrupt_truncated),
+        cmocka_unit_test_setup_teardown(test_corrupt_truncated, tmst_dir_setup, tmst_dir_teardown),
         cmocka_unit_test(test_corrupt_header_length),
         cmocka_unit_test(test_corrupt_json),
         cmocka_unit_test(test_corrupt_entries),
         cmocka_unit_test(test_corrupt_layout),
-        cmocka_unit_test(test_corrupt_sharded),
-        cmocka_unit_test(test_open_directory_rules),
+        cmocka_unit_test_setup_teardown(test_corrupt_sharded, tmst_dir_setup, tmst_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_open_directory_rules, tmst_dir_setup, tmst_dir_teardown),
         cmocka_unit_test(test_header_key_offsets),
-        cmocka_unit_test(test_stray_beside_index),
+        cmocka_unit_test_setup_teardown(test_stray_beside_index, tmst_dir_setup, tmst_dir_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

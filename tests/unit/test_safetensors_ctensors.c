@@ -118,8 +118,7 @@ static const char *k_honest_config =
 
 
 static void test_ctensors_fixture(void **state) {
-    (void)state;
-    char *dir = tmst_tmpdir();
+    const char *dir = *state;
     write_ct(dir);
     tmt_write_text(dir, "config.json", k_honest_config);
     tm_file *f = NULL;
@@ -267,13 +266,10 @@ static void test_ctensors_fixture(void **state) {
     assert_int_equal(tmst_must_find(f, UP ".weight")->dtype, TM_I4);
     assert_int_equal(tmst_must_find(f, DOWN ".weight")->dtype, TM_I8);
     tm_close(f);
-    tm__rm_rf(dir);
-    free(dir);
 }
 
 static void test_ctensors_config_lies(void **state) {
-    (void)state;
-    char *dir = tmst_tmpdir();
+    const char *dir = *state;
     write_ct(dir);
     tmt_write_text(dir, "config.json",
                "{\"quantization_config\": {\"quant_method\": \"compressed-tensors\","
@@ -315,14 +311,11 @@ static void test_ctensors_config_lies(void **state) {
     assert_non_null(strstr(e.msg, DOWN ".weight_packed has shape [6, 3]: 3 words per row cannot hold "
                                   "10 4-bit codes (config.json num_bits 4); they take 2 in either "
                                   "layout"));
-    tm__rm_rf(dir);
-    free(dir);
 }
 
 /* Odd or hostile quantization_config shapes never fail the open, unless a usable num_bits
 ** contradicts a packed tensor's shape; otherwise the tensors decide. */
 static void test_ctensors_odd_configs(void **state) {
-    (void)state;
     static const char *configs[] = {
         "{\"quantization_config\": 5}",
         "{\"quantization_config\": {\"quant_method\": \"compressed-tensors\", \"config_groups\": [1, 2]}}",
@@ -339,7 +332,7 @@ static void test_ctensors_odd_configs(void **state) {
         "{\"quantization_config\": {\"quant_method\": \"fp8\", \"weight_block_size\": [0, 0]}}",
         "{\"quantization_config\": {\"quant_method\": \"gptq\", \"bits\": 4}}",
     };
-    char *dir = tmst_tmpdir();
+    const char *dir = *state;
     write_ct(dir);
     for (size_t i = 0; i < sizeof configs / sizeof configs[0]; i++) {
         tmt_write_text(dir, "config.json", configs[i]);
@@ -368,8 +361,6 @@ static void test_ctensors_odd_configs(void **state) {
                                        ".weight_scale has shape [8, 5] (group 8)"));
         tm_close(f);
     }
-    tm__rm_rf(dir);
-    free(dir);
 }
 
 /* Tensors that contradict each other: corrupt, unless no_recognize. */
@@ -466,8 +457,7 @@ static void test_ctensors_contradictions(void **state) {
 }
 
 static void test_ctensors_fp8_scale_inv(void **state) {
-    (void)state;
-    char *dir = tmst_tmpdir();
+    const char *dir = *state;
     char *path = tmst_path(dir, "model.safetensors");
     const tm_st_entry es[] = {{"l.weight", TM_F8_E4M3, 2, {300, 256}},
                               {"l.weight_scale_inv", TM_F32, 2, {3, 2}},
@@ -514,18 +504,16 @@ static void test_ctensors_fp8_scale_inv(void **state) {
     assert_true(tmst_has_warning(f, "m.weight is quantized (compressed-tensors/naive-quantized) but no "
                                "config group in config.json quantizes the weights of 'm'"));
     tm_close(f);
-    tm__rm_rf(dir);
     free(path);
-    free(dir);
 }
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_ctensors_fixture),
-        cmocka_unit_test(test_ctensors_config_lies),
-        cmocka_unit_test(test_ctensors_odd_configs),
+        cmocka_unit_test_setup_teardown(test_ctensors_fixture, tmst_dir_setup, tmst_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_ctensors_config_lies, tmst_dir_setup, tmst_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_ctensors_odd_configs, tmst_dir_setup, tmst_dir_teardown),
         cmocka_unit_test(test_ctensors_contradictions),
-        cmocka_unit_test(test_ctensors_fp8_scale_inv),
+        cmocka_unit_test_setup_teardown(test_ctensors_fp8_scale_inv, tmst_dir_setup, tmst_dir_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

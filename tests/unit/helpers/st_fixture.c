@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/fsutil.h"
 #include "fixture.h"
 
 char *tmst_tmpdir(void) {
@@ -23,6 +24,17 @@ char *tmst_tmpdir(void) {
     snprintf(t, n, "%s/tm_st_XXXXXX", base && *base ? base : "/tmp");
     assert_non_null(mkdtemp(t));
     return t;
+}
+
+int tmst_dir_setup(void **state) {
+    *state = tmst_tmpdir();
+    return 0;
+}
+
+int tmst_dir_teardown(void **state) {
+    tm__rm_rf(*state);
+    free(*state);
+    return 0;
 }
 
 char *tmst_path(const char *dir, const char *name) {

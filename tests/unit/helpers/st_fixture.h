@@ -10,6 +10,10 @@
 
 /* A fresh directory $TMPDIR/tm_st_XXXXXX (or under /tmp); malloc'd path. */
 char *tmst_tmpdir(void);
+/* A cmocka setup/teardown pair: *state is a fresh tmst_tmpdir() for one test, removed with
+** everything below it afterwards. */
+int tmst_dir_setup(void **state);
+int tmst_dir_teardown(void **state);
 /* "<dir>/<name>", malloc'd. */
 char *tmst_path(const char *dir, const char *name);
 /* Print an error's code and message (before an assertion on it). */

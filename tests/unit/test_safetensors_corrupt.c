@@ -258,49 +258,42 @@ static void test_corrupt_sharded(void **state) {
     assert_int_equal(tm_file_n_warnings(f), 0);
     tm_close(f);
 
-    /* missing shard */
-    tmt_write_text(dir, "model.safetensors.index.json",
-               "{\"weight_map\":{\"a\":\"s1.safetensors\",\"b\":\"s1.safetensors\","
-               "\"c\":\"s3.safetensors\"}}");
-    expect_open_fail(idx, TM_E_IO, "shard 's3.safetensors' named by the index is missing");
-    /* listed tensor absent from its shard */
-    tmt_write_text(dir, "model.safetensors.index.json",
-               "{\"weight_map\":{\"a\":\"s1.safetensors\",\"b\":\"s1.safetensors\","
-               "\"c\":\"s2.safetensors\",\"d\":\"s2.safetensors\"}}");
-    expect_open_fail(idx, TM_E_CORRUPT,
-                     "index lists tensor 'd' in shard 's2.safetensors' but that shard does not "
-                     "hold it");
-    /* shard holds a tensor the index does not list */
-    tmt_write_text(dir, "model.safetensors.index.json",
-               "{\"weight_map\":{\"a\":\"s1.safetensors\",\"c\":\"s2.safetensors\"}}");
-    expect_open_fail(idx, TM_E_CORRUPT, "s1.safetensors holds tensor 'b' that the index does not list");
-    /* index names the wrong shard */
-    tmt_write_text(dir, "model.safetensors.index.json",
-               "{\"weight_map\":{\"a\":\"s1.safetensors\",\"b\":\"s2.safetensors\","
-               "\"c\":\"s2.safetensors\"}}");
-    expect_open_fail(idx, TM_E_CORRUPT, "index puts tensor 'b' in shard 's2.safetensors' but it is in");
+    /* indexes that contradict their shards, escape the folder or are malformed */
+    static const struct {
+        const char *index;
+        tm_status   status;
+        const char *substr;
+    } bad[] = {
+        {"{\"weight_map\":{\"a\":\"s1.safetensors\",\"b\":\"s1.safetensors\","
+         "\"c\":\"s3.safetensors\"}}",
+         TM_E_IO, "shard 's3.safetensors' named by the index is missing"},
+        {"{\"weight_map\":{\"a\":\"s1.safetensors\",\"b\":\"s1.safetensors\","
+         "\"c\":\"s2.safetensors\",\"d\":\"s2.safetensors\"}}",
+         TM_E_CORRUPT, "index lists tensor 'd' in shard 's2.safetensors' but that shard does not "
+                       "hold it"},
+        {"{\"weight_map\":{\"a\":\"s1.safetensors\",\"c\":\"s2.safetensors\"}}",
+         TM_E_CORRUPT, "s1.safetensors holds tensor 'b' that the index does not list"},
+        {"{\"weight_map\":{\"a\":\"s1.safetensors\",\"b\":\"s2.safetensors\","
+         "\"c\":\"s2.safetensors\"}}",
+         TM_E_CORRUPT, "index puts tensor 'b' in shard 's2.safetensors' but it is in"},
+        {"{\"weight_map\":{\"a\":\"../s1.safetensors\"}}",
+         TM_E_CORRUPT, "'../s1.safetensors', a path outside the index's folder"},
+        {"{\"weight_map\":{\"a\":\"..\"}}", TM_E_CORRUPT, "outside the index's folder"},
+        {"{\"weight_map\":{\"a\":\"/etc/passwd\"}}", TM_E_CORRUPT, "outside the index's folder"},
+        {"{\"weight_map\":{\"a\":3}}", TM_E_CORRUPT, "weight_map entry for tensor 'a' is a JSON integer"},
+        {"{\"metadata\":{}}", TM_E_CORRUPT, "index has no \"weight_map\" object"},
+        {"{\"weight_map\":{}}", TM_E_CORRUPT, "lists no tensors"},
+        {"{\"weight_map\":{\"a\":\"s1.safetensors\",", TM_E_CORRUPT, "index is not valid JSON"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        tmt_write_text(dir, "model.safetensors.index.json", bad[i].index);
+        expect_open_fail(idx, bad[i].status, bad[i].substr);
+    }
     /* one tensor in two shards */
     put_shard(dir, "s2.safetensors", "c,a");
     tmt_write_text(dir, "model.safetensors.index.json", good);
     expect_open_fail(idx, TM_E_CORRUPT, "tensor 'a' also appears in shard");
     put_shard(dir, "s2.safetensors", "c");
-    /* escaping the folder */
-    tmt_write_text(dir, "model.safetensors.index.json",
-               "{\"weight_map\":{\"a\":\"../s1.safetensors\"}}");
-    expect_open_fail(idx, TM_E_CORRUPT, "'../s1.safetensors', a path outside the index's folder");
-    tmt_write_text(dir, "model.safetensors.index.json", "{\"weight_map\":{\"a\":\"..\"}}");
-    expect_open_fail(idx, TM_E_CORRUPT, "outside the index's folder");
-    tmt_write_text(dir, "model.safetensors.index.json", "{\"weight_map\":{\"a\":\"/etc/passwd\"}}");
-    expect_open_fail(idx, TM_E_CORRUPT, "outside the index's folder");
-    /* malformed indexes */
-    tmt_write_text(dir, "model.safetensors.index.json", "{\"weight_map\":{\"a\":3}}");
-    expect_open_fail(idx, TM_E_CORRUPT, "weight_map entry for tensor 'a' is a JSON integer");
-    tmt_write_text(dir, "model.safetensors.index.json", "{\"metadata\":{}}");
-    expect_open_fail(idx, TM_E_CORRUPT, "index has no \"weight_map\" object");
-    tmt_write_text(dir, "model.safetensors.index.json", "{\"weight_map\":{}}");
-    expect_open_fail(idx, TM_E_CORRUPT, "lists no tensors");
-    tmt_write_text(dir, "model.safetensors.index.json", "{\"weight_map\":{\"a\":\"s1.safetensors\",");
-    expect_open_fail(idx, TM_E_CORRUPT, "index is not valid JSON");
     /* a corrupt shard: the message names the shard */
     tmt_write_text(dir, "s2.safetensors", "garbage!");
     tmt_write_text(dir, "model.safetensors.index.json", good);

@@ -364,12 +364,12 @@ static void test_ctensors_odd_configs(void **state) {
 }
 
 /* Tensors that contradict each other: corrupt, unless no_recognize. */
-static void expect_ct_corrupt_sv(const tm_st_entry *es, int64_t n, const int64_t sv[2],
+static void expect_ct_corrupt(const tm_st_entry *es, int64_t n, const int64_t sv[2],
                                  const char *substr) {
     char *dir = tmst_tmpdir();
     char *path = tmst_path(dir, "model.safetensors");
     tmst_write_all(path, es, n, NULL);
-    /* weight_shape data: [8, 40] */
+    /* the weight_shape data: sv */
     for (int64_t i = 0; i < n; i++) {
         if (!strstr(es[i].name, "weight_shape") || es[i].dtype != TM_I64) continue;
         tm_file *f0 = NULL;
@@ -399,61 +399,55 @@ static void expect_ct_corrupt_sv(const tm_st_entry *es, int64_t n, const int64_t
     free(dir);
 }
 
-static void expect_ct_corrupt(const tm_st_entry *es, int64_t n, const char *substr) {
-    static const int64_t sv[2] = {8, 40};
-    expect_ct_corrupt_sv(es, n, sv, substr);
-}
+/* A packed int weight m ([8, 40] by its weight_shape) with the given packed, scale and shape
+** tensors; zero_point left out. */
+#define CT_PACKED(pr, pc, sdt, sr, sc, shdt)                                                     \
+    {{"m.weight_packed", TM_I32, 2, {pr, pc}}, {"m.weight_scale", sdt, 2, {sr, sc}},             \
+     {"m.weight_shape", shdt, 1, {2}}}
 
 static void test_ctensors_contradictions(void **state) {
     (void)state;
-    const tm_st_entry width[] = {{"m.weight_packed", TM_I32, 2, {8, 6}},
-                                 {"m.weight_scale", TM_F16, 2, {8, 1}},
-                                 {"m.weight_shape", TM_I64, 1, {2}}};
-    expect_ct_corrupt(width, 3, "6 words per row hold 40 codes of no width 1..8");
-    const tm_st_entry rows[] = {{"m.weight_packed", TM_I32, 2, {9, 5}},
-                                {"m.weight_scale", TM_F16, 2, {9, 1}},
-                                {"m.weight_shape", TM_I64, 1, {2}}};
-    expect_ct_corrupt(rows, 3, "m.weight_packed has shape [9, 5] but m.weight_shape says 8 rows");
-    const tm_st_entry groups[] = {{"m.weight_packed", TM_I32, 2, {8, 5}},
-                                  {"m.weight_scale", TM_F16, 2, {8, 41}},
-                                  {"m.weight_shape", TM_I64, 1, {2}}};
-    expect_ct_corrupt(groups, 3, "no group size splits 40 columns of [8, 40] into 41 groups");
-    const tm_st_entry gr3[] = {{"m.weight_packed", TM_I32, 2, {8, 5}},
-                               {"m.weight_scale", TM_F16, 2, {8, 3}},
-                               {"m.weight_shape", TM_I64, 1, {2}}};
-    (void)gr3; /* 40 / 3 -> group 14, ceil(40/14) = 3: consistent (ragged last group) */
-    const tm_st_entry empty[] = {{"m.weight_packed", TM_I32, 2, {8, 5}},
-                                 {"m.weight_scale", TM_F16, 2, {8, 0}},
-                                 {"m.weight_shape", TM_I64, 1, {2}}};
-    expect_ct_corrupt(empty, 3, "m.weight_scale has shape [8, 0]: no scales for weight [8, 40]");
-    const tm_st_entry zrows[] = {{"m.weight_packed", TM_I32, 2, {0, 3}},
-                                 {"m.weight_scale", TM_F16, 2, {0, 1}},
-                                 {"m.weight_shape", TM_I64, 1, {2}}};
-    static const int64_t huge[2] = {0, INT64_C(4611686018427387904)};
-    expect_ct_corrupt_sv(zrows, 3, huge, "holds [0, 4611686018427387904], not a valid weight shape");
-    static const int64_t neg[2] = {-8, 40};
-    expect_ct_corrupt_sv(width, 3, neg, "holds [-8, 40], not a valid weight shape");
-    const tm_st_entry sdt[] = {{"m.weight_packed", TM_I32, 2, {8, 5}},
-                               {"m.weight_scale", TM_I32, 2, {8, 1}},
-                               {"m.weight_shape", TM_I64, 1, {2}}};
-    expect_ct_corrupt(sdt, 3, "m.weight_scale has dtype I32; a scale is F32, F16, BF16 or F64");
-    const tm_st_entry zp[] = {{"m.weight_packed", TM_I32, 2, {8, 5}},
-                              {"m.weight_scale", TM_F16, 2, {8, 5}},
-                              {"m.weight_zero_point", TM_I32, 2, {8, 5}},
-                              {"m.weight_shape", TM_I64, 1, {2}}};
-    expect_ct_corrupt(zp, 4, "m.weight_zero_point is I32 [8, 5]; with m.weight_scale [8, 5] it must "
-                             "be I32 [1, 5] (packed along dim 0) or I8 [8, 5]");
-    const tm_st_entry shp[] = {{"m.weight_packed", TM_I32, 2, {8, 5}},
-                               {"m.weight_scale", TM_F16, 2, {8, 1}},
-                               {"m.weight_shape", TM_F32, 1, {2}}};
-    expect_ct_corrupt(shp, 3, "m.weight_shape is F32 [2]; a weight_shape is I64 [2]");
-    const tm_st_entry nzp[] = {{"m.weight", TM_I8, 2, {4, 8}},
-                               {"m.weight_scale", TM_F32, 2, {4, 1}},
-                               {"m.weight_zero_point", TM_I8, 2, {4, 2}}};
-    expect_ct_corrupt(nzp, 3, "it must be I8 shaped like m.weight_scale [4, 1]");
-    const tm_st_entry fsc[] = {{"m.weight", TM_F8_E4M3, 2, {4, 8}},
-                               {"m.weight_scale", TM_F32, 3, {4, 1, 1}}};
-    expect_ct_corrupt(fsc, 2, "fits no granularity for weight [4, 8]");
+    static const struct {
+        tm_st_entry es[4];
+        int64_t     n;
+        int64_t     sv[2]; /* the weight_shape data; {0, 0}: [8, 40] */
+        const char *substr;
+    } cases[] = {
+        {CT_PACKED(8, 6, TM_F16, 8, 1, TM_I64), 3, {0, 0},
+         "6 words per row hold 40 codes of no width 1..8"},
+        {CT_PACKED(9, 5, TM_F16, 9, 1, TM_I64), 3, {0, 0},
+         "m.weight_packed has shape [9, 5] but m.weight_shape says 8 rows"},
+        {CT_PACKED(8, 5, TM_F16, 8, 41, TM_I64), 3, {0, 0},
+         "no group size splits 40 columns of [8, 40] into 41 groups"},
+        /* (scale [8, 3]: 40 / 3 -> group 14, ceil(40/14) = 3: consistent, a ragged last group) */
+        {CT_PACKED(8, 5, TM_F16, 8, 0, TM_I64), 3, {0, 0},
+         "m.weight_scale has shape [8, 0]: no scales for weight [8, 40]"},
+        {CT_PACKED(0, 3, TM_F16, 0, 1, TM_I64), 3, {0, INT64_C(4611686018427387904)},
+         "holds [0, 4611686018427387904], not a valid weight shape"},
+        {CT_PACKED(8, 6, TM_F16, 8, 1, TM_I64), 3, {-8, 40}, "holds [-8, 40], not a valid weight shape"},
+        {CT_PACKED(8, 5, TM_I32, 8, 1, TM_I64), 3, {0, 0},
+         "m.weight_scale has dtype I32; a scale is F32, F16, BF16 or F64"},
+        {{{"m.weight_packed", TM_I32, 2, {8, 5}},
+          {"m.weight_scale", TM_F16, 2, {8, 5}},
+          {"m.weight_zero_point", TM_I32, 2, {8, 5}},
+          {"m.weight_shape", TM_I64, 1, {2}}},
+         4, {0, 0},
+         "m.weight_zero_point is I32 [8, 5]; with m.weight_scale [8, 5] it must "
+         "be I32 [1, 5] (packed along dim 0) or I8 [8, 5]"},
+        {CT_PACKED(8, 5, TM_F16, 8, 1, TM_F32), 3, {0, 0},
+         "m.weight_shape is F32 [2]; a weight_shape is I64 [2]"},
+        {{{"m.weight", TM_I8, 2, {4, 8}},
+          {"m.weight_scale", TM_F32, 2, {4, 1}},
+          {"m.weight_zero_point", TM_I8, 2, {4, 2}}},
+         3, {0, 0}, "it must be I8 shaped like m.weight_scale [4, 1]"},
+        {{{"m.weight", TM_F8_E4M3, 2, {4, 8}}, {"m.weight_scale", TM_F32, 3, {4, 1, 1}}}, 2, {0, 0},
+         "fits no granularity for weight [4, 8]"},
+    };
+    static const int64_t k_shape[2] = {8, 40};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const int64_t *sv = cases[i].sv[0] || cases[i].sv[1] ? cases[i].sv : k_shape;
+        expect_ct_corrupt(cases[i].es, cases[i].n, sv, cases[i].substr);
+    }
 }
 
 static void test_ctensors_fp8_scale_inv(void **state) {

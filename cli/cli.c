@@ -508,6 +508,20 @@ int cli_quantize_kernel_top(const cli_cmd *cmd, const cli_args *a, const tm_kern
     return cli_parse_top(cmd, a, top);
 }
 
+int cli_opt_long(const cli_cmd *cmd, const cli_args *a, const char *name, long def, long lo,
+                 long hi, long *out) {
+    const char *v = cli_get(a, name);
+    *out = def;
+    if (!v) return 0;
+    char *end;
+    errno = 0;
+    long x = strtol(v, &end, 10);
+    if (errno || *end || end == v || x < lo || x > hi)
+        return cli_usage_error(cmd, "--%s must be an integer in [%ld, %ld], got '%s'", name, lo, hi, v);
+    *out = x;
+    return 0;
+}
+
 int cli_parse_top(const cli_cmd *cmd, const cli_args *a, int *top) {
     const char *v = cli_get(a, "top");
     *top = CLI_TOP_DEFAULT;

@@ -79,6 +79,11 @@ int  cli_n(const cli_args *a, const char *name);                 /* times given 
 const char *cli_get_i(const cli_args *a, const char *name, int i);
 void cli_print_help(const cli_cmd *cmd, FILE *out);
 int  cli_usage_error(const cli_cmd *cmd, const char *fmt, ...);  /* prints, returns 2       */
+/* --name as a decimal integer in [lo, hi]: *out = def when not given; a value that is not
+** one, or is out of range, is a usage error ("--NAME must be an integer in [lo, hi], got 'V'",
+** returns 2). 0 when *out is set. */
+int  cli_opt_long(const cli_cmd *cmd, const cli_args *a, const char *name, long def, long lo,
+                  long hi, long *out);
 
 /* Global state set from the common options. */
 typedef struct cli_state {

@@ -508,6 +508,18 @@ int cli_quantize_kernel_top(const cli_cmd *cmd, const cli_args *a, const tm_kern
     return cli_parse_top(cmd, a, top);
 }
 
+int cli_opt_canary(const cli_args *a, int *have, double *canary) {
+    const char *cs = cli_get(a, "canary");
+    if (!cs) return 0;
+    char *end;
+    errno = 0;
+    double v = strtod(cs, &end);
+    if (errno || end == cs || *end || !(v > 0 && v <= 1)) return -1;
+    *have = 1;
+    *canary = v;
+    return 0;
+}
+
 int cli_opt_long(const cli_cmd *cmd, const cli_args *a, const char *name, long def, long lo,
                  long hi, long *out) {
     const char *v = cli_get(a, name);

@@ -570,14 +570,15 @@ static tm_status st_open_single(const char *path, const void *data, size_t n, co
     if (s != TM_OK) goto fail;
     if ((s = st_parse(&c, mi, err)) != TM_OK) goto fail;
     if (dir && (s = st_read_config(f, dir, err)) != TM_OK) goto fail;
-    if ((s = st_finish(f, p, err)) != TM_OK) goto fail;
+    s = st_finish(f, p, err);
+fail: /* and success: s == TM_OK */
     st_ctx_free(&c);
+    if (s != TM_OK) {
+        tm_close(f);
+        return s;
+    }
     *out = f;
     return TM_OK;
-fail:
-    st_ctx_free(&c);
-    tm_close(f);
-    return s;
 }
 
 static int shard_name_cmp(const void *a, const void *b) {
@@ -756,24 +757,20 @@ static tm_status st_open_index(const char *ipath, const tm_open_params *p, tm_fi
     }
     if ((s = st_warn_strays(f, ipath, dir, shard_set, err)) != TM_OK) goto fail;
     if ((s = st_read_config(f, dir, err)) != TM_OK) goto fail;
-    if ((s = st_finish(f, p, err)) != TM_OK) goto fail;
+    s = st_finish(f, p, err);
+fail: /* and success: s == TM_OK */
     st_ctx_free(&c);
     json_decref(root);
     json_decref(shard_set);
     free(shards);
     free(dir);
     free(text);
+    if (s != TM_OK) {
+        tm_close(f);
+        return s;
+    }
     *out = f;
     return TM_OK;
-fail:
-    st_ctx_free(&c);
-    json_decref(root);
-    json_decref(shard_set);
-    free(shards);
-    free(dir);
-    free(text);
-    tm_close(f);
-    return s;
 }
 
 static int is_regular(const char *path) {

@@ -102,59 +102,67 @@ static void test_corrupt_json(void **state) {
 
 static void test_corrupt_entries(void **state) {
     (void)state;
-    /* the brief's example, byte for byte */
-    tmst_expect_buf_fail("{\"a.weight\":{\"dtype\":\"F32\",\"shape\":[4,8],\"data_offsets\":[0,96]}}",
-                    96, NULL, TM_E_CORRUPT,
-                    "x.safetensors: tensor 'a.weight': data_offsets [0, 96] span 96 bytes but "
-                    "shape [4, 8] x F32 needs 128 (header byte 9)",
-                    9);
+    /* one entry each: header, data bytes, status, message, offset (-1: any) */
+    static const struct {
+        const char *header;
+        size_t      n_data;
+        tm_status   status;
+        const char *substr;
+        int64_t     offset;
+    } cases[] = {
+        /* the brief's example, byte for byte */
+        {"{\"a.weight\":{\"dtype\":\"F32\",\"shape\":[4,8],\"data_offsets\":[0,96]}}",
+         96, TM_E_CORRUPT,
+         "x.safetensors: tensor 'a.weight': data_offsets [0, 96] span 96 bytes but shape [4, 8] x F32 "
+         "needs 128 (header byte 9)",
+         9},
+        {"{\"a\":{\"dtype\":\"F31\",\"shape\":[1],\"data_offsets\":[0,4]}}",
+         4, TM_E_UNSUPPORTED, "tensor 'a': unknown dtype 'F31'", 9},
+        {"{\"a\":{\"dtype\":\"f32\",\"shape\":[1],\"data_offsets\":[0,4]}}",
+         4, TM_E_UNSUPPORTED, "unknown dtype 'f32'", 9},
+        {"{\"a\":{\"dtype\":\"I4\",\"shape\":[2],\"data_offsets\":[0,1]}}",
+         1, TM_E_UNSUPPORTED, "unknown dtype 'I4'", 9},
+        {"{\"a\":{\"dtype\":7,\"shape\":[1],\"data_offsets\":[0,4]}}",
+         4, TM_E_CORRUPT, "dtype is a JSON integer, not a string", 9},
+        {"{\"a\":{\"shape\":[1],\"data_offsets\":[0,4]}}",
+         4, TM_E_CORRUPT, "tensor 'a': entry has no \"dtype\"", 9},
+        {"{\"a\":{\"dtype\":\"F32\",\"data_offsets\":[0,4]}}",
+         4, TM_E_CORRUPT, "entry has no \"shape\"", 9},
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[1]}}",
+         4, TM_E_CORRUPT, "entry has no \"data_offsets\"", 9},
+        {"{\"a\":[1]}",
+         0, TM_E_CORRUPT, "entry is a JSON array, not an object", 9},
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2,-3],\"data_offsets\":[0,0]}}",
+         0, TM_E_CORRUPT, "negative dim shape[1] = -3", 9},
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2.0],\"data_offsets\":[0,8]}}",
+         8, TM_E_CORRUPT, "shape[0] is a JSON number, not an integer", 9},
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":4,\"data_offsets\":[0,16]}}",
+         16, TM_E_CORRUPT, "shape is a JSON integer, not an array", 9},
+        {"{\"a\":{\"dtype\":\"U8\",\"shape\":[4294967296,4294967296],\"data_offsets\":[0,0]}}",
+         0, TM_E_CORRUPT, "shape [4294967296, 4294967296] x U8 overflows 64 bits", 9},
+        {"{\"a\":{\"dtype\":\"F64\",\"shape\":[1152921504606846976,2],\"data_offsets\":[0,0]}}",
+         0, TM_E_CORRUPT, "overflows 64 bits", 9},
+        {"{\"a\":{\"dtype\":\"U8\",\"shape\":[1,1,1,1,1,1,1,1,1],\"data_offsets\":[0,1]}}",
+         1, TM_E_LIMIT, "shape has 9 dims, more than the 8 supported", 9},
+        {"{\"a\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[1,0]}}",
+         1, TM_E_CORRUPT, "data_offsets [1, 0] need 0 <= begin <= end", 9},
+        {"{\"a\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[-1,0]}}",
+         1, TM_E_CORRUPT, "need 0 <= begin <= end", 9},
+        {"{\"a\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0]}}",
+         1, TM_E_CORRUPT, "data_offsets is not a pair of integers", 9},
+        {"{\"a\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,\"1\"]}}",
+         1, TM_E_CORRUPT, "data_offsets is not a pair of integers", 9},
+        {"{\"a\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,99999999999999999999]}}",
+         1, TM_E_CORRUPT, "not valid JSON", -1},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        tmst_expect_buf_fail(cases[i].header, cases[i].n_data, NULL, cases[i].status, cases[i].substr,
+                             cases[i].offset);
     /* the second entry's offset is where its key starts */
     const char *two = "{\"a\":{\"dtype\":\"U8\",\"shape\":[2],\"data_offsets\":[0,2]},  \"b\":"
                       "{\"dtype\":\"F16\",\"shape\":[3],\"data_offsets\":[2,7]}}";
     tmst_expect_buf_fail(two, 7, NULL, TM_E_CORRUPT, "tensor 'b': data_offsets [2, 7] span 5 bytes",
                     8 + (strstr(two, "\"b\"") - two));
-    tmst_expect_buf_fail("{\"a\":{\"dtype\":\"F31\",\"shape\":[1],\"data_offsets\":[0,4]}}", 4, NULL,
-                    TM_E_UNSUPPORTED, "tensor 'a': unknown dtype 'F31'", 9);
-    tmst_expect_buf_fail("{\"a\":{\"dtype\":\"f32\",\"shape\":[1],\"data_offsets\":[0,4]}}", 4, NULL,
-                    TM_E_UNSUPPORTED, "unknown dtype 'f32'", 9);
-    tmst_expect_buf_fail("{\"a\":{\"dtype\":\"I4\",\"shape\":[2],\"data_offsets\":[0,1]}}", 1, NULL,
-                    TM_E_UNSUPPORTED, "unknown dtype 'I4'", 9);
-    tmst_expect_buf_fail("{\"a\":{\"dtype\":7,\"shape\":[1],\"data_offsets\":[0,4]}}", 4, NULL,
-                    TM_E_CORRUPT, "dtype is a JSON integer, not a string", 9);
-    tmst_expect_buf_fail("{\"a\":{\"shape\":[1],\"data_offsets\":[0,4]}}", 4, NULL, TM_E_CORRUPT,
-                    "tensor 'a': entry has no \"dtype\"", 9);
-    tmst_expect_buf_fail("{\"a\":{\"dtype\":\"F32\",\"data_offsets\":[0,4]}}", 4, NULL, TM_E_CORRUPT,
-                    "entry has no \"shape\"", 9);
-    tmst_expect_buf_fail("{\"a\":{\"dtype\":\"F32\",\"shape\":[1]}}", 4, NULL, TM_E_CORRUPT,
-                    "entry has no \"data_offsets\"", 9);
-    tmst_expect_buf_fail("{\"a\":[1]}", 0, NULL, TM_E_CORRUPT, "entry is a JSON array, not an object",
-                    9);
-    tmst_expect_buf_fail("{\"a\":{\"dtype\":\"F32\",\"shape\":[2,-3],\"data_offsets\":[0,0]}}", 0, NULL,
-                    TM_E_CORRUPT, "negative dim shape[1] = -3", 9);
-    tmst_expect_buf_fail("{\"a\":{\"dtype\":\"F32\",\"shape\":[2.0],\"data_offsets\":[0,8]}}", 8, NULL,
-                    TM_E_CORRUPT, "shape[0] is a JSON number, not an integer", 9);
-    tmst_expect_buf_fail("{\"a\":{\"dtype\":\"F32\",\"shape\":4,\"data_offsets\":[0,16]}}", 16, NULL,
-                    TM_E_CORRUPT, "shape is a JSON integer, not an array", 9);
-    tmst_expect_buf_fail("{\"a\":{\"dtype\":\"U8\",\"shape\":[4294967296,4294967296],"
-                    "\"data_offsets\":[0,0]}}",
-                    0, NULL, TM_E_CORRUPT, "shape [4294967296, 4294967296] x U8 overflows 64 bits",
-                    9);
-    tmst_expect_buf_fail("{\"a\":{\"dtype\":\"F64\",\"shape\":[1152921504606846976,2],"
-                    "\"data_offsets\":[0,0]}}",
-                    0, NULL, TM_E_CORRUPT, "overflows 64 bits", 9);
-    tmst_expect_buf_fail("{\"a\":{\"dtype\":\"U8\",\"shape\":[1,1,1,1,1,1,1,1,1],"
-                    "\"data_offsets\":[0,1]}}",
-                    1, NULL, TM_E_LIMIT, "shape has 9 dims, more than the 8 supported", 9);
-    tmst_expect_buf_fail("{\"a\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[1,0]}}", 1, NULL,
-                    TM_E_CORRUPT, "data_offsets [1, 0] need 0 <= begin <= end", 9);
-    tmst_expect_buf_fail("{\"a\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[-1,0]}}", 1, NULL,
-                    TM_E_CORRUPT, "need 0 <= begin <= end", 9);
-    tmst_expect_buf_fail("{\"a\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0]}}", 1, NULL,
-                    TM_E_CORRUPT, "data_offsets is not a pair of integers", 9);
-    tmst_expect_buf_fail("{\"a\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,\"1\"]}}", 1,
-                    NULL, TM_E_CORRUPT, "data_offsets is not a pair of integers", 9);
-    tmst_expect_buf_fail("{\"a\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,99999999999999999999]}}",
-                    1, NULL, TM_E_CORRUPT, "not valid JSON", -1);
 }
 
 static void test_corrupt_layout(void **state) {

@@ -66,20 +66,6 @@ static int is_file(const char *p) {
     return stat(p, &st) == 0 && S_ISREG(st.st_mode);
 }
 
-static int parse_int(const cli_cmd *cmd, const cli_args *a, const char *name, long def, long lo,
-                     long hi, long *out) {
-    const char *v = cli_get(a, name);
-    *out = def;
-    if (!v) return 0;
-    char *end;
-    errno = 0;
-    long x = strtol(v, &end, 10);
-    if (errno || *end || end == v || x < lo || x > hi)
-        return cli_usage_error(cmd, "--%s must be an integer in [%ld, %ld], got '%s'", name, lo, hi, v);
-    *out = x;
-    return 0;
-}
-
 static void summary(const char *doc_text, const char *out_path) {
     json_t *d = json_loads(doc_text, 0, NULL);
     if (!d) return;
@@ -141,11 +127,11 @@ int cmd_evidence(const cli_cmd *cmd, cli_args *a) {
         return cli_usage_error(cmd, "--inputs and --random-inputs exclude each other");
     if (!p.inputs_dir && !cli_has(a, "random-inputs"))
         return cli_usage_error(cmd, "give --inputs DIR or --random-inputs N");
-    if ((rc = parse_int(cmd, a, "random-inputs", 1, 1, 100000, &v))) return rc;
+    if ((rc = cli_opt_long(cmd, a, "random-inputs", 1, 1, 100000, &v))) return rc;
     p.n_random = v;
-    if ((rc = parse_int(cmd, a, "warmup", 3, 0, 100000, &v))) return rc;
+    if ((rc = cli_opt_long(cmd, a, "warmup", 3, 0, 100000, &v))) return rc;
     p.warmup = (int)v;
-    if ((rc = parse_int(cmd, a, "runs", 10, 1, 100000, &v))) return rc;
+    if ((rc = cli_opt_long(cmd, a, "runs", 10, 1, 100000, &v))) return rc;
     p.runs = (int)v;
     if (cli_get(a, "seed")) {
         const char *s = cli_get(a, "seed");

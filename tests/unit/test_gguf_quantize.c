@@ -23,6 +23,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "helpers/cli_run.h"
 #include "helpers/vectors.h"
 #include "tensormorph.h"
 #include "tensormorph/experimental.h"
@@ -31,20 +32,6 @@ static char g_tmp[512];
 
 static void tmp_path(char *buf, size_t n, const char *leaf) {
     snprintf(buf, n, "%s/%s", g_tmp, leaf);
-}
-
-static uint8_t *read_all(const char *path, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long sz = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    uint8_t *buf = malloc(sz > 0 ? (size_t)sz : 1);
-    size_t r = fread(buf, 1, (size_t)sz, f);
-    fclose(f);
-    if (r != (size_t)sz) { free(buf); return NULL; }
-    *n = r;
-    return buf;
 }
 
 static int exists(const char *p) {
@@ -108,7 +95,7 @@ static int file_tensor_type(const tm_file *f, int64_t i) {
 /* The file at `out` holds exactly the bytes of the file at `ref`. */
 static void assert_same_file(const char *out, const char *ref) {
     size_t na = 0, nb = 0;
-    uint8_t *a = read_all(out, &na), *b = read_all(ref, &nb);
+    uint8_t *a = (uint8_t *)tmt_read_bytes(out, &na), *b = (uint8_t *)tmt_read_bytes(ref, &nb);
     assert_non_null(a);
     assert_non_null(b);
     if (na != nb || memcmp(a, b, na) != 0) {
@@ -536,7 +523,7 @@ static void test_existing_output(void **state) {
     tm_gguf_quantize_result_free(r);
     r = NULL;
     size_t n1 = 0;
-    uint8_t *first = read_all(out, &n1);
+    uint8_t *first = (uint8_t *)tmt_read_bytes(out, &n1);
     assert_int_equal(tm_gguf_quantize(f, out, &p, &r, &e), TM_E_INVALID_ARG); /* no force */
     assert_non_null(strstr(e.msg, "--force"));
     p.ftype = TM_FTYPE_Q4_0;
@@ -545,7 +532,7 @@ static void test_existing_output(void **state) {
     tm_gguf_quantize_result_free(r);
     r = NULL;
     size_t n2 = 0;
-    uint8_t *second = read_all(out, &n2);
+    uint8_t *second = (uint8_t *)tmt_read_bytes(out, &n2);
     assert_true(n1 != n2 || memcmp(first, second, n1) != 0);
     free(first);
     free(second);
@@ -558,7 +545,7 @@ static void test_existing_output(void **state) {
     assert_int_equal(tm_gguf_quantize(f, other, &p, &r, &e), TM_E_INVALID_ARG);
     assert_non_null(strstr(e.msg, "did not write"));
     size_t no = 0;
-    uint8_t *kept = read_all(other, &no);
+    uint8_t *kept = (uint8_t *)tmt_read_bytes(other, &no);
     assert_int_equal(no, 8);
     free(kept);
     /* the input itself */
@@ -854,7 +841,7 @@ static void test_cli(void **state) {
     tmp_path(in, sizeof in, "clisyn.gguf");
     assert_int_equal(run_cmd("'%s' quantize '%s' -o '%s' --type Q8_0 2>'%s'", bin, in, nodir, err_path), 4);
     size_t ne = 0;
-    char *msg = (char *)read_all(err_path, &ne);
+    char *msg = tmt_read_bytes(err_path, &ne);
     assert_non_null(msg);
     msg = realloc(msg, ne + 1);
     msg[ne] = '\0';

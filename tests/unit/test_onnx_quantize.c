@@ -237,6 +237,21 @@ static void test_int4_block_exact(void **state) {
     free_allocs();
 }
 
+/* A FLOAT16 initializer of the n values w (rounded to nearest float16); w then holds those
+** float16 values widened back to float32, what a reader of the tensor sees. */
+static Onnx__TensorProto *tensor_f16_of(const char *name, int ndim, const int64_t *dims, float *w,
+                                        int64_t n) {
+    Onnx__TensorProto *t = tensor_f32(name, ndim, dims, w);
+    t->data_type = 10;
+    t->raw_data.len = (size_t)n * 2;
+    for (int64_t k = 0; k < n; k++) {
+        uint16_t h = tm_f32_to_f16(w[k]);
+        w[k] = tm_f16_to_f32(h);
+        memcpy(t->raw_data.data + 2 * k, &h, 2);
+    }
+    return t;
+}
+
 /* a float16 Conv weight: DequantizeLinear gives float "W_dequantized", a Cast to FLOAT16 gives
 ** "W"; codes follow the formula on the float16 values widened to float32 */
 static void test_float16_weight_cast(void **state) {
@@ -245,14 +260,7 @@ static void test_float16_weight_cast(void **state) {
     Onnx__GraphProto *g = graph("g");
     int64_t wd[4] = {4, 2, 3, 3}, n, xd[4] = {1, 2, 5, 5};
     float *w = weight_values(4, wd, &n);
-    Onnx__TensorProto *t = tensor_f32("W", 4, wd, w);
-    t->data_type = 10;
-    t->raw_data.len = (size_t)n * 2;
-    for (int64_t k = 0; k < n; k++) {
-        uint16_t h = tm_f32_to_f16(w[k]);
-        w[k] = tm_f16_to_f32(h);
-        memcpy(t->raw_data.data + 2 * k, &h, 2);
-    }
+    Onnx__TensorProto *t = tensor_f16_of("W", 4, wd, w, n);
     g_init(g, t);
     g_in(g, vinfo("X", 10, 4, xd));
     g_node(g, node("Conv", "c0", "X,W", "Y", NULL, NULL));
@@ -299,13 +307,7 @@ static int write_models(const char *dir) {
     Onnx__GraphProto *g = graph("f16");
     int64_t wd[4] = {8, 3, 3, 3}, n, xd[4] = {1, 3, 16, 16};
     float *w = weight_values(4, wd, &n);
-    Onnx__TensorProto *t = tensor_f32("W", 4, wd, w);
-    t->data_type = 10;
-    t->raw_data.len = (size_t)n * 2;
-    for (int64_t k = 0; k < n; k++) {
-        uint16_t h = tm_f32_to_f16(w[k]);
-        memcpy(t->raw_data.data + 2 * k, &h, 2);
-    }
+    Onnx__TensorProto *t = tensor_f16_of("W", 4, wd, w, n);
     g_init(g, t);
     g_in(g, vinfo("X", 1, 4, xd));
     g_node(g, node("Cast", "c_in", "X", "X16", attr_i("to", 10), NULL));

@@ -811,6 +811,7 @@ static tm_status ctx_init(ox_ctx *c, tm_file *f, const char *path, tm_err *err) 
     if (!c->st || !c->tensor_names || !(c->st->value_index = json_object())) {
         if (c->st) { json_decref(c->st->value_index); free(c->st); c->st = NULL; }
         json_decref(c->tensor_names);
+        c->tensor_names = NULL; /* ox_open_end frees it again otherwise */
         return tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
     }
     f->fmt_state = c->st;

@@ -98,3 +98,25 @@ tm_status tm__manifest_finish(json_t *man, json_t *results, uint64_t source_byte
     if (!*json_out || !path) return tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
     return tm__write_file_atomic(path, *json_out, strlen(*json_out), err);
 }
+json_t *tm__manifest_scheme(const tm_qspec *s, int axis_2d) {
+    json_t *o = json_object();
+    char ob[96];
+    tm_observer_name(&s->observer, ob, sizeof ob);
+    json_object_set_new(o, "type", json_string(tm_dtype_get(s->code_dtype)->name));
+    json_object_set_new(o, "granularity", json_string(tm_granularity_kind_name(s->gran.kind)));
+    if (s->gran.kind == TM_GRAN_CHANNEL || s->gran.kind == TM_GRAN_GROUP) /* 2-D weights: -2 -> 0, -1 -> 1 */
+        json_object_set_new(o, "axis", json_integer(axis_2d && s->gran.axis < 0 ? s->gran.axis + 2 : s->gran.axis));
+    if (s->gran.kind == TM_GRAN_GROUP) json_object_set_new(o, "group_size", json_integer(s->gran.group_size));
+    if (s->gran.kind == TM_GRAN_BLOCK) {
+        json_t *b = json_array();
+        json_array_append_new(b, json_integer(s->gran.block_h));
+        json_array_append_new(b, json_integer(s->gran.block_w));
+        json_object_set_new(o, "block", b);
+    }
+    json_object_set_new(o, "symmetric", json_boolean(s->symmetric));
+    json_object_set_new(o, "observer", json_string(ob));
+    json_object_set_new(o, "convention", json_string(s->convention == TM_CONV_TORCH ? "torch" : "onnx"));
+    json_object_set_new(o, "scale_dtype", json_string(tm_dtype_get(s->scale_dtype)->name));
+    json_object_set_new(o, "allow_nonfinite", json_boolean(s->allow_nonfinite));
+    return o;
+}

@@ -23,6 +23,13 @@ json_t *tm__manifest_num(double v);
 ** from tm_host_info. NULL when out of memory. */
 json_t *tm__manifest_host(void);
 
+/* A recipe's scheme object (docs/recipe.md "scheme"): type, granularity, axis (channel and
+** group), group_size, block [h, w], symmetric, observer (tm_observer_name, with its
+** parameters), convention, scale_dtype, allow_nonfinite, in that order. axis_2d: write a
+** negative axis of a 2-D weight as its positive index (-2 -> 0, -1 -> 1), as the
+** compressed-tensors output does; 0 writes it as given (ONNX). NULL when out of memory. */
+json_t *tm__manifest_scheme(const tm_qspec *s, int axis_2d);
+
 /* A new manifest object with schema ... rollback. hex: the sha256 of each of in's files
 ** (tm_file_n_paths entries), or NULL with no_checksums. NULL when out of memory. */
 json_t *tm__manifest_new(const char *command_line, int no_checksums, const tm_file *in,

@@ -64,23 +64,6 @@ static int64_t ir_for_opset(int64_t v) {
     return 3;
 }
 
-static json_t *scheme_json(const tm_qspec *s) {
-    json_t *o = json_object();
-    char ob[96];
-    tm_observer_name(&s->observer, ob, sizeof ob);
-    json_object_set_new(o, "type", json_string(tm_dtype_get(s->code_dtype)->name));
-    json_object_set_new(o, "granularity", json_string(tm_granularity_kind_name(s->gran.kind)));
-    if (s->gran.kind == TM_GRAN_CHANNEL || s->gran.kind == TM_GRAN_GROUP)
-        json_object_set_new(o, "axis", json_integer(s->gran.axis));
-    if (s->gran.kind == TM_GRAN_GROUP) json_object_set_new(o, "group_size", json_integer(s->gran.group_size));
-    json_object_set_new(o, "symmetric", json_boolean(s->symmetric));
-    json_object_set_new(o, "observer", json_string(ob));
-    json_object_set_new(o, "convention", json_string(s->convention == TM_CONV_TORCH ? "torch" : "onnx"));
-    json_object_set_new(o, "scale_dtype", json_string(tm_dtype_get(s->scale_dtype)->name));
-    json_object_set_new(o, "allow_nonfinite", json_boolean(s->allow_nonfinite));
-    return o;
-}
-
 /* One weight's quantized form, kept until the model is packed and checked. */
 typedef struct wq {
     int64_t  wi;         /* weight index in the rewrite model            */
@@ -531,7 +514,7 @@ static tm_status onnx_manifest(void *ctx, json_t *man, tm_err *err) {
     (void)err;
     json_t *recipe = json_object();
     json_object_set_new(recipe, "format", json_string("onnx"));
-    json_object_set_new(recipe, "default", scheme_json(&p->spec));
+    json_object_set_new(recipe, "default", tm__manifest_scheme(&p->spec, 0));
     json_object_set_new(recipe, "targets", json_string("float weights read as input 1 (the weight) of ai.onnx Conv, ConvTranspose, MatMul, Gemm, in every graph and subgraph"));
     json_object_set_new(recipe, "min_elems", json_integer(j->min_elems));
     json_t *inc = json_array(), *exc = json_array();
@@ -561,7 +544,7 @@ static tm_status onnx_manifest(void *ctx, json_t *man, tm_err *err) {
         json_object_set_new(o, "consumers", json_string(rw->consumers));
         json_object_set_new(o, "decision", json_string(rw->quantized ? "quantized" : "kept"));
         if (rw->quantized) {
-            json_object_set_new(o, "scheme", scheme_json(&j->plan[i].spec));
+            json_object_set_new(o, "scheme", tm__manifest_scheme(&j->plan[i].spec, 0));
             json_object_set_new(o, "error", tm__errsum_json(&rw->e));
             json_object_set_new(o, "note", json_string(rw->reason));
             char *qn = tm__aprintf("%s_quantized", rw->name);

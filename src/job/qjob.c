@@ -591,28 +591,6 @@ static tm_status write_config(job_t *j, const char *dir, tm_err *err) {
 
 static json_t *num(double v) { return tm__manifest_num(v); }
 
-static json_t *spec_json(const tm_qspec *s) {
-    json_t *o = json_object();
-    char ob[96];
-    tm_observer_name(&s->observer, ob, sizeof ob);
-    json_object_set_new(o, "type", json_string(tm_dtype_get(s->code_dtype)->name));
-    json_object_set_new(o, "granularity", json_string(tm_granularity_kind_name(s->gran.kind)));
-    if (s->gran.kind == TM_GRAN_CHANNEL || s->gran.kind == TM_GRAN_GROUP) /* 2-D weights: -2 -> 0, -1 -> 1 */
-        json_object_set_new(o, "axis", json_integer(s->gran.axis < 0 ? s->gran.axis + 2 : s->gran.axis));
-    if (s->gran.kind == TM_GRAN_GROUP) json_object_set_new(o, "group_size", json_integer(s->gran.group_size));
-    if (s->gran.kind == TM_GRAN_BLOCK) {
-        json_t *b = json_array();
-        json_array_append_new(b, json_integer(s->gran.block_h));
-        json_array_append_new(b, json_integer(s->gran.block_w));
-        json_object_set_new(o, "block", b);
-    }
-    json_object_set_new(o, "symmetric", json_boolean(s->symmetric));
-    json_object_set_new(o, "observer", json_string(ob));
-    json_object_set_new(o, "convention", json_string(s->convention == TM_CONV_TORCH ? "torch" : "onnx"));
-    json_object_set_new(o, "scale_dtype", json_string(tm_dtype_get(s->scale_dtype)->name));
-    json_object_set_new(o, "allow_nonfinite", json_boolean(s->allow_nonfinite));
-    return o;
-}
 
 json_t *tm__errsum_json(const tm_errsum *e);
 json_t *tm__errsum_json(const tm_errsum *e) {
@@ -852,7 +830,7 @@ static tm_status ct_manifest(void *ctx, json_t *man, tm_err *err) {
     (void)err;
     json_t *recipe = json_object();
     json_object_set_new(recipe, "format", json_string("compressed-tensors"));
-    json_object_set_new(recipe, "default", spec_json(&p->spec));
+    json_object_set_new(recipe, "default", tm__manifest_scheme(&p->spec, 1));
     json_object_set_new(recipe, "quantize_embeddings", json_boolean(p->quantize_embeddings));
     json_object_set_new(recipe, "strict", json_boolean(p->strict));
     json_object_set_new(recipe, "max_shard_bytes", json_integer((json_int_t)p->max_shard_bytes));
@@ -863,7 +841,7 @@ static tm_status ct_manifest(void *ctx, json_t *man, tm_err *err) {
         json_t *r = json_object();
         json_object_set_new(r, "pattern", json_string(p->rules[k].pattern));
         json_object_set_new(r, "ignore", json_boolean(p->rules[k].ignore));
-        if (p->rules[k].has_spec) json_object_set_new(r, "scheme", spec_json(&p->rules[k].spec));
+        if (p->rules[k].has_spec) json_object_set_new(r, "scheme", tm__manifest_scheme(&p->rules[k].spec, 1));
         json_array_append_new(rules, r);
     }
     json_object_set_new(recipe, "include", inc);
@@ -883,7 +861,7 @@ static tm_status ct_manifest(void *ctx, json_t *man, tm_err *err) {
         json_object_set_new(o, "name", json_string(rt->name));
         json_object_set_new(o, "decision", json_string(rt->quantized ? "quantized" : "kept"));
         if (rt->quantized) {
-            json_object_set_new(o, "scheme", spec_json(&rt->spec));
+            json_object_set_new(o, "scheme", tm__manifest_scheme(&rt->spec, 1));
             json_object_set_new(o, "error", tm__errsum_json(&rt->e));
             json_object_set_new(o, "degenerate_units", json_integer(rt->n_degenerate));
             json_object_set_new(o, "flagged", json_boolean(rt->flagged));

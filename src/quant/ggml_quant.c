@@ -440,6 +440,32 @@ static float make_qkx2_quants(int n, int nmax, const float *x, const float *weig
 /* K-quant blocks                                                                            */
 /* ---------------------------------------------------------------------------------------- */
 
+/* Q2_K's codes and Q3_K's low two bits (0..3 each): four per byte, code j + 32k of each 128 in
+** bits 2k..2k+1 of byte j (ggml's block_q2_K qs / block_q3_K qs layout). */
+static void pack_2bit_k(uint8_t *qs, const uint8_t *L) {
+    for (int j = 0; j < QK_K; j += 128)
+        for (int l = 0; l < 32; ++l)
+            qs[j / 4 + l] = (uint8_t)(L[j + l] | (L[j + l + 32] << 2) | (L[j + l + 64] << 4) |
+                                      (L[j + l + 96] << 6));
+}
+
+/* The table's reference and AVX2 block quantizers of a K-quant whose NAME_impl(x, y, blk, simd,
+** err) does both (simd: the AVX2 scale search). */
+#ifdef TM__GQ_HAVE_AVX2
+#define GQ_K_BLOCKS(name)                                                                   \
+    static tm_status name##_block(const float *x, uint8_t *y, int64_t blk, tm_err *err) {   \
+        return name##_impl(x, y, blk, 0, err);                                              \
+    }                                                                                       \
+    static tm_status name##_block_avx2(const float *x, uint8_t *y, int64_t blk, tm_err *err) { \
+        return name##_impl(x, y, blk, 1, err);                                              \
+    }
+#else
+#define GQ_K_BLOCKS(name)                                                                   \
+    static tm_status name##_block(const float *x, uint8_t *y, int64_t blk, tm_err *err) {   \
+        return name##_impl(x, y, blk, 0, err);                                              \
+    }
+#endif
+
 static tm_status q2_k_impl(const float *x, uint8_t *y, int64_t blk, int simd, tm_err *err) {
     uint8_t *scales = y, *qs = y + 16;
     uint8_t L[QK_K], Laux[16];
@@ -493,21 +519,11 @@ static tm_status q2_k_impl(const float *x, uint8_t *y, int64_t blk, int simd, tm
             L[16 * j + ii] = (uint8_t)imax(0, imin(3, l));
         }
     }
-    for (int j = 0; j < QK_K; j += 128)
-        for (int l = 0; l < 32; ++l)
-            qs[j / 4 + l] = (uint8_t)(L[j + l] | (L[j + l + 32] << 2) | (L[j + l + 64] << 4) |
-                                      (L[j + l + 96] << 6));
+    pack_2bit_k(qs, (const uint8_t *)L);
     return TM_OK;
 }
 
-static tm_status q2_k_block(const float *x, uint8_t *y, int64_t blk, tm_err *err) {
-    return q2_k_impl(x, y, blk, 0, err);
-}
-#ifdef TM__GQ_HAVE_AVX2
-static tm_status q2_k_block_avx2(const float *x, uint8_t *y, int64_t blk, tm_err *err) {
-    return q2_k_impl(x, y, blk, 1, err);
-}
-#endif
+GQ_K_BLOCKS(q2_k)
 
 static tm_status q3_k_impl(const float *x, uint8_t *y, int64_t blk, int simd, tm_err *err) {
     uint8_t *hmask = y, *qs = y + 32, *scales = y + 96;
@@ -565,21 +581,11 @@ static tm_status q3_k_impl(const float *x, uint8_t *y, int64_t blk, int simd, tm
         }
         if (++m == QK_K / 8) { m = 0; hm = (uint8_t)(hm << 1); }
     }
-    for (int j = 0; j < QK_K; j += 128)
-        for (int l = 0; l < 32; ++l)
-            qs[j / 4 + l] = (uint8_t)(L[j + l] | (L[j + l + 32] << 2) | (L[j + l + 64] << 4) |
-                                      (L[j + l + 96] << 6));
+    pack_2bit_k(qs, (const uint8_t *)L);
     return TM_OK;
 }
 
-static tm_status q3_k_block(const float *x, uint8_t *y, int64_t blk, tm_err *err) {
-    return q3_k_impl(x, y, blk, 0, err);
-}
-#ifdef TM__GQ_HAVE_AVX2
-static tm_status q3_k_block_avx2(const float *x, uint8_t *y, int64_t blk, tm_err *err) {
-    return q3_k_impl(x, y, blk, 1, err);
-}
-#endif
+GQ_K_BLOCKS(q3_k)
 
 /* The 6-bit scale/min of sub-block j of a Q4_K/Q5_K scales[12] field. */
 static void get_scale_min_k4(int j, const uint8_t *q, uint8_t *d, uint8_t *m) {
@@ -686,20 +692,8 @@ static tm_status q5_k_impl(const float *x, uint8_t *y, int64_t blk, int simd, tm
     return TM_OK;
 }
 
-static tm_status q4_k_block(const float *x, uint8_t *y, int64_t blk, tm_err *err) {
-    return q4_k_impl(x, y, blk, 0, err);
-}
-static tm_status q5_k_block(const float *x, uint8_t *y, int64_t blk, tm_err *err) {
-    return q5_k_impl(x, y, blk, 0, err);
-}
-#ifdef TM__GQ_HAVE_AVX2
-static tm_status q4_k_block_avx2(const float *x, uint8_t *y, int64_t blk, tm_err *err) {
-    return q4_k_impl(x, y, blk, 1, err);
-}
-static tm_status q5_k_block_avx2(const float *x, uint8_t *y, int64_t blk, tm_err *err) {
-    return q5_k_impl(x, y, blk, 1, err);
-}
-#endif
+GQ_K_BLOCKS(q4_k)
+GQ_K_BLOCKS(q5_k)
 
 /* simd: the AVX2 scale search and final codes; acc (only with simd): the block's error added
 ** as the final codes are made. */

@@ -95,11 +95,35 @@ static float signed_absmax(const float *x, int n) {
     return max;
 }
 
-static tm_status q4_0_block(const float *x, uint8_t *y, int64_t blk, tm_err *err) {
+/* Q4_0/Q5_0's block scale: d = (the value of largest magnitude) / div (div -8 or -16, ggml's
+** quantize_row_q4_0_ref / q5_0_ref), stored as f16 at y; *id = 1/d (0 for d = 0). */
+static tm_status absmax_scale(const float *x, float div, uint8_t *y, int64_t blk, float *id, tm_err *err) {
     const float max = signed_absmax(x, 32);
-    const float d = max / -8;
-    const float id = safe_inv(d);
+    const float d = max / div;
+    *id = safe_inv(d);
+    return put_f16(y, d, "d", blk, err);
+}
+
+/* Q4_1/Q5_1's block scale and min: d = (max - min) / qmax (15 or 31), d and min stored as f16 at
+** y and y + 2 (ggml's quantize_row_q4_1_ref / q5_1_ref); *min and *id = 1/d (0 for d = 0). */
+static tm_status minmax_scale(const float *x, float qmax, uint8_t *y, int64_t blk, float *min, float *id,
+                              tm_err *err) {
+    float mn = 3.402823466e+38f, mx = -3.402823466e+38f;
+    for (int j = 0; j < 32; j++) {
+        if (x[j] < mn) mn = x[j];
+        if (x[j] > mx) mx = x[j];
+    }
+    const float d = (mx - mn) / qmax;
+    *id = safe_inv(d);
+    *min = mn;
     tm_status st = put_f16(y, d, "d", blk, err);
+    if (!st) st = put_f16(y + 2, mn, "m", blk, err);
+    return st;
+}
+
+static tm_status q4_0_block(const float *x, uint8_t *y, int64_t blk, tm_err *err) {
+    float id;
+    tm_status st = absmax_scale(x, -8, y, blk, &id, err);
     if (st) return st;
     for (int j = 0; j < 16; j++) {
         const float x0 = x[j] * id, x1 = x[16 + j] * id;
@@ -110,15 +134,8 @@ static tm_status q4_0_block(const float *x, uint8_t *y, int64_t blk, tm_err *err
 }
 
 static tm_status q4_1_block(const float *x, uint8_t *y, int64_t blk, tm_err *err) {
-    float min = 3.402823466e+38f, max = -3.402823466e+38f;
-    for (int j = 0; j < 32; j++) {
-        if (x[j] < min) min = x[j];
-        if (x[j] > max) max = x[j];
-    }
-    const float d = (max - min) / 15;
-    const float id = safe_inv(d);
-    tm_status st = put_f16(y, d, "d", blk, err);
-    if (!st) st = put_f16(y + 2, min, "m", blk, err);
+    float min, id;
+    tm_status st = minmax_scale(x, 15, y, blk, &min, &id, err);
     if (st) return st;
     for (int j = 0; j < 16; j++) {
         const float x0 = (x[j] - min) * id, x1 = (x[16 + j] - min) * id;
@@ -128,44 +145,43 @@ static tm_status q4_1_block(const float *x, uint8_t *y, int64_t blk, tm_err *err
     return TM_OK;
 }
 
-static tm_status q5_0_block(const float *x, uint8_t *y, int64_t blk, tm_err *err) {
-    const float max = signed_absmax(x, 32);
-    const float d = max / -16;
-    const float id = safe_inv(d);
-    tm_status st = put_f16(y, d, "d", blk, err);
-    if (st) return st;
+/* Q5_0/Q5_1's codes q[32] (0..31): the low nibbles of q[j] and q[16 + j] share byte j of qs,
+** the fifth bits go to the little-endian 32-bit qh, bit j for q[j] (ggml's block_q5_0 layout). */
+static void pack_5bit(uint8_t *qs, uint8_t *qh_at, const int *q) {
     uint32_t qh = 0;
     for (int j = 0; j < 16; j++) {
-        const float x0 = x[j] * id, x1 = x[16 + j] * id;
-        const int q0 = imin(31, trunc_i8(x0 + 16.5f)), q1 = imin(31, trunc_i8(x1 + 16.5f));
-        y[6 + j] = (uint8_t)((q0 & 0xF) | ((q1 & 0xF) << 4));
-        qh |= (uint32_t)((q0 & 0x10) >> 4) << j;
-        qh |= (uint32_t)((q1 & 0x10) >> 4) << (j + 16);
+        qs[j] = (uint8_t)((q[j] & 0xF) | ((q[16 + j] & 0xF) << 4));
+        qh |= (uint32_t)((q[j] & 0x10) >> 4) << j;
+        qh |= (uint32_t)((q[16 + j] & 0x10) >> 4) << (j + 16);
     }
-    tm__st32(y + 2, qh);
+    tm__st32(qh_at, qh);
+}
+
+static tm_status q5_0_block(const float *x, uint8_t *y, int64_t blk, tm_err *err) {
+    float id;
+    tm_status st = absmax_scale(x, -16, y, blk, &id, err);
+    if (st) return st;
+    int q[32];
+    for (int j = 0; j < 16; j++) {
+        const float x0 = x[j] * id, x1 = x[16 + j] * id;
+        q[j] = imin(31, trunc_i8(x0 + 16.5f));
+        q[16 + j] = imin(31, trunc_i8(x1 + 16.5f));
+    }
+    pack_5bit(y + 6, y + 2, q);
     return TM_OK;
 }
 
 static tm_status q5_1_block(const float *x, uint8_t *y, int64_t blk, tm_err *err) {
-    float min = 3.402823466e+38f, max = -3.402823466e+38f;
-    for (int j = 0; j < 32; j++) {
-        if (x[j] < min) min = x[j];
-        if (x[j] > max) max = x[j];
-    }
-    const float d = (max - min) / 31;
-    const float id = safe_inv(d);
-    tm_status st = put_f16(y, d, "d", blk, err);
-    if (!st) st = put_f16(y + 2, min, "m", blk, err);
+    float min, id;
+    tm_status st = minmax_scale(x, 31, y, blk, &min, &id, err);
     if (st) return st;
-    uint32_t qh = 0;
+    int q[32];
     for (int j = 0; j < 16; j++) {
         const float x0 = (x[j] - min) * id, x1 = (x[16 + j] - min) * id;
-        const int q0 = imin(31, trunc_u8(x0 + 0.5f)), q1 = imin(31, trunc_u8(x1 + 0.5f));
-        y[8 + j] = (uint8_t)((q0 & 0xF) | ((q1 & 0xF) << 4));
-        qh |= (uint32_t)((q0 & 0x10) >> 4) << j;
-        qh |= (uint32_t)((q1 & 0x10) >> 4) << (j + 16);
+        q[j] = imin(31, trunc_u8(x0 + 0.5f));
+        q[16 + j] = imin(31, trunc_u8(x1 + 0.5f));
     }
-    tm__st32(y + 4, qh);
+    pack_5bit(y + 8, y + 4, q);
     return TM_OK;
 }
 

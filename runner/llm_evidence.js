@@ -29,7 +29,7 @@
  * G <= N/2. Without G the prompt rate is taken from the scored evaluation.
  * OUT_DIR/result.json:
  *   {"runtime_version": "3.21.1", "node": "v20...", "vocab_size": V, "bos": id,
- *    "vocab": [tokenizer.ggml.tokens], "pieces": [detokenized text of each id],
+ *    "vocab": [tokenizer.ggml.tokens], "pieces": [text of each id, detokenized after a token],
  *    "texts": [{"name", "n_tokens", "tokens": [ids, BOS first]}],
  *    "nan_positions": count of scored rows holding a NaN,
  *    "prompt_tokens_per_s": x, "decode_ms": [...], "peak_rss_bytes": maxRSS KiB * 1024}
@@ -87,8 +87,11 @@ async function main() {
   const vocab = meta && Array.isArray(meta.tokens) ? meta.tokens.map(String) : null;
   if (!vocab) die(3, job.model + ': no tokenizer.ggml.tokens array');
   const V = vocab.length;
+  /* each token's text as it reads after another token (a leading space kept: SPM tokenizers
+   * drop it at the start of a text) */
+  const after = model.tokenize('a', false).slice(-1);
   const pieces = [];
-  for (let i = 0; i < V; i++) pieces.push(model.detokenize([i], true));
+  for (let i = 0; i < V; i++) pieces.push(model.detokenize([i], false, after));
 
   const texts = [];
   for (const t of job.texts) {

@@ -197,23 +197,14 @@ static json_t *model_json(const char *path, const char *sha, const tm__ev_result
     return m;
 }
 
-static json_t *build_doc(const tm_evidence_params *p, const tm__ev_inputs *in,
-                         const tm__ev_samples *smp, const tm__ev_slices *sl, const tm_file *bf,
-                         const tm_file *cf, const char (*sha)[65], const tm__ev_result *res,
-                         const ev_stat *stats) {
-    json_t *d = json_object();
+void tm__ev_doc_head(json_t *d, json_t *runtime) {
     json_object_set_new(d, "schema", json_string("tensormorph.evidence/1"));
     json_t *tool = json_object();
     json_object_set_new(tool, "name", json_string("tensormorph"));
     json_object_set_new(tool, "version", json_string(tm_version()));
     json_object_set_new(tool, "commit", json_string(tm_git_commit()));
     json_object_set_new(d, "tool", tool);
-    json_t *rt = json_object();
-    json_object_set_new(rt, "name", json_string("onnxruntime-node"));
-    json_object_set_new(rt, "version", json_string(res[0].runtime_version));
-    json_object_set_new(rt, "node", json_string(res[0].node));
-    json_object_set_new(rt, "execution_provider", json_string("cpu"));
-    json_object_set_new(d, "runtime", rt);
+    json_object_set_new(d, "runtime", runtime);
     tm_host_info_t h;
     tm_host_info(&h);
     json_t *dev = json_object();
@@ -228,6 +219,19 @@ static json_t *build_doc(const tm_evidence_params *p, const tm__ev_inputs *in,
     json_object_set_new(host, "os", json_string(h.os));
     json_object_set_new(host, "hostname", json_string(h.hostname));
     json_object_set_new(d, "host", host);
+}
+
+static json_t *build_doc(const tm_evidence_params *p, const tm__ev_inputs *in,
+                         const tm__ev_samples *smp, const tm__ev_slices *sl, const tm_file *bf,
+                         const tm_file *cf, const char (*sha)[65], const tm__ev_result *res,
+                         const ev_stat *stats) {
+    json_t *d = json_object();
+    json_t *rt = json_object();
+    json_object_set_new(rt, "name", json_string("onnxruntime-node"));
+    json_object_set_new(rt, "version", json_string(res[0].runtime_version));
+    json_object_set_new(rt, "node", json_string(res[0].node));
+    json_object_set_new(rt, "execution_provider", json_string("cpu"));
+    tm__ev_doc_head(d, rt);
 
     json_t *proto = json_object(), *pin = json_object(), *shapes = json_object();
     json_object_set_new(pin, "mode", json_string(p->inputs_dir ? "dir" : "random"));

@@ -9,6 +9,7 @@
 #include "tensormorph/compat.h"
 #include "tensormorph/evidence.h"
 #include "tensormorph/gate.h"
+#include "gate_llm.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -54,6 +55,10 @@ static void add_check(gate *g, const char *name, const char *status, json_t *evi
         json_array_append_new(g->reasons, json_string(line ? line : reason));
         free(line);
     }
+}
+
+void tm__gate_add(void *g, const char *name, const char *status, json_t *evidence, const char *reason) {
+    add_check((gate *)g, name, status, evidence, "%s", reason);
 }
 
 /* ---- reading integers ------------------------------------------------------------------ */
@@ -351,7 +356,8 @@ static void check_device(gate *g, const json_t *evd, const char *target) {
                       if (u < sizeof why) { w_ = snprintf(why + u, sizeof why - u, __VA_ARGS__); if (w_ > 0) u += (size_t)w_; } } } while (0)
     if (!json_is_true(json_object_get(dev, "measured"))) WHY("device.measured is false: the evidence holds no measurement of a device");
     const json_t *tg = g->table ? table_target(g->table, target) : NULL;
-    const json_t *spec = json_object_get(tg, "evidence");
+    json_t *llm_spec = tm__gate_llm_target(target) ? tm__gate_llm_spec() : NULL;
+    const json_t *spec = llm_spec ? llm_spec : json_object_get(tg, "evidence");
     if (!spec) {
         WHY("no evidence runner measures target '%s' (tensormorph evidence runs %s); the device is unmeasured", target, "onnxruntime-node on cpu");
     } else {
@@ -362,6 +368,7 @@ static void check_device(gate *g, const json_t *evd, const char *target) {
         if (!dk || strcmp(dk, want_dev)) WHY("device.kind is '%s', target %s needs %s", dk ? dk : "?", target, want_dev);
     }
 #undef WHY
+    json_decref(llm_spec);
     if (why[0]) add_check(g, "evidence.device", "fail", ev, "%s", why);
     else add_check(g, "evidence.device", "pass", ev, "measured on %s (%s, %s)", tm__json_str(dev, "name") ? tm__json_str(dev, "name") : "?",
                    tm__json_str(rt, "name"), tm__json_str(rt, "execution_provider"));
@@ -399,6 +406,7 @@ static void check_models(gate *g, const json_t *evd, const json_t *man) {
 ** index of the first sample <= 0 ms (no inference takes no time: a clock or runner fault), or -1. */
 static double *samples_of(const json_t *model, int64_t *n, int64_t *bad) {
     const json_t *a = json_object_get(model, "latency_ms");
+    if (!a) a = json_object_get(model, "decode_ms"); /* LLM evidence: per-token decode latency */
     *n = (int64_t)json_array_size(a);
     *bad = -1;
     if (*n < 1) return NULL;
@@ -414,6 +422,7 @@ static double *samples_of(const json_t *model, int64_t *n, int64_t *bad) {
 
 static void check_protocol(gate *g, const json_t *evd, const json_t *pt) {
     if (!evd) { add_check(g, "evidence.protocol", "not_run", NULL, "needs the evidence"); return; }
+    if (tm__gate_llm_evidence(evd)) { tm__gate_llm_protocol(g, evd, pt); return; }
     const json_t *proto = json_object_get(evd, "protocol"), *models = json_object_get(evd, "models");
     json_int_t runs, warm, threads, count;
     gint(g, proto, "runs", g->ev_path, &runs, "$.protocol.runs");
@@ -748,7 +757,7 @@ tm_status tm_gate_run(const tm_gate_params *p, tm_gate_result *out, tm_err *err)
             add_check(&g, "policy.target", "fail", ev, "the policy has no thresholds for target '%s'", p->target);
         else if (!pt)
             add_check(&g, "policy.target", "fail", ev, "the policy has %zu targets: choose one with --target", json_object_size(targets));
-        else if (g.table && !table_target(g.table, target))
+        else if (g.table && !table_target(g.table, target) && !tm__gate_llm_target(target))
             add_check(&g, "policy.target", "fail", ev, "target '%s' is not a target of the contract table (tensormorph compat lists them)", target);
         else
             add_check(&g, "policy.target", "pass", ev, "gating on target %s", target);
@@ -770,6 +779,7 @@ tm_status tm_gate_run(const tm_gate_params *p, tm_gate_result *out, tm_err *err)
         check_latency(&g, evd, pt);
         check_memory(&g, evd, pt);
         check_drift(&g, evd, pt);
+        tm__gate_check_llm(&g, evd, pt, target);
         check_compat(&g, p, pt, target, &art);
         check_canary(&g, p, pt);
     } else {

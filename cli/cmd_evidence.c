@@ -65,18 +65,6 @@ const char details_evidence[] =
     "that differ, a text shorter than two chunks, NaN probabilities (the evidence is still written,\n"
     "its statistics null), a runner crash (its stderr kept in a named file), a non-GGUF model.";
 
-/* Absolute folder of the running binary, or "" when /proc/self/exe is unreadable. */
-static void exe_dir(char *out, size_t cap) {
-    char buf[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
-    out[0] = '\0';
-    if (n <= 0) return;
-    buf[n] = '\0';
-    char *slash = strrchr(buf, '/');
-    if (slash) *slash = '\0';
-    snprintf(out, cap, "%s", buf);
-}
-
 static int is_file(const char *p) {
     struct stat st;
     return stat(p, &st) == 0 && S_ISREG(st.st_mode);
@@ -143,27 +131,10 @@ static void summary(const char *doc_text, const char *out_path) {
     json_decref(d);
 }
 
-/* Where the runner script `script_name` and node_modules are: script gets
-** TM_RUNNER_DIR/<script_name>, else <exe dir>/../share/tensormorph/runner/<script_name>; nm gets
-** $TM_NODE_MODULES, else <the runner dir>/node_modules; runner_dir the folder the script is in. */
+/* cmd_evidence_llm.c: the GGUF path, and where a runner script and its node_modules are */
+int  cmd_evidence_llm(const cli_cmd *cmd, cli_args *a);
 void cli_evidence_runner(const char *script_name, char *script, size_t scap, char *nm, size_t ncap,
-                         char *runner_dir, size_t rcap, char *share, size_t shcap) {
-    char edir[PATH_MAX];
-    exe_dir(edir, sizeof edir);
-    snprintf(share, shcap, "%s/../share/tensormorph/runner", edir);
-    snprintf(runner_dir, rcap, "%s", TM_RUNNER_DIR);
-    snprintf(script, scap, "%s/%s", runner_dir, script_name);
-    if (!is_file(script) && edir[0]) {
-        snprintf(script, scap, "%s/%s", share, script_name);
-        if (is_file(script)) snprintf(runner_dir, rcap, "%s", share);
-        else snprintf(script, scap, "%s/%s", TM_RUNNER_DIR, script_name);
-    }
-    const char *env_nm = getenv("TM_NODE_MODULES");
-    if (env_nm && *env_nm) snprintf(nm, ncap, "%s", env_nm);
-    else snprintf(nm, ncap, "%s/node_modules", runner_dir);
-}
-
-int cmd_evidence_llm(const cli_cmd *cmd, cli_args *a);
+                         char *runner_dir, size_t rcap, char *share, size_t shcap);
 
 int cmd_evidence(const cli_cmd *cmd, cli_args *a) {
     if (cli_has(a, "text")) return cmd_evidence_llm(cmd, a);

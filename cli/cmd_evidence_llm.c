@@ -13,8 +13,53 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include <unistd.h>
+
+#ifndef TM_RUNNER_DIR
+#define TM_RUNNER_DIR "runner" /* CMakeLists.txt defines it as <source dir>/runner */
+#endif
+
+int  cmd_evidence_llm(const cli_cmd *cmd, cli_args *a);
 void cli_evidence_runner(const char *script_name, char *script, size_t scap, char *nm, size_t ncap,
                          char *runner_dir, size_t rcap, char *share, size_t shcap);
+
+/* Absolute folder of the running binary, or "" when /proc/self/exe is unreadable. */
+static void exe_dir(char *out, size_t cap) {
+    char buf[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
+    out[0] = '\0';
+    if (n <= 0) return;
+    buf[n] = '\0';
+    char *slash = strrchr(buf, '/');
+    if (slash) *slash = '\0';
+    snprintf(out, cap, "%s", buf);
+}
+
+static int is_file(const char *p) {
+    struct stat st;
+    return stat(p, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+/* Where the runner script `script_name` and node_modules are: script gets
+** TM_RUNNER_DIR/<script_name>, else <exe dir>/../share/tensormorph/runner/<script_name>; nm gets
+** $TM_NODE_MODULES, else <the runner dir>/node_modules; runner_dir the folder the script is in. */
+void cli_evidence_runner(const char *script_name, char *script, size_t scap, char *nm, size_t ncap,
+                         char *runner_dir, size_t rcap, char *share, size_t shcap) {
+    char edir[PATH_MAX];
+    exe_dir(edir, sizeof edir);
+    snprintf(share, shcap, "%s/../share/tensormorph/runner", edir);
+    snprintf(runner_dir, rcap, "%s", TM_RUNNER_DIR);
+    snprintf(script, scap, "%s/%s", runner_dir, script_name);
+    if (!is_file(script) && edir[0]) {
+        snprintf(script, scap, "%s/%s", share, script_name);
+        if (is_file(script)) snprintf(runner_dir, rcap, "%s", share);
+        else snprintf(script, scap, "%s/%s", TM_RUNNER_DIR, script_name);
+    }
+    const char *env_nm = getenv("TM_NODE_MODULES");
+    if (env_nm && *env_nm) snprintf(nm, ncap, "%s", env_nm);
+    else snprintf(nm, ncap, "%s/node_modules", runner_dir);
+}
+
 
 static int int_opt(const cli_cmd *cmd, const cli_args *a, const char *name, long def, long lo, long hi, int *out) {
     const char *v = cli_get(a, name);

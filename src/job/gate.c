@@ -57,8 +57,14 @@ static void add_check(gate *g, const char *name, const char *status, json_t *evi
     }
 }
 
-void tm__gate_add(void *g, const char *name, const char *status, json_t *evidence, const char *reason) {
-    add_check((gate *)g, name, status, evidence, "%s", reason);
+/* report the checks gate_llm.c appended to arr (taken) */
+static void add_checks(gate *g, json_t *arr) {
+    size_t i;
+    json_t *c;
+    json_array_foreach(arr, i, c)
+        add_check(g, tm__json_str(c, "name"), tm__json_str(c, "status"), json_incref(json_object_get(c, "evidence")), "%s",
+                  tm__json_str(c, "reason"));
+    json_decref(arr);
 }
 
 /* ---- reading integers ------------------------------------------------------------------ */
@@ -422,7 +428,12 @@ static double *samples_of(const json_t *model, int64_t *n, int64_t *bad) {
 
 static void check_protocol(gate *g, const json_t *evd, const json_t *pt) {
     if (!evd) { add_check(g, "evidence.protocol", "not_run", NULL, "needs the evidence"); return; }
-    if (tm__gate_llm_evidence(evd)) { tm__gate_llm_protocol(g, evd, pt); return; }
+    if (tm__gate_llm_evidence(evd)) {
+        json_t *arr = json_array();
+        tm__gate_llm_protocol(arr, evd, pt);
+        add_checks(g, arr);
+        return;
+    }
     const json_t *proto = json_object_get(evd, "protocol"), *models = json_object_get(evd, "models");
     json_int_t runs, warm, threads, count;
     gint(g, proto, "runs", g->ev_path, &runs, "$.protocol.runs");
@@ -779,7 +790,9 @@ tm_status tm_gate_run(const tm_gate_params *p, tm_gate_result *out, tm_err *err)
         check_latency(&g, evd, pt);
         check_memory(&g, evd, pt);
         check_drift(&g, evd, pt);
-        tm__gate_check_llm(&g, evd, pt, target);
+        json_t *llm_checks = json_array();
+        tm__gate_check_llm(llm_checks, evd, pt, target);
+        add_checks(&g, llm_checks);
         check_compat(&g, p, pt, target, &art);
         check_canary(&g, p, pt);
     } else {

@@ -4,10 +4,20 @@
 ** llm.overall and llm.slices (a name or "*") bounds on max_kld_mean, max_kld_p99,
 ** min_same_top1, max_ppl_ratio; the protocol of LLM evidence; latency that is not
 ** representative (a converted checkpoint) refused for any other target. gate.c calls these
-** through gate_llm.h and reports through tm__gate_add. */
+** through gate_llm.h and reports the checks they append. */
 #include "gate_llm.h"
 
 #include <stdio.h>
+
+/* Append one check {name, status, reason, evidence} (evidence taken; NULL: {}). */
+static void put(json_t *out, const char *name, const char *status, json_t *evidence, const char *reason) {
+    json_t *c = json_object();
+    json_object_set_new(c, "name", json_string(name));
+    json_object_set_new(c, "status", json_string(status));
+    json_object_set_new(c, "reason", json_string(reason));
+    json_object_set_new(c, "evidence", evidence ? evidence : json_object());
+    json_array_append_new(out, c);
+}
 
 int tm__gate_llm_target(const char *target) {
     return target && !strcmp(target, TM__GATE_LLM_TARGET);
@@ -30,7 +40,7 @@ json_t *tm__gate_llm_spec(void) {
     snprintf(why + u_, sizeof why - u_, "%s", u_ ? "; " : ""); u_ = strlen(why); \
     snprintf(why + u_, sizeof why - u_, __VA_ARGS__); } while (0)
 
-void tm__gate_llm_protocol(void *g, const json_t *evd, const json_t *pt) {
+void tm__gate_llm_protocol(json_t *out, const json_t *evd, const json_t *pt) {
     const json_t *proto = json_object_get(evd, "protocol"), *models = json_object_get(evd, "models");
     json_int_t gen = json_integer_value(json_object_get(proto, "gen")), chunks = json_integer_value(json_object_get(proto, "chunks"));
     json_int_t threads = json_integer_value(json_object_get(proto, "threads")), warm = json_integer_value(json_object_get(proto, "warmup"));
@@ -59,12 +69,12 @@ void tm__gate_llm_protocol(void *g, const json_t *evd, const json_t *pt) {
         WHY("text_sha256 %.12s... differs from the policy's inputs_sha256 %.12s...", tsha ? tsha : "?", json_string_value(v));
     if (json_object_get(req, "min_runs")) WHY("min_runs applies to ONNX evidence; LLM evidence has gen x chunks decode samples");
     if (json_object_get(req, "min_inputs")) WHY("min_inputs applies to ONNX evidence; LLM evidence has no input sample sets");
-    if (why[0]) tm__gate_add(g, "evidence.protocol", "fail", ev, why);
+    if (why[0]) put(out, "evidence.protocol", "fail", ev, why);
     else {
         snprintf(why, sizeof why, "LLM protocol: ctx %lld, %lld chunks, %lld decode steps per chunk, %lld threads, warmup %lld",
                  (long long)json_integer_value(json_object_get(proto, "ctx")), (long long)chunks, (long long)gen,
                  (long long)threads, (long long)warm);
-        tm__gate_add(g, "evidence.protocol", "pass", ev, why);
+        put(out, "evidence.protocol", "pass", ev, why);
     }
 }
 
@@ -91,17 +101,17 @@ static void llm_against(const json_t *st, const json_t *bound, const char *where
     }
 }
 
-static void check_llm_overall(void *g, const json_t *llm, const json_t *bound) {
+static void check_llm_overall(json_t *out, const json_t *llm, const json_t *bound) {
     char why[1200] = "";
     json_t *ev = json_object();
     const json_t *ov = json_object_get(llm, "overall");
-    if (!ov) { tm__gate_add(g, "llm.overall", "fail", ev, "missing evidence: the evidence has no llm.overall"); return; }
+    if (!ov) { put(out, "llm.overall", "fail", ev, "missing evidence: the evidence has no llm.overall"); return; }
     llm_against(ov, bound, "overall", why, sizeof why, ev);
-    if (why[0]) tm__gate_add(g, "llm.overall", "fail", ev, why);
-    else tm__gate_add(g, "llm.overall", "pass", ev, "overall KLD, top-1 and PPL ratio within the policy");
+    if (why[0]) put(out, "llm.overall", "fail", ev, why);
+    else put(out, "llm.overall", "pass", ev, "overall KLD, top-1 and PPL ratio within the policy");
 }
 
-static void check_llm_slices(void *g, const json_t *llm, const json_t *ps) {
+static void check_llm_slices(json_t *out, const json_t *llm, const json_t *ps) {
     const json_t *es = json_object_get(llm, "slices");
     char why[1600] = "";
     json_t *ev = json_object();
@@ -130,14 +140,14 @@ static void check_llm_slices(void *g, const json_t *llm, const json_t *ps) {
             n_checked++;
         }
     }
-    if (why[0]) tm__gate_add(g, "llm.slices", "fail", ev, why);
+    if (why[0]) put(out, "llm.slices", "fail", ev, why);
     else {
         snprintf(why, sizeof why, "%d llm slice check%s within budget", n_checked, n_checked == 1 ? "" : "s");
-        tm__gate_add(g, "llm.slices", "pass", ev, why);
+        put(out, "llm.slices", "pass", ev, why);
     }
 }
 
-void tm__gate_check_llm(void *g, const json_t *evd, const json_t *pt, const char *target) {
+void tm__gate_check_llm(json_t *out, const json_t *evd, const json_t *pt, const char *target) {
     /* latency of a converted checkpoint (dequantized weights) says nothing about other runtimes */
     if (evd && tm__gate_llm_evidence(evd) && !tm__gate_llm_target(target) &&
         (json_object_get(pt, "latency_ms") || json_object_get(pt, "peak_rss_bytes"))) {
@@ -150,13 +160,13 @@ void tm__gate_check_llm(void *g, const json_t *evd, const json_t *pt, const char
                 WHY("the %s's latency_representative is %s: its latency was measured on llama.cpp CPU with dequantized "
                     "weights and is accepted only for target " TM__GATE_LLM_TARGET, who[i], lr ? "false" : "missing");
         }
-        if (why[0]) tm__gate_add(g, "latency.representative", "fail", json_object(), why);
+        if (why[0]) put(out, "latency.representative", "fail", json_object(), why);
     }
     const json_t *pl = json_object_get(pt, "llm");
     if (!pl) return;
     const json_t *po = json_object_get(pl, "overall"), *ps = json_object_get(pl, "slices");
     const char *name = po ? "llm.overall" : "llm.slices";
-    if (!evd) { tm__gate_add(g, name, "not_run", NULL, "needs the evidence"); return; }
+    if (!evd) { put(out, name, "not_run", NULL, "needs the evidence"); return; }
     const json_t *llm = json_object_get(evd, "llm");
     if (!llm) {
         char why[600];
@@ -164,10 +174,10 @@ void tm__gate_check_llm(void *g, const json_t *evd, const json_t *pt, const char
                  "(runtime %s; LLM evidence comes from tensormorph evidence BASE.gguf CAND.gguf --text FILE)",
                  po ? "overall" : "", po && ps ? " and llm." : "", ps ? "slices" : "",
                  tm__json_str(json_object_get(evd, "runtime"), "name") ? tm__json_str(json_object_get(evd, "runtime"), "name") : "?");
-        if (po) tm__gate_add(g, "llm.overall", "fail", json_object(), why);
-        if (ps) tm__gate_add(g, "llm.slices", "fail", json_object(), why);
+        if (po) put(out, "llm.overall", "fail", json_object(), why);
+        if (ps) put(out, "llm.slices", "fail", json_object(), why);
         return;
     }
-    if (po) check_llm_overall(g, llm, po);
-    if (ps) check_llm_slices(g, llm, ps);
+    if (po) check_llm_overall(out, llm, po);
+    if (ps) check_llm_slices(out, llm, ps);
 }

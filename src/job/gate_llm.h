@@ -1,5 +1,4 @@
-/* gate_llm.h: the gate's LLM checks (gate_llm.c) and the one entry gate.c gives them to report
-** a check. Not installed. */
+/* gate_llm.h: the gate's LLM checks (gate_llm.c). Not installed. */
 #ifndef TM_JOB_GATE_LLM_H
 #define TM_JOB_GATE_LLM_H
 #include "../core/core.h"
@@ -10,9 +9,8 @@
 /* The policy target name of llama.cpp on CPU (tensormorph evidence --text measures it). */
 #define TM__GATE_LLM_TARGET "llamacpp-cpu"
 
-/* gate.c: add a check to gate g (status pass | fail | not_run | skipped; evidence taken, may be
-** NULL). */
-void tm__gate_add(void *g, const char *name, const char *status, json_t *evidence, const char *reason);
+/* The check functions below append checks {"name", "status" (pass | fail | not_run), "reason",
+** "evidence"} to the array `out`; gate.c reports them in that order. */
 
 /* 1 when target is llamacpp-cpu. */
 int     tm__gate_llm_target(const char *target);
@@ -24,11 +22,11 @@ json_t *tm__gate_llm_spec(void);
 /* evidence.protocol for LLM evidence: gen x chunks decode samples per model; the policy's
 ** protocol threads, min_warmup, inputs_sha256 (= the text_sha256); min_runs and min_inputs do
 ** not apply and fail. */
-void    tm__gate_llm_protocol(void *g, const json_t *evd, const json_t *pt);
+void    tm__gate_llm_protocol(json_t *out, const json_t *evd, const json_t *pt);
 /* latency.representative (LLM evidence, a target other than llamacpp-cpu with latency or memory
 ** bounds: fails unless both models' latency_representative are true), llm.overall and
 ** llm.slices (the target's llm bounds; evidence without an llm section fails naming what is
 ** missing). */
-void    tm__gate_check_llm(void *g, const json_t *evd, const json_t *pt, const char *target);
+void    tm__gate_check_llm(json_t *out, const json_t *evd, const json_t *pt, const char *target);
 
 #endif

@@ -362,41 +362,16 @@ void cli_shape_str(int ndim, const int64_t *shape, char *buf, size_t n) {
     if (p < n) snprintf(buf + p, n - p, "]");
 }
 
-static const char *gran_name(tm_granularity g) {
-    switch (g) {
-    case TM_GRAN_TENSOR: return "tensor";
-    case TM_GRAN_CHANNEL: return "channel";
-    case TM_GRAN_GROUP: return "group";
-    case TM_GRAN_BLOCK: return "block";
-    default: return "?";
-    }
-}
-
-static void gran_str(const tm_qgran *g, char *buf, size_t n) {
-    switch (g->kind) {
-    case TM_GRAN_CHANNEL: snprintf(buf, n, "channel:%d", g->axis); break;
-    case TM_GRAN_GROUP: snprintf(buf, n, "group:%" PRId64 ":%d", g->group_size, g->axis); break;
-    case TM_GRAN_BLOCK: snprintf(buf, n, "block:%" PRId64 "x%" PRId64, g->block_h, g->block_w); break;
-    default: snprintf(buf, n, "%s", gran_name(g->kind));
-    }
+void cli_json_set_label(json_t *o, const tm_file *f, const tm_tensor *t) {
+    if (!t || !t->quant) return;
+    char lab[TM_QLABEL_MAX], desc[TM_QDESC_MAX];
+    json_object_set_new(o, "label", json_string(tm_qtensor_label(f, t, lab, sizeof lab)));
+    json_object_set_new(o, "description", json_string(tm_qtensor_describe(f, t, desc, sizeof desc)));
 }
 
 void cli_quant_str(const tm_file *f, const tm_tensor *t, char *buf, size_t n) {
-    if (!t->quant) { snprintf(buf, n, "-"); return; }
-    const tm_qtensor *q = t->quant;
-    if (q->ggml_type) { /* GGUF block type: its ggml name, block and sub-block */
-        const tm_ggml_type_info *gi = tm_ggml_type_info_get(q->ggml_type);
-        snprintf(buf, n, "%s block:%" PRId64 " sub:%" PRId64 "%s", gi ? gi->name : "?",
-                 q->ggml_block_size, q->gran.group_size, q->symmetric ? "" : " +min");
-        return;
-    }
-    char g[64];
-    gran_str(&q->gran, g, sizeof g);
-    const tm_tensor *sc = tm_file_tensor(f, q->scale_tensor);
-    const tm_dtype_traits *cd = tm_dtype_get(q->code_dtype);
-    const tm_dtype_traits *sd = sc ? tm_dtype_get(sc->dtype) : NULL;
-    snprintf(buf, n, "%s %s %s scale:%s", cd ? cd->name : "?", g,
-             q->symmetric ? "sym" : "asym", sd ? sd->name : "?");
+    if (!t->quant) snprintf(buf, n, "-");
+    else tm_qtensor_label(f, t, buf, n);
 }
 
 const char *cli_gptq_convention(const tm_qtensor *q) {
@@ -408,6 +383,7 @@ json_t *cli_quant_json(const tm_file *f, const tm_tensor *t) {
     if (!t->quant) return json_null();
     const tm_qtensor *q = t->quant;
     json_t *o = json_object();
+    cli_json_set_label(o, f, t);
     const tm_dtype_traits *cd = tm_dtype_get(q->code_dtype);
     json_object_set_new(o, "type", json_string(cd ? cd->name : "?"));
     /* codes narrower than their dtype (3-bit pack-quantized in I4, 2-bit GPTQ in U4): their width */
@@ -415,7 +391,7 @@ json_t *cli_quant_json(const tm_file *f, const tm_tensor *t) {
     if (!q->ggml_type && q->packing.codes_per_container > 1 && q->packing.bits > 0 && q->packing.bits < cbits)
         cbits = q->packing.bits;
     json_object_set_new(o, "bits", json_integer(cbits));
-    json_object_set_new(o, "granularity", json_string(gran_name(q->gran.kind)));
+    json_object_set_new(o, "granularity", json_string(tm_granularity_kind_name(q->gran.kind)));
     if (q->gran.kind == TM_GRAN_CHANNEL || q->gran.kind == TM_GRAN_GROUP)
         json_object_set_new(o, "axis", json_integer(q->gran.axis));
     json_object_set_new(o, "group_size",
@@ -547,7 +523,7 @@ int cli_parse_top(const cli_cmd *cmd, const cli_args *a, int *top) {
 
 int cli_parse_observer(const char *s, tm_observer *o) {
     if (!s || tm_observer_from_name(s, o) != TM_OK) return -1;
-    if (o->kind == TM_OBS_ENTROPY) { o->n_bins = 128; o->n_quantized_bins = 128; }
+    if (o->kind == TM_OBS_ENTROPY && !strstr(s, "bins=")) { o->n_bins = 128; o->n_quantized_bins = 128; }
     return 0;
 }
 

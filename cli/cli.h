@@ -117,9 +117,13 @@ json_t *cli_json_doc(const char *cmd);  /* {"schema": "tensormorph.<cmd>/1"} */
 void    cli_json_print(json_t *doc);    /* prints to stdout and decrefs     */
 json_t *cli_json_shape(int ndim, const int64_t *shape);
 void    cli_shape_str(int ndim, const int64_t *shape, char *buf, size_t n);
-/* "I4 group:128 sym, f32 scale" style description; "-" for NULL */
+/* cli_quant_str: tm_qtensor_label of t, "-" when t is not quantized. cli_quant_json: the
+** "quantization" object (label and description included), null when not quantized. */
 void    cli_quant_str(const tm_file *f, const tm_tensor *t, char *buf, size_t n);
 json_t *cli_quant_json(const tm_file *f, const tm_tensor *t);
+/* cli_json_set_label: set "label" and "description" (tm_qtensor_label/_describe) on o when t is
+** quantized; every JSON document that describes a quantized tensor carries both. */
+void    cli_json_set_label(json_t *o, const tm_file *f, const tm_tensor *t);
 /* GPTQ zero-point convention applied to q: "v1" (stored z - 1) or "v2" (stored z); NULL when q
 ** is not GPTQ (docs/formats.md "GPTQ and AWQ"). */
 const char *cli_gptq_convention(const tm_qtensor *q);
@@ -143,8 +147,10 @@ int cli_parse_top(const cli_cmd *cmd, const cli_args *a, int *top);
 ** forms that take them; 0, or the usage error's exit code. */
 int cli_quantize_kernel_top(const cli_cmd *cmd, const cli_args *a, const tm_kernels **kernels, int *top);
 /* Parse an observer name for quantize (tm_observer_from_name: minmax, ema_minmax[:C], histogram,
-** percentile[:P], mse, entropy), entropy with ONNX Runtime's EntropyCalibrater defaults (128
-** bins, 128 quantized bins). 0 ok, -1 unknown name or bad number. */
+** percentile[:P], mse, entropy, with the optional :bins=N suffixes), entropy without them with
+** ONNX Runtime's EntropyCalibrater defaults (128 bins, 128 quantized bins): tm_observer_name
+** writes those as "entropy:bins=128", which reads back the same. 0 ok, -1 unknown name or bad
+** number. */
 int cli_parse_observer(const char *s, tm_observer *o);
 /* Parse "1,2,3" into coords; returns count or -1. */
 int cli_parse_coords(const char *s, int64_t *out, int max);

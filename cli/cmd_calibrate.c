@@ -71,11 +71,12 @@ int calibrate_parse(const calib_args *a, calib_req *r, char *msg, size_t n) {
     if (a->symmetric >= 0) s->symmetric = a->symmetric;
     if (a->granularity) {
         const char *g = a->granularity;
-        long ax = 0;
-        if (!strcmp(g, "tensor")) s->gran.kind = TM_GRAN_TENSOR;
-        else if (!strcmp(g, "channel") || (!strncmp(g, "channel:", 8) && !parse_long(g + 8, -8, 7, &ax)))
-            s->gran = (tm_qgran){.kind = TM_GRAN_CHANNEL, .axis = (int)ax};
-        else { snprintf(msg, n, "granularity: cannot parse '%s' (tensor | channel[:AXIS])", g); return -1; }
+        tm_qgran qg;
+        if (tm_granularity_parse(g, &qg) || qg.kind > TM_GRAN_CHANNEL || qg.axis < -8 || qg.axis > 7) {
+            snprintf(msg, n, "granularity: cannot parse '%s' (tensor | channel[:AXIS])", g);
+            return -1;
+        }
+        s->gran = qg;
     }
     long bins = -1, qbins = -1;
     if (a->bins && parse_long(a->bins, 2, 1L << 24, &bins)) {
@@ -286,7 +287,7 @@ json_t *calibrate_json(const calib_req *r, tm_calib_result *const *res, const tm
     json_object_set_new(d, "qmax", json_integer(res[0]->qmax));
     json_object_set_new(d, "symmetric", json_boolean(s->symmetric));
     json_object_set_new(d, "convention", json_string(s->convention == TM_CONV_TORCH ? "torch" : "onnx"));
-    json_object_set_new(d, "granularity", json_string(s->gran.kind == TM_GRAN_CHANNEL ? "channel" : "tensor"));
+    json_object_set_new(d, "granularity", json_string(tm_granularity_kind_name(s->gran.kind)));
     if (s->gran.kind == TM_GRAN_CHANNEL) json_object_set_new(d, "axis", json_integer(s->gran.axis));
     json_object_set_new(d, "n_params", json_integer(res[0]->n_units));
     json_t *obs = json_array();
@@ -509,9 +510,10 @@ static void print_text(const calib_req *r, tm_calib_result *const *res, const tm
     cli_shape_str(b[0].ndim, b[0].shape, sh, sizeof sh);
     printf("\n  %" PRId64 " values in %d batch(es) of shape %s%s, min %.9g, max %.9g\n", n, nb, sh,
            nb > 1 ? " (first)" : "", (double)res[0]->sample_min, (double)res[0]->sample_max);
-    char gran[32];
-    if (s->gran.kind == TM_GRAN_CHANNEL) snprintf(gran, sizeof gran, "channel:%d (%" PRId64 " channels)", s->gran.axis, res[0]->n_units);
-    else snprintf(gran, sizeof gran, "tensor");
+    char gran[64], gn[32];
+    tm_granularity_name(&s->gran, gn, sizeof gn);
+    if (s->gran.kind == TM_GRAN_CHANNEL) snprintf(gran, sizeof gran, "%s (%" PRId64 " channels)", gn, res[0]->n_units);
+    else snprintf(gran, sizeof gran, "%s", gn);
     printf("  %s codes [%" PRId64 ", %" PRId64 "], %s, %s convention, granularity %s\n\n",
            tm_dtype_get(s->code_dtype)->name, res[0]->qmin, res[0]->qmax, s->symmetric ? "symmetric" : "asymmetric",
            s->convention == TM_CONV_TORCH ? "torch" : "onnx", gran);

@@ -281,6 +281,7 @@ int cmd_heatmap(const cli_cmd *cmd, cli_args *a) {
     if (!rc && g_cli.json) {
         json_t *d = cli_json_doc("heatmap");
         json_object_set_new(d, "tensor", json_string(t->name));
+        cli_json_set_label(d, f, t);
         json_object_set_new(d, "output", json_string(outp));
         json_object_set_new(d, "mode", json_string(ms ? ms : "value"));
         if (r) json_object_set_new(d, "ref_tensor", json_string(tm_file_tensor(r, ri)->name));

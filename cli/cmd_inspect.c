@@ -222,8 +222,10 @@ int cmd_inspect(const cli_cmd *cmd, cli_args *a) {
                 else if (c.tied_to[i] >= 0) snprintf(q, sizeof q, "(tied: %.80s)", tm_file_tensor(f, c.tied_to[i])->name);
                 else snprintf(q, sizeof q, "-");
                 double bpp = t->n_elems ? 8.0 * (double)total_bytes(f, i) / (double)t->n_elems : 0;
+                /* a GGUF block-quantized tensor's type is its ggml type (Q5_0), not its codes' (U8) */
+                const tm_ggml_type_info *gi = t->quant && t->quant->ggml_type ? tm_ggml_type_info_get(t->quant->ggml_type) : NULL;
                 printf("%-48s %-8s %-16s %12" PRIu64 "  %-34s %6.2f\n", t->name,
-                       tm_dtype_get(t->dtype)->name, sh, t->n_bytes, q, bpp);
+                       gi ? gi->name : tm_dtype_get(t->dtype)->name, sh, t->n_bytes, q, bpp);
             }
         }
     }

@@ -43,8 +43,9 @@ static void mark_clip_expected(const char *quant_path, tm_qdiff_result *r) {
         const char *name = json_string_value(json_object_get(t, "name"));
         const char *obs = json_string_value(json_object_get(json_object_get(t, "scheme"), "observer"));
         if (!name || !obs) continue;
-        int clips = !strncmp(obs, "percentile", 10) || !strcmp(obs, "mse") || !strcmp(obs, "entropy") ||
-                    !strcmp(obs, "histogram");
+        tm_observer o;
+        int clips = tm_observer_from_name(obs, &o) == TM_OK && (o.kind == TM_OBS_PERCENTILE || o.kind == TM_OBS_MSE ||
+                                                               o.kind == TM_OBS_ENTROPY || o.kind == TM_OBS_HISTOGRAM);
         if (!clips) continue;
         for (int64_t k = 0; k < r->n; k++)
             if (!strcmp(r->entries[k].name, name) && !r->entries[k].clip_expected) {
@@ -102,8 +103,9 @@ static void qdiff_progress(void *ud, uint64_t done, uint64_t total) {
     cli_progress_count("qdiff", done, total, "tensors");
 }
 
-/* qdiff_json: the `qdiff --json` document (also served as /api/v1/qdiff). */
-json_t *qdiff_json(const tm_qdiff_result *r, const char *ref_path, const char *q_path) {
+/* qdiff_json: the `qdiff --json` document (also served as /api/v1/qdiff). qf: the quantized
+** checkpoint r was computed on (for each entry's label and description). */
+json_t *qdiff_json(const tm_qdiff_result *r, const tm_file *qf, const char *ref_path, const char *q_path) {
     json_t *d = cli_json_doc("qdiff");
     json_object_set_new(d, "ref", json_string(ref_path));
     json_object_set_new(d, "quant", json_string(q_path));
@@ -128,6 +130,10 @@ json_t *qdiff_json(const tm_qdiff_result *r, const char *ref_path, const char *q
         json_object_set_new(o, "name", json_string(e->name));
         json_object_set_new(o, "ref_name", json_string(e->ref_name ? e->ref_name : e->name));
         json_object_set_new(o, "scheme", json_string(e->scheme));
+        char desc[TM_QDESC_MAX];
+        json_object_set_new(o, "label", json_string(e->scheme)); /* tm_qtensor_label */
+        json_object_set_new(o, "description",
+                            json_string(tm_qtensor_describe(qf, tm_file_tensor(qf, e->q_index), desc, sizeof desc)));
         json_object_set_new(o, "n", json_integer(e->e.n));
         json_object_set_new(o, "sqnr_db", cli_json_num(e->e.sqnr_db));
         json_object_set_new(o, "rmse", cli_json_num(e->e.rmse));
@@ -177,7 +183,7 @@ int cmd_qdiff(const cli_cmd *cmd, cli_args *a) {
     }
     mark_clip_expected(a->pos[1], r);
     if (g_cli.json) {
-        cli_json_print(qdiff_json(r, a->pos[0], a->pos[1]));
+        cli_json_print(qdiff_json(r, q, a->pos[0], a->pos[1]));
     } else {
         printf("Quantization Diff: %s vs %s\n", a->pos[1], a->pos[0]);
         printf("%" PRId64 " quantized tensors compared, %" PRId64 " flagged, median SQNR %.2f dB\n", r->n,

@@ -1,5 +1,6 @@
 /* cmd_quantize.c: `tensormorph quantize IN -o OUT`: the main job. */
 #include "cli.h"
+#include "recipe.h"
 
 #include <errno.h>
 #include <regex.h>
@@ -56,105 +57,7 @@ const char details_quantize[] =
     "Conv/ConvTranspose/MatMul/Gemm weights (int8 uint8 int4; tensor, channel, group:N),\n"
     "OUT.onnx.manifest.json beside it (docs/onnx-quantize.md).";
 
-static int parse_gran(const char *s, tm_qgran *g) {
-    memset(g, 0, sizeof *g);
-    char *end;
-    if (!strcmp(s, "tensor")) { g->kind = TM_GRAN_TENSOR; return 0; }
-    if (!strncmp(s, "channel", 7)) {
-        g->kind = TM_GRAN_CHANNEL;
-        if (s[7] == '\0') return 0;
-        if (s[7] != ':') return -1;
-        errno = 0;
-        long a = strtol(s + 8, &end, 10); /* any integer: the job says when it is out of range */
-        if (errno || *end || end == s + 8 || a < -1000000 || a > 1000000) return -1;
-        g->axis = (int)a;
-        return 0;
-    }
-    if (!strncmp(s, "group:", 6)) {
-        g->kind = TM_GRAN_GROUP;
-        g->axis = -1;
-        errno = 0;
-        long long n = strtoll(s + 6, &end, 10);
-        if (errno || end == s + 6 || n < 1) return -1;
-        g->group_size = n;
-        if (*end == ':') {
-            const char *a0 = end + 1;
-            errno = 0;
-            long a = strtol(a0, &end, 10);
-            if (errno || end == a0 || *end || a < -1000000 || a > 1000000) return -1;
-            g->axis = (int)a;
-        } else if (*end) return -1;
-        return 0;
-    }
-    if (!strncmp(s, "block:", 6)) {
-        g->kind = TM_GRAN_BLOCK;
-        errno = 0;
-        long long h = strtoll(s + 6, &end, 10);
-        if (errno || end == s + 6 || h < 1 || (*end != 'x' && *end != 'X')) return -1;
-        const char *w0 = end + 1;
-        long long w = strtoll(w0, &end, 10);
-        if (end == w0 || *end || w < 1) return -1;
-        g->block_h = h;
-        g->block_w = w;
-        return 0;
-    }
-    return -1;
-}
-
-static int parse_type(const char *s, tm_dtype *d) {
-    struct { const char *n; tm_dtype d; } t[] = {
-        {"int8", TM_I8}, {"uint8", TM_U8}, {"int4", TM_I4}, {"uint4", TM_U4},
-        {"fp8_e4m3", TM_F8_E4M3}, {"fp8_e5m2", TM_F8_E5M2}, {"fp8", TM_F8_E4M3},
-    };
-    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
-        if (!strcasecmp(s, t[i].n)) { *d = t[i].d; return 0; }
-    return -1;
-}
-
-static int parse_scale_dtype(const char *s, tm_dtype *d) {
-    if (!strcasecmp(s, "f32")) *d = TM_F32;
-    else if (!strcasecmp(s, "f16")) *d = TM_F16;
-    else if (!strcasecmp(s, "bf16")) *d = TM_BF16;
-    else return -1;
-    return 0;
-}
-
-/* A scheme from a JSON object {"type", "granularity", "symmetric", "observer", "convention",
-** "scale_dtype"} over a base. Returns NULL or an error text. */
-static const char *scheme_from_json(json_t *o, tm_qspec *s) {
-    json_t *v;
-    if ((v = json_object_get(o, "type"))) {
-        if (!json_is_string(v) || parse_type(json_string_value(v), &s->code_dtype)) return "bad \"type\"";
-    }
-    if ((v = json_object_get(o, "granularity"))) {
-        if (!json_is_string(v) || parse_gran(json_string_value(v), &s->gran)) return "bad \"granularity\"";
-    }
-    if ((v = json_object_get(o, "symmetric"))) {
-        if (!json_is_boolean(v)) return "\"symmetric\" must be true or false";
-        s->symmetric = json_is_true(v);
-    }
-    if ((v = json_object_get(o, "observer"))) {
-        if (!json_is_string(v) || cli_parse_observer(json_string_value(v), &s->observer)) return "bad \"observer\"";
-    }
-    if ((v = json_object_get(o, "convention"))) {
-        const char *c = json_is_string(v) ? json_string_value(v) : "";
-        if (!strcmp(c, "onnx")) s->convention = TM_CONV_ONNX;
-        else if (!strcmp(c, "torch")) s->convention = TM_CONV_TORCH;
-        else return "\"convention\" must be onnx or torch";
-    }
-    if ((v = json_object_get(o, "scale_dtype"))) {
-        if (!json_is_string(v) || parse_scale_dtype(json_string_value(v), &s->scale_dtype)) return "bad \"scale_dtype\"";
-    }
-    const char *key;
-    json_t *val;
-    json_object_foreach(o, key, val) {
-        if (strcmp(key, "type") && strcmp(key, "granularity") && strcmp(key, "symmetric") &&
-            strcmp(key, "observer") && strcmp(key, "convention") && strcmp(key, "scale_dtype") &&
-            strcmp(key, "targets") && strcmp(key, "comment"))
-            return key;
-    }
-    return NULL;
-}
+static int parse_gran(const char *s, tm_qgran *g) { return tm_granularity_parse(s, g) ? -1 : 0; }
 
 static const tm_qjob_result *g_sort_res;
 /* flagged first, then lowest SQNR first */
@@ -201,7 +104,7 @@ int cmd_quantize_onnx(const cli_cmd *cmd, cli_args *a); /* cmd_quantize_onnx.c *
 ** "default"). Returns 0 or the usage exit code. */
 static int apply_scheme_flags(const cli_cmd *cmd, cli_args *a, tm_qspec *s) {
     const char *v;
-    if ((v = cli_get(a, "type")) && parse_type(v, &s->code_dtype))
+    if ((v = cli_get(a, "type")) && cli_parse_code_type(v, &s->code_dtype))
         return cli_usage_error(cmd, "--type: unknown type '%s' (int8 uint8 int4 uint4 fp8_e4m3 fp8_e5m2)", v);
     if ((v = cli_get(a, "granularity")) && parse_gran(v, &s->gran))
         return cli_usage_error(cmd, "--granularity: cannot parse '%s' (tensor | channel[:AXIS] | group:N[:AXIS] | block:HxW)", v);
@@ -214,23 +117,115 @@ static int apply_scheme_flags(const cli_cmd *cmd, cli_args *a, tm_qspec *s) {
         else if (!strcmp(v, "torch")) s->convention = TM_CONV_TORCH;
         else return cli_usage_error(cmd, "--convention must be onnx or torch");
     }
-    if ((v = cli_get(a, "scale-dtype")) && parse_scale_dtype(v, &s->scale_dtype))
+    if ((v = cli_get(a, "scale-dtype")) && cli_parse_scale_dtype(v, &s->scale_dtype))
         return cli_usage_error(cmd, "--scale-dtype must be f32, f16 or bf16");
+    if (cli_has(a, "allow-nonfinite")) s->allow_nonfinite = 1;
     return 0;
 }
 
-static int only_keys(json_t *o, const char *const *keys, const char *where, const char *path) {
-    const char *key;
-    json_t *val;
-    json_object_foreach(o, key, val) {
-        int ok = 0;
-        for (size_t i = 0; keys[i]; i++) ok |= !strcmp(key, keys[i]);
-        if (!ok) {
-            fprintf(stderr, "tensormorph: recipe %s: %s: unknown key \"%s\" (docs/recipe.md)\n", path, where, key);
-            return 0;
-        }
+/* One rule of the recipe: an "ignore" entry (a pattern string), or a "targets"/"rules" entry
+** ({"pattern", "scheme" over the default, "ignore" as manifests write it}). */
+static int add_rule(tm_qjob_params *p, tm_qrule *rules, json_t *e, int is_ignore, const char *where, const char *path) {
+    static const char *const target_keys[] = {"pattern", "scheme", "ignore", "comment", NULL};
+    json_t *pat = is_ignore ? e : json_object_get(e, "pattern"), *ig = json_object_get(e, "ignore");
+    if (!json_is_string(pat)) {
+        fprintf(stderr, "tensormorph: recipe %s: %s %s\n", path, where, is_ignore ? "must be a string" : "needs a string \"pattern\"");
+        return EXIT_INPUT;
     }
-    return 1;
+    if (!is_ignore && !cli_recipe_only_keys(e, target_keys, where, path)) return EXIT_INPUT;
+    if (ig && !json_is_boolean(ig)) {
+        fprintf(stderr, "tensormorph: recipe %s: %s.ignore must be true or false\n", path, where);
+        return EXIT_INPUT;
+    }
+    tm_qrule *r = &rules[p->n_rules++];
+    r->pattern = json_string_value(pat);
+    r->ignore = is_ignore || json_is_true(ig);
+    if (r->ignore) return 0;
+    r->has_spec = 1;
+    r->spec = p->spec;
+    json_t *sch = json_object_get(e, "scheme");
+    const char *bad = NULL;
+    if (sch && (!json_is_object(sch) || (bad = cli_recipe_scheme(sch, &r->spec)))) {
+        fprintf(stderr, "tensormorph: recipe %s: %s.scheme: %s\n", path, where, json_is_object(sch) ? bad : "must be an object");
+        return EXIT_INPUT;
+    }
+    return 0;
+}
+
+/* --recipe FILE for the compressed-tensors output (docs/recipe.md) into p; command-line options
+** beat the recipe's. *recipe and *rules stay alive for the job. Returns 0 or an exit code. */
+static int ct_recipe(const cli_cmd *cmd, cli_args *a, const char *path, tm_qjob_params *p, json_t **recipe,
+                     tm_qrule **rules, const char ***inc, const char ***exc) {
+    static const char *const top_keys[] = {"default", "ignore", "targets", "rules", "include", "exclude",
+                                           "quantize_embeddings", "strict", "max_shard_bytes", "recipe_file",
+                                           "recipe", NULL};
+    int rc = cli_recipe_load(path, "compressed-tensors", top_keys, recipe);
+    if (rc) return rc;
+    json_t *r = *recipe, *def = json_object_get(r, "default");
+    const char *bad;
+    if (def && !json_is_object(def)) {
+        fprintf(stderr, "tensormorph: recipe %s: \"default\" must be an object\n", path);
+        return EXIT_INPUT;
+    }
+    if (def && (bad = cli_recipe_scheme(def, &p->spec))) {
+        fprintf(stderr, "tensormorph: recipe %s: \"default\": %s\n", path, bad);
+        return EXIT_INPUT;
+    }
+    /* options given on the command line beat the recipe's default */
+    if ((rc = apply_scheme_flags(cmd, a, &p->spec))) return rc;
+    int64_t shard = (int64_t)p->max_shard_bytes;
+    if ((rc = cli_recipe_bool(r, "quantize_embeddings", path, &p->quantize_embeddings)) ||
+        (rc = cli_recipe_bool(r, "strict", path, &p->strict)) ||
+        (rc = cli_recipe_record(r, "recipe_file", JSON_STRING, path)) ||
+        (!cli_get(a, "max-shard-size") && (rc = cli_recipe_int(r, "max_shard_bytes", path, 0, INT64_MAX, &shard))) ||
+        (!cli_has(a, "include") && (rc = cli_recipe_strings(r, "include", path, inc, &p->n_include))) ||
+        (!cli_has(a, "exclude") && (rc = cli_recipe_strings(r, "exclude", path, exc, &p->n_exclude))))
+        return rc;
+    p->max_shard_bytes = (uint64_t)shard;
+    p->quantize_embeddings |= cli_has(a, "quantize-embeddings");
+    p->strict |= cli_has(a, "strict");
+    p->include = *inc;
+    p->exclude = *exc;
+    json_t *targets = json_object_get(r, "targets"), *ignore = json_object_get(r, "ignore");
+    json_t *rl = json_object_get(r, "rules");
+    if ((targets && !json_is_array(targets)) || (ignore && !json_is_array(ignore)) || (rl && !json_is_array(rl))) {
+        fprintf(stderr, "tensormorph: recipe %s: \"targets\", \"ignore\" and \"rules\" must be arrays\n", path);
+        return EXIT_INPUT;
+    }
+    if (rl && (targets || ignore)) {
+        fprintf(stderr, "tensormorph: recipe %s: \"rules\" (as manifests write them) excludes \"targets\" and \"ignore\"\n", path);
+        return EXIT_INPUT;
+    }
+    size_t nt = targets ? json_array_size(targets) : 0, ni = ignore ? json_array_size(ignore) : 0;
+    size_t nr = rl ? json_array_size(rl) : 0;
+    *rules = calloc(nt + ni + nr + 1, sizeof **rules);
+    if (!*rules) return EXIT_INTERNAL;
+    char where[64];
+    for (size_t i = 0; i < ni && !rc; i++) {
+        snprintf(where, sizeof where, "ignore[%zu]", i);
+        rc = add_rule(p, *rules, json_array_get(ignore, i), 1, where, path);
+    }
+    for (size_t i = 0; i < nt && !rc; i++) {
+        snprintf(where, sizeof where, "targets[%zu]", i);
+        rc = add_rule(p, *rules, json_array_get(targets, i), 0, where, path);
+    }
+    for (size_t i = 0; i < nr && !rc; i++) {
+        snprintf(where, sizeof where, "rules[%zu]", i);
+        rc = add_rule(p, *rules, json_array_get(rl, i), 0, where, path);
+    }
+    if (rc) return rc;
+    /* check every pattern compiles, naming the recipe */
+    for (int64_t k = 0; k < p->n_rules; k++) {
+        regex_t re;
+        if (regcomp(&re, (*rules)[k].pattern, REG_EXTENDED | REG_NOSUB) != 0) {
+            fprintf(stderr, "tensormorph: recipe %s: invalid regular expression '%s'\n", path, (*rules)[k].pattern);
+            return EXIT_INPUT;
+        }
+        regfree(&re);
+    }
+    p->rules = *rules;
+    p->recipe_path = path;
+    return 0;
 }
 
 int cmd_quantize(const cli_cmd *cmd, cli_args *a) {
@@ -259,7 +254,6 @@ int cmd_quantize(const cli_cmd *cmd, cli_args *a) {
     int top;
     int krc = cli_quantize_kernel_top(cmd, a, &p.kernels, &top);
     if (krc) return krc;
-    p.spec.allow_nonfinite = cli_has(a, "allow-nonfinite");
     p.quantize_embeddings = cli_has(a, "quantize-embeddings");
     p.no_checksums = cli_has(a, "no-checksums");
     p.strict = cli_has(a, "strict");
@@ -279,88 +273,8 @@ int cmd_quantize(const cli_cmd *cmd, cli_args *a) {
     char *recipe_text = NULL;
     int rc = 0;
     if ((v = cli_get(a, "recipe"))) {
-        json_error_t je;
-        FILE *rf = fopen(v, "rb");
-        if (!rf) {
-            fprintf(stderr, "tensormorph: recipe %s: cannot open: %s\n", v, strerror(errno));
-            rc = EXIT_IO;
-            goto done;
-        }
-        recipe = json_loadf(rf, JSON_REJECT_DUPLICATES, &je);
-        fclose(rf);
-        if (!recipe || !json_is_object(recipe)) {
-            if (recipe) fprintf(stderr, "tensormorph: recipe %s: not a JSON object\n", v);
-            else fprintf(stderr, "tensormorph: recipe %s: line %d, column %d: %s\n", v, je.line, je.column, je.text);
-            rc = EXIT_INPUT;
-            goto done;
-        }
-        static const char *const top_keys[] = {"default", "ignore", "targets", "comment", "schema", NULL};
-        static const char *const target_keys[] = {"pattern", "scheme", "comment", NULL};
-        if (!only_keys(recipe, top_keys, "top level", v)) { rc = EXIT_INPUT; goto done; }
-        json_t *def = json_object_get(recipe, "default");
-        const char *bad;
-        if (def && !json_is_object(def)) {
-            fprintf(stderr, "tensormorph: recipe %s: \"default\" must be an object\n", v);
-            rc = EXIT_INPUT;
-            goto done;
-        }
-        if (def && (bad = scheme_from_json(def, &p.spec))) {
-            fprintf(stderr, "tensormorph: recipe %s: \"default\": %s\n", v, bad);
-            rc = EXIT_INPUT;
-            goto done;
-        }
-        /* options given on the command line beat the recipe's default */
-        if ((frc = apply_scheme_flags(cmd, a, &p.spec))) { rc = frc; goto done; }
-        json_t *targets = json_object_get(recipe, "targets"), *ignore = json_object_get(recipe, "ignore");
-        if ((targets && !json_is_array(targets)) || (ignore && !json_is_array(ignore))) {
-            fprintf(stderr, "tensormorph: recipe %s: \"targets\" and \"ignore\" must be arrays\n", v);
-            rc = EXIT_INPUT;
-            goto done;
-        }
-        size_t nt = json_is_array(targets) ? json_array_size(targets) : 0;
-        size_t ni = json_is_array(ignore) ? json_array_size(ignore) : 0;
-        rules = calloc(nt + ni + 1, sizeof *rules);
-        for (size_t i = 0; rules && i < ni; i++) {
-            json_t *e = json_array_get(ignore, i);
-            if (!json_is_string(e)) { fprintf(stderr, "tensormorph: recipe %s: ignore[%zu] must be a string\n", v, i); rc = EXIT_INPUT; goto done; }
-            rules[p.n_rules].pattern = json_string_value(e);
-            rules[p.n_rules].ignore = 1;
-            p.n_rules++;
-        }
-        for (size_t i = 0; rules && i < nt; i++) {
-            json_t *e = json_array_get(targets, i), *pat = json_object_get(e, "pattern");
-            if (!json_is_object(e) || !json_is_string(pat)) {
-                fprintf(stderr, "tensormorph: recipe %s: targets[%zu] needs a string \"pattern\"\n", v, i);
-                rc = EXIT_INPUT;
-                goto done;
-            }
-            char where[64];
-            snprintf(where, sizeof where, "targets[%zu]", i);
-            if (!only_keys(e, target_keys, where, v)) { rc = EXIT_INPUT; goto done; }
-            tm_qrule *r = &rules[p.n_rules++];
-            r->pattern = json_string_value(pat);
-            r->has_spec = 1;
-            r->spec = p.spec;
-            json_t *sch = json_object_get(e, "scheme");
-            if (sch && (!json_is_object(sch) || (bad = scheme_from_json(sch, &r->spec)))) {
-                fprintf(stderr, "tensormorph: recipe %s: targets[%zu].scheme: %s\n", v, i,
-                        json_is_object(sch) ? bad : "must be an object");
-                rc = EXIT_INPUT;
-                goto done;
-            }
-        }
-        /* check every pattern compiles, naming the recipe */
-        for (int64_t k = 0; rules && k < p.n_rules; k++) {
-            regex_t re;
-            if (regcomp(&re, rules[k].pattern, REG_EXTENDED | REG_NOSUB) != 0) {
-                fprintf(stderr, "tensormorph: recipe %s: invalid regular expression '%s'\n", v, rules[k].pattern);
-                rc = EXIT_INPUT;
-                goto done;
-            }
-            regfree(&re);
-        }
-        p.rules = rules;
-        p.recipe_path = v;
+        rc = ct_recipe(cmd, a, v, &p, &recipe, &rules, &inc, &exc);
+        if (rc) goto done;
         recipe_text = json_dumps(recipe, JSON_COMPACT);
         p.recipe_json = recipe_text;
     }

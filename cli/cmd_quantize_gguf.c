@@ -1,6 +1,7 @@
 /* cmd_quantize_gguf.c: `tensormorph quantize IN -o OUT.gguf --type T`: the GGUF output form of
 ** the quantize command (cmd_quantize.c dispatches here when OUT ends in ".gguf"). */
 #include "cli.h"
+#include "recipe.h"
 #include "tensormorph/ggml_quant.h"
 #include "tensormorph/gguf_job.h"
 
@@ -12,7 +13,7 @@ int cmd_quantize_gguf(const cli_cmd *cmd, cli_args *a);
 
 /* Options of the compressed-tensors form that mean nothing for GGUF output. */
 static const char *const ct_only[] = {"granularity", "symmetric", "asymmetric", "observer",
-                                      "convention", "include", "exclude", "recipe",
+                                      "convention", "include", "exclude",
                                       "scale-dtype", "quantize-embeddings", "allow-nonfinite",
                                       "max-shard-size", "allow-empty"};
 
@@ -26,6 +27,38 @@ static int cmp_rows(const void *pa, const void *pb) {
     return i < j ? -1 : i > j;
 }
 
+/* The JSON types of a GGUF recipe's members (manifests write all of them; "rules" and
+** "default_type" are what the file type implies, recorded, not read). 0 or EXIT_INPUT. */
+static int gguf_recipe_check(json_t *r, const char *path) {
+    int rc = 0, v;
+    int64_t id;
+    json_t *im = json_object_get(r, "importance_matrix"), *ft = json_object_get(r, "file_type");
+    if ((rc = cli_recipe_bool(r, "pure", path, &v)) || (rc = cli_recipe_bool(r, "leave_output_tensor", path, &v)) ||
+        (rc = cli_recipe_bool(r, "strict", path, &v)) || (rc = cli_recipe_int(r, "file_type_id", path, 0, 1 << 20, &id)) ||
+        (rc = cli_recipe_record(r, "rules", JSON_STRING, path)) || (rc = cli_recipe_record(r, "default_type", JSON_STRING, path)))
+        return rc;
+    if (ft && !json_is_string(ft)) {
+        fprintf(stderr, "tensormorph: recipe %s: \"file_type\" must be a string (Q4_K_M, ...)\n", path);
+        return EXIT_INPUT;
+    }
+    if (im && !json_is_null(im)) {
+        fprintf(stderr, "tensormorph: recipe %s: \"importance_matrix\": only null (none) is supported\n", path);
+        return EXIT_INPUT;
+    }
+    json_t *tt = json_object_get(r, "tensor_types");
+    for (size_t i = 0; tt && i < (json_is_array(tt) ? json_array_size(tt) : 1); i++) {
+        json_t *e = json_is_array(tt) ? json_array_get(tt, i) : NULL;
+        static const char *const keys[] = {"pattern", "type", "comment", NULL};
+        if (!json_is_object(e) || !json_is_string(json_object_get(e, "pattern")) ||
+            !json_is_string(json_object_get(e, "type"))) {
+            fprintf(stderr, "tensormorph: recipe %s: \"tensor_types\" must be an array of {\"pattern\", \"type\"}\n", path);
+            return EXIT_INPUT;
+        }
+        if (!cli_recipe_only_keys(e, keys, "tensor_types", path)) return EXIT_INPUT;
+    }
+    return 0;
+}
+
 int cmd_quantize_gguf(const cli_cmd *cmd, cli_args *a) {
     const char *out = cli_get(a, "output");
     const char *in_path = a->pos[0];
@@ -33,15 +66,34 @@ int cmd_quantize_gguf(const cli_cmd *cmd, cli_args *a) {
         if (cli_has(a, ct_only[i]))
             return cli_usage_error(cmd, "--%s does not apply to GGUF output (OUT ends in .gguf)", ct_only[i]);
     const char *tv = cli_get(a, "type");
+    json_t *recipe = NULL, *rtt = NULL;
+    const char *rpath = cli_get(a, "recipe");
+    if (rpath) { /* docs/recipe.md "GGUF": the manifest's recipe object */
+        static const char *const keys[] = {"file_type", "file_type_id", "default_type", "rules", "pure",
+                                           "leave_output_tensor", "strict", "tensor_types", "importance_matrix", NULL};
+        int lrc = cli_recipe_load(rpath, "gguf", keys, &recipe);
+        if (!lrc) lrc = gguf_recipe_check(recipe, rpath);
+        if (lrc) { json_decref(recipe); return lrc; }
+        json_t *ft = json_object_get(recipe, "file_type");
+        if (!tv && ft) tv = json_string_value(ft);
+        if (!cli_has(a, "tensor-type")) rtt = json_object_get(recipe, "tensor_types");
+    }
+    if (!tv) json_decref(recipe);
     if (!tv) return cli_usage_error(cmd, "GGUF output needs --type (Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 IQ4_NL Q2_K Q3_K_S/M/L Q4_K_S/M Q5_K_S/M Q6_K)");
     int top;
     int trc = cli_parse_top(cmd, a, &top);
     if (trc) return trc;
     tm_gguf_qparams p = tm_gguf_qparams_default();
     p.ftype = tm_gguf_ftype_from_name(tv);
+    if (p.ftype < 0 && !cli_get(a, "type")) {
+        fprintf(stderr, "tensormorph: recipe %s: \"file_type\" '%s' is not a GGUF file type\n", rpath, tv);
+        json_decref(recipe);
+        return EXIT_INPUT;
+    }
+    if (p.ftype < 0) json_decref(recipe); /* tv is the flag's */
     if (p.ftype < 0)
         return cli_usage_error(cmd, "--type: '%s' is not a GGUF file type (Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 IQ4_NL Q2_K Q3_K[_S|_M|_L] Q4_K[_S|_M] Q5_K[_S|_M] Q6_K F16 BF16)", tv);
-    int n_tt = cli_n(a, "tensor-type");
+    int n_tt = rtt ? (int)json_array_size(rtt) : cli_n(a, "tensor-type");
     const char **pats = calloc((size_t)n_tt + 1, sizeof *pats);
     int *types = calloc((size_t)n_tt + 1, sizeof *types);
     char **bufs = calloc((size_t)n_tt + 1, sizeof *bufs);
@@ -51,7 +103,18 @@ int cmd_quantize_gguf(const cli_cmd *cmd, cli_args *a) {
         rc = EXIT_INTERNAL;
         goto done;
     }
-    for (int i = 0; i < n_tt; i++) {
+    for (int i = 0; rtt && i < n_tt; i++) {
+        json_t *e = json_array_get(rtt, i);
+        pats[i] = json_string_value(json_object_get(e, "pattern"));
+        types[i] = tm_ggml_type_from_name(json_string_value(json_object_get(e, "type")));
+        if (!tm_gq_writable(types[i])) types[i] = -1;
+        if (types[i] < 0) {
+            fprintf(stderr, "tensormorph: recipe %s: tensor_types[%d]: unknown ggml type\n", rpath, i);
+            rc = EXIT_INPUT;
+            goto done;
+        }
+    }
+    for (int i = 0; !rtt && i < n_tt; i++) {
         const char *v = cli_get_i(a, "tensor-type", i);
         const char *eq = strrchr(v, '=');
         if (!eq || eq == v) {
@@ -75,6 +138,18 @@ int cmd_quantize_gguf(const cli_cmd *cmd, cli_args *a) {
     p.pure = cli_has(a, "pure");
     p.leave_output_tensor = cli_has(a, "leave-output-tensor");
     p.strict = cli_has(a, "strict");
+    if (recipe) { /* types checked by gguf_recipe_check; the flags add to them */
+        p.pure |= json_is_true(json_object_get(recipe, "pure"));
+        p.leave_output_tensor |= json_is_true(json_object_get(recipe, "leave_output_tensor"));
+        p.strict |= json_is_true(json_object_get(recipe, "strict"));
+        json_t *id = json_object_get(recipe, "file_type_id");
+        if (id && !cli_get(a, "type") && json_integer_value(id) != p.ftype) {
+            fprintf(stderr, "tensormorph: recipe %s: \"file_type_id\" %lld is not %s's id %d\n", rpath,
+                    (long long)json_integer_value(id), tm_gguf_ftype_name(p.ftype), p.ftype);
+            rc = EXIT_INPUT;
+            goto done;
+        }
+    }
     p.no_checksums = cli_has(a, "no-checksums");
     p.force = cli_has(a, "force");
     p.allow_long_names = cli_has(a, "allow-long-names");
@@ -135,6 +210,7 @@ int cmd_quantize_gguf(const cli_cmd *cmd, cli_args *a) {
         tm_close(in);
     }
 done:
+    json_decref(recipe);
     for (int i = 0; bufs && i < n_tt; i++) free(bufs[i]);
     free(bufs);
     free(pats);

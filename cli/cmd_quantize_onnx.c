@@ -2,6 +2,7 @@
 ** the quantize command (cmd_quantize.c dispatches here when OUT ends in ".onnx"); weight-only
 ** DequantizeLinear quantization, docs/onnx-quantize.md. */
 #include "cli.h"
+#include "recipe.h"
 #include "tensormorph/onnx_quant.h"
 
 #include <errno.h>
@@ -13,24 +14,18 @@
 int cmd_quantize_onnx(const cli_cmd *cmd, cli_args *a);
 
 /* Options of the other output forms that mean nothing for ONNX output. */
-static const char *const not_onnx[] = {"recipe", "quantize-embeddings", "max-shard-size",
+static const char *const not_onnx[] = {"quantize-embeddings", "max-shard-size",
                                        "strict", "pure", "leave-output-tensor", "tensor-type",
                                        "allow-long-names"};
 
+/* tm_granularity_parse's text without an axis (each weight's consumer gives it) or blocks;
+** the axis is recorded as 0. */
 static int parse_gran_onnx(const char *s, tm_qgran *g) {
-    memset(g, 0, sizeof *g);
-    if (!strcmp(s, "tensor")) { g->kind = TM_GRAN_TENSOR; return 0; }
-    if (!strcmp(s, "channel")) { g->kind = TM_GRAN_CHANNEL; return 0; }
-    if (!strncmp(s, "group:", 6)) {
-        char *end;
-        errno = 0;
-        long long n = strtoll(s + 6, &end, 10);
-        if (errno || end == s + 6 || *end || n < 2) return -1;
-        g->kind = TM_GRAN_GROUP;
-        g->group_size = n;
-        return 0;
-    }
-    return -1;
+    if (strchr(s, ':') != strrchr(s, ':') || !strncmp(s, "channel:", 8) || tm_granularity_parse(s, g) ||
+        g->kind == TM_GRAN_BLOCK || (g->kind == TM_GRAN_GROUP && g->group_size < 2))
+        return -1;
+    g->axis = 0;
+    return 0;
 }
 
 /* tm_onnx_quantize reports weights quantized of weights to quantize */
@@ -39,7 +34,35 @@ static void onnx_progress(void *ud, const char *phase, uint64_t done, uint64_t t
     cli_progress_count(phase, done, total, "weights");
 }
 
-int cmd_quantize_onnx(const cli_cmd *cmd, cli_args *a) {
+/* --recipe FILE for ONNX output (docs/recipe.md "ONNX"): the manifest's recipe object. Its
+** default scheme must be one this output holds; "targets" (the fixed weight set) and "opset"
+** (what the job chose) are records. Returns 0 or EXIT_INPUT / EXIT_IO. */
+static int onnx_recipe(const char *path, tm_onnx_qparams *p, json_t **recipe) {
+    static const char *const keys[] = {"default", "targets", "min_elems", "include", "exclude", "opset", NULL};
+    int rc = cli_recipe_load(path, "onnx", keys, recipe);
+    if (rc) return rc;
+    json_t *def = json_object_get(*recipe, "default");
+    const char *bad = def && !json_is_object(def) ? "must be an object" : def ? cli_recipe_scheme(def, &p->spec) : NULL;
+    const tm_qspec *q = &p->spec;
+    if (!bad && q->code_dtype != TM_I8 && q->code_dtype != TM_U8 && q->code_dtype != TM_I4)
+        bad = "\"type\" must be int8, uint8 or int4 for ONNX output";
+    if (!bad && (q->gran.kind == TM_GRAN_BLOCK || (q->gran.kind == TM_GRAN_GROUP && q->gran.group_size < 2)))
+        bad = "\"granularity\" must be tensor, channel or group:N with N >= 2 for ONNX output";
+    if (!bad && q->scale_dtype != TM_F32) bad = "\"scale_dtype\" must be f32 for ONNX output";
+    if (bad) {
+        fprintf(stderr, "tensormorph: recipe %s: \"default\": %s\n", path, bad);
+        return EXIT_INPUT;
+    }
+    p->spec.gran.axis = 0; /* each weight's consumer gives it */
+    if ((rc = cli_recipe_int(*recipe, "min_elems", path, 0, INT64_MAX, &p->min_elems)) ||
+        (rc = cli_recipe_record(*recipe, "targets", JSON_STRING, path)) ||
+        (rc = cli_recipe_record(*recipe, "opset", JSON_OBJECT, path)))
+        return rc;
+    return 0;
+}
+
+/* The command with the recipe object (when --recipe) left in *recipe for the caller to free. */
+static int quantize_onnx(const cli_cmd *cmd, cli_args *a, json_t **recipe_out) {
     const char *out = cli_get(a, "output");
     const char *in_path = a->pos[0];
     for (size_t i = 0; i < sizeof not_onnx / sizeof not_onnx[0]; i++)
@@ -48,7 +71,10 @@ int cmd_quantize_onnx(const cli_cmd *cmd, cli_args *a) {
     if (cli_has(a, "symmetric") && cli_has(a, "asymmetric"))
         return cli_usage_error(cmd, "--symmetric and --asymmetric exclude each other");
     tm_onnx_qparams p = tm_onnx_qparams_default();
-    const char *v;
+    const char *v, *rpath = cli_get(a, "recipe");
+    int rc = rpath ? onnx_recipe(rpath, &p, recipe_out) : 0;
+    json_t *recipe = *recipe_out;
+    if (rc) return rc;
     if ((v = cli_get(a, "scale-dtype")) && strcasecmp(v, "f32"))
         return cli_usage_error(cmd, "--scale-dtype: ONNX output keeps float32 scales (DequantizeLinear before opset 19 takes no other)");
     if ((v = cli_get(a, "type"))) {
@@ -60,7 +86,7 @@ int cmd_quantize_onnx(const cli_cmd *cmd, cli_args *a) {
     if ((v = cli_get(a, "granularity")) && parse_gran_onnx(v, &p.spec.gran))
         return cli_usage_error(cmd, "--granularity: '%s' cannot be written to ONNX output (tensor | channel | group:N with N >= 2; "
                                "the channel axis comes from each weight's consumer)", v);
-    if (p.spec.code_dtype == TM_I4 && !cli_get(a, "granularity"))
+    if (p.spec.code_dtype == TM_I4 && !cli_get(a, "granularity") && !json_object_get(json_object_get(recipe, "default"), "granularity"))
         return cli_usage_error(cmd, "--type int4 for ONNX output needs -g group:N (e.g. group:32), or -g channel / -g tensor");
     if (cli_has(a, "asymmetric")) p.spec.symmetric = 0;
     if ((v = cli_get(a, "observer")) && cli_parse_observer(v, &p.spec.observer))
@@ -73,7 +99,7 @@ int cmd_quantize_onnx(const cli_cmd *cmd, cli_args *a) {
     int top;
     int krc = cli_quantize_kernel_top(cmd, a, &p.kernels, &top);
     if (krc) return krc;
-    p.spec.allow_nonfinite = cli_has(a, "allow-nonfinite");
+    if (cli_has(a, "allow-nonfinite")) p.spec.allow_nonfinite = 1; /* over the recipe's */
     p.no_checksums = cli_has(a, "no-checksums");
     p.force = cli_has(a, "force");
     p.allow_empty = cli_has(a, "allow-empty");
@@ -88,10 +114,13 @@ int cmd_quantize_onnx(const cli_cmd *cmd, cli_args *a) {
         fprintf(stderr, "tensormorph: out of memory\n");
         return EXIT_INTERNAL;
     }
+    if (recipe && ((!cli_has(a, "include") && (rc = cli_recipe_strings(recipe, "include", rpath, &inc, &p.n_include))) ||
+                   (!cli_has(a, "exclude") && (rc = cli_recipe_strings(recipe, "exclude", rpath, &exc, &p.n_exclude)))))
+        goto done;
     p.include = inc;
     p.exclude = exc;
     tm_file *in;
-    int rc = cli_open(in_path, &in);
+    rc = cli_open(in_path, &in);
     if (rc) goto done;
     tm_err err;
     tm_onnx_qresult *res = NULL;
@@ -133,8 +162,7 @@ int cmd_quantize_onnx(const cli_cmd *cmd, cli_args *a) {
             const tm_onnx_qweight *w = &res->weights[i];
             if (!w->quantized) continue;
             k++;
-            printf("%-44s %-8s %8.2f %8.3f %8.3f %7.3f%%\n", w->name, w->gran.kind == TM_GRAN_TENSOR ? "tensor"
-                   : w->gran.kind == TM_GRAN_CHANNEL ? "channel" : "group", w->e.sqnr_db, w->e.rmse_lsb,
+            printf("%-44s %-8s %8.2f %8.3f %8.3f %7.3f%%\n", w->name, tm_granularity_kind_name(w->gran.kind), w->e.sqnr_db, w->e.rmse_lsb,
                    w->e.max_err_lsb, 100 * w->e.clipped_fraction);
         }
         if (top >= 0 && res->n_quantized > top)
@@ -146,5 +174,12 @@ int cmd_quantize_onnx(const cli_cmd *cmd, cli_args *a) {
 done:
     free(inc);
     free(exc);
+    return rc;
+}
+
+int cmd_quantize_onnx(const cli_cmd *cmd, cli_args *a) {
+    json_t *recipe = NULL;
+    int rc = quantize_onnx(cmd, a, &recipe);
+    json_decref(recipe);
     return rc;
 }

@@ -23,7 +23,6 @@ const char details_scalar[] =
 ** when t is quantized; ref_value used when have_ref. */
 json_t *scalar_json(const tm_file *f, const tm_tensor *t, int nc, const int64_t *coords, int64_t flat,
                     const tm_qelement *qe_in, double value, int have_ref, double ref_value) {
-    (void)f;
     tm_qelement qe = *qe_in;
     double error = value - ref_value;
     double lsb = t->quant ? tm_lsb_size(t->quant->code_dtype, qe.scale, have_ref ? ref_value : value) : 0;
@@ -34,6 +33,7 @@ json_t *scalar_json(const tm_file *f, const tm_tensor *t, int nc, const int64_t 
     json_object_set_new(d, "flat_index", json_integer(flat));
     json_object_set_new(d, "dtype", json_string(tm_dtype_get(t->dtype)->name));
     json_object_set_new(d, "quantized", json_boolean(t->quant != NULL));
+    cli_json_set_label(d, f, t);
     if (t->quant) {
         json_object_set_new(d, "code", json_integer(qe.code));
         json_object_set_new(d, "stored", json_integer((json_int_t)qe.stored));

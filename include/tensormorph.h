@@ -364,6 +364,34 @@ typedef struct tm_qelement {
 tm_status tm_qelement_get(const tm_file *f, int64_t i, int64_t flat, tm_qelement *out,
                           tm_err *err);
 
+/* The one name of a quantized tensor's scheme, whatever its layout (GGUF ggml block types,
+** compressed-tensors, GPTQ/AWQ, PyTorch qtensors, ONNX DequantizeLinear / QOperator /
+** MatMulNBits). Every view (inspect, qdiff, scalar, heatmap, graph, serve and its pages) shows
+** these and no other spelling (docs/quantization.md "Scheme labels").
+**
+** tm_qtensor_label: the short label, one of
+**   "<ggml type> block:<B>[ sub:<S>][ +min]"   ggml block types: B values per (super-)block, S
+**                                             per sub-block with its own scale (left out when
+**                                             S == B), "+min" when values are scale*q - min
+**                                             (Q4_1 Q5_1 Q2_K Q4_K Q5_K)        "Q4_K block:256 sub:32 +min"
+**   "<code type> <granularity> sym|asym scale:<scale dtype>"   every other layout, granularity
+**                                             spelled as --granularity takes it: tensor,
+**                                             channel:AXIS, group:N (along the last axis) or
+**                                             group:N:AXIS, block:HxW       "I8 channel:0 sym scale:F32"
+**                                             code type: the code dtype's name, or I<b>/U<b> when
+**                                             the packing holds fewer bits (GPTQ 2-bit: "U2")
+** A label contains "asym" or "+min" exactly when t->quant->symmetric is 0.
+** tm_qtensor_describe: one line of English for a tooltip or report: the code type and range,
+** who shares a scale, how a value is computed, scale/zero-point tensors and dtypes, packing,
+** GPTQ/AWQ transposition and act-order, the layout name.
+** Both write a NUL-terminated string of at most n bytes into buf (truncated to fit; labels fit
+** TM_QLABEL_MAX, descriptions TM_QDESC_MAX) and return buf; "" when t is NULL or not
+** quantized. f is the file holding t (its scale and zero-point tensors are looked up there). */
+#define TM_QLABEL_MAX 80
+#define TM_QDESC_MAX  640
+char *tm_qtensor_label(const tm_file *f, const tm_tensor *t, char *buf, size_t n);
+char *tm_qtensor_describe(const tm_file *f, const tm_tensor *t, char *buf, size_t n);
+
 /* ---------------------------------------------------------------------------------------- */
 /* Quantization numerics (pure functions over buffers)                                        */
 /* ---------------------------------------------------------------------------------------- */

@@ -117,9 +117,10 @@ const PLAN_LABELS = {
   "fp8": "fp8 e4m3 channel",
 };
 
-function badge(text) {
-  const cls = text === "mixed" ? "badge mixed" : (/^(I|U)[48]|^F8/.test(text) ? "badge q" : "badge");
-  return el("span", { class: cls, text });
+/* quantized: styled as a quantized badge; title: a tooltip (the API's long description) */
+function badge(text, quantized, title) {
+  const cls = text === "mixed" ? "badge mixed" : (quantized ? "badge q" : "badge");
+  return el("span", { class: cls, text, title: title || "" });
 }
 
 function renderTree() {
@@ -162,7 +163,8 @@ function renderNode(node, depth, firstOfList) {
     title: node.boundary ? "boundary: dtype or scheme differs from the module above" : "",
   },
     el("div", { class: "label" }, toggle, name),
-    el("div", {}, badge(node.dtype)), el("div", {}, badge(node.scheme)),
+    el("div", {}, badge(node.dtype, /^(I|U)[48]|^F8/.test(node.dtype))),
+    el("div", {}, badge(node.scheme, node.scheme !== "dense" && node.scheme !== "mixed", node.description)),
     el("div", { class: "num", text: fmtCount(node.n_params) }), el("div", { class: "num", text: fmtBytes(node.bytes) }),
     el("div", {}, planSel));
   row.style.paddingLeft = (8 + depth * 16) + "px";  /* CSSOM, not a style attribute: CSP allows it */
@@ -407,7 +409,7 @@ function drawNow() {
     ctx.strokeStyle = "#00e0ff"; ctx.lineWidth = 2;
     ctx.strokeRect(sx - 1, sy - 1, g.z + 2, g.zy + 2);
   }
-  $("#heat-status").textContent = h.meta.rows + " \u00d7 " + h.meta.cols + " (" + h.meta.dtype + ", " + h.meta.scheme + "), " +
+  $("#heat-status").textContent = h.meta.rows + " \u00d7 " + h.meta.cols + " (" + h.meta.dtype + ", " + (h.meta.label || "dense") + "), " +
     (g.s > 1 ? g.s + "\u00d7" + g.s + " elements per pixel" : g.z + " px per element") +
     (h.meta.pyramid_step ? ", pyramid from step " + h.meta.pyramid_step : "") + (loaded < wanted ? ", loading\u2026" : "");
   /* the view's geometry, for tools and tests: element (r, c) sits at ox + floor(c/step)*z, ... */
@@ -515,6 +517,7 @@ function renderInspector(d) {
     ["tensor", d.tensor, "tensor"], ["index", "[" + d.index.join(", ") + "]", "index"], ["flat index", d.flat_index, "flat_index"],
     ["dtype", d.dtype, "dtype"],
   ];
+  if (d.quantized) rows.push(["scheme", d.label, "label"]);
   if (d.quantized) {
     const hex = "0x" + BigInt.asUintN(64, BigInt(d.stored)).toString(16).padStart(d.stored_bits / 4, "0");
     rows.push(["code q", d.code, "code"], ["container word", hex + " (" + d.stored_bits + "-bit)", "stored"],
@@ -550,7 +553,7 @@ function renderQdiff() {
   tb.textContent = "";
   for (const e of rows) {
     const tr = el("tr", { class: e.flagged ? "flagged" : "", "data-name": e.name },
-      el("td", { text: e.name }), el("td", { text: e.scheme }), el("td", { class: "num", text: fmtShort(e.sqnr_db) }),
+      el("td", { text: e.name }), el("td", { text: e.label, title: e.description }), el("td", { class: "num", text: fmtShort(e.sqnr_db) }),
       el("td", { class: "num", text: fmtShort(e.rmse_lsb) }), el("td", { class: "num", text: fmtShort(e.max_err_lsb) }),
       el("td", { class: "num", text: (100 * e.clipped_fraction).toFixed(3) + "%" }), el("td", { class: "num", text: String(e.worst_group) }),
       el("td", { text: e.reason || "" }));

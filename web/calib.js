@@ -61,7 +61,7 @@ const calibLab = (() => {
     for (const t of ins.tensors) {
       if (t.role !== "data") continue;
       if (!t.quantization && !/^(F|BF)/.test(t.dtype)) continue;   /* float or quantized only */
-      sel.append(el("option", { value: t.name, text: t.name }));
+      sel.append(el("option", { value: t.name, text: t.name + (t.quantization ? " (" + t.quantization.label + ")" : ""), title: t.quantization ? t.quantization.description : "" }));
     }
     /* serve --samples: offered first, and chosen */
     const sm = await api("/api/v1/calibrate?samples=list");

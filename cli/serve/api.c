@@ -188,6 +188,7 @@ static json_t *arch_node_json(const tm_file *f, const tm_arch *a, int64_t k) {
     json_object_set_new(o, "boundary", json_boolean(x->boundary));
     const tm_tensor *t = x->tensor >= 0 ? tm_file_tensor(f, x->tensor) : NULL;
     if (t) json_object_set_new(o, "tensor", json_string(t->name)); /* an ONNX node's weight */
+    cli_json_set_label(o, f, t); /* the tensor's own label ("scheme" may merge: "mixed") */
     json_t *ch = json_array();
     for (int64_t c = x->first_child; c >= 0; c = a->nodes[c].next_sibling)
         json_array_append_new(ch, arch_node_json(f, a, c));
@@ -243,9 +244,9 @@ static json_t *api_tensor(serve_ctx *c, serve_query_fn q, void *ud, int *status)
     json_object_set_new(d, "mode", json_string(mode ? mode : "value"));
     json_object_set_new(d, "quantized", json_boolean(t->quant != NULL));
     json_object_set_new(d, "quantization", cli_quant_json(c->f, t));
-    char sch[80];
-    tm_scheme_str(t, sch, sizeof sch);
-    json_object_set_new(d, "scheme", json_string(sch));
+    char sch[TM_QLABEL_MAX];
+    json_object_set_new(d, "scheme", json_string(t->quant ? tm_qtensor_label(c->f, t, sch, sizeof sch) : "dense"));
+    cli_json_set_label(d, c->f, t);
     json_object_set_new(d, "has_ref", json_boolean(ri >= 0));
     json_object_set_new(d, "pyramid_step", json_integer(tm_tiles_pyramid_step(tl)));
     json_object_set_new(d, "pyramid_bytes", json_integer((json_int_t)tm_tiles_bytes(tl)));
@@ -368,7 +369,7 @@ static json_t *api_qdiff(serve_ctx *c, int *status) {
         s = tm_qdiff(c->ref, c->f, &p, &c->qdiff, &err);
         if (!s) qdiff_apply_manifest(c->path, c->qdiff);  /* exactly as `qdiff` does */
     }
-    json_t *d = s ? NULL : qdiff_json(c->qdiff, c->ref_path, c->path);
+    json_t *d = s ? NULL : qdiff_json(c->qdiff, c->f, c->ref_path, c->path);
     pthread_mutex_unlock(&c->mu);
     return d ? d : api_error(status, 500, "%s", err.msg);
 }

@@ -26,7 +26,7 @@ json_t *scalar_json(const tm_file *f, const tm_tensor *t, int nc, const int64_t 
                     const tm_qelement *qe, double value, int have_ref, double ref_value);
 tm_status scalar_lookup(const tm_file *f, int64_t ti, int64_t flat, const tm_file *ref, int64_t ri,
                         tm_qelement *qe, double *value, double *ref_value, tm_err *err);
-json_t *qdiff_json(const tm_qdiff_result *r, const char *ref_path, const char *q_path);
+json_t *qdiff_json(const tm_qdiff_result *r, const tm_file *qf, const char *ref_path, const char *q_path);
 void    qdiff_apply_manifest(const char *quant_path, tm_qdiff_result *r);
 
 #define SERVE_MAX_TILE_SIDE 512          /* pixels a side per /api/v1/tile request          */

@@ -118,15 +118,7 @@ void tm_calib_result_free(tm_calib_result *r);
 tm_status tm_calib_histogram_samples(const tm_calib_batch *b, int n_batches, double lo, double hi,
                                      int n_bins, int64_t *counts, tm_err *err);
 
-/* tm_observer_from_name: parse an observer name as the command line writes it: minmax,
-** ema_minmax[:C] (averaging constant C in [0, 1]), histogram, percentile[:P] (0 < P <= 100),
-** mse, entropy; each with tm_observer_default's other settings.
-** Returns TM_OK | TM_E_INVALID_ARG (unknown name or bad number). */
-tm_status tm_observer_from_name(const char *name, tm_observer *out);
-
-/* tm_observer_name: the name tm_observer_from_name reads back ("percentile:99.999",
-** "ema_minmax:0.01", "minmax", ...) into buf (n bytes, NUL-terminated, truncated). */
-void tm_observer_name(const tm_observer *o, char *buf, size_t n);
+/* Observer names (tm_observer_name / tm_observer_from_name) are in tensormorph/quant.h "Names". */
 
 #ifdef __cplusplus
 }

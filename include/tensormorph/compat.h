@@ -48,8 +48,11 @@ typedef struct tm_compat_item {
     char             consumer[48];    /* Dequantize nodes: op type of the first consumer; ""     */
     int              consumer_inputs_8bit_dq; /* 1: that consumer's inputs 0 and 1 both come
                                          from DequantizeLinear nodes with int8/uint8 codes      */
-    char             describe[160];   /* one line: "I4 group:128 sym", "DequantizeLinear I8 channel
-                                         weight -> Conv"                                        */
+    char             describe[160];   /* one line: tensors their tm_qtensor_label ("I4 group:128 sym
+                                         scale:F16"), nodes "DequantizeLinear I8 channel weight -> Conv" */
+    char             label[TM_QLABEL_MAX];       /* tm_qtensor_label of the tensor, or of the node's
+                                                    quantized weight; "" when none               */
+    char             description[TM_QDESC_MAX];  /* tm_qtensor_describe of the same; ""         */
     tm_compat_status status;
     const char      *rule_id;         /* the deciding rule's id; NULL when none matched          */
     const char      *reason;          /* why (the rule's reason, or the fail-closed reason)       */

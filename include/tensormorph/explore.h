@@ -86,7 +86,8 @@ typedef struct tm_arch_node {
     uint64_t    n_bytes;       /* bytes below, scales and zero points included                 */
     int64_t     n_tensors;     /* data tensors below                                           */
     char        dtype[16];     /* "F32", "I4", or "mixed"                                       */
-    char        scheme[80];    /* "dense", "I4 group:128 sym", or "mixed"                      */
+    char        scheme[TM_QLABEL_MAX]; /* "dense", the tensors' tm_qtensor_label ("I4 group:128 sym
+                                   scale:F16", "Q4_K block:256 sub:32 +min"), or "mixed"         */
     int         boundary;      /* 1: dtype or scheme differs from the previous sibling         */
 } tm_arch_node;
 
@@ -100,8 +101,6 @@ typedef struct tm_arch {
 ** tensors count in their owner's bytes. Returns TM_OK | TM_E_NOMEM. Free with tm_arch_free. */
 tm_status tm_arch_build(const tm_file *f, tm_arch **out, tm_err *err);
 void      tm_arch_free(tm_arch *a);
-/* tm_scheme_str: "dense" or "<code dtype> <granularity> sym|asym" of tensor t (no scale dtype). */
-void      tm_scheme_str(const tm_tensor *t, char *buf, size_t n);
 
 #ifdef __cplusplus
 }

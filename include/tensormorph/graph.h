@@ -85,6 +85,39 @@ const char *tm_qnode_kind_name(tm_qnode_kind k);
 tm_status tm_onnx_open_buffer(const void *data, size_t n_bytes, const char *name,
                               const tm_open_params *p, tm_file **out, tm_err *err);
 
+/* ---------------------------------------------------------------------------------------- */
+/* ONNX element types (src/formats/onnx_types.c)                                              */
+/* ---------------------------------------------------------------------------------------- */
+/* TensorProto.DataType codes [onnx/onnx.proto of ONNX >= 1.20; ONNX 1.12's schema names only
+** 0..16; the field is an int32]. The one table every ONNX path (reader, writer, graph, the
+** quantize job, compat) reads names and sizes from. */
+typedef enum tm_onnx_elem {
+    TM_ONNX_UNDEFINED = 0, TM_ONNX_FLOAT = 1, TM_ONNX_UINT8 = 2, TM_ONNX_INT8 = 3,
+    TM_ONNX_UINT16 = 4, TM_ONNX_INT16 = 5, TM_ONNX_INT32 = 6, TM_ONNX_INT64 = 7,
+    TM_ONNX_STRING = 8, TM_ONNX_BOOL = 9, TM_ONNX_FLOAT16 = 10, TM_ONNX_DOUBLE = 11,
+    TM_ONNX_UINT32 = 12, TM_ONNX_UINT64 = 13, TM_ONNX_COMPLEX64 = 14, TM_ONNX_COMPLEX128 = 15,
+    TM_ONNX_BFLOAT16 = 16, TM_ONNX_FLOAT8E4M3FN = 17, TM_ONNX_FLOAT8E4M3FNUZ = 18,
+    TM_ONNX_FLOAT8E5M2 = 19, TM_ONNX_FLOAT8E5M2FNUZ = 20, TM_ONNX_UINT4 = 21, TM_ONNX_INT4 = 22,
+    TM_ONNX_FLOAT4E2M1 = 23, TM_ONNX_FLOAT8E8M0 = 24, TM_ONNX_UINT2 = 25, TM_ONNX_INT2 = 26,
+    TM_ONNX_ELEM_COUNT
+} tm_onnx_elem;
+
+typedef struct tm_onnx_elem_info {
+    int         code;   /* the TensorProto.DataType value                                    */
+    const char *name;   /* the onnx.proto enum name: "FLOAT", "INT4", "FLOAT8E4M3FN", ...     */
+    int         dtype;  /* the tm_dtype holding it, or -1 when tensormorph has none           */
+    int         bits;   /* storage bits per element (0: variable, STRING)                    */
+} tm_onnx_elem_info;
+
+/* tm_onnx_elem_get: the entry for code, or NULL outside 0..TM_ONNX_ELEM_COUNT-1. */
+const tm_onnx_elem_info *tm_onnx_elem_get(int code);
+
+/* tm_onnx_elem_name: the onnx.proto name of code, or `unknown` (e.g. "?") outside the table. */
+const char *tm_onnx_elem_name(int code, const char *unknown);
+
+/* tm_onnx_elem_by_name: the entry whose name is `name` (exact, upper case), or NULL. */
+const tm_onnx_elem_info *tm_onnx_elem_by_name(const char *name);
+
 #ifdef __cplusplus
 }
 #endif

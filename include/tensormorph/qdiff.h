@@ -19,7 +19,7 @@ typedef struct tm_qdiff_entry {
     tm_errsum   e;
     int         flagged;
     char        reason[256];   /* why flagged, "" otherwise                                      */
-    char        scheme[96];    /* "I4 group:128 sym f32-scale"                                    */
+    char        scheme[96];    /* tm_qtensor_label: "I4 group:128 sym scale:F16"                  */
     int         clip_expected; /* the observer clips by design (percentile, mse, entropy,
                                   histogram) or the codec searches its range (ggml K-quants):
                                   clipping and half-LSB excess are not flagged; RMSE and SQNR are */

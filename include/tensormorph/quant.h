@@ -286,6 +286,49 @@ tm_status tm_hist_entropy_range(const int64_t *hist, const float *edges, int64_t
                                 float *hi);
 
 /* ---------------------------------------------------------------------------------------- */
+/* Names (src/quant/qnames.c)                                                                */
+/* ---------------------------------------------------------------------------------------- */
+/* The one spelling of granularities and observers: every manifest, config.json, report, the
+** serve API and every command-line flag and recipe (docs/recipe.md) use these, so a recorded
+** scheme reads back to the run that wrote it. */
+
+/* tm_granularity_kind_name: "tensor", "channel", "group", "block" (the JSON "granularity"
+** field and compressed-tensors' "strategy"); "?" for a value outside the enum. */
+const char *tm_granularity_kind_name(tm_granularity kind);
+
+/* tm_granularity_name: g as text: "tensor", "channel:AXIS", "group:N:AXIS", "block:HxW"
+** (axis as stored, negative counting from the end). Writes at most n bytes, NUL-terminated
+** (buf may be NULL with n 0); returns the length of the whole text, as snprintf. A kind outside
+** the enum is "?". tm_granularity_parse(tm_granularity_name(g)) == g for every g whose fields
+** the kind does not use are 0 and whose axis lies in [-1000000, 1000000]. */
+size_t tm_granularity_name(const tm_qgran *g, char *buf, size_t n);
+
+/* tm_granularity_parse: "tensor" | "channel[:AXIS]" (axis 0 when not given) |
+** "group:N[:AXIS]" (N >= 1; axis -1, the last, when not given) | "block:HxW" (H, W >= 1; 'X'
+** also accepted). AXIS is any integer in [-1000000, 1000000]: whether it fits a shape is
+** checked where the shape is known. Fields the kind does not use are 0.
+** Returns TM_OK | TM_E_INVALID_ARG (anything else; *out unchanged). */
+tm_status tm_granularity_parse(const char *s, tm_qgran *out);
+
+/* tm_observer_name: o as text, with its parameters:
+**   minmax | ema_minmax:C | histogram | percentile:P | mse | entropy
+** then ":bins=N" (histogram, percentile, entropy) when n_bins differs from tm_observer_default,
+** and ":quantized_bins=M" (entropy) likewise. C and P are the shortest decimal text that reads
+** back to the same double (e.g. "percentile:99.9", "ema_minmax:0.01"). Writes at most n bytes,
+** NUL-terminated; "?" for a kind outside the enum.
+** tm_observer_from_name(tm_observer_name(o)) == o for every o whose fields its kind does not use
+** hold tm_observer_default's values (MINMAX/MSE: all; EMA_MINMAX: all but averaging_constant;
+** HISTOGRAM: all but n_bins; PERCENTILE: n_quantized_bins, averaging_constant). */
+void tm_observer_name(const tm_observer *o, char *buf, size_t n);
+
+/* tm_observer_from_name: the inverse of tm_observer_name. The parameter C (0 <= C <= 1) or P
+** (0 < P <= 100) may be left out (tm_observer_default's), as may the bins suffixes (2 <= N <=
+** 2^24; they may come in either order); the others get tm_observer_default's values.
+** Returns TM_OK | TM_E_INVALID_ARG (unknown name, bad or out-of-range number, a parameter the
+** kind does not have, entropy quantized_bins > bins; *out unchanged). */
+tm_status tm_observer_from_name(const char *name, tm_observer *out);
+
+/* ---------------------------------------------------------------------------------------- */
 /* Packing                                                                                   */
 /* ---------------------------------------------------------------------------------------- */
 /* A 2-D code matrix [rows, cols] packed along one dim [../shared/formats/compressed-tensors.md

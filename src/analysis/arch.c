@@ -9,18 +9,10 @@
 #include <inttypes.h>
 #include <stdio.h>
 
-void tm_scheme_str(const tm_tensor *t, char *buf, size_t n) {
-    if (!t->quant) { snprintf(buf, n, "dense"); return; }
-    const tm_qtensor *q = t->quant;
-    const tm_dtype_traits *cd = tm_dtype_get(q->code_dtype);
-    char g[48];
-    switch (q->gran.kind) {
-    case TM_GRAN_CHANNEL: snprintf(g, sizeof g, "channel"); break;
-    case TM_GRAN_GROUP: snprintf(g, sizeof g, "group:%" PRId64, q->gran.group_size); break;
-    case TM_GRAN_BLOCK: snprintf(g, sizeof g, "block:%" PRId64 "x%" PRId64, q->gran.block_h, q->gran.block_w); break;
-    default: snprintf(g, sizeof g, "tensor");
-    }
-    snprintf(buf, n, "%s %s %s", cd ? cd->name : "?", g, q->zero_point_tensor >= 0 ? "asym" : "sym");
+/* The scheme badge of tensor t: "dense" or its tm_qtensor_label. */
+static void scheme_of(const tm_file *f, const tm_tensor *t, char *buf, size_t n) {
+    if (!t->quant) snprintf(buf, n, "dense");
+    else tm_qtensor_label(f, t, buf, n);
 }
 
 typedef struct builder {
@@ -202,7 +194,7 @@ static tm_status arch_from_graph(const tm_file *f, tm_arch **out, tm_err *err) {
         }
         if (nd->weight_tensor >= 0) {
             x->tensor = nd->weight_tensor;
-            tm_scheme_str(tm_file_tensor(f, nd->weight_tensor), x->scheme, sizeof x->scheme);
+            scheme_of(f, tm_file_tensor(f, nd->weight_tensor), x->scheme, sizeof x->scheme);
         } else {
             snprintf(x->scheme, sizeof x->scheme, "%s", outputs_codes ? "quantized codes" : "dense");
         }
@@ -253,8 +245,8 @@ tm_status tm_arch_build(const tm_file *f, tm_arch **out, tm_err *err) {
         x->n_tensors++;
         const tm_dtype_traits *dt = tm_dtype_get(t->dtype);
         merge_label(x->dtype, sizeof x->dtype, dt ? dt->name : "?");
-        char sch[80];
-        tm_scheme_str(t, sch, sizeof sch);
+        char sch[TM_QLABEL_MAX];
+        scheme_of(f, t, sch, sizeof sch);
         merge_label(x->scheme, sizeof x->scheme, sch);
     }
     free(extra);

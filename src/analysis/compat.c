@@ -110,44 +110,34 @@ void tm_compat_targets_str(const char *table_json, char *buf, size_t n) {
 
 /* ---- describing items ------------------------------------------------------------------ */
 
-static const char *gran_name(tm_granularity g) {
-    switch (g) {
-    case TM_GRAN_TENSOR: return "tensor";
-    case TM_GRAN_CHANNEL: return "channel";
-    case TM_GRAN_GROUP: return "group";
-    case TM_GRAN_BLOCK: return "block";
-    default: return "";
-    }
+
+/* tensormorph dtype name of an ONNX element type of codes (integer and fp8 code types), or the
+** ONNX name itself. */
+static void onnx_code_name(int elem_type, const char *onnx, char *out, size_t n) {
+    const tm_onnx_elem_info *e = tm_onnx_elem_get(elem_type);
+    const tm_dtype_traits *dt = e && e->dtype >= 0 ? tm_dtype_get((tm_dtype)e->dtype) : NULL;
+    if (dt && (dt->is_code || e->dtype == TM_I16 || e->dtype == TM_U16 || e->dtype == TM_I32)) snprintf(out, n, "%s", dt->name);
+    else snprintf(out, n, "%s", onnx && strcmp(onnx, "?") ? onnx : "");
 }
 
-/* tensormorph dtype name of an ONNX element type name, or the ONNX name itself. */
-static void onnx_code_name(const char *onnx, char *out, size_t n) {
-    static const struct { const char *onnx, *tm; } map[] = {
-        {"INT8", "I8"}, {"UINT8", "U8"}, {"INT4", "I4"}, {"UINT4", "U4"}, {"INT16", "I16"},
-        {"UINT16", "U16"}, {"INT32", "I32"}, {"FLOAT8E4M3FN", "F8_E4M3"}, {"FLOAT8E5M2", "F8_E5M2"},
-    };
-    for (size_t k = 0; k < sizeof map / sizeof map[0]; k++)
-        if (onnx && !strcmp(onnx, map[k].onnx)) { snprintf(out, n, "%s", map[k].tm); return; }
-    snprintf(out, n, "%s", onnx && strcmp(onnx, "?") ? onnx : "");
+/* The quantized tensor's one label and description (tm_qtensor_label) on the item. */
+static void set_label(const tm_file *f, const tm_tensor *t, tm_compat_item *it) {
+    tm_qtensor_label(f, t, it->label, sizeof it->label);
+    tm_qtensor_describe(f, t, it->description, sizeof it->description);
 }
 
-static void describe_tensor(const tm_tensor *t, tm_compat_item *it) {
+static void describe_tensor(const tm_file *f, const tm_tensor *t, tm_compat_item *it) {
     const tm_qtensor *q = t->quant;
+    set_label(f, t, it);
     const tm_dtype_traits *dt = tm_dtype_get(q->code_dtype);
     snprintf(it->code_dtype, sizeof it->code_dtype, "%s", dt ? dt->name : "");
-    snprintf(it->granularity, sizeof it->granularity, "%s", gran_name(q->gran.kind));
+    snprintf(it->granularity, sizeof it->granularity, "%s", tm_granularity_kind_name(q->gran.kind));
     it->symmetric = q->symmetric ? 1 : 0;
     if (q->ggml_type) {
         const tm_ggml_type_info *gi = tm_ggml_type_info_get(q->ggml_type);
         snprintf(it->ggml_type, sizeof it->ggml_type, "%s", gi ? gi->name : "?");
-        snprintf(it->describe, sizeof it->describe, "%s", it->ggml_type);
-        return;
     }
-    char g[48];
-    if (q->gran.kind == TM_GRAN_GROUP) snprintf(g, sizeof g, "group:%lld", (long long)q->gran.group_size);
-    else if (q->gran.kind == TM_GRAN_BLOCK) snprintf(g, sizeof g, "block:%lldx%lld", (long long)q->gran.block_h, (long long)q->gran.block_w);
-    else snprintf(g, sizeof g, "%s", it->granularity);
-    snprintf(it->describe, sizeof it->describe, "%s %s %s", it->code_dtype, g, q->symmetric ? "sym" : "asym");
+    snprintf(it->describe, sizeof it->describe, "%s", it->label);
 }
 
 /* Scale shape -> granularity of a Q/DQ node: scalar or [1] per-tensor, blocked when the codes
@@ -155,10 +145,11 @@ static void describe_tensor(const tm_tensor *t, tm_compat_item *it) {
 static void qdq_granularity(const tm_file *f, const tm_graph_node *nd, const tm_graph_value *codes,
                             char *out, size_t n) {
     const tm_graph_value *s = nd->n_inputs > 1 ? tm_graph_value_at(f, nd->inputs[1]) : NULL;
-    if (codes && codes->block_size > 0) { snprintf(out, n, "group"); return; }
-    if (!s || s->ndim < 0) { snprintf(out, n, "%s", ""); return; }
-    if (s->ndim == 0 || (s->ndim == 1 && s->shape[0] == 1)) snprintf(out, n, "tensor");
-    else snprintf(out, n, "channel");
+    tm_granularity k = s && s->ndim >= 0 && (s->ndim == 0 || (s->ndim == 1 && s->shape[0] == 1)) ? TM_GRAN_TENSOR
+                                                                                                  : TM_GRAN_CHANNEL;
+    if (codes && codes->block_size > 0) k = TM_GRAN_GROUP;
+    else if (!s || s->ndim < 0) { snprintf(out, n, "%s", ""); return; }
+    snprintf(out, n, "%s", tm_granularity_kind_name(k));
 }
 
 /* 1 when the zero point value zv is absent (-1) or a tensor of zeros, 0 when it holds a non-zero
@@ -215,7 +206,7 @@ static int produced_by_8bit_dq(const tm_file *f, const graph_maps *m, const tm_g
     const tm_graph_node *pn = p >= 0 ? tm_graph_node_at(f, p) : NULL;
     if (!pn || pn->qkind != TM_QNODE_DEQUANTIZE || pn->n_inputs < 1 || pn->inputs[0] < 0) return 0;
     const tm_graph_value *c = tm_graph_value_at(f, pn->inputs[0]);
-    return c && (!strcmp(c->elem_type_name, "INT8") || !strcmp(c->elem_type_name, "UINT8"));
+    return c && (c->elem_type == TM_ONNX_INT8 || c->elem_type == TM_ONNX_UINT8);
 }
 
 /* The code input of a QOperator or integer node that describes it: the one holding the weight
@@ -252,22 +243,23 @@ static void describe_node(const tm_file *f, const graph_maps *m, int64_t ni, tm_
     if (zp_in >= 0) zv = nd->n_inputs > zp_in ? nd->inputs[zp_in] : -1;
     else if (codes && code_in >= 0) zv = codes->zero_point_value; /* as the reader paired them */
     const tm_tensor *wt = nd->weight_tensor >= 0 ? tm_file_tensor(f, nd->weight_tensor) : NULL;
+    if (wt && wt->quant) set_label(f, wt, it); /* the weight it dequantizes */
     if (nd->qkind == TM_QNODE_DYNAMIC_QUANTIZE) {
         snprintf(it->code_dtype, sizeof it->code_dtype, "U8");
-        snprintf(it->granularity, sizeof it->granularity, "tensor");
+        snprintf(it->granularity, sizeof it->granularity, "%s", tm_granularity_kind_name(TM_GRAN_TENSOR));
     } else if (nd->qkind == TM_QNODE_MATMULNBITS) {
         if (wt && wt->quant) {
             const tm_dtype_traits *dt = tm_dtype_get(wt->quant->code_dtype);
             snprintf(it->code_dtype, sizeof it->code_dtype, "%s", dt ? dt->name : "");
-            snprintf(it->granularity, sizeof it->granularity, "%s", gran_name(wt->quant->gran.kind));
+            snprintf(it->granularity, sizeof it->granularity, "%s", tm_granularity_kind_name(wt->quant->gran.kind));
             it->symmetric = wt->quant->symmetric ? 1 : 0;
         }
     } else if (codes) {
-        onnx_code_name(codes->elem_type_name, it->code_dtype, sizeof it->code_dtype);
+        onnx_code_name(codes->elem_type, codes->elem_type_name, it->code_dtype, sizeof it->code_dtype);
         if (nd->qkind == TM_QNODE_DEQUANTIZE || nd->qkind == TM_QNODE_QUANTIZE)
             qdq_granularity(f, nd, codes, it->granularity, sizeof it->granularity);
         else if (wt && wt->quant)
-            snprintf(it->granularity, sizeof it->granularity, "%s", gran_name(wt->quant->gran.kind));
+            snprintf(it->granularity, sizeof it->granularity, "%s", tm_granularity_kind_name(wt->quant->gran.kind));
         if (zp_in >= 0 || code_in >= 0) it->symmetric = zp_symmetric(f, zv);
     }
     if (nd->qkind == TM_QNODE_QUANTIZE)
@@ -454,7 +446,7 @@ tm_status tm_compat_check(const tm_file *f, const char *target, const char *tabl
         tm_compat_item *it = &rep->items[rep->n_items++];
         it->index = i;
         it->name = t->name;
-        describe_tensor(t, it);
+        describe_tensor(f, t, it);
         classify(table, rep, it);
     }
     free(m.producer);
@@ -497,6 +489,10 @@ char *tm_compat_report_json(const tm_compat_report *r) {
         json_object_set_new(e, "operand", str_or_null(it->operand));
         json_object_set_new(e, "consumer", str_or_null(it->consumer));
         json_object_set_new(e, "describe", str_or_null(it->describe));
+        if (it->label[0]) { /* a quantized tensor, or the node's quantized weight */
+            json_object_set_new(e, "label", json_string(it->label));
+            json_object_set_new(e, "description", json_string(it->description));
+        }
         json_object_set_new(e, "status", json_string(tm_compat_status_name(it->status)));
         json_object_set_new(e, "reason", str_or_null(it->reason));
         json_object_set_new(e, "rule", str_or_null(it->rule_id));

@@ -22,27 +22,6 @@ typedef struct qd_ctx {
     pthread_mutex_t mu;
 } qd_ctx;
 
-static void scheme_str(const tm_file *f, const tm_tensor *t, char *buf, size_t n) {
-    const tm_qtensor *q = t->quant;
-    if (q->ggml_type != 0) { /* a ggml block type names its whole scheme */
-        const tm_ggml_type_info *gi = tm_ggml_type_info_get(q->ggml_type);
-        snprintf(buf, n, "%s (ggml, block %lld)", gi ? gi->name : "ggml", (long long)q->ggml_block_size);
-        return;
-    }
-    const tm_tensor *sc = tm_file_tensor(f, q->scale_tensor);
-    char g[48];
-    switch (q->gran.kind) {
-    case TM_GRAN_CHANNEL: snprintf(g, sizeof g, "channel:%d", q->gran.axis); break;
-    case TM_GRAN_GROUP: snprintf(g, sizeof g, "group:%lld", (long long)q->gran.group_size); break;
-    case TM_GRAN_BLOCK:
-        snprintf(g, sizeof g, "block:%lldx%lld", (long long)q->gran.block_h, (long long)q->gran.block_w);
-        break;
-    default: snprintf(g, sizeof g, "tensor");
-    }
-    snprintf(buf, n, "%s %s %s scale:%s", tm_dtype_get(q->code_dtype)->name, g,
-             q->symmetric ? "sym" : "asym", sc ? tm_dtype_get(sc->dtype)->name : "?");
-}
-
 static tm_status qdiff_one(void *vctx, int64_t k, int thread, tm_err *err) {
     (void)thread;
     qd_ctx *c = vctx;
@@ -90,7 +69,7 @@ static tm_status qdiff_one(void *vctx, int64_t k, int thread, tm_err *err) {
         tm_erracc_summary(&acc, &e->e);
         for (int64_t k2 = 0; k2 < n_params; k2++)
             if (!(scale[k2] > 0) || !isfinite(scale[k2])) e->e.n_bad_scales++;
-        scheme_str(c->q, tq, e->scheme, sizeof e->scheme);
+        tm_qtensor_label(c->q, tq, e->scheme, sizeof e->scheme);
         /* ggml codecs round the scale after choosing codes and search K-quant ranges: neither
         ** the half-LSB bound nor "no clipping" holds by design */
         if (qt->ggml_type != 0) e->clip_expected = 1;

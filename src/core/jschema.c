@@ -152,6 +152,13 @@ static const char *const js_known[] = {
     "$schema", "$id", "$comment", "title", "description", "default", "examples",
 };
 
+/* 1 when key is a keyword of the supported subset (or an annotation). */
+static int js_is_known(const char *key) {
+    for (size_t k = 0; k < sizeof js_known / sizeof js_known[0]; k++)
+        if (!strcmp(key, js_known[k])) return 1;
+    return 0;
+}
+
 static tm_status js_validate(js_ctx *c, const json_t *schema, const json_t *doc);
 
 static tm_status js_ref(js_ctx *c, const json_t *ref, const json_t *doc) {
@@ -291,9 +298,7 @@ static tm_status js_validate(js_ctx *c, const json_t *schema, const json_t *doc)
     const char *key;
     json_t *val;
     json_object_foreach((json_t *)schema, key, val) {
-        size_t k = 0, nk = sizeof js_known / sizeof js_known[0];
-        while (k < nk && strcmp(key, js_known[k])) k++;
-        if (k == nk) return js_bad_schema(c, TM_E_UNSUPPORTED, key, "not in the supported subset (src/core/jschema.h)");
+        if (!js_is_known(key)) return js_bad_schema(c, TM_E_UNSUPPORTED, key, "not in the supported subset (src/core/jschema.h)");
     }
     c->depth++;
     tm_status st = TM_OK;
@@ -417,9 +422,7 @@ static tm_status jc_walk(js_check *c, const json_t *s, int depth) {
     const char *key;
     json_t *v;
     json_object_foreach((json_t *)s, key, v) {
-        size_t k = 0, nk = sizeof js_known / sizeof js_known[0];
-        while (k < nk && strcmp(key, js_known[k])) k++;
-        if (k == nk) return jc_fail(c, TM_E_UNSUPPORTED, key, "not in the supported subset (src/core/jschema.h)");
+        if (!js_is_known(key)) return jc_fail(c, TM_E_UNSUPPORTED, key, "not in the supported subset (src/core/jschema.h)");
         if (!strcmp(key, "type")) {
             int ok = jc_is_type_name(v);
             if (json_is_array(v)) {
@@ -464,12 +467,7 @@ static tm_status jc_walk(js_check *c, const json_t *s, int depth) {
 
 tm_status tm__jschema_check_schema(const json_t *schema, const char *name, tm_err *err) {
     if (!schema) return tm__err_set(err, TM_E_INVALID_ARG, -1, "jschema: NULL schema");
-    js_check c;
-    memset(&c, 0, sizeof c);
-    c.root = schema;
-    c.name = name ? name : "schema";
-    c.err = err;
-    c.path[0] = '#';
+    js_check c = {.root = schema, .name = name ? name : "schema", .err = err, .path = "#"};
     return jc_walk(&c, schema, 0);
 }
 
@@ -477,13 +475,7 @@ tm_status tm__jschema_validate(const json_t *schema, const json_t *doc, const ch
                                tm_err *err) {
     if (!schema || !doc)
         return tm__err_set(err, TM_E_INVALID_ARG, -1, "jschema: NULL %s", schema ? "document" : "schema");
-    js_ctx c;
-    memset(&c, 0, sizeof c);
-    c.root = schema;
-    c.doc_name = doc_name ? doc_name : "document";
-    c.err = err;
-    c.path[0] = '$';
-    c.plen = 1;
+    js_ctx c = {.root = schema, .doc_name = doc_name ? doc_name : "document", .err = err, .path = "$", .plen = 1};
     return js_validate(&c, schema, doc);
 }
 

@@ -357,15 +357,6 @@ static int is_scale_dtype(tm_dtype dt) {
     return dt == TM_F32 || dt == TM_F16 || dt == TM_BF16 || dt == TM_F64;
 }
 
-static const char *gran_name(const tm_qgran *g) {
-    switch (g->kind) {
-    case TM_GRAN_TENSOR: return "tensor";
-    case TM_GRAN_CHANNEL: return "channel";
-    case TM_GRAN_GROUP: return "group";
-    case TM_GRAN_BLOCK: return "block";
-    default: return "?";
-    }
-}
 
 /* Outcome of a layout check: recognised, skipped with a warning, or an error in err. */
 typedef enum ct_res { CT_OK = 0, CT_SKIP = 1, CT_ERR = 2 } ct_res;
@@ -478,7 +469,7 @@ static tm_status check_config(ct_ctx *x, const char *module, mod_kind kind, cons
     if (a->num_bits > 0 && bits > 0 && a->num_bits != bits && st == TM_OK)
         st = tm__file_add_warning(f, err, "config says num_bits %d but %s.weight holds %d-bit codes",
                                   a->num_bits, module, bits);
-    if (a->strategy && strcmp(a->strategy, gran_name(&q->gran)) != 0 && st == TM_OK &&
+    if (a->strategy && strcmp(a->strategy, tm_granularity_kind_name(q->gran.kind)) != 0 && st == TM_OK &&
         !(strcmp(a->strategy, "tensor_group") == 0 && q->gran.kind == TM_GRAN_GROUP)) {
         char extra[64] = "";
         if (q->gran.kind == TM_GRAN_GROUP)

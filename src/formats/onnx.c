@@ -66,32 +66,8 @@ enum {
     OX_INT4, OX_FLOAT4E2M1, OX_FLOAT8E8M0, OX_UINT2, OX_INT2, OX_N_TYPES
 };
 
-typedef struct ox_type {
-    const char *name;
-    int         dtype;  /* tm_dtype, or -1 when tensormorph has no dtype for it */
-    int         bits;   /* storage bits per element (0: variable, STRING)       */
-} ox_type;
-
-static const ox_type ox_types[OX_N_TYPES] = {
-    [OX_UNDEFINED] = {"UNDEFINED", -1, 0},         [OX_FLOAT] = {"FLOAT", TM_F32, 32},
-    [OX_UINT8] = {"UINT8", TM_U8, 8},              [OX_INT8] = {"INT8", TM_I8, 8},
-    [OX_UINT16] = {"UINT16", TM_U16, 16},          [OX_INT16] = {"INT16", TM_I16, 16},
-    [OX_INT32] = {"INT32", TM_I32, 32},            [OX_INT64] = {"INT64", TM_I64, 64},
-    [OX_STRING] = {"STRING", -1, 0},               [OX_BOOL] = {"BOOL", TM_BOOL, 8},
-    [OX_FLOAT16] = {"FLOAT16", TM_F16, 16},        [OX_DOUBLE] = {"DOUBLE", TM_F64, 64},
-    [OX_UINT32] = {"UINT32", TM_U32, 32},          [OX_UINT64] = {"UINT64", TM_U64, 64},
-    [OX_COMPLEX64] = {"COMPLEX64", -1, 64},        [OX_COMPLEX128] = {"COMPLEX128", -1, 128},
-    [OX_BFLOAT16] = {"BFLOAT16", TM_BF16, 16},     [OX_FLOAT8E4M3FN] = {"FLOAT8E4M3FN", TM_F8_E4M3, 8},
-    [OX_FLOAT8E4M3FNUZ] = {"FLOAT8E4M3FNUZ", -1, 8}, [OX_FLOAT8E5M2] = {"FLOAT8E5M2", TM_F8_E5M2, 8},
-    [OX_FLOAT8E5M2FNUZ] = {"FLOAT8E5M2FNUZ", -1, 8}, [OX_UINT4] = {"UINT4", TM_U4, 4},
-    [OX_INT4] = {"INT4", TM_I4, 4},                [OX_FLOAT4E2M1] = {"FLOAT4E2M1", -1, 4},
-    [OX_FLOAT8E8M0] = {"FLOAT8E8M0", TM_F8_E8M0, 8}, [OX_UINT2] = {"UINT2", -1, 2},
-    [OX_INT2] = {"INT2", -1, 2},
-};
-
-static const char *ox_type_name(int code) {
-    return (code >= 0 && code < OX_N_TYPES) ? ox_types[code].name : "?";
-}
+/* names and sizes: the one table, tm_onnx_elem_get (onnx_types.c) */
+_Static_assert((int)OX_N_TYPES == (int)TM_ONNX_ELEM_COUNT && (int)OX_INT4 == (int)TM_ONNX_INT4, "OX_* are TensorProto.DataType codes");
 
 static int too_deep(const ProtobufCMessageDescriptor *root, const uint8_t *b, size_t n, int max);
 
@@ -157,7 +133,7 @@ static tm_status value_get(ox_ctx *c, const char *name, int64_t *idx, tm_err *er
 static void value_set_type(tm_graph_value *v, int elem, int ndim, const int64_t *shape) {
     if (elem > 0) {
         v->elem_type = elem;
-        v->elem_type_name = ox_type_name(elem);
+        v->elem_type_name = tm_onnx_elem_name(elem, "?");
     }
     if (ndim >= 0 && ndim <= TM_MAX_DIMS) {
         v->ndim = ndim;
@@ -282,13 +258,13 @@ static tm_status add_tensor(ox_ctx *c, const Onnx__TensorProto *t, const char *n
     if (json_object_set_new(c->tensor_names, name, json_true()) != 0)
         return tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
     int code = t->has_data_type ? t->data_type : 0;
-    const ox_type *ty = (code > 0 && code < OX_N_TYPES) ? &ox_types[code] : NULL;
+    const tm_onnx_elem_info *ty = code > 0 ? tm_onnx_elem_get(code) : NULL;
     if (!ty || ty->dtype < 0) {
         c->n_skipped++;
         return tm__file_add_warning(c->f, err,
                                     "%s: tensor '%s' (%s, file byte %lld): element type %s (%d) "
                                     "has no tensormorph dtype; not listed",
-                                    c->path, name, where, (long long)NAME_OFF, ox_type_name(code), code);
+                                    c->path, name, where, (long long)NAME_OFF, tm_onnx_elem_name(code, "?"), code);
     }
     if (t->segment)
         return tm__err_set(err, TM_E_UNSUPPORTED, NAME_OFF,

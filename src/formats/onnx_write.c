@@ -452,7 +452,7 @@ static Onnx__NodeProto *const_node(tm__oxmodel *m, Onnx__TensorProto *t) {
 
 /* codes (one per byte) as the bytes of an ONNX tensor of `type` */
 static uint8_t *encode_codes(tm__oxmodel *m, int type, const uint8_t *codes, int64_t n, size_t *nb) {
-    int four = type == TM__OX_INT4 || type == TM__OX_UINT4;
+    int four = type == TM_ONNX_INT4 || type == TM_ONNX_UINT4;
     *nb = four ? (size_t)((n + 1) / 2) : (size_t)n;
     uint8_t *b = own_calloc(m, *nb, 1);
     if (!b) return NULL;
@@ -500,7 +500,7 @@ tm_status tm__ox_replace(tm__oxmodel *m, int64_t i, const tm__oxq *q, tm_err *er
     if (!zb || !n_codes || !n_scale || !n_zp || !n_dq || !n_deq || (q->cast_to && !n_cast) || !dq_in || !dq_attr)
         return tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
     Onnx__TensorProto *tc = new_tensor(m, n_codes, q->code_type, w->pub.ndim, w->pub.shape, cb, ncb);
-    Onnx__TensorProto *ts = new_tensor(m, n_scale, TM__OX_FLOAT, q->pndim, q->pshape, sb, (size_t)np * 4);
+    Onnx__TensorProto *ts = new_tensor(m, n_scale, TM_ONNX_FLOAT, q->pndim, q->pshape, sb, (size_t)np * 4);
     Onnx__TensorProto *tz = new_tensor(m, n_zp, q->code_type, q->pndim, q->pshape, zb, nzb);
     if (!tc || !ts || !tz) return tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
     dq_in[0] = n_codes;

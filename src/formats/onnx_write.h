@@ -9,9 +9,7 @@
 #define TM_FORMATS_ONNX_WRITE_H
 #include "../core/core.h"
 
-/* ONNX TensorProto.DataType codes used here [onnx.proto]. */
-enum { TM__OX_FLOAT = 1, TM__OX_UINT8 = 2, TM__OX_INT8 = 3, TM__OX_FLOAT16 = 10,
-       TM__OX_BFLOAT16 = 16, TM__OX_UINT4 = 21, TM__OX_INT4 = 22 };
+#include "tensormorph/graph.h" /* TM_ONNX_* element type codes */
 
 typedef struct tm__oxmodel tm__oxmodel;
 
@@ -53,7 +51,7 @@ int       tm__ox_first_unstable(const tm__oxmodel *m, int64_t from, int64_t to, 
 
 /* Quantized replacement of weight i. */
 typedef struct tm__oxq {
-    int            code_type;   /* TM__OX_INT8 / UINT8 / INT4 / UINT4                         */
+    int            code_type;   /* TM_ONNX_INT8 / UINT8 / INT4 / UINT4                         */
     const uint8_t *codes;       /* one code per byte (tensormorph/quant.h), n_elems of them   */
     const float   *scale;       /* n_params                                                   */
     const int32_t *zero_point;  /* n_params                                                   */

@@ -159,6 +159,25 @@ static tm_status items_add(up *u, pv *c, pv *x) {
     return TM_OK;
 }
 
+/* APPENDS (kind PV_LIST: the list below the innermost MARK takes the values above it) and
+** SETITEMS (PV_DICT: the dict takes them as key, value pairs); op names the opcode in errors. */
+static tm_status add_marked(up *u, pv_kind kind, const char *op) {
+    const char *noun = kind == PV_LIST ? "list" : "dict";
+    int64_t first = 0;
+    tm_status s;
+    if ((s = mark_base(u, &first))) return s;
+    if (first == 0 || first <= (u->nm ? u->marks[u->nm - 1] : 0))
+        return UERR(TM_E_CORRUPT, "%s without a %s below its MARK", op, noun);
+    if (kind == PV_DICT && (u->sp - first) % 2) return UERR(TM_E_CORRUPT, "%s of an odd number of items", op);
+    pv *x = u->stack[first - 1];
+    if (x->kind != kind)
+        return UERR(TM_E_UNSUPPORTED, "%s %s something that is not a %s", op, kind == PV_LIST ? "to" : "on", noun);
+    for (int64_t i = first; i < u->sp; i++)
+        if ((s = items_add(u, x, u->stack[i]))) return s;
+    u->sp = first;
+    return TM_OK;
+}
+
 /* A tuple of the `k` values [first, first+k) of the stack, which are then dropped. */
 static tm_status make_tuple(up *u, int64_t first) {
     pv *t = newv(u, PV_TUPLE);
@@ -531,32 +550,13 @@ static tm_status step(up *u, int *done) {
         if ((s = pop(u, &y)) || (s = top(u, &x))) return s;
         if (x->kind != PV_LIST) return UERR(TM_E_UNSUPPORTED, "APPEND to something that is not a list");
         return items_add(u, x, y);
-    case 'e':
-        if ((s = mark_base(u, &first))) return s;
-        if (first == 0 || first <= (u->nm ? u->marks[u->nm - 1] : 0))
-            return UERR(TM_E_CORRUPT, "APPENDS without a list below its MARK");
-        x = u->stack[first - 1];
-        if (x->kind != PV_LIST) return UERR(TM_E_UNSUPPORTED, "APPENDS to something that is not a list");
-        for (int64_t i = first; i < u->sp; i++)
-            if ((s = items_add(u, x, u->stack[i]))) return s;
-        u->sp = first;
-        return TM_OK;
+    case 'e': return add_marked(u, PV_LIST, "APPENDS");
     case 's':
         if ((s = pop(u, &z)) || (s = pop(u, &y)) || (s = top(u, &x))) return s;
         if (x->kind != PV_DICT) return UERR(TM_E_UNSUPPORTED, "SETITEM on something that is not a dict");
         if ((s = items_add(u, x, y))) return s;
         return items_add(u, x, z);
-    case 'u':
-        if ((s = mark_base(u, &first))) return s;
-        if (first == 0 || first <= (u->nm ? u->marks[u->nm - 1] : 0))
-            return UERR(TM_E_CORRUPT, "SETITEMS without a dict below its MARK");
-        if ((u->sp - first) % 2) return UERR(TM_E_CORRUPT, "SETITEMS of an odd number of items");
-        x = u->stack[first - 1];
-        if (x->kind != PV_DICT) return UERR(TM_E_UNSUPPORTED, "SETITEMS on something that is not a dict");
-        for (int64_t i = first; i < u->sp; i++)
-            if ((s = items_add(u, x, u->stack[i]))) return s;
-        u->sp = first;
-        return TM_OK;
+    case 'u': return add_marked(u, PV_DICT, "SETITEMS");
     case 'q': if ((s = need(u, 1))) return s; u->pos += 1;
         if ((s = top(u, &x))) return s;
         return memo_put(u, a[0], x);

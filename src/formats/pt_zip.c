@@ -335,6 +335,15 @@ static tm_status add_tensor(pt_ctx *c, const char *name, const pv *v) {
     q.zp_packing.codes_per_container = 1;
     q.zp_packing.packed_axis = -1;
     q.zp_packing.lsb_first = 1;
+    /* symmetric when every zero point is 0, as for ONNX (torch stores per_channel_symmetric
+    ** observers' qparams as per_channel_affine with zero points 0) */
+    const void *zb = NULL;
+    if (q.gran.kind == TM_GRAN_TENSOR) q.symmetric = pt->zero_point == 0;
+    else if (tm_tensor_data(c->f, zi, 0, zt->n_bytes, &zb, NULL) == TM_OK) {
+        const uint8_t *z8 = zb;
+        q.symmetric = 1;
+        for (uint64_t k = 0; k < zt->n_bytes && q.symmetric; k++) q.symmetric = z8[k] == 0;
+    }
     return tm__file_set_quant(c->f, ci, &q, c->err);
 }
 

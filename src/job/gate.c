@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <jansson.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <sys/stat.h>
 
@@ -350,6 +351,22 @@ static const json_t *table_target(const json_t *table, const char *target) {
     return NULL;
 }
 
+/* Append a reason to why (cap bytes, *u of them used): "; " before all but the first; output
+** beyond cap is cut. WHY(...) appends to the local `why` and `u` of the check. */
+static void why_add(char *why, size_t cap, size_t *u, const char *fmt, ...) TM_PRINTF(4, 5);
+static void why_add(char *why, size_t cap, size_t *u, const char *fmt, ...) {
+    if (*u >= cap) return;
+    int w = snprintf(why + *u, cap - *u, "%s", *u ? "; " : "");
+    if (w > 0) *u += (size_t)w;
+    if (*u >= cap) return;
+    va_list ap;
+    va_start(ap, fmt);
+    w = vsnprintf(why + *u, cap - *u, fmt, ap);
+    va_end(ap);
+    if (w > 0) *u += (size_t)w;
+}
+#define WHY(...) why_add(why, sizeof why, &u, __VA_ARGS__)
+
 static void check_device(gate *g, const json_t *evd, const char *target) {
     if (!evd || !target) { add_check(g, "evidence.device", "not_run", NULL, "needs the evidence and a policy target"); return; }
     const json_t *rt = json_object_get(evd, "runtime"), *dev = json_object_get(evd, "device");
@@ -358,8 +375,6 @@ static void check_device(gate *g, const json_t *evd, const char *target) {
     json_object_set_new(ev, "device", json_deep_copy(dev));
     char why[800] = "";
     size_t u = 0;
-#define WHY(...) do { if (u < sizeof why) { int w_ = snprintf(why + u, sizeof why - u, "%s", u ? "; " : ""); if (w_ > 0) u += (size_t)w_; \
-                      if (u < sizeof why) { w_ = snprintf(why + u, sizeof why - u, __VA_ARGS__); if (w_ > 0) u += (size_t)w_; } } } while (0)
     if (!json_is_true(json_object_get(dev, "measured"))) WHY("device.measured is false: the evidence holds no measurement of a device");
     const json_t *tg = g->table ? table_target(g->table, target) : NULL;
     json_t *llm_spec = tm__gate_llm_target(target) ? tm__gate_llm_spec() : NULL;
@@ -373,7 +388,6 @@ static void check_device(gate *g, const json_t *evd, const char *target) {
         if (!ep || strcmp(ep, want_ep)) WHY("runtime.execution_provider is '%s', target %s needs %s", ep ? ep : "?", target, want_ep);
         if (!dk || strcmp(dk, want_dev)) WHY("device.kind is '%s', target %s needs %s", dk ? dk : "?", target, want_dev);
     }
-#undef WHY
     json_decref(llm_spec);
     if (why[0]) add_check(g, "evidence.device", "fail", ev, "%s", why);
     else add_check(g, "evidence.device", "pass", ev, "measured on %s (%s, %s)", tm__json_str(dev, "name") ? tm__json_str(dev, "name") : "?",
@@ -453,8 +467,6 @@ static void check_protocol(gate *g, const json_t *evd, const json_t *pt) {
     json_object_set_new(ev, "candidate_samples", json_integer(nc));
     char why[1000] = "";
     size_t u = 0;
-#define WHY(...) do { if (u < sizeof why) { int w_ = snprintf(why + u, sizeof why - u, "%s", u ? "; " : ""); if (w_ > 0) u += (size_t)w_; \
-                      if (u < sizeof why) { w_ = snprintf(why + u, sizeof why - u, __VA_ARGS__); if (w_ > 0) u += (size_t)w_; } } } while (0)
     /* runs and count are >= 1 by the schema; a product beyond int64 cannot match any file */
     json_int_t want = (runs > 0 && count > 0 && count <= INT64_MAX / runs) ? runs * count : -1;
     if (nb != want) WHY("baseline has %lld latency samples, the protocol's runs x inputs = %lld x %lld = %lld", (long long)nb, (long long)runs, (long long)count, (long long)want);
@@ -473,7 +485,6 @@ static void check_protocol(gate *g, const json_t *evd, const json_t *pt) {
         WHY("inputs.count %lld < the policy's min_inputs %lld", (long long)count, (long long)want_v);
     if ((v = json_object_get(req, "inputs_sha256")) && (!tm__json_str(inp, "sha256") || strcmp(tm__json_str(inp, "sha256"), json_string_value(v))))
         WHY("inputs.sha256 %.12s... differs from the policy's %.12s...", tm__json_str(inp, "sha256") ? tm__json_str(inp, "sha256") : "?", json_string_value(v));
-#undef WHY
     if (why[0]) add_check(g, "evidence.protocol", "fail", ev, "protocol mismatch: %s", why);
     else add_check(g, "evidence.protocol", "pass", ev, "baseline and candidate measured under one protocol: %lld runs x %lld inputs, %lld threads, warmup %lld",
                    (long long)runs, (long long)count, (long long)threads, (long long)warm);

@@ -64,38 +64,17 @@ static int64_t ir_for_opset(int64_t v) {
     return 3;
 }
 
-static const char *ox_type_name(int t) {
-    switch (t) {
-    case 1: return "FLOAT"; case 2: return "UINT8"; case 3: return "INT8"; case 4: return "UINT16";
-    case 5: return "INT16"; case 6: return "INT32"; case 7: return "INT64"; case 8: return "STRING";
-    case 9: return "BOOL"; case 10: return "FLOAT16"; case 11: return "DOUBLE"; case 12: return "UINT32";
-    case 13: return "UINT64"; case 16: return "BFLOAT16"; case 21: return "UINT4"; case 22: return "INT4";
-    default: return "other";
-    }
-}
-
-static const char *gran_name(tm_granularity g) {
-    return g == TM_GRAN_TENSOR ? "tensor" : g == TM_GRAN_CHANNEL ? "channel" : g == TM_GRAN_GROUP ? "group" : "block";
-}
-
-static const char *observer_str(const tm_observer *o, char *buf, size_t n) {
-    static const char *const names[] = {"minmax", "ema_minmax", "histogram", "percentile", "mse", "entropy"};
-    const char *b = o->kind < TM_OBS_COUNT ? names[o->kind] : "?";
-    if (o->kind == TM_OBS_PERCENTILE) snprintf(buf, n, "%s:%g", b, o->percentile);
-    else snprintf(buf, n, "%s", b);
-    return buf;
-}
-
 static json_t *scheme_json(const tm_qspec *s) {
     json_t *o = json_object();
-    char ob[48];
+    char ob[96];
+    tm_observer_name(&s->observer, ob, sizeof ob);
     json_object_set_new(o, "type", json_string(tm_dtype_get(s->code_dtype)->name));
-    json_object_set_new(o, "granularity", json_string(gran_name(s->gran.kind)));
+    json_object_set_new(o, "granularity", json_string(tm_granularity_kind_name(s->gran.kind)));
     if (s->gran.kind == TM_GRAN_CHANNEL || s->gran.kind == TM_GRAN_GROUP)
         json_object_set_new(o, "axis", json_integer(s->gran.axis));
     if (s->gran.kind == TM_GRAN_GROUP) json_object_set_new(o, "group_size", json_integer(s->gran.group_size));
     json_object_set_new(o, "symmetric", json_boolean(s->symmetric));
-    json_object_set_new(o, "observer", json_string(observer_str(&s->observer, ob, sizeof ob)));
+    json_object_set_new(o, "observer", json_string(ob));
     json_object_set_new(o, "convention", json_string(s->convention == TM_CONV_TORCH ? "torch" : "onnx"));
     json_object_set_new(o, "scale_dtype", json_string(tm_dtype_get(s->scale_dtype)->name));
     json_object_set_new(o, "allow_nonfinite", json_boolean(s->allow_nonfinite));
@@ -116,7 +95,7 @@ typedef struct wq {
 } wq;
 
 static int onnx_code_type(tm_dtype d) {
-    return d == TM_I8 ? TM__OX_INT8 : d == TM_U8 ? TM__OX_UINT8 : d == TM_I4 ? TM__OX_INT4 : TM__OX_UINT4;
+    return d == TM_I8 ? TM_ONNX_INT8 : d == TM_U8 ? TM_ONNX_UINT8 : d == TM_I4 ? TM_ONNX_INT4 : TM_ONNX_UINT4;
 }
 
 /* Quantize tensor ti of `in` under w->spec into w (codes, scale, zero point) and rw->e. */
@@ -174,8 +153,8 @@ static tm_status check_reopened(const tm_file *f, const char *wname, const wq *w
         (q->gran.kind == TM_GRAN_GROUP && q->gran.group_size != w->spec.gran.group_size))
         return tm__err_set(err, TM_E_INTERNAL, -1, "re-opened output: '%s' reads back as %s %s axis %d, "
                            "written %s %s axis %d", nm, tm_dtype_get(q->code_dtype)->name,
-                           gran_name(q->gran.kind), q->gran.axis, tm_dtype_get(w->spec.code_dtype)->name,
-                           gran_name(w->spec.gran.kind), w->spec.gran.axis);
+                           tm_granularity_kind_name(q->gran.kind), q->gran.axis, tm_dtype_get(w->spec.code_dtype)->name,
+                           tm_granularity_kind_name(w->spec.gran.kind), w->spec.gran.axis);
     float *sc = NULL;
     int32_t *zp = NULL;
     int64_t np = 0;
@@ -207,7 +186,7 @@ static int match_any(regex_t *re, int64_t n, const char *s) {
 }
 
 static int is_float_type(int t) {
-    return t == TM__OX_FLOAT || t == TM__OX_FLOAT16 || t == TM__OX_BFLOAT16;
+    return t == TM_ONNX_FLOAT || t == TM_ONNX_FLOAT16 || t == TM_ONNX_BFLOAT16;
 }
 
 /* "12 DequantizeLinear, 1 MatMulNBits": in's quantized tensors counted by layout (the reader's
@@ -372,7 +351,7 @@ static tm_status onnx_into(tm__pipe *pp, tm_file *in, const tm_onnx_qparams *p, 
         size_t wn = sizeof rw->reason;
         if (p->n_include && !match_any(re, p->n_include, w->name)) snprintf(why, wn, "not matched by --include");
         else if (p->n_exclude && match_any(re + p->n_include, p->n_exclude, w->name)) snprintf(why, wn, "matched by --exclude");
-        else if (!ft) snprintf(why, wn, "element type %s is not float32/float16/bfloat16", ox_type_name(w->elem_type));
+        else if (!ft) snprintf(why, wn, "element type %s is not float32/float16/bfloat16", tm_onnx_elem_name(w->elem_type, "other"));
         else if (w->graph_input) snprintf(why, wn, "also a graph input (its value can be fed at run time)");
         else if (w->name_clash) snprintf(why, wn, "a name '%s_quantized/_scale/_zero_point/...' is already used in the model", w->name);
         else if (!t || t->quant || t->n_elems <= 0) snprintf(why, wn, "the ONNX reader lists no float tensor of this name");
@@ -448,7 +427,7 @@ static tm_status onnx_into(tm__pipe *pp, tm_file *in, const tm_onnx_qparams *p, 
                          (long long)ds->gran.group_size);
             else
                 snprintf(scheme, sizeof scheme, "%s %s", ds->code_dtype == TM_I4 ? "int4" : tm_dtype_get(ds->code_dtype)->name,
-                         gran_name(ds->gran.kind));
+                         tm_granularity_kind_name(ds->gran.kind));
             s = tm__err_set(err, TM_E_UNSUPPORTED, -1,
                             "%s: %s needs DequantizeLinear of ai.onnx opset %lld, the model has opset %lld, and "
                             "raising it would change op %s (node '%s'%s%s; %s-%lld changed its meaning); "
@@ -460,7 +439,7 @@ static tm_status onnx_into(tm__pipe *pp, tm_file *in, const tm_onnx_qparams *p, 
     /* float16/bfloat16 weights: a Cast after the DequantizeLinear; Cast to bfloat16 needs opset 13 */
     for (int64_t i = 0; !s && i < nw; i++) {
         const tm__oxweight *w = tm__ox_weight(m, i);
-        if (plan[i].quantize && w->elem_type == TM__OX_BFLOAT16 && res->opset_to < 13) {
+        if (plan[i].quantize && w->elem_type == TM_ONNX_BFLOAT16 && res->opset_to < 13) {
             plan[i].quantize = 0;
             snprintf(res->weights[i].reason, sizeof res->weights[i].reason,
                      "bfloat16 weight: Cast to bfloat16 needs ai.onnx opset 13, the output has %lld", (long long)res->opset_to);
@@ -490,7 +469,7 @@ static tm_status onnx_into(tm__pipe *pp, tm_file *in, const tm_onnx_qparams *p, 
         q.axis = pl->spec.gran.axis;
         q.block_size = pl->spec.gran.kind == TM_GRAN_GROUP ? pl->spec.gran.group_size : 0;
         q.domain = dq_domain;
-        q.cast_to = w->elem_type == TM__OX_FLOAT ? 0 : w->elem_type;
+        q.cast_to = w->elem_type == TM_ONNX_FLOAT ? 0 : w->elem_type;
         if ((s = tm__ox_replace(m, i, &q, err))) break;
         res->weights[i].quantized = 1;
         res->n_quantized++;
@@ -607,7 +586,7 @@ tm_status tm_onnx_quantize(tm_file *in, const char *out_path, const tm_onnx_qpar
         return tm__err_set(err, TM_E_INVALID_ARG, -1, "ONNX output: type %s with granularity %s is not "
                            "offered (int8, uint8 or int4; tensor, channel or group:N)",
                            tm_dtype_get(ds->code_dtype) ? tm_dtype_get(ds->code_dtype)->name : "?",
-                           gran_name(ds->gran.kind));
+                           tm_granularity_kind_name(ds->gran.kind));
     if (ds->gran.kind == TM_GRAN_GROUP && ds->gran.group_size < 2)
         return tm__err_set(err, TM_E_INVALID_ARG, -1, "ONNX output: group size must be at least 2");
     if (ds->scale_dtype != TM_F32)

@@ -472,28 +472,6 @@ static tm_status write_params(job_t *j, plan_t *pl, tm_err *err) {
     return s;
 }
 
-static const char *observer_name(const tm_observer *o, char *buf, size_t n) {
-    switch (o->kind) {
-    case TM_OBS_MINMAX: return "minmax";
-    case TM_OBS_EMA_MINMAX: return "ema_minmax";
-    case TM_OBS_HISTOGRAM: return "histogram";
-    case TM_OBS_PERCENTILE: snprintf(buf, n, "percentile:%g", o->percentile); return buf;
-    case TM_OBS_MSE: return "mse";
-    case TM_OBS_ENTROPY: return "entropy";
-    default: return "?";
-    }
-}
-
-static const char *gran_strategy(tm_granularity g) {
-    switch (g) {
-    case TM_GRAN_TENSOR: return "tensor";
-    case TM_GRAN_CHANNEL: return "channel";
-    case TM_GRAN_GROUP: return "group";
-    case TM_GRAN_BLOCK: return "block";
-    default: return "?";
-    }
-}
-
 /* QuantizationArgs of compressed-tensors for one scheme (every key the library knows). */
 static json_t *ct_weights_args(const tm_qspec *s, tm_dtype weight_dtype) {
     json_t *w = json_object();
@@ -502,7 +480,7 @@ static json_t *ct_weights_args(const tm_qspec *s, tm_dtype weight_dtype) {
     json_object_set_new(w, "type", json_string(fp8 ? "float" : "int"));
     json_object_set_new(w, "symmetric", json_boolean(s->symmetric));
     json_object_set_new(w, "group_size", s->gran.kind == TM_GRAN_GROUP ? json_integer(s->gran.group_size) : json_null());
-    json_object_set_new(w, "strategy", json_string(gran_strategy(s->gran.kind)));
+    json_object_set_new(w, "strategy", json_string(tm_granularity_kind_name(s->gran.kind)));
     json_object_set_new(w, "block_structure", json_null());
     if (s->gran.kind == TM_GRAN_BLOCK) {
         json_t *b = json_array();
@@ -517,8 +495,9 @@ static json_t *ct_weights_args(const tm_qspec *s, tm_dtype weight_dtype) {
                         : json_string(s->scale_dtype == TM_F16 ? "torch.float16"
                                       : s->scale_dtype == TM_BF16 ? "torch.bfloat16" : "torch.float32"));
     json_object_set_new(w, "zp_dtype", s->symmetric ? json_null() : json_string("torch.int8"));
-    char ob[48];
-    json_object_set_new(w, "observer", json_string(observer_name(&s->observer, ob, sizeof ob)));
+    char ob[96];
+    tm_observer_name(&s->observer, ob, sizeof ob);
+    json_object_set_new(w, "observer", json_string(ob));
     json_object_set_new(w, "observer_kwargs", json_object());
     return w;
 }
@@ -614,9 +593,10 @@ static json_t *num(double v) { return tm__manifest_num(v); }
 
 static json_t *spec_json(const tm_qspec *s) {
     json_t *o = json_object();
-    char ob[48];
+    char ob[96];
+    tm_observer_name(&s->observer, ob, sizeof ob);
     json_object_set_new(o, "type", json_string(tm_dtype_get(s->code_dtype)->name));
-    json_object_set_new(o, "granularity", json_string(gran_strategy(s->gran.kind)));
+    json_object_set_new(o, "granularity", json_string(tm_granularity_kind_name(s->gran.kind)));
     if (s->gran.kind == TM_GRAN_CHANNEL || s->gran.kind == TM_GRAN_GROUP) /* 2-D weights: -2 -> 0, -1 -> 1 */
         json_object_set_new(o, "axis", json_integer(s->gran.axis < 0 ? s->gran.axis + 2 : s->gran.axis));
     if (s->gran.kind == TM_GRAN_GROUP) json_object_set_new(o, "group_size", json_integer(s->gran.group_size));
@@ -627,7 +607,7 @@ static json_t *spec_json(const tm_qspec *s) {
         json_object_set_new(o, "block", b);
     }
     json_object_set_new(o, "symmetric", json_boolean(s->symmetric));
-    json_object_set_new(o, "observer", json_string(observer_name(&s->observer, ob, sizeof ob)));
+    json_object_set_new(o, "observer", json_string(ob));
     json_object_set_new(o, "convention", json_string(s->convention == TM_CONV_TORCH ? "torch" : "onnx"));
     json_object_set_new(o, "scale_dtype", json_string(tm_dtype_get(s->scale_dtype)->name));
     json_object_set_new(o, "allow_nonfinite", json_boolean(s->allow_nonfinite));
@@ -863,8 +843,11 @@ static tm_status quantize_into(tm__pipe *pp, tm_file *in, const tm_qjob_params *
     }
     if (!s) {
         json_t *recipe = json_object();
+        json_object_set_new(recipe, "format", json_string("compressed-tensors"));
         json_object_set_new(recipe, "default", spec_json(&p->spec));
         json_object_set_new(recipe, "quantize_embeddings", json_boolean(p->quantize_embeddings));
+        json_object_set_new(recipe, "strict", json_boolean(p->strict));
+        json_object_set_new(recipe, "max_shard_bytes", json_integer((json_int_t)p->max_shard_bytes));
         json_t *inc = json_array(), *exc = json_array(), *rules = json_array();
         for (int64_t k = 0; k < p->n_include; k++) json_array_append_new(inc, json_string(p->include[k]));
         for (int64_t k = 0; k < p->n_exclude; k++) json_array_append_new(exc, json_string(p->exclude[k]));

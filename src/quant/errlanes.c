@@ -35,7 +35,7 @@
 ** that every x was finite (each lane's sum of x^2 is finite exactly then: a finite float32
 ** squared cannot overflow a double) and that the largest |e| * inv is within the tolerance (then
 ** no element's is); otherwise it measures the run with the per-element masks.
-** tests/unit/test_quant.c and tests/unit/test_qjob_fast.c compare the two. */
+** tests/unit/test_quant_kernels.c and tests/unit/test_qjob_fast.c compare the two. */
 #define RUN_LANES 8
 
 typedef struct run_lane {

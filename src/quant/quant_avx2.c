@@ -3,7 +3,7 @@
 ** observers' min/max. Compiled for
 ** every x86 build with __attribute__((target("avx2"))) (never -march); the kernel set "avx2"
 ** (kernels.c) names them; tm_kernels_get hands it out only where the CPU has AVX2.
-** Bit-identical to tm__quant_int_ref / tm__dequant_int_ref (tests/unit/test_quant.c proves it on random data, ties and clipping):
+** Bit-identical to tm__quant_int_ref / tm__dequant_int_ref (tests/unit/test_quant_kernels.c proves it on random data, ties and clipping):
 ** the same IEEE division/multiplication, round-to-nearest-even (vroundps imm 8 = nearbyint),
 ** the same clamp in float32 before the integer conversion, NaN -> the zero point.
 */

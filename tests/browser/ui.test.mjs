@@ -119,7 +119,7 @@ try {
   const line = await b0.evaluate((e) => { const s = getComputedStyle(e); return { w: s.borderTopWidth, c: s.borderTopColor }; });
   check(parseFloat(line.w) >= 2 && /rgb\(208, 48, 48\)/.test(line.c), "the boundary is a visible line (" + line.w + " " + line.c + ")");
   const badges = await b0.locator(".badge").allTextContents();
-  check(badges.includes("I4") && badges.includes("I4 group:32 sym"), "dtype and scheme badges: " + badges.join(" | "));
+  check(badges.includes("I4") && badges.includes("I4 group:32 sym scale:F32"), "dtype and scheme badges: " + badges.join(" | "));
   await page.screenshot({ path: path.join(shots, "architecture-expanded.png"), fullPage: true });
   await page.fill("#search", "layers.1.mlp.down");
   check(await page.locator(".node.match[data-path='model.layers.1.mlp.down_proj']").isVisible(), "search finds and shows a module");

@@ -27,23 +27,14 @@
 
 #include "helpers/cli_run.h"
 #include "helpers/obs_cases.h"
+#include "helpers/fixture.h"
 #include "helpers/vectors.h"
 #include "tensormorph.h"
 
 static char g_tmp[256];
 
-static int setup(void **state) {
-    (void)state;
-    snprintf(g_tmp, sizeof g_tmp, "/tmp/tm_calib_XXXXXX");
-    return mkdtemp(g_tmp) ? 0 : -1;
-}
-
-static int teardown(void **state) {
-    (void)state;
-    char cmd[512];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_tmp);
-    return system(cmd) == 0 ? 0 : -1;
-}
+static int setup(void **state) { (void)state; return tmt_tmpdir_make(g_tmp, sizeof g_tmp, "calib"); }
+static int teardown(void **state) { (void)state; return tmt_tmpdir_remove(g_tmp); }
 
 static uint32_t fbits(float x) { return tmv_f32_bits(x); }
 
@@ -77,11 +68,27 @@ static size_t npy_image(unsigned char *out, const char *descr, int ndim, const i
     return (size_t)(total + pad) + nbytes;
 }
 
-static void write_file(const char *path, const void *p, size_t n) {
-    FILE *f = fopen(path, "wb");
-    assert_non_null(f);
-    assert_int_equal(fwrite(p, 1, n, f), n);
-    fclose(f);
+
+/* A safetensors file: the 8-byte header length (host order: little-endian here), the header
+** JSON hdr, then the data d0 (n0 bytes) and d1 (n1 bytes; none when d1 is NULL). */
+static void write_st(const char *path, const char *hdr, const void *d0, size_t n0, const void *d1, size_t n1) {
+    unsigned char buf[512];
+    uint64_t hl = strlen(hdr);
+    assert_true(8 + hl + n0 + n1 <= sizeof buf);
+    memcpy(buf, &hl, 8);
+    memcpy(buf + 8, hdr, hl);
+    memcpy(buf + 8 + hl, d0, n0);
+    if (d1) memcpy(buf + 8 + hl + n0, d1, n1);
+    tmt_write_file(path, buf, 8 + hl + n0 + n1);
+}
+
+/* A quantized weight's fixture: l.weight I8 [2,3] and its float scale l.weight_scale F32 [2,1]. */
+static void write_qs(const char *path) {
+    const char *hdr = "{\"l.weight\":{\"dtype\":\"I8\",\"shape\":[2,3],\"data_offsets\":[0,6]},"
+                      "\"l.weight_scale\":{\"dtype\":\"F32\",\"shape\":[2,1],\"data_offsets\":[6,14]}}";
+    const unsigned char codes[6] = {1, 2, 3, 0xff, 0xfe, 0x7f};
+    const float sc[2] = {0.5f, 0.25f};
+    write_st(path, hdr, codes, 6, sc, 8);
 }
 
 static void write_npy(const char *path, int ndim, const int64_t *shape, const float *x) {
@@ -89,7 +96,7 @@ static void write_npy(const char *path, int ndim, const int64_t *shape, const fl
     for (int d = 0; d < ndim; d++) n *= shape[d];
     unsigned char *img = malloc((size_t)n * 4 + 512);
     size_t len = npy_image(img, "<f4", ndim, shape, x, (size_t)n * 4);
-    write_file(path, img, len);
+    tmt_write_file(path, img, len);
     free(img);
 }
 
@@ -176,60 +183,54 @@ static void test_torch_observer_vectors(void **state) {
 
 /* ---- ort_calibration ------------------------------------------------------------------------ */
 
+static void ort_case(const char *name, json_t *cj) {
+    assert_string_equal(tmv_output_match(cj, "range"), "exact");
+    tmv_obs_case oc;
+    if (tmv_ort_calibration_case(name, cj, &oc) != 0) fail_msg("ort_calibration/%s: cannot set up", name);
+    tmv_npy er;
+    assert_int_equal(tmv_npy_load_case("ort_calibration", name, "expected_range.npy", &er), 0);
+    tm_calib_params p = {.spec = oc.spec};
+    tm_calib_result *r;
+    tm_err err;
+    if (tm_calibrate(&p, oc.batch, oc.n_batches, &r, &err) != TM_OK) fail_msg("ort_calibration/%s: %s", name, err.msg);
+    if (fbits((float)r->units[0].range_min) != tmv_npy_f32_bits(&er, 0) ||
+        fbits((float)r->units[0].range_max) != tmv_npy_f32_bits(&er, 1))
+        fail_msg("ort_calibration/%s: range (%.9g, %.9g), ORT (%.9g, %.9g)", name, r->units[0].range_min,
+                 r->units[0].range_max, tmv_npy_get_f64(&er, 0), tmv_npy_get_f64(&er, 1));
+    /* scale from that range, ONNX convention */
+    float ws;
+    int32_t wzp;
+    assert_int_equal(tm_qparams_from_range(&oc.spec, tmv_npy_get_f64(&er, 0), tmv_npy_get_f64(&er, 1), &ws, &wzp, &err), TM_OK);
+    assert_int_equal(fbits(r->units[0].scale), fbits(ws));
+    assert_int_equal(r->units[0].zero_point, wzp);
+    /* the command, each input file one batch */
+    char files[4096] = "", path[4096];
+    size_t o = 0;
+    for (int b = 0; b < oc.n_batches; b++) {
+        tmv_case_path(path, sizeof path, "ort_calibration", name, oc.files[b]);
+        o += (size_t)snprintf(files + o, sizeof files - o, " '%s'", path);
+    }
+    char obs[64];
+    tm_observer_name(&oc.spec.observer, obs, sizeof obs);
+    json_t *doc = tmt_run_json(0, "%s calibrate%s --observer %s --bins %d --quantized-bins %d %s --json", tmt_bin(), files,
+                               obs, oc.spec.observer.n_bins, oc.spec.observer.n_quantized_bins,
+                               oc.spec.symmetric ? "--symmetric" : "--asymmetric");
+    json_t *jo = json_array_get(json_object_get(doc, "observers"), 0);
+    assert_int_equal(json_integer_value(json_object_get(doc, "n_batches")), oc.n_batches);
+    assert_int_equal(fbits((float)tmt_num(jo, "range_min")), tmv_npy_f32_bits(&er, 0));
+    assert_int_equal(fbits((float)tmt_num(jo, "range_max")), tmv_npy_f32_bits(&er, 1));
+    assert_int_equal(fbits((float)tmt_num(jo, "scale")), fbits(ws));
+    json_decref(doc);
+    tm_calib_result_free(r);
+    tmv_npy_free(&er);
+    tmv_obs_case_free(&oc);
+}
+
 static void test_ort_calibration_vectors(void **state) {
     (void)state;
     if (!tmv_require_shared()) return;
-    char **names;
-    int n = tmv_list_cases("ort_calibration", &names);
-    assert_true(n > 0);
-    for (int i = 0; i < n; i++) {
-        const char *name = names[i];
-        json_t *cj = tmv_case_json("ort_calibration", name);
-        assert_non_null(cj);
-        assert_string_equal(tmv_output_match(cj, "range"), "exact");
-        tmv_obs_case oc;
-        if (tmv_ort_calibration_case(name, cj, &oc) != 0) fail_msg("ort_calibration/%s: cannot set up", name);
-        tmv_npy er;
-        assert_int_equal(tmv_npy_load_case("ort_calibration", name, "expected_range.npy", &er), 0);
-        tm_calib_params p = {.spec = oc.spec};
-        tm_calib_result *r;
-        tm_err err;
-        if (tm_calibrate(&p, oc.batch, oc.n_batches, &r, &err) != TM_OK) fail_msg("ort_calibration/%s: %s", name, err.msg);
-        if (fbits((float)r->units[0].range_min) != tmv_npy_f32_bits(&er, 0) ||
-            fbits((float)r->units[0].range_max) != tmv_npy_f32_bits(&er, 1))
-            fail_msg("ort_calibration/%s: range (%.9g, %.9g), ORT (%.9g, %.9g)", name, r->units[0].range_min,
-                     r->units[0].range_max, tmv_npy_get_f64(&er, 0), tmv_npy_get_f64(&er, 1));
-        /* scale from that range, ONNX convention */
-        float ws;
-        int32_t wzp;
-        assert_int_equal(tm_qparams_from_range(&oc.spec, tmv_npy_get_f64(&er, 0), tmv_npy_get_f64(&er, 1), &ws, &wzp, &err), TM_OK);
-        assert_int_equal(fbits(r->units[0].scale), fbits(ws));
-        assert_int_equal(r->units[0].zero_point, wzp);
-        /* the command, each input file one batch */
-        char files[4096] = "", path[4096];
-        size_t o = 0;
-        for (int b = 0; b < oc.n_batches; b++) {
-            tmv_case_path(path, sizeof path, "ort_calibration", name, oc.files[b]);
-            o += (size_t)snprintf(files + o, sizeof files - o, " '%s'", path);
-        }
-        char obs[64];
-        tm_observer_name(&oc.spec.observer, obs, sizeof obs);
-        json_t *doc = tmt_run_json(0, "%s calibrate%s --observer %s --bins %d --quantized-bins %d %s --json", tmt_bin(), files,
-                                   obs, oc.spec.observer.n_bins, oc.spec.observer.n_quantized_bins,
-                                   oc.spec.symmetric ? "--symmetric" : "--asymmetric");
-        json_t *jo = json_array_get(json_object_get(doc, "observers"), 0);
-        assert_int_equal(json_integer_value(json_object_get(doc, "n_batches")), oc.n_batches);
-        assert_int_equal(fbits((float)tmt_num(jo, "range_min")), tmv_npy_f32_bits(&er, 0));
-        assert_int_equal(fbits((float)tmt_num(jo, "range_max")), tmv_npy_f32_bits(&er, 1));
-        assert_int_equal(fbits((float)tmt_num(jo, "scale")), fbits(ws));
-        json_decref(doc);
-        tm_calib_result_free(r);
-        tmv_npy_free(&er);
-        tmv_obs_case_free(&oc);
-        json_decref(cj);
-    }
+    int n = tmv_run_cases("ort_calibration", NULL, ort_case);
     printf("ort_calibration: %d of %d cases exact through tm_calibrate and tensormorph calibrate\n", n, n);
-    tmv_free_names(names, n);
 }
 
 /* ---- hand-checked clipping ------------------------------------------------------------------ */
@@ -401,14 +402,8 @@ static void test_samples_forms(void **state) {
     assert_int_equal(mkdir(dir, 0700), 0);
     snprintf(st, sizeof st, "%s/m.safetensors", dir);
     const char *hdr = "{\"w\":{\"dtype\":\"F32\",\"shape\":[2,2],\"data_offsets\":[0,16]}}";
-    size_t hl = strlen(hdr);
-    unsigned char buf[256];
-    uint64_t h64 = hl;
-    memcpy(buf, &h64, 8);
-    memcpy(buf + 8, hdr, hl);
     const float w[4] = {-0.5f, 0.25f, 0.75f, -1.0f};
-    memcpy(buf + 8 + hl, w, 16);
-    write_file(st, buf, 8 + hl + 16);
+    write_st(st, hdr, w, 16, NULL, 0);
     doc = tmt_run_json(0, "%s calibrate '%s:w' --convention torch --json", tmt_bin(), st);
     o = json_array_get(json_object_get(doc, "observers"), 0);
     assert_true(tmt_num(o, "range_min") == -1.0 && tmt_num(o, "range_max") == 0.75);
@@ -685,7 +680,7 @@ static void test_samples_messages(void **state) {
     snprintf(dir, sizeof dir, "%s/adir", g_tmp);
     assert_int_equal(mkdir(dir, 0755), 0);
     snprintf(p, sizeof p, "%s/empty.safetensors", dir);
-    write_file(p, "", 0);
+    tmt_write_file(p, "", 0);
     assert_int_equal(tmt_run(&txt, "%s calibrate '%s' 2>&1", tmt_bin(), dir), 3);
     assert_non_null(strstr(txt, "is a directory, not a checkpoint, .npy or .npz"));
     assert_non_null(strstr(txt, "empty.safetensors")); /* and which file it tried */
@@ -749,24 +744,14 @@ static void test_samples_messages(void **state) {
     /* an npz without arrays (numpy.savez with nothing: the end-of-central-directory record) */
     unsigned char eocd[22] = {'P', 'K', 5, 6};
     snprintf(npz, sizeof npz, "%s/empty.npz", g_tmp);
-    write_file(npz, eocd, sizeof eocd);
+    tmt_write_file(npz, eocd, sizeof eocd);
     assert_int_equal(tmt_run(&txt, "%s calibrate '%s' 2>&1", tmt_bin(), npz), 3);
     assert_non_null(strstr(txt, "empty.npz holds no arrays"));
     assert_null(strstr(txt, "nothing"));
     free(txt);
     /* an auxiliary float tensor named explicitly (a quantized weight's scale) is calibrated */
     snprintf(p, sizeof p, "%s/qs.safetensors", g_tmp);
-    const char *hdr = "{\"l.weight\":{\"dtype\":\"I8\",\"shape\":[2,3],\"data_offsets\":[0,6]},"
-                      "\"l.weight_scale\":{\"dtype\":\"F32\",\"shape\":[2,1],\"data_offsets\":[6,14]}}";
-    unsigned char buf[512];
-    uint64_t hl = strlen(hdr);
-    memcpy(buf, &hl, 8);
-    memcpy(buf + 8, hdr, hl);
-    const unsigned char codes[6] = {1, 2, 3, 0xff, 0xfe, 0x7f};
-    const float sc[2] = {0.5f, 0.25f};
-    memcpy(buf + 8 + hl, codes, 6);
-    memcpy(buf + 8 + hl + 6, sc, 8);
-    write_file(p, buf, 8 + hl + 14);
+    write_qs(p);
     d = tmt_run_json(0, "%s calibrate '%s:l.weight_scale' --json", tmt_bin(), p);
     assert_int_equal(json_integer_value(json_object_get(d, "n_samples")), 2);
     assert_true(tmt_num(d, "sample_min") == 0.25 && tmt_num(d, "sample_max") == 0.5);
@@ -776,55 +761,14 @@ static void test_samples_messages(void **state) {
 /* ---- /api/v1/calibrate ------------------------------------------------------------------------ */
 
 /* GET path from 127.0.0.1:port; *status the HTTP status; returns the parsed JSON body */
-static json_t *http_json(int port, const char *path, int *status) {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    assert_true(fd >= 0);
-    struct sockaddr_in sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sin_family = AF_INET;
-    sa.sin_port = htons((uint16_t)port);
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof sa), 0);
-    char req[2048];
-    int n = snprintf(req, sizeof req, "GET %s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nConnection: close\r\n\r\n", path, port);
-    assert_int_equal(write(fd, req, (size_t)n), n);
-    static char buf[1 << 20];
-    size_t len = 0;
-    ssize_t r;
-    while ((r = read(fd, buf + len, sizeof buf - 1 - len)) > 0) len += (size_t)r;
-    close(fd);
-    buf[len] = '\0';
-    assert_int_equal(sscanf(buf, "HTTP/1.1 %d", status), 1);
-    char *body = strstr(buf, "\r\n\r\n");
-    assert_non_null(body);
-    json_t *j = json_loads(body + 4, 0, NULL);
-    assert_non_null(j);
-    return j;
-}
+#define http_json tmt_http_json
 
 /* the page's API answers with the command's document for a tensor of the served checkpoint */
 /* `tensormorph serve ST --samples NPY` on a free port: its pid, the pipe of its stdout (*f, for the
 ** caller to close) and the port it printed. */
 static pid_t start_serve(const char *st, const char *npy, FILE **f, int *port) {
-    int pfd[2];
-    assert_int_equal(pipe(pfd), 0);
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        dup2(pfd[1], 1);
-        close(pfd[0]);
-        execl(tmt_bin(), tmt_bin(), "serve", st, "--port", "0", "-q", "--samples", npy, (char *)NULL);
-        _exit(127);
-    }
-    close(pfd[1]);
-    char line[256];
-    *f = fdopen(pfd[0], "r");
-    if (!*f || !fgets(line, sizeof line, *f) || sscanf(line, "http://127.0.0.1:%d/", port) != 1) {
-        kill(pid, SIGTERM);
-        waitpid(pid, NULL, 0);
-        fail_msg("serve printed no URL");
-    }
-    return pid;
+    const char *args[] = {st, "--samples", npy, NULL};
+    return (pid_t)tmt_serve_start(args, port, f);
 }
 
 static void test_api_equals_cli(void **state) {
@@ -833,16 +777,9 @@ static void test_api_equals_cli(void **state) {
     snprintf(st, sizeof st, "%s/api.safetensors", g_tmp);
     const char *hdr = "{\"w\":{\"dtype\":\"F32\",\"shape\":[2,3],\"data_offsets\":[0,24]},"
                       "\"ids\":{\"dtype\":\"I32\",\"shape\":[2],\"data_offsets\":[24,32]}}";
-    size_t hl = strlen(hdr);
-    unsigned char buf[512];
-    uint64_t h64 = hl;
-    memcpy(buf, &h64, 8);
-    memcpy(buf + 8, hdr, hl);
     const float w[6] = {-0.5f, 0.25f, 0.75f, -1.0f, 2.0f, 0.125f};
     const int32_t ids[2] = {7, 9};
-    memcpy(buf + 8 + hl, w, 24);
-    memcpy(buf + 8 + hl + 24, ids, 8);
-    write_file(st, buf, 8 + hl + 32);
+    write_st(st, hdr, w, 24, ids, 8);
     char npy[512];
     snprintf(npy, sizeof npy, "%s/served.npy", g_tmp);
     const float sv[8] = {0.5f, -1.0f, 4.0f, 0.25f, -0.125f, 2.0f, 1.5f, -3.0f};
@@ -898,17 +835,7 @@ static void test_api_bad_requests(void **state) {
     (void)state;
     char st[512], npy[512];
     snprintf(st, sizeof st, "%s/apiq.safetensors", g_tmp);
-    const char *hdr = "{\"l.weight\":{\"dtype\":\"I8\",\"shape\":[2,3],\"data_offsets\":[0,6]},"
-                      "\"l.weight_scale\":{\"dtype\":\"F32\",\"shape\":[2,1],\"data_offsets\":[6,14]}}";
-    unsigned char buf[512];
-    uint64_t hl = strlen(hdr);
-    memcpy(buf, &hl, 8);
-    memcpy(buf + 8, hdr, hl);
-    const unsigned char codes[6] = {1, 2, 3, 0xff, 0xfe, 0x7f};
-    const float sc[2] = {0.5f, 0.25f};
-    memcpy(buf + 8 + hl, codes, 6);
-    memcpy(buf + 8 + hl + 6, sc, 8);
-    write_file(st, buf, 8 + hl + 14);
+    write_qs(st);
     snprintf(npy, sizeof npy, "%s/apis.npy", g_tmp);
     const float sv[4] = {0.5f, -1.0f, 4.0f, 0.25f};
     const int64_t s4[1] = {4};

@@ -19,23 +19,15 @@
 #include "tensormorph.h"
 #include "tensormorph/compat.h"
 #include "helpers/cli_run.h"
+#include "helpers/fixture.h"
 #include "helpers/vectors.h"
 
 static char g_tmp[256];
 
-static tm_file *open_path(const char *p) {
-    tm_file *f = NULL;
-    tm_err err;
-    tm_status s = tm_open(p, NULL, &f, &err);
-    if (s) print_message("%s: %s\n", p, err.msg);
-    assert_int_equal(s, TM_OK);
-    return f;
-}
-
 static tm_file *open_shared(const char *rel) {
     char p[1024];
     snprintf(p, sizeof p, "%s/models/%s", tmv_shared_dir(), rel);
-    return open_path(p);
+    return tmt_open_ok(p);
 }
 
 static tm_compat_report *check(const tm_file *f, const char *target, const char *table) {
@@ -99,7 +91,7 @@ static void test_bad_targets_and_tables(void **state) {
     (void)state;
     char p[600];
     snprintf(p, sizeof p, "%s/demo", g_tmp);
-    tm_file *f = open_path(p);
+    tm_file *f = tmt_open_ok(p);
     tm_compat_report *r = NULL;
     tm_err err;
     assert_int_equal(tm_compat_check(f, "vllm", NULL, NULL, &r, &err), TM_E_INVALID_ARG);
@@ -322,7 +314,7 @@ static void test_onnx_contrib_domain(void **state) {
     snprintf(p, sizeof p, "%s/cls-int8.onnx", g_tmp);
     assert_int_equal(tmt_run(NULL, "%s quantize %s/models/onnx/npm/paddleocr/ch_ppocr_mobile_v2.0_cls_infer.onnx -o %s -q",
                              tmt_bin(), tmv_shared_dir(), p), 0);
-    tm_file *f = open_path(p);
+    tm_file *f = tmt_open_ok(p);
     tm_compat_report *r = check(f, "tensorrt:sm89", NULL);
     assert_true(r->n_items >= 10);
     assert_int_equal(r->counts[TM_COMPAT_UNSUPPORTED], r->n_items);
@@ -357,7 +349,7 @@ static void test_onnx_contrib_domain(void **state) {
         " \"targets\": [{\"name\": \"tensorrt\", \"runtime\": \"r\", \"device\": \"d\", \"compute_capability\": true, \"formats\": [\"onnx\"]}],"
         " \"rules\": [{\"id\": \"any-dq\", \"target\": \"tensorrt\", \"kind\": \"node\", \"sm_min\": 80.0, \"op_type\": [\"DequantizeLinear\"],"
         " \"status\": \"native\", \"reason\": \"x\", \"source\": \"s\"}]}";
-    f = open_path(p);
+    f = tmt_open_ok(p);
     r = check(f, "tensorrt:sm89", table);
     assert_int_equal(r->counts[TM_COMPAT_UNSUPPORTED], r->n_items);
     assert_null(r->items[0].rule_id);
@@ -408,7 +400,7 @@ static void test_onnx_contrib_domain(void **state) {
 static void vllm_case(const char *dir, const char *target, tm_compat_status want, const char *rule, const char *code) {
     char p[600];
     snprintf(p, sizeof p, "%s/%s", g_tmp, dir);
-    tm_file *f = open_path(p);
+    tm_file *f = tmt_open_ok(p);
     tm_compat_report *r = check(f, target, NULL);
     assert_true(r->n_items >= 20);
     assert_int_equal(r->counts[want], r->n_items);
@@ -438,7 +430,7 @@ static void test_compressed_tensors_vllm(void **state) {
     /* group:128 is what the item says */
     char p[600];
     snprintf(p, sizeof p, "%s/q4", g_tmp);
-    tm_file *f = open_path(p);
+    tm_file *f = tmt_open_ok(p);
     tm_compat_report *r = check(f, "vllm:sm90", NULL);
     assert_string_equal(item(r, "model.layers.0.mlp.up_proj.weight")->granularity, "group");
     assert_non_null(strstr(item(r, "model.layers.0.mlp.up_proj.weight")->describe, "group:128"));
@@ -507,20 +499,15 @@ static void test_cli_exit_codes_and_json(void **state) {
 
 static int setup(void **state) {
     (void)state;
-    snprintf(g_tmp, sizeof g_tmp, "/tmp/tm_test_compat_%d", (int)getpid());
+    if (tmt_demo(g_tmp, sizeof g_tmp, "test_compat")) return -1;
     const char *bin = tmt_bin();
-    if (tmt_run(NULL, "rm -rf %s && mkdir -p %s && %s demo -o %s/demo -q", g_tmp, g_tmp, bin, g_tmp)) return -1;
     if (tmt_run(NULL, "%s quantize %s/demo -o %s/q8 -t int8 -g channel -q", bin, g_tmp, g_tmp)) return -1;
     if (tmt_run(NULL, "%s quantize %s/demo -o %s/q4 -t int4 -g group:128 -q", bin, g_tmp, g_tmp)) return -1;
     if (tmt_run(NULL, "%s quantize %s/demo -o %s/f8 -t fp8_e4m3 -q", bin, g_tmp, g_tmp)) return -1;
     return 0;
 }
 
-static int teardown(void **state) {
-    (void)state;
-    tmt_run(NULL, "rm -rf %s", g_tmp);
-    return 0;
-}
+static int teardown(void **state) { (void)state; return tmt_tmpdir_remove(g_tmp); }
 
 int main(void) {
     const struct CMUnitTest tests[] = {

@@ -249,15 +249,11 @@ static void test_convert_buffers(void **state) {
 /* Vector families                                                                           */
 /* ---------------------------------------------------------------------------------------- */
 
-static void load(const char *fam, const char *name, const char *file, tmv_npy *a) {
-    if (tmv_npy_load_case(fam, name, file, a) != 0) fail_msg("%s/%s: cannot load %s", fam, name, file);
-}
-
 /* decode cases: every code, NaN codes compared by NaN-ness */
 static void float8_decode(const char *name, json_t *cj, float (*dec)(uint8_t)) {
     tmv_npy in, ex;
-    load("float8", name, "input.npy", &in);
-    load("float8", name, "expected.npy", &ex);
+    tmv_case_npy("float8", name, "input.npy", &in);
+    tmv_case_npy("float8", name, "expected.npy", &ex);
     assert_int_equal(in.n, ex.n);
     json_t *nan_codes = json_object_get(tmv_output(cj, "values"), "nan_codes");
     for (int64_t i = 0; i < in.n; i++) {
@@ -281,8 +277,8 @@ static void float8_decode(const char *name, json_t *cj, float (*dec)(uint8_t)) {
 
 static void float8_encode(const char *name, json_t *cj, uint8_t (*enc)(float, int), int sat) {
     tmv_npy in, ex;
-    load("float8", name, "input.npy", &in);
-    load("float8", name, "expected.npy", &ex);
+    tmv_case_npy("float8", name, "input.npy", &in);
+    tmv_case_npy("float8", name, "expected.npy", &ex);
     assert_int_equal(in.n, ex.n);
     for (int64_t i = 0; i < in.n; i++) {
         float x = bitsf(tmv_npy_f32_bits(&in, i));
@@ -295,7 +291,7 @@ static void float8_encode(const char *name, json_t *cj, uint8_t (*enc)(float, in
     json_t *diff = json_object_get(ag, "differing_inputs");
     if (diff && tmv_output(cj, "codes_onnx")) {
         tmv_npy on;
-        load("float8", name, "expected_onnx.npy", &on);
+        tmv_case_npy("float8", name, "expected_onnx.npy", &on);
         int64_t n_diff = 0;
         for (int64_t i = 0; i < in.n; i++) {
             float x = bitsf(tmv_npy_f32_bits(&in, i));
@@ -318,10 +314,10 @@ static void float8_encode(const char *name, json_t *cj, uint8_t (*enc)(float, in
 ** dequant = decode * scale, through the quantization API */
 static void float8_scaled(const char *name, json_t *cj) {
     tmv_npy in, es, ec, ed;
-    load("float8", name, "input.npy", &in);
-    load("float8", name, "expected_scale.npy", &es);
-    load("float8", name, "expected_codes.npy", &ec);
-    load("float8", name, "expected_dequant.npy", &ed);
+    tmv_case_npy("float8", name, "input.npy", &in);
+    tmv_case_npy("float8", name, "expected_scale.npy", &es);
+    tmv_case_npy("float8", name, "expected_codes.npy", &ec);
+    tmv_case_npy("float8", name, "expected_dequant.npy", &ed);
     json_t *params = json_object_get(cj, "params");
     const char *g = json_string_value(json_object_get(params, "granularity"));
     tm_qspec spec = tm_qspec_default();
@@ -391,9 +387,9 @@ static void test_vectors_float8(void **state) {
 static void convert_case(const char *name, const char *bits_file, uint16_t (*enc)(float),
                          float (*dec)(uint16_t)) {
     tmv_npy in, eb, er;
-    load("torch_convert", name, "input.npy", &in);
-    load("torch_convert", name, bits_file, &eb);
-    load("torch_convert", name, "expected_roundtrip_f32.npy", &er);
+    tmv_case_npy("torch_convert", name, "input.npy", &in);
+    tmv_case_npy("torch_convert", name, bits_file, &eb);
+    tmv_case_npy("torch_convert", name, "expected_roundtrip_f32.npy", &er);
     for (int64_t i = 0; i < in.n; i++) {
         float x = bitsf(tmv_npy_f32_bits(&in, i));
         uint16_t got = enc(x), want = (uint16_t)tmv_npy_get_i64(&eb, i);
@@ -410,10 +406,10 @@ static void convert_case(const char *name, const char *bits_file, uint16_t (*enc
 /* informative case: our NaN rule is ggml's ((u >> 16) | 0x40); torch's two paths differ */
 static void bf16_nan_case(const char *name) {
     tmv_npy in, gg, ts, tv;
-    load("torch_convert", name, "input.npy", &in);
-    load("torch_convert", name, "expected_ggml_bits.npy", &gg);
-    load("torch_convert", name, "expected_torch_scalar_bits.npy", &ts);
-    load("torch_convert", name, "expected_torch_vectorized_bits.npy", &tv);
+    tmv_case_npy("torch_convert", name, "input.npy", &in);
+    tmv_case_npy("torch_convert", name, "expected_ggml_bits.npy", &gg);
+    tmv_case_npy("torch_convert", name, "expected_torch_scalar_bits.npy", &ts);
+    tmv_case_npy("torch_convert", name, "expected_torch_vectorized_bits.npy", &tv);
     int64_t n_nan = 0;
     for (int64_t i = 0; i < in.n; i++) {
         float x = bitsf(tmv_npy_f32_bits(&in, i));

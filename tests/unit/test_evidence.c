@@ -29,6 +29,7 @@
 #include "tensormorph/evidence.h"
 #include "core/jschema.h"
 #include "helpers/cli_run.h"
+#include "helpers/fixture.h"
 #include "helpers/vectors.h"
 
 static char g_tmp[256];
@@ -87,8 +88,7 @@ static int require_runtime(void) {
 
 static int setup(void **state) {
     (void)state;
-    snprintf(g_tmp, sizeof g_tmp, "/tmp/tm_test_evidence_XXXXXX");
-    if (!mkdtemp(g_tmp)) return -1;
+    if (tmt_tmpdir_make(g_tmp, sizeof g_tmp, "test_evidence")) return -1;
     const char *sh = tmv_shared_dir();
     snprintf(g_model, sizeof g_model, "%s/models/onnx/npm/paddleocr/ch_ppocr_mobile_v2.0_cls_infer.onnx",
              sh ? sh : "/nonexistent");
@@ -96,12 +96,7 @@ static int setup(void **state) {
     return 0;
 }
 
-static int teardown(void **state) {
-    (void)state;
-    char cmd[512];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_tmp);
-    return system(cmd) == 0 ? 0 : -1;
-}
+static int teardown(void **state) { (void)state; return tmt_tmpdir_remove(g_tmp); }
 
 /* ---- helpers ---------------------------------------------------------------------------- */
 
@@ -120,6 +115,19 @@ static void write_text(const char *path, const char *text) {
     assert_int_equal(fclose(f), 0);
 }
 
+/* Open path for writing and write a .npy version 1.0 preamble around the header dict h (l bytes,
+** room for 64 more): padded with spaces and a newline to a multiple of 64 bytes. */
+static FILE *open_npy(const char *path, char *h, int l) {
+    while ((10 + l + 1) % 64) h[l++] = ' ';
+    h[l++] = '\n';
+    unsigned char head[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, (unsigned char)l, 0};
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    fwrite(head, 1, 10, f);
+    fwrite(h, 1, (size_t)l, f);
+    return f;
+}
+
 /* A float .npy [1,3,48,192] whose row-major element i is a smooth pattern of `seed`; layout 1
 ** writes it big-endian ('>f4'), layout 2 in Fortran order (dim 0 fastest): the same values. */
 static void write_x(const char *path, int seed, int layout, const char *descr_override) {
@@ -128,13 +136,7 @@ static void write_x(const char *path, int seed, int layout, const char *descr_ov
     int l = snprintf(h, sizeof h, "{'descr': '%s', 'fortran_order': %s, 'shape': (1, 3, 48, 192), }",
                      descr_override ? descr_override : layout == 1 ? ">f4" : "<f4",
                      layout == 2 ? "True" : "False");
-    while ((10 + l + 1) % 64) h[l++] = ' ';
-    h[l++] = '\n';
-    unsigned char head[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, (unsigned char)l, 0};
-    FILE *f = fopen(path, "wb");
-    assert_non_null(f);
-    fwrite(head, 1, 10, f);
-    fwrite(h, 1, (size_t)l, f);
+    FILE *f = open_npy(path, h, l);
     int esz = descr_override && !strcmp(descr_override, "<f8") ? 8 : 4;
     for (int pos = 0; pos < n; pos++) {
         int i = pos;
@@ -397,13 +399,7 @@ static void write_npy(const char *path, const char *descr, int ndim, const int64
     int l = snprintf(h, sizeof h, "{'descr': '%s', 'fortran_order': False, 'shape': (", descr);
     for (int d = 0; d < ndim; d++) l += snprintf(h + l, sizeof h - (size_t)l, "%lld,", (long long)shape[d]);
     l += snprintf(h + l, sizeof h - (size_t)l, "), }");
-    while ((10 + l + 1) % 64) h[l++] = ' ';
-    h[l++] = '\n';
-    unsigned char head[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, (unsigned char)l, 0};
-    FILE *f = fopen(path, "wb");
-    assert_non_null(f);
-    fwrite(head, 1, 10, f);
-    fwrite(h, 1, (size_t)l, f);
+    FILE *f = open_npy(path, h, l);
     fwrite(data, 1, nbytes, f);
     assert_int_equal(fclose(f), 0);
 }
@@ -540,22 +536,21 @@ static void test_bad_input(void **state) {
     write_text(p, "{\"schema\":\"tensormorph.inputs/1\",\"inputs\":[{\"id\":\"s0\",\"tensors\":{\"x\":\"x.npy\"}}]}");
     char sl[600];
     snprintf(sl, sizeof sl, "%s/slices.json", dir);
-    write_text(sl, "{\"schema\":\"tensormorph.slices/1\",\"slices\":{\"a\":\"s0\"}}");
-    expect_error(3, "slices.json: $.slices.a: expected array, got string",
-                 "'%s' evidence '%s' '%s' --inputs '%s' --slices '%s'", bin, g_model, g_model, dir, sl);
-    write_text(sl, "{\"schema\":\"tensormorph.slices/1\",\"slices\":{\"a\":[\"s0\",\"zz\"]}}");
-    expect_error(3, "slices.json: $.slices.a[1]: no input \"zz\"",
-                 "'%s' evidence '%s' '%s' --inputs '%s' --slices '%s'", bin, g_model, g_model, dir, sl);
-    write_text(sl, "{\"schema\":\"tensormorph.slices/1\",\"slices\":{\"day 1\":[\"s0\",\"s0\"]}}");
-    expect_error(3, "slices.json: $.slices[\"day 1\"][1]: input \"s0\" is listed twice (also [0])",
-                 "'%s' evidence '%s' '%s' --inputs '%s' --slices '%s'", bin, g_model, g_model, dir, sl);
-    write_text(sl, "{\"schema\":\"tensormorph.slices/1\",\"slices\":{\"a\":[\"s0\"]},\"extra\":1}");
-    expect_error(3, "slices.json: $: property \"extra\" is not allowed here",
-                 "'%s' evidence '%s' '%s' --inputs '%s' --slices '%s'", bin, g_model, g_model, dir, sl);
-    /* a slice needs a name */
-    write_text(sl, "{\"schema\":\"tensormorph.slices/1\",\"slices\":{\"\":[\"s0\"]}}");
-    expect_error(3, "slices.json: $.slices[\"\"]: string has 0 characters, fewer than minLength 1 (the property name)",
-                 "'%s' evidence '%s' '%s' --inputs '%s' --slices '%s'", bin, g_model, g_model, dir, sl);
+    static const struct { const char *slices, *msg; } k_bad_slices[] = {
+        {"{\"a\":\"s0\"}", "slices.json: $.slices.a: expected array, got string"},
+        {"{\"a\":[\"s0\",\"zz\"]}", "slices.json: $.slices.a[1]: no input \"zz\""},
+        {"{\"day 1\":[\"s0\",\"s0\"]}", "slices.json: $.slices[\"day 1\"][1]: input \"s0\" is listed twice (also [0])"},
+        {"{\"a\":[\"s0\"]},\"extra\":1", "slices.json: $: property \"extra\" is not allowed here"},
+        /* a slice needs a name */
+        {"{\"\":[\"s0\"]}", "slices.json: $.slices[\"\"]: string has 0 characters, fewer than minLength 1 (the property name)"},
+    };
+    for (size_t k = 0; k < sizeof k_bad_slices / sizeof k_bad_slices[0]; k++) {
+        char doc[300];
+        snprintf(doc, sizeof doc, "{\"schema\":\"tensormorph.slices/1\",\"slices\":%s}", k_bad_slices[k].slices);
+        write_text(sl, doc);
+        expect_error(3, k_bad_slices[k].msg, "'%s' evidence '%s' '%s' --inputs '%s' --slices '%s'", bin, g_model,
+                     g_model, dir, sl);
+    }
     /* dynamic dims need --input-shape; a wrong one is refused */
     expect_error(2, "input 'x' has shape [?,3,?,?] with dynamic dims: give --input-shape x=",
                  "'%s' evidence '%s' '%s' --random-inputs 1", bin, g_model, g_model);

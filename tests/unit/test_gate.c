@@ -23,6 +23,7 @@
 #include "tensormorph.h"
 #include "tensormorph/gate.h"
 #include "helpers/cli_run.h"
+#include "helpers/fixture.h"
 #include "helpers/vectors.h"
 
 static char g_tmp[256];
@@ -38,18 +39,12 @@ static json_t *samples(double first, double step, int n) {
 }
 
 static json_t *model(const char *path, const char *sha, double first, double step, json_int_t rss) {
-    json_t *m = json_object();
-    json_object_set_new(m, "path", json_string(path));
-    json_object_set_new(m, "sha256", json_string(sha));
-    json_object_set_new(m, "latency_ms", samples(first, step, 20));
-    /* the nearest-rank values of those samples, as an honest writer would put them */
-    json_object_set_new(m, "p50_ms", json_real(first + step * 9));
-    json_object_set_new(m, "p95_ms", json_real(first + step * 18));
-    json_object_set_new(m, "p99_ms", json_real(first + step * 19));
-    json_object_set_new(m, "peak_rss_bytes", json_integer(rss));
-    json_t *ops = json_object();
-    json_object_set_new(ops, "MatMul", json_integer(24));
-    json_object_set_new(m, "operators", ops);
+    /* p50/p95/p99: the nearest-rank values of those samples, as an honest writer would put them */
+    json_t *m = json_pack("{s:s, s:s, s:o, s:f, s:f, s:f, s:I, s:{s:i}}", "path", path, "sha256", sha,
+                          "latency_ms", samples(first, step, 20), "p50_ms", first + step * 9,
+                          "p95_ms", first + step * 18, "p99_ms", first + step * 19, "peak_rss_bytes", rss,
+                          "operators", "MatMul", 24);
+    assert_non_null(m);
     return m;
 }
 
@@ -64,61 +59,25 @@ static json_t *drift_entry(double max_abs, double rel_l2, double top1, int n_inp
 
 /* evidence that passes the policy below: 10 runs x 2 inputs = 20 samples per model */
 static json_t *evidence_ok(void) {
-    json_t *e = json_object();
-    json_object_set_new(e, "schema", json_string("tensormorph.evidence/1"));
-    json_t *tool = json_object();
-    json_object_set_new(tool, "name", json_string("tensormorph"));
-    json_object_set_new(tool, "version", json_string("0.1.0"));
-    json_object_set_new(tool, "commit", json_string("test"));
-    json_object_set_new(e, "tool", tool);
-    json_t *rt = json_object();
-    json_object_set_new(rt, "name", json_string("onnxruntime-node"));
-    json_object_set_new(rt, "version", json_string("1.30.0"));
-    json_object_set_new(rt, "node", json_string("v20.0.0"));
-    json_object_set_new(rt, "execution_provider", json_string("cpu"));
-    json_object_set_new(e, "runtime", rt);
-    json_t *dev = json_object();
-    json_object_set_new(dev, "kind", json_string("cpu"));
-    json_object_set_new(dev, "name", json_string("test cpu"));
-    json_object_set_new(dev, "cores", json_integer(2));
-    json_object_set_new(dev, "measured", json_true());
-    json_object_set_new(e, "device", dev);
-    json_t *host = json_object();
-    json_object_set_new(host, "cpu_model", json_string("test cpu"));
-    json_object_set_new(host, "cores", json_integer(2));
-    json_object_set_new(host, "os", json_string("Linux"));
-    json_object_set_new(host, "hostname", json_string("h"));
-    json_object_set_new(e, "host", host);
-    json_t *proto = json_object(), *inputs = json_object(), *shapes = json_object(), *shp = json_array();
-    json_object_set_new(inputs, "mode", json_string("random"));
-    json_object_set_new(inputs, "path", json_null());
-    json_object_set_new(inputs, "count", json_integer(2));
-    json_object_set_new(inputs, "sha256", json_string("0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"));
-    json_object_set_new(inputs, "seed", json_integer(7));
-    json_object_set_new(proto, "inputs", inputs);
-    json_array_append_new(shp, json_integer(1));
-    json_array_append_new(shp, json_integer(64));
-    json_object_set_new(shapes, "x", shp);
-    json_object_set_new(proto, "input_shapes", shapes);
-    json_object_set_new(proto, "warmup", json_integer(3));
-    json_object_set_new(proto, "runs", json_integer(10));
-    json_object_set_new(proto, "threads", json_integer(2));
-    json_object_set_new(proto, "graph_optimization_level", json_string("all"));
-    json_object_set_new(e, "protocol", proto);
-    json_t *models = json_object();
-    json_object_set_new(models, "baseline", model("demo", g_src_sha, 2.0, 0.5, 100000000));
-    json_object_set_new(models, "candidate", model("q8", g_out_sha, 1.0, 0.25, 60000000));
-    json_object_set_new(e, "models", models);
-    json_t *drift = json_object(), *overall = json_object(), *slices = json_object(), *s1 = json_object();
-    json_object_set_new(overall, "logits", drift_entry(0.02, 0.004, 1.0, 0));
-    json_object_set_new(drift, "overall", overall);
-    json_object_set_new(s1, "logits", drift_entry(0.03, 0.006, 1.0, 1));
-    json_object_set_new(slices, "long_prompts", s1);
-    json_object_set_new(drift, "slices", slices);
-    json_object_set_new(e, "drift", drift);
-    json_t *ops = json_object();
-    json_object_set_new(ops, "MatMul", json_integer(24));
-    json_object_set_new(e, "candidate_operators", ops);
+    json_t *e = json_pack(
+        "{s:s, s:{s:s, s:s, s:s}, s:{s:s, s:s, s:s, s:s}, s:{s:s, s:s, s:i, s:b}, s:{s:s, s:i, s:s, s:s},"
+        " s:{s:{s:s, s:n, s:i, s:s, s:i}, s:{s:[i, i]}, s:i, s:i, s:i, s:s}, s:{s:o, s:o},"
+        " s:{s:{s:o}, s:{s:{s:o}}}, s:{s:i}}",
+        "schema", "tensormorph.evidence/1",
+        "tool", "name", "tensormorph", "version", "0.1.0", "commit", "test",
+        "runtime", "name", "onnxruntime-node", "version", "1.30.0", "node", "v20.0.0", "execution_provider", "cpu",
+        "device", "kind", "cpu", "name", "test cpu", "cores", 2, "measured", 1,
+        "host", "cpu_model", "test cpu", "cores", 2, "os", "Linux", "hostname", "h",
+        "protocol",
+        "inputs", "mode", "random", "path", "count", 2,
+        "sha256", "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef", "seed", 7,
+        "input_shapes", "x", 1, 64, "warmup", 3, "runs", 10, "threads", 2, "graph_optimization_level", "all",
+        "models", "baseline", model("demo", g_src_sha, 2.0, 0.5, 100000000),
+        "candidate", model("q8", g_out_sha, 1.0, 0.25, 60000000),
+        "drift", "overall", "logits", drift_entry(0.02, 0.004, 1.0, 0),
+        "slices", "long_prompts", "logits", drift_entry(0.03, 0.006, 1.0, 1),
+        "candidate_operators", "MatMul", 24);
+    assert_non_null(e);
     return e;
 }
 
@@ -130,31 +89,17 @@ static json_t *bound(double max, double max_ratio) {
 }
 
 static json_t *policy_ok(void) {
-    json_t *p = json_object(), *targets = json_object(), *t = json_object(), *lat = json_object();
-    json_object_set_new(p, "schema", json_string("tensormorph.policy/1"));
-    json_object_set_new(lat, "p50", bound(4.0, -1));
-    json_object_set_new(lat, "p95", bound(6.0, 1.0));
-    json_object_set_new(lat, "p99", bound(-1, 1.1));
-    json_object_set_new(t, "latency_ms", lat);
-    json_object_set_new(t, "peak_rss_bytes", bound(80000000, 1.0));
-    json_t *drift = json_object(), *db = json_object(), *sl = json_object(), *sb = json_object();
-    json_object_set_new(db, "max_abs", json_real(0.05));
-    json_object_set_new(db, "max_rel_l2", json_real(0.01));
-    json_object_set_new(db, "min_top1_agreement", json_real(0.99));
-    json_object_set_new(drift, "overall", db);
-    json_object_set_new(sb, "max_abs", json_real(0.05));
-    json_object_set_new(sl, "long_prompts", sb);
-    json_object_set_new(drift, "slices", sl);
-    json_object_set_new(t, "drift", drift);
-    json_t *proto = json_object();
-    json_object_set_new(proto, "threads", json_integer(2));
-    json_object_set_new(proto, "min_runs", json_integer(10));
-    json_object_set_new(t, "protocol", proto);
-    json_t *canary = json_object();
-    json_object_set_new(canary, "min_fraction", json_real(0.05));
-    json_object_set_new(t, "canary", canary);
-    json_object_set_new(targets, "ort-cpu", t);
-    json_object_set_new(p, "targets", targets);
+    json_t *p = json_pack(
+        "{s:s, s:{s:{s:{s:o, s:o, s:o}, s:o, s:{s:{s:f, s:f, s:f}, s:{s:{s:f}}}, s:{s:i, s:i}, s:{s:f}}}}",
+        "schema", "tensormorph.policy/1",
+        "targets", "ort-cpu",
+        "latency_ms", "p50", bound(4.0, -1), "p95", bound(6.0, 1.0), "p99", bound(-1, 1.1),
+        "peak_rss_bytes", bound(80000000, 1.0),
+        "drift", "overall", "max_abs", 0.05, "max_rel_l2", 0.01, "min_top1_agreement", 0.99,
+        "slices", "long_prompts", "max_abs", 0.05,
+        "protocol", "threads", 2, "min_runs", 10,
+        "canary", "min_fraction", 0.05);
+    assert_non_null(p);
     return p;
 }
 
@@ -165,10 +110,21 @@ static void write_json(const char *name, json_t *doc) {
     json_decref(doc);
 }
 
+/* ev.json and pol.json: the evidence and the policy that pass together. */
+static void write_ok_inputs(void) {
+    write_json("ev.json", evidence_ok());
+    write_json("pol.json", policy_ok());
+}
+
 /* run the gate; returns the verdict document and checks the exit status */
+static json_t *gate_m(int want_rc, const char *manifest, const char *evidence, const char *policy, const char *extra) {
+    return tmt_run_json(want_rc, "%s gate --manifest %s/%s --evidence %s/%s --policy %s/%s %s --json 2>/dev/null",
+                        tmt_bin(), g_tmp, manifest, g_tmp, evidence, g_tmp, policy, extra ? extra : "");
+}
+
+/* the same with the manifest of q8, the int8 channel quantization of the demo */
 static json_t *gate(int want_rc, const char *evidence, const char *policy, const char *extra) {
-    return tmt_run_json(want_rc, "%s gate --manifest %s/q8/tensormorph-manifest.json --evidence %s/%s --policy %s/%s %s --json 2>/dev/null",
-                        tmt_bin(), g_tmp, g_tmp, evidence, g_tmp, policy, extra ? extra : "");
+    return gate_m(want_rc, "q8/tensormorph-manifest.json", evidence, policy, extra);
 }
 
 static json_t *find_check(json_t *doc, const char *name) {
@@ -180,6 +136,11 @@ static json_t *find_check(json_t *doc, const char *name) {
 
 static const char *status_of(json_t *doc, const char *name) {
     return json_string_value(json_object_get(find_check(doc, name), "status"));
+}
+
+/* the value `key` of the evidence object of check `name` */
+static json_t *evidence_of(json_t *doc, const char *name, const char *key) {
+    return json_object_get(json_object_get(find_check(doc, name), "evidence"), key);
 }
 
 static const char *reason_of(json_t *doc, const char *name) {
@@ -210,8 +171,7 @@ static void assert_failed_exactly(json_t *doc, const char *const *names) {
 
 static void test_pass(void **state) {
     (void)state;
-    write_json("ev.json", evidence_ok());
-    write_json("pol.json", policy_ok());
+    write_ok_inputs();
     json_t *d = gate(0, "ev.json", "pol.json", "--canary 0.1");
     assert_string_equal(json_string_value(json_object_get(d, "schema")), "tensormorph.gate/1");
     assert_string_equal(json_string_value(json_object_get(d, "verdict")), "PASS");
@@ -314,8 +274,7 @@ static void test_p95_from_raw_samples(void **state) {
 
 static void test_rollback_and_manifest(void **state) {
     (void)state;
-    write_json("ev.json", evidence_ok());
-    write_json("pol.json", policy_ok());
+    write_ok_inputs();
     /* missing */
     json_t *d = gate(1, "ev.json", "pol.json", "--canary 0.1 --rollback /nonexistent/model");
     const char *const f1[] = {"rollback", NULL};
@@ -347,20 +306,18 @@ static void test_rollback_and_manifest(void **state) {
     json_t *e = evidence_ok();
     json_object_set_new(json_object_get(e, "device"), "measured", json_false());
     write_json("ev_unmeasured.json", e);
-    d = tmt_run_json(1, "%s gate --manifest %s/q8mod/tensormorph-manifest.json --evidence %s/ev_unmeasured.json --policy %s/pol.json --canary 0.001 --json 2>/dev/null",
-                     tmt_bin(), g_tmp, g_tmp, g_tmp);
+    d = gate_m(1, "q8mod/tensormorph-manifest.json", "ev_unmeasured.json", "pol.json", "--canary 0.001");
     const char *const f2[] = {"manifest.checksums", "evidence.device", "canary", NULL};
     assert_failed_exactly(d, f2);
     assert_non_null(strstr(reason_of(d, "manifest.checksums"), "q8mod/model.safetensors: sha256"));
-    json_t *files = json_object_get(json_object_get(find_check(d, "manifest.checksums"), "evidence"), "files");
+    json_t *files = evidence_of(d, "manifest.checksums", "files");
     assert_false(json_is_true(json_object_get(json_array_get(files, 0), "ok")));
     json_decref(d);
 }
 
 static void test_unparseable_inputs(void **state) {
     (void)state;
-    write_json("pol.json", policy_ok());
-    write_json("ev.json", evidence_ok());
+    write_ok_inputs();
     /* truncated evidence: exit 3 and the FAIL verdict still printed (text and JSON) */
     assert_int_equal(tmt_run(NULL, "head -c 400 %s/ev.json > %s/ev_trunc.json", g_tmp, g_tmp), 0);
     char *out = NULL;
@@ -387,8 +344,7 @@ static void test_unparseable_inputs(void **state) {
     json_object_set_new(json_object_get(json_object_get(json_object_get(p, "targets"), "ort-cpu"), "latency_ms"), "p95", json_string("6ms"));
     write_json("pol_type.json", p);
     assert_int_equal(tmt_run(NULL, "head -c 200 %s/q8/tensormorph-manifest.json > %s/man_trunc.json", g_tmp, g_tmp), 0);
-    d = tmt_run_json(3, "%s gate --manifest %s/man_trunc.json --evidence %s/ev.json --policy %s/pol_type.json --canary 0.1 --json 2>/dev/null",
-                     tmt_bin(), g_tmp, g_tmp, g_tmp);
+    d = gate_m(3, "man_trunc.json", "ev.json", "pol_type.json", "--canary 0.1");
     const char *const f2[] = {"inputs.manifest", "inputs.policy", NULL};
     assert_failed_exactly(d, f2);
     assert_non_null(strstr(reason_of(d, "inputs.policy"), "latency_ms.p95: expected object, got string"));
@@ -553,34 +509,30 @@ static void edit_dotdot(json_t *m) {
 
 static void test_manifest_no_op_and_dotdot(void **state) {
     (void)state;
-    write_json("ev.json", evidence_ok());
-    write_json("pol.json", policy_ok());
+    write_ok_inputs();
     /* the real manifest says what it quantized */
     json_t *d = gate(0, "ev.json", "pol.json", "--canary 0.1");
     assert_string_equal(status_of(d, "manifest.quantized"), "pass");
-    assert_true(json_integer_value(json_object_get(json_object_get(find_check(d, "manifest.quantized"), "evidence"), "n_quantized")) >= 20);
+    assert_true(json_integer_value(evidence_of(d, "manifest.quantized", "n_quantized")) >= 20);
     json_decref(d);
     const char *const f[] = {"manifest.quantized", NULL};
     manifest_copy("q8noop", edit_n_quantized_0);
-    d = tmt_run_json(1, "%s gate --manifest %s/q8noop/tensormorph-manifest.json --evidence %s/ev.json --policy %s/pol.json --canary 0.1 --json 2>/dev/null",
-                     tmt_bin(), g_tmp, g_tmp, g_tmp);
+    d = gate_m(1, "q8noop/tensormorph-manifest.json", "ev.json", "pol.json", "--canary 0.1");
     assert_failed_exactly(d, f);
     assert_non_null(strstr(reason_of(d, "manifest.quantized"), "results.n_quantized is 0"));
     json_decref(d);
     manifest_copy("q8nores", edit_no_results);
-    d = tmt_run_json(1, "%s gate --manifest %s/q8nores/tensormorph-manifest.json --evidence %s/ev.json --policy %s/pol.json --canary 0.1 --json 2>/dev/null",
-                     tmt_bin(), g_tmp, g_tmp, g_tmp);
+    d = gate_m(1, "q8nores/tensormorph-manifest.json", "ev.json", "pol.json", "--canary 0.1");
     assert_failed_exactly(d, f);
     assert_non_null(strstr(reason_of(d, "manifest.quantized"), "no results.n_quantized"));
     json_decref(d);
     /* an output file named "../q8/model.safetensors" exists and matches, but lies outside the
     ** manifest's folder: refused (the evidence's candidate is then no verified output either) */
     manifest_copy("q8dd", edit_dotdot);
-    d = tmt_run_json(1, "%s gate --manifest %s/q8dd/tensormorph-manifest.json --evidence %s/ev.json --policy %s/pol.json --canary 0.1 --json 2>/dev/null",
-                     tmt_bin(), g_tmp, g_tmp, g_tmp);
+    d = gate_m(1, "q8dd/tensormorph-manifest.json", "ev.json", "pol.json", "--canary 0.1");
     assert_string_equal(status_of(d, "manifest.checksums"), "fail");
     assert_non_null(strstr(reason_of(d, "manifest.checksums"), "\"../q8/model.safetensors\" is refused: a \"..\" path component"));
-    json_t *files = json_object_get(json_object_get(find_check(d, "manifest.checksums"), "evidence"), "files");
+    json_t *files = evidence_of(d, "manifest.checksums", "files");
     assert_true(json_is_null(json_object_get(json_array_get(files, 0), "path")));
     json_decref(d);
 }
@@ -670,11 +622,10 @@ static void test_end_to_end_onnx(void **state) {
     json_object_set_new(targets, "ort-cpu", t);
     json_object_set_new(p, "targets", targets);
     write_json("pol_real.json", json_deep_copy(p));
-    json_t *d = tmt_run_json(0, "%s gate --manifest %s/cls-int8.onnx.manifest.json --evidence %s/ev_real.json --policy %s/pol_real.json --json",
-                             bin, g_tmp, g_tmp, g_tmp);
+    json_t *d = gate_m(0, "cls-int8.onnx.manifest.json", "ev_real.json", "pol_real.json", NULL);
     assert_string_equal(json_string_value(json_object_get(d, "verdict")), "PASS");
     /* weight-only int8 DequantizeLinear into float Conv: every node is higher_precision on ORT CPU */
-    json_t *counts = json_object_get(json_object_get(find_check(d, "compat"), "evidence"), "counts");
+    json_t *counts = evidence_of(d, "compat", "counts");
     json_int_t hp = json_integer_value(json_object_get(counts, "higher_precision"));
     assert_true(hp > 0);
     assert_int_equal(json_integer_value(json_object_get(counts, "native")), 0);
@@ -688,11 +639,10 @@ static void test_end_to_end_onnx(void **state) {
     /* the same run with no fallback allowed: FAIL, every higher_precision node listed */
     json_object_set_new(json_object_get(json_object_get(p, "targets"), "ort-cpu"), "allowed_fallbacks", json_array());
     write_json("pol_real2.json", p);
-    d = tmt_run_json(1, "%s gate --manifest %s/cls-int8.onnx.manifest.json --evidence %s/ev_real.json --policy %s/pol_real2.json --json 2>/dev/null",
-                     bin, g_tmp, g_tmp, g_tmp);
+    d = gate_m(1, "cls-int8.onnx.manifest.json", "ev_real.json", "pol_real2.json", NULL);
     const char *const f[] = {"compat", NULL};
     assert_failed_exactly(d, f);
-    assert_int_equal((json_int_t)json_array_size(json_object_get(json_object_get(find_check(d, "compat"), "evidence"), "not_allowed")), hp);
+    assert_int_equal((json_int_t)json_array_size(evidence_of(d, "compat", "not_allowed")), hp);
     json_decref(d);
 }
 
@@ -700,9 +650,8 @@ static void test_end_to_end_onnx(void **state) {
 
 static int setup(void **state) {
     (void)state;
-    snprintf(g_tmp, sizeof g_tmp, "/tmp/tm_test_gate_%d", (int)getpid());
+    if (tmt_demo(g_tmp, sizeof g_tmp, "test_gate")) return -1;
     const char *bin = tmt_bin();
-    if (tmt_run(NULL, "rm -rf %s && mkdir -p %s && cd %s && %s demo -o demo -q", g_tmp, g_tmp, g_tmp, bin)) return -1;
     /* relative paths, run from g_tmp, as a user would: the manifest's source path is "demo" */
     if (tmt_run(NULL, "cd %s && %s quantize demo -o q8 -t int8 -g channel -q && %s quantize demo -o q4 -t int4 -g group:128 -q",
                 g_tmp, bin, bin)) return -1;
@@ -719,12 +668,7 @@ static int setup(void **state) {
     return strlen(g_src_sha) == 64 && strlen(g_out_sha) == 64 ? 0 : -1;
 }
 
-static int teardown(void **state) {
-    (void)state;
-    if (chdir("/")) return -1;
-    tmt_run(NULL, "rm -rf %s", g_tmp);
-    return 0;
-}
+static int teardown(void **state) { (void)state; return chdir("/") ? -1 : tmt_tmpdir_remove(g_tmp); }
 
 int main(void) {
     const struct CMUnitTest tests[] = {

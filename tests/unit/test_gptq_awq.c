@@ -24,6 +24,7 @@
 
 #include "tensormorph.h"
 #include "helpers/cli_run.h"
+#include "helpers/fixture.h"
 #include "helpers/vectors.h"
 
 static char g_tmp[256];
@@ -87,14 +88,6 @@ static void write_st(const char *dir, const ent *e, int n) {
     free(se);
 }
 
-static void write_text(const char *dir, const char *file, const char *text) {
-    char path[512];
-    snprintf(path, sizeof path, "%s/%s", dir, file);
-    FILE *fp = fopen(path, "w");
-    assert_non_null(fp);
-    fputs(text, fp);
-    fclose(fp);
-}
 
 static char *sub(const char *name) {
     static char buf[8][600];
@@ -253,6 +246,23 @@ static void write_quantized(const char *dir, qlin *ql, lay L, int with_g_idx) {
     write_st(dir, e, n);
 }
 
+/* The N_LIN layers of g_w quantized alike (quantize_lin's bits, gs, sym, act_order, L). */
+static void quantize_all(qlin *ql, int bits, int64_t gs, int sym, int act_order, lay L) {
+    for (int l = 0; l < N_LIN; l++) quantize_lin(&ql[l], g_w[l], k_N[l], k_K[l], bits, gs, sym, act_order, L);
+}
+
+static void free_all(qlin *ql) {
+    for (int l = 0; l < N_LIN; l++) qlin_free(&ql[l]);
+}
+
+/* sub(name) holding ql (write_quantized) and, unless config is NULL, that config.json. */
+static const char *write_model(const char *name, qlin *ql, lay L, int with_g_idx, const char *config) {
+    const char *dir = sub(name);
+    write_quantized(dir, ql, L, with_g_idx);
+    if (config) tmt_write_text(dir, "config.json", config);
+    return dir;
+}
+
 static void write_source(const char *dir) {
     ent e[N_LIN];
     static char nm[N_LIN][128];
@@ -263,15 +273,6 @@ static void write_source(const char *dir) {
     write_st(dir, e, N_LIN);
 }
 
-static tm_file *open_ok(const char *dir) {
-    tm_file *f = NULL;
-    tm_err err;
-    tm_status s = tm_open(dir, NULL, &f, &err);
-    if (s) print_message("%s: %s\n", dir, err.msg);
-    assert_int_equal(s, TM_OK);
-    return f;
-}
-
 static int has_warning(const tm_file *f, const char *needle) {
     for (int64_t i = 0; i < tm_file_n_warnings(f); i++)
         if (strstr(tm_file_warning(f, i), needle)) return 1;
@@ -280,7 +281,7 @@ static int has_warning(const tm_file *f, const char *needle) {
 
 /* Every value, a sample of Scalar Inspector elements, roles, and qdiff vs the float source. */
 static void check_model(const char *dir, const qlin *ql, lay L, const char *layout, int gidx_used) {
-    tm_file *f = open_ok(dir);
+    tm_file *f = tmt_open_ok(dir);
     for (int l = 0; l < N_LIN; l++) {
         const qlin *x = &ql[l];
         int64_t ti = tm_file_find(f, g_names[l][0]);
@@ -309,6 +310,16 @@ static void check_model(const char *dir, const qlin *ql, lay L, const char *layo
             assert_int_equal(q->gran.axis, 1);
             assert_int_equal(q->gran.group_size, x->gs);
         }
+        /* the one label: unsigned codes with stored zero points, f16 scales; the description
+        ** names the transposed word grid, AWQ's field order and act-order g_idx */
+        char lab[TM_QLABEL_MAX], want[64], desc[TM_QDESC_MAX];
+        if (x->gs < 0) snprintf(want, sizeof want, "U%d channel:0 asym scale:F16", x->bits);
+        else snprintf(want, sizeof want, "U%d group:%lld asym scale:F16", x->bits, (long long)x->gs);
+        assert_string_equal(tm_qtensor_label(f, t, lab, sizeof lab), want);
+        tm_qtensor_describe(f, t, desc, sizeof desc);
+        assert_non_null(strstr(desc, "word grid stored transposed (GPTQ/AWQ)"));
+        assert_true((strstr(desc, "interleaved field order") != NULL) == (L == AWQ));
+        assert_true((strstr(desc, "act-order g_idx") != NULL) == (gidx_used != 0));
         const tm_tensor *sc = tm_file_tensor(f, q->scale_tensor);
         const tm_tensor *zt = tm_file_tensor(f, q->zero_point_tensor);
         assert_string_equal(sc->name, g_names[l][2]);
@@ -360,7 +371,7 @@ static void check_model(const char *dir, const qlin *ql, lay L, const char *layo
     assert_true(tm_file_find(f, "lm_head.weight") >= 0);
     assert_null(tm_file_tensor(f, tm_file_find(f, "lm_head.weight"))->quant);
     /* qdiff against the float source: pairs P.qweight with P.weight; plain rounding */
-    tm_file *ref = open_ok(sub("src"));
+    tm_file *ref = tmt_open_ok(sub("src"));
     tm_qdiff_params qp;
     memset(&qp, 0, sizeof qp);
     tm_qdiff_result *res = NULL;
@@ -388,8 +399,7 @@ static void check_model(const char *dir, const qlin *ql, lay L, const char *layo
 
 static int setup(void **state) {
     (void)state;
-    snprintf(g_tmp, sizeof g_tmp, "/tmp/tm_gptq_XXXXXX");
-    if (!mkdtemp(g_tmp)) return -1;
+    if (tmt_tmpdir_make(g_tmp, sizeof g_tmp, "gptq")) return -1;
     make_source();
     write_source(sub("src"));
     return 0;
@@ -397,9 +407,7 @@ static int setup(void **state) {
 
 static int teardown(void **state) {
     (void)state;
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_tmp);
-    if (system(cmd) != 0) return -1;
+    if (tmt_tmpdir_remove(g_tmp)) return -1;
     for (int l = 0; l < N_LIN; l++) free(g_w[l]);
     return 0;
 }
@@ -412,17 +420,15 @@ static void expect_open(const char *dir, tm_status want, const char *n1, const c
 static void test_gptq_v1_act_order(void **state) {
     (void)state;
     qlin ql[N_LIN];
-    for (int l = 0; l < N_LIN; l++) quantize_lin(&ql[l], g_w[l], k_N[l], k_K[l], 4, 32, 1, 1, GPTQ_V1);
+    quantize_all(ql, 4, 32, 1, 1, GPTQ_V1);
     /* act-order really permutes */
     int monotonic = 1;
     for (int64_t k = 1; k < ql[0].K; k++) monotonic &= ql[0].g_idx[k] >= ql[0].g_idx[k - 1];
     assert_false(monotonic);
-    const char *dir = sub("gptq_v1");
-    write_quantized(dir, ql, GPTQ_V1, 1);
-    write_text(dir, "config.json",
-               "{\"architectures\": [\"LlamaForCausalLM\"], \"quantization_config\": {\"quant_method\": "
-               "\"gptq\", \"bits\": 4, \"group_size\": 32, \"desc_act\": true, \"sym\": true, "
-               "\"checkpoint_format\": \"gptq\"}}");
+    const char *dir = write_model("gptq_v1", ql, GPTQ_V1, 1,
+                                  "{\"architectures\": [\"LlamaForCausalLM\"], \"quantization_config\": {\"quant_method\": "
+                                  "\"gptq\", \"bits\": 4, \"group_size\": 32, \"desc_act\": true, \"sym\": true, "
+                                  "\"checkpoint_format\": \"gptq\"}}");
     check_model(dir, ql, GPTQ_V1, "gptq", 1);
     /* the stored zero point really is z - 1: the word holds 7 for z = 8 */
     assert_int_equal(ql[0].qzeros[0] & 15u, 7u);
@@ -452,73 +458,64 @@ static void test_gptq_v1_act_order(void **state) {
     assert_int_equal(json_integer_value(json_object_get(pk, "zero_point_offset")), -1);
     assert_int_equal(json_integer_value(json_object_get(pk, "packed_axis")), 1);
     json_decref(j);
-    for (int l = 0; l < N_LIN; l++) qlin_free(&ql[l]);
+    free_all(ql);
 }
 
 /* GPTQModel gptq_v2: z stored as is, 4-bit asym, group 64, trivial g_idx. */
 static void test_gptq_v2(void **state) {
     (void)state;
     qlin ql[N_LIN];
-    for (int l = 0; l < N_LIN; l++) quantize_lin(&ql[l], g_w[l], k_N[l], k_K[l], 4, 64, 0, 0, GPTQ_V2);
-    const char *dir = sub("gptq_v2");
-    write_quantized(dir, ql, GPTQ_V2, 1);
-    write_text(dir, "config.json",
-               "{\"quantization_config\": {\"quant_method\": \"gptq\", \"bits\": 4, \"group_size\": "
-               "64, \"desc_act\": false, \"sym\": false, \"checkpoint_format\": \"gptq_v2\"}}");
+    quantize_all(ql, 4, 64, 0, 0, GPTQ_V2);
+    const char *dir = write_model("gptq_v2", ql, GPTQ_V2, 1,
+                                  "{\"quantization_config\": {\"quant_method\": \"gptq\", \"bits\": 4, \"group_size\": "
+                                  "64, \"desc_act\": false, \"sym\": false, \"checkpoint_format\": \"gptq_v2\"}}");
     check_model(dir, ql, GPTQ_V2, "gptq_v2", 1);
     /* AutoGPTQ / GPTQModel's quantize_config.json where config.json has no quantization_config */
-    const char *ds = sub("gptq_v2_sidecar");
-    write_quantized(ds, ql, GPTQ_V2, 1);
-    write_text(ds, "config.json", "{\"architectures\": [\"LlamaForCausalLM\"]}");
-    write_text(ds, "quantize_config.json",
+    const char *ds = write_model("gptq_v2_sidecar", ql, GPTQ_V2, 1, "{\"architectures\": [\"LlamaForCausalLM\"]}");
+    tmt_write_text(ds, "quantize_config.json",
                "{\"bits\": 4, \"group_size\": 64, \"desc_act\": false, \"sym\": false, "
                "\"true_sequential\": true, \"checkpoint_format\": \"gptq_v2\"}");
     check_model(ds, ql, GPTQ_V2, "gptq_v2", 1);
-    tm_file *fs = open_ok(ds);
+    tm_file *fs = tmt_open_ok(ds);
     assert_int_equal(tm_file_n_warnings(fs), 0);
     tm_close(fs);
     /* the same tensors read as v1 would be off by one LSB in every zero point */
-    const char *d1 = sub("gptq_v2_as_v1");
-    write_quantized(d1, ql, GPTQ_V2, 1);
-    write_text(d1, "config.json",
-               "{\"quantization_config\": {\"quant_method\": \"gptq\", \"bits\": 4, \"group_size\": "
-               "64, \"checkpoint_format\": \"gptq\"}}");
-    tm_file *f = open_ok(d1);
+    const char *d1 = write_model("gptq_v2_as_v1", ql, GPTQ_V2, 1,
+                                 "{\"quantization_config\": {\"quant_method\": \"gptq\", \"bits\": 4, \"group_size\": "
+                                 "64, \"checkpoint_format\": \"gptq\"}}");
+    tm_file *f = tmt_open_ok(d1);
     tm_qelement e;
     tm_err err;
     int64_t ti = tm_file_find(f, g_names[0][0]);
     assert_int_equal(tm_qelement_get(f, ti, 0, &e, &err), TM_OK);
     assert_int_equal(e.zero_point, ql[0].z[0] + 1);
     tm_close(f);
-    for (int l = 0; l < N_LIN; l++) qlin_free(&ql[l]);
+    free_all(ql);
 }
 
 /* GPTQ 8-bit per channel (group_size -1), no config.json: found from the shapes, read as v1. */
 static void test_gptq_8bit_channel_no_config(void **state) {
     (void)state;
     qlin ql[N_LIN];
-    for (int l = 0; l < N_LIN; l++) quantize_lin(&ql[l], g_w[l], k_N[l], k_K[l], 8, -1, 0, 0, GPTQ_V1);
-    const char *dir = sub("gptq8");
-    write_quantized(dir, ql, GPTQ_V1, 0);
+    quantize_all(ql, 8, -1, 0, 0, GPTQ_V1);
+    const char *dir = write_model("gptq8", ql, GPTQ_V1, 0, NULL);
     check_model(dir, ql, GPTQ_V1, "gptq", 0);
-    tm_file *f = open_ok(dir);
+    tm_file *f = tmt_open_ok(dir);
     assert_true(has_warning(f, "without a quantization_config"));
     tm_close(f);
-    for (int l = 0; l < N_LIN; l++) qlin_free(&ql[l]);
+    free_all(ql);
 }
 
 /* GPTQ 2-bit (four codes per byte, sixteen per word), group 32. */
 static void test_gptq_2bit(void **state) {
     (void)state;
     qlin ql[N_LIN];
-    for (int l = 0; l < N_LIN; l++) quantize_lin(&ql[l], g_w[l], k_N[l], k_K[l], 2, 32, 0, 0, GPTQ_V2);
-    const char *dir = sub("gptq2");
-    write_quantized(dir, ql, GPTQ_V2, 1);
-    write_text(dir, "config.json",
-               "{\"quantization_config\": {\"quant_method\": \"gptq\", \"bits\": 2, \"group_size\": "
-               "32, \"checkpoint_format\": \"gptq_v2\"}}");
+    quantize_all(ql, 2, 32, 0, 0, GPTQ_V2);
+    const char *dir = write_model("gptq2", ql, GPTQ_V2, 1,
+                                  "{\"quantization_config\": {\"quant_method\": \"gptq\", \"bits\": 2, \"group_size\": "
+                                  "32, \"checkpoint_format\": \"gptq_v2\"}}");
     check_model(dir, ql, GPTQ_V2, "gptq_v2", 1);
-    for (int l = 0; l < N_LIN; l++) qlin_free(&ql[l]);
+    free_all(ql);
 }
 
 #define V2_LIKE "sym 4-bit but stored zeros = 8; under v1 the effective zero is 9; the file may be gptq_v2"
@@ -530,14 +527,12 @@ static void test_gptq_2bit(void **state) {
 static void test_gptq_v1_label_v2_zeros(void **state) {
     (void)state;
     qlin ql[N_LIN];
-    for (int l = 0; l < N_LIN; l++) quantize_lin(&ql[l], g_w[l], k_N[l], k_K[l], 4, 32, 1, 0, GPTQ_V2);
+    quantize_all(ql, 4, 32, 1, 0, GPTQ_V2);
     assert_int_equal(ql[0].qzeros[0], 0x88888888u);
-    const char *dir = sub("gptq_mislabelled");
-    write_quantized(dir, ql, GPTQ_V2, 1);
-    write_text(dir, "config.json",
-               "{\"quantization_config\": {\"quant_method\": \"gptq\", \"bits\": 4, \"group_size\": "
-               "32, \"sym\": true, \"checkpoint_format\": \"gptq\"}}");
-    tm_file *f = open_ok(dir);
+    const char *dir = write_model("gptq_mislabelled", ql, GPTQ_V2, 1,
+                                  "{\"quantization_config\": {\"quant_method\": \"gptq\", \"bits\": 4, \"group_size\": "
+                                  "32, \"sym\": true, \"checkpoint_format\": \"gptq\"}}");
+    tm_file *f = tmt_open_ok(dir);
     assert_true(has_warning(f, V2_LIKE));
     assert_true(has_warning(f, "(3 of 3 GPTQ tensors read as checkpoint_format \"gptq\")"));
     int64_t ti = tm_file_find(f, g_names[0][0]);
@@ -568,10 +563,10 @@ static void test_gptq_v1_label_v2_zeros(void **state) {
     assert_non_null(strstr(out, V2_LIKE));
     free(out);
     /* relabelled gptq_v2: no warning, convention v2, zero 8 */
-    write_text(dir, "config.json",
+    tmt_write_text(dir, "config.json",
                "{\"quantization_config\": {\"quant_method\": \"gptq\", \"bits\": 4, \"group_size\": "
                "32, \"sym\": true, \"checkpoint_format\": \"gptq_v2\"}}");
-    f = open_ok(dir);
+    f = tmt_open_ok(dir);
     assert_int_equal(tm_file_n_warnings(f), 0);
     tm_close(f);
     j = tmt_run_json(0, "%s inspect %s --json", tmt_bin(), dir);
@@ -581,18 +576,16 @@ static void test_gptq_v1_label_v2_zeros(void **state) {
     assert_int_equal(tmt_run(&out, "%s inspect %s", tmt_bin(), dir), 0);
     assert_non_null(strstr(out, "gptq:        zero points read as v2 (stored z) in 3 tensors"));
     free(out);
-    for (int l = 0; l < N_LIN; l++) qlin_free(&ql[l]);
+    free_all(ql);
     /* a real v1 symmetric file stores 7: no warning */
-    for (int l = 0; l < N_LIN; l++) quantize_lin(&ql[l], g_w[l], k_N[l], k_K[l], 4, 32, 1, 0, GPTQ_V1);
-    const char *d1 = sub("gptq_v1_sym");
-    write_quantized(d1, ql, GPTQ_V1, 1);
-    write_text(d1, "config.json",
-               "{\"quantization_config\": {\"quant_method\": \"gptq\", \"bits\": 4, \"group_size\": "
-               "32, \"sym\": true, \"checkpoint_format\": \"gptq\"}}");
-    f = open_ok(d1);
+    quantize_all(ql, 4, 32, 1, 0, GPTQ_V1);
+    const char *d1 = write_model("gptq_v1_sym", ql, GPTQ_V1, 1,
+                                 "{\"quantization_config\": {\"quant_method\": \"gptq\", \"bits\": 4, \"group_size\": "
+                                 "32, \"sym\": true, \"checkpoint_format\": \"gptq\"}}");
+    f = tmt_open_ok(d1);
     assert_int_equal(tm_file_n_warnings(f), 0);
     tm_close(f);
-    for (int l = 0; l < N_LIN; l++) qlin_free(&ql[l]);
+    free_all(ql);
 }
 
 /* AutoAWQ GEMM: qweight [K, N/8] with nibbles in the order 0,2,4,6,1,3,5,7; with and without
@@ -600,14 +593,12 @@ static void test_gptq_v1_label_v2_zeros(void **state) {
 static void test_awq_gemm(void **state) {
     (void)state;
     qlin ql[N_LIN];
-    for (int l = 0; l < N_LIN; l++) quantize_lin(&ql[l], g_w[l], k_N[l], k_K[l], 4, 32, 0, 0, AWQ);
+    quantize_all(ql, 4, 32, 0, 0, AWQ);
     /* the interleave: nibble 1 of the first word holds column 2 */
     assert_int_equal((ql[0].qweight[0] >> 4) & 15u, ql[0].q[2 * ql[0].K + 0]);
-    const char *dir = sub("awq");
-    write_quantized(dir, ql, AWQ, 0);
-    write_text(dir, "config.json",
-               "{\"quantization_config\": {\"quant_method\": \"awq\", \"bits\": 4, \"group_size\": "
-               "32, \"version\": \"gemm\", \"zero_point\": true}}");
+    const char *dir = write_model("awq", ql, AWQ, 0,
+                                  "{\"quantization_config\": {\"quant_method\": \"awq\", \"bits\": 4, \"group_size\": "
+                                  "32, \"version\": \"gemm\", \"zero_point\": true}}");
     check_model(dir, ql, AWQ, "awq/gemm", 0);
     /* the CLI: inspect gives the nibble order, scalar the code of an odd column */
     json_t *j = tmt_run_json(0, "%s inspect %s --json", tmt_bin(), dir);
@@ -628,20 +619,17 @@ static void test_awq_gemm(void **state) {
     assert_int_equal(json_integer_value(json_object_get(j, "zero_point")), ql[1].z[g * ql[1].N + n]);
     assert_int_equal(json_integer_value(json_object_get(j, "stored")), ql[1].qweight[k * (ql[1].N / 8) + n / 8]);
     json_decref(j);
-    const char *d2 = sub("awq_noconfig");
-    write_quantized(d2, ql, AWQ, 0);
+    const char *d2 = write_model("awq_noconfig", ql, AWQ, 0, NULL);
     check_model(d2, ql, AWQ, "awq/gemm", 0);
     /* AutoAWQ's quant_config.json beside a config.json without quantization_config */
-    const char *d3 = sub("awq_sidecar");
-    write_quantized(d3, ql, AWQ, 0);
-    write_text(d3, "config.json", "{\"architectures\": [\"MistralForCausalLM\"]}");
-    write_text(d3, "quant_config.json",
+    const char *d3 = write_model("awq_sidecar", ql, AWQ, 0, "{\"architectures\": [\"MistralForCausalLM\"]}");
+    tmt_write_text(d3, "quant_config.json",
                "{\"zero_point\": true, \"q_group_size\": 32, \"w_bit\": 4, \"version\": \"GEMM\"}");
     check_model(d3, ql, AWQ, "awq/gemm", 0);
-    write_text(d3, "quant_config.json",
+    tmt_write_text(d3, "quant_config.json",
                "{\"zero_point\": true, \"q_group_size\": 32, \"w_bit\": 4, \"version\": \"GEMV\"}");
     expect_open(d3, TM_E_UNSUPPORTED, "quant_config.json.version \"GEMV\"", NULL);
-    for (int l = 0; l < N_LIN; l++) qlin_free(&ql[l]);
+    free_all(ql);
 }
 
 /* ---- broken files ---------------------------------------------------------------------- */
@@ -665,7 +653,7 @@ static const char *k_cfg4 =
 static void test_corrupt(void **state) {
     (void)state;
     qlin ql[N_LIN];
-    for (int l = 0; l < N_LIN; l++) quantize_lin(&ql[l], g_w[l], k_N[l], k_K[l], 4, 32, 1, 1, GPTQ_V1);
+    quantize_all(ql, 4, 32, 1, 1, GPTQ_V1);
     /* qweight with one column too many */
     qlin bad = ql[1];
     bad.qw_c = ql[1].N + 1;
@@ -673,7 +661,7 @@ static void test_corrupt(void **state) {
     qlin set[N_LIN] = {ql[0], bad, ql[2]};
     const char *d = sub("bad_qweight");
     write_quantized(d, set, GPTQ_V1, 1);
-    write_text(d, "config.json", k_cfg4);
+    tmt_write_text(d, "config.json", k_cfg4);
     expect_open(d, TM_E_CORRUPT, "model.layers.0.mlp.down_proj.qweight", "columns");
     free(bad.qweight);
     /* qzeros of the wrong width */
@@ -684,7 +672,7 @@ static void test_corrupt(void **state) {
     set[2] = bad;
     d = sub("bad_qzeros");
     write_quantized(d, set, GPTQ_V1, 1);
-    write_text(d, "config.json", k_cfg4);
+    tmt_write_text(d, "config.json", k_cfg4);
     expect_open(d, TM_E_CORRUPT, "model.layers.1.self_attn.q_proj.qzeros", "must be I32");
     free(bad.qzeros);
     set[2] = ql[2];
@@ -694,9 +682,9 @@ static void test_corrupt(void **state) {
     set[0] = ql[0];
     d = sub("bad_gidx");
     write_quantized(d, set, GPTQ_V1, 1);
-    write_text(d, "config.json", k_cfg4);
+    tmt_write_text(d, "config.json", k_cfg4);
     ql[0].g_idx[5] = keep;
-    tm_file *f = open_ok(d);
+    tm_file *f = tmt_open_ok(d);
     int64_t ti = tm_file_find(f, "model.layers.0.mlp.up_proj.qweight");
     float v[4];
     tm_err err;
@@ -718,25 +706,25 @@ static void test_corrupt(void **state) {
     set[0] = bad;
     d = sub("bad_gidx_len");
     write_quantized(d, set, GPTQ_V1, 1);
-    write_text(d, "config.json", k_cfg4);
+    tmt_write_text(d, "config.json", k_cfg4);
     expect_open(d, TM_E_CORRUPT, "model.layers.0.mlp.up_proj.g_idx", "a g_idx is I32 [128]");
     set[0] = ql[0];
     /* group_size contradicting the scales */
     d = sub("bad_group");
     write_quantized(d, set, GPTQ_V1, 1);
-    write_text(d, "config.json",
+    tmt_write_text(d, "config.json",
                "{\"quantization_config\": {\"quant_method\": \"gptq\", \"bits\": 4, \"group_size\": "
                "64}}");
     expect_open(d, TM_E_CORRUPT, "scales", "group_size 64");
     /* config says AWQ, tensors are GPTQ */
     d = sub("awq_says_config");
     write_quantized(d, set, GPTQ_V1, 0);
-    write_text(d, "config.json", "{\"quantization_config\": {\"quant_method\": \"awq\", \"bits\": 4}}");
+    tmt_write_text(d, "config.json", "{\"quantization_config\": {\"quant_method\": \"awq\", \"bits\": 4}}");
     expect_open(d, TM_E_CORRUPT, "qweight", "AWQ packs 8 codes");
     /* bits = 3 by config, and 3-bit qzeros found from the shapes */
     d = sub("bits3");
     write_quantized(d, set, GPTQ_V1, 1);
-    write_text(d, "config.json",
+    tmt_write_text(d, "config.json",
                "{\"quantization_config\": {\"quant_method\": \"gptq\", \"bits\": 3, \"group_size\": 32}}");
     expect_open(d, TM_E_UNSUPPORTED, "3-bit", "qweight");
     bad = ql[0];
@@ -754,13 +742,13 @@ static void test_corrupt(void **state) {
     /* AWQ GEMV and GPTQ marlin checkpoints pack differently */
     d = sub("gemv");
     write_quantized(d, set, GPTQ_V1, 1);
-    write_text(d, "config.json",
+    tmt_write_text(d, "config.json",
                "{\"quantization_config\": {\"quant_method\": \"awq\", \"bits\": 4, \"version\": \"gemv\"}}");
     expect_open(d, TM_E_UNSUPPORTED, "gemv", "GEMM");
-    write_text(d, "config.json",
+    tmt_write_text(d, "config.json",
                "{\"quantization_config\": {\"quant_method\": \"gptq\", \"checkpoint_format\": \"marlin\"}}");
     expect_open(d, TM_E_UNSUPPORTED, "marlin", "checkpoint_format");
-    for (int l = 0; l < N_LIN; l++) qlin_free(&ql[l]);
+    free_all(ql);
 }
 
 /* ---- 16-bit ONNX QDQ codes (../shared) ---------------------------------------------------- */
@@ -776,7 +764,7 @@ static void test_onnx_qdq16(void **state) {
         char path[1024];
         snprintf(path, sizeof path, "%s/models/onnx/ort_testdata/transform/fusion/%s",
                  tmv_shared_dir(), models[m]);
-        tm_file *f = open_ok(path);
+        tm_file *f = tmt_open_ok(path);
         int64_t ti = tm_file_find(f, "conv_weight_quantized");
         assert_true(ti >= 0);
         const tm_tensor *t = tm_file_tensor(f, ti);
@@ -823,7 +811,7 @@ static void test_onnx_qdq16(void **state) {
         snprintf(dir, sizeof dir, "qdq16_src%d", m);
         ent e = {"conv_weight_quantized", TM_F32, 2, 16, 72, src, (size_t)t->n_elems * 4};
         write_st(sub(dir), &e, 1);
-        tm_file *ref = open_ok(sub(dir));
+        tm_file *ref = tmt_open_ok(sub(dir));
         tm_qdiff_params qp;
         memset(&qp, 0, sizeof qp);
         tm_qdiff_result *res = NULL;
@@ -845,7 +833,7 @@ static void test_onnx_qdq16(void **state) {
 ** source of "P.qweight" is the float checkpoint's "P.weight"; an exact name wins. */
 static void test_ref_find_qweight(void **state) {
     (void)state;
-    tm_file *src = open_ok(sub("src"));
+    tm_file *src = tmt_open_ok(sub("src"));
     char qn[160], wn[160];
     for (int l = 0; l < N_LIN; l++) {
         snprintf(qn, sizeof qn, "%s.qweight", k_names[l]);

@@ -19,6 +19,7 @@
 
 #include "tensormorph.h"
 #include "helpers/cli_run.h"
+#include "helpers/fixture.h"
 
 static char g_tmp[256];
 static const char *g_bin;
@@ -63,22 +64,13 @@ static int px_eq(const image *im, int x0, int y0, int x1, int y1) { return !memc
 
 static int setup_all(void **state) {
     (void)state;
-    g_bin = getenv("TM_BIN");
-    if (!g_bin) g_bin = "./tensormorph";
-    snprintf(g_tmp, sizeof g_tmp, "/tmp/tm_heatmap_XXXXXX");
-    if (!mkdtemp(g_tmp)) return -1;
-    char *o;
-    int rc = run(&o, "%s demo -o %s/demo -q && %s quantize %s/demo -o %s/q4 -t int4 -g group:32 -q", g_bin, g_tmp,
-                 g_bin, g_tmp, g_tmp);
-    free(o);
-    return rc;
+    g_bin = tmt_bin();
+    return tmt_demo_q4(g_tmp, sizeof g_tmp, "heatmap");
 }
 
 static int teardown_all(void **state) {
     (void)state;
-    char *o;
-    run(&o, "rm -rf %s", g_tmp);
-    free(o);
+    tmt_tmpdir_remove(g_tmp);
     return 0;
 }
 
@@ -272,9 +264,7 @@ static void test_png_value_zero_row_is_white(void **state) {
 
 static void test_png_groups_distinct_across_boundary(void **state) {
     (void)state;
-    char *o;
-    assert_int_equal(run(&o, "%s heatmap %s/q4 " OPROJ " -o %s/g.png --mode groups --width 256 --height 256 -q", g_bin, g_tmp, g_tmp), 0);
-    free(o);
+    assert_int_equal(run(NULL, "%s heatmap %s/q4 " OPROJ " -o %s/g.png --mode groups --width 256 --height 256 -q", g_bin, g_tmp, g_tmp), 0);
     char p[512];
     snprintf(p, sizeof p, "%s/g.png", g_tmp);
     image im = load_png(p);
@@ -289,8 +279,7 @@ static void test_png_groups_distinct_across_boundary(void **state) {
     }
     free(im.rgb);
     /* enlarged 4x (the default size): a dark line on the last pixel before each unit boundary */
-    assert_int_equal(run(&o, "%s heatmap %s/q4 " OPROJ " -o %s/g4.png --mode groups -q", g_bin, g_tmp, g_tmp), 0);
-    free(o);
+    assert_int_equal(run(NULL, "%s heatmap %s/q4 " OPROJ " -o %s/g4.png --mode groups -q", g_bin, g_tmp, g_tmp), 0);
     snprintf(p, sizeof p, "%s/g4.png", g_tmp);
     im = load_png(p);
     assert_int_equal(im.w, 1024);
@@ -300,15 +289,12 @@ static void test_png_groups_distinct_across_boundary(void **state) {
     assert_true(px_is(&im, 10, 3, 20, 20, 30));            /* row 0 | row 1: other groups */
     free(im.rgb);
     /* a dense tensor has no groups */
-    assert_int_equal(run(&o, "%s heatmap %s/demo " OPROJ " -o %s/x.png --mode groups 2>/dev/null", g_bin, g_tmp, g_tmp), 2);
-    free(o);
+    assert_int_equal(run(NULL, "%s heatmap %s/demo " OPROJ " -o %s/x.png --mode groups 2>/dev/null", g_bin, g_tmp, g_tmp), 2);
 }
 
 static void test_png_error_mode_and_strip(void **state) {
     (void)state;
-    char *o;
-    assert_int_equal(run(&o, "%s heatmap %s/q4 " OPROJ " -o %s/e.png --mode error 2>/dev/null", g_bin, g_tmp, g_tmp), 2);
-    free(o);
+    assert_int_equal(run(NULL, "%s heatmap %s/q4 " OPROJ " -o %s/e.png --mode error 2>/dev/null", g_bin, g_tmp, g_tmp), 2);
     json_t *d = run_json("%s heatmap %s/q4 " OPROJ " -o %s/e.png --mode error --ref %s/demo --width 256 --height 256 --json", g_bin, g_tmp, g_tmp, g_tmp);
     json_t *rg = json_object_get(d, "range");
     double hi = json_number_value(json_array_get(rg, 1));
@@ -353,14 +339,10 @@ static void test_png_error_mode_and_strip(void **state) {
 
 static void test_png_written_atomically(void **state) {
     (void)state;
-    char *o;
     /* a missing directory: I/O error, nothing written */
-    assert_int_equal(run(&o, "%s heatmap %s/demo " OPROJ " -o %s/nodir/x.png 2>/dev/null", g_bin, g_tmp, g_tmp), 4);
-    free(o);
-    assert_int_equal(run(&o, "%s heatmap %s/demo " OPROJ " -o %s/v.png --mode rainbow 2>/dev/null", g_bin, g_tmp, g_tmp), 2);
-    free(o);
-    assert_int_equal(run(&o, "%s heatmap %s/demo no.such.tensor -o %s/v.png 2>/dev/null", g_bin, g_tmp, g_tmp), 2);
-    free(o);
+    assert_int_equal(run(NULL, "%s heatmap %s/demo " OPROJ " -o %s/nodir/x.png 2>/dev/null", g_bin, g_tmp, g_tmp), 4);
+    assert_int_equal(run(NULL, "%s heatmap %s/demo " OPROJ " -o %s/v.png --mode rainbow 2>/dev/null", g_bin, g_tmp, g_tmp), 2);
+    assert_int_equal(run(NULL, "%s heatmap %s/demo no.such.tensor -o %s/v.png 2>/dev/null", g_bin, g_tmp, g_tmp), 2);
     DIR *dir = opendir(g_tmp);
     assert_non_null(dir);
     struct dirent *de;

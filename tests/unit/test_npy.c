@@ -19,6 +19,8 @@
 #include <zip.h>
 
 #include "formats/file.h"
+#include "helpers/cli_run.h"
+#include "helpers/fixture.h"
 #include "helpers/vectors.h"
 #include "tensormorph.h"
 
@@ -59,12 +61,7 @@ static uint8_t *npy_image(int major, const char *dict, const void *data, size_t 
 static tm_file *open_ok(const char *name) {
     char p[512];
     pathf(p, sizeof p, name);
-    tm_file *f = NULL;
-    tm_err e;
-    tm_status s = tm_open(p, NULL, &f, &e);
-    if (s) fprintf(stderr, "open %s: %s\n", p, e.msg);
-    assert_int_equal(s, TM_OK);
-    return f;
+    return tmt_open_ok(p);
 }
 
 static tm_status open_err(const char *name, tm_err *e) {
@@ -241,14 +238,20 @@ static void test_bad_headers(void **state) {
     tm_close(f);
 }
 
-/* An .npz written with libzip: one stored and one deflated member, plus a non-array member. */
-static void make_npz(const char *name, int deflate_second) {
+/* A new, empty zip archive at name (in the scratch directory). */
+static zip_t *npz_create(const char *name) {
     char p[512];
     pathf(p, sizeof p, name);
     unlink(p);
     int ze;
     zip_t *z = zip_open(p, ZIP_CREATE | ZIP_TRUNCATE, &ze);
     assert_non_null(z);
+    return z;
+}
+
+/* An .npz written with libzip: one stored and one deflated member, plus a non-array member. */
+static void make_npz(const char *name, int deflate_second) {
+    zip_t *z = npz_create(name);
     static uint8_t *imgs[2];
     size_t n0, n1;
     float a[6] = {1.5f, -2, 3, 4, 5, 6.25f};
@@ -326,12 +329,7 @@ static void test_npz_generated(void **state) {
 /* An .npz of stored members "<name>.npy" (libzip) from (name, npy dict, data, bytes) rows. */
 static void make_npz_members(const char *file, int n, const char *const *names, const char *const *dicts,
                              const void *const *data, const size_t *nbytes) {
-    char p[512];
-    pathf(p, sizeof p, file);
-    unlink(p);
-    int ze;
-    zip_t *z = zip_open(p, ZIP_CREATE | ZIP_TRUNCATE, &ze);
-    assert_non_null(z);
+    zip_t *z = npz_create(file);
     uint8_t *imgs[8];
     assert_true(n <= 8);
     for (int k = 0; k < n; k++) {
@@ -435,12 +433,7 @@ static void test_npz_bad(void **state) {
 static tm_file *open_shared(const char *name) {
     char p[1024];
     snprintf(p, sizeof p, "%s/models/numpy/%s", tmv_shared_dir(), name);
-    tm_file *f = NULL;
-    tm_err e;
-    tm_status s = tm_open(p, NULL, &f, &e);
-    if (s) fprintf(stderr, "%s: %s\n", p, e.msg);
-    assert_int_equal(s, TM_OK);
-    return f;
+    return tmt_open_ok(p);
 }
 
 static float *read_named(tm_file *f, const char *name, int64_t *n) {
@@ -537,17 +530,9 @@ static void test_shared_numpy(void **state) {
 static void test_cli_inspect_npz(void **state) {
     (void)state;
     make_npz("cli.npz", 1);
-    const char *bin = getenv("TM_BIN");
-    if (!bin) bin = "./tensormorph";
-    char cmd[1024];
-    snprintf(cmd, sizeof cmd, "%s inspect %s/cli.npz --json", bin, g_dir);
-    FILE *pp = popen(cmd, "r");
-    assert_non_null(pp);
-    json_error_t je;
-    json_t *d = json_loadf(pp, 0, &je);
-    int st = pclose(pp);
-    assert_non_null(d);
-    assert_int_equal(WEXITSTATUS(st), 0);
+    const char *bin = tmt_bin();
+    json_t *d = tmt_run_json(0, "%s inspect %s/cli.npz --json", bin, g_dir);
+    assert_true(json_is_object(d));
     assert_string_equal(json_string_value(json_object_get(d, "format")), "npz");
     assert_int_equal(json_integer_value(json_object_get(d, "n_tensors")), 2);
     assert_int_equal(json_integer_value(json_object_get(d, "n_parameters")), 10);
@@ -562,9 +547,7 @@ static void test_cli_inspect_npz(void **state) {
     uint8_t *img = npy_image(1, "{'descr': '<f4', 'fortran_order': False, 'shape': (100,), }", "", 0, &n);
     write_file("cli_bad.npy", img, n);
     free(img);
-    snprintf(cmd, sizeof cmd, "%s inspect %s/cli_bad.npy >/dev/null 2>&1", bin, g_dir);
-    st = system(cmd);
-    assert_int_equal(WEXITSTATUS(st), 3);
+    assert_int_equal(tmt_run(NULL, "%s inspect %s/cli_bad.npy >/dev/null 2>&1", bin, g_dir), 3);
     /* quantize copies tensors it keeps: a big-endian Fortran-order array must come out as the
     ** row-major little-endian bytes safetensors holds (the values, not the stored bytes) */
     int32_t colmaj[24];
@@ -577,9 +560,7 @@ static void test_cli_inspect_npz(void **state) {
     img = npy_image(1, "{'descr': '>i4', 'fortran_order': True, 'shape': (2, 3, 4), }", be, sizeof be, &n);
     write_file("copy.npy", img, n);
     free(img);
-    snprintf(cmd, sizeof cmd, "%s quantize %s/copy.npy -o %s/copy_out -q --allow-empty", bin, g_dir, g_dir);
-    st = system(cmd);
-    assert_int_equal(WEXITSTATUS(st), 0);
+    assert_int_equal(tmt_run(NULL, "%s quantize %s/copy.npy -o %s/copy_out -q --allow-empty", bin, g_dir, g_dir), 0);
     char out[512];
     pathf(out, sizeof out, "copy_out");
     tm_file *f = NULL;
@@ -599,27 +580,13 @@ static void test_cli_inspect_npz(void **state) {
     }
     tm_close(f);
     /* diff of the array against its copy: no difference, computed from values */
-    snprintf(cmd, sizeof cmd, "%s diff %s/copy.npy %s/copy_out --json", bin, g_dir, g_dir);
-    pp = popen(cmd, "r");
-    d = json_loadf(pp, 0, &je);
-    pclose(pp);
-    assert_non_null(d);
+    d = tmt_run_json(0, "%s diff %s/copy.npy %s/copy_out --json", bin, g_dir, g_dir);
     assert_int_equal(json_integer_value(json_object_get(d, "n_differ")), 0);
     json_decref(d);
 }
 
-static int setup(void **state) {
-    (void)state;
-    snprintf(g_dir, sizeof g_dir, "/tmp/tm_npy_XXXXXX");
-    return mkdtemp(g_dir) ? 0 : -1;
-}
-
-static int teardown(void **state) {
-    (void)state;
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", g_dir);
-    return system(cmd) == 0 ? 0 : -1;
-}
+static int setup(void **state) { (void)state; return tmt_tmpdir_make(g_dir, sizeof g_dir, "npy"); }
+static int teardown(void **state) { (void)state; return tmt_tmpdir_remove(g_dir); }
 
 int main(void) {
     const struct CMUnitTest tests[] = {

@@ -19,19 +19,6 @@
 
 static uint32_t fbits(float x) { return tmv_f32_bits(x); }
 
-static void load(const char *fam, const char *name, const char *file, tmv_npy *a) {
-    if (tmv_npy_load_case(fam, name, file, a) != 0)
-        fail_msg("%s/%s: cannot load %s", fam, name, file);
-}
-
-static int has_file(const char *fam, const char *name, const char *file) {
-    char p[4096];
-    tmv_case_path(p, sizeof p, fam, name, file);
-    FILE *f = fopen(p, "rb");
-    if (f) fclose(f);
-    return f != NULL;
-}
-
 /* ---------------------------------------------------------------------------------------- */
 /* torch_observer                                                                            */
 /* ---------------------------------------------------------------------------------------- */
@@ -81,11 +68,11 @@ static void torch_setup(const char *name, json_t *cj, const tmv_npy *in, struct 
 
 static void torch_observer_case(const char *name, json_t *cj) {
     tmv_npy in, es, ez, emin, emax;
-    load("torch_observer", name, "input.npy", &in);
-    load("torch_observer", name, "expected_scale.npy", &es);
-    load("torch_observer", name, "expected_zero_point.npy", &ez);
-    load("torch_observer", name, "expected_min_val.npy", &emin);
-    load("torch_observer", name, "expected_max_val.npy", &emax);
+    tmv_case_npy("torch_observer", name, "input.npy", &in);
+    tmv_case_npy("torch_observer", name, "expected_scale.npy", &es);
+    tmv_case_npy("torch_observer", name, "expected_zero_point.npy", &ez);
+    tmv_case_npy("torch_observer", name, "expected_min_val.npy", &emin);
+    tmv_case_npy("torch_observer", name, "expected_max_val.npy", &emax);
     struct torch_obs_case t;
     torch_setup(name, cj, &in, &t);
     float *x = tmv_npy_as_f32(&in);
@@ -135,9 +122,9 @@ static void torch_observer_case(const char *name, json_t *cj) {
     if (hist) {
         /* the histogram torch built (int-truncated histc range, upsampled combination) */
         tmv_npy eh, emm, eb;
-        load("torch_observer", name, "expected_histogram.npy", &eh);
-        load("torch_observer", name, "expected_search_min_max.npy", &emm);
-        load("torch_observer", name, "expected_search_bins.npy", &eb);
+        tmv_case_npy("torch_observer", name, "expected_histogram.npy", &eh);
+        tmv_case_npy("torch_observer", name, "expected_search_min_max.npy", &emm);
+        tmv_case_npy("torch_observer", name, "expected_search_bins.npy", &eb);
         int64_t nb;
         assert_int_equal(tm_calib_histogram(c, 0, &nb, NULL, NULL), TM_OK);
         assert_int_equal(nb, eh.n);
@@ -217,18 +204,18 @@ static void ort_case(const char *name, json_t *cj) {
     sp.observer.n_quantized_bins = (int)json_integer_value(json_object_get(pr, "num_quantized_bins"));
     sp.observer.percentile = json_number_value(json_object_get(pr, "percentile"));
     tmv_npy er, eh, ee;
-    load("ort_calibration", name, "expected_range.npy", &er);
-    load("ort_calibration", name, "expected_histogram.npy", &eh);
-    load("ort_calibration", name, "expected_hist_edges.npy", &ee);
+    tmv_case_npy("ort_calibration", name, "expected_range.npy", &er);
+    tmv_case_npy("ort_calibration", name, "expected_histogram.npy", &eh);
+    tmv_case_npy("ort_calibration", name, "expected_hist_edges.npy", &ee);
     tm_calib *c = NULL;
     tm_err err;
     float fmin = INFINITY, fmax = -INFINITY;
     for (int b = 0;; b++) {
         char file[32];
         snprintf(file, sizeof file, "input_%d.npy", b);
-        if (!has_file("ort_calibration", name, file)) break;
+        if (!tmv_case_has_file("ort_calibration", name, file)) break;
         tmv_npy in;
-        load("ort_calibration", name, file, &in);
+        tmv_case_npy("ort_calibration", name, file, &in);
         float *x = tmv_npy_as_f32(&in);
         if (!c) assert_int_equal(tm_calib_create(&sp, in.ndim, in.shape, &c, &err), TM_OK);
         assert_int_equal(tm_calib_update(c, in.ndim, in.shape, x, &err), TM_OK);

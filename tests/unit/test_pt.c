@@ -21,6 +21,8 @@
 #include <zip.h>
 
 #include "formats/file.h"
+#include "helpers/cli_run.h"
+#include "helpers/fixture.h"
 #include "helpers/vectors.h"
 #include "tensormorph.h"
 
@@ -29,19 +31,10 @@ static const char *g_bin;
 
 /* ---- helpers ------------------------------------------------------------------------------ */
 
-static tm_file *open_path(const char *p) {
-    tm_file *f = NULL;
-    tm_err e;
-    tm_status s = tm_open(p, NULL, &f, &e);
-    if (s) fprintf(stderr, "open %s: %s\n", p, e.msg);
-    assert_int_equal(s, TM_OK);
-    return f;
-}
-
 static tm_file *open_torch(const char *name) {
     char p[1024];
     snprintf(p, sizeof p, "%s/models/torch/%s", tmv_shared_dir(), name);
-    return open_path(p);
+    return tmt_open_ok(p);
 }
 
 static float *read_all(const tm_file *f, int64_t i) {
@@ -90,7 +83,7 @@ static void test_state_dicts(void **state) {
     if (!tmv_require_shared()) return;
     char p[1024];
     snprintf(p, sizeof p, "%s/models/safetensors/stories260K-f32/model.safetensors", tmv_shared_dir());
-    tm_file *st = open_path(p);
+    tm_file *st = tmt_open_ok(p);
     tm_file *zp = open_torch("stories260K_state_dict.pt");
     tm_file *lg = open_torch("stories260K_state_dict_legacy.pt");
     tm_file *bf = open_torch("stories260K_bf16_state_dict.pt");
@@ -362,6 +355,13 @@ static tm_status open_gen(const char *name, tm_file **f, tm_err *e) {
     return tm_open(p, NULL, f, e);
 }
 
+/* A generated file that must open. */
+static tm_file *open_gen_ok(const char *name) {
+    char p[512];
+    snprintf(p, sizeof p, "%s/%s", g_dir, name);
+    return tmt_open_ok(p);
+}
+
 /* Layouts: a column-major (transposed) tensor, a slice at a storage offset, a 0-d tensor,
 ** a list of tensors, big-endian storages. */
 static void test_generated_layouts(void **state) {
@@ -401,11 +401,7 @@ static void test_generated_layouts(void **state) {
         const void *data[3] = {s0b, s1b, big ? "big" : "little"};
         size_t sizes[3] = {24, 2, big ? 3u : 6u};
         write_ckpt("lay.pt", &p, names, data, sizes, 3);
-        tm_file *f;
-        tm_err e;
-        tm_status s = open_gen("lay.pt", &f, &e);
-        if (s) fprintf(stderr, "lay.pt: %s\n", e.msg);
-        assert_int_equal(s, TM_OK);
+        tm_file *f = open_gen_ok("lay.pt");
         const tm_tensor *t = tm_file_tensor(f, find(f, "t.weight"));
         assert_int_equal(t->fortran_order, 1);
         assert_int_equal(t->big_endian, big);
@@ -464,11 +460,7 @@ static void test_generated_quantized(void **state) {
     const void *data[4] = {c32, c8, sc, zp};
     size_t sizes[4] = {12, 4, 16, 16};
     write_ckpt("q.pt", &p, names, data, sizes, 4);
-    tm_file *f;
-    tm_err e;
-    tm_status st = open_gen("q.pt", &f, &e);
-    if (st) fprintf(stderr, "q.pt: %s\n", e.msg);
-    assert_int_equal(st, TM_OK);
+    tm_file *f = open_gen_ok("q.pt");
     int64_t a = find(f, "q32"), b = find(f, "qc");
     assert_int_equal(tm_file_tensor(f, a)->dtype, TM_I32);
     assert_int_equal(tm_file_tensor(f, a)->quant->gran.kind, TM_GRAN_TENSOR);
@@ -481,6 +473,7 @@ static void test_generated_quantized(void **state) {
     assert_true(v[0] == 0.0f && v[1] == 0.0f && v[2] == 1.0f && v[3] == 0.5f);
     free(v);
     tm_qelement el;
+    tm_err e;
     assert_int_equal(tm_qelement_get(f, a, 1, &el, &e), TM_OK);
     assert_int_equal(el.code, -7);
     assert_int_equal(el.zero_point, -2);
@@ -577,6 +570,12 @@ static void test_bad_pickles(void **state) {
         {"nostop", TM_E_CORRUPT, "without STOP"},
         {"underflow", TM_E_CORRUPT, "underflow"},
         {"qplain", TM_E_CORRUPT, "quantized storage rebuilt as a plain tensor"},
+        /* APPENDS and SETITEMS: the container below the MARK, its kind, SETITEMS' pairs */
+        {"appends_nolist", TM_E_CORRUPT, "APPENDS without a list below its MARK"},
+        {"appends_dict", TM_E_UNSUPPORTED, "APPENDS to something that is not a list"},
+        {"setitems_nodict", TM_E_CORRUPT, "SETITEMS without a dict below its MARK"},
+        {"setitems_list", TM_E_UNSUPPORTED, "SETITEMS on something that is not a dict"},
+        {"setitems_odd", TM_E_CORRUPT, "SETITEMS of an odd number of items"},
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         buf p = {{0}, 0};
@@ -590,6 +589,11 @@ static void test_bad_pickles(void **state) {
         else if (!strcmp(w, "memo")) { pstr(&p, "a"); op(&p, 'h'); op(&p, 7); }
         else if (!strcmp(w, "underflow")) { op(&p, 's'); }
         else if (!strcmp(w, "qplain")) ptensor(&p, "a", "QInt8Storage", "0", 2, 0, st1, st1, 1);
+        else if (!strcmp(w, "appends_nolist")) { op(&p, '('); op(&p, 'e'); }
+        else if (!strcmp(w, "appends_dict")) { op(&p, 'e'); }
+        else if (!strcmp(w, "setitems_nodict")) { op(&p, '('); }
+        else if (!strcmp(w, "setitems_list")) { op(&p, ']'); op(&p, '('); }
+        else if (!strcmp(w, "setitems_odd")) { pstr(&p, "a"); }
         if (strcmp(w, "nostop") != 0) { op(&p, 'u'); op(&p, '.'); }
         write_ckpt("bad.pt", &p, mn, md, ms, 1);
         tm_file *f;
@@ -615,22 +619,13 @@ static void test_bad_pickles(void **state) {
 
 /* ---- the CLI -------------------------------------------------------------------------------- */
 
-static json_t *run_json(const char *fmt, ...) {
-    char cmd[2048];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(cmd, sizeof cmd, fmt, ap);
-    va_end(ap);
-    FILE *pp = popen(cmd, "r");
-    assert_non_null(pp);
-    json_error_t je;
-    json_t *d = json_loadf(pp, 0, &je);
-    int st = pclose(pp);
-    if (!d || WEXITSTATUS(st) != 0) fprintf(stderr, "%s: exit %d\n", cmd, WEXITSTATUS(st));
-    assert_non_null(d);
-    assert_int_equal(WEXITSTATUS(st), 0);
+/* Run, expect exit 0, parse stdout as a JSON object (the test fails otherwise; a failed popen
+** is exit -1). */
+static json_t *cli_object(json_t *d) {
+    assert_true(json_is_object(d));
     return d;
 }
+#define run_json(...) cli_object(tmt_run_json(0, __VA_ARGS__))
 
 static void test_cli(void **state) {
     (void)state;
@@ -710,16 +705,10 @@ static int setup(void **state) {
     (void)state;
     g_bin = getenv("TM_BIN");
     if (!g_bin) g_bin = "./tensormorph";
-    snprintf(g_dir, sizeof g_dir, "/tmp/tm_pt_XXXXXX");
-    return mkdtemp(g_dir) ? 0 : -1;
+    return tmt_tmpdir_make(g_dir, sizeof g_dir, "pt");
 }
 
-static int teardown(void **state) {
-    (void)state;
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", g_dir);
-    return system(cmd) == 0 ? 0 : -1;
-}
+static int teardown(void **state) { (void)state; return tmt_tmpdir_remove(g_dir); }
 
 int main(void) {
     const struct CMUnitTest tests[] = {

@@ -26,6 +26,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "helpers/cli_run.h"
 #include "quant/kernels.h"
 #include "tensormorph.h"
 #include "tensormorph/job.h"
@@ -419,17 +420,6 @@ static void write_ckpt(const char *path, int bf16, int allow_nf) {
     fclose(f);
 }
 
-static char *slurp(const char *path, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long m = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *b = malloc((size_t)m + 1);
-    *n = fread(b, 1, (size_t)m, f);
-    fclose(f);
-    return b;
-}
 
 typedef struct job_spec {
     tm_dtype code; tm_granularity gk; int64_t gs; int symmetric, allow_nf, threads;
@@ -451,7 +441,7 @@ static void job_case(int bf16, const job_spec *js) {
     write_ckpt(src, bf16, allow_nf);
     tm_qjob_result *res[NV] = {NULL};
     size_t nsrc = 0;
-    char *srcbuf = slurp(src, &nsrc);
+    char *srcbuf = tmt_read_bytes(src, &nsrc);
     assert_non_null(srcbuf);
     for (int v = 0; v < NV; v++) {
         const tm_kernels *k;
@@ -486,7 +476,7 @@ static void job_case(int bf16, const job_spec *js) {
         snprintf(pa, sizeof pa, "%s/model.safetensors", out[0]);
         snprintf(pb, sizeof pb, "%s/model.safetensors", out[v]);
         size_t na, nb;
-        char *a = slurp(pa, &na), *b = slurp(pb, &nb);
+        char *a = tmt_read_bytes(pa, &na), *b = tmt_read_bytes(pb, &nb);
         assert_non_null(a);
         assert_non_null(b);
         assert_int_equal(na, nb);

@@ -19,6 +19,7 @@
 
 #include "core/fsutil.h"
 #include "helpers/cli_run.h"
+#include "helpers/vectors.h"
 #include "tensormorph.h"
 
 /* ---------------------------------------------------------------------------------------- */
@@ -870,34 +871,10 @@ static void test_header_key_offsets(void **state) {
 /* Real checkpoints (../shared/models/safetensors)                                          */
 /* ---------------------------------------------------------------------------------------- */
 
-static char *shared_dir(void) {
-    const char *env = getenv("TM_SHARED");
-    char buf[4096];
-    if (env && *env) snprintf(buf, sizeof buf, "%s", env);
-    else {
-        const char *src = getenv("TM_SRC");
-        snprintf(buf, sizeof buf, "%s/../shared", src && *src ? src : ".");
-    }
-    struct stat st;
-    if (stat(buf, &st) != 0 || !S_ISDIR(st.st_mode)) return NULL;
-    size_t n = strlen(buf) + 1;
-    char *r = malloc(n);
-    memcpy(r, buf, n);
-    return r;
-}
-
-/* The models dir, or skip()/fail per TM_REQUIRE_SHARED. */
+/* The models dir (malloc'd), or NULL after tmv_require_shared() skipped or failed the test. */
 static char *models_or_skip(void) {
-    char *sh = shared_dir();
-    if (!sh) {
-        const char *req = getenv("TM_REQUIRE_SHARED");
-        if (req && strcmp(req, "1") == 0) fail_msg("../shared not found and TM_REQUIRE_SHARED=1");
-        print_message("SKIP: ../shared not found\n");
-        return NULL;
-    }
-    char *m = pathf(sh, "models/safetensors");
-    free(sh);
-    return m;
+    if (!tmv_require_shared()) return NULL;
+    return pathf(tmv_shared_dir(), "models/safetensors");
 }
 
 static const tm_tensor *must_find(const tm_file *f, const char *name) {
@@ -990,10 +967,7 @@ static void first_bytes(const tm_file *f, const char *name, const char *hex4) {
 static void test_real_models(void **state) {
     (void)state;
     char *models = models_or_skip();
-    if (!models) {
-        skip();
-        return;
-    }
+    if (!models) return;
     /* stories260K: dim 64, hidden 172, 5 layers, 8 heads / 4 KV heads of 8 -> k/v [32, 64] */
     tm_file *f32 = open_model(models, "stories260K-f32/model.safetensors");
     check_llama(f32, TM_F32, 5, 32);

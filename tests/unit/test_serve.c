@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "helpers/cli_run.h"
+#include "helpers/fixture.h"
 
 static char g_tmp[256];
 static const char *g_bin;
@@ -42,14 +43,7 @@ static void resp_free(http_resp *r) { free(r->head); free(r->body); }
 /* One request on a fresh connection; `raw_headers` replaces the default Host line when given. */
 static http_resp http_raw(const char *method, const char *path, const char *raw_headers) {
     http_resp r = {0, NULL, NULL, 0};
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    assert_true(fd >= 0);
-    struct sockaddr_in sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sin_family = AF_INET;
-    sa.sin_port = htons((uint16_t)g_port);
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+    int fd = tmt_http_connect(g_port);
     char req[8192];
     char host[64];
     snprintf(host, sizeof host, "Host: 127.0.0.1:%d\r\n", g_port);
@@ -159,37 +153,16 @@ static float *tile_floats(json_t *d, const char *key, size_t npx) {
 
 static int setup_all(void **state) {
     (void)state;
-    g_bin = getenv("TM_BIN");
-    if (!g_bin) g_bin = "./tensormorph";
-    snprintf(g_tmp, sizeof g_tmp, "/tmp/tm_serve_XXXXXX");
-    if (!mkdtemp(g_tmp)) return -1;
-    char *o;
-    int rc = run(&o, "%s demo -o %s/demo -q && %s quantize %s/demo -o %s/q4 -t int4 -g group:32 -q", g_bin, g_tmp,
-                 g_bin, g_tmp, g_tmp);
-    free(o);
-    if (rc) return -1;
-    int pfd[2];
-    if (pipe(pfd)) return -1;
-    g_server = fork();
-    if (g_server < 0) return -1;
-    if (g_server == 0) {
-        dup2(pfd[1], 1);
-        close(pfd[0]);
-        close(pfd[1]);
-        char q[512], r[512];
-        snprintf(q, sizeof q, "%s/q4", g_tmp);
-        snprintf(r, sizeof r, "%s/demo", g_tmp);
-        execl(g_bin, g_bin, "serve", q, "--ref", r, "--port", "0", "-q", (char *)NULL);
-        _exit(127);
-    }
-    close(pfd[1]);
-    FILE *in = fdopen(pfd[0], "r");
-    char line[256];
-    if (!in || !fgets(line, sizeof line, in)) return -1;
+    g_bin = tmt_bin();
+    if (tmt_demo_q4(g_tmp, sizeof g_tmp, "serve")) return -1;
+    char q[512], r[512];
+    snprintf(q, sizeof q, "%s/q4", g_tmp);
+    snprintf(r, sizeof r, "%s/demo", g_tmp);
+    const char *args[] = {q, "--ref", r, NULL};
+    FILE *in;
+    g_server = (pid_t)tmt_serve_start(args, &g_port, &in);
     fclose(in);
-    /* the URL printed on stdout: http://127.0.0.1:PORT/ */
-    if (sscanf(line, "http://127.0.0.1:%d/", &g_port) != 1 || g_port <= 0) return -1;
-    return 0;
+    return g_port > 0 ? 0 : -1;
 }
 
 static int teardown_all(void **state) {
@@ -199,9 +172,7 @@ static int teardown_all(void **state) {
         int st;
         waitpid(g_server, &st, 0);
     }
-    char *o;
-    run(&o, "rm -rf %s", g_tmp);
-    free(o);
+    tmt_tmpdir_remove(g_tmp);
     return 0;
 }
 
@@ -314,7 +285,8 @@ static void test_tiles_hold_real_values(void **state) {
     json_t *m = api("/api/v1/tensor?name=" OPROJ);
     assert_int_equal(json_integer_value(json_object_get(m, "rows")), 256);
     assert_int_equal(json_integer_value(json_object_get(m, "cols")), 256);
-    assert_string_equal(json_string_value(json_object_get(m, "scheme")), "I4 group:32 sym");
+    assert_string_equal(json_string_value(json_object_get(m, "scheme")), "I4 group:32 sym scale:F32");
+    assert_string_equal(json_string_value(json_object_get(m, "label")), "I4 group:32 sym scale:F32");
     assert_true(json_is_true(json_object_get(m, "has_ref")));
     assert_true(json_integer_value(json_object_get(m, "pyramid_step")) >= 2);
     double tmax = json_number_value(json_object_get(m, "max"));
@@ -409,12 +381,12 @@ static void test_arch_tree_and_boundaries(void **state) {
     assert_string_equal(json_string_value(json_object_get(norm, "dtype")), "F32");
     assert_string_equal(json_string_value(json_object_get(norm, "scheme")), "dense");
     assert_string_equal(json_string_value(json_object_get(attn, "dtype")), "I4");
-    assert_string_equal(json_string_value(json_object_get(attn, "scheme")), "I4 group:32 sym");
+    assert_string_equal(json_string_value(json_object_get(attn, "scheme")), "I4 group:32 sym scale:F32");
     /* down_proj (688 columns, not a multiple of 32) stays dense next to int4 gate/up */
     assert_string_equal(json_string_value(json_object_get(mlp, "scheme")), "mixed");
     json_t *down = child(mlp, "down_proj"), *gate = child(mlp, "gate_proj"), *up = child(mlp, "up_proj");
     assert_string_equal(json_string_value(json_object_get(down, "scheme")), "dense");
-    assert_string_equal(json_string_value(json_object_get(gate, "scheme")), "I4 group:32 sym");
+    assert_string_equal(json_string_value(json_object_get(gate, "scheme")), "I4 group:32 sym scale:F32");
     /* siblings in name order; a boundary wherever dtype or scheme changes from the previous one */
     assert_false(json_is_true(json_object_get(down, "boundary")));
     assert_true(json_is_true(json_object_get(gate, "boundary")));
@@ -463,26 +435,12 @@ static void test_listen_options(void **state) {
 
 /* Start `serve DIR/q4 ARG1..ARG4 --port 0 -q`; returns the pid and sets *port. */
 static pid_t start_server(const char *arg1, const char *arg2, const char *arg3, const char *arg4, int *port) {
-    int pfd[2];
-    assert_int_equal(pipe(pfd), 0);
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        dup2(pfd[1], 1);
-        close(pfd[0]);
-        close(pfd[1]);
-        char q[512];
-        snprintf(q, sizeof q, "%s/q4", g_tmp);
-        execl(g_bin, g_bin, "serve", q, arg1, arg2, arg3, arg4, "--port", "0", "-q", (char *)NULL);
-        _exit(127);
-    }
-    close(pfd[1]);
-    FILE *in = fdopen(pfd[0], "r");
-    char line[256];
-    assert_non_null(in);
-    assert_non_null(fgets(line, sizeof line, in));
+    char q[512];
+    snprintf(q, sizeof q, "%s/q4", g_tmp);
+    const char *args[] = {q, arg1, arg2, arg3, arg4, NULL};
+    FILE *in;
+    pid_t pid = (pid_t)tmt_serve_start(args, port, &in);
     fclose(in);
-    assert_int_equal(sscanf(line, "http://127.0.0.1:%d/", port), 1);
     return pid;
 }
 

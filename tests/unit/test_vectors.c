@@ -5,7 +5,7 @@
 ** a test noticing. Which test file checks which family:
 **   float8, torch_convert                          test_dtype.c
 **   onnx, torch_quantize, torch_fake_quantize,
-**   spec (except spec/gguf_*)                      test_quant.c
+**   spec (except spec/gguf_*)                      test_quant_vectors.c
 **   torch_observer, ort_calibration                test_observer.c
 **   gguf, gguf_dequant, spec/gguf_*                the GGUF codec's tests (not quant/)
 */

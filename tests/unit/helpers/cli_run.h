@@ -3,6 +3,7 @@
 #ifndef TM_TEST_CLI_RUN_H
 #define TM_TEST_CLI_RUN_H
 #include <jansson.h>
+#include <stdio.h>
 
 /* The binary under test: $TM_BIN, else "./tensormorph". */
 const char *tmt_bin(void);
@@ -17,6 +18,19 @@ double tmt_num(json_t *o, const char *key);
 json_t *tmt_find_named(json_t *arr, const char *name);
 /* The whole file, NUL-terminated (malloc'd), or NULL when it cannot be read. */
 char *tmt_read_file(const char *path);
+/* The same with its size: *n gets the byte count (the file may hold NULs). */
+char *tmt_read_bytes(const char *path, size_t *n);
 /* 1 when path exists. */
 int tmt_exists(const char *path);
+/* `tensormorph serve ARGS... --port 0 -q` (args NULL-terminated) in a child: returns its pid,
+** *port the port it printed its URL with and *out the pipe of its stdout (close with
+** tmt_serve_stop). The test fails when serve prints no URL. */
+int tmt_serve_start(const char *const *args, int *port, FILE **out);
+/* SIGTERM the server, reap it (returns its wait status) and close its pipe. */
+int tmt_serve_stop(int pid, FILE *out);
+/* A TCP connection to 127.0.0.1:port (the test fails when it cannot connect). */
+int tmt_http_connect(int port);
+/* GET path from 127.0.0.1:port; *status the HTTP status; the body parsed as JSON (the test
+** fails when it is not). */
+json_t *tmt_http_json(int port, const char *path, int *status);
 #endif

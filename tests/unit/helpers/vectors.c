@@ -170,6 +170,19 @@ int tmv_npy_load_case(const char *family, const char *name, const char *file, tm
     return tmv_npy_load(path, out);
 }
 
+void tmv_case_npy(const char *family, const char *name, const char *file, tmv_npy *out) {
+    if (tmv_npy_load_case(family, name, file, out) != 0)
+        fail_msg("%s/%s: cannot load %s", family, name, file);
+}
+
+int tmv_case_has_file(const char *family, const char *name, const char *file) {
+    char p[4096];
+    tmv_case_path(p, sizeof p, family, name, file);
+    FILE *f = fopen(p, "rb");
+    if (f) fclose(f);
+    return f != NULL;
+}
+
 void tmv_npy_free(tmv_npy *a) {
     if (!a) return;
     free(a->data);

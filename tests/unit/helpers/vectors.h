@@ -49,6 +49,10 @@ json_t *tmv_case_json(const char *family, const char *name);
 
 /* Load "<case dir>/<file>". Returns 0 on success, -1 (with a message on stderr) otherwise. */
 int tmv_npy_load_case(const char *family, const char *name, const char *file, tmv_npy *out);
+/* The same, failing the cmocka test ("FAMILY/NAME: cannot load FILE") when it cannot load. */
+void tmv_case_npy(const char *family, const char *name, const char *file, tmv_npy *out);
+/* 1 when "<case dir>/<file>" can be opened for reading, else 0. */
+int tmv_case_has_file(const char *family, const char *name, const char *file);
 int tmv_npy_load(const char *path, tmv_npy *out);
 void tmv_npy_free(tmv_npy *a);
 

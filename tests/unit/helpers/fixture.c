@@ -1,0 +1,55 @@
+/* fixture.c: see fixture.h. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "fixture.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli_run.h"
+
+int tmt_tmpdir_make(char *buf, size_t n, const char *tag) {
+    snprintf(buf, n, "/tmp/tm_%s_XXXXXX", tag);
+    return mkdtemp(buf) ? 0 : -1;
+}
+
+int tmt_tmpdir_remove(const char *dir) { return tmt_run(NULL, "rm -rf '%s'", dir) == 0 ? 0 : -1; }
+
+int tmt_demo(char *dir, size_t n, const char *tag) {
+    if (tmt_tmpdir_make(dir, n, tag)) return -1;
+    return tmt_run(NULL, "%s demo -o %s/demo -q", tmt_bin(), dir);
+}
+
+int tmt_demo_q4(char *dir, size_t n, const char *tag) {
+    int rc = tmt_demo(dir, n, tag);
+    if (rc) return rc;
+    return tmt_run(NULL, "%s quantize %s/demo -o %s/q4 -t int4 -g group:32 -q", tmt_bin(), dir, dir);
+}
+
+tm_file *tmt_open_ok(const char *path) {
+    tm_file *f = NULL;
+    tm_err e;
+    tm_status s = tm_open(path, NULL, &f, &e);
+    if (s) print_message("open %s: %s\n", path, e.msg);
+    assert_int_equal(s, TM_OK);
+    return f;
+}
+
+void tmt_write_file(const char *path, const void *data, size_t n) {
+    FILE *f = fopen(path, "wb");
+    if (!f) print_message("cannot write %s\n", path);
+    assert_non_null(f);
+    assert_int_equal(fwrite(data, 1, n, f), n);
+    assert_int_equal(fclose(f), 0);
+}
+
+void tmt_write_text(const char *dir, const char *name, const char *text) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    tmt_write_file(path, text, strlen(text));
+}

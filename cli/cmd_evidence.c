@@ -70,20 +70,6 @@ static int is_file(const char *p) {
     return stat(p, &st) == 0 && S_ISREG(st.st_mode);
 }
 
-static int parse_int(const cli_cmd *cmd, const cli_args *a, const char *name, long def, long lo,
-                     long hi, long *out) {
-    const char *v = cli_get(a, name);
-    *out = def;
-    if (!v) return 0;
-    char *end;
-    errno = 0;
-    long x = strtol(v, &end, 10);
-    if (errno || *end || end == v || x < lo || x > hi)
-        return cli_usage_error(cmd, "--%s must be an integer in [%ld, %ld], got '%s'", name, lo, hi, v);
-    *out = x;
-    return 0;
-}
-
 static void summary(const char *doc_text, const char *out_path) {
     json_t *d = json_loads(doc_text, 0, NULL);
     if (!d) return;
@@ -134,7 +120,10 @@ static void summary(const char *doc_text, const char *out_path) {
 /* cmd_evidence_llm.c: the GGUF path, and where a runner script and its node_modules are */
 int  cmd_evidence_llm(const cli_cmd *cmd, cli_args *a);
 void cli_evidence_runner(const char *script_name, char *script, size_t scap, char *nm, size_t ncap,
-                         char *runner_dir, size_t rcap, char *share, size_t shcap);
+                         char *runner_dir, size_t rcap, char *share, size_t shcap, const char **node,
+                         const char **tmp_dir);
+int  cli_evidence_int(const cli_cmd *cmd, const cli_args *a, const char *name, long def, long lo, long hi,
+                      long *out);
 
 int cmd_evidence(const cli_cmd *cmd, cli_args *a) {
     if (cli_has(a, "text")) return cmd_evidence_llm(cmd, a);
@@ -156,11 +145,11 @@ int cmd_evidence(const cli_cmd *cmd, cli_args *a) {
         return cli_usage_error(cmd, "--inputs and --random-inputs exclude each other");
     if (!p.inputs_dir && !cli_has(a, "random-inputs"))
         return cli_usage_error(cmd, "give --inputs DIR or --random-inputs N");
-    if ((rc = parse_int(cmd, a, "random-inputs", 1, 1, 100000, &v))) return rc;
+    if ((rc = cli_evidence_int(cmd, a, "random-inputs", 1, 1, 100000, &v))) return rc;
     p.n_random = v;
-    if ((rc = parse_int(cmd, a, "warmup", 3, 0, 100000, &v))) return rc;
+    if ((rc = cli_evidence_int(cmd, a, "warmup", 3, 0, 100000, &v))) return rc;
     p.warmup = (int)v;
-    if ((rc = parse_int(cmd, a, "runs", 10, 1, 100000, &v))) return rc;
+    if ((rc = cli_evidence_int(cmd, a, "runs", 10, 1, 100000, &v))) return rc;
     p.runs = (int)v;
     if (cli_get(a, "seed")) {
         const char *s = cli_get(a, "seed");
@@ -198,14 +187,10 @@ int cmd_evidence(const cli_cmd *cmd, cli_args *a) {
     /* where node, the runner script and onnxruntime-node are */
     char share[PATH_MAX + 64], script[PATH_MAX + 128], nm[PATH_MAX + 128], runner_dir[PATH_MAX + 64];
     cli_evidence_runner("evidence.js", script, sizeof script, nm, sizeof nm, runner_dir, sizeof runner_dir,
-                        share, sizeof share);
+                        share, sizeof share, &p.node, &p.tmp_dir);
     const char *env_nm = getenv("TM_NODE_MODULES");
-    const char *node = getenv("TM_NODE");
-    p.node = node && *node ? node : "node";
     p.runner_script = script;
     p.node_modules = nm;
-    const char *tmp = getenv("TMPDIR");
-    p.tmp_dir = tmp && *tmp ? tmp : "/tmp";
     if (!rc && !is_file(script)) {
         fprintf(stderr, "tensormorph: the runner script is missing: looked for %s/evidence.js and %s/evidence.js\n",
                 TM_RUNNER_DIR, share);

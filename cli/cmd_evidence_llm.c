@@ -21,7 +21,10 @@
 
 int  cmd_evidence_llm(const cli_cmd *cmd, cli_args *a);
 void cli_evidence_runner(const char *script_name, char *script, size_t scap, char *nm, size_t ncap,
-                         char *runner_dir, size_t rcap, char *share, size_t shcap);
+                         char *runner_dir, size_t rcap, char *share, size_t shcap, const char **node,
+                         const char **tmp_dir);
+int  cli_evidence_int(const cli_cmd *cmd, const cli_args *a, const char *name, long def, long lo, long hi,
+                      long *out);
 
 /* Absolute folder of the running binary, or "" when /proc/self/exe is unreadable. */
 static void exe_dir(char *out, size_t cap) {
@@ -42,9 +45,14 @@ static int is_file(const char *p) {
 
 /* Where the runner script `script_name` and node_modules are: script gets
 ** TM_RUNNER_DIR/<script_name>, else <exe dir>/../share/tensormorph/runner/<script_name>; nm gets
-** $TM_NODE_MODULES, else <the runner dir>/node_modules; runner_dir the folder the script is in. */
+** $TM_NODE_MODULES, else <the runner dir>/node_modules; runner_dir the folder the script is in;
+** *node $TM_NODE or "node"; *tmp_dir $TMPDIR or "/tmp". */
 void cli_evidence_runner(const char *script_name, char *script, size_t scap, char *nm, size_t ncap,
-                         char *runner_dir, size_t rcap, char *share, size_t shcap) {
+                         char *runner_dir, size_t rcap, char *share, size_t shcap, const char **node,
+                         const char **tmp_dir) {
+    const char *nd = getenv("TM_NODE"), *tmp = getenv("TMPDIR");
+    *node = nd && *nd ? nd : "node";
+    *tmp_dir = tmp && *tmp ? tmp : "/tmp";
     char edir[PATH_MAX];
     exe_dir(edir, sizeof edir);
     snprintf(share, shcap, "%s/../share/tensormorph/runner", edir);
@@ -61,17 +69,26 @@ void cli_evidence_runner(const char *script_name, char *script, size_t scap, cha
 }
 
 
-static int int_opt(const cli_cmd *cmd, const cli_args *a, const char *name, long def, long lo, long hi, int *out) {
+/* --NAME as an integer in [lo, hi] (def when absent): 0, or the usage error's exit status. */
+int cli_evidence_int(const cli_cmd *cmd, const cli_args *a, const char *name, long def, long lo, long hi,
+                     long *out) {
     const char *v = cli_get(a, name);
-    *out = (int)def;
+    *out = def;
     if (!v) return 0;
     char *end;
     errno = 0;
     long x = strtol(v, &end, 10);
     if (errno || *end || end == v || x < lo || x > hi)
         return cli_usage_error(cmd, "--%s must be an integer in [%ld, %ld], got '%s'", name, lo, hi, v);
-    *out = (int)x;
+    *out = x;
     return 0;
+}
+
+static int int_opt(const cli_cmd *cmd, const cli_args *a, const char *name, long def, long lo, long hi, int *out) {
+    long v;
+    int rc = cli_evidence_int(cmd, a, name, def, lo, hi, &v);
+    *out = (int)v;
+    return rc;
 }
 
 /* --text [NAME=]FILE: a bare FILE is named after its base name without its extension. */
@@ -156,13 +173,9 @@ int cmd_evidence_llm(const cli_cmd *cmd, cli_args *a) {
 
     char share[PATH_MAX + 64], script[PATH_MAX + 128], nm[PATH_MAX + 128], runner_dir[PATH_MAX + 64];
     cli_evidence_runner("llm_evidence.js", script, sizeof script, nm, sizeof nm, runner_dir, sizeof runner_dir,
-                        share, sizeof share);
-    const char *node = getenv("TM_NODE");
-    p.node = node && *node ? node : "node";
+                        share, sizeof share, &p.node, &p.tmp_dir);
     p.runner_script = script;
     p.node_modules = nm;
-    const char *tmp = getenv("TMPDIR");
-    p.tmp_dir = tmp && *tmp ? tmp : "/tmp";
     struct stat st;
     if (!rc && stat(script, &st) != 0) {
         fprintf(stderr, "tensormorph: the runner script is missing: looked for %s and %s/llm_evidence.js\n", script, share);

@@ -13,6 +13,19 @@
 #include <stdio.h>
 #include <sys/stat.h>
 
+tm_status tm__ev_finish(const json_t *doc, char **json_out, tm_err *err) {
+    tm_status s = tm__jschema_validate_named("evidence", doc, "evidence", err);
+    if (s) {
+        tm__err_prefix(err, "internal: the evidence does not satisfy docs/schemas/evidence.schema.json");
+        if (err) err->code = TM_E_INTERNAL;
+        return TM_E_INTERNAL;
+    }
+    char *text = json_dumps(doc, JSON_INDENT(2) | JSON_REAL_PRECISION(17));
+    *json_out = text ? tm__aprintf("%s\n", text) : NULL;
+    free(text);
+    return *json_out ? TM_OK : tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
+}
+
 tm_evidence_params tm_evidence_params_default(void) {
     tm_evidence_params p;
     memset(&p, 0, sizeof p);
@@ -399,17 +412,7 @@ tm_status tm_evidence_run(const tm_evidence_params *p, char **json_out, tm_err *
         doc = build_doc(p, &bin, &smp, &sl, bf, cf, (const char (*)[65])sha, res, stats);
         if (!doc) s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
     }
-    if (!s && (s = tm__jschema_validate_named("evidence", doc, "evidence", err)) != TM_OK) {
-        tm__err_prefix(err, "internal: the evidence does not satisfy docs/schemas/evidence.schema.json");
-        if (err) err->code = TM_E_INTERNAL;
-        s = TM_E_INTERNAL;
-    }
-    if (!s) {
-        char *text = json_dumps(doc, JSON_INDENT(2) | JSON_REAL_PRECISION(17));
-        *json_out = text ? tm__aprintf("%s\n", text) : NULL;
-        free(text);
-        if (!*json_out) s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
-    }
+    if (!s) s = tm__ev_finish(doc, json_out, err);
     json_decref(doc);
     free(cmap);
     free(stats);

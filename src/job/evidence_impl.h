@@ -94,5 +94,8 @@ tm_status tm__ev_run_llm_job(const tm_evidence_params *p, const char *phase, con
 /* evidence.c: put "schema", "tool", "runtime" (taking the reference), "device" and "host"
 ** into the evidence document d, in that order. */
 void      tm__ev_doc_head(json_t *d, json_t *runtime);
+/* evidence.c: validate doc against the embedded evidence schema (a violation is TM_E_INTERNAL:
+** our own bug) and dump it into *json_out (malloc'd, 2-space indented, ends in "\n"). */
+tm_status tm__ev_finish(const json_t *doc, char **json_out, tm_err *err);
 
 #endif

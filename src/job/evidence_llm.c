@@ -555,17 +555,7 @@ tm_status tm_evidence_llm_run(const tm_evidence_llm_params *p, char **json_out, 
         json_object_set_new(doc, "models", models);
         json_object_set_new(doc, "llm", llm_json(p, &run[0], text_sha, all_sha, acc, &overall, w));
     }
-    if (!s && (s = tm__jschema_validate_named("evidence", doc, "evidence", err)) != TM_OK) {
-        tm__err_prefix(err, "internal: the evidence does not satisfy docs/schemas/evidence.schema.json");
-        if (err) err->code = TM_E_INTERNAL;
-        s = TM_E_INTERNAL;
-    }
-    if (!s) {
-        char *text = json_dumps(doc, JSON_INDENT(2) | JSON_REAL_PRECISION(17));
-        *json_out = text ? tm__aprintf("%s\n", text) : NULL;
-        free(text);
-        if (!*json_out) s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
-    }
+    if (!s) s = tm__ev_finish(doc, json_out, err);
     if (!s && overall.nan > 0)
         s = tm__err_set(err, TM_E_NONFINITE, -1, "%lld scored positions hold NaN probabilities (%s or %s): every "
                         "statistic is null in the evidence and the gate fails it", (long long)overall.nan,

@@ -5,7 +5,7 @@
 ** slice missing, null statistics (NaN positions), ONNX evidence under llm bounds (fails closed
 ** naming the missing llm section), decode samples that do not match gen x chunks, latency that
 ** is not representative offered to another target, an empty llm bound (exit 3); the ONNX
-** target's required keys still required. */
+** target's required keys still required; serve's /api/v1/release carries the llm section. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -341,6 +341,44 @@ static void test_policy_schema(void **state) {
     json_decref(d);
 }
 
+/* serve's Release API carries the evidence's llm section (histogram per slice, worst) */
+static void test_release_api(void **state) {
+    (void)state;
+    json_t *e = evidence_llm(0.015, 1);
+    json_t *h = json_object(), *he = json_object(), *edges = json_array(), *counts = json_array();
+    for (int i = 0; i < 3; i++) {
+        json_array_append_new(edges, json_real(i ? pow(10, i - 4) : 0));
+        json_array_append_new(counts, json_integer(10 * i + 1));
+    }
+    json_object_set_new(he, "edges", edges);
+    json_object_set_new(he, "counts", counts);
+    json_object_set_new(h, "eval", he);
+    json_object_set_new(json_object_get(e, "llm"), "histogram", h);
+    write_json("ev.json", e);
+    write_json("pol.json", policy_llm("llamacpp-cpu", NULL));
+    char m[400], ev[400], pol[400];
+    snprintf(m, sizeof m, "%s/q8/tensormorph-manifest.json", g_tmp);
+    snprintf(ev, sizeof ev, "%s/ev.json", g_tmp);
+    snprintf(pol, sizeof pol, "%s/pol.json", g_tmp);
+    char q[400];
+    snprintf(q, sizeof q, "%s/q8", g_tmp);
+    const char *args[] = {q, "--manifest", m, "--evidence", ev, "--policy", pol, NULL};
+    int port = 0;
+    FILE *out = NULL;
+    int pid = tmt_serve_start(args, &port, &out);
+    int status = 0;
+    json_t *d = tmt_http_json(port, "/api/v1/release", &status);
+    tmt_serve_stop(pid, out);
+    assert_int_equal(status, 200);
+    assert_string_equal(json_string_value(json_object_get(d, "verdict")), "PASS");
+    json_t *llm = json_object_get(d, "llm");
+    assert_non_null(llm);
+    assert_int_equal(json_integer_value(json_array_get(json_object_get(json_object_get(json_object_get(llm, "histogram"), "eval"), "counts"), 2)), 21);
+    assert_true(json_is_array(json_object_get(llm, "worst")));
+    assert_non_null(json_object_get(json_object_get(llm, "slices"), "code"));
+    json_decref(d);
+}
+
 static int setup(void **state) {
     (void)state;
     snprintf(g_tmp, sizeof g_tmp, "/tmp/tm_test_gate_llm_%d", (int)getpid());
@@ -374,6 +412,7 @@ int main(void) {
         cmocka_unit_test(test_onnx_evidence_under_llm_bounds),
         cmocka_unit_test(test_latency_representative),
         cmocka_unit_test(test_policy_schema),
+        cmocka_unit_test(test_release_api),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

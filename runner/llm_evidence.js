@@ -16,8 +16,9 @@
  *    "chunks": K (0: every full chunk), "gen": G, "warmup": W, "probs": true|false,
  *    "out_dir": DIR, "texts": [{"name": NAME, "file": PATH}, ...]}
  * Protocol per text: tokenized once with BOS first (model.tokenize(text) after the BOS token,
- * as llama-perplexity's common_tokenize(add_bos=true)); chunk c is tokens [c*N, (c+1)*N) with
- * its first token overwritten by BOS; each chunk is evaluated on a cleared sequence in one
+ * as llama-perplexity's common_tokenize(add_special=true); both only when the vocabulary adds
+ * BOS, model.tokens.shouldPrependBosToken); chunk c is tokens [c*N, (c+1)*N) with its first
+ * token overwritten by BOS; each chunk is evaluated on a cleared sequence in one
  * batch of N (contextSize N, batchSize N, flashAttention false); positions N/2 .. N-2 ask for
  * the whole next-token distribution (generateNext.probabilities, temperature 0: the softmax of
  * the logits as llama.cpp's sampler computes it, in float).
@@ -82,6 +83,9 @@ async function main() {
   const N = job.ctx, first = N / 2;
   const bos = model.tokens.bos;
   if (bos == null) die(3, job.model + ': the model has no BOS token (llama-perplexity needs one)');
+  /* llama-perplexity: common_tokenize(add_special) prepends BOS, and each chunk's first token is
+   * BOS, only when the vocabulary says to add it (tokenizer.ggml.add_bos_token) */
+  const addBos = model.tokens.shouldPrependBosToken;
   const meta = model.fileInfo && model.fileInfo.metadata && model.fileInfo.metadata.tokenizer &&
     model.fileInfo.metadata.tokenizer.ggml;
   const vocab = meta && Array.isArray(meta.tokens) ? meta.tokens.map(String) : null;
@@ -97,7 +101,7 @@ async function main() {
   for (const t of job.texts) {
     let s;
     try { s = fs.readFileSync(t.file, 'utf8'); } catch (e) { die(4, t.file + ': ' + e.message); }
-    const toks = [bos, ...model.tokenize(s, false)];
+    const toks = addBos ? [bos, ...model.tokenize(s, false)] : model.tokenize(s, false);
     const full = Math.floor(toks.length / N);
     if (full < 2)
       die(3, t.file + ': text too short: ' + toks.length + ' tokens (with BOS), two chunks of ctx ' + N + ' need ' + 2 * N);
@@ -116,9 +120,10 @@ async function main() {
   }
   const total = texts.reduce((a, t) => a + t.chunks, 0);
   let done = 0, nan = 0, evalMs = 0, evalTok = 0;
-  const row = new Float32Array(V);
-  const rowBuf = Buffer.from(row.buffer);
-  const chunkOf = (t, c) => { const a = t.tokens.slice(c * N, (c + 1) * N); a[0] = bos; return a; };
+  /* one chunk's rows, written with one call */
+  const rows = new Float32Array((N - 1 - first) * V);
+  const rowsBuf = Buffer.from(rows.buffer);
+  const chunkOf = (t, c) => { const a = t.tokens.slice(c * N, (c + 1) * N); if (addBos) a[0] = bos; return a; };
   for (let w = 0; w < job.warmup; w++) {
     await seq.clearHistory();
     await seq.controlledEvaluate(chunkOf(texts[0], 0));
@@ -137,14 +142,15 @@ async function main() {
       evalMs += performance.now() - t0;
       evalTok += N;
       if (job.probs) {
+        rows.fill(0);
         for (let i = first; i <= N - 2; i++) {
           const pr = res[i] && res[i].next && res[i].next.probabilities;
-          row.fill(0);
+          const o = (i - first) * V;
           let bad = !pr;
-          if (pr) for (const [k, v] of pr) { if (k >= 0 && k < V) row[k] = v; if (!(v === v)) bad = true; }
-          if (bad) { row.fill(NaN); nan++; }
-          fs.writeSync(fd, rowBuf);
+          if (pr) for (const [k, v] of pr) { if (k >= 0 && k < V) rows[o + k] = v; if (!(v === v)) bad = true; }
+          if (bad) { rows.fill(NaN, o, o + V); nan++; }
         }
+        fs.writeSync(fd, rowsBuf);
       }
       if (job.gen > 0) {
         await seq.clearHistory();

@@ -9,7 +9,8 @@
 **    (the machine may be shared: the ceiling is the better of the two);
 ** 3. measures `sha256sum` over each source file (spawned, wall time);
 ** 4. spawns TENSORMORPH_BIN quantize for int8 per-channel (with and without checksums) and
-**    int4 group:128, from F32 and BF16, with --threads 1 and 2. Each configuration runs once
+**    int4 group:128, from F32 and BF16, with --threads 1, 2 and without --threads (the default:
+**    tm_usable_cpus(), reported as that count with "threads_default":true). Each configuration runs once
 **    to warm the page cache (not timed), then N timed runs; the best wall time is reported.
 **    Peak resident set comes from wait4()'s ru_maxrss, which counts the mapped file pages the
 **    child touched.
@@ -412,6 +413,7 @@ enum { N_VARIANTS = sizeof variants / sizeof variants[0] };
 typedef struct result {
     const char *op, *variant, *dtype;
     int threads;
+    int threads_default; /* 1: run without --threads (the CLI's default, tm_usable_cpus()) */
     uint64_t src_bytes;
     double seconds, gbps, ratio, rss_mib, rss_target_mib;
     double user, sys, cache_pct_min;
@@ -440,7 +442,8 @@ static void emit(const result *r) {
     if (r->variant) printf("\"%s\"", r->variant); else printf("null");
     printf(",\"dtype\":");
     if (r->dtype) printf("\"%s\"", r->dtype); else printf("null");
-    printf(",\"threads\":%d,\"src_bytes\":%" PRIu64 ",", r->threads, r->src_bytes);
+    printf(",\"threads\":%d,\"threads_default\":%s,\"src_bytes\":%" PRIu64 ",", r->threads,
+           r->threads_default ? "true" : "false", r->src_bytes);
     json_num(stdout, "seconds", r->seconds, 0);
     json_num(stdout, "gb_per_s", r->gbps, 0);
     json_num(stdout, "ratio_to_memcpy", r->ratio, 0);
@@ -589,15 +592,15 @@ int main(int argc, char **argv) {
     }
 
     /* 4. quantize */
-    enum { NRES = 2 * N_VARIANTS * 2 };
+    enum { NRES = 2 * N_VARIANTS * 3 };
     result qr[NRES];
     int nq = 0;
     char outdir[4200];
     snprintf(outdir, sizeof outdir, "%s/out", o.dir);
-    static const int thr[2] = {1, 2};
+    static const int thr[3] = {1, 2, 0}; /* 0: no --threads, the CLI's default */
     for (int d = 0; d < 2; d++)
         for (int v = 0; v < N_VARIANTS; v++)
-            for (int ti = 0; ti < 2; ti++) {
+            for (int ti = 0; ti < 3; ti++) {
                 if (!in_list(o.only, variants[v].name) || !in_list(o.dtypes, dnames[d])) continue;
                 char tb[16];
                 snprintf(tb, sizeof tb, "%d", thr[ti]);
@@ -608,8 +611,10 @@ int main(int argc, char **argv) {
                 av[ac++] = src_dir[d];
                 av[ac++] = "-o";
                 av[ac++] = outdir;
-                av[ac++] = "--threads";
-                av[ac++] = tb;
+                if (thr[ti] > 0) {
+                    av[ac++] = "--threads";
+                    av[ac++] = tb;
+                }
                 av[ac++] = "--no-progress";
                 av[ac++] = "-q";
                 for (int k = 0; variants[v].args[k]; k++) av[ac++] = (char *)variants[v].args[k];
@@ -619,7 +624,8 @@ int main(int argc, char **argv) {
                 q->op = "quantize";
                 q->variant = variants[v].name;
                 q->dtype = dnames[d];
-                q->threads = thr[ti];
+                q->threads = thr[ti] > 0 ? thr[ti] : tm_usable_cpus();
+                q->threads_default = thr[ti] == 0;
                 q->src_bytes = src_bytes[d];
                 q->rss_target_mib = rss_target[d];
                 q->seconds = 1e30;
@@ -652,9 +658,9 @@ int main(int argc, char **argv) {
                 q->read_floor_s = read_floor[d];
                 q->runs = o.reps;
                 q->gbps = (double)q->src_bytes / q->seconds / 1e9;
-                fprintf(stderr, "  %-24s %-4s threads %d: best %.3f s, %.3f GB/s, peak RSS %.0f MiB; "
+                fprintf(stderr, "  %-24s %-4s threads %d%s: best %.3f s, %.3f GB/s, peak RSS %.0f MiB; "
                                 "writing its %.3f GB output alone: %.3f s\n",
-                        q->variant, q->dtype, q->threads, q->seconds, q->gbps, q->rss_mib, q->out_bytes / 1e9,
+                        q->variant, q->dtype, q->threads, q->threads_default ? " (default)" : "", q->seconds, q->gbps, q->rss_mib, q->out_bytes / 1e9,
                         q->floor_s);
             }
 
@@ -710,7 +716,7 @@ int main(int argc, char **argv) {
         int d = !strcmp(q->dtype, "BF16");
         const char *name = NULL;
         double measured = 0, threshold = 0;
-        if (!strcmp(q->variant, "int8-channel") && q->threads == 1) {
+        if (!strcmp(q->variant, "int8-channel") && q->threads == 1 && !q->threads_default) {
             name = "int8_channel_1thread_ge_50pct_memcpy";
             measured = q->gbps;
             threshold = 0.5 * mc;

@@ -34,6 +34,7 @@ const cli_opt opts_quantize[] = {
     {"pure", 0, NULL, 0, "GGUF: every quantizable tensor gets --type's type (no llama-quantize mixture rules)"},
     {"leave-output-tensor", 0, NULL, 0, "GGUF: leave output.weight unquantized"},
     {"tensor-type", 0, "RE=TYPE", 1, "GGUF: ggml TYPE for tensors whose name matches RE (POSIX extended; last match wins)"},
+    {"vocab-from", 0, "X.gguf", 0, "GGUF: the tokenizer (tokenizer.* keys) of an LLM checkpoint converted first (docs/convert.md)"},
     {"allow-long-names", 0, NULL, 0, "GGUF: write tensor names of 64 bytes or more, which llama.cpp refuses (default: exit 3 naming the tensor)"},
     {NULL, 0, NULL, 0, NULL},
 };
@@ -52,7 +53,9 @@ const char details_quantize[] =
     "Ends with the Quantization Diff summary: error in units of each tensor's own scale (LSB).\n"
     "OUT ending in .gguf writes one GGUF file instead, byte-identical to llama-quantize: --type is\n"
     "a llama-quantize file type (Q4_K_M, ...) with its per-tensor rules, unless --pure;\n"
-    "OUT.gguf.manifest.json goes beside it (docs/gguf-quantize.md).\n"
+    "OUT.gguf.manifest.json goes beside it (docs/gguf-quantize.md). An LLM checkpoint (config.json of\n"
+    "a LLaMA/Mistral model) is converted first, as `convert --type` does (llama.cpp names, --vocab-from);\n"
+    "any other non-GGUF source keeps its tensor names, with a warning (docs/convert.md).\n"
     "IN an ONNX model and OUT ending in .onnx: weight-only DequantizeLinear quantization of the\n"
     "Conv/ConvTranspose/MatMul/Gemm weights (int8 uint8 int4; tensor, channel, group:N),\n"
     "OUT.onnx.manifest.json beside it (docs/onnx-quantize.md).";
@@ -234,8 +237,8 @@ int cmd_quantize(const cli_cmd *cmd, cli_args *a) {
     size_t out_len = strlen(out);
     if (out_len > 5 && strcmp(out + out_len - 5, ".gguf") == 0) return cmd_quantize_gguf(cmd, a);
     if (out_len > 5 && strcmp(out + out_len - 5, ".onnx") == 0) return cmd_quantize_onnx(cmd, a);
-    if (cli_has(a, "pure") || cli_has(a, "leave-output-tensor") || cli_has(a, "tensor-type") || cli_has(a, "allow-long-names"))
-        return cli_usage_error(cmd, "--pure, --leave-output-tensor, --tensor-type and --allow-long-names apply to GGUF output only (OUT ending in .gguf)");
+    if (cli_has(a, "pure") || cli_has(a, "leave-output-tensor") || cli_has(a, "tensor-type") || cli_has(a, "allow-long-names") || cli_has(a, "vocab-from"))
+        return cli_usage_error(cmd, "--pure, --leave-output-tensor, --tensor-type, --allow-long-names and --vocab-from apply to GGUF output only (OUT ending in .gguf)");
     /* "out/" as tab completion writes it names the directory "out" */
     char outbuf[4096];
     if (out_len == 0 || out_len >= sizeof outbuf) return cli_usage_error(cmd, "-o: bad output path '%s'", out);

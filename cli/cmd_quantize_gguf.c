@@ -3,6 +3,7 @@
 #include "cli.h"
 #include "recipe.h"
 #include "tensormorph/ggml_quant.h"
+#include "tensormorph/convert.h"
 #include "tensormorph/gguf_job.h"
 
 #include <inttypes.h>
@@ -25,6 +26,53 @@ static int cmp_rows(const void *pa, const void *pb) {
     if (x->quantized != y->quantized) return y->quantized - x->quantized;
     if (x->quantized && x->sqnr_db != y->sqnr_db) return x->sqnr_db < y->sqnr_db ? -1 : 1;
     return i < j ? -1 : i > j;
+}
+
+/* An LLM checkpoint (config.json of an architecture convert handles) with --vocab-from is
+** converted first (tm_convert_gguf with the quantizer's parameters); a GGUF is quantized as it
+** is; any other source, and an LLM checkpoint without a tokenizer, keeps its tensor names, which
+** llama.cpp does not load as a model: said on stderr. */
+static tm_status quantize_any(tm_file *in, const char *in_path, const char *out, const tm_gguf_qparams *p,
+                              const char *vocab_from, tm_gguf_qresult **res, tm_err *err) {
+    char *cfg = tm_file_format(in) == TM_FMT_GGUF ? NULL : tm_convert_config(in, in_path);
+    char arch[64];
+    int llm = cfg && tm_convert_supported(cfg, arch, sizeof arch);
+    free(cfg);
+    if (llm && !vocab_from) { /* no tokenizer to write: today's raw file, said loudly */
+        if (!g_cli.quiet)
+            fprintf(stderr, "tensormorph: warning: %s is a %s checkpoint but no --vocab-from was given: tensor names are kept "
+                    "as they are and llama.cpp will not load %s as a model; pass --vocab-from X.gguf (the tokenizer) to "
+                    "convert it first (docs/convert.md)\n", in_path, arch, out);
+        return tm_gguf_quantize(in, out, p, res, err);
+    }
+    if (llm) {
+        tm_convert_params cp = tm_convert_params_default();
+        cp.quant = p;
+        cp.vocab_from = vocab_from;
+        cp.force = p->force;
+        cp.no_checksums = p->no_checksums;
+        cp.command_line = p->command_line;
+        cp.cancel = p->cancel;
+        tm_convert_result *r = NULL;
+        tm_status s = tm_convert_gguf(in, in_path, out, &cp, &r, err);
+        if (s) return s;
+        *res = r->quant; /* the result of the quantizer, as tm_gguf_quantize gives it */
+        r->quant = NULL;
+        tm_convert_result_free(r);
+        return TM_OK;
+    }
+    if (vocab_from) {
+        tm_err_clear(err);
+        err->code = TM_E_INVALID_ARG;
+        snprintf(err->msg, sizeof err->msg, "--vocab-from: %s is not an LLM checkpoint convert knows (a GGUF, or no "
+                 "config.json of a LLaMA/Mistral model): there is nothing to convert", in_path);
+        return TM_E_INVALID_ARG;
+    }
+    if (tm_file_format(in) != TM_FMT_GGUF && !g_cli.quiet)
+        fprintf(stderr, "tensormorph: warning: %s: not an LLM checkpoint convert knows (no config.json of a LLaMA/Mistral "
+                "model): tensor names are kept as they are, and llama.cpp will not load %s as a model (docs/convert.md)\n",
+                in_path, out);
+    return tm_gguf_quantize(in, out, p, res, err);
 }
 
 /* The JSON types of a GGUF recipe's members (manifests write all of them; "rules" and
@@ -163,7 +211,7 @@ int cmd_quantize_gguf(const cli_cmd *cmd, cli_args *a) {
         if (rc) goto done;
         tm_err err;
         tm_gguf_qresult *res = NULL;
-        tm_status s = tm_gguf_quantize(in, out, &p, &res, &err);
+        tm_status s = quantize_any(in, in_path, out, &p, cli_get(a, "vocab-from"), &res, &err);
         cli_progress_end();
         if (s) {
             rc = cli_fail(s, &err);

@@ -54,6 +54,9 @@ typedef struct tm_gguf_qparams {
     int          allow_long_names;    /* 1: write tensor names of TM_GGUF_MAX_NAME (64) bytes or
                                          more, which llama.cpp refuses; 0: refuse them
                                          (TM_E_UNSUPPORTED naming the tensor and its length)     */
+    const tm_file *source;            /* NULL, or the checkpoint `in` was made from (convert
+                                         --type: `in` is its temporary F32 GGUF): the manifest
+                                         names and hashes its files, and OUT may not be one    */
 } tm_gguf_qparams;
 
 tm_gguf_qparams tm_gguf_qparams_default(void); /* Q8_0, rules on, n_threads 0 (tm_usable_cpus) */

@@ -35,6 +35,10 @@ void            tm_gguf_kvlist_free(tm_gguf_kvlist *l);               /* NULL is
 int64_t         tm_gguf_kvlist_count(const tm_gguf_kvlist *l);
 const char     *tm_gguf_kvlist_key(const tm_gguf_kvlist *l, int64_t i);  /* borrowed        */
 uint32_t        tm_gguf_kvlist_type(const tm_gguf_kvlist *l, int64_t i);
+/* tm_gguf_kvlist_raw: entry i's encoded value bytes (as they follow the type in a file; for an
+** array: u32 element type, u64 count, elements), *n their length; borrowed, valid until the
+** entry is replaced or the list freed. NULL (and *n = 0) when i is out of range. */
+const void     *tm_gguf_kvlist_raw(const tm_gguf_kvlist *l, int64_t i, size_t *n);
 /* tm_gguf_kvlist_find: index of key, -1 when absent. */
 int64_t         tm_gguf_kvlist_find(const tm_gguf_kvlist *l, const char *key);
 /* tm_gguf_kvlist_get_int: a scalar integer entry (u8..i64, bool) as int64; 0 when absent or

@@ -38,6 +38,10 @@ const tm_name_rule *tm_name_rules(int *n);
 ** written to out[out_size] (NUL-terminated), and in *rope (may be NULL) whether its rows are
 ** permuted. Returns 1 when the table pairs the name, 0 when it does not (out then holds "") or
 ** when out_size is too small. */
+/* tm_name_rule_index: the index in tm_name_rules of the rule that pairs Hugging Face name
+** hf_name, and in *layer (may be NULL) its layer number (-1 for a rule without "#"); -1 when no
+** rule does. The table's order is the tensor order convert writes (tensormorph/convert.h). */
+int tm_name_rule_index(const char *hf_name, int *layer);
 int tm_name_to_gguf(const char *hf_name, char *out, size_t out_size, tm_rope_rows *rope);
 int tm_name_from_gguf(const char *gguf_name, char *out, size_t out_size, tm_rope_rows *rope);
 

@@ -9,11 +9,11 @@
 
 /* LLaMA-family names: transformers' LlamaForCausalLM state dict and llama.cpp's
 ** LLM_ARCH_LLAMA tensor names (llama.cpp src/llama-arch.cpp; gguf-py constants.py
-** MODEL_TENSOR_NAMES). The ".weight" / ".bias" suffix is carried over. */
+** MODEL_TENSOR_NAMES). The ".weight" / ".bias" suffix is carried over. The order is the order
+** convert writes (token_embd, each layer's tensors, output_norm, output: the order of gguf-py's
+** stories260K conversion in ../shared), so the table is also convert's tensor order. */
 static const tm_name_rule k_rules[] = {
     {"model.embed_tokens", "token_embd", TM_ROPE_NONE},
-    {"model.norm", "output_norm", TM_ROPE_NONE},
-    {"lm_head", "output", TM_ROPE_NONE},
     {"model.layers.#.input_layernorm", "blk.#.attn_norm", TM_ROPE_NONE},
     {"model.layers.#.self_attn.q_proj", "blk.#.attn_q", TM_ROPE_Q},
     {"model.layers.#.self_attn.k_proj", "blk.#.attn_k", TM_ROPE_K},
@@ -21,8 +21,10 @@ static const tm_name_rule k_rules[] = {
     {"model.layers.#.self_attn.o_proj", "blk.#.attn_output", TM_ROPE_NONE},
     {"model.layers.#.post_attention_layernorm", "blk.#.ffn_norm", TM_ROPE_NONE},
     {"model.layers.#.mlp.gate_proj", "blk.#.ffn_gate", TM_ROPE_NONE},
-    {"model.layers.#.mlp.up_proj", "blk.#.ffn_up", TM_ROPE_NONE},
     {"model.layers.#.mlp.down_proj", "blk.#.ffn_down", TM_ROPE_NONE},
+    {"model.layers.#.mlp.up_proj", "blk.#.ffn_up", TM_ROPE_NONE},
+    {"model.norm", "output_norm", TM_ROPE_NONE},
+    {"lm_head", "output", TM_ROPE_NONE},
 };
 
 const tm_name_rule *tm_name_rules(int *n) {
@@ -87,6 +89,18 @@ static int translate(const char *name, int to_gguf, char *out, size_t out_size, 
         return 1;
     }
     return 0;
+}
+
+int tm_name_rule_index(const char *hf_name, int *layer) {
+    if (layer) *layer = -1;
+    for (size_t i = 0; hf_name && i < sizeof k_rules / sizeof k_rules[0]; i++) {
+        const char *d, *suffix;
+        size_t ll;
+        if (!match(k_rules[i].hf, hf_name, &d, &ll, &suffix)) continue;
+        if (layer && d) *layer = (int)strtol(d, NULL, 10); /* at most 9 digits (match) */
+        return (int)i;
+    }
+    return -1;
 }
 
 int tm_name_to_gguf(const char *hf_name, char *out, size_t out_size, tm_rope_rows *rope) {

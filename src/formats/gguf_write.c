@@ -59,6 +59,11 @@ const char *tm_gguf_kvlist_key(const tm_gguf_kvlist *l, int64_t i) {
 uint32_t tm_gguf_kvlist_type(const tm_gguf_kvlist *l, int64_t i) {
     return l && i >= 0 && i < l->n ? l->e[i].type : UINT32_MAX;
 }
+const void *tm_gguf_kvlist_raw(const tm_gguf_kvlist *l, int64_t i, size_t *n) {
+    if (!l || i < 0 || i >= l->n) { if (n) *n = 0; return NULL; }
+    if (n) *n = l->e[i].n;
+    return l->e[i].val;
+}
 
 int64_t tm_gguf_kvlist_find(const tm_gguf_kvlist *l, const char *key) {
     for (int64_t i = 0; l && i < l->n; i++)

@@ -851,7 +851,7 @@ tm_status tm_gguf_quantize(tm_file *in, const char *out_path, const tm_gguf_qpar
     if (def_type < 0) return tm__err_set(err, TM_E_INVALID_ARG, -1, "unknown GGUF file type %d", p->ftype);
     /* nothing is lost: OUT is a new path, or (with force) a previous tensormorph output */
     tm__pipe pp;
-    tm_status s = tm__pipe_begin(&pp, in, out_path, TM__PIPE_FILE, "a GGUF output", p->force, p->n_threads,
+    tm_status s = tm__pipe_begin(&pp, p->source ? p->source : in, out_path, TM__PIPE_FILE, "a GGUF output", p->force, p->n_threads,
                                  p->cancel, err);
     if (!s) s = gguf_into(&pp, in, p, def_type, out, err);
     tm__pipe_end(&pp);

@@ -63,7 +63,9 @@ const char details_evidence[] =
     "per slice and overall, the 20 worst positions, prompt tokens/s and decode latency per model\n"
     "(docs/evidence.md \"LLM evidence\"). --warmup defaults to 1 here. Exit 3 also for vocabularies\n"
     "that differ, a text shorter than two chunks, NaN probabilities (the evidence is still written,\n"
-    "its statistics null), a runner crash (its stderr kept in a named file), a non-GGUF model.";
+    "its statistics null), a runner crash (its stderr kept in a named file). A non-GGUF BASE or CAND\n"
+    "is converted first (tensormorph convert, tokenizer from --vocab-from X.gguf); its latency is\n"
+    "then marked latency_representative: false.";
 
 static int is_file(const char *p) {
     struct stat st;

@@ -145,6 +145,7 @@ int cmd_evidence_llm(const cli_cmd *cmd, cli_args *a) {
     p.candidate = a->pos[1];
     p.threads = g_cli.threads_given ? g_cli.threads : 1;
     p.base_cache = cli_get(a, "base-cache");
+    p.vocab_from = cli_get(a, "vocab-from");
     const char *outp = cli_get(a, "output");
     static const char *const onnx_only[] = {"inputs", "random-inputs", "input-shape", "slices", "runs"};
     for (size_t i = 0; i < sizeof onnx_only / sizeof onnx_only[0]; i++)
@@ -155,14 +156,6 @@ int cmd_evidence_llm(const cli_cmd *cmd, cli_args *a) {
     if ((rc = int_opt(cmd, a, "chunks", 0, 2, 1000000, &p.chunks))) return rc;
     if ((rc = int_opt(cmd, a, "gen", p.ctx / 2 < 16 ? p.ctx / 2 : 16, 0, p.ctx / 2, &p.gen))) return rc;
     if ((rc = int_opt(cmd, a, "warmup", 1, 0, 100000, &p.warmup))) return rc;
-    for (int i = 0; i < 2; i++) {
-        if (!tm_is_gguf_file(a->pos[i])) {
-            fprintf(stderr, "tensormorph: %s: not a GGUF file: LLM evidence runs GGUF models on llama.cpp; convert it "
-                            "first with `tensormorph convert %s -o X.gguf%s` and pass X.gguf\n", a->pos[i], a->pos[i],
-                    cli_has(a, "vocab-from") ? " --vocab-from ..." : "");
-            return EXIT_INPUT;
-        }
-    }
     int n = cli_n(a, "text");
     tm_evidence_llm_text *texts = calloc((size_t)n, sizeof *texts);
     char **names = calloc((size_t)n, sizeof *names);

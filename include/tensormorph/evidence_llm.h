@@ -39,7 +39,11 @@ typedef struct tm_evidence_llm_text {
 } tm_evidence_llm_text;
 
 typedef struct tm_evidence_llm_params {
-    const char *baseline;             /* GGUF model paths                                     */
+    /* GGUF model paths; any other checkpoint tensormorph/convert.h handles is converted first
+    ** (F32, into the scratch folder, tokenizer from vocab_from): its model entry gets the
+    ** temporary GGUF's sha256, "source" {path, architecture, files [{path, sha256}]} and
+    ** latency_representative false (it ran with dequantized weights) */
+    const char *baseline;
     const char *candidate;
     const tm_evidence_llm_text *texts;/* n_texts >= 1 slices, names unique                    */
     int         n_texts;
@@ -49,6 +53,7 @@ typedef struct tm_evidence_llm_params {
     int         warmup;               /* untimed evaluations of the first chunk (>= 0)        */
     int         threads;              /* llama.cpp threads (>= 1)                             */
     const char *base_cache;           /* base distribution cache file, or NULL                */
+    const char *vocab_from;           /* tokenizer GGUF for converting a non-GGUF model, or NULL */
     const char *node;                 /* node executable: a path, or a name searched in PATH  */
     const char *runner_script;        /* runner/llm_evidence.js                               */
     const char *node_modules;         /* a node_modules folder holding node-llama-cpp         */
@@ -77,7 +82,8 @@ tm_evidence_llm_params tm_evidence_llm_params_default(void);
 ** (nan_positions) and every statistic of its slice and of overall is null; the document is still
 ** returned in *json_out and the status is TM_E_NONFINITE.
 ** Returns TM_OK | TM_E_INVALID_ARG (bad params) | TM_E_UNSUPPORTED (BASE or CAND is not a GGUF
-**   file: the message names `tensormorph convert`) | TM_E_CORRUPT (vocabularies differ: both
+**   file and tm_convert_gguf refuses it, e.g. no vocab_from or another architecture: its message
+**   after "<phase> model <path>: conversion to GGUF (tensormorph convert) failed") | TM_E_CORRUPT (vocabularies differ: both
 **   sizes, or the first differing token id; a text shorter than two chunks: tokens needed vs
 **   given; llama.cpp refused a model; the runner was killed, its stderr kept in a named file; a
 **   base cache of another model, text or protocol, or truncated) | TM_E_NONFINITE (above)

@@ -7,6 +7,7 @@
 #include "evidence_llm_impl.h"
 #include "../core/fsutil.h"
 #include "../core/jschema.h"
+#include "tensormorph/convert.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -328,18 +329,15 @@ static tm_status check_params(const tm_evidence_llm_params *p, tm_err *err) {
     }
     const char *m[2] = {p->baseline, p->candidate};
     for (int i = 0; i < 2; i++) {
-        if (!is_reg(m[i])) return tm__err_sys(err, ENOENT, "%s: no such file", m[i]);
-        if (!tm_is_gguf_file(m[i]))
-            return tm__err_set(err, TM_E_UNSUPPORTED, 0, "%s: not a GGUF file: LLM evidence runs GGUF models on "
-                               "llama.cpp; convert it first with `tensormorph convert %s -o X.gguf` and pass X.gguf",
-                               m[i], m[i]);
+        struct stat st;
+        if (stat(m[i], &st) != 0) return tm__err_sys(err, errno, "%s: cannot open", m[i]);
     }
     return TM_OK;
 }
 
 /* ---- the document ------------------------------------------------------------------------- */
 
-static json_t *model_json(const char *path, const char *sha, int64_t bytes, const json_t *res) {
+static json_t *model_json(const char *path, const char *sha, int64_t bytes, const json_t *res, json_t *source) {
     json_t *m = json_object(), *dm = json_object_get(res, "decode_ms"), *lat = json_array();
     size_t n = json_array_size(dm);
     double *s = tm__malloc_n(n ? n : 1, sizeof *s);
@@ -361,7 +359,9 @@ static json_t *model_json(const char *path, const char *sha, int64_t bytes, cons
     const char *pk[3] = {"decode_p50_ms", "decode_p95_ms", "decode_p99_ms"};
     for (int i = 0; i < 3; i++)
         json_object_set_new(m, pk[i], n ? json_real(tm_percentile_nearest_rank(s, (int64_t)n, pc[i])) : json_null());
-    json_object_set_new(m, "latency_representative", json_true());
+    /* a converted checkpoint ran with dequantized weights: its latency is not the release's */
+    json_object_set_new(m, "latency_representative", json_boolean(source == NULL));
+    if (source) json_object_set(m, "source", source);
     free(s);
     return m;
 }
@@ -455,6 +455,48 @@ static json_t *llm_json(const tm_evidence_llm_params *p, const llm_run *b, char 
     return l;
 }
 
+/* ---- a non-GGUF model: converted first ------------------------------------------------------ */
+
+/* Convert the checkpoint at path (tensormorph/convert.h, F32, p->vocab_from's tokenizer) into
+** <scratch>/<phase>.gguf: *gguf gets that path (malloc'd) and *source {"path", "sha256": the
+** source files' sha256 from the conversion manifest, "architecture"}. */
+static tm_status convert_model(const tm_evidence_llm_params *p, const char *phase, const char *path, const char *scratch,
+                               char **gguf, json_t **source, tm_err *err) {
+    *gguf = tm__aprintf("%s/%s.gguf", scratch, phase);
+    if (!*gguf) return tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
+    tm_file *f = NULL;
+    tm_status s = tm_open(path, NULL, &f, err);
+    tm_convert_params cp = tm_convert_params_default();
+    cp.vocab_from = p->vocab_from;
+    cp.no_checksums = 0;
+    cp.cancel = p->cancel;
+    cp.command_line = "tensormorph evidence (conversion of a non-GGUF model)";
+    tm_convert_result *r = NULL;
+    if (!s && p->progress) p->progress(p->progress_ud, "converting", 0, 1);
+    if (!s) s = tm_convert_gguf(f, path, *gguf, &cp, &r, err);
+    if (s) tm__err_prefix(err, "%s model %s: conversion to GGUF (tensormorph convert%s) failed", phase, path,
+                          p->vocab_from ? "" : "; give --vocab-from X.gguf for the tokenizer");
+    if (!s) {
+        json_t *man = r->manifest_json ? json_loads(r->manifest_json, 0, NULL) : NULL;
+        *source = json_object();
+        json_object_set_new(*source, "path", json_string(path));
+        json_object_set_new(*source, "architecture", json_string(r->architecture));
+        json_t *files = json_array(), *src;
+        size_t i;
+        json_array_foreach(json_object_get(man, "sources"), i, src) {
+            json_t *o = json_object();
+            json_object_set(o, "path", json_object_get(src, "path"));
+            json_object_set(o, "sha256", json_object_get(src, "sha256"));
+            json_array_append_new(files, o);
+        }
+        json_object_set_new(*source, "files", files);
+        json_decref(man);
+    }
+    tm_convert_result_free(r);
+    tm_close(f);
+    return s;
+}
+
 /* ---- the job ------------------------------------------------------------------------------ */
 
 static tm_status score_all(const tm_evidence_llm_params *p, const llm_run *b, const llm_run *c, tm__llm_acc *acc,
@@ -490,10 +532,19 @@ tm_status tm_evidence_llm_run(const tm_evidence_llm_params *p, char **json_out, 
     char *scratch = tm__aprintf("%s/tensormorph-evidence-XXXXXX", p->tmp_dir ? p->tmp_dir : "/tmp");
     int made = 0, hit = 0;
     int64_t cache_bytes = 0;
-    json_t *doc = NULL, *key = NULL;
+    json_t *doc = NULL, *key = NULL, *source[2] = {NULL, NULL};
+    char *conv[2] = {NULL, NULL};
+    const char *path[2] = {p->baseline, p->candidate}, *phase[2] = {"baseline", "candidate"};
     if (!text_sha || !acc || !w || !scratch) s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
-    if (!s) s = tm_sha256_file(p->baseline, sha[0], &bytes[0], err);
-    if (!s) s = tm_sha256_file(p->candidate, sha[1], &bytes[1], err);
+    if (!s) {
+        if (mkdtemp(scratch)) made = 1;
+        else s = tm__err_sys(err, errno, "%s: cannot create the scratch folder", scratch);
+    }
+    for (int i = 0; !s && i < 2; i++) /* a non-GGUF checkpoint runs as the GGUF it converts to */
+        if (!tm_is_gguf_file(path[i]) && !(s = convert_model(p, phase[i], path[i], scratch, &conv[i], &source[i], err)))
+            path[i] = conv[i];
+    if (!s) s = tm_sha256_file(path[0], sha[0], &bytes[0], err);
+    if (!s) s = tm_sha256_file(path[1], sha[1], &bytes[1], err);
     char *joined = tm__calloc((size_t)p->n_texts, 64);
     if (!s && !joined) s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
     for (int k = 0; !s && k < p->n_texts; k++) {
@@ -505,17 +556,13 @@ tm_status tm_evidence_llm_run(const tm_evidence_llm_params *p, char **json_out, 
         else tm_sha256_buffer(joined, (size_t)p->n_texts * 64, all_sha);
     }
     free(joined);
-    if (!s) {
-        if (mkdtemp(scratch)) made = 1;
-        else s = tm__err_sys(err, errno, "%s: cannot create the scratch folder", scratch);
-    }
     if (!s && p->base_cache) {
         key = cache_key(p, sha[0], text_sha);
         if (!key) s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
         if (!s) s = cache_read(p, key, &run[0], &hit, &cache_bytes, err);
     }
-    if (!s && !hit) s = run_model(p, "baseline", p->baseline, scratch, &run[0], err);
-    if (!s) s = run_model(p, "candidate", p->candidate, scratch, &run[1], err);
+    if (!s && !hit) s = run_model(p, "baseline", path[0], scratch, &run[0], err);
+    if (!s) s = run_model(p, "candidate", path[1], scratch, &run[1], err);
     if (!s) s = same_vocab(p, &run[0], &run[1], err);
     if (!s) s = score_all(p, &run[0], &run[1], acc, &overall, w, err);
     if (!s && p->base_cache && !hit) s = cache_write(p, key, &run[0], &cache_bytes, err);
@@ -550,8 +597,8 @@ tm_status tm_evidence_llm_run(const tm_evidence_llm_params *p, char **json_out, 
         json_object_set_new(pr, "base_cache", bc);
         json_object_set_new(doc, "protocol", pr);
         json_t *models = json_object();
-        json_object_set_new(models, "baseline", model_json(p->baseline, sha[0], (int64_t)bytes[0], run[0].doc));
-        json_object_set_new(models, "candidate", model_json(p->candidate, sha[1], (int64_t)bytes[1], run[1].doc));
+        json_object_set_new(models, "baseline", model_json(p->baseline, sha[0], (int64_t)bytes[0], run[0].doc, source[0]));
+        json_object_set_new(models, "candidate", model_json(p->candidate, sha[1], (int64_t)bytes[1], run[1].doc, source[1]));
         json_object_set_new(doc, "models", models);
         json_object_set_new(doc, "llm", llm_json(p, &run[0], text_sha, all_sha, acc, &overall, w));
     }
@@ -562,6 +609,10 @@ tm_status tm_evidence_llm_run(const tm_evidence_llm_params *p, char **json_out, 
                         p->baseline, p->candidate);
     json_decref(doc);
     json_decref(key);
+    json_decref(source[0]);
+    json_decref(source[1]);
+    free(conv[0]);
+    free(conv[1]);
     run_free(&run[0], p->n_texts);
     run_free(&run[1], p->n_texts);
     for (int k = 0; acc && k < p->n_texts; k++) tm__llm_acc_free(&acc[k]);

@@ -7,7 +7,8 @@
 ** plausibly (F16 < Q8_0 <= Q6_K < Q5_K_M < Q4_K_M < Q2_K, gguf-py Q4_0 > Q4_K_M in mean KLD), through one base cache
 ** (hit, same numbers; another text refused; a truncated cache refused). Slices: each equals a
 ** separate run on its text; overall is token-weighted. Bad input: a text shorter than two
-** chunks, vocabularies that differ, a non-GGUF model, a model llama.cpp cannot load, NaN
+** chunks, vocabularies that differ, a file that is no checkpoint; a converted safetensors
+** checkpoint (KLD 0 against the GGUF made from it, latency not representative); a model llama.cpp cannot load, NaN
 ** weights (counted, statistics null, exit 3), the runner crashing (stderr kept, named), a
 ** missing node-llama-cpp (install command), Ctrl-C (exit 130, nothing written).
 ** Skips visibly without ../shared (fails when TM_REQUIRE_SHARED=1) and without node-llama-cpp
@@ -282,6 +283,42 @@ static void test_types_order_and_cache(void **state) {
     free(e);
 }
 
+/* A non-GGUF checkpoint is converted first (tensormorph/convert.h): the F32 safetensors the
+** F32 GGUF was made from gives exactly its distributions; its latency is not representative. */
+static void test_converted_checkpoint(void **state) {
+    (void)state;
+    if (!require_llama()) return;
+    char st[1200], extra[2600];
+    snprintf(st, sizeof st, "%s/../safetensors/stories260K-f32", g_gguf);
+    if (access(st, R_OK) != 0) { skip_or_fail("safetensors/stories260K-f32 not in ../shared", "TM_REQUIRE_SHARED"); return; }
+    snprintf(extra, sizeof extra, "--text '%s' --chunks 4 --vocab-from '%s/stories260K-F32.gguf'", g_text, g_gguf);
+    char *out = NULL;
+    int rc = tmt_run(&out, "'%s' evidence '%s/stories260K-F32.gguf' '%s' --ctx 128 --gen 2 %s --json 2>'%s/stderr.txt'", tmt_bin(),
+                     g_gguf, st, extra, g_tmp);
+    assert_int_equal(rc, 0);
+    json_t *d = json_loads(out, 0, NULL);
+    free(out);
+    assert_non_null(d);
+    check_schema(d);
+    assert_true(stat_of(d, NULL, "kld.max") == 0);
+    assert_true(stat_of(d, NULL, "same_top1") == 1);
+    json_t *c = json_object_get(json_object_get(d, "models"), "candidate");
+    assert_true(json_is_false(json_object_get(c, "latency_representative")));
+    assert_true(json_is_true(json_object_get(json_object_get(json_object_get(d, "models"), "baseline"), "latency_representative")));
+    json_t *src = json_object_get(c, "source");
+    assert_string_equal(json_string_value(json_object_get(src, "architecture")), "LlamaForCausalLM");
+    assert_int_equal(strlen(json_string_value(json_object_get(json_array_get(json_object_get(src, "files"), 0), "sha256"))), 64);
+    json_decref(d);
+    /* without a tokenizer: exit 3 naming --vocab-from */
+    rc = tmt_run(NULL, "'%s' evidence '%s/stories260K-F32.gguf' '%s' --ctx 128 --text '%s' 2>'%s/stderr.txt'", tmt_bin(), g_gguf, st,
+                 g_text, g_tmp);
+    assert_int_equal(rc, 3);
+    char *e = stderr_text();
+    assert_non_null(strstr(e, "conversion to GGUF"));
+    assert_non_null(strstr(e, "--vocab-from"));
+    free(e);
+}
+
 /* Two slices: each equals a separate run on its own text; overall is token-weighted. */
 static void test_slices(void **state) {
     (void)state;
@@ -339,14 +376,14 @@ static void test_bad_inputs(void **state) {
     e = stderr_text();
     assert_non_null(strstr(e, "ggml-vocab-llama-spm.gguf"));
     free(e);
-    /* not a GGUF */
+    /* not a checkpoint at all: the conversion says so */
     char *out = NULL;
     int rc = tmt_run(&out, "'%s' evidence '%s/stories260K-F32.gguf' '%s' --text '%s' 2>'%s/stderr.txt'", tmt_bin(),
                      g_gguf, g_text, g_text, g_tmp);
     free(out);
     assert_int_equal(rc, 3);
     e = stderr_text();
-    assert_non_null(strstr(e, "tensormorph convert"));
+    assert_non_null(strstr(e, "conversion to GGUF (tensormorph convert"));
     free(e);
     /* GGUF without --text: usage */
     rc = tmt_run(&out, "'%s' evidence '%s/stories260K-F32.gguf' '%s/stories260K-F32.gguf' 2>/dev/null", tmt_bin(), g_gguf, g_gguf);
@@ -460,6 +497,7 @@ int main(void) {
         cmocka_unit_test(test_self_is_zero),
         cmocka_unit_test(test_types_order_and_cache),
         cmocka_unit_test(test_slices),
+        cmocka_unit_test(test_converted_checkpoint),
         cmocka_unit_test(test_bad_inputs),
         cmocka_unit_test(test_nan_logits),
         cmocka_unit_test(test_runner_crash),

@@ -22,6 +22,7 @@
 #include "tensormorph.h"
 #include "tensormorph/gate.h"
 #include "helpers/cli_run.h"
+#include "helpers/fixture.h"
 
 static char g_tmp[256];
 static char g_src_sha[65], g_out_sha[65];
@@ -381,28 +382,15 @@ static void test_release_api(void **state) {
 
 static int setup(void **state) {
     (void)state;
-    snprintf(g_tmp, sizeof g_tmp, "/tmp/tm_test_gate_llm_%d", (int)getpid());
-    const char *bin = tmt_bin();
-    if (tmt_run(NULL, "rm -rf %s && mkdir -p %s && cd %s && %s demo -o demo -q", g_tmp, g_tmp, g_tmp, bin)) return -1;
-    if (tmt_run(NULL, "cd %s && %s quantize demo -o q8 -t int8 -g channel -q", g_tmp, bin)) return -1;
+    if (tmt_demo(g_tmp, sizeof g_tmp, "test_gate_llm")) return -1;
+    if (tmt_run(NULL, "cd %s && %s quantize demo -o q8 -t int8 -g channel -q", g_tmp, tmt_bin())) return -1;
     char p[600];
     snprintf(p, sizeof p, "%s/q8/tensormorph-manifest.json", g_tmp);
-    json_t *m = json_load_file(p, 0, NULL);
-    if (!m) return -1;
-    snprintf(g_src_sha, sizeof g_src_sha, "%s", json_string_value(json_object_get(json_array_get(json_object_get(m, "sources"), 0), "sha256")));
-    snprintf(g_out_sha, sizeof g_out_sha, "%s",
-             json_string_value(json_object_get(json_array_get(json_object_get(json_object_get(m, "output"), "files"), 0), "sha256")));
-    json_decref(m);
-    if (chdir(g_tmp)) return -1;
-    return strlen(g_src_sha) == 64 && strlen(g_out_sha) == 64 ? 0 : -1;
+    if (tmt_manifest_shas(p, g_src_sha, g_out_sha)) return -1;
+    return chdir(g_tmp) ? -1 : 0; /* the gate resolves the manifest's relative source path from here */
 }
 
-static int teardown(void **state) {
-    (void)state;
-    if (chdir("/")) return -1;
-    tmt_run(NULL, "rm -rf %s", g_tmp);
-    return 0;
-}
+static int teardown(void **state) { (void)state; return chdir("/") ? -1 : tmt_tmpdir_remove(g_tmp); }
 
 int main(void) {
     const struct CMUnitTest tests[] = {

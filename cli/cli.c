@@ -445,14 +445,21 @@ json_t *cli_quant_json(const tm_file *f, const tm_tensor *t) {
 static struct timespec g_last_prog;
 static int g_prog_drawn;
 
-void cli_progress(const char *phase, uint64_t done, uint64_t total) {
-    if (!g_cli.progress) return;
+/* 1 when a progress line is due: progress is on, and this is the first line, the last one
+** (done == total) or 0.1 s have passed since the one before (then that time is kept). */
+static int progress_due(uint64_t done, uint64_t total) {
+    if (!g_cli.progress) return 0;
     struct timespec now;
     clock_gettime(CLOCK_MONOTONIC, &now);
     double dt = (double)(now.tv_sec - g_last_prog.tv_sec) +
                 (double)(now.tv_nsec - g_last_prog.tv_nsec) * 1e-9;
-    if (g_prog_drawn && dt < 0.1 && done < total) return;
+    if (g_prog_drawn && dt < 0.1 && done < total) return 0;
     g_last_prog = now;
+    return 1;
+}
+
+void cli_progress(const char *phase, uint64_t done, uint64_t total) {
+    if (!progress_due(done, total)) return;
     double pct = total ? 100.0 * (double)done / (double)total : 0;
     fprintf(stderr, "\r%-12s %6.1f%% (%.1f / %.1f MB)   ", phase, pct, (double)done / 1e6,
             (double)total / 1e6);
@@ -461,13 +468,7 @@ void cli_progress(const char *phase, uint64_t done, uint64_t total) {
 }
 
 void cli_progress_count(const char *phase, uint64_t done, uint64_t total, const char *unit) {
-    if (!g_cli.progress) return;
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    double dt = (double)(now.tv_sec - g_last_prog.tv_sec) +
-                (double)(now.tv_nsec - g_last_prog.tv_nsec) * 1e-9;
-    if (g_prog_drawn && dt < 0.1 && done < total) return;
-    g_last_prog = now;
+    if (!progress_due(done, total)) return;
     fprintf(stderr, "\r%-12s %6.1f%% (%llu / %llu %s)   ", phase,
             total ? 100.0 * (double)done / (double)total : 0.0, (unsigned long long)done,
             (unsigned long long)total, unit);
@@ -505,6 +506,32 @@ int cli_quantize_kernel_top(const cli_cmd *cmd, const cli_args *a, const tm_kern
     }
     if (!top) return 0;
     return cli_parse_top(cmd, a, top);
+}
+
+int cli_opt_canary(const cli_args *a, int *have, double *canary) {
+    const char *cs = cli_get(a, "canary");
+    if (!cs) return 0;
+    char *end;
+    errno = 0;
+    double v = strtod(cs, &end);
+    if (errno || end == cs || *end || !(v > 0 && v <= 1)) return -1;
+    *have = 1;
+    *canary = v;
+    return 0;
+}
+
+int cli_opt_long(const cli_cmd *cmd, const cli_args *a, const char *name, long def, long lo,
+                 long hi, long *out) {
+    const char *v = cli_get(a, name);
+    *out = def;
+    if (!v) return 0;
+    char *end;
+    errno = 0;
+    long x = strtol(v, &end, 10);
+    if (errno || *end || end == v || x < lo || x > hi)
+        return cli_usage_error(cmd, "--%s must be an integer in [%ld, %ld], got '%s'", name, lo, hi, v);
+    *out = x;
+    return 0;
 }
 
 int cli_parse_top(const cli_cmd *cmd, const cli_args *a, int *top) {

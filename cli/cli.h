@@ -79,6 +79,14 @@ int  cli_n(const cli_args *a, const char *name);                 /* times given 
 const char *cli_get_i(const cli_args *a, const char *name, int i);
 void cli_print_help(const cli_cmd *cmd, FILE *out);
 int  cli_usage_error(const cli_cmd *cmd, const char *fmt, ...);  /* prints, returns 2       */
+/* --name as a decimal integer in [lo, hi]: *out = def when not given; a value that is not
+** one, or is out of range, is a usage error ("--NAME must be an integer in [lo, hi], got 'V'",
+** returns 2). 0 when *out is set. */
+/* --canary F of gate and serve: when given, a fraction in (0, 1] (strtod, nothing after it):
+** sets *have = 1 and *canary; not given leaves both. -1 when given and not such a fraction. */
+int  cli_opt_canary(const cli_args *a, int *have, double *canary);
+int  cli_opt_long(const cli_cmd *cmd, const cli_args *a, const char *name, long def, long lo,
+                  long hi, long *out);
 
 /* Global state set from the common options. */
 typedef struct cli_state {

@@ -45,7 +45,7 @@ int cmd_convert(const cli_cmd *cmd, cli_args *a) {
         else if (!strcasecmp(v, "bf16")) p.outtype = TM_GGML_BF16;
         else return cli_usage_error(cmd, "--outtype must be f32, f16 or bf16");
     }
-    tm_gguf_qparams qp = tm_gguf_qparams_default();
+    tm_gguf_quantize_params qp = tm_gguf_quantize_params_default();
     if ((v = cli_get(a, "type"))) {
         qp.ftype = tm_gguf_ftype_from_name(v);
         if (qp.ftype < 0 || qp.ftype == TM_FTYPE_F16 || qp.ftype == TM_FTYPE_BF16)

@@ -124,8 +124,6 @@ int  cmd_evidence_llm(const cli_cmd *cmd, cli_args *a);
 void cli_evidence_runner(const char *script_name, char *script, size_t scap, char *nm, size_t ncap,
                          char *runner_dir, size_t rcap, char *share, size_t shcap, const char **node,
                          const char **tmp_dir);
-int  cli_evidence_int(const cli_cmd *cmd, const cli_args *a, const char *name, long def, long lo, long hi,
-                      long *out);
 
 int cmd_evidence(const cli_cmd *cmd, cli_args *a) {
     if (cli_has(a, "text")) return cmd_evidence_llm(cmd, a);
@@ -147,11 +145,11 @@ int cmd_evidence(const cli_cmd *cmd, cli_args *a) {
         return cli_usage_error(cmd, "--inputs and --random-inputs exclude each other");
     if (!p.inputs_dir && !cli_has(a, "random-inputs"))
         return cli_usage_error(cmd, "give --inputs DIR or --random-inputs N");
-    if ((rc = cli_evidence_int(cmd, a, "random-inputs", 1, 1, 100000, &v))) return rc;
+    if ((rc = cli_opt_long(cmd, a, "random-inputs", 1, 1, 100000, &v))) return rc;
     p.n_random = v;
-    if ((rc = cli_evidence_int(cmd, a, "warmup", 3, 0, 100000, &v))) return rc;
+    if ((rc = cli_opt_long(cmd, a, "warmup", 3, 0, 100000, &v))) return rc;
     p.warmup = (int)v;
-    if ((rc = cli_evidence_int(cmd, a, "runs", 10, 1, 100000, &v))) return rc;
+    if ((rc = cli_opt_long(cmd, a, "runs", 10, 1, 100000, &v))) return rc;
     p.runs = (int)v;
     if (cli_get(a, "seed")) {
         const char *s = cli_get(a, "seed");

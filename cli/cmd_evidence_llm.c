@@ -23,8 +23,6 @@ int  cmd_evidence_llm(const cli_cmd *cmd, cli_args *a);
 void cli_evidence_runner(const char *script_name, char *script, size_t scap, char *nm, size_t ncap,
                          char *runner_dir, size_t rcap, char *share, size_t shcap, const char **node,
                          const char **tmp_dir);
-int  cli_evidence_int(const cli_cmd *cmd, const cli_args *a, const char *name, long def, long lo, long hi,
-                      long *out);
 
 /* Absolute folder of the running binary, or "" when /proc/self/exe is unreadable. */
 static void exe_dir(char *out, size_t cap) {
@@ -69,24 +67,9 @@ void cli_evidence_runner(const char *script_name, char *script, size_t scap, cha
 }
 
 
-/* --NAME as an integer in [lo, hi] (def when absent): 0, or the usage error's exit status. */
-int cli_evidence_int(const cli_cmd *cmd, const cli_args *a, const char *name, long def, long lo, long hi,
-                     long *out) {
-    const char *v = cli_get(a, name);
-    *out = def;
-    if (!v) return 0;
-    char *end;
-    errno = 0;
-    long x = strtol(v, &end, 10);
-    if (errno || *end || end == v || x < lo || x > hi)
-        return cli_usage_error(cmd, "--%s must be an integer in [%ld, %ld], got '%s'", name, lo, hi, v);
-    *out = x;
-    return 0;
-}
-
 static int int_opt(const cli_cmd *cmd, const cli_args *a, const char *name, long def, long lo, long hi, int *out) {
     long v;
-    int rc = cli_evidence_int(cmd, a, name, def, lo, hi, &v);
+    int rc = cli_opt_long(cmd, a, name, def, lo, hi, &v);
     *out = (int)v;
     return rc;
 }

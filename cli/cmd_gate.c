@@ -69,16 +69,9 @@ int cmd_gate(const cli_cmd *cmd, cli_args *a) {
     p.rollback_path = cli_get(a, "rollback");
     if (!p.manifest_path || !p.evidence_path || !p.policy_path)
         return cli_usage_error(cmd, "--manifest, --evidence and --policy are all required");
-    const char *cs = cli_get(a, "canary");
-    if (cs) {
-        char *end;
-        errno = 0;
-        double v = strtod(cs, &end);
-        if (errno || end == cs || *end || !(v > 0 && v <= 1))
-            return cli_usage_error(cmd, "--canary must be a fraction in (0, 1] (e.g. 0.05), got '%s'", cs);
-        p.have_canary = 1;
-        p.canary = v;
-    }
+    if (cli_opt_canary(a, &p.have_canary, &p.canary))
+        return cli_usage_error(cmd, "--canary must be a fraction in (0, 1] (e.g. 0.05), got '%s'",
+                               cli_get(a, "canary"));
     tm_err err;
     char *table = NULL;
     if (cli_get(a, "table") && !(table = cli_read_text(cli_get(a, "table"), &err))) return cli_fail(err.code, &err);

@@ -137,17 +137,12 @@ static int write_atomic(const char *path, const void *data, size_t n) {
     return 0;
 }
 
+/* --width / --height: 1..4096 pixels. */
 static int parse_dim(const cli_cmd *cmd, const cli_args *a, const char *name, int def, int *out) {
-    const char *v = cli_get(a, name);
-    *out = def;
-    if (!v) return 0;
-    char *end;
-    errno = 0;
-    long x = strtol(v, &end, 10);
-    if (errno || *end || end == v || x < 1 || x > 4096)
-        return cli_usage_error(cmd, "--%s must be an integer in [1, 4096], got '%s'", name, v);
+    long x;
+    int rc = cli_opt_long(cmd, a, name, def, 1, 4096, &x);
     *out = (int)x;
-    return 0;
+    return rc;
 }
 
 int cmd_heatmap(const cli_cmd *cmd, cli_args *a) {

@@ -1,5 +1,6 @@
 /* cmd_quantize.c: `tensormorph quantize IN -o OUT`: the main job. */
 #include "cli.h"
+#include "quantize.h"
 #include "recipe.h"
 
 #include <errno.h>
@@ -62,11 +63,11 @@ const char details_quantize[] =
 
 static int parse_gran(const char *s, tm_qgran *g) { return tm_granularity_parse(s, g) ? -1 : 0; }
 
-static const tm_qjob_result *g_sort_res;
+static const tm_ct_quantize_result *g_sort_res;
 /* flagged first, then lowest SQNR first */
 static int cmp_flag_sqnr(const void *pa, const void *pb) {
-    const tm_qjob_tensor *a = &g_sort_res->tensors[*(const int64_t *)pa];
-    const tm_qjob_tensor *b = &g_sort_res->tensors[*(const int64_t *)pb];
+    const tm_ct_quantize_tensor *a = &g_sort_res->tensors[*(const int64_t *)pa];
+    const tm_ct_quantize_tensor *b = &g_sort_res->tensors[*(const int64_t *)pb];
     if (a->flagged != b->flagged) return b->flagged - a->flagged;
     if (a->e.sqnr_db != b->e.sqnr_db) return a->e.sqnr_db < b->e.sqnr_db ? -1 : 1;
     return strcmp(a->name, b->name);
@@ -75,10 +76,10 @@ static int cmp_flag_sqnr(const void *pa, const void *pb) {
 /* What was kept dense: first, every tensor left dense because of the options given (--include,
 ** --exclude, recipe ignore, a group size that does not divide the columns), up to 100; then
 ** those the default rules keep dense (norms, biases, embeddings, lm_head), up to 12. */
-static void print_kept_dense(const tm_qjob_result *res) {
+static void print_kept_dense(const tm_ct_quantize_result *res) {
     int64_t n_choice = 0, n_default = 0;
     for (int64_t i = 0; i < res->n; i++) {
-        const tm_qjob_tensor *t = &res->tensors[i];
+        const tm_ct_quantize_tensor *t = &res->tensors[i];
         if (t->quantized || !strncmp(t->reason, "scale of", 8)) continue;
         if (t->kept_by_choice) n_choice++;
         else n_default++;
@@ -89,7 +90,7 @@ static void print_kept_dense(const tm_qjob_result *res) {
     for (int pass = 0; pass < 2; pass++) {
         int64_t cap = pass ? 12 : 100, shown = 0, n = pass ? n_default : n_choice;
         for (int64_t i = 0; i < res->n && shown < cap; i++) {
-            const tm_qjob_tensor *t = &res->tensors[i];
+            const tm_ct_quantize_tensor *t = &res->tensors[i];
             if (t->quantized || !strncmp(t->reason, "scale of", 8) || t->kept_by_choice != !pass) continue;
             printf("  kept dense: %-44s %s\n", t->name, t->reason);
             shown++;
@@ -128,7 +129,7 @@ static int apply_scheme_flags(const cli_cmd *cmd, cli_args *a, tm_qspec *s) {
 
 /* One rule of the recipe: an "ignore" entry (a pattern string), or a "targets"/"rules" entry
 ** ({"pattern", "scheme" over the default, "ignore" as manifests write it}). */
-static int add_rule(tm_qjob_params *p, tm_qrule *rules, json_t *e, int is_ignore, const char *where, const char *path) {
+static int add_rule(tm_ct_quantize_params *p, tm_qrule *rules, json_t *e, int is_ignore, const char *where, const char *path) {
     static const char *const target_keys[] = {"pattern", "scheme", "ignore", "comment", NULL};
     json_t *pat = is_ignore ? e : json_object_get(e, "pattern"), *ig = json_object_get(e, "ignore");
     if (!json_is_string(pat)) {
@@ -157,7 +158,7 @@ static int add_rule(tm_qjob_params *p, tm_qrule *rules, json_t *e, int is_ignore
 
 /* --recipe FILE for the compressed-tensors output (docs/recipe.md) into p; command-line options
 ** beat the recipe's. *recipe and *rules stay alive for the job. Returns 0 or an exit code. */
-static int ct_recipe(const cli_cmd *cmd, cli_args *a, const char *path, tm_qjob_params *p, json_t **recipe,
+static int ct_recipe(const cli_cmd *cmd, cli_args *a, const char *path, tm_ct_quantize_params *p, json_t **recipe,
                      tm_qrule **rules, const char ***inc, const char ***exc) {
     static const char *const top_keys[] = {"default", "ignore", "targets", "rules", "include", "exclude",
                                            "quantize_embeddings", "strict", "max_shard_bytes", "recipe_file",
@@ -231,12 +232,69 @@ static int ct_recipe(const cli_cmd *cmd, cli_args *a, const char *path, tm_qjob_
     return 0;
 }
 
+/* ---- the compressed-tensors form ---- */
+
+static tm_status ct_run(void *ctx, tm_file *in, const char *out, void **res, tm_err *err) {
+    return tm_ct_quantize(in, out, ctx, (tm_ct_quantize_result **)res, err);
+}
+static void ct_totals(const void *ctx, const void *vres, cli_qtotals *t) {
+    const tm_ct_quantize_result *res = vres;
+    (void)ctx;
+    snprintf(t->what, sizeof t->what, "tensors");
+    CLI_QTOTALS_OF(t, res);
+}
+static void ct_free(void *res) { tm_ct_quantize_result_free(res); }
+
+static void ct_warn(const void *vres, const char *out) {
+    const tm_ct_quantize_result *res = vres;
+    (void)out;
+    for (int64_t k = 0; k < res->n_warnings; k++) fprintf(stderr, "tensormorph: warning: %s\n", res->warnings[k]);
+}
+
+static void ct_print(const void *ctx, const void *vres, const char *in_path, const char *out, int top) {
+    const tm_ct_quantize_result *res = vres;
+    (void)ctx;
+    print_kept_dense(res);
+    for (int64_t i = 0; i < res->n; i++)
+        if (res->tensors[i].n_degenerate > 0)
+            printf("  note: %s has %" PRId64 " channel(s)/group(s) with a zero range (constant, e.g. all-zero), given a finite fallback scale\n",
+                   res->tensors[i].name, res->tensors[i].n_degenerate);
+    printf("\nQuantization Diff (error in units of each tensor's own scale; rounding alone gives RMSE 0.29 LSB, max 0.5 LSB)\n");
+    printf("%-44s %8s %8s %8s %8s %8s  %s\n", "tensor", "SQNR dB", "RMSE LSB", "max LSB", "clipped", "worst", "flag");
+    /* flagged first, worst SQNR first */
+    int64_t *order = calloc((size_t)res->n + 1, sizeof *order);
+    int64_t no = 0;
+    for (int64_t i = 0; order && i < res->n; i++)
+        if (res->tensors[i].quantized) order[no++] = i;
+    g_sort_res = res;
+    if (order) qsort(order, (size_t)no, sizeof *order, cmp_flag_sqnr);
+    for (int64_t k = 0; k < no && (top < 0 || k < top); k++) {
+        const tm_ct_quantize_tensor *t = &res->tensors[order[k]];
+        printf("%-44s %8.2f %8.3f %8.3f %7.3f%% %8" PRId64 "  %s\n", t->name, t->e.sqnr_db, t->e.rmse_lsb,
+               t->e.max_err_lsb, 100 * t->e.clipped_fraction, t->e.worst_group, t->flagged ? t->flag_reason : "");
+    }
+    if (top >= 0 && no > top) printf("... %" PRId64 " more (tensormorph qdiff %s %s --top N)\n", no - top, in_path, out);
+    int64_t nf = 0;
+    for (int64_t i = 0; i < res->n; i++) nf += res->tensors[i].flagged;
+    printf("%" PRId64 " tensor(s) flagged. Manifest: %s/tensormorph-manifest.json\n", nf, out);
+    free(order);
+}
+
+static const cli_qform ct_form = {ct_run, ct_totals, ct_warn, NULL, ct_print, ct_free};
+
 int cmd_quantize(const cli_cmd *cmd, cli_args *a) {
     const char *out = cli_get(a, "output");
     if (!out) return cli_usage_error(cmd, "missing -o OUT");
     size_t out_len = strlen(out);
-    if (out_len > 5 && strcmp(out + out_len - 5, ".gguf") == 0) return cmd_quantize_gguf(cmd, a);
-    if (out_len > 5 && strcmp(out + out_len - 5, ".onnx") == 0) return cmd_quantize_onnx(cmd, a);
+    /* the output form: OUT's suffix names a file form; anything else is a directory */
+    static const struct { const char *suffix; int (*run)(const cli_cmd *, cli_args *); } forms[] = {
+        {".gguf", cmd_quantize_gguf}, /* cmd_quantize_gguf.c */
+        {".onnx", cmd_quantize_onnx}, /* cmd_quantize_onnx.c */
+    };
+    for (size_t k = 0; k < sizeof forms / sizeof forms[0]; k++) {
+        size_t sl = strlen(forms[k].suffix);
+        if (out_len > sl && strcmp(out + out_len - sl, forms[k].suffix) == 0) return forms[k].run(cmd, a);
+    }
     if (cli_has(a, "pure") || cli_has(a, "leave-output-tensor") || cli_has(a, "tensor-type") || cli_has(a, "allow-long-names") || cli_has(a, "vocab-from"))
         return cli_usage_error(cmd, "--pure, --leave-output-tensor, --tensor-type, --allow-long-names and --vocab-from apply to GGUF output only (OUT ending in .gguf)");
     /* "out/" as tab completion writes it names the directory "out" */
@@ -248,7 +306,7 @@ int cmd_quantize(const cli_cmd *cmd, cli_args *a) {
     const char *in_path = a->pos[0];
     if (cli_has(a, "symmetric") && cli_has(a, "asymmetric"))
         return cli_usage_error(cmd, "--symmetric and --asymmetric exclude each other");
-    tm_qjob_params p = tm_qjob_params_default();
+    tm_ct_quantize_params p = tm_ct_quantize_params_default();
     const char *v;
     int frc = apply_scheme_flags(cmd, a, &p.spec);
     if (frc) return frc;
@@ -258,14 +316,11 @@ int cmd_quantize(const cli_cmd *cmd, cli_args *a) {
     int krc = cli_quantize_kernel_top(cmd, a, &p.kernels, &top);
     if (krc) return krc;
     p.quantize_embeddings = cli_has(a, "quantize-embeddings");
-    p.no_checksums = cli_has(a, "no-checksums");
     p.strict = cli_has(a, "strict");
     p.allow_empty = cli_has(a, "allow-empty");
-    p.force = cli_has(a, "force");
+    CLI_QUANTIZE_COMMON(p, a);
     p.n_threads = g_cli.threads;
-    p.command_line = g_cli.argv_line;
     p.progress = cli_progress_cb;
-    p.cancel = &g_cli_interrupted;
     const char **inc = cli_get_all(a, "include", &p.n_include);
     const char **exc = cli_get_all(a, "exclude", &p.n_exclude);
     p.include = inc;
@@ -281,59 +336,7 @@ int cmd_quantize(const cli_cmd *cmd, cli_args *a) {
         recipe_text = json_dumps(recipe, JSON_COMPACT);
         p.recipe_json = recipe_text;
     }
-    {
-        tm_file *in;
-        rc = cli_open(in_path, &in);
-        if (rc) goto done;
-        tm_err err;
-        tm_qjob_result *res = NULL;
-        tm_status s = tm_quantize_checkpoint(in, out, &p, &res, &err);
-        cli_progress_end();
-        if (s) {
-            rc = cli_fail(s, &err);
-            tm_close(in);
-            goto done;
-        }
-        for (int64_t k = 0; k < res->n_warnings && !g_cli.quiet; k++)
-            fprintf(stderr, "tensormorph: warning: %s\n", res->warnings[k]);
-        if (g_cli.json) {
-            json_t *man = json_loads(res->manifest_json, 0, NULL);
-            json_t *d = cli_json_doc("quantize");
-            json_object_set_new(d, "output", json_string(out));
-            json_object_set_new(d, "manifest", man ? man : json_null());
-            cli_json_print(d);
-        } else if (!g_cli.quiet) {
-            printf("quantized %" PRId64 " of %" PRId64 " tensors: %s -> %s (%.2f MB -> %.2f MB) in %.2f s\n",
-                   res->n_quantized, res->n, in_path, out, (double)res->src_bytes / 1e6,
-                   (double)res->out_bytes / 1e6, res->seconds);
-            print_kept_dense(res);
-            for (int64_t i = 0; i < res->n; i++)
-                if (res->tensors[i].n_degenerate > 0)
-                    printf("  note: %s has %" PRId64 " channel(s)/group(s) with a zero range (constant, e.g. all-zero), given a finite fallback scale\n",
-                           res->tensors[i].name, res->tensors[i].n_degenerate);
-            printf("\nQuantization Diff (error in units of each tensor's own scale; rounding alone gives RMSE 0.29 LSB, max 0.5 LSB)\n");
-            printf("%-44s %8s %8s %8s %8s %8s  %s\n", "tensor", "SQNR dB", "RMSE LSB", "max LSB", "clipped", "worst", "flag");
-            /* flagged first, worst SQNR first */
-            int64_t *order = calloc((size_t)res->n + 1, sizeof *order);
-            int64_t no = 0;
-            for (int64_t i = 0; order && i < res->n; i++)
-                if (res->tensors[i].quantized) order[no++] = i;
-            g_sort_res = res;
-            if (order) qsort(order, (size_t)no, sizeof *order, cmp_flag_sqnr);
-            for (int64_t k = 0; k < no && (top < 0 || k < top); k++) {
-                tm_qjob_tensor *t = &res->tensors[order[k]];
-                printf("%-44s %8.2f %8.3f %8.3f %7.3f%% %8" PRId64 "  %s\n", t->name, t->e.sqnr_db, t->e.rmse_lsb,
-                       t->e.max_err_lsb, 100 * t->e.clipped_fraction, t->e.worst_group, t->flagged ? t->flag_reason : "");
-            }
-            if (top >= 0 && no > top) printf("... %" PRId64 " more (tensormorph qdiff %s %s --top N)\n", no - top, in_path, out);
-            int64_t nf = 0;
-            for (int64_t i = 0; i < res->n; i++) nf += res->tensors[i].flagged;
-            printf("%" PRId64 " tensor(s) flagged. Manifest: %s/tensormorph-manifest.json\n", nf, out);
-            free(order);
-        }
-        tm_qjob_result_free(res);
-        tm_close(in);
-    }
+    rc = cli_quantize_run(&ct_form, &p, in_path, out, top);
 done:
     free(recipe_text);
     free(rules);

@@ -1,6 +1,7 @@
 /* cmd_quantize_gguf.c: `tensormorph quantize IN -o OUT.gguf --type T`: the GGUF output form of
 ** the quantize command (cmd_quantize.c dispatches here when OUT ends in ".gguf"). */
 #include "cli.h"
+#include "quantize.h"
 #include "recipe.h"
 #include "tensormorph/ggml_quant.h"
 #include "tensormorph/convert.h"
@@ -18,11 +19,11 @@ static const char *const ct_only[] = {"granularity", "symmetric", "asymmetric", 
                                       "scale-dtype", "quantize-embeddings", "allow-nonfinite",
                                       "max-shard-size", "allow-empty"};
 
-static const tm_gguf_qresult *g_sort;
+static const tm_gguf_quantize_result *g_sort;
 /* quantized first, lowest SQNR first; then the copied tensors in file order */
 static int cmp_rows(const void *pa, const void *pb) {
     int64_t i = *(const int64_t *)pa, j = *(const int64_t *)pb;
-    const tm_gguf_qtensor *x = &g_sort->tensors[i], *y = &g_sort->tensors[j];
+    const tm_gguf_quantize_tensor *x = &g_sort->tensors[i], *y = &g_sort->tensors[j];
     if (x->quantized != y->quantized) return y->quantized - x->quantized;
     if (x->quantized && x->sqnr_db != y->sqnr_db) return x->sqnr_db < y->sqnr_db ? -1 : 1;
     return i < j ? -1 : i > j;
@@ -32,8 +33,8 @@ static int cmp_rows(const void *pa, const void *pb) {
 ** converted first (tm_convert_gguf with the quantizer's parameters); a GGUF is quantized as it
 ** is; any other source, and an LLM checkpoint without a tokenizer, keeps its tensor names, which
 ** llama.cpp does not load as a model: said on stderr. */
-static tm_status quantize_any(tm_file *in, const char *in_path, const char *out, const tm_gguf_qparams *p,
-                              const char *vocab_from, tm_gguf_qresult **res, tm_err *err) {
+static tm_status quantize_any(tm_file *in, const char *in_path, const char *out, const tm_gguf_quantize_params *p,
+                              const char *vocab_from, tm_gguf_quantize_result **res, tm_err *err) {
     char *cfg = tm_file_format(in) == TM_FMT_GGUF ? NULL : tm_convert_config(in, in_path);
     char arch[64];
     int llm = cfg && tm_convert_supported(cfg, arch, sizeof arch);
@@ -107,6 +108,62 @@ static int gguf_recipe_check(json_t *r, const char *path) {
     return 0;
 }
 
+/* ---- the GGUF form of the one quantize driver (quantize.h) ---- */
+
+/* The form's context: the job's parameters first (gguf_totals and gguf_print read ctx as them),
+** then what quantize_any needs to route an LLM checkpoint through convert. */
+typedef struct gguf_ctx {
+    tm_gguf_quantize_params p;
+    const char *in_path, *vocab_from;
+} gguf_ctx;
+
+static tm_status gguf_run(void *ctx, tm_file *in, const char *out, void **res, tm_err *err) {
+    const gguf_ctx *c = ctx;
+    return quantize_any(in, c->in_path, out, &c->p, c->vocab_from, (tm_gguf_quantize_result **)res, err);
+}
+static void gguf_totals(const void *ctx, const void *vres, cli_qtotals *t) {
+    const tm_gguf_quantize_result *res = vres;
+    snprintf(t->what, sizeof t->what, "tensors to GGUF %s", tm_gguf_ftype_name(((const tm_gguf_quantize_params *)ctx)->ftype));
+    CLI_QTOTALS_OF(t, res);
+}
+static void gguf_free(void *res) { tm_gguf_quantize_result_free(res); }
+
+static void gguf_warn(const void *vres, const char *out) {
+    const tm_gguf_quantize_result *res = vres;
+    for (int64_t i = 0; i < res->n; i++) /* written under --allow-long-names */
+        if (strlen(res->tensors[i].name) >= TM_GGUF_MAX_NAME)
+            fprintf(stderr, "tensormorph: warning: %s: tensor '%s': its name is %zu bytes; llama.cpp refuses "
+                    "tensor names of %d bytes or more (GGML_MAX_NAME)\n", out, res->tensors[i].name,
+                    strlen(res->tensors[i].name), TM_GGUF_MAX_NAME);
+}
+
+static void gguf_print(const void *ctx, const void *vres, const char *in_path, const char *out, int top) {
+    (void)ctx;
+    const tm_gguf_quantize_result *res = vres;
+    printf("%-36s %-7s %-7s %9s %11s  %s\n", "tensor", "from", "type", "SQNR dB", "RMSE", "why");
+    /* --top rows: the quantized tensors, lowest SQNR first, then those copied */
+    int64_t *order = calloc((size_t)res->n + 1, sizeof *order), no = 0;
+    for (int64_t i = 0; order && i < res->n; i++) order[i] = i;
+    g_sort = res;
+    if (order) qsort(order, (size_t)res->n, sizeof *order, cmp_rows);
+    for (int64_t k = 0; order && k < res->n && (top < 0 || k < top); k++, no++) {
+        const tm_gguf_quantize_tensor *t = &res->tensors[order[k]];
+        const tm_ggml_type_info *a1 = tm_ggml_type_info_get(t->src_type);
+        const tm_ggml_type_info *a2 = tm_ggml_type_info_get(t->out_type);
+        if (t->quantized)
+            printf("%-36s %-7s %-7s %9.2f %11.4g  %s\n", t->name, a1 ? a1->name : "?",
+                   a2 ? a2->name : "?", t->sqnr_db, t->rmse, t->reason);
+        else
+            printf("%-36s %-7s %-7s %9s %11s  %s\n", t->name, a1 ? a1->name : "?",
+                   a2 ? a2->name : "?", "-", "-", t->reason);
+    }
+    if (no < res->n) printf("... %" PRId64 " more (--top all lists every tensor; the manifest has them all)\n", res->n - no);
+    free(order);
+    printf("Manifest: %s\n", res->manifest_path);
+}
+
+static const cli_qform gguf_form = {gguf_run, gguf_totals, gguf_warn, NULL, gguf_print, gguf_free};
+
 int cmd_quantize_gguf(const cli_cmd *cmd, cli_args *a) {
     const char *out = cli_get(a, "output");
     const char *in_path = a->pos[0];
@@ -131,7 +188,7 @@ int cmd_quantize_gguf(const cli_cmd *cmd, cli_args *a) {
     int top;
     int trc = cli_parse_top(cmd, a, &top);
     if (trc) return trc;
-    tm_gguf_qparams p = tm_gguf_qparams_default();
+    tm_gguf_quantize_params p = tm_gguf_quantize_params_default();
     p.ftype = tm_gguf_ftype_from_name(tv);
     if (p.ftype < 0 && !cli_get(a, "type")) {
         fprintf(stderr, "tensormorph: recipe %s: \"file_type\" '%s' is not a GGUF file type\n", rpath, tv);
@@ -198,65 +255,12 @@ int cmd_quantize_gguf(const cli_cmd *cmd, cli_args *a) {
             goto done;
         }
     }
-    p.no_checksums = cli_has(a, "no-checksums");
-    p.force = cli_has(a, "force");
+    CLI_QUANTIZE_COMMON(p, a);
     p.allow_long_names = cli_has(a, "allow-long-names");
     p.n_threads = g_cli.threads;
-    p.command_line = g_cli.argv_line;
     p.progress = cli_progress_cb;
-    p.cancel = &g_cli_interrupted;
-    {
-        tm_file *in;
-        rc = cli_open(in_path, &in);
-        if (rc) goto done;
-        tm_err err;
-        tm_gguf_qresult *res = NULL;
-        tm_status s = quantize_any(in, in_path, out, &p, cli_get(a, "vocab-from"), &res, &err);
-        cli_progress_end();
-        if (s) {
-            rc = cli_fail(s, &err);
-            tm_close(in);
-            goto done;
-        }
-        for (int64_t i = 0; i < res->n && !g_cli.quiet; i++) /* written under --allow-long-names */
-            if (strlen(res->tensors[i].name) >= TM_GGUF_MAX_NAME)
-                fprintf(stderr, "tensormorph: warning: %s: tensor '%s': its name is %zu bytes; llama.cpp refuses "
-                        "tensor names of %d bytes or more (GGML_MAX_NAME)\n", out, res->tensors[i].name,
-                        strlen(res->tensors[i].name), TM_GGUF_MAX_NAME);
-        if (g_cli.json) {
-            json_t *man = json_loads(res->manifest_json, 0, NULL);
-            json_t *d = cli_json_doc("quantize");
-            json_object_set_new(d, "output", json_string(out));
-            json_object_set_new(d, "manifest", man ? man : json_null());
-            cli_json_print(d);
-        } else if (!g_cli.quiet) {
-            printf("quantized %" PRId64 " of %" PRId64 " tensors to GGUF %s: %s -> %s (%.2f MB -> %.2f MB) in %.2f s\n",
-                   res->n_quantized, res->n, tm_gguf_ftype_name(p.ftype), in_path, out,
-                   (double)res->src_bytes / 1e6, (double)res->out_bytes / 1e6, res->seconds);
-            printf("%-36s %-7s %-7s %9s %11s  %s\n", "tensor", "from", "type", "SQNR dB", "RMSE", "why");
-            /* --top rows: the quantized tensors, lowest SQNR first, then those copied */
-            int64_t *order = calloc((size_t)res->n + 1, sizeof *order), no = 0;
-            for (int64_t i = 0; order && i < res->n; i++) order[i] = i;
-            g_sort = res;
-            if (order) qsort(order, (size_t)res->n, sizeof *order, cmp_rows);
-            for (int64_t k = 0; order && k < res->n && (top < 0 || k < top); k++, no++) {
-                const tm_gguf_qtensor *t = &res->tensors[order[k]];
-                const tm_ggml_type_info *a1 = tm_ggml_type_info_get(t->src_type);
-                const tm_ggml_type_info *a2 = tm_ggml_type_info_get(t->out_type);
-                if (t->quantized)
-                    printf("%-36s %-7s %-7s %9.2f %11.4g  %s\n", t->name, a1 ? a1->name : "?",
-                           a2 ? a2->name : "?", t->sqnr_db, t->rmse, t->reason);
-                else
-                    printf("%-36s %-7s %-7s %9s %11s  %s\n", t->name, a1 ? a1->name : "?",
-                           a2 ? a2->name : "?", "-", "-", t->reason);
-            }
-            if (no < res->n) printf("... %" PRId64 " more (--top all lists every tensor; the manifest has them all)\n", res->n - no);
-            free(order);
-            printf("Manifest: %s\n", res->manifest_path);
-        }
-        tm_gguf_qresult_free(res);
-        tm_close(in);
-    }
+    gguf_ctx ctx = {p, in_path, cli_get(a, "vocab-from")};
+    rc = cli_quantize_run(&gguf_form, &ctx, in_path, out, top);
 done:
     json_decref(recipe);
     for (int i = 0; bufs && i < n_tt; i++) free(bufs[i]);

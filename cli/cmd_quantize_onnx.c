@@ -2,6 +2,7 @@
 ** the quantize command (cmd_quantize.c dispatches here when OUT ends in ".onnx"); weight-only
 ** DequantizeLinear quantization, docs/onnx-quantize.md. */
 #include "cli.h"
+#include "quantize.h"
 #include "recipe.h"
 #include "tensormorph/onnx_quant.h"
 
@@ -37,7 +38,7 @@ static void onnx_progress(void *ud, const char *phase, uint64_t done, uint64_t t
 /* --recipe FILE for ONNX output (docs/recipe.md "ONNX"): the manifest's recipe object. Its
 ** default scheme must be one this output holds; "targets" (the fixed weight set) and "opset"
 ** (what the job chose) are records. Returns 0 or EXIT_INPUT / EXIT_IO. */
-static int onnx_recipe(const char *path, tm_onnx_qparams *p, json_t **recipe) {
+static int onnx_recipe(const char *path, tm_onnx_quantize_params *p, json_t **recipe) {
     static const char *const keys[] = {"default", "targets", "min_elems", "include", "exclude", "opset", NULL};
     int rc = cli_recipe_load(path, "onnx", keys, recipe);
     if (rc) return rc;
@@ -61,6 +62,58 @@ static int onnx_recipe(const char *path, tm_onnx_qparams *p, json_t **recipe) {
     return 0;
 }
 
+/* ---- the ONNX form of the one quantize driver (quantize.h) ---- */
+
+static tm_status onnx_run(void *ctx, tm_file *in, const char *out, void **res, tm_err *err) {
+    return tm_onnx_quantize(in, out, ctx, (tm_onnx_quantize_result **)res, err);
+}
+static void onnx_totals(const void *ctx, const void *vres, cli_qtotals *t) {
+    const tm_onnx_quantize_result *res = vres;
+    (void)ctx;
+    snprintf(t->what, sizeof t->what, "weights to ONNX");
+    CLI_QTOTALS_OF(t, res);
+}
+static void onnx_free(void *res) { tm_onnx_quantize_result_free(res); }
+
+/* --json: the opset strategy beside the manifest */
+static void onnx_json(const void *vres, json_t *d) {
+    const tm_onnx_quantize_result *res = vres;
+    json_t *os = json_object();
+    json_object_set_new(os, "strategy", json_string(tm_onnx_opset_strategy_name(res->strategy)));
+    json_object_set_new(os, "from", json_integer(res->opset_from));
+    json_object_set_new(os, "to", json_integer(res->opset_to));
+    json_object_set_new(os, "needed", json_integer(res->opset_needed));
+    json_object_set_new(os, "reason", json_string(res->strategy_reason));
+    json_object_set_new(d, "opset", os);
+}
+
+static void onnx_print(const void *ctx, const void *vres, const char *in_path, const char *out, int top) {
+    const tm_onnx_quantize_result *res = vres;
+    (void)ctx;
+    printf("opset: %s (%s)\n", tm_onnx_opset_strategy_name(res->strategy), res->strategy_reason);
+    int shown = 0;
+    for (int64_t i = 0; i < res->n; i++) {
+        const tm_onnx_quantize_tensor *w = &res->weights[i];
+        if (w->quantized && !*w->reason) continue;
+        if (shown++ < 12) printf("  %s %-40s %s\n", w->quantized ? "note:" : "kept:", w->name, w->reason);
+    }
+    if (shown > 12) printf("  ... and %d more (see the manifest)\n", shown - 12);
+    printf("\n%-44s %-8s %8s %8s %8s %8s\n", "weight", "scheme", "SQNR dB", "RMSE LSB", "max LSB", "clipped");
+    int64_t k = 0;
+    for (int64_t i = 0; i < res->n && (top < 0 || k < top); i++) {
+        const tm_onnx_quantize_tensor *w = &res->weights[i];
+        if (!w->quantized) continue;
+        k++;
+        printf("%-44s %-8s %8.2f %8.3f %8.3f %7.3f%%\n", w->name, tm_granularity_kind_name(w->gran.kind), w->e.sqnr_db, w->e.rmse_lsb,
+               w->e.max_err_lsb, 100 * w->e.clipped_fraction);
+    }
+    if (top >= 0 && res->n_quantized > top)
+        printf("... %" PRId64 " more (tensormorph qdiff %s %s --top N)\n", res->n_quantized - top, in_path, out);
+    printf("Manifest: %s\n", res->manifest_path);
+}
+
+static const cli_qform onnx_form = {onnx_run, onnx_totals, NULL, onnx_json, onnx_print, onnx_free};
+
 /* The command with the recipe object (when --recipe) left in *recipe for the caller to free. */
 static int quantize_onnx(const cli_cmd *cmd, cli_args *a, json_t **recipe_out) {
     const char *out = cli_get(a, "output");
@@ -70,7 +123,7 @@ static int quantize_onnx(const cli_cmd *cmd, cli_args *a, json_t **recipe_out) {
             return cli_usage_error(cmd, "--%s does not apply to ONNX output (OUT ends in .onnx)", not_onnx[i]);
     if (cli_has(a, "symmetric") && cli_has(a, "asymmetric"))
         return cli_usage_error(cmd, "--symmetric and --asymmetric exclude each other");
-    tm_onnx_qparams p = tm_onnx_qparams_default();
+    tm_onnx_quantize_params p = tm_onnx_quantize_params_default();
     const char *v, *rpath = cli_get(a, "recipe");
     int rc = rpath ? onnx_recipe(rpath, &p, recipe_out) : 0;
     json_t *recipe = *recipe_out;
@@ -100,12 +153,9 @@ static int quantize_onnx(const cli_cmd *cmd, cli_args *a, json_t **recipe_out) {
     int krc = cli_quantize_kernel_top(cmd, a, &p.kernels, &top);
     if (krc) return krc;
     if (cli_has(a, "allow-nonfinite")) p.spec.allow_nonfinite = 1; /* over the recipe's */
-    p.no_checksums = cli_has(a, "no-checksums");
-    p.force = cli_has(a, "force");
+    CLI_QUANTIZE_COMMON(p, a);
     p.allow_empty = cli_has(a, "allow-empty");
-    p.command_line = g_cli.argv_line;
     p.progress = onnx_progress; /* the job counts weights, not bytes */
-    p.cancel = &g_cli_interrupted;
     const char **inc = cli_get_all(a, "include", &p.n_include);
     const char **exc = cli_get_all(a, "exclude", &p.n_exclude);
     if (!inc || !exc) {
@@ -119,58 +169,7 @@ static int quantize_onnx(const cli_cmd *cmd, cli_args *a, json_t **recipe_out) {
         goto done;
     p.include = inc;
     p.exclude = exc;
-    tm_file *in;
-    rc = cli_open(in_path, &in);
-    if (rc) goto done;
-    tm_err err;
-    tm_onnx_qresult *res = NULL;
-    tm_status s = tm_onnx_quantize(in, out, &p, &res, &err);
-    cli_progress_end();
-    if (s) {
-        rc = cli_fail(s, &err);
-        tm_close(in);
-        goto done;
-    }
-    if (g_cli.json) {
-        json_t *man = json_loads(res->manifest_json, 0, NULL);
-        json_t *d = cli_json_doc("quantize");
-        json_object_set_new(d, "output", json_string(out));
-        json_t *os = json_object();
-        json_object_set_new(os, "strategy", json_string(tm_onnx_opset_strategy_name(res->strategy)));
-        json_object_set_new(os, "from", json_integer(res->opset_from));
-        json_object_set_new(os, "to", json_integer(res->opset_to));
-        json_object_set_new(os, "needed", json_integer(res->opset_needed));
-        json_object_set_new(os, "reason", json_string(res->strategy_reason));
-        json_object_set_new(d, "opset", os);
-        json_object_set_new(d, "manifest", man ? man : json_null());
-        cli_json_print(d);
-    } else if (!g_cli.quiet) {
-        printf("quantized %" PRId64 " of %" PRId64 " weights to ONNX: %s -> %s (%.2f MB -> %.2f MB) in %.2f s\n",
-               res->n_quantized, res->n, in_path, out, (double)res->src_bytes / 1e6,
-               (double)res->out_bytes / 1e6, res->seconds);
-        printf("opset: %s (%s)\n", tm_onnx_opset_strategy_name(res->strategy), res->strategy_reason);
-        int shown = 0;
-        for (int64_t i = 0; i < res->n; i++) {
-            const tm_onnx_qweight *w = &res->weights[i];
-            if (w->quantized && !*w->reason) continue;
-            if (shown++ < 12) printf("  %s %-40s %s\n", w->quantized ? "note:" : "kept:", w->name, w->reason);
-        }
-        if (shown > 12) printf("  ... and %d more (see the manifest)\n", shown - 12);
-        printf("\n%-44s %-8s %8s %8s %8s %8s\n", "weight", "scheme", "SQNR dB", "RMSE LSB", "max LSB", "clipped");
-        int64_t k = 0;
-        for (int64_t i = 0; i < res->n && (top < 0 || k < top); i++) {
-            const tm_onnx_qweight *w = &res->weights[i];
-            if (!w->quantized) continue;
-            k++;
-            printf("%-44s %-8s %8.2f %8.3f %8.3f %7.3f%%\n", w->name, tm_granularity_kind_name(w->gran.kind), w->e.sqnr_db, w->e.rmse_lsb,
-                   w->e.max_err_lsb, 100 * w->e.clipped_fraction);
-        }
-        if (top >= 0 && res->n_quantized > top)
-            printf("... %" PRId64 " more (tensormorph qdiff %s %s --top N)\n", res->n_quantized - top, in_path, out);
-        printf("Manifest: %s\n", res->manifest_path);
-    }
-    tm_onnx_qresult_free(res);
-    tm_close(in);
+    rc = cli_quantize_run(&onnx_form, &p, in_path, out, top);
 done:
     free(inc);
     free(exc);

@@ -27,21 +27,11 @@ const char details_serve[] =
     "scripts are compiled into the binary; requests whose Host or Origin is not the address\n"
     "served are refused (DNS rebinding). Stop with Ctrl-C.";
 
-static int parse_num(const cli_cmd *cmd, const char *name, const char *v, long lo, long hi, long *out) {
-    char *end;
-    errno = 0;
-    long x = strtol(v, &end, 10);
-    if (errno || *end || end == v || x < lo || x > hi)
-        return cli_usage_error(cmd, "--%s must be an integer in [%ld, %ld], got '%s'", name, lo, hi, v);
-    *out = x;
-    return 0;
-}
-
 int cmd_serve(const cli_cmd *cmd, cli_args *a) {
-    long port = 8765, cache_mb = 512;
+    long port, cache_mb;
     int rc;
-    if (cli_get(a, "port") && (rc = parse_num(cmd, "port", cli_get(a, "port"), 0, 65535, &port))) return rc;
-    if (cli_get(a, "cache-mb") && (rc = parse_num(cmd, "cache-mb", cli_get(a, "cache-mb"), 1, 65536, &cache_mb))) return rc;
+    if ((rc = cli_opt_long(cmd, a, "port", 8765, 0, 65535, &port))) return rc;
+    if ((rc = cli_opt_long(cmd, a, "cache-mb", 512, 1, 65536, &cache_mb))) return rc;
     const char *host = cli_get(a, "host") ? cli_get(a, "host") : "127.0.0.1";
     serve_ctx c;
     memset(&c, 0, sizeof c);

@@ -63,23 +63,30 @@ static inline void tm_fuzz_check_error(tm_status s, const tm_file *f, const tm_e
 }
 
 /* The common body of a buffer-opener target: open a private copy exactly `size` bytes long
-** (ASan sees any overrun), check the result with `check` or the error, close. */
+** (ASan sees any overrun; it outlives the tm_file), check the result with check(f, copy, size)
+** or the error, close. both_modes: open twice, with recognition on and with no_recognize
+** (default parameters otherwise); 0: once, with NULL parameters. */
 typedef tm_status (*tm_fuzz_opener)(const void *data, size_t n, const char *name,
                                     const tm_open_params *p, tm_file **out, tm_err *err);
+typedef void (*tm_fuzz_checker)(const tm_file *f, const uint8_t *data, size_t size);
 static inline int tm_fuzz_open_and_check(tm_fuzz_opener open, const char *name, const uint8_t *data,
-                                         size_t size, void (*check)(const tm_file *)) {
+                                         size_t size, int both_modes, tm_fuzz_checker check) {
     uint8_t *copy = malloc(size ? size : 1);
     if (!copy) return 0;
     if (size) memcpy(copy, data, size);
-    tm_file *f = NULL;
-    tm_err err;
-    tm_status s = open(copy, size, name, NULL, &f, &err);
-    if (s == TM_OK) {
-        CHECK(f != NULL);
-        check(f);
-        tm_close(f);
-    } else {
-        tm_fuzz_check_error(s, f, &err);
+    for (int raw = 0; raw < (both_modes ? 2 : 1); raw++) {
+        tm_open_params p = tm_open_params_default();
+        p.no_recognize = raw;
+        tm_file *f = NULL;
+        tm_err err;
+        tm_status s = open(copy, size, name, both_modes ? &p : NULL, &f, &err);
+        if (s == TM_OK) {
+            CHECK(f != NULL);
+            check(f, copy, size);
+            tm_close(f);
+        } else {
+            tm_fuzz_check_error(s, f, &err);
+        }
     }
     free(copy);
     return 0;

@@ -17,7 +17,9 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-static void check_file(const tm_file *f) {
+static void check_file(const tm_file *f, const uint8_t *data, size_t size) {
+    (void)data;
+    (void)size;
     tm_fuzz_check_file(f, 0);
     int64_t n = tm_file_n_tensors(f);
     CHECK(tm_file_n_paths(f) == 1);
@@ -41,23 +43,5 @@ static void check_file(const tm_file *f) {
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    uint8_t *copy = malloc(size ? size : 1);
-    if (!copy) return 0;
-    if (size) memcpy(copy, data, size);
-    for (int raw = 0; raw < 2; raw++) {
-        tm_open_params p = tm_open_params_default();
-        p.no_recognize = raw;
-        tm_file *f = NULL;
-        tm_err err;
-        tm_status s = tm_onnx_open_buffer(copy, size, "fuzz.onnx", &p, &f, &err);
-        if (s == TM_OK) {
-            CHECK(f != NULL);
-            check_file(f);
-            tm_close(f);
-        } else {
-            tm_fuzz_check_error(s, f, &err);
-        }
-    }
-    free(copy);
-    return 0;
+    return tm_fuzz_open_and_check(tm_onnx_open_buffer, "fuzz.onnx", data, size, 1, check_file);
 }

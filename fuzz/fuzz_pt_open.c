@@ -22,7 +22,9 @@ static tm_status open_pt(const void *data, size_t n, const char *name, const tm_
     return tm_open_buffer(data, n, name, &q, out, err);
 }
 
-static void check_file(const tm_file *f) {
+static void check_file(const tm_file *f, const uint8_t *data, size_t size) {
+    (void)data;
+    (void)size;
     tm_fuzz_check_file(f, 1);
     for (int64_t i = 0; i < tm_file_n_tensors(f); i++) {
         const tm_tensor *t = tm_file_tensor(f, i);
@@ -37,5 +39,5 @@ static void check_file(const tm_file *f) {
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    return tm_fuzz_open_and_check(open_pt, "fuzz.pt", data, size, check_file);
+    return tm_fuzz_open_and_check(open_pt, "fuzz.pt", data, size, 0, check_file);
 }

@@ -41,16 +41,8 @@ json_t *api_release(serve_ctx *c, int *status) {
                                                    "to see the release gate here"));
         return d;
     }
-    const char *cs = cli_get(a, "canary");
-    if (cs) {
-        char *end;
-        errno = 0;
-        double v = strtod(cs, &end);
-        if (errno || end == cs || *end || !(v > 0 && v <= 1))
-            return release_error(status, 400, "serve --canary must be a fraction in (0, 1]");
-        p.have_canary = 1;
-        p.canary = v;
-    }
+    if (cli_opt_canary(a, &p.have_canary, &p.canary))
+        return release_error(status, 400, "serve --canary must be a fraction in (0, 1]");
     tm_gate_result r;
     tm_err err;
     tm_status s = tm_gate_run(&p, &r, &err);

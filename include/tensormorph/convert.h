@@ -25,14 +25,14 @@
 extern "C" {
 #endif
 
-struct tm_gguf_qparams;
-struct tm_gguf_qresult;
+struct tm_gguf_quantize_params;
+struct tm_gguf_quantize_result;
 
 typedef struct tm_convert_params {
     const char *vocab_from;    /* a GGUF whose tokenizer.* keys are copied; NULL: none (refused:
                                   reading tokenizer.model / tokenizer.json is not implemented)  */
     int         outtype;       /* TM_GGML_F32 (default), TM_GGML_F16 or TM_GGML_BF16            */
-    const struct tm_gguf_qparams *quant; /* non-NULL: then quantize with these parameters (the
+    const struct tm_gguf_quantize_params *quant; /* non-NULL: then quantize with these parameters (the
                                   GGUF quantizer and its llama-quantize mixture rules, run on
                                   the converted GGUF names); outtype must be F32                */
     int         force;         /* replace an OUT that is a previous tensormorph output         */
@@ -63,7 +63,7 @@ typedef struct tm_convert_result {
     char     architecture[64]; /* config.json architectures[0]                                 */
     char    *manifest_json;    /* malloc'd                                                     */
     char    *manifest_path;
-    struct tm_gguf_qresult *quant; /* with params.quant: the quantizer's result, else NULL     */
+    struct tm_gguf_quantize_result *quant; /* with params.quant: the quantizer's result, else NULL     */
 } tm_convert_result;
 
 /* tm_convert_config: config.json of a checkpoint, as a malloc'd string: tm_file_config_json(f),

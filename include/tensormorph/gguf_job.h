@@ -31,7 +31,7 @@ const char *tm_gguf_ftype_name(int ftype);
 ** Q4_K), -1 when unknown. */
 int         tm_gguf_ftype_default_type(int ftype);
 
-typedef struct tm_gguf_qparams {
+typedef struct tm_gguf_quantize_params {
     int          ftype;               /* TM_FTYPE_*                                             */
     const tm_kernels *kernels;        /* kernel set of the whole job (tm_kernels_get): the ggml
                                          quantizers and error sums; NULL: "auto". Same bytes     */
@@ -57,12 +57,12 @@ typedef struct tm_gguf_qparams {
     const tm_file *source;            /* NULL, or the checkpoint `in` was made from (convert
                                          --type: `in` is its temporary F32 GGUF): the manifest
                                          names and hashes its files, and OUT may not be one    */
-} tm_gguf_qparams;
+} tm_gguf_quantize_params;
 
-tm_gguf_qparams tm_gguf_qparams_default(void); /* Q8_0, rules on, n_threads 0 (tm_usable_cpus) */
+tm_gguf_quantize_params tm_gguf_quantize_params_default(void); /* Q8_0, rules on, n_threads 0 (tm_usable_cpus) */
 
 /* Decision and outcome for one source tensor, in output order. */
-typedef struct tm_gguf_qtensor {
+typedef struct tm_gguf_quantize_tensor {
     const char *name;
     int         src_type;        /* ggml type of the source (F32, F16, BF16, ...)            */
     int         out_type;        /* ggml type written                                         */
@@ -71,16 +71,16 @@ typedef struct tm_gguf_qtensor {
     int64_t     n_elems;
     uint64_t    out_bytes;
     double      rmse, max_abs_err, sqnr_db; /* quantized: error of the dequantized values   */
-} tm_gguf_qtensor;
+} tm_gguf_quantize_tensor;
 
-typedef struct tm_gguf_qresult {
-    tm_gguf_qtensor *tensors; int64_t n;
+typedef struct tm_gguf_quantize_result {
+    tm_gguf_quantize_tensor *tensors; int64_t n;
     int64_t  n_quantized, n_fallback;
     uint64_t src_bytes, out_bytes;
     double   seconds;
     char    *manifest_json;      /* as written to "<out>.manifest.json" (malloc'd)           */
     char    *manifest_path;
-} tm_gguf_qresult;
+} tm_gguf_quantize_result;
 
 /* tm_gguf_quantize: write `out_path` (a GGUF v3 file) from `in`. Tensors come in llama-quantize's
 ** order (non-layer tensors by name, then by layer number, by name within a layer); a GGUF
@@ -96,10 +96,22 @@ typedef struct tm_gguf_qresult {
 ** Returns TM_OK | TM_E_INVALID_ARG (bad ftype or regex; OUT exists, is the input or a directory) | TM_E_UNSUPPORTED (a tensor name of 64 bytes or more without allow_long_names; a source tensor
 ** already quantized, or a type the rules pick that cannot hold the row under --strict) |
 ** TM_E_NONFINITE | TM_E_RANGE (a block scale overflows f16: names tensor, row and block) |
-** TM_E_IO | TM_E_NOMEM | TM_E_CANCELLED. Free the result with tm_gguf_qresult_free. */
-tm_status tm_gguf_quantize(tm_file *in, const char *out_path, const tm_gguf_qparams *p,
-                           tm_gguf_qresult **out, tm_err *err);
-void      tm_gguf_qresult_free(tm_gguf_qresult *r);
+** TM_E_IO | TM_E_NOMEM | TM_E_CANCELLED. Free the result with tm_gguf_quantize_result_free. */
+tm_status tm_gguf_quantize(tm_file *in, const char *out_path, const tm_gguf_quantize_params *p,
+                           tm_gguf_quantize_result **out, tm_err *err);
+void      tm_gguf_quantize_result_free(tm_gguf_quantize_result *r);
+
+/* ---- deprecated names -------------------------------------------------------------------
+** The names before the quantize jobs shared one pattern (tm_<form>_quantize_params,
+** tm_<form>_quantize_params_default, tm_<form>_quantize, tm_<form>_quantize_result,
+** tm_<form>_quantize_result_free, tm_<form>_quantize_tensor; docs/ARCHITECTURE.md "the jobs").
+** Kept as aliases so that code written against them still builds; new code uses the names
+** above. They will be removed in a later release. */
+#define tm_gguf_qparams                  tm_gguf_quantize_params
+#define tm_gguf_qparams_default          tm_gguf_quantize_params_default
+#define tm_gguf_qresult                  tm_gguf_quantize_result
+#define tm_gguf_qresult_free             tm_gguf_quantize_result_free
+#define tm_gguf_qtensor                  tm_gguf_quantize_tensor
 
 #ifdef __cplusplus
 }

@@ -13,6 +13,6 @@
 #include "errstats.h"  /* tm_errsum, tm_erracc_*, TM_QDIFF_* thresholds    (analysis) */
 #include "qdiff.h"     /* tm_qdiff, tm_ref_find                            (analysis) */
 #include "diff.h"      /* tm_diff                                          (analysis) */
-#include "qjob.h"      /* tm_quantize_checkpoint, tm_qjob_*                (job)      */
+#include "qjob.h"      /* tm_ct_quantize, tm_ct_quantize_*                 (job)      */
 #include "demo.h"      /* tm_write_demo_checkpoint                         (job)      */
 #endif

@@ -19,7 +19,7 @@
 extern "C" {
 #endif
 
-typedef struct tm_onnx_qparams {
+typedef struct tm_onnx_quantize_params {
     tm_qspec      spec;          /* code_dtype I8 | U8 | I4; gran TENSOR | CHANNEL (the axis is
                                     taken from each weight's consumer, spec.gran.axis is ignored)
                                     | GROUP (group_size = DequantizeLinear block_size, along axis
@@ -38,14 +38,14 @@ typedef struct tm_onnx_qparams {
     void (*progress)(void *ud, const char *phase, uint64_t done, uint64_t total);
     void         *progress_ud;
     volatile const int *cancel;
-} tm_onnx_qparams;
+} tm_onnx_quantize_params;
 
-/* tm_onnx_qparams_default: int8, symmetric, per-channel, minmax, onnx convention, f32 scale,
+/* tm_onnx_quantize_params_default: int8, symmetric, per-channel, minmax, onnx convention, f32 scale,
 ** min_elems 16. */
-tm_onnx_qparams tm_onnx_qparams_default(void);
+tm_onnx_quantize_params tm_onnx_quantize_params_default(void);
 
 /* One weight the job looked at, in model order (graph by graph, depth first). */
-typedef struct tm_onnx_qweight {
+typedef struct tm_onnx_quantize_tensor {
     char       *name;            /* the weight (output name of its DequantizeLinear)            */
     char       *graph;           /* "" for the main graph, "node/attr" path for subgraphs       */
     char        consumers[160];  /* "Conv" / "MatMul,Gemm": ops reading it as their weight      */
@@ -56,10 +56,10 @@ typedef struct tm_onnx_qweight {
     tm_dtype    src_dtype;
     int64_t     n_elems;
     tm_errsum   e;               /* quantized: error summary (tm_erracc, LSB of each scale)    */
-} tm_onnx_qweight;
+} tm_onnx_quantize_tensor;
 
-typedef struct tm_onnx_qresult {
-    tm_onnx_qweight *weights; int64_t n;
+typedef struct tm_onnx_quantize_result {
+    tm_onnx_quantize_tensor *weights; int64_t n;
     int64_t  n_quantized;
     tm_onnx_opset_strategy strategy;
     int64_t  opset_from, opset_to;   /* ai.onnx opset before and after                          */
@@ -70,7 +70,7 @@ typedef struct tm_onnx_qresult {
     double   seconds;
     char    *manifest_json;          /* as written to "<out>.manifest.json" (malloc'd)           */
     char    *manifest_path;
-} tm_onnx_qresult;
+} tm_onnx_quantize_result;
 
 /* tm_onnx_quantize: read the ONNX model `in` (opened with tm_open; its path is decoded again
 ** with protobuf-c and rewritten), write `out_path` and "<out_path>.manifest.json"
@@ -95,10 +95,22 @@ typedef struct tm_onnx_qresult {
 ** int4 or block_size needed but neither raising the opset nor com.microsoft works: the message
 ** names the op) | TM_E_LIMIT (output over 2 GiB) | TM_E_NONFINITE | TM_E_RANGE | TM_E_IO |
 ** TM_E_NOMEM | TM_E_CANCELLED | TM_E_INTERNAL (the re-opened output disagrees).
-** Free the result with tm_onnx_qresult_free. */
-tm_status tm_onnx_quantize(tm_file *in, const char *out_path, const tm_onnx_qparams *p,
-                           tm_onnx_qresult **out, tm_err *err);
-void      tm_onnx_qresult_free(tm_onnx_qresult *r);
+** Free the result with tm_onnx_quantize_result_free. */
+tm_status tm_onnx_quantize(tm_file *in, const char *out_path, const tm_onnx_quantize_params *p,
+                           tm_onnx_quantize_result **out, tm_err *err);
+void      tm_onnx_quantize_result_free(tm_onnx_quantize_result *r);
+
+/* ---- deprecated names -------------------------------------------------------------------
+** The names before the quantize jobs shared one pattern (tm_<form>_quantize_params,
+** tm_<form>_quantize_params_default, tm_<form>_quantize, tm_<form>_quantize_result,
+** tm_<form>_quantize_result_free, tm_<form>_quantize_tensor; docs/ARCHITECTURE.md "the jobs").
+** Kept as aliases so that code written against them still builds; new code uses the names
+** above. They will be removed in a later release. */
+#define tm_onnx_qparams                  tm_onnx_quantize_params
+#define tm_onnx_qparams_default          tm_onnx_quantize_params_default
+#define tm_onnx_qresult                  tm_onnx_quantize_result
+#define tm_onnx_qresult_free             tm_onnx_quantize_result_free
+#define tm_onnx_qweight                  tm_onnx_quantize_tensor
 
 #ifdef __cplusplus
 }

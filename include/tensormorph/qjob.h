@@ -21,7 +21,7 @@ typedef struct tm_qrule {
     tm_qspec    spec;
 } tm_qrule;
 
-typedef struct tm_qjob_params {
+typedef struct tm_ct_quantize_params {
     tm_qspec        spec;          /* default scheme (tm_qspec_default)                           */
     const tm_kernels *kernels;     /* kernel set of the whole job (tm_kernels_get): observers,
                                       quantize, error statistics; NULL: "auto". Same bytes      */
@@ -44,12 +44,12 @@ typedef struct tm_qjob_params {
     void (*progress)(void *ud, const char *phase, uint64_t done, uint64_t total);
     void *progress_ud;
     volatile const int *cancel;
-} tm_qjob_params;
+} tm_ct_quantize_params;
 
-tm_qjob_params tm_qjob_params_default(void);
+tm_ct_quantize_params tm_ct_quantize_params_default(void);
 
 /* Decision for one source tensor. */
-typedef struct tm_qjob_tensor {
+typedef struct tm_ct_quantize_tensor {
     const char *name;
     int         quantized;       /* 1 quantized, 0 copied unchanged                             */
     char        reason[200];     /* why not quantized ("1-D tensor", "embedding", ...)           */
@@ -61,10 +61,10 @@ typedef struct tm_qjob_tensor {
                                     --exclude, a recipe's ignore, a group size that does not divide
                                     the columns), not by the default rules (norms, biases,
                                     embeddings, lm_head)                                         */
-} tm_qjob_tensor;
+} tm_ct_quantize_tensor;
 
-typedef struct tm_qjob_result {
-    tm_qjob_tensor *tensors; int64_t n;
+typedef struct tm_ct_quantize_result {
+    tm_ct_quantize_tensor *tensors; int64_t n;
     int64_t n_quantized;
     uint64_t src_bytes, out_bytes;
     double   seconds;
@@ -72,9 +72,9 @@ typedef struct tm_qjob_result {
     char    *out_path;           /* the output directory                                         */
     char   **warnings;           /* lines about runtime compatibility of the output (malloc'd)   */
     int64_t  n_warnings;
-} tm_qjob_result;
+} tm_ct_quantize_result;
 
-/* tm_quantize_checkpoint: quantize `in` into a compressed-tensors directory `out_dir`
+/* tm_ct_quantize: quantize `in` into a compressed-tensors directory `out_dir`
 ** (safetensors + config.json with quantization_config + tensormorph-manifest.json), following
 ** ../shared/formats/compressed-tensors.md. The directory is built under "<out_dir>.tmp.<pid>"
 ** and renamed into place at the end: a killed run leaves nothing at out_dir. "<out_dir>.lock"
@@ -87,10 +87,23 @@ typedef struct tm_qjob_result {
 ** TM_E_UNSUPPORTED (strict: a tensor it cannot hold; an already-quantized input; no tensor
 ** quantized and !allow_empty) | TM_E_INVALID_ARG also when --include matches nothing or the
 ** filters leave nothing (!allow_empty) | TM_E_IO | TM_E_NOMEM | TM_E_CANCELLED.
-** Free the result with tm_qjob_result_free. */
-tm_status tm_quantize_checkpoint(tm_file *in, const char *out_dir, const tm_qjob_params *p,
-                                 tm_qjob_result **out, tm_err *err);
-void      tm_qjob_result_free(tm_qjob_result *r);
+** Free the result with tm_ct_quantize_result_free. */
+tm_status tm_ct_quantize(tm_file *in, const char *out_dir, const tm_ct_quantize_params *p,
+                         tm_ct_quantize_result **out, tm_err *err);
+void      tm_ct_quantize_result_free(tm_ct_quantize_result *r);
+
+/* ---- deprecated names -------------------------------------------------------------------
+** The names before the quantize jobs shared one pattern (tm_<form>_quantize_params,
+** tm_<form>_quantize_params_default, tm_<form>_quantize, tm_<form>_quantize_result,
+** tm_<form>_quantize_result_free, tm_<form>_quantize_tensor; docs/ARCHITECTURE.md "the jobs").
+** Kept as aliases so that code written against them still builds; new code uses the names
+** above. They will be removed in a later release. */
+#define tm_qjob_params                   tm_ct_quantize_params
+#define tm_qjob_params_default           tm_ct_quantize_params_default
+#define tm_quantize_checkpoint           tm_ct_quantize
+#define tm_qjob_result                   tm_ct_quantize_result
+#define tm_qjob_result_free              tm_ct_quantize_result_free
+#define tm_qjob_tensor                   tm_ct_quantize_tensor
 
 #ifdef __cplusplus
 }

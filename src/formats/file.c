@@ -273,6 +273,23 @@ static void index_put(tm_file *f, int64_t t, int phys) {
     ni->is_phys[h] = (uint8_t)phys;
 }
 
+tm_status tm__file_open_one(tm_format fmt, const char *path, const void *data, size_t n,
+                            const char *name, tm__member_load_fn load, void *ctx, tm_file **out,
+                            tm_err *err) {
+    *out = NULL;
+    if (!path && !data && n) return tm__err_set(err, TM_E_INVALID_ARG, -1, "NULL buffer of %zu bytes", n);
+    tm_file *f = tm__file_new(fmt);
+    if (!f) return tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
+    int mi = 0;
+    tm_status s = path ? tm__file_map(f, path, &mi, err)
+                       : tm__file_add_buffer(f, name ? name : "<buffer>", data, n, &mi, err);
+    if (!s) s = load(f, mi, ctx, err);
+    if (!s) s = tm__file_finish(f, err);
+    if (s) { tm_close(f); return s; }
+    *out = f;
+    return TM_OK;
+}
+
 tm_status tm__file_finish(tm_file *f, tm_err *err) {
     name_index *ni = calloc(1, sizeof *ni);
     if (!ni) return tm__err_set(err, TM_E_NOMEM, -1, "out of memory");

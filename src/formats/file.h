@@ -57,6 +57,16 @@ tm_status tm__file_add_warning(tm_file *f, tm_err *err, const char *fmt, ...) TM
 /* Build the name index; call when the tensor list is final. Duplicate logical names are
 ** TM_E_CORRUPT. */
 tm_status tm__file_finish(tm_file *f, tm_err *err);
+/* Reads member mi of a file being built (a format's loader; ctx is its own). */
+typedef tm_status (*tm__member_load_fn)(tm_file *f, int mi, void *ctx, tm_err *err);
+/* Open a one-member tm_file of format fmt: the file at path (mapped) when path is not NULL,
+** else the caller's n bytes at data (not copied: they must outlive the file; NULL data with
+** n > 0 is TM_E_INVALID_ARG), called name in messages (NULL: "<buffer>"). Then
+** load(f, member, ctx, err) and tm__file_finish. *out gets the file, or NULL on any error
+** (TM_E_NOMEM, the map's, the loader's), the half-built file closed. */
+tm_status tm__file_open_one(tm_format fmt, const char *path, const void *data, size_t n,
+                            const char *name, tm__member_load_fn load, void *ctx, tm_file **out,
+                            tm_err *err);
 /* tm__file_find_param: the index of tensor "<module>.<param>" (just "<param>" when module is
 ** ""), -1 when absent, -2 when out of memory (the recognizers' lookup of a module's parts). */
 int64_t tm__file_find_param(const tm_file *f, const char *module, const char *param);

@@ -350,20 +350,19 @@ static char *stem_of(const char *path) {
     return tm__strndup(l ? b : "array", l ? l : 5);
 }
 
+/* npy_load as a tm__member_load_fn: ctx is the array's name. */
+static tm_status npy_load_member(tm_file *f, int mi, void *ctx, tm_err *err) {
+    return npy_load(f, mi, ctx, err);
+}
+
 tm_status tm__npy_open(const char *path, const tm_open_params *p, tm_file **out, tm_err *err) {
     (void)p;
     *out = NULL;
-    tm_file *f = tm__file_new(TM_FMT_NPY);
     char *stem = stem_of(path);
-    int mi = 0;
-    tm_status s = (!f || !stem) ? tm__err_set(err, TM_E_NOMEM, -1, "out of memory") : TM_OK;
-    if (!s) s = tm__file_map(f, path, &mi, err);
-    if (!s) s = npy_load(f, mi, stem, err);
-    if (!s) s = tm__file_finish(f, err);
+    if (!stem) return tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
+    tm_status s = tm__file_open_one(TM_FMT_NPY, path, NULL, 0, NULL, npy_load_member, stem, out, err);
     free(stem);
-    if (s) { tm_close(f); return s; }
-    *out = f;
-    return TM_OK;
+    return s;
 }
 
 /* ---- .npz -------------------------------------------------------------------------------------- */
@@ -460,16 +459,7 @@ tm_status tm__npz_load(tm_file *f, int mi, tm__zip *z, const tm_open_params *p, 
 ** zipckpt.c, which calls tm__npz_load). */
 tm_status tm__npy_open_buffer(const void *data, size_t n, const char *name,
                               const tm_open_params *p, tm_file **out, tm_err *err) {
-    *out = NULL;
-    if (!data && n) return tm__err_set(err, TM_E_INVALID_ARG, -1, "NULL buffer of %zu bytes", n);
-    if (!name) name = "<buffer>";
-    tm_file *f = tm__file_new(TM_FMT_NPY);
-    int mi = 0;
-    tm_status s = f ? TM_OK : tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
-    if (!s) s = tm__file_add_buffer(f, name, data, n, &mi, err);
-    if (!s) s = npy_load(f, mi, "array", err);
-    if (!s) s = tm__file_finish(f, err);
-    if (s) { tm_close(f); return s; }
-    *out = f;
-    return TM_OK;
+    (void)p;
+    return tm__file_open_one(TM_FMT_NPY, NULL, data, n, name, npy_load_member, (void *)"array", out,
+                             err);
 }

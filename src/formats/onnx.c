@@ -447,28 +447,21 @@ static tm_status add_scalar_const(ox_ctx *c, const Onnx__AttributeProto *a, cons
     Onnx__TensorProto t = ONNX__TENSOR_PROTO__INIT;
     int64_t one = 0;
     t.has_data_type = 1;
-    if (!strcmp(a->name, "value_float")) {
-        t.data_type = OX_FLOAT;
-        t.n_float_data = 1;
-        t.float_data = (float *)&a->f;
-    } else if (!strcmp(a->name, "value_floats")) {
-        t.data_type = OX_FLOAT;
-        t.n_dims = 1;
-        one = (int64_t)a->n_floats;
-        t.dims = &one;
-        t.n_float_data = a->n_floats;
-        t.float_data = a->floats;
-    } else if (!strcmp(a->name, "value_int")) {
-        t.data_type = OX_INT64;
-        t.n_int64_data = 1;
-        t.int64_data = (int64_t *)&a->i;
+    /* value_float / value_int: a scalar; value_floats / value_ints (any other name): 1-D */
+    const int is_float = !strcmp(a->name, "value_float") || !strcmp(a->name, "value_floats");
+    const int is_list = strcmp(a->name, "value_float") && strcmp(a->name, "value_int");
+    t.data_type = is_float ? OX_FLOAT : OX_INT64;
+    if (is_float) {
+        t.n_float_data = is_list ? a->n_floats : 1;
+        t.float_data = is_list ? a->floats : (float *)&a->f;
     } else {
-        t.data_type = OX_INT64;
+        t.n_int64_data = is_list ? a->n_ints : 1;
+        t.int64_data = is_list ? a->ints : (int64_t *)&a->i;
+    }
+    if (is_list) {
+        one = (int64_t)(is_float ? a->n_floats : a->n_ints);
         t.n_dims = 1;
-        one = (int64_t)a->n_ints;
         t.dims = &one;
-        t.n_int64_data = a->n_ints;
-        t.int64_data = a->ints;
     }
     int64_t idx;
     return add_tensor(c, &t, name, where, &idx, err);
@@ -818,6 +811,7 @@ static tm_status ctx_init(ox_ctx *c, tm_file *f, const char *path, tm_err *err) 
     if (!c->st || !c->tensor_names || !(c->st->value_index = json_object())) {
         if (c->st) { json_decref(c->st->value_index); free(c->st); c->st = NULL; }
         json_decref(c->tensor_names);
+        c->tensor_names = NULL; /* ox_open_end frees it again otherwise */
         return tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
     }
     f->fmt_state = c->st;
@@ -835,28 +829,47 @@ int tm__onnx_probe(const uint8_t *head, size_t n, const char *path) {
            head[2] == 0x22 || head[2] == 0x28 || head[2] == 0x32;
 }
 
+/* The start of the openers of a file: a new ONNX tm_file in c->f with path mapped as its
+** first slot, c->path its name. On failure c is still fit for ox_open_end (c->f may be NULL). */
+static tm_status ox_open_map(ox_ctx *c, const char *path, tm_err *err) {
+    tm_file *f = tm__file_new(TM_FMT_ONNX);
+    if (!f) {
+        memset(c, 0, sizeof *c);
+        return tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
+    }
+    int slot;
+    tm_status s = ctx_init(c, f, path, err);
+    if (!s) s = tm__file_map(f, path, &slot, err);
+    if (!s) c->path = f->maps[0].path;
+    return s;
+}
+
+/* The end of every opener: finish the file when s is TM_OK, free the context (the file keeps
+** its state), and hand the file to *out, or close it and return the error. */
+static tm_status ox_open_end(ox_ctx *c, tm_status s, tm_file **out, tm_err *err) {
+    if (!s) s = finish(c, err);
+    json_decref(c->tensor_names);
+    free(c->dir);
+    if (s) {
+        tm_close(c->f);
+        return s;
+    }
+    *out = c->f;
+    return TM_OK;
+}
+
 tm_status tm__onnx_open(const char *path, const tm_open_params *p, tm_file **out, tm_err *err) {
     tm_open_params defp = tm_open_params_default();
     if (!p) p = &defp;
     *out = NULL;
-    tm_file *f = tm__file_new(TM_FMT_ONNX);
-    if (!f) return tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
     ox_ctx c;
-    tm_status s = ctx_init(&c, f, path, err);
-    int slot;
-    if (!s) s = tm__file_map(f, path, &slot, err);
+    tm_status s = ox_open_map(&c, path, err);
     if (!s) {
-        c.path = f->maps[0].path;
         c.dir = tm__dirname(path);
         if (!c.dir) s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
     }
     if (!s) s = parse_model(&c, p, err);
-    if (!s) s = finish(&c, err);
-    json_decref(c.tensor_names);
-    free(c.dir);
-    if (s) { tm_close(f); return s; }
-    *out = f;
-    return TM_OK;
+    return ox_open_end(&c, s, out, err);
 }
 
 tm_status tm_onnx_open_bound(const char *path, int n_inputs, const char *const *input_paths,
@@ -866,26 +879,16 @@ tm_status tm_onnx_open_bound(const char *path, int n_inputs, const char *const *
     if (n_inputs < 0 || (n_inputs && !input_paths))
         return tm__err_set(err, TM_E_INVALID_ARG, -1, "bad bound inputs");
     tm_open_params p = tm_open_params_default();
-    tm_file *f = tm__file_new(TM_FMT_ONNX);
-    if (!f) return tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
     ox_ctx c;
-    int slot;
-    tm_status s = ctx_init(&c, f, path, err);
-    if (!s) s = tm__file_map(f, path, &slot, err);
+    tm_status s = ox_open_map(&c, path, err);
     if (!s) {
-        c.path = f->maps[0].path;
         c.n_bound = n_inputs;
         c.bound = input_paths;
         c.dir = tm__dirname(path);
         if (!c.dir) s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
     }
     if (!s) s = parse_model(&c, &p, err);
-    if (!s) s = finish(&c, err);
-    json_decref(c.tensor_names);
-    free(c.dir);
-    if (s) { tm_close(f); return s; }
-    *out = f;
-    return TM_OK;
+    return ox_open_end(&c, s, out, err);
 }
 
 tm_status tm_onnx_open_buffer(const void *data, size_t n, const char *name, const tm_open_params *p,
@@ -902,25 +905,17 @@ tm_status tm_onnx_open_buffer(const void *data, size_t n, const char *name, cons
     tm_status s = ctx_init(&c, f, name ? name : "<buffer>", err);
     if (!s) s = tm__file_add_buffer(f, name ? name : "<buffer>", data, n, &slot, err);
     if (!s) { c.path = f->maps[0].path; s = parse_model(&c, p, err); }
-    if (!s) s = finish(&c, err);
-    json_decref(c.tensor_names);
-    if (s) { tm_close(f); return s; }
-    *out = f;
-    return TM_OK;
+    return ox_open_end(&c, s, out, err);
 }
 
 tm_status tm_onnx_open_tensor(const char *path, tm_file **out, tm_err *err) {
     tm_err_clear(err);
     *out = NULL;
-    tm_file *f = tm__file_new(TM_FMT_ONNX);
-    if (!f) return tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
     ox_ctx c;
-    int slot;
-    tm_status s = ctx_init(&c, f, path, err);
-    if (!s) s = tm__file_map(f, path, &slot, err);
+    tm_status s = ox_open_map(&c, path, err);
+    tm_file *f = c.f;
     Onnx__TensorProto *tp = NULL;
     if (!s) {
-        c.path = f->maps[0].path;
         c.file = f->maps[0].base;
         c.file_len = (size_t)f->maps[0].size;
         if (f->maps[0].size > ONNX_MAX_FILE)
@@ -940,9 +935,5 @@ tm_status tm_onnx_open_tensor(const char *path, tm_file **out, tm_err *err) {
                             f->n_warnings ? f->warnings[f->n_warnings - 1] : "tensor not listed");
     }
     if (tp) onnx__tensor_proto__free_unpacked(tp, NULL);
-    if (!s) s = finish(&c, err);
-    json_decref(c.tensor_names);
-    if (s) { tm_close(f); return s; }
-    *out = f;
-    return TM_OK;
+    return ox_open_end(&c, s, out, err);
 }

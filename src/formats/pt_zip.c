@@ -636,35 +636,22 @@ static tm_status legacy_load(tm_file *f, int mi, tm_err *err) {
     return s;
 }
 
+/* legacy_load as a tm__member_load_fn (no ctx). */
+static tm_status legacy_load_member(tm_file *f, int mi, void *ctx, tm_err *err) {
+    (void)ctx;
+    return legacy_load(f, mi, err);
+}
+
 tm_status tm__pt_legacy_open(const char *path, const tm_open_params *p, tm_file **out,
                              tm_err *err) {
     (void)p;
-    *out = NULL;
-    tm_file *f = tm__file_new(TM_FMT_PT);
-    if (!f) return tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
-    int mi = 0;
-    tm_status s = tm__file_map(f, path, &mi, err);
-    if (!s) s = legacy_load(f, mi, err);
-    if (!s) s = tm__file_finish(f, err);
-    if (s) { tm_close(f); return s; }
-    *out = f;
-    return TM_OK;
+    return tm__file_open_one(TM_FMT_PT, path, NULL, 0, NULL, legacy_load_member, NULL, out, err);
 }
 
 /* Buffer entry point: a legacy (non-zip) stream (a zip checkpoint goes through
 ** tm_open_buffer's table to zipckpt.c, which calls tm__pt_zip_load). */
 tm_status tm__pt_open_buffer(const void *data, size_t n, const char *name,
                              const tm_open_params *p, tm_file **out, tm_err *err) {
-    *out = NULL;
-    if (!data && n) return tm__err_set(err, TM_E_INVALID_ARG, -1, "NULL buffer of %zu bytes", n);
-    if (!name) name = "<buffer>";
-    tm_file *f = tm__file_new(TM_FMT_PT);
-    int mi = 0;
-    tm_status s = f ? TM_OK : tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
-    if (!s) s = tm__file_add_buffer(f, name, data, n, &mi, err);
-    if (!s) s = legacy_load(f, mi, err);
-    if (!s) s = tm__file_finish(f, err);
-    if (s) { tm_close(f); return s; }
-    *out = f;
-    return TM_OK;
+    (void)p;
+    return tm__file_open_one(TM_FMT_PT, NULL, data, n, name, legacy_load_member, NULL, out, err);
 }

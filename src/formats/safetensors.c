@@ -553,8 +553,11 @@ static void st_ctx_free(st_ctx *c) {
     json_decref(c->meta_seen);
 }
 
-static tm_status st_open_single(const char *path, const char *dir, const tm_open_params *p,
-                                tm_file **out, tm_err *err) {
+/* One safetensors file: the one at path (mapped), or when path is NULL the caller's n bytes at
+** data called name; dir (may be NULL) is where config.json is looked for. */
+static tm_status st_open_single(const char *path, const void *data, size_t n, const char *name,
+                                const char *dir, const tm_open_params *p, tm_file **out,
+                                tm_err *err) {
     tm_file *f = tm__file_new(TM_FMT_SAFETENSORS);
     st_ctx c = {f, p, NULL, json_object()};
     tm_status s = TM_OK;
@@ -563,17 +566,19 @@ static tm_status st_open_single(const char *path, const char *dir, const tm_open
         s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
         goto fail;
     }
-    if ((s = tm__file_map(f, path, &mi, err)) != TM_OK) goto fail;
+    s = path ? tm__file_map(f, path, &mi, err) : tm__file_add_buffer(f, name, data, n, &mi, err);
+    if (s != TM_OK) goto fail;
     if ((s = st_parse(&c, mi, err)) != TM_OK) goto fail;
     if (dir && (s = st_read_config(f, dir, err)) != TM_OK) goto fail;
-    if ((s = st_finish(f, p, err)) != TM_OK) goto fail;
+    s = st_finish(f, p, err);
+fail: /* and success: s == TM_OK */
     st_ctx_free(&c);
+    if (s != TM_OK) {
+        tm_close(f);
+        return s;
+    }
     *out = f;
     return TM_OK;
-fail:
-    st_ctx_free(&c);
-    tm_close(f);
-    return s;
 }
 
 static int shard_name_cmp(const void *a, const void *b) {
@@ -752,24 +757,20 @@ static tm_status st_open_index(const char *ipath, const tm_open_params *p, tm_fi
     }
     if ((s = st_warn_strays(f, ipath, dir, shard_set, err)) != TM_OK) goto fail;
     if ((s = st_read_config(f, dir, err)) != TM_OK) goto fail;
-    if ((s = st_finish(f, p, err)) != TM_OK) goto fail;
+    s = st_finish(f, p, err);
+fail: /* and success: s == TM_OK */
     st_ctx_free(&c);
     json_decref(root);
     json_decref(shard_set);
     free(shards);
     free(dir);
     free(text);
+    if (s != TM_OK) {
+        tm_close(f);
+        return s;
+    }
     *out = f;
     return TM_OK;
-fail:
-    st_ctx_free(&c);
-    json_decref(root);
-    json_decref(shard_set);
-    free(shards);
-    free(dir);
-    free(text);
-    tm_close(f);
-    return s;
 }
 
 static int is_regular(const char *path) {
@@ -814,8 +815,8 @@ static tm_status st_open_dir(const char *dir, const tm_open_params *p, tm_file *
             s = tm__err_set(err, TM_E_INVALID_ARG, -1,
                             "%s: directory holds %d *.safetensors.index.json files; name one", dir,
                             n_idx);
-        else if (model) s = st_open_single(model, dir, p, out, err);
-        else if (n_single == 1) s = st_open_single(single, dir, p, out, err);
+        else if (model) s = st_open_single(model, NULL, 0, NULL, dir, p, out, err);
+        else if (n_single == 1) s = st_open_single(single, NULL, 0, NULL, dir, p, out, err);
         else if (n_single > 1)
             s = tm__err_set(err, TM_E_INVALID_ARG, -1,
                             "%s: directory holds %d *.safetensors files and no index; name one",
@@ -858,7 +859,7 @@ tm_status tm__safetensors_open(const char *path, const tm_open_params *p, tm_fil
     if (tm__ends_with(path, ".index.json")) return st_open_index(path, p, out, err);
     char *dir = tm__dirname(path);
     if (!dir) return tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
-    tm_status s = st_open_single(path, dir, p, out, err);
+    tm_status s = st_open_single(path, NULL, 0, NULL, dir, p, out, err);
     free(dir);
     return s;
 }
@@ -869,22 +870,5 @@ tm_status tm__safetensors_open_buffer(const void *data, size_t n, const char *na
     if (!p) p = &defp;
     *out = NULL;
     if (!data && n) return tm__err_set(err, TM_E_INVALID_ARG, -1, "NULL buffer of %zu bytes", n);
-    tm_file *f = tm__file_new(TM_FMT_SAFETENSORS);
-    st_ctx c = {f, p, NULL, json_object()};
-    tm_status s;
-    int mi = 0;
-    if (!f || !c.meta_seen) {
-        s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
-        goto fail;
-    }
-    if ((s = tm__file_add_buffer(f, name, data, n, &mi, err)) != TM_OK) goto fail;
-    if ((s = st_parse(&c, mi, err)) != TM_OK) goto fail;
-    if ((s = st_finish(f, p, err)) != TM_OK) goto fail;
-    st_ctx_free(&c);
-    *out = f;
-    return TM_OK;
-fail:
-    st_ctx_free(&c);
-    tm_close(f);
-    return s;
+    return st_open_single(NULL, data, n, name, NULL, p, out, err);
 }

@@ -32,7 +32,7 @@ void tm_convert_result_free(tm_convert_result *r) {
     free(r->tensors);
     free(r->manifest_json);
     free(r->manifest_path);
-    tm_gguf_qresult_free(r->quant);
+    tm_gguf_quantize_result_free(r->quant);
     free(r);
 }
 
@@ -544,9 +544,9 @@ static tm_status convert_quant(tm_file *in, cv_job *j, const char *out_path, con
     s = write_gguf(in, j, tmp, p->cancel, NULL, 1, err);
     tm_file *mid = NULL;
     if (!s) s = tm_open(tmp, NULL, &mid, err);
-    tm_gguf_qresult *qr = NULL;
+    tm_gguf_quantize_result *qr = NULL;
     if (!s) {
-        tm_gguf_qparams qp = *p->quant;
+        tm_gguf_quantize_params qp = *p->quant;
         qp.source = in;
         qp.force = p->force;
         qp.no_checksums = p->no_checksums;
@@ -559,7 +559,7 @@ static tm_status convert_quant(tm_file *in, cv_job *j, const char *out_path, con
     tm_convert_result *r = NULL;
     if (!s && !(r = result_new(in, j))) s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
     if (s) {
-        tm_gguf_qresult_free(qr);
+        tm_gguf_quantize_result_free(qr);
         return s;
     }
     r->quant = qr;

@@ -6,6 +6,7 @@
 #include "evidence_impl.h"
 #include "../core/fsutil.h"
 #include "../core/jschema.h"
+#include "manifest.h"
 #include "tensormorph/graph.h"
 
 #include <errno.h>
@@ -226,12 +227,7 @@ void tm__ev_doc_head(json_t *d, json_t *runtime) {
     json_object_set_new(dev, "cores", json_integer(h.n_cores));
     json_object_set_new(dev, "measured", json_true());
     json_object_set_new(d, "device", dev);
-    json_t *host = json_object();
-    json_object_set_new(host, "cpu_model", json_string(h.cpu_model));
-    json_object_set_new(host, "cores", json_integer(h.n_cores));
-    json_object_set_new(host, "os", json_string(h.os));
-    json_object_set_new(host, "hostname", json_string(h.hostname));
-    json_object_set_new(d, "host", host);
+    json_object_set_new(d, "host", tm__manifest_host());
 }
 
 static json_t *build_doc(const tm_evidence_params *p, const tm__ev_inputs *in,

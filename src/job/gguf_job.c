@@ -10,7 +10,7 @@
 **      against the dequantized values of the bytes written (Q8_0, Q4_0 and Q6_K compute those
 **      from their codes in the kernel; the others dequantize the piece); one pwrite per chunk
 **      at its offset;
-**   3. finish (pipeline.c): fsync the file built beside OUT, write "<out>.manifest.json" beside
+**   3. finish (the one driver, qpipeline.c, and pipeline.c): fsync the file built beside OUT, write "<out>.manifest.json" beside
 **      it, then under OUT.lock rename the file and its manifest into place.
 ** Rules with their sources: docs/gguf-quantize.md. */
 #include "../core/core.h"
@@ -83,15 +83,15 @@ int tm_gguf_ftype_default_type(int ftype) {
     return -1;
 }
 
-tm_gguf_qparams tm_gguf_qparams_default(void) {
-    tm_gguf_qparams p;
+tm_gguf_quantize_params tm_gguf_quantize_params_default(void) {
+    tm_gguf_quantize_params p;
     memset(&p, 0, sizeof p);
     p.ftype = TM_FTYPE_Q8_0;
     p.n_threads = 0; /* tm_usable_cpus() */
     return p;
 }
 
-void tm_gguf_qresult_free(tm_gguf_qresult *r) {
+void tm_gguf_quantize_result_free(tm_gguf_quantize_result *r) {
     if (!r) return;
     free(r->tensors);
     free(r->manifest_json);
@@ -364,7 +364,7 @@ static const char *not_quantized_reason(const char *name, int n_dims, int leave_
 
 typedef struct gjob {
     tm_file              *in;
-    const tm_gguf_qparams *p;
+    const tm_gguf_quantize_params *p;
     gplan                *plans;
     int64_t               n;
     tm_gguf_writer       *w;
@@ -374,6 +374,14 @@ typedef struct gjob {
     int64_t              *first_task;           /* plan -> its first task                 */
     struct wbuf          *bufs;                 /* per worker thread                      */
     uint64_t              total_bytes, done_bytes;
+    /* the plan's state, kept from plan to done (the driver's phases, pipeline.h) */
+    int                   def_type, def_quantized, nt;
+    regex_t              *re;                   /* --tensor-type patterns, n_re compiled  */
+    int64_t               n_re, n_refused;
+    tm_gguf_kvlist       *kv;
+    tm_gguf_wtensor      *wt;
+    qstate                qs;
+    tm_gguf_quantize_result      *res;
 } gjob;
 
 /* Progress: the callback runs under the job's lock, so it is never called concurrently. */
@@ -540,42 +548,45 @@ static void read_hparams(const tm_gguf_kvlist *kv, qstate *qs, int *n_layer) {
     free(arch);
 }
 
-/* The job inside the pipeline: pp has checked and locked OUT; the file is built at pp->stage. */
-static tm_status gguf_into(tm__pipe *pp, tm_file *in, const tm_gguf_qparams *p, int def_type,
-                           tm_gguf_qresult **out, tm_err *err) {
-    const int def_quantized = def_type != TM_GGML_F16 && def_type != TM_GGML_BF16;
+/* The plan (the driver's phases: pipeline.h, tm__qwriter): pp has checked and locked OUT; the
+** file is opened at pp->stage with every tensor's type, size and offset fixed. */
+static tm_status gguf_plan(void *ctx, tm__pipe *pp, int64_t *n_tasks, tm_err *err) {
+    gjob *j = ctx;
+    tm_file *in = j->in;
+    const tm_gguf_quantize_params *p = j->p;
+    const int def_type = j->def_type, def_quantized = def_type != TM_GGML_F16 && def_type != TM_GGML_BF16;
+    j->def_quantized = def_quantized;
     tm_status s = TM_OK;
-    regex_t *re = NULL;
-    int64_t n_re = 0;
     if (p->n_tt > 0) {
-        re = tm__calloc((size_t)p->n_tt, sizeof *re);
-        if (!re) return tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
-        for (; n_re < p->n_tt; n_re++) {
-            int rc = regcomp(&re[n_re], p->tt_patterns[n_re], REG_EXTENDED | REG_NOSUB);
+        j->re = tm__calloc((size_t)p->n_tt, sizeof *j->re);
+        if (!j->re) return tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
+        for (; j->n_re < p->n_tt; j->n_re++) {
+            int64_t k = j->n_re;
+            int rc = regcomp(&j->re[k], p->tt_patterns[k], REG_EXTENDED | REG_NOSUB);
             if (rc) {
                 char eb[128];
-                regerror(rc, &re[n_re], eb, sizeof eb);
-                s = tm__err_set(err, TM_E_INVALID_ARG, -1, "--tensor-type '%s': %s", p->tt_patterns[n_re], eb);
-                break;
+                regerror(rc, &j->re[k], eb, sizeof eb);
+                return tm__err_set(err, TM_E_INVALID_ARG, -1, "--tensor-type '%s': %s", p->tt_patterns[k], eb);
             }
-            if (!tm_gq_writable(p->tt_types[n_re])) {
-                regfree(&re[n_re]);
-                s = tm__err_set(err, TM_E_INVALID_ARG, -1, "--tensor-type '%s': type %s cannot be written",
-                                p->tt_patterns[n_re], tname(p->tt_types[n_re]));
-                break;
+            if (!tm_gq_writable(p->tt_types[k])) {
+                regfree(&j->re[k]);
+                return tm__err_set(err, TM_E_INVALID_ARG, -1, "--tensor-type '%s': type %s cannot be written",
+                                   p->tt_patterns[k], tname(p->tt_types[k]));
             }
         }
     }
+    regex_t *re = j->re;
+    const int64_t n_re = j->n_re;
     /* metadata: a GGUF input's, entry for entry */
-    tm_gguf_kvlist *kv = NULL;
-    if (!s) {
-        if (tm_file_format(in) == TM_FMT_GGUF) s = tm_gguf_kvlist_read(tm_file_path(in, 0), &kv, err);
-        else if (!(kv = tm_gguf_kvlist_new())) s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
-    }
+    if (tm_file_format(in) == TM_FMT_GGUF) s = tm_gguf_kvlist_read(tm_file_path(in, 0), &j->kv, err);
+    else if (!(j->kv = tm_gguf_kvlist_new())) s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
+    tm_gguf_kvlist *kv = j->kv;
     /* ---- plan ---- */
     const int64_t n = tm_file_n_tensors(in);
     gplan *plans = s ? NULL : tm__calloc((size_t)(n ? n : 1), sizeof(gplan));
     if (!s && !plans) s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
+    j->plans = plans;
+    j->n = n;
     qstate qs;
     memset(&qs, 0, sizeof qs);
     qs.ftype = p->ftype;
@@ -658,6 +669,8 @@ static tm_status gguf_into(tm__pipe *pp, tm_file *in, const tm_gguf_qparams *p, 
                             "%s: tensor '%s': requantizing from %s is not supported (llama-quantize refuses it too)",
                             tm_file_path(in, 0), pl->name, tname(pl->src_type));
     }
+    j->qs = qs;
+    j->n_refused = n_refused;
     /* ---- writer ---- */
     if (!s) s = tm_gguf_kvlist_set_u32(kv, "general.quantization_version", 2, err);
     if (!s) s = tm_gguf_kvlist_set_u32(kv, "general.file_type", (uint32_t)p->ftype, err);
@@ -668,25 +681,18 @@ static tm_status gguf_into(tm__pipe *pp, tm_file *in, const tm_gguf_qparams *p, 
     }
     tm_gguf_wtensor *wt = s ? NULL : tm__calloc((size_t)(n ? n : 1), sizeof *wt);
     if (!s && !wt) s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
+    j->wt = wt;
     for (int64_t i = 0; i < n && !s; i++) {
         wt[i].name = plans[i].name;
         wt[i].type = plans[i].out_type;
         wt[i].n_dims = plans[i].n_dims;
         memcpy(wt[i].ne, plans[i].ne, sizeof wt[i].ne);
     }
-    gjob j;
-    memset(&j, 0, sizeof j);
-    j.in = in;
-    j.p = p;
-    j.plans = plans;
-    j.n = n;
-    pthread_mutex_init(&j.mu, NULL);
-    if (!s) s = tm_gguf_writer_open_ex(pp->stage, kv, wt, n, p->allow_long_names ? TM_GGUF_WRITE_LONG_NAMES : 0, &j.w, err);
-    if (!s) s = tm__pipe_hash_start(pp, p->no_checksums, err);
+    if (!s) s = tm_gguf_writer_open_ex(pp->stage, kv, wt, n, p->allow_long_names ? TM_GGUF_WRITE_LONG_NAMES : 0, &j->w, err);
     for (int64_t i = 0; i < n && !s; i++) {
         gplan *pl = &plans[i];
         const tm_tensor *t = tm_file_tensor(in, pl->src);
-        j.total_bytes += t->n_bytes;
+        j->total_bytes += t->n_bytes;
         if (pl->quantize) {
             int64_t rpc = pl->ne[0] > 0 ? CHUNK_TARGET_VALUES / pl->ne[0] : pl->rows;
             pl->rows_per_chunk = rpc < 1 ? 1 : rpc;
@@ -697,163 +703,178 @@ static tm_status gguf_into(tm__pipe *pp, tm_file *in, const tm_gguf_qparams *p, 
             pl->c_max = tm__calloc(nc, sizeof(double));
             if (!pl->c_x2 || !pl->c_e2 || !pl->c_max) s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
         } else {
-            uint64_t nb = tm_gguf_writer_tensor_bytes(j.w, i);
+            uint64_t nb = tm_gguf_writer_tensor_bytes(j->w, i);
             if (nb != t->n_bytes)
                 s = tm__err_set(err, TM_E_INTERNAL, -1, "tensor '%s': %llu bytes in, %llu out", pl->name,
                                 (unsigned long long)t->n_bytes, (unsigned long long)nb);
             pl->n_chunks = (int64_t)((nb + COPY_PIECE - 1) / COPY_PIECE);
         }
     }
-    /* ---- run: every chunk of every tensor on the shared deterministic pool ---- */
-    const int nt = pp->threads;
+    /* ---- the tasks: every chunk of every tensor, in file order ---- */
+    j->nt = pp->threads;
     if (!s) {
-        j.first_task = tm__calloc((size_t)(n ? n : 1), sizeof *j.first_task);
-        j.bufs = tm__calloc((size_t)nt, sizeof *j.bufs);
-        if (!j.first_task || !j.bufs) s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
+        j->first_task = tm__calloc((size_t)(n ? n : 1), sizeof *j->first_task);
+        j->bufs = tm__calloc((size_t)j->nt, sizeof *j->bufs);
+        if (!j->first_task || !j->bufs) s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
         for (int64_t i = 0; !s && i < n; i++) {
-            j.first_task[i] = j.n_tasks;
-            j.n_tasks += plans[i].n_chunks;
+            j->first_task[i] = j->n_tasks;
+            j->n_tasks += plans[i].n_chunks;
         }
-        j.task_plan = s ? NULL : tm__calloc((size_t)(j.n_tasks ? j.n_tasks : 1), sizeof *j.task_plan);
-        if (!s && !j.task_plan) s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
+        j->task_plan = s ? NULL : tm__calloc((size_t)(j->n_tasks ? j->n_tasks : 1), sizeof *j->task_plan);
+        if (!s && !j->task_plan) s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
         for (int64_t i = 0; !s && i < n; i++)
-            for (int64_t c = 0; c < plans[i].n_chunks; c++) j.task_plan[j.first_task[i] + c] = i;
+            for (int64_t c = 0; c < plans[i].n_chunks; c++) j->task_plan[j->first_task[i] + c] = i;
     }
-    if (!s) s = tm__parallel_for(j.n_tasks, nt, run_item, &j, p->cancel, err);
-    for (int t = 0; j.bufs && t < nt; t++) {
-        free(j.bufs[t].x);
-        free(j.bufs[t].dq);
-        free(j.bufs[t].q);
-    }
-    free(j.bufs);
-    free(j.task_plan);
-    free(j.first_task);
-    j.bufs = NULL;
-    j.task_plan = j.first_task = NULL;
-    if (!s) s = tm__pipe_hash_wait(pp, err);
-    if (!s) s = tm_gguf_writer_finish(j.w, err);
-    if (!s) s = tm__pipe_phase(pp, "fsync", err);
+    *n_tasks = s ? 0 : j->n_tasks;
+    return s;
+}
 
-    /* ---- results and manifest ---- */
-    tm_gguf_qresult *res = NULL;
-    json_t *man = NULL;
-    if (!s) {
-        res = calloc(1, sizeof *res);
-        if (res) res->tensors = tm__calloc((size_t)(n ? n : 1), sizeof(tm_gguf_qtensor));
-        if (!res || !res->tensors) s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
+static void free_run_bufs(gjob *j) {
+    for (int t = 0; j->bufs && t < j->nt; t++) {
+        free(j->bufs[t].x);
+        free(j->bufs[t].dq);
+        free(j->bufs[t].q);
     }
-    if (!s) {
-        res->n_fallback = qs.n_fallback + n_refused;
-        for (int64_t i = 0; i < n; i++) {
-            gplan *pl = &plans[i];
-            tm_gguf_qtensor *rt = &res->tensors[res->n++];
-            const tm_tensor *t = tm_file_tensor(in, pl->src);
-            rt->name = pl->name;
-            rt->src_type = pl->src_type;
-            rt->out_type = pl->out_type;
-            rt->quantized = pl->quantize;
-            snprintf(rt->reason, sizeof rt->reason, "%s", pl->reason);
-            rt->n_elems = t->n_elems;
-            rt->out_bytes = tm_gguf_writer_tensor_bytes(j.w, i);
-            res->src_bytes += t->n_bytes;
-            if (!pl->quantize) continue;
-            res->n_quantized++;
-            double sx2 = 0, se2 = 0, mx = 0;
-            for (int64_t c = 0; c < pl->n_chunks; c++) {
-                sx2 += pl->c_x2[c];
-                se2 += pl->c_e2[c];
-                if (pl->c_max[c] > mx) mx = pl->c_max[c];
-            }
-            rt->rmse = t->n_elems ? sqrt(se2 / (double)t->n_elems) : 0;
-            rt->max_abs_err = mx;
-            rt->sqnr_db = se2 > 0 ? 10 * log10(sx2 / se2) : INFINITY;
+    free(j->bufs);
+    free(j->task_plan);
+    free(j->first_task);
+    j->bufs = NULL;
+    j->task_plan = j->first_task = NULL;
+}
+
+static tm_status gguf_write(void *ctx, tm__pipe *pp, tm_err *err) {
+    gjob *j = ctx;
+    (void)pp;
+    free_run_bufs(j);
+    return tm_gguf_writer_finish(j->w, err);
+}
+
+static tm_status gguf_results(void *ctx, tm__pipe *pp, tm__qtotals *tot, tm_err *err) {
+    gjob *j = ctx;
+    (void)pp;
+    const int64_t n = j->n;
+    tm_gguf_quantize_result *res = j->res = calloc(1, sizeof *res);
+    if (res) res->tensors = tm__calloc((size_t)(n ? n : 1), sizeof(tm_gguf_quantize_tensor));
+    if (!res || !res->tensors) return tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
+    res->n_fallback = j->qs.n_fallback + j->n_refused;
+    for (int64_t i = 0; i < n; i++) {
+        gplan *pl = &j->plans[i];
+        tm_gguf_quantize_tensor *rt = &res->tensors[res->n++];
+        const tm_tensor *t = tm_file_tensor(j->in, pl->src);
+        rt->name = pl->name;
+        rt->src_type = pl->src_type;
+        rt->out_type = pl->out_type;
+        rt->quantized = pl->quantize;
+        snprintf(rt->reason, sizeof rt->reason, "%s", pl->reason);
+        rt->n_elems = t->n_elems;
+        rt->out_bytes = tm_gguf_writer_tensor_bytes(j->w, i);
+        res->src_bytes += t->n_bytes;
+        if (!pl->quantize) continue;
+        res->n_quantized++;
+        double sx2 = 0, se2 = 0, mx = 0;
+        for (int64_t c = 0; c < pl->n_chunks; c++) {
+            sx2 += pl->c_x2[c];
+            se2 += pl->c_e2[c];
+            if (pl->c_max[c] > mx) mx = pl->c_max[c];
         }
-        res->seconds = tm__pipe_seconds(pp);
-        man = tm__pipe_manifest_new(pp, p->command_line, p->no_checksums, pp->threads);
-        if (!man) s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
+        rt->rmse = t->n_elems ? sqrt(se2 / (double)t->n_elems) : 0;
+        rt->max_abs_err = mx;
+        rt->sqnr_db = se2 > 0 ? 10 * log10(sx2 / se2) : INFINITY;
     }
-    if (!s) {
-        json_t *recipe = json_object();
-        json_object_set_new(recipe, "format", json_string("gguf"));
-        json_object_set_new(recipe, "file_type", json_string(tm_gguf_ftype_name(p->ftype)));
-        json_object_set_new(recipe, "file_type_id", json_integer(p->ftype));
-        json_object_set_new(recipe, "default_type", json_string(tname(def_type)));
-        json_object_set_new(recipe, "rules", json_string(p->pure ? "none (--pure)" : "llama-quantize llama_tensor_get_type (llama.cpp@c392e509)"));
-        json_object_set_new(recipe, "pure", json_boolean(p->pure));
-        json_object_set_new(recipe, "leave_output_tensor", json_boolean(p->leave_output_tensor));
-        json_object_set_new(recipe, "strict", json_boolean(p->strict));
-        json_t *tt = json_array();
-        for (int64_t k = 0; k < p->n_tt; k++) {
-            json_t *o = json_object();
-            json_object_set_new(o, "pattern", json_string(p->tt_patterns[k]));
-            json_object_set_new(o, "type", json_string(tname(p->tt_types[k])));
-            json_array_append_new(tt, o);
-        }
-        json_object_set_new(recipe, "tensor_types", tt);
-        json_object_set_new(recipe, "importance_matrix", json_null());
-        json_object_set_new(man, "recipe", recipe);
-        tm__manifest_add_calibration(man, "none: no importance matrix; ggml's reference quantizers ran on the weights themselves");
-        json_t *ts = json_array();
-        for (int64_t i = 0; i < res->n; i++) {
-            tm_gguf_qtensor *rt = &res->tensors[i];
-            json_t *o = json_object();
-            json_object_set_new(o, "name", json_string(rt->name));
-            json_object_set_new(o, "decision", json_string(rt->quantized ? "quantized" : "kept"));
-            json_object_set_new(o, "source_type", json_string(tname(rt->src_type)));
-            json_object_set_new(o, "type", json_string(tname(rt->out_type)));
-            json_object_set_new(o, "reason", json_string(rt->reason));
-            json_object_set_new(o, "bytes", json_integer((json_int_t)rt->out_bytes));
-            if (rt->quantized) {
-                json_t *e = json_object();
-                json_object_set_new(e, "sqnr_db", tm__manifest_num(rt->sqnr_db));
-                json_object_set_new(e, "rmse", tm__manifest_num(rt->rmse));
-                json_object_set_new(e, "max_abs_err", tm__manifest_num(rt->max_abs_err));
-                json_object_set_new(o, "error", e);
-            }
-            json_array_append_new(ts, o);
-        }
-        json_object_set_new(man, "tensors", ts);
-        const char *files[1] = {pp->stage};
-        s = tm__pipe_add_output(pp, man, "gguf", files, 1, p->no_checksums, &res->out_bytes, err);
-    }
-    if (!s) {
-        json_t *sum = tm__manifest_results_new(res->n, res->n_quantized);
-        json_object_set_new(sum, "n_fallback", json_integer(res->n_fallback));
-        res->manifest_path = tm__strdup(pp->man_final);
-        s = res->manifest_path ? tm__pipe_finish(pp, man, sum, res->src_bytes, res->out_bytes, res->seconds,
-                                                 &res->manifest_json, err)
-                               : tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
-    }
-    json_decref(man);
-    tm_gguf_writer_free(j.w);
-    pthread_mutex_destroy(&j.mu);
-    free(wt);
-    free_plans(plans, n);
-    tm_gguf_kvlist_free(kv);
-    for (int64_t k = 0; k < n_re; k++) regfree(&re[k]);
-    free(re);
-    if (s) {
-        tm_gguf_qresult_free(res);
-        return s;
-    }
-    /* names point into `in`; plans are gone, keep only what the result owns */
-    *out = res;
+    TM__QTOTALS_OF(tot, res);
+    tot->at.manifest_path = &res->manifest_path;
     return TM_OK;
 }
 
-tm_status tm_gguf_quantize(tm_file *in, const char *out_path, const tm_gguf_qparams *p,
-                           tm_gguf_qresult **out, tm_err *err) {
+static tm_status gguf_manifest(void *ctx, json_t *man, tm_err *err) {
+    gjob *j = ctx;
+    const tm_gguf_quantize_params *p = j->p;
+    tm_gguf_quantize_result *res = j->res;
+    (void)err;
+    json_t *recipe = json_object();
+    json_object_set_new(recipe, "format", json_string("gguf"));
+    json_object_set_new(recipe, "file_type", json_string(tm_gguf_ftype_name(p->ftype)));
+    json_object_set_new(recipe, "file_type_id", json_integer(p->ftype));
+    json_object_set_new(recipe, "default_type", json_string(tname(j->def_type)));
+    json_object_set_new(recipe, "rules", json_string(p->pure ? "none (--pure)" : "llama-quantize llama_tensor_get_type (llama.cpp@c392e509)"));
+    json_object_set_new(recipe, "pure", json_boolean(p->pure));
+    json_object_set_new(recipe, "leave_output_tensor", json_boolean(p->leave_output_tensor));
+    json_object_set_new(recipe, "strict", json_boolean(p->strict));
+    json_t *tt = json_array();
+    for (int64_t k = 0; k < p->n_tt; k++) {
+        json_t *o = json_object();
+        json_object_set_new(o, "pattern", json_string(p->tt_patterns[k]));
+        json_object_set_new(o, "type", json_string(tname(p->tt_types[k])));
+        json_array_append_new(tt, o);
+    }
+    json_object_set_new(recipe, "tensor_types", tt);
+    json_object_set_new(recipe, "importance_matrix", json_null());
+    json_object_set_new(man, "recipe", recipe);
+    tm__manifest_add_calibration(man, "none: no importance matrix; ggml's reference quantizers ran on the weights themselves");
+    json_t *ts = json_array();
+    for (int64_t i = 0; i < res->n; i++) {
+        tm_gguf_quantize_tensor *rt = &res->tensors[i];
+        json_t *o = json_object();
+        json_object_set_new(o, "name", json_string(rt->name));
+        json_object_set_new(o, "decision", json_string(rt->quantized ? "quantized" : "kept"));
+        json_object_set_new(o, "source_type", json_string(tname(rt->src_type)));
+        json_object_set_new(o, "type", json_string(tname(rt->out_type)));
+        json_object_set_new(o, "reason", json_string(rt->reason));
+        json_object_set_new(o, "bytes", json_integer((json_int_t)rt->out_bytes));
+        if (rt->quantized) {
+            json_t *e = json_object();
+            json_object_set_new(e, "sqnr_db", tm__manifest_num(rt->sqnr_db));
+            json_object_set_new(e, "rmse", tm__manifest_num(rt->rmse));
+            json_object_set_new(e, "max_abs_err", tm__manifest_num(rt->max_abs_err));
+            json_object_set_new(o, "error", e);
+        }
+        json_array_append_new(ts, o);
+    }
+    json_object_set_new(man, "tensors", ts);
+    return TM_OK;
+}
+
+static tm_status gguf_summary(void *ctx, json_t *man, json_t *sum, tm_err *err) {
+    gjob *j = ctx;
+    (void)man;
+    (void)err;
+    json_object_set_new(sum, "n_fallback", json_integer(j->res->n_fallback));
+    return TM_OK;
+}
+
+static const tm__qwriter gguf_writer = {
+    .kind = TM__PIPE_FILE, .kind_name = "a GGUF output", .format = "gguf", .plan = gguf_plan,
+    .run_task = run_item, .write = gguf_write, .results = gguf_results,
+    .manifest_add = gguf_manifest, .summary = gguf_summary,
+};
+
+tm_status tm_gguf_quantize(tm_file *in, const char *out_path, const tm_gguf_quantize_params *p,
+                           tm_gguf_quantize_result **out, tm_err *err) {
     *out = NULL;
     tm_err_clear(err);
-    tm_gguf_qparams defp = tm_gguf_qparams_default();
+    tm_gguf_quantize_params defp = tm_gguf_quantize_params_default();
     if (!p) p = &defp;
     const int def_type = tm_gguf_ftype_default_type(p->ftype);
     if (def_type < 0) return tm__err_set(err, TM_E_INVALID_ARG, -1, "unknown GGUF file type %d", p->ftype);
+    gjob j;
+    memset(&j, 0, sizeof j);
+    j.in = in;
+    j.p = p;
+    j.def_type = def_type;
+    pthread_mutex_init(&j.mu, NULL);
     /* nothing is lost: OUT is a new path, or (with force) a previous tensormorph output */
-    tm__pipe pp;
-    tm_status s = tm__pipe_begin(&pp, p->source ? p->source : in, out_path, TM__PIPE_FILE, "a GGUF output", p->force, p->n_threads,
-                                 p->cancel, err);
-    if (!s) s = gguf_into(&pp, in, p, def_type, out, err);
-    tm__pipe_end(&pp);
+    const tm__qpipe_opts o = TM__QPIPE_OPTS_OF(p, p->n_threads);
+    tm_status s = tm__qpipe_run(&gguf_writer, &j, p->source ? p->source : in, out_path, &o, err);
+    free_run_bufs(&j);
+    tm_gguf_writer_free(j.w);
+    pthread_mutex_destroy(&j.mu);
+    free(j.wt);
+    free_plans(j.plans, j.n);
+    tm_gguf_kvlist_free(j.kv);
+    for (int64_t k = 0; k < j.n_re; k++) regfree(&j.re[k]);
+    free(j.re);
+    /* names point into `in`; plans are gone, keep only what the result owns */
+    if (s) tm_gguf_quantize_result_free(j.res);
+    *out = s ? NULL : j.res;
     return s;
 }

@@ -13,6 +13,17 @@ json_t *tm__manifest_num(double v) {
     return json_real(v);
 }
 
+json_t *tm__manifest_host(void) {
+    tm_host_info_t h;
+    tm_host_info(&h);
+    json_t *host = json_object();
+    json_object_set_new(host, "cpu_model", json_string(h.cpu_model));
+    json_object_set_new(host, "cores", json_integer(h.n_cores));
+    json_object_set_new(host, "os", json_string(h.os));
+    json_object_set_new(host, "hostname", json_string(h.hostname));
+    return host;
+}
+
 json_t *tm__manifest_new(const char *command_line, int no_checksums, const tm_file *in,
                          char (*hex)[65]) {
     json_t *man = json_object();
@@ -24,14 +35,7 @@ json_t *tm__manifest_new(const char *command_line, int no_checksums, const tm_fi
     json_object_set_new(tool, "git_commit", json_string(tm_git_commit()));
     json_object_set_new(man, "tool", tool);
     json_object_set_new(man, "command_line", command_line ? json_string(command_line) : json_null());
-    tm_host_info_t h;
-    tm_host_info(&h);
-    json_t *host = json_object();
-    json_object_set_new(host, "cpu_model", json_string(h.cpu_model));
-    json_object_set_new(host, "cores", json_integer(h.n_cores));
-    json_object_set_new(host, "os", json_string(h.os));
-    json_object_set_new(host, "hostname", json_string(h.hostname));
-    json_object_set_new(man, "host", host);
+    json_object_set_new(man, "host", tm__manifest_host());
     json_object_set_new(man, "checksums", json_string(no_checksums ? "skipped (--no-checksums)" : "sha256"));
     json_t *srcs = json_array();
     json_t *rb = json_array();

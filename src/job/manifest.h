@@ -19,6 +19,10 @@
 /* A number, or the strings "nan", "inf", "-inf" for non-finite values. */
 json_t *tm__manifest_num(double v);
 
+/* The "host" object of a manifest or an evidence record: {cpu_model, cores, os, hostname}
+** from tm_host_info. NULL when out of memory. */
+json_t *tm__manifest_host(void);
+
 /* A new manifest object with schema ... rollback. hex: the sha256 of each of in's files
 ** (tm_file_n_paths entries), or NULL with no_checksums. NULL when out of memory. */
 json_t *tm__manifest_new(const char *command_line, int no_checksums, const tm_file *in,

@@ -13,7 +13,7 @@
 **      the error with tm_erracc in LSB of each element's own scale.
 **   4. pack, re-open the packed bytes with tensormorph's ONNX reader and check every quantized
 **      weight comes back as a logical quantized tensor with the written scales, zero points and
-**      granularity; then (pipeline.c) write it and OUT.manifest.json beside OUT and, under
+**      granularity; then (the one driver, qpipeline.c) write it and OUT.manifest.json beside OUT and, under
 **      OUT.lock, rename both into place.
 */
 #include "../core/core.h"
@@ -31,8 +31,8 @@
 
 json_t *tm__errsum_json(const tm_errsum *e); /* qjob.c */
 
-tm_onnx_qparams tm_onnx_qparams_default(void) {
-    tm_onnx_qparams p;
+tm_onnx_quantize_params tm_onnx_quantize_params_default(void) {
+    tm_onnx_quantize_params p;
     memset(&p, 0, sizeof p);
     p.spec = tm_qspec_default();
     p.spec.gran.kind = TM_GRAN_CHANNEL;
@@ -40,7 +40,7 @@ tm_onnx_qparams tm_onnx_qparams_default(void) {
     return p;
 }
 
-void tm_onnx_qresult_free(tm_onnx_qresult *r) {
+void tm_onnx_quantize_result_free(tm_onnx_quantize_result *r) {
     if (!r) return;
     for (int64_t i = 0; i < r->n; i++) {
         free(r->weights[i].name);
@@ -99,7 +99,7 @@ static int onnx_code_type(tm_dtype d) {
 }
 
 /* Quantize tensor ti of `in` under w->spec into w (codes, scale, zero point) and rw->e. */
-static tm_status quantize_one(const tm_file *in, wq *w, tm_onnx_qweight *rw, tm_err *err) {
+static tm_status quantize_one(const tm_file *in, wq *w, tm_onnx_quantize_tensor *rw, tm_err *err) {
     const tm_tensor *t = tm_file_tensor(in, w->ti);
     int64_t n = t->n_elems;
     tm_status s = tm_qgran_param_shape(&w->spec.gran, t->ndim, t->shape, &w->pndim, w->pshape, &w->n_params, err);
@@ -220,7 +220,7 @@ static int64_t count_quantized(const tm_file *in, char *buf, size_t n) {
 ** --include that matches no weight, or filters that leave no float weight, TM_E_INVALID_ARG
 ** (exit 2). */
 static tm_status check_something_quantized(const tm_file *in, const tm__oxmodel *m, const wq *plan,
-                                           const tm_onnx_qresult *res, const tm_onnx_qparams *p,
+                                           const tm_onnx_quantize_result *res, const tm_onnx_quantize_params *p,
                                            regex_t *re, tm_err *err) {
     int64_t nw = tm__ox_n_weights(m), n_float = 0, n_filtered = 0, n_group = 0, n_inc = 0;
     for (int64_t i = 0; i < nw; i++)
@@ -292,49 +292,62 @@ static tm_status check_something_quantized(const tm_file *in, const tm__oxmodel 
 }
 
 /* The job inside the pipeline: pp has checked and locked OUT; the model is written at pp->stage. */
-static tm_status onnx_into(tm__pipe *pp, tm_file *in, const tm_onnx_qparams *p, tm_onnx_qresult **out,
-                           tm_err *err) {
-    const char *out_path = pp->out;
+/* The job's state from plan to done (the driver's phases: pipeline.h, tm__qwriter). */
+typedef struct oxjob {
+    tm_file               *in;
+    const tm_onnx_quantize_params *p;
+    regex_t               *re;       /* --include then --exclude, n_re compiled          */
+    int64_t                n_re, nw, min_elems, n_todo, n_done;
+    tm__oxmodel           *m;        /* the model being rewritten                        */
+    wq                    *plan;     /* [nw]                                             */
+    tm_onnx_quantize_result       *res;
+    const char            *dq_domain;
+    uint8_t               *buf;      /* the packed output                                */
+    size_t                 nbuf;
+    tm_file               *back;     /* the packed output re-opened                      */
+} oxjob;
+
+/* The plan: decode the model for rewriting, decide every weight, choose the opset strategy
+** and refuse a run that would quantize nothing. One task per weight, on one thread (each
+** replaces nodes of the one model). */
+static tm_status onnx_plan(void *ctx, tm__pipe *pp, int64_t *n_tasks, tm_err *err) {
+    oxjob *j = ctx;
+    tm_file *in = j->in;
+    const tm_onnx_quantize_params *p = j->p;
     const tm_qspec *ds = &p->spec;
-    int64_t min_elems = p->min_elems > 0 ? p->min_elems : 16;
+    const int64_t min_elems = j->min_elems;
+    (void)pp;
     tm_status s = TM_OK;
-    regex_t *re = tm__calloc((size_t)(p->n_include + p->n_exclude + 1), sizeof *re);
-    int64_t n_re = 0;
+    regex_t *re = j->re = tm__calloc((size_t)(p->n_include + p->n_exclude + 1), sizeof *re);
     if (!re) return tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
-    for (; n_re < p->n_include + p->n_exclude; n_re++) {
-        const char *pat = n_re < p->n_include ? p->include[n_re] : p->exclude[n_re - p->n_include];
-        if (regcomp(&re[n_re], pat, REG_EXTENDED | REG_NOSUB)) {
-            s = tm__err_set(err, TM_E_INVALID_ARG, -1, "invalid regular expression '%s'", pat);
-            break;
-        }
+    for (; j->n_re < p->n_include + p->n_exclude; j->n_re++) {
+        int64_t k = j->n_re;
+        const char *pat = k < p->n_include ? p->include[k] : p->exclude[k - p->n_include];
+        if (regcomp(&re[k], pat, REG_EXTENDED | REG_NOSUB))
+            return tm__err_set(err, TM_E_INVALID_ARG, -1, "invalid regular expression '%s'", pat);
     }
-    tm__oxmodel *m = NULL;
-    wq *plan = NULL;
-    tm_onnx_qresult *res = NULL;
-    uint8_t *buf = NULL;
-    size_t nbuf = 0;
-    tm_file *back = NULL;
-    json_t *man = NULL;
     const char *in_path = tm_file_path(in, 0);
-    if (!s) s = tm__pipe_hash_start(pp, p->no_checksums, err);
-    if (!s) s = tm__ox_load(in_path, &m, err);
+    s = tm__ox_load(in_path, &j->m, err);
+    tm__oxmodel *m = j->m;
     const char *ext;
     if (!s && tm__ox_has_external(m, &ext))
         s = tm__err_set(err, TM_E_UNSUPPORTED, -1, "%s: tensor '%s' keeps its data in an external file; "
                         "ONNX output of models with external data is not supported (refused, nothing "
                         "written)", in_path, ext);
-    int64_t nw = m ? tm__ox_n_weights(m) : 0;
+    int64_t nw = j->nw = m ? tm__ox_n_weights(m) : 0;
+    tm_onnx_quantize_result *res = NULL;
+    wq *plan = NULL;
     if (!s) {
-        res = tm__calloc(1, sizeof *res);
+        res = j->res = tm__calloc(1, sizeof *res);
         if (res) res->weights = tm__calloc((size_t)(nw ? nw : 1), sizeof *res->weights);
-        plan = tm__calloc((size_t)(nw ? nw : 1), sizeof *plan);
+        plan = j->plan = tm__calloc((size_t)(nw ? nw : 1), sizeof *plan);
         if (!res || !res->weights || !plan) s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
     }
     /* ---- plan ---- */
     int64_t need = 0;
     for (int64_t i = 0; !s && i < nw; i++) {
         const tm__oxweight *w = tm__ox_weight(m, i);
-        tm_onnx_qweight *rw = &res->weights[res->n++];
+        tm_onnx_quantize_tensor *rw = &res->weights[res->n++];
         wq *pl = &plan[i];
         pl->wi = i;
         rw->name = tm__strdup(w->name);
@@ -446,136 +459,143 @@ static tm_status onnx_into(tm__pipe *pp, tm_file *in, const tm_onnx_qparams *p, 
         }
     }
     if (!s && !p->allow_empty) s = check_something_quantized(in, m, plan, res, p, re, err);
-    /* ---- quantize ---- */
-    int64_t n_todo = 0, n_done = 0;
-    for (int64_t i = 0; i < nw && plan; i++) n_todo += plan[i].quantize;
-    for (int64_t i = 0; !s && i < nw; i++) {
-        wq *pl = &plan[i];
-        if (!pl->quantize) continue;
-        if (p->cancel && *p->cancel) { s = tm__err_set(err, TM_E_CANCELLED, -1, "cancelled"); break; }
-        const tm__oxweight *w = tm__ox_weight(m, i);
-        s = quantize_one(in, pl, &res->weights[i], err);
-        if (s) break;
-        tm__oxq q;
-        memset(&q, 0, sizeof q);
-        q.code_type = onnx_code_type(pl->spec.code_dtype);
-        q.codes = pl->codes;
-        q.scale = pl->scale;
-        q.zero_point = pl->zp;
-        q.pndim = pl->pndim;
-        memcpy(q.pshape, pl->pshape, sizeof q.pshape);
-        q.n_params = pl->n_params;
-        q.has_axis = pl->spec.gran.kind != TM_GRAN_TENSOR;
-        q.axis = pl->spec.gran.axis;
-        q.block_size = pl->spec.gran.kind == TM_GRAN_GROUP ? pl->spec.gran.group_size : 0;
-        q.domain = dq_domain;
-        q.cast_to = w->elem_type == TM_ONNX_FLOAT ? 0 : w->elem_type;
-        if ((s = tm__ox_replace(m, i, &q, err))) break;
-        res->weights[i].quantized = 1;
-        res->n_quantized++;
-        if (p->progress) p->progress(p->progress_ud, "quantize", (uint64_t)++n_done, (uint64_t)n_todo);
-    }
-    /* ---- pack, check through the reader, write ---- */
-    if (!s) s = tm__ox_pack(m, &buf, &nbuf, err);
-    if (!s) {
-        s = tm_onnx_open_buffer(buf, nbuf, out_path, NULL, &back, err);
-        if (s) tm__err_prefix(err, "re-opening the quantized model");
-    }
-    for (int64_t i = 0; !s && i < nw; i++)
-        if (plan[i].quantize) s = check_reopened(back, tm__ox_weight(m, i)->name, &plan[i], err);
-    if (!s && p->cancel && *p->cancel) s = tm__err_set(err, TM_E_CANCELLED, -1, "cancelled");
-    if (!s) s = tm__write_file_atomic(pp->stage, buf, nbuf, err);
-    if (!s) s = tm__pipe_phase(pp, "fsync", err);
-    /* ---- manifest ---- */
-    if (!s) s = tm__pipe_hash_wait(pp, err);
-    if (!s) {
-        res->src_bytes = tm_file_size(in, 0);
-        res->seconds = tm__pipe_seconds(pp);
-        man = tm__pipe_manifest_new(pp, p->command_line, p->no_checksums, 1); /* one thread: weight by weight */
-        if (!man) s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
-    }
-    if (!s) {
-        json_t *recipe = json_object();
-        json_object_set_new(recipe, "format", json_string("onnx"));
-        json_object_set_new(recipe, "default", scheme_json(ds));
-        json_object_set_new(recipe, "targets", json_string("float weights read as input 1 (the weight) of ai.onnx Conv, ConvTranspose, MatMul, Gemm, in every graph and subgraph"));
-        json_object_set_new(recipe, "min_elems", json_integer(min_elems));
-        json_t *inc = json_array(), *exc = json_array();
-        for (int64_t k = 0; k < p->n_include; k++) json_array_append_new(inc, json_string(p->include[k]));
-        for (int64_t k = 0; k < p->n_exclude; k++) json_array_append_new(exc, json_string(p->exclude[k]));
-        json_object_set_new(recipe, "include", inc);
-        json_object_set_new(recipe, "exclude", exc);
-        json_t *os = json_object();
-        json_object_set_new(os, "strategy", json_string(tm_onnx_opset_strategy_name(res->strategy)));
-        json_object_set_new(os, "dequantize_domain", json_string(*dq_domain ? dq_domain : "ai.onnx"));
-        json_object_set_new(os, "from", json_integer(res->opset_from));
-        json_object_set_new(os, "to", json_integer(res->opset_to));
-        json_object_set_new(os, "needed", json_integer(res->opset_needed));
-        json_object_set_new(os, "ir_version_from", json_integer(res->ir_from));
-        json_object_set_new(os, "ir_version_to", json_integer(res->ir_to));
-        json_object_set_new(os, "reason", json_string(res->strategy_reason));
-        json_object_set_new(recipe, "opset", os);
-        json_object_set_new(man, "recipe", recipe);
-        tm__manifest_add_calibration(man, "none: weight-only quantization; each observer ran on the weights themselves");
-        json_t *ts = json_array();
-        for (int64_t i = 0; i < res->n; i++) {
-            tm_onnx_qweight *rw = &res->weights[i];
-            json_t *o = json_object();
-            json_object_set_new(o, "name", json_string(rw->name));
-            json_object_set_new(o, "graph", json_string(rw->graph));
-            json_object_set_new(o, "source", json_string(rw->constant_node ? "Constant node" : "initializer"));
-            json_object_set_new(o, "consumers", json_string(rw->consumers));
-            json_object_set_new(o, "decision", json_string(rw->quantized ? "quantized" : "kept"));
-            if (rw->quantized) {
-                json_object_set_new(o, "scheme", scheme_json(&plan[i].spec));
-                json_object_set_new(o, "error", tm__errsum_json(&rw->e));
-                json_object_set_new(o, "note", json_string(rw->reason));
-                char *qn = tm__aprintf("%s_quantized", rw->name);
-                json_object_set_new(o, "quantized_name", qn ? json_string(qn) : json_null());
-                free(qn);
-            } else {
-                json_object_set_new(o, "reason", json_string(rw->reason));
-            }
-            json_array_append_new(ts, o);
-        }
-        json_object_set_new(man, "tensors", ts);
-        const char *files[1] = {pp->stage};
-        s = tm__pipe_add_output(pp, man, "onnx", files, 1, p->no_checksums, &res->out_bytes, err);
-    }
-    if (!s) {
-        json_t *sum = tm__manifest_results_new(res->n, res->n_quantized);
-        json_object_set_new(sum, "n_kept", json_integer(res->n - res->n_quantized));
-        json_object_set_new(sum, "opset_strategy", json_string(tm_onnx_opset_strategy_name(res->strategy)));
-        res->manifest_path = tm__strdup(pp->man_final);
-        s = res->manifest_path ? tm__pipe_finish(pp, man, sum, res->src_bytes, res->out_bytes, res->seconds,
-                                                 &res->manifest_json, err)
-                               : tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
-    }
-    json_decref(man);
-    tm_close(back);
-    free(buf);
-    for (int64_t i = 0; plan && i < nw; i++) {
-        free(plan[i].codes);
-        free(plan[i].scale);
-        free(plan[i].zp);
-    }
-    free(plan);
-    tm__ox_free(m);
-    for (int64_t k = 0; k < n_re; k++) regfree(&re[k]);
-    free(re);
-    if (s) {
-        tm_onnx_qresult_free(res);
-        return s;
-    }
-    *out = res;
+    j->dq_domain = dq_domain;
+    for (int64_t i = 0; i < nw && plan; i++) j->n_todo += plan[i].quantize;
+    *n_tasks = s ? 0 : nw;
+    return s;
+}
+
+/* Task i: quantize weight i (when planned) and put its DequantizeLinear in the model. */
+static tm_status onnx_run_task(void *ctx, int64_t i, int thread, tm_err *err) {
+    oxjob *j = ctx;
+    const tm_onnx_quantize_params *p = j->p;
+    tm_onnx_quantize_result *res = j->res;
+    wq *pl = &j->plan[i];
+    (void)thread;
+    if (!pl->quantize) return TM_OK;
+    const tm__oxweight *w = tm__ox_weight(j->m, i);
+    tm_status s = quantize_one(j->in, pl, &res->weights[i], err);
+    if (s) return s;
+    tm__oxq q;
+    memset(&q, 0, sizeof q);
+    q.code_type = onnx_code_type(pl->spec.code_dtype);
+    q.codes = pl->codes;
+    q.scale = pl->scale;
+    q.zero_point = pl->zp;
+    q.pndim = pl->pndim;
+    memcpy(q.pshape, pl->pshape, sizeof q.pshape);
+    q.n_params = pl->n_params;
+    q.has_axis = pl->spec.gran.kind != TM_GRAN_TENSOR;
+    q.axis = pl->spec.gran.axis;
+    q.block_size = pl->spec.gran.kind == TM_GRAN_GROUP ? pl->spec.gran.group_size : 0;
+    q.domain = j->dq_domain;
+    q.cast_to = w->elem_type == TM_ONNX_FLOAT ? 0 : w->elem_type;
+    if ((s = tm__ox_replace(j->m, i, &q, err))) return s;
+    res->weights[i].quantized = 1;
+    res->n_quantized++;
+    if (p->progress) p->progress(p->progress_ud, "quantize", (uint64_t)++j->n_done, (uint64_t)j->n_todo);
     return TM_OK;
 }
 
-tm_status tm_onnx_quantize(tm_file *in, const char *out_path, const tm_onnx_qparams *p,
-                           tm_onnx_qresult **out, tm_err *err) {
+/* Pack, check every quantized weight through the reader, write the staged file. */
+static tm_status onnx_write(void *ctx, tm__pipe *pp, tm_err *err) {
+    oxjob *j = ctx;
+    const tm_onnx_quantize_params *p = j->p;
+    tm_status s = tm__ox_pack(j->m, &j->buf, &j->nbuf, err);
+    if (!s) {
+        s = tm_onnx_open_buffer(j->buf, j->nbuf, pp->out, NULL, &j->back, err);
+        if (s) tm__err_prefix(err, "re-opening the quantized model");
+    }
+    for (int64_t i = 0; !s && i < j->nw; i++)
+        if (j->plan[i].quantize) s = check_reopened(j->back, tm__ox_weight(j->m, i)->name, &j->plan[i], err);
+    if (!s && p->cancel && *p->cancel) s = tm__err_set(err, TM_E_CANCELLED, -1, "cancelled");
+    if (!s) s = tm__write_file_atomic(pp->stage, j->buf, j->nbuf, err);
+    return s;
+}
+
+static tm_status onnx_results(void *ctx, tm__pipe *pp, tm__qtotals *tot, tm_err *err) {
+    oxjob *j = ctx;
+    (void)pp;
+    (void)err;
+    j->res->src_bytes = tm_file_size(j->in, 0);
+    TM__QTOTALS_OF(tot, j->res);
+    tot->at.manifest_path = &j->res->manifest_path;
+    return TM_OK;
+}
+
+static tm_status onnx_manifest(void *ctx, json_t *man, tm_err *err) {
+    oxjob *j = ctx;
+    const tm_onnx_quantize_params *p = j->p;
+    const tm_onnx_quantize_result *res = j->res;
+    const char *dq_domain = j->dq_domain;
+    (void)err;
+    json_t *recipe = json_object();
+    json_object_set_new(recipe, "format", json_string("onnx"));
+    json_object_set_new(recipe, "default", scheme_json(&p->spec));
+    json_object_set_new(recipe, "targets", json_string("float weights read as input 1 (the weight) of ai.onnx Conv, ConvTranspose, MatMul, Gemm, in every graph and subgraph"));
+    json_object_set_new(recipe, "min_elems", json_integer(j->min_elems));
+    json_t *inc = json_array(), *exc = json_array();
+    for (int64_t k = 0; k < p->n_include; k++) json_array_append_new(inc, json_string(p->include[k]));
+    for (int64_t k = 0; k < p->n_exclude; k++) json_array_append_new(exc, json_string(p->exclude[k]));
+    json_object_set_new(recipe, "include", inc);
+    json_object_set_new(recipe, "exclude", exc);
+    json_t *os = json_object();
+    json_object_set_new(os, "strategy", json_string(tm_onnx_opset_strategy_name(res->strategy)));
+    json_object_set_new(os, "dequantize_domain", json_string(*dq_domain ? dq_domain : "ai.onnx"));
+    json_object_set_new(os, "from", json_integer(res->opset_from));
+    json_object_set_new(os, "to", json_integer(res->opset_to));
+    json_object_set_new(os, "needed", json_integer(res->opset_needed));
+    json_object_set_new(os, "ir_version_from", json_integer(res->ir_from));
+    json_object_set_new(os, "ir_version_to", json_integer(res->ir_to));
+    json_object_set_new(os, "reason", json_string(res->strategy_reason));
+    json_object_set_new(recipe, "opset", os);
+    json_object_set_new(man, "recipe", recipe);
+    tm__manifest_add_calibration(man, "none: weight-only quantization; each observer ran on the weights themselves");
+    json_t *ts = json_array();
+    for (int64_t i = 0; i < res->n; i++) {
+        const tm_onnx_quantize_tensor *rw = &res->weights[i];
+        json_t *o = json_object();
+        json_object_set_new(o, "name", json_string(rw->name));
+        json_object_set_new(o, "graph", json_string(rw->graph));
+        json_object_set_new(o, "source", json_string(rw->constant_node ? "Constant node" : "initializer"));
+        json_object_set_new(o, "consumers", json_string(rw->consumers));
+        json_object_set_new(o, "decision", json_string(rw->quantized ? "quantized" : "kept"));
+        if (rw->quantized) {
+            json_object_set_new(o, "scheme", scheme_json(&j->plan[i].spec));
+            json_object_set_new(o, "error", tm__errsum_json(&rw->e));
+            json_object_set_new(o, "note", json_string(rw->reason));
+            char *qn = tm__aprintf("%s_quantized", rw->name);
+            json_object_set_new(o, "quantized_name", qn ? json_string(qn) : json_null());
+            free(qn);
+        } else {
+            json_object_set_new(o, "reason", json_string(rw->reason));
+        }
+        json_array_append_new(ts, o);
+    }
+    json_object_set_new(man, "tensors", ts);
+    return TM_OK;
+}
+
+static tm_status onnx_summary(void *ctx, json_t *man, json_t *sum, tm_err *err) {
+    oxjob *j = ctx;
+    (void)man;
+    (void)err;
+    json_object_set_new(sum, "n_kept", json_integer(j->res->n - j->res->n_quantized));
+    json_object_set_new(sum, "opset_strategy", json_string(tm_onnx_opset_strategy_name(j->res->strategy)));
+    return TM_OK;
+}
+
+static const tm__qwriter onnx_writer = {
+    .kind = TM__PIPE_FILE, .kind_name = "an ONNX output", .format = "onnx", .plan = onnx_plan,
+    .run_task = onnx_run_task, .write = onnx_write, .results = onnx_results,
+    .manifest_add = onnx_manifest, .summary = onnx_summary,
+};
+
+tm_status tm_onnx_quantize(tm_file *in, const char *out_path, const tm_onnx_quantize_params *p,
+                           tm_onnx_quantize_result **out, tm_err *err) {
     *out = NULL;
     tm_err_clear(err);
-    tm_onnx_qparams defp = tm_onnx_qparams_default();
+    tm_onnx_quantize_params defp = tm_onnx_quantize_params_default();
     if (!p) p = &defp;
     const tm_qspec *ds = &p->spec;
     if (tm_file_format(in) != TM_FMT_ONNX)
@@ -592,10 +612,27 @@ tm_status tm_onnx_quantize(tm_file *in, const char *out_path, const tm_onnx_qpar
     if (ds->scale_dtype != TM_F32)
         return tm__err_set(err, TM_E_INVALID_ARG, -1, "ONNX output: scales are float32 (DequantizeLinear "
                            "before opset 19 takes only float32 scales)");
-    /* nothing is lost: OUT is a new path, or (with force) a previous tensormorph output */
-    tm__pipe pp;
-    tm_status s = tm__pipe_begin(&pp, in, out_path, TM__PIPE_FILE, "an ONNX output", p->force, 1, p->cancel, err);
-    if (!s) s = onnx_into(&pp, in, p, out, err);
-    tm__pipe_end(&pp);
+    oxjob j;
+    memset(&j, 0, sizeof j);
+    j.in = in;
+    j.p = p;
+    j.min_elems = p->min_elems > 0 ? p->min_elems : 16;
+    /* nothing is lost: OUT is a new path, or (with force) a previous tensormorph output; one
+    ** thread: the weights are quantized one after the other into the one model */
+    const tm__qpipe_opts o = TM__QPIPE_OPTS_OF(p, 1);
+    tm_status s = tm__qpipe_run(&onnx_writer, &j, in, out_path, &o, err);
+    tm_close(j.back);
+    free(j.buf);
+    for (int64_t i = 0; j.plan && i < j.nw; i++) {
+        free(j.plan[i].codes);
+        free(j.plan[i].scale);
+        free(j.plan[i].zp);
+    }
+    free(j.plan);
+    tm__ox_free(j.m);
+    for (int64_t k = 0; k < j.n_re; k++) regfree(&j.re[k]);
+    free(j.re);
+    if (s) tm_onnx_quantize_result_free(j.res);
+    *out = s ? NULL : j.res;
     return s;
 }

@@ -1,12 +1,15 @@
 /*
 ** pipeline.h: the phases that every quantize job shares: the compressed-tensors directory
-** (qjob.c), the GGUF file (gguf_job.c) and the ONNX file (onnx_job.c). A job calls, in order:
+** (qjob.c), the GGUF file (gguf_job.c) and the ONNX file (onnx_job.c), and the one driver that
+** runs them (tm__qpipe_run, qpipeline.c, at the end of this file; the jobs are its writers,
+** tm__qwriter). The driver calls, in order:
 **   tm__pipe_begin        check OUT, take OUT.lock, create the staging path beside OUT
 **   tm__pipe_hash_start   sha256 of the sources in a thread beside the work
-**   ... plan, run, write into pp->stage (the job's own code) ...
+**   ... the writer's plan, then its tasks on the pool ...
 **   tm__pipe_hash_wait    phase "hash"
-**   tm__pipe_phase("fsync") after the job's writer has fsynced and closed its files
-**   tm__pipe_manifest_new, tm__pipe_add_output (phase "checksum"), the job's keys,
+**   ... the writer's write into pp->stage (fsynced, closed) ...
+**   tm__pipe_phase("fsync")
+**   tm__pipe_manifest_new, the job's keys, tm__pipe_add_output (phase "checksum"),
 **   tm__pipe_finish       phase "manifest", phase "publish", then the rename(s) into place
 **   tm__pipe_end          always: stop the hashing, remove what was not published, drop the lock
 ** Cancellation: every phase up to the final rename checks the caller's cancel flag and returns
@@ -107,5 +110,81 @@ tm_status tm__pipe_finish(tm__pipe *pp, json_t *man, json_t *results, uint64_t s
 /* Always, once: stop and join the hashing thread, remove the staging path and manifest unless
 ** published, remove and release OUT.lock, free. */
 void tm__pipe_end(tm__pipe *pp);
+
+/* ---------------------------------------------------------------------------------------- */
+/* The one quantize driver (qpipeline.c): every quantize job is a writer of this table and    */
+/* tm__qpipe_run is its only loop:                                                           */
+/*   begin (check and lock OUT, stage) -> hash the sources in a thread -> plan -> run the     */
+/*   plan's tasks on the shared deterministic pool (src/core/pool.c) -> hash (wait) -> write  */
+/*   -> fsync -> results -> manifest (the job's keys, "output", the job's summary keys) ->    */
+/*   finish (publish) -> end (always)                                                         */
+/* ---------------------------------------------------------------------------------------- */
+
+/* What every job's result holds, filled by the driver and the job's results callback. */
+typedef struct tm__qtotals {
+    int64_t  n_tensors, n_quantized;  /* the manifest's results.n_tensors / n_quantized         */
+    uint64_t src_bytes, out_bytes;
+    double   seconds;                 /* at the end of the work, before the manifest            */
+    char    *manifest_json;           /* malloc'd                                               */
+    char    *manifest_path;           /* FILE: OUT.manifest.json (malloc'd); DIR: NULL          */
+    /* Where the job's result keeps them (set by the results callback): on success the driver
+    ** stores out_bytes, seconds, manifest_json, manifest_path (when the slot is set; else it is
+    ** freed) and a copy of OUT (out_path, when set) there. */
+    struct {
+        uint64_t *out_bytes;
+        double   *seconds;
+        char    **manifest_json, **manifest_path, **out_path;
+    } at;
+} tm__qtotals;
+
+/* A results callback's common part: r is the job's result (every result struct names n,
+** n_quantized, src_bytes, out_bytes, seconds and manifest_json alike). */
+#define TM__QTOTALS_OF(t, r)                        \
+    do {                                            \
+        (t)->n_tensors = (r)->n;                    \
+        (t)->n_quantized = (r)->n_quantized;        \
+        (t)->src_bytes = (r)->src_bytes;            \
+        (t)->at.out_bytes = &(r)->out_bytes;        \
+        (t)->at.seconds = &(r)->seconds;            \
+        (t)->at.manifest_json = &(r)->manifest_json; \
+    } while (0)
+
+typedef struct tm__qwriter {
+    tm__pipe_kind kind;               /* DIR: compressed-tensors; FILE: GGUF, ONNX              */
+    const char   *kind_name;          /* "a GGUF output", in refusals                           */
+    const char   *format;             /* the manifest's output.format                           */
+    /* Decide every tensor and open the output at pp->stage; *n_tasks: the pool's tasks. */
+    tm_status (*plan)(void *job, tm__pipe *pp, int64_t *n_tasks, tm_err *err);
+    /* One task on the pool (pp->threads workers; results kept per task index). */
+    tm_status (*run_task)(void *job, int64_t task, int thread, tm_err *err);
+    /* After the pool and the source checksums: finish the output, fsynced and closed. */
+    tm_status (*write)(void *job, tm__pipe *pp, tm_err *err);
+    /* The job's result: per-tensor rows; sets t->n_tensors, n_quantized, src_bytes. */
+    tm_status (*results)(void *job, tm__pipe *pp, tm__qtotals *t, tm_err *err);
+    /* The job's manifest keys before "output": recipe, calibration, tensors. */
+    tm_status (*manifest_add)(void *job, json_t *man, tm_err *err);
+    /* DIR only: the staged files the manifest's output lists (FILE: the staged file). */
+    int (*output_files)(void *job, const char *const **files);
+    /* After "output": the job's keys of the manifest and of its "results" object. On failure
+    ** the job frees the result its results callback made (the driver never owns it). */
+    tm_status (*summary)(void *job, json_t *man, json_t *results, tm_err *err);
+} tm__qwriter;
+
+/* The options every job has. */
+typedef struct tm__qpipe_opts {
+    int                 force, n_threads, no_checksums;
+    const char         *command_line;
+    volatile const int *cancel;
+} tm__qpipe_opts;
+
+/* The options of a job's parameters p (the three parameter structs name them alike). */
+#define TM__QPIPE_OPTS_OF(p, threads)                                                      \
+    {.force = (p)->force, .n_threads = (threads), .no_checksums = (p)->no_checksums,       \
+     .command_line = (p)->command_line, .cancel = (p)->cancel}
+
+/* Run job through the phases above into out. Returns the first failing phase's status
+** (TM_E_CANCELLED when the cancel flag was raised before the publish). */
+tm_status tm__qpipe_run(const tm__qwriter *w, void *job, const tm_file *in, const char *out,
+                        const tm__qpipe_opts *o, tm_err *err);
 
 #endif

@@ -7,7 +7,7 @@
 **      statistics are measured from the same chunk (channel and group granularities with
 **      integer codes: in slices of a few rows read with pread, each going through all of the
 **      steps while it is in the cache, run_slices);
-**   3. finish (pipeline.c): fsync the safetensors file(s) in the staging directory beside OUT,
+**   3. finish (the one driver, qpipeline.c, and pipeline.c): fsync the safetensors file(s) in the staging directory beside OUT,
 **      write config.json with the compressed-tensors quantization_config and the manifest,
 **      then rename the directory into place under OUT.lock (a killed or interrupted run
 **      leaves nothing at OUT).
@@ -29,8 +29,8 @@
 #include <stdio.h>
 
 
-tm_qjob_params tm_qjob_params_default(void) {
-    tm_qjob_params p;
+tm_ct_quantize_params tm_ct_quantize_params_default(void) {
+    tm_ct_quantize_params p;
     memset(&p, 0, sizeof p);
     p.spec = tm_qspec_default();
     p.n_threads = 0; /* tm_usable_cpus() */
@@ -658,7 +658,7 @@ static void free_bufs(job_t *j, int nt) {
 
 
 
-void tm_qjob_result_free(tm_qjob_result *r) {
+void tm_ct_quantize_result_free(tm_ct_quantize_result *r) {
     if (!r) return;
     free(r->tensors);
     free(r->manifest_json);
@@ -668,36 +668,39 @@ void tm_qjob_result_free(tm_qjob_result *r) {
     free(r);
 }
 
-/* The job inside the pipeline: pp has checked and locked OUT and staged pp->stage. */
-static tm_status quantize_into(tm__pipe *pp, tm_file *in, const tm_qjob_params *p, tm_qjob_result **out,
-                               tm_err *err) {
-    const char *out_dir = pp->out;
-    int nt = pp->threads;
-    job_t j;
-    memset(&j, 0, sizeof j);
-    j.in = in;
-    j.p = p;
-    pthread_mutex_init(&j.prog_mu, NULL);
-    pthread_mutex_init(&j.alloc_mu, NULL);
-    atomic_init(&j.done_bytes, 0);
-    int64_t n = tm_file_n_tensors(in), n_entries = 0, ne = 0;
-    tm_st_entry *entries = NULL;
-    char **names = NULL;
-    tm_status s = tm__qjob_plan(&j, &entries, &names, &n_entries, &ne, err);
-    if (s && !entries) {
-        free_plans(&j);
-        pthread_mutex_destroy(&j.prog_mu);
-        pthread_mutex_destroy(&j.alloc_mu);
-        return s;
-    }
+/* The job's state from plan to done (the driver's phases: pipeline.h, tm__qwriter). job_t is
+** first: the pool's tasks (run_task) see it. */
+typedef struct ctjob {
+    job_t           j;
+    int             nt;          /* worker threads                                        */
+    tm_st_entry    *entries;     /* the writer's entries, ne used of n_entries            */
+    char          **names;
+    int64_t         n_entries, ne;
+    char           *stpath;      /* pp->stage/model.safetensors                           */
+    const char    **ofiles;      /* the staged safetensors files, for the manifest        */
+    tm_qdiff_result qr;          /* the quantized tensors' statistics and flags           */
+    tm_ct_quantize_result *res;
+} ctjob;
+
+/* The plan (qjob_plan.c), the tasks (row chunks; copies in pieces), the per-thread buffers, the
+** safetensors writer at pp->stage and the per-tensor observations, before the pool runs. */
+static tm_status ct_plan(void *ctx, tm__pipe *pp, int64_t *n_tasks, tm_err *err) {
+    ctjob *cj = ctx;
+    job_t *jp = &cj->j;
+    tm_file *in = jp->in;
+    const tm_ct_quantize_params *p = jp->p;
+    const int nt = cj->nt = pp->threads;
+    int64_t n = tm_file_n_tensors(in);
+    tm_status s = tm__qjob_plan(jp, &cj->entries, &cj->names, &cj->n_entries, &cj->ne, err);
+    if (s) return s;
     /* tasks */
     size_t max_chunk_elems = 1;
     uint64_t max_chunk_packed = 1; /* packed bytes of the largest chunk: rows x row_bytes, which
                                    ** exceeds the values when I32 words pad a row (int8, 257 columns) */
     for (int64_t i = 0; i < n && !s; i++) {
-        plan_t *pl = &j.plans[i];
+        plan_t *pl = &jp->plans[i];
         const tm_tensor *t = tm_file_tensor(in, i);
-        pl->first_task = j.n_tasks;
+        pl->first_task = jp->n_tasks;
         if (pl->kind == OUT_COPY) {
             pl->n_tasks = (int64_t)((t->n_bytes + CHUNK_TARGET_BYTES - 1) / CHUNK_TARGET_BYTES);
         } else {
@@ -716,42 +719,41 @@ static tm_status quantize_into(tm__pipe *pp, tm_file *in, const tm_qjob_params *
             pl->chunk_acc = tm__calloc((size_t)pl->n_tasks, sizeof(tm_erracc));
             if (!pl->chunk_acc) s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
         }
-        j.n_tasks += pl->n_tasks;
+        jp->n_tasks += pl->n_tasks;
     }
     if (!s) {
-        j.task_plan = tm__calloc((size_t)(j.n_tasks + 1), sizeof(int64_t));
-        j.task_chunk = tm__calloc((size_t)(j.n_tasks + 1), sizeof(int64_t));
-        if (!j.task_plan || !j.task_chunk) s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
+        jp->task_plan = tm__calloc((size_t)(jp->n_tasks + 1), sizeof(int64_t));
+        jp->task_chunk = tm__calloc((size_t)(jp->n_tasks + 1), sizeof(int64_t));
+        if (!jp->task_plan || !jp->task_chunk) s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
         for (int64_t i = 0; !s && i < n; i++)
-            for (int64_t c = 0; c < j.plans[i].n_tasks; c++) {
-                j.task_plan[j.plans[i].first_task + c] = i;
-                j.task_chunk[j.plans[i].first_task + c] = c;
+            for (int64_t c = 0; c < jp->plans[i].n_tasks; c++) {
+                jp->task_plan[jp->plans[i].first_task + c] = i;
+                jp->task_chunk[jp->plans[i].first_task + c] = c;
             }
     }
     if (!s) {
-        j.buf_elems = max_chunk_elems;
-        tm__srcread_open(&j.src, in);
-        j.fbuf = tm__calloc((size_t)nt, sizeof(float *));
-        j.qbuf = tm__calloc((size_t)nt, sizeof(float *));
-        j.cbuf = tm__calloc((size_t)nt, sizeof(uint8_t *));
-        j.pbuf = tm__calloc((size_t)nt, sizeof(uint8_t *));
-        j.ibuf = tm__calloc((size_t)nt, sizeof(int64_t *));
-        if (!j.fbuf || !j.qbuf || !j.cbuf || !j.pbuf || !j.ibuf) s = tm__err_set(err, TM_E_NOMEM, -1, "oom");
+        jp->buf_elems = max_chunk_elems;
+        tm__srcread_open(&jp->src, in);
+        jp->fbuf = tm__calloc((size_t)nt, sizeof(float *));
+        jp->qbuf = tm__calloc((size_t)nt, sizeof(float *));
+        jp->cbuf = tm__calloc((size_t)nt, sizeof(uint8_t *));
+        jp->pbuf = tm__calloc((size_t)nt, sizeof(uint8_t *));
+        jp->ibuf = tm__calloc((size_t)nt, sizeof(int64_t *));
+        if (!jp->fbuf || !jp->qbuf || !jp->cbuf || !jp->pbuf || !jp->ibuf) s = tm__err_set(err, TM_E_NOMEM, -1, "oom");
         for (int t = 0; t < nt && !s; t++) {
-            j.fbuf[t] = tm__malloc_n(max_chunk_elems, sizeof(float));
-            j.qbuf[t] = tm__malloc_n(max_chunk_elems, sizeof(float));
-            j.cbuf[t] = tm__malloc_n(max_chunk_elems, 1);
-            j.pbuf[t] = tm__malloc_n((size_t)max_chunk_packed + 64, 1);
-            j.ibuf[t] = tm__malloc_n(max_chunk_elems, sizeof(int64_t));
-            if (!j.fbuf[t] || !j.qbuf[t] || !j.cbuf[t] || !j.pbuf[t] || !j.ibuf[t])
+            jp->fbuf[t] = tm__malloc_n(max_chunk_elems, sizeof(float));
+            jp->qbuf[t] = tm__malloc_n(max_chunk_elems, sizeof(float));
+            jp->cbuf[t] = tm__malloc_n(max_chunk_elems, 1);
+            jp->pbuf[t] = tm__malloc_n((size_t)max_chunk_packed + 64, 1);
+            jp->ibuf[t] = tm__malloc_n(max_chunk_elems, sizeof(int64_t));
+            if (!jp->fbuf[t] || !jp->qbuf[t] || !jp->cbuf[t] || !jp->pbuf[t] || !jp->ibuf[t])
                 s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory for chunk buffers");
         }
     }
 
     /* ---- output: built in pp->stage beside the target, renamed at the end (pipeline.c) ---- */
-    char *stpath = NULL;
     if (!s) {
-        stpath = tm__aprintf("%s/model.safetensors", pp->stage);
+        cj->stpath = tm__aprintf("%s/model.safetensors", pp->stage);
         const char *mk[] = {"format", "quantized_by"};
         const char *mv[] = {"pt", "tensormorph " TM_VERSION_STRING};
         tm_st_write_params wp;
@@ -760,40 +762,42 @@ static tm_status quantize_into(tm__pipe *pp, tm_file *in, const tm_qjob_params *
         wp.meta_keys = mk;
         wp.meta_values = mv;
         wp.n_meta = 2;
-        s = stpath ? tm_st_writer_open(stpath, entries, ne, &wp, &j.w, err)
+        s = cj->stpath ? tm_st_writer_open(cj->stpath, cj->entries, cj->ne, &wp, &jp->w, err)
                    : tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
     }
-    /* hash the sources in a thread beside the work */
-    if (!s) s = tm__pipe_hash_start(pp, p->no_checksums, err);
-
-    /* ---- run ---- */
+    /* the per-tensor observations (over the whole tensor) before the chunks */
     for (int64_t i = 0; i < n && !s; i++)
-        if (j.plans[i].kind != OUT_COPY && j.plans[i].spec.gran.kind == TM_GRAN_TENSOR)
-            s = observe_whole(&j, &j.plans[i], err);
-    if (!s) s = tm__parallel_for(j.n_tasks, nt, run_task, &j, p->cancel, err);
-    if (!s) s = tm__pipe_hash_wait(pp, err);
-    if (!s) s = tm_st_writer_finish(j.w, err);
-    if (!s) s = tm__pipe_phase(pp, "fsync", err);
-    if (!s) s = write_config(&j, pp->stage, err);
-    if (!s) s = tm__ct_copy_side_files(in, pp->stage, err);
+        if (jp->plans[i].kind != OUT_COPY && jp->plans[i].spec.gran.kind == TM_GRAN_TENSOR)
+            s = observe_whole(jp, &jp->plans[i], err);
+    *n_tasks = s ? 0 : jp->n_tasks;
+    return s;
+}
 
-    /* ---- results and manifest ---- */
-    tm_qjob_result *res = NULL;
-    json_t *man = NULL;
-    if (!s) {
-        res = calloc(1, sizeof *res);
-        if (res) res->tensors = tm__calloc((size_t)(n ? n : 1), sizeof(tm_qjob_tensor));
-        if (!res || !res->tensors) s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
-    }
-    tm_qdiff_result qr;
-    memset(&qr, 0, sizeof qr);
-    if (!s) {
-        qr.entries = tm__calloc((size_t)(n ? n : 1), sizeof(tm_qdiff_entry));
-        if (!qr.entries) s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
-    }
-    for (int64_t i = 0; i < n && !s; i++) {
-        plan_t *pl = &j.plans[i];
-        tm_qjob_tensor *rt = &res->tensors[res->n++];
+/* The safetensors file(s), then config.json and the input's side files beside them. */
+static tm_status ct_write(void *ctx, tm__pipe *pp, tm_err *err) {
+    ctjob *cj = ctx;
+    tm_status s = tm_st_writer_finish(cj->j.w, err);
+    if (!s) s = write_config(&cj->j, pp->stage, err);
+    if (!s) s = tm__ct_copy_side_files(cj->j.in, pp->stage, err);
+    return s;
+}
+
+/* Per-tensor rows of the result and the statistics that flag the worst tensors (qdiff.h). */
+static tm_status ct_results(void *ctx, tm__pipe *pp, tm__qtotals *tot, tm_err *err) {
+    ctjob *cj = ctx;
+    job_t *jp = &cj->j;
+    tm_file *in = jp->in;
+    int64_t n = tm_file_n_tensors(in);
+    (void)pp;
+    tm_ct_quantize_result *res = cj->res = calloc(1, sizeof *res);
+    if (res) res->tensors = tm__calloc((size_t)(n ? n : 1), sizeof(tm_ct_quantize_tensor));
+    if (!res || !res->tensors) return tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
+    tm_qdiff_result *qr = &cj->qr;
+    qr->entries = tm__calloc((size_t)(n ? n : 1), sizeof(tm_qdiff_entry));
+    if (!qr->entries) return tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
+    for (int64_t i = 0; i < n; i++) {
+        plan_t *pl = &jp->plans[i];
+        tm_ct_quantize_tensor *rt = &res->tensors[res->n++];
         const tm_tensor *t = tm_file_tensor(in, i);
         rt->name = t->name;
         res->src_bytes += t->n_bytes;
@@ -807,7 +811,7 @@ static tm_status quantize_into(tm__pipe *pp, tm_file *in, const tm_qjob_params *
         rt->n_degenerate = atomic_load(&pl->n_degenerate);
         res->n_quantized++;
         rt->e = pl->summary;
-        tm_qdiff_entry *qe = &qr.entries[qr.n++];
+        tm_qdiff_entry *qe = &qr->entries[qr->n++];
         qe->name = t->name;
         qe->ref_index = i;
         qe->q_index = i;
@@ -827,112 +831,127 @@ static tm_status quantize_into(tm__pipe *pp, tm_file *in, const tm_qjob_params *
             qe->clip_expected = ok == TM_OBS_PERCENTILE || ok == TM_OBS_MSE || ok == TM_OBS_ENTROPY || ok == TM_OBS_HISTOGRAM;
         }
     }
-    if (!s) {
-        tm_qdiff_flag(&qr);
-        for (int64_t k = 0; k < qr.n; k++)
+    {
+        tm_qdiff_flag(qr);
+        for (int64_t k = 0; k < qr->n; k++)
             for (int64_t i = 0; i < res->n; i++)
-                if (res->tensors[i].name == qr.entries[k].name) {
-                    res->tensors[i].flagged = qr.entries[k].flagged;
-                    snprintf(res->tensors[i].flag_reason, sizeof res->tensors[i].flag_reason, "%s", qr.entries[k].reason);
+                if (res->tensors[i].name == qr->entries[k].name) {
+                    res->tensors[i].flagged = qr->entries[k].flagged;
+                    snprintf(res->tensors[i].flag_reason, sizeof res->tensors[i].flag_reason, "%s", qr->entries[k].reason);
                 }
     }
-    if (!s) {
-        res->seconds = tm__pipe_seconds(pp);
-        man = tm__pipe_manifest_new(pp, p->command_line, p->no_checksums, nt);
-        if (!man) s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
-    }
-    if (!s) {
-        json_t *recipe = json_object();
-        json_object_set_new(recipe, "format", json_string("compressed-tensors"));
-        json_object_set_new(recipe, "default", spec_json(&p->spec));
-        json_object_set_new(recipe, "quantize_embeddings", json_boolean(p->quantize_embeddings));
-        json_object_set_new(recipe, "strict", json_boolean(p->strict));
-        json_object_set_new(recipe, "max_shard_bytes", json_integer((json_int_t)p->max_shard_bytes));
-        json_t *inc = json_array(), *exc = json_array(), *rules = json_array();
-        for (int64_t k = 0; k < p->n_include; k++) json_array_append_new(inc, json_string(p->include[k]));
-        for (int64_t k = 0; k < p->n_exclude; k++) json_array_append_new(exc, json_string(p->exclude[k]));
-        for (int64_t k = 0; k < p->n_rules; k++) {
-            json_t *r = json_object();
-            json_object_set_new(r, "pattern", json_string(p->rules[k].pattern));
-            json_object_set_new(r, "ignore", json_boolean(p->rules[k].ignore));
-            if (p->rules[k].has_spec) json_object_set_new(r, "scheme", spec_json(&p->rules[k].spec));
-            json_array_append_new(rules, r);
-        }
-        json_object_set_new(recipe, "include", inc);
-        json_object_set_new(recipe, "exclude", exc);
-        json_object_set_new(recipe, "rules", rules);
-        json_object_set_new(recipe, "recipe_file", p->recipe_path ? json_string(p->recipe_path) : json_null());
-        if (p->recipe_json) {
-            json_t *rj = json_loads(p->recipe_json, 0, NULL);
-            json_object_set_new(recipe, "recipe", rj ? rj : json_string(p->recipe_json));
-        }
-        json_object_set_new(man, "recipe", recipe);
-        tm__manifest_add_calibration(man, "none: weight-only quantization; each observer ran on the weights themselves");
-        json_t *ts = json_array();
-        for (int64_t i = 0; i < res->n; i++) {
-            tm_qjob_tensor *rt = &res->tensors[i];
-            json_t *o = json_object();
-            json_object_set_new(o, "name", json_string(rt->name));
-            json_object_set_new(o, "decision", json_string(rt->quantized ? "quantized" : "kept"));
-            if (rt->quantized) {
-                json_object_set_new(o, "scheme", spec_json(&rt->spec));
-                json_object_set_new(o, "error", tm__errsum_json(&rt->e));
-                json_object_set_new(o, "degenerate_units", json_integer(rt->n_degenerate));
-                json_object_set_new(o, "flagged", json_boolean(rt->flagged));
-                json_object_set_new(o, "flag_reason", json_string(rt->flag_reason));
-            } else {
-                json_object_set_new(o, "reason", json_string(rt->reason));
-            }
-            json_array_append_new(ts, o);
-        }
-        json_object_set_new(man, "tensors", ts);
-        const char **ofiles = tm__calloc((size_t)tm_st_writer_n_files(j.w) + 1, sizeof *ofiles);
-        if (!ofiles) s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
-        for (int f = 0; ofiles && f < tm_st_writer_n_files(j.w); f++) ofiles[f] = tm_st_writer_file(j.w, f);
-        if (!s) s = tm__pipe_add_output(pp, man, "compressed-tensors", ofiles, tm_st_writer_n_files(j.w),
-                                        p->no_checksums, &res->out_bytes, err);
-        free(ofiles);
-        tm__qjob_runtime_warnings(&j, res);
-        json_t *wa = json_array();
-        for (int64_t k = 0; k < res->n_warnings; k++) json_array_append_new(wa, json_string(res->warnings[k]));
-        json_object_set_new(man, "warnings", wa);
-    }
-    if (!s) {
-        json_t *sum = tm__manifest_results_new(res->n, res->n_quantized);
-        json_object_set_new(sum, "n_flagged", json_integer(qr.n_flagged));
-        json_object_set_new(sum, "median_sqnr_db", num(qr.median_sqnr_db));
-        s = tm__pipe_finish(pp, man, sum, res->src_bytes, res->out_bytes, res->seconds, &res->manifest_json, err);
-    }
-    json_decref(man);
-    free(qr.entries);
-    if (s) {
-        tm_qjob_result_free(res);
-        res = NULL;
-    } else {
-        res->out_path = tm__strdup(out_dir);
-    }
-    tm_st_writer_free(j.w);
-    free(stpath);
-    for (int64_t k = 0; names && k < n_entries; k++) free(names[k]);
-    free(names);
-    free(entries);
-    free_bufs(&j, nt);
-    free_plans(&j);
-    pthread_mutex_destroy(&j.prog_mu);
-    pthread_mutex_destroy(&j.alloc_mu);
-    *out = res;
-    return s;
+    TM__QTOTALS_OF(tot, res);
+    tot->at.out_path = &res->out_path;
+    return TM_OK;
 }
 
-tm_status tm_quantize_checkpoint(tm_file *in, const char *out_dir, const tm_qjob_params *p,
-                                 tm_qjob_result **out, tm_err *err) {
+static tm_status ct_manifest(void *ctx, json_t *man, tm_err *err) {
+    ctjob *cj = ctx;
+    const tm_ct_quantize_params *p = cj->j.p;
+    tm_ct_quantize_result *res = cj->res;
+    (void)err;
+    json_t *recipe = json_object();
+    json_object_set_new(recipe, "format", json_string("compressed-tensors"));
+    json_object_set_new(recipe, "default", spec_json(&p->spec));
+    json_object_set_new(recipe, "quantize_embeddings", json_boolean(p->quantize_embeddings));
+    json_object_set_new(recipe, "strict", json_boolean(p->strict));
+    json_object_set_new(recipe, "max_shard_bytes", json_integer((json_int_t)p->max_shard_bytes));
+    json_t *inc = json_array(), *exc = json_array(), *rules = json_array();
+    for (int64_t k = 0; k < p->n_include; k++) json_array_append_new(inc, json_string(p->include[k]));
+    for (int64_t k = 0; k < p->n_exclude; k++) json_array_append_new(exc, json_string(p->exclude[k]));
+    for (int64_t k = 0; k < p->n_rules; k++) {
+        json_t *r = json_object();
+        json_object_set_new(r, "pattern", json_string(p->rules[k].pattern));
+        json_object_set_new(r, "ignore", json_boolean(p->rules[k].ignore));
+        if (p->rules[k].has_spec) json_object_set_new(r, "scheme", spec_json(&p->rules[k].spec));
+        json_array_append_new(rules, r);
+    }
+    json_object_set_new(recipe, "include", inc);
+    json_object_set_new(recipe, "exclude", exc);
+    json_object_set_new(recipe, "rules", rules);
+    json_object_set_new(recipe, "recipe_file", p->recipe_path ? json_string(p->recipe_path) : json_null());
+    if (p->recipe_json) {
+        json_t *rj = json_loads(p->recipe_json, 0, NULL);
+        json_object_set_new(recipe, "recipe", rj ? rj : json_string(p->recipe_json));
+    }
+    json_object_set_new(man, "recipe", recipe);
+    tm__manifest_add_calibration(man, "none: weight-only quantization; each observer ran on the weights themselves");
+    json_t *ts = json_array();
+    for (int64_t i = 0; i < res->n; i++) {
+        tm_ct_quantize_tensor *rt = &res->tensors[i];
+        json_t *o = json_object();
+        json_object_set_new(o, "name", json_string(rt->name));
+        json_object_set_new(o, "decision", json_string(rt->quantized ? "quantized" : "kept"));
+        if (rt->quantized) {
+            json_object_set_new(o, "scheme", spec_json(&rt->spec));
+            json_object_set_new(o, "error", tm__errsum_json(&rt->e));
+            json_object_set_new(o, "degenerate_units", json_integer(rt->n_degenerate));
+            json_object_set_new(o, "flagged", json_boolean(rt->flagged));
+            json_object_set_new(o, "flag_reason", json_string(rt->flag_reason));
+        } else {
+            json_object_set_new(o, "reason", json_string(rt->reason));
+        }
+        json_array_append_new(ts, o);
+    }
+    json_object_set_new(man, "tensors", ts);
+    return TM_OK;
+}
+
+static int ct_output_files(void *ctx, const char *const **files) {
+    ctjob *cj = ctx;
+    int nf = tm_st_writer_n_files(cj->j.w);
+    cj->ofiles = tm__calloc((size_t)nf + 1, sizeof *cj->ofiles);
+    if (!cj->ofiles) return -1;
+    for (int f = 0; f < nf; f++) cj->ofiles[f] = tm_st_writer_file(cj->j.w, f);
+    *files = cj->ofiles;
+    return nf;
+}
+
+static tm_status ct_summary(void *ctx, json_t *man, json_t *sum, tm_err *err) {
+    ctjob *cj = ctx;
+    tm_ct_quantize_result *res = cj->res;
+    (void)err;
+    tm__qjob_runtime_warnings(&cj->j, res);
+    json_t *wa = json_array();
+    for (int64_t k = 0; k < res->n_warnings; k++) json_array_append_new(wa, json_string(res->warnings[k]));
+    json_object_set_new(man, "warnings", wa);
+    json_object_set_new(sum, "n_flagged", json_integer(cj->qr.n_flagged));
+    json_object_set_new(sum, "median_sqnr_db", num(cj->qr.median_sqnr_db));
+    return TM_OK;
+}
+
+static const tm__qwriter ct_writer = {
+    .kind = TM__PIPE_DIR, .kind_name = "a compressed-tensors output", .format = "compressed-tensors",
+    .plan = ct_plan, .run_task = run_task, .write = ct_write, .results = ct_results,
+    .manifest_add = ct_manifest, .output_files = ct_output_files, .summary = ct_summary,
+};
+
+tm_status tm_ct_quantize(tm_file *in, const char *out_dir, const tm_ct_quantize_params *p,
+                         tm_ct_quantize_result **out, tm_err *err) {
     *out = NULL;
-    tm_qjob_params defp = tm_qjob_params_default();
+    tm_ct_quantize_params defp = tm_ct_quantize_params_default();
     if (!p) p = &defp;
-    tm__pipe pp;
-    tm_status s = tm__pipe_begin(&pp, in, out_dir, TM__PIPE_DIR, "a compressed-tensors output", p->force,
-                                 p->n_threads, p->cancel, err);
-    if (!s) s = quantize_into(&pp, in, p, out, err);
-    tm__pipe_end(&pp);
+    ctjob cj;
+    memset(&cj, 0, sizeof cj);
+    cj.j.in = in;
+    cj.j.p = p;
+    pthread_mutex_init(&cj.j.prog_mu, NULL);
+    pthread_mutex_init(&cj.j.alloc_mu, NULL);
+    atomic_init(&cj.j.done_bytes, 0);
+    const tm__qpipe_opts o = TM__QPIPE_OPTS_OF(p, p->n_threads);
+    tm_status s = tm__qpipe_run(&ct_writer, &cj, in, out_dir, &o, err);
+    free(cj.ofiles);
+    free(cj.qr.entries);
+    tm_st_writer_free(cj.j.w);
+    free(cj.stpath);
+    for (int64_t k = 0; cj.names && k < cj.n_entries; k++) free(cj.names[k]);
+    free(cj.names);
+    free(cj.entries);
+    free_bufs(&cj.j, cj.nt);
+    free_plans(&cj.j);
+    pthread_mutex_destroy(&cj.j.prog_mu);
+    pthread_mutex_destroy(&cj.j.alloc_mu);
+    if (s) tm_ct_quantize_result_free(cj.res);
+    *out = s ? NULL : cj.res;
     return s;
 }

@@ -44,7 +44,7 @@ typedef struct plan_t {
 
 typedef struct job_t {
     tm_file              *in;
-    const tm_qjob_params *p;
+    const tm_ct_quantize_params *p;
     plan_t               *plans;
     int64_t               n_plans;
     tm_st_writer         *w;
@@ -80,6 +80,6 @@ int tm__qjob_is_embedding(const char *name);
 int tm__qjob_filtered_by_option(const char *reason);
 /* Runtime notes on the plan (vLLM: int codes with block scales; fused q/k/v, gate/up shards
 ** with different schemes) appended to r->warnings. */
-void tm__qjob_runtime_warnings(const job_t *j, tm_qjob_result *r);
+void tm__qjob_runtime_warnings(const job_t *j, tm_ct_quantize_result *r);
 
 #endif

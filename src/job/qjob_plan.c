@@ -101,7 +101,7 @@ int tm__qjob_filtered_by_option(const char *reason) {
 ** (TM_E_INVALID_ARG); a group size that divides no weight, or a checkpoint without a
 ** quantizable weight, is TM_E_UNSUPPORTED (docs/exit-codes.md). */
 static tm_status check_something_quantized(const job_t *j, tm_err *err) {
-    const tm_qjob_params *p = j->p;
+    const tm_ct_quantize_params *p = j->p;
     int64_t n_group = 0, n_filtered = 0, n_inc_match = 0, n_data = 0;
     int64_t cols[2] = {-1, -1};
     for (int64_t i = 0; i < j->n_plans; i++) {
@@ -150,7 +150,7 @@ static tm_status check_something_quantized(const job_t *j, tm_err *err) {
 
 /* Decide one tensor. Returns TM_OK, or an error for --strict / bad regex. */
 static tm_status decide(job_t *j, plan_t *pl, tm_err *err) {
-    const tm_qjob_params *p = j->p;
+    const tm_ct_quantize_params *p = j->p;
     const tm_tensor *t = tm_file_tensor(j->in, pl->src);
     pl->kind = OUT_COPY;
     pl->spec = p->spec;
@@ -245,7 +245,7 @@ static tm_status decide(job_t *j, plan_t *pl, tm_err *err) {
 
 tm_status tm__qjob_plan(job_t *j, tm_st_entry **entries, char ***names, int64_t *n_entries, int64_t *ne,
                         tm_err *err) {
-    const tm_qjob_params *p = j->p;
+    const tm_ct_quantize_params *p = j->p;
     tm_file *in = j->in;
     *entries = NULL;
     *names = NULL;
@@ -320,8 +320,8 @@ int tm__qjob_same_scheme(const tm_qspec *a, const tm_qspec *b) {
            a->gran.block_h == b->gran.block_h && a->gran.block_w == b->gran.block_w;
 }
 
-static void add_warning(tm_qjob_result *r, const char *fmt, ...) TM_PRINTF(2, 3);
-static void add_warning(tm_qjob_result *r, const char *fmt, ...) {
+static void add_warning(tm_ct_quantize_result *r, const char *fmt, ...) TM_PRINTF(2, 3);
+static void add_warning(tm_ct_quantize_result *r, const char *fmt, ...) {
     char buf[512];
     va_list ap;
     va_start(ap, fmt);
@@ -336,7 +336,7 @@ static void add_warning(tm_qjob_result *r, const char *fmt, ...) {
 /* Runtime notes (../shared/formats/compressed-tensors.md §7, marked "verify" there): vLLM's
 ** weight-only integer kernels take channel or group scales; vLLM fuses q/k/v and gate/up and
 ** needs one scheme (or all ignored) across a fused layer's shards. */
-void tm__qjob_runtime_warnings(const job_t *j, tm_qjob_result *r) {
+void tm__qjob_runtime_warnings(const job_t *j, tm_ct_quantize_result *r) {
     int block_int = 0;
     for (int64_t i = 0; i < j->n_plans; i++)
         if (j->plans[i].kind == OUT_PACK && j->plans[i].spec.gran.kind == TM_GRAN_BLOCK) block_int = 1;

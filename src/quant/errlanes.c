@@ -170,6 +170,20 @@ TM_ES_AVX2 static int64_t lanes_masked_avx2(const float *x, const float *xq, int
     return i;
 }
 
+/* Four lanes of run_sums_avx2: x and xq widened to double, e = xq - x, sums of x^2, xq^2, x*xq
+** and e^2 fused into the accumulators, |e| into the running maximum. max_pd returns its
+** second operand when the first is NaN: a NaN |e| is skipped, as in lane_add. */
+TM_ES_AVX2 static inline void sums4_avx2(const float *x, const float *xq, __m256d sign, __m256d *sx2,
+                                         __m256d *sq2, __m256d *sxq, __m256d *se2, __m256d *mabs) {
+    const __m256d xv = _mm256_cvtps_pd(_mm_loadu_ps(x)), qv = _mm256_cvtps_pd(_mm_loadu_ps(xq));
+    const __m256d e = _mm256_sub_pd(qv, xv);
+    *sx2 = _mm256_fmadd_pd(xv, xv, *sx2);
+    *sq2 = _mm256_fmadd_pd(qv, qv, *sq2);
+    *sxq = _mm256_fmadd_pd(xv, qv, *sxq);
+    *se2 = _mm256_fmadd_pd(e, e, *se2);
+    *mabs = _mm256_max_pd(_mm256_andnot_pd(sign, e), *mabs);
+}
+
 /* tm__err_run_ref for a good scale, the same 8 lanes as 2 vectors of 4 doubles (AVX2 and FMA).
 ** The sums have no masks (see the comment on RUN_LANES); it keeps one
 ** maximum of |e| for all lanes (a maximum does not depend on the order, and without clipping
@@ -203,22 +217,8 @@ TM_ES_AVX2 static void run_sums_avx2(const float *x, const float *xq, int64_t n,
     int64_t i = 0;
     for (; ok && i < full; i += RUN_LANES) {
         /* lanes 0-3, then lanes 4-7: few registers live at once, no accumulator spilled */
-        const __m256d xa = _mm256_cvtps_pd(_mm_loadu_ps(x + i)), qa = _mm256_cvtps_pd(_mm_loadu_ps(xq + i));
-        const __m256d ea = _mm256_sub_pd(qa, xa);
-        sx2a = _mm256_fmadd_pd(xa, xa, sx2a);
-        sq2a = _mm256_fmadd_pd(qa, qa, sq2a);
-        sxqa = _mm256_fmadd_pd(xa, qa, sxqa);
-        se2a = _mm256_fmadd_pd(ea, ea, se2a);
-        /* max_pd returns its second operand when the first is NaN: a NaN |e| is skipped, as in
-        ** lane_add */
-        mabs = _mm256_max_pd(_mm256_andnot_pd(sign, ea), mabs);
-        const __m256d xb = _mm256_cvtps_pd(_mm_loadu_ps(x + i + 4)), qb = _mm256_cvtps_pd(_mm_loadu_ps(xq + i + 4));
-        const __m256d eb = _mm256_sub_pd(qb, xb);
-        sx2b = _mm256_fmadd_pd(xb, xb, sx2b);
-        sq2b = _mm256_fmadd_pd(qb, qb, sq2b);
-        sxqb = _mm256_fmadd_pd(xb, qb, sxqb);
-        se2b = _mm256_fmadd_pd(eb, eb, se2b);
-        mabs = _mm256_max_pd(_mm256_andnot_pd(sign, eb), mabs);
+        sums4_avx2(x + i, xq + i, sign, &sx2a, &sq2a, &sxqa, &se2a, &mabs);
+        sums4_avx2(x + i + 4, xq + i + 4, sign, &sx2b, &sq2b, &sxqb, &se2b, &mabs);
     }
     double hm = 0;
     if (ok && full > 0) {

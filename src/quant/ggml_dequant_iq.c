@@ -45,16 +45,22 @@ void tm__ggml_dq_iq2_xxs(const uint8_t *b, float *y, blk_detail *dt) {
     if (dt) { dt->stored_bits = 8; dt->d = d; }
 }
 
+/* The two sub-block scales of group g of IQ2_XS / IQ2_S: d * (0.5 + s) / 4 for the 4-bit s of
+** each nibble of sc (low nibble first), recorded in dt as sub-blocks 2g and 2g+1. */
+static void iq2_half_scales(float d, uint8_t sc, int g, float db[2], blk_detail *dt) {
+    for (int h = 0; h < 2; h++) {
+        const int s = (sc >> (4 * h)) & 0x0F;
+        db[h] = d * (0.5f + (float)s) * 0.25f;
+        if (dt) sub(dt, 2 * g + h, db[h], s);
+    }
+}
+
 void tm__ggml_dq_iq2_xs(const uint8_t *b, float *y, blk_detail *dt) {
     const float d = h2f(b);
     const uint8_t *scales = b + 66;
     for (int g = 0; g < 8; g++) {
         float db[2];
-        for (int h = 0; h < 2; h++) {
-            const int s = (scales[g] >> (4 * h)) & 0x0F;
-            db[h] = d * (0.5f + (float)s) * 0.25f;
-            if (dt) sub(dt, 2 * g + h, db[h], s);
-        }
+        iq2_half_scales(d, scales[g], g, db, dt);
         for (int l = 0; l < 4; l++) {
             const unsigned q = tm__ld16(b + 2 + 2 * (4 * g + l));
             const unsigned idx = q & 511;
@@ -71,11 +77,7 @@ void tm__ggml_dq_iq2_s(const uint8_t *b, float *y, blk_detail *dt) {
     const uint8_t *qs = b + 2, *signs = b + 34, *qh = b + 66, *scales = b + 74;
     for (int g = 0; g < 8; g++) {
         float db[2];
-        for (int h = 0; h < 2; h++) {
-            const int s = (scales[g] >> (4 * h)) & 0x0F;
-            db[h] = d * (0.5f + (float)s) * 0.25f;
-            if (dt) sub(dt, 2 * g + h, db[h], s);
-        }
+        iq2_half_scales(d, scales[g], g, db, dt);
         for (int l = 0; l < 4; l++) {
             const int k = 4 * g + l;
             const unsigned idx = qs[k] | (((unsigned)qh[g] >> (2 * l)) & 3) << 8;

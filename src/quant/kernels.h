@@ -7,7 +7,7 @@
 ** the same bits as "ref", the scalar reference functions that define behaviour.
 **
 ** A job chooses its set once (tm_kernels_get from --kernel, or NULL for "auto") and passes it in
-** its parameters (tm_qjob_params / tm_gguf_qparams / tm_onnx_qparams .kernels), from where it
+** its parameters (tm_ct_quantize_params / tm_gguf_quantize_params / tm_onnx_quantize_params .kernels), from where it
 ** reaches tm_qspec.kernels, tm_qparams.kernels and tm_erracc.kernels; nothing deep inside
 ** consults a global or the CPU. A NULL set anywhere means "auto" (tm__kernels_or_auto).
 */

@@ -111,7 +111,7 @@ static void same_tensors(const char *got_path, const char *want_path, int order)
 }
 
 static tm_status convert(const char *in_rel_or_path, const char *out_leaf, int outtype, const char *vocab,
-                         const tm_gguf_qparams *q, tm_err *e) {
+                         const tm_gguf_quantize_params *q, tm_err *e) {
     tm_file *f;
     const char *in = in_rel_or_path[0] == '/' ? in_rel_or_path : model(in_rel_or_path);
     tm_status s = tm_open(in, NULL, &f, e);
@@ -231,15 +231,15 @@ static void test_type_equals_quantize(void **state) {
     tm_err e;
     static const char *const types[] = {"Q4_K_M", "Q8_0"};
     for (size_t k = 0; k < 2; k++) {
-        tm_gguf_qparams q = tm_gguf_qparams_default();
+        tm_gguf_quantize_params q = tm_gguf_quantize_params_default();
         q.ftype = tm_gguf_ftype_from_name(types[k]);
         q.no_checksums = 1;
         if (convert("safetensors/stories260K-f32", "conv-q.gguf", TM_GGML_F32, VOCAB, &q, &e)) fail_msg("%s", e.msg);
         tm_file *ref;
         assert_int_equal(tm_open(VOCAB, NULL, &ref, NULL), TM_OK);
-        tm_gguf_qresult *qr = NULL;
+        tm_gguf_quantize_result *qr = NULL;
         assert_int_equal(tm_gguf_quantize(ref, tmp("ref-q.gguf"), &q, &qr, &e), TM_OK);
-        tm_gguf_qresult_free(qr);
+        tm_gguf_quantize_result_free(qr);
         tm_close(ref);
         same_tensors(tmp("conv-q.gguf"), tmp("ref-q.gguf"), 1);
         /* the manifest names the safetensors checkpoint, not the intermediate F32 file */

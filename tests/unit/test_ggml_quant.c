@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "helpers/cli_run.h"
 #include "helpers/vectors.h"
 #include "quant/ggml_traits.h"
 #include "quant/kernels.h"
@@ -20,21 +21,6 @@
 #include "tensormorph/ggml.h"
 #include "tensormorph/ggml_quant.h"
 #include "tensormorph/experimental.h"
-
-/* Read a whole file; returns malloc'd bytes and *n, or NULL. */
-static uint8_t *read_all(const char *path, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long sz = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    uint8_t *buf = malloc(sz > 0 ? (size_t)sz : 1);
-    size_t r = fread(buf, 1, (size_t)sz, f);
-    fclose(f);
-    if (r != (size_t)sz) { free(buf); return NULL; }
-    *n = r;
-    return buf;
-}
 
 /* Bytes of a row of n values of type (tm_ggml_row_bytes), 0 when n does not fit the block. */
 static uint64_t row_bytes(int type, int64_t n) {
@@ -108,7 +94,7 @@ static void test_gguf_vectors(void **state) {
         char path[4096];
         tmv_case_path(path, sizeof path, "gguf", names[c], "expected.bin");
         size_t nw = 0;
-        uint8_t *want = read_all(path, &nw);
+        uint8_t *want = (uint8_t *)tmt_read_bytes(path, &nw);
         assert_non_null(want);
         size_t ng = 0;
         uint8_t *got = quantize_rows(type, x, rows, npr, &ng);
@@ -120,7 +106,7 @@ static void test_gguf_vectors(void **state) {
         ** from the unfused reference (proves no contraction crept in). */
         tmv_case_path(path, sizeof path, "gguf", names[c], "expected_fma_build.bin");
         size_t nf = 0;
-        uint8_t *fma = read_all(path, &nf);
+        uint8_t *fma = (uint8_t *)tmt_read_bytes(path, &nf);
         if (fma && nf == nw && memcmp(fma, want, nw) != 0) assert_memory_not_equal(got, fma, nw);
         free(fma);
         checked++;
@@ -151,7 +137,7 @@ static void test_subnormal_blocks(void **state) {
         char path[4096];
         tmv_case_path(path, sizeof path, "spec", "gguf_subnormal_blocks", t[k].file);
         size_t nw = 0;
-        uint8_t *want = read_all(path, &nw);
+        uint8_t *want = (uint8_t *)tmt_read_bytes(path, &nw);
         assert_non_null(want);
         size_t ng = 0;
         uint8_t *got = quantize_rows(t[k].type, x, 1, in.n, &ng);

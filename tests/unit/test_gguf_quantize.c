@@ -23,6 +23,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "helpers/cli_run.h"
 #include "helpers/vectors.h"
 #include "tensormorph.h"
 #include "tensormorph/experimental.h"
@@ -31,20 +32,6 @@ static char g_tmp[512];
 
 static void tmp_path(char *buf, size_t n, const char *leaf) {
     snprintf(buf, n, "%s/%s", g_tmp, leaf);
-}
-
-static uint8_t *read_all(const char *path, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long sz = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    uint8_t *buf = malloc(sz > 0 ? (size_t)sz : 1);
-    size_t r = fread(buf, 1, (size_t)sz, f);
-    fclose(f);
-    if (r != (size_t)sz) { free(buf); return NULL; }
-    *n = r;
-    return buf;
 }
 
 static int exists(const char *p) {
@@ -66,12 +53,12 @@ static int no_temp_left(const char *leaf) {
 }
 
 /* Quantize `in` to `leaf` in the temp dir with file type name `ft`. */
-static tm_status quantize(const char *in_path, const char *leaf, const char *ft, tm_gguf_qparams *pp,
-                          tm_gguf_qresult **res, tm_err *err, char *out, size_t nout) {
+static tm_status quantize(const char *in_path, const char *leaf, const char *ft, tm_gguf_quantize_params *pp,
+                          tm_gguf_quantize_result **res, tm_err *err, char *out, size_t nout) {
     tm_file *in = NULL;
     tm_status s = tm_open(in_path, NULL, &in, err);
     if (s) return s;
-    tm_gguf_qparams p = pp ? *pp : tm_gguf_qparams_default();
+    tm_gguf_quantize_params p = pp ? *pp : tm_gguf_quantize_params_default();
     p.ftype = tm_gguf_ftype_from_name(ft);
     assert_true(p.ftype >= 0);
     tmp_path(out, nout, leaf);
@@ -85,13 +72,13 @@ static tm_status quantize(const char *in_path, const char *leaf, const char *ft,
     return s;
 }
 
-static void free_res(tm_gguf_qresult *r) {
+static void free_res(tm_gguf_quantize_result *r) {
     if (!r) return;
     for (int64_t i = 0; i < r->n; i++) free((void *)r->tensors[i].name);
-    tm_gguf_qresult_free(r);
+    tm_gguf_quantize_result_free(r);
 }
 
-static const tm_gguf_qtensor *find_t(const tm_gguf_qresult *r, const char *name) {
+static const tm_gguf_quantize_tensor *find_t(const tm_gguf_quantize_result *r, const char *name) {
     for (int64_t i = 0; i < r->n; i++)
         if (!strcmp(r->tensors[i].name, name)) return &r->tensors[i];
     fail_msg("tensor %s not in the result", name);
@@ -108,7 +95,7 @@ static int file_tensor_type(const tm_file *f, int64_t i) {
 /* The file at `out` holds exactly the bytes of the file at `ref`. */
 static void assert_same_file(const char *out, const char *ref) {
     size_t na = 0, nb = 0;
-    uint8_t *a = read_all(out, &na), *b = read_all(ref, &nb);
+    uint8_t *a = (uint8_t *)tmt_read_bytes(out, &na), *b = (uint8_t *)tmt_read_bytes(ref, &nb);
     assert_non_null(a);
     assert_non_null(b);
     if (na != nb || memcmp(a, b, na) != 0) {
@@ -126,9 +113,9 @@ static void check_reference(const char *src, const char *ref, const char *ft) {
     char in[4096], rp[4096], out[4096];
     snprintf(in, sizeof in, "%s/models/gguf/%s", tmv_shared_dir(), src);
     snprintf(rp, sizeof rp, "%s/models/gguf/%s", tmv_shared_dir(), ref);
-    tm_gguf_qresult *res = NULL;
+    tm_gguf_quantize_result *res = NULL;
     tm_err e;
-    tm_gguf_qparams p = tm_gguf_qparams_default();
+    tm_gguf_quantize_params p = tm_gguf_quantize_params_default();
     p.n_threads = 2;
     tm_status s = quantize(in, ref, ft, &p, &res, &e, out, sizeof out);
     if (s) fail_msg("%s -> %s: %s", src, ft, e.msg);
@@ -198,7 +185,7 @@ static void test_reference_real_shapes(void **state) {
     }
 }
 
-/* The whole job under every kernel set this CPU runs (tm_gguf_qparams.kernels: auto, ref, avx2,
+/* The whole job under every kernel set this CPU runs (tm_gguf_quantize_params.kernels: auto, ref, avx2,
 ** avx512): the bytes of llama-quantize's file, and the measured errors of auto bit for bit. The
 ** types cover the ggml type table's SIMD columns: fused quantizer+error kernels (Q8_0, Q4_0,
 ** Q6_K), AVX2 scale searches (Q2_K..Q5_K) and the plain dequantize-and-measure path. */
@@ -211,13 +198,13 @@ static void test_kernel_sets(void **state) {
     snprintf(in, sizeof in, "%s/models/gguf/stories260K-rows256-F32.gguf", tmv_shared_dir());
     for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
         snprintf(rp, sizeof rp, "%s/models/gguf/stories260K-rows256-%s.gguf", tmv_shared_dir(), types[t]);
-        tm_gguf_qresult *r0 = NULL;
+        tm_gguf_quantize_result *r0 = NULL;
         int ran = 0;
         for (size_t k = 0; k < sizeof kern / sizeof kern[0]; k++) {
-            tm_gguf_qparams p = tm_gguf_qparams_default();
+            tm_gguf_quantize_params p = tm_gguf_quantize_params_default();
             if (tm_kernels_get(kern[k], &p.kernels) != TM_OK) continue; /* the CPU lacks it */
             p.n_threads = 2;
-            tm_gguf_qresult *res = NULL;
+            tm_gguf_quantize_result *res = NULL;
             tm_err e;
             if (quantize(in, "kernels.gguf", types[t], &p, &res, &e, out, sizeof out))
                 fail_msg("%s under --kernel %s: %s", types[t], kern[k], e.msg);
@@ -226,7 +213,7 @@ static void test_kernel_sets(void **state) {
             if (!r0) { r0 = res; continue; }
             assert_int_equal(res->n, r0->n);
             for (int64_t i = 0; i < res->n; i++) {
-                const tm_gguf_qtensor *a = &r0->tensors[i], *b = &res->tensors[i];
+                const tm_gguf_quantize_tensor *a = &r0->tensors[i], *b = &res->tensors[i];
                 assert_int_equal(a->out_type, b->out_type);
                 assert_memory_equal(&a->rmse, &b->rmse, sizeof a->rmse);
                 assert_memory_equal(&a->max_abs_err, &b->max_abs_err, sizeof a->max_abs_err);
@@ -246,10 +233,10 @@ static void test_f16_keep_and_strict(void **state) {
     if (!tmv_require_shared()) return;
     char in[4096], out[4096];
     snprintf(in, sizeof in, "%s/models/gguf/stories260K-F32.gguf", tmv_shared_dir());
-    tm_gguf_qresult *res = NULL;
+    tm_gguf_quantize_result *res = NULL;
     tm_err e;
     assert_int_equal(quantize(in, "q40.gguf", "Q4_0", NULL, &res, &e, out, sizeof out), TM_OK);
-    const tm_gguf_qtensor *t = find_t(res, "blk.3.ffn_down.weight");
+    const tm_gguf_quantize_tensor *t = find_t(res, "blk.3.ffn_down.weight");
     assert_int_equal(t->out_type, TM_GGML_F16);
     assert_non_null(strstr(t->reason, "not a multiple of 32"));
     assert_non_null(strstr(t->reason, "F16"));
@@ -280,7 +267,7 @@ static void test_f16_keep_and_strict(void **state) {
     json_decref(m);
     free_res(res);
     res = NULL;
-    tm_gguf_qparams p = tm_gguf_qparams_default();
+    tm_gguf_quantize_params p = tm_gguf_quantize_params_default();
     p.strict = 1;
     assert_int_equal(quantize(in, "q40s.gguf", "Q4_0", &p, &res, &e, out, sizeof out), TM_E_UNSUPPORTED);
     assert_null(res);
@@ -354,9 +341,9 @@ static void write_synthetic(const char *path, int64_t ne0, const char *poison_na
 
 struct expect { const char *name; int type; };
 
-static void check_types(const tm_gguf_qresult *r, const struct expect *ex, size_t n, const char *what) {
+static void check_types(const tm_gguf_quantize_result *r, const struct expect *ex, size_t n, const char *what) {
     for (size_t i = 0; i < n; i++) {
-        const tm_gguf_qtensor *t = find_t(r, ex[i].name);
+        const tm_gguf_quantize_tensor *t = find_t(r, ex[i].name);
         if (t->out_type != ex[i].type)
             fail_msg("%s: %s is %s, expected %s (%s)", what, ex[i].name,
                      tm_ggml_type_info_get(t->out_type)->name, tm_ggml_type_info_get(ex[i].type)->name, t->reason);
@@ -380,7 +367,7 @@ static void test_synthetic_rules(void **state) {
     for (int64_t i = 0; i < tm_file_n_tensors(f); i++) assert_int_equal(tm_file_tensor(f, i)->offset % 32, 0);
     tm_close(f);
 
-    tm_gguf_qresult *r = NULL;
+    tm_gguf_quantize_result *r = NULL;
     const int F32 = TM_GGML_F32, Q2 = TM_GGML_Q2_K, Q3 = TM_GGML_Q3_K, Q4 = TM_GGML_Q4_K,
               Q5 = TM_GGML_Q5_K, Q6 = TM_GGML_Q6_K;
     /* Q2_K: output Q6_K; untied token_embd keeps Q2_K; attn_v Q4_K (n_gqa 4 >= 4);
@@ -440,17 +427,17 @@ static void test_synthetic_rules(void **state) {
     check_types(r, q5s, sizeof q5s / sizeof q5s[0], "Q5_K_S");
     free_res(r);
     /* --leave-output-tensor: output.weight copied as F32 */
-    tm_gguf_qparams p = tm_gguf_qparams_default();
+    tm_gguf_quantize_params p = tm_gguf_quantize_params_default();
     p.leave_output_tensor = 1;
     assert_int_equal(quantize(in, "o-leave.gguf", "Q4_K_M", &p, &r, &e, out, sizeof out), TM_OK);
-    const tm_gguf_qtensor *ot = find_t(r, "output.weight");
+    const tm_gguf_quantize_tensor *ot = find_t(r, "output.weight");
     assert_int_equal(ot->out_type, F32);
     assert_int_equal(ot->quantized, 0);
     assert_non_null(strstr(ot->reason, "--leave-output-tensor"));
     assert_int_equal(find_t(r, "token_embd.weight")->out_type, Q4);
     free_res(r);
     /* --pure: every quantizable tensor Q4_K, output and attn_v included */
-    p = tm_gguf_qparams_default();
+    p = tm_gguf_quantize_params_default();
     p.pure = 1;
     assert_int_equal(quantize(in, "o-pure.gguf", "Q4_K_M", &p, &r, &e, out, sizeof out), TM_OK);
     const struct expect pure[] = {{"output.weight", Q4}, {"blk.1.attn_v.weight", Q4},
@@ -460,7 +447,7 @@ static void test_synthetic_rules(void **state) {
     /* --tensor-type: last match wins; applies after the rules */
     const char *pats[] = {"attn_(q|k)", "blk\\.1\\.attn_q", "ffn_down"};
     const int tts[] = {TM_GGML_Q8_0, TM_GGML_Q5_0, TM_GGML_Q6_K};
-    p = tm_gguf_qparams_default();
+    p = tm_gguf_quantize_params_default();
     p.tt_patterns = pats;
     p.tt_types = tts;
     p.n_tt = 3;
@@ -484,7 +471,7 @@ static void test_synthetic_fallbacks(void **state) {
     char in[4096], out[4096];
     tmp_path(in, sizeof in, "syn96.gguf");
     write_synthetic(in, 96, NULL, 0);
-    tm_gguf_qresult *r = NULL;
+    tm_gguf_quantize_result *r = NULL;
     tm_err e;
     assert_int_equal(quantize(in, "f-q4km.gguf", "Q4_K_M", NULL, &r, &e, out, sizeof out), TM_OK);
     const struct expect q4m[] = {{"output.weight", TM_GGML_Q8_0}, {"blk.0.attn_q.weight", TM_GGML_Q5_0},
@@ -527,25 +514,25 @@ static void test_existing_output(void **state) {
     write_synthetic(in, 256, NULL, 0);
     tm_file *f;
     assert_int_equal(tm_open(in, NULL, &f, NULL), TM_OK);
-    tm_gguf_qparams p = tm_gguf_qparams_default();
-    tm_gguf_qresult *r = NULL;
+    tm_gguf_quantize_params p = tm_gguf_quantize_params_default();
+    tm_gguf_quantize_result *r = NULL;
     tm_err e;
     tmp_path(out, sizeof out, "ex-out.gguf");
     unlink(out);
     assert_int_equal(tm_gguf_quantize(f, out, &p, &r, &e), TM_OK);
-    tm_gguf_qresult_free(r);
+    tm_gguf_quantize_result_free(r);
     r = NULL;
     size_t n1 = 0;
-    uint8_t *first = read_all(out, &n1);
+    uint8_t *first = (uint8_t *)tmt_read_bytes(out, &n1);
     assert_int_equal(tm_gguf_quantize(f, out, &p, &r, &e), TM_E_INVALID_ARG); /* no force */
     assert_non_null(strstr(e.msg, "--force"));
     p.ftype = TM_FTYPE_Q4_0;
     p.force = 1;
     assert_int_equal(tm_gguf_quantize(f, out, &p, &r, &e), TM_OK); /* replaced */
-    tm_gguf_qresult_free(r);
+    tm_gguf_quantize_result_free(r);
     r = NULL;
     size_t n2 = 0;
-    uint8_t *second = read_all(out, &n2);
+    uint8_t *second = (uint8_t *)tmt_read_bytes(out, &n2);
     assert_true(n1 != n2 || memcmp(first, second, n1) != 0);
     free(first);
     free(second);
@@ -558,7 +545,7 @@ static void test_existing_output(void **state) {
     assert_int_equal(tm_gguf_quantize(f, other, &p, &r, &e), TM_E_INVALID_ARG);
     assert_non_null(strstr(e.msg, "did not write"));
     size_t no = 0;
-    uint8_t *kept = read_all(other, &no);
+    uint8_t *kept = (uint8_t *)tmt_read_bytes(other, &no);
     assert_int_equal(no, 8);
     free(kept);
     /* the input itself */
@@ -574,7 +561,7 @@ static void test_bad_values(void **state) {
     char in[4096], out[4096];
     tmp_path(in, sizeof in, "synbig.gguf");
     write_synthetic(in, 256, "blk.1.ffn_gate.weight", 1e12f);
-    tm_gguf_qresult *r = NULL;
+    tm_gguf_quantize_result *r = NULL;
     tm_err e;
     assert_int_equal(quantize(in, "b-q8.gguf", "Q8_0", NULL, &r, &e, out, sizeof out), TM_E_RANGE);
     assert_non_null(strstr(e.msg, "synbig.gguf"));
@@ -603,7 +590,7 @@ static void test_safetensors_input(void **state) {
     for (size_t k = 0; k < 2; k++) {
         char in[4096], out[4096];
         snprintf(in, sizeof in, "%s/models/safetensors/%s", tmv_shared_dir(), srcs[k]);
-        tm_gguf_qresult *r = NULL;
+        tm_gguf_quantize_result *r = NULL;
         tm_err e;
         tm_status s = quantize(in, "st.gguf", "Q8_0", NULL, &r, &e, out, sizeof out);
         if (s) fail_msg("%s: %s", srcs[k], e.msg);
@@ -656,7 +643,7 @@ static void test_f16_source(void **state) {
     if (!tmv_require_shared()) return;
     char in[4096], out[4096];
     snprintf(in, sizeof in, "%s/models/gguf/stories260K-F16.gguf", tmv_shared_dir());
-    tm_gguf_qresult *r = NULL;
+    tm_gguf_quantize_result *r = NULL;
     tm_err e;
     if (quantize(in, "f16src.gguf", "Q4_K_M", NULL, &r, &e, out, sizeof out)) fail_msg("%s", e.msg);
     tm_file *src, *q;
@@ -854,7 +841,7 @@ static void test_cli(void **state) {
     tmp_path(in, sizeof in, "clisyn.gguf");
     assert_int_equal(run_cmd("'%s' quantize '%s' -o '%s' --type Q8_0 2>'%s'", bin, in, nodir, err_path), 4);
     size_t ne = 0;
-    char *msg = (char *)read_all(err_path, &ne);
+    char *msg = tmt_read_bytes(err_path, &ne);
     assert_non_null(msg);
     msg = realloc(msg, ne + 1);
     msg[ne] = '\0';
@@ -877,7 +864,7 @@ static void test_qdiff_ggml_half_lsb(void **state) {
     if (!tmv_require_shared()) return;
     char in[4096], out[4096];
     snprintf(in, sizeof in, "%s/models/gguf/stories260K-F32.gguf", tmv_shared_dir());
-    tm_gguf_qresult *res = NULL;
+    tm_gguf_quantize_result *res = NULL;
     tm_err e;
     assert_int_equal(quantize(in, "qd-q80.gguf", "Q8_0", NULL, &res, &e, out, sizeof out), TM_OK);
     free_res(res);

@@ -34,7 +34,7 @@ static void test_matmul_int8_channel_exact(void **state) {
     const char *in = matmul_model("mm13.onnx", K, N, 13, NULL, &w);
     const char *out = outp("mm13.q.onnx");
     tm_err err;
-    tm_onnx_qresult *r = run_job(in, out, NULL, TM_OK, &err);
+    tm_onnx_quantize_result *r = run_job(in, out, NULL, TM_OK, &err);
     assert_int_equal(r->n, 1);
     assert_int_equal(r->n_quantized, 1);
     assert_int_equal(r->strategy, TM_ONNX_OPSET_NATIVE);
@@ -44,7 +44,7 @@ static void test_matmul_int8_channel_exact(void **state) {
     /* plain rounding: RMSE near 1/sqrt(12) LSB, never beyond half an LSB */
     assert_true(r->weights[0].e.rmse_lsb > 0.2 && r->weights[0].e.rmse_lsb < 0.36);
     assert_true(r->weights[0].e.max_err_lsb <= 0.5 + 1e-6);
-    tm_onnx_qresult_free(r);
+    tm_onnx_quantize_result_free(r);
 
     loaded l = load(out);
     const Onnx__GraphProto *g = l.m->graph;
@@ -101,12 +101,12 @@ static void test_uint8_tensor(void **state) {
     float *w;
     const char *in = matmul_model("mmu8.onnx", 16, 4, 13, NULL, &w);
     const char *out = outp("mmu8.q.onnx");
-    tm_onnx_qparams p = tm_onnx_qparams_default();
+    tm_onnx_quantize_params p = tm_onnx_quantize_params_default();
     p.spec.code_dtype = TM_U8;
     p.spec.gran.kind = TM_GRAN_TENSOR;
     tm_err err;
-    tm_onnx_qresult *r = run_job(in, out, &p, TM_OK, &err);
-    tm_onnx_qresult_free(r);
+    tm_onnx_quantize_result *r = run_job(in, out, &p, TM_OK, &err);
+    tm_onnx_quantize_result_free(r);
     loaded l = load(out);
     const Onnx__TensorProto *q = find_init(l.m->graph, "W_quantized"), *s = find_init(l.m->graph, "W_scale"),
                             *z = find_init(l.m->graph, "W_zero_point");
@@ -144,11 +144,11 @@ static void check_axis(const char *op, int trans_b, int ndim, const int64_t *wd,
     snprintf(fn, sizeof fn, "%s%d.q.onnx", op, trans_b);
     const char *out = outp(fn);
     tm_err err;
-    tm_onnx_qresult *r = run_job(in, out, NULL, TM_OK, &err);
+    tm_onnx_quantize_result *r = run_job(in, out, NULL, TM_OK, &err);
     assert_int_equal(r->n_quantized, 1);
     assert_int_equal(r->weights[0].gran.axis, expect_axis);
     assert_string_equal(r->weights[0].consumers, op);
-    tm_onnx_qresult_free(r);
+    tm_onnx_quantize_result_free(r);
     loaded l = load(out);
     const Onnx__NodeProto *dq = find_node(l.m->graph, "DequantizeLinear", "W");
     assert_non_null(dq);
@@ -193,17 +193,17 @@ static void test_int4_block_exact(void **state) {
     const int64_t K = 64, N = 8;
     const char *in = matmul_model("mm21x.onnx", K, N, 21, NULL, &w);
     const char *out = outp("mm21x.q.onnx");
-    tm_onnx_qparams p = tm_onnx_qparams_default();
+    tm_onnx_quantize_params p = tm_onnx_quantize_params_default();
     p.spec.code_dtype = TM_I4;
     p.spec.gran.kind = TM_GRAN_GROUP;
     p.spec.gran.group_size = 32;
     tm_err err;
-    tm_onnx_qresult *r = run_job(in, out, &p, TM_OK, &err);
+    tm_onnx_quantize_result *r = run_job(in, out, &p, TM_OK, &err);
     assert_int_equal(r->strategy, TM_ONNX_OPSET_NATIVE);
     assert_int_equal(r->weights[0].gran.kind, TM_GRAN_GROUP);
     assert_int_equal(r->weights[0].gran.axis, 0);
     assert_int_equal(r->weights[0].gran.group_size, 32);
-    tm_onnx_qresult_free(r);
+    tm_onnx_quantize_result_free(r);
     loaded l = load(out);
     const Onnx__TensorProto *q = find_init(l.m->graph, "W_quantized"), *s = find_init(l.m->graph, "W_scale");
     assert_int_equal(q->data_type, 22);
@@ -237,6 +237,21 @@ static void test_int4_block_exact(void **state) {
     free_allocs();
 }
 
+/* A FLOAT16 initializer of the n values w (rounded to nearest float16); w then holds those
+** float16 values widened back to float32, what a reader of the tensor sees. */
+static Onnx__TensorProto *tensor_f16_of(const char *name, int ndim, const int64_t *dims, float *w,
+                                        int64_t n) {
+    Onnx__TensorProto *t = tensor_f32(name, ndim, dims, w);
+    t->data_type = 10;
+    t->raw_data.len = (size_t)n * 2;
+    for (int64_t k = 0; k < n; k++) {
+        uint16_t h = tm_f32_to_f16(w[k]);
+        w[k] = tm_f16_to_f32(h);
+        memcpy(t->raw_data.data + 2 * k, &h, 2);
+    }
+    return t;
+}
+
 /* a float16 Conv weight: DequantizeLinear gives float "W_dequantized", a Cast to FLOAT16 gives
 ** "W"; codes follow the formula on the float16 values widened to float32 */
 static void test_float16_weight_cast(void **state) {
@@ -245,14 +260,7 @@ static void test_float16_weight_cast(void **state) {
     Onnx__GraphProto *g = graph("g");
     int64_t wd[4] = {4, 2, 3, 3}, n, xd[4] = {1, 2, 5, 5};
     float *w = weight_values(4, wd, &n);
-    Onnx__TensorProto *t = tensor_f32("W", 4, wd, w);
-    t->data_type = 10;
-    t->raw_data.len = (size_t)n * 2;
-    for (int64_t k = 0; k < n; k++) {
-        uint16_t h = tm_f32_to_f16(w[k]);
-        w[k] = tm_f16_to_f32(h);
-        memcpy(t->raw_data.data + 2 * k, &h, 2);
-    }
+    Onnx__TensorProto *t = tensor_f16_of("W", 4, wd, w, n);
     g_init(g, t);
     g_in(g, vinfo("X", 10, 4, xd));
     g_node(g, node("Conv", "c0", "X,W", "Y", NULL, NULL));
@@ -260,10 +268,10 @@ static void test_float16_weight_cast(void **state) {
     const char *in = write_model("f16.onnx", g, 13, 7);
     const char *out = outp("f16.q.onnx");
     tm_err err;
-    tm_onnx_qresult *r = run_job(in, out, NULL, TM_OK, &err);
+    tm_onnx_quantize_result *r = run_job(in, out, NULL, TM_OK, &err);
     assert_int_equal(r->n_quantized, 1);
     assert_int_equal(r->weights[0].src_dtype, TM_F16);
-    tm_onnx_qresult_free(r);
+    tm_onnx_quantize_result_free(r);
     loaded l = load(out);
     const Onnx__NodeProto *dq = find_node(l.m->graph, "DequantizeLinear", "W_dequantized");
     const Onnx__NodeProto *cast = find_node(l.m->graph, "Cast", "W");
@@ -299,13 +307,7 @@ static int write_models(const char *dir) {
     Onnx__GraphProto *g = graph("f16");
     int64_t wd[4] = {8, 3, 3, 3}, n, xd[4] = {1, 3, 16, 16};
     float *w = weight_values(4, wd, &n);
-    Onnx__TensorProto *t = tensor_f32("W", 4, wd, w);
-    t->data_type = 10;
-    t->raw_data.len = (size_t)n * 2;
-    for (int64_t k = 0; k < n; k++) {
-        uint16_t h = tm_f32_to_f16(w[k]);
-        memcpy(t->raw_data.data + 2 * k, &h, 2);
-    }
+    Onnx__TensorProto *t = tensor_f16_of("W", 4, wd, w, n);
     g_init(g, t);
     g_in(g, vinfo("X", 1, 4, xd));
     g_node(g, node("Cast", "c_in", "X", "X16", attr_i("to", 10), NULL));
@@ -317,7 +319,7 @@ static int write_models(const char *dir) {
     return 0;
 }
 
-/* The whole job under every kernel set this CPU runs (tm_onnx_qparams.kernels: auto, ref, avx2,
+/* The whole job under every kernel set this CPU runs (tm_onnx_quantize_params.kernels: auto, ref, avx2,
 ** avx512; observers, quantize and error statistics): the same file bytes and the same error
 ** figures, bit for bit, for minmax and MSE observers, symmetric int8 channels and asymmetric
 ** uint8 and int4 groups, on a weight whose rows are not a multiple of any vector width. */
@@ -335,7 +337,7 @@ static void test_kernel_sets(void **state) {
         tm_errsum e0;
         int ran = 0;
         for (size_t k = 0; k < sizeof kern / sizeof kern[0]; k++) {
-            tm_onnx_qparams p = tm_onnx_qparams_default();
+            tm_onnx_quantize_params p = tm_onnx_quantize_params_default();
             if (tm_kernels_get(kern[k], &p.kernels) != TM_OK) continue; /* the CPU lacks it */
             p.spec.code_dtype = sc[c].code;
             p.spec.gran.kind = sc[c].gk;
@@ -344,7 +346,7 @@ static void test_kernel_sets(void **state) {
             p.spec.observer = tm_observer_default(sc[c].obs);
             p.force = 1;
             tm_err err;
-            tm_onnx_qresult *r = run_job(in, outp("kern.q.onnx"), &p, TM_OK, &err);
+            tm_onnx_quantize_result *r = run_job(in, outp("kern.q.onnx"), &p, TM_OK, &err);
             assert_int_equal(r->n_quantized, 1);
             size_t n;
             uint8_t *b = read_bytes(outp("kern.q.onnx"), &n);
@@ -359,7 +361,7 @@ static void test_kernel_sets(void **state) {
                 free(b);
             }
             ran++;
-            tm_onnx_qresult_free(r);
+            tm_onnx_quantize_result_free(r);
         }
         assert_true(ran >= 2); /* auto and ref at least */
         free(b0);

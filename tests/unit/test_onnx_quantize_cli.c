@@ -141,11 +141,11 @@ static void test_nothing_to_quantize(void **state) {
     g_rng = 41;
     const char *in = conv_model("conv.onnx", NULL);
     /* library: group:N on a model whose only weight feeds Conv */
-    tm_onnx_qparams p = tm_onnx_qparams_default();
+    tm_onnx_quantize_params p = tm_onnx_quantize_params_default();
     p.spec.gran.kind = TM_GRAN_GROUP;
     p.spec.gran.group_size = 32;
     tm_err err;
-    tm_onnx_qresult *r = run_job(in, outp("conv.g.onnx"), &p, TM_E_UNSUPPORTED, &err);
+    tm_onnx_quantize_result *r = run_job(in, outp("conv.g.onnx"), &p, TM_E_UNSUPPORTED, &err);
     assert_null(r);
     assert_non_null(strstr(err.msg, "group:32 applies to MatMul weights only"));
     assert_non_null(strstr(err.msg, "this model's 1 weight feed Conv"));
@@ -157,7 +157,7 @@ static void test_nothing_to_quantize(void **state) {
     assert_int_equal(r->n, 1);
     assert_int_equal(r->n_quantized, 0);
     assert_non_null(strstr(r->weights[0].reason, "MatMul weights only"));
-    tm_onnx_qresult_free(r);
+    tm_onnx_quantize_result_free(r);
     assert_true(tmt_exists(outp("conv.g.onnx")));
     /* the CLI: exit 3 with the reason, --json error document; --allow-empty accepted */
     char *o = NULL;

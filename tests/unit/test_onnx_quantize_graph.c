@@ -44,11 +44,11 @@ static void test_conflict_and_skips(void **state) {
     g_out(g, vinfo("D", 1, 2, xs));
     const char *in = write_model("conflict.onnx", g, 13, 7);
     tm_err err;
-    tm_onnx_qresult *r = run_job(in, outp("conflict.q.onnx"), NULL, TM_OK, &err);
+    tm_onnx_quantize_result *r = run_job(in, outp("conflict.q.onnx"), NULL, TM_OK, &err);
     assert_int_equal(r->n, 3);
     assert_int_equal(r->n_quantized, 1);
     for (int64_t i = 0; i < r->n; i++) {
-        const tm_onnx_qweight *w = &r->weights[i];
+        const tm_onnx_quantize_tensor *w = &r->weights[i];
         if (!strcmp(w->name, "W")) {
             assert_true(w->quantized);
             assert_int_equal(w->gran.kind, TM_GRAN_TENSOR);
@@ -63,7 +63,7 @@ static void test_conflict_and_skips(void **state) {
             assert_non_null(strstr(w->reason, "9 elements, fewer than 16"));
         }
     }
-    tm_onnx_qresult_free(r);
+    tm_onnx_quantize_result_free(r);
     free_allocs();
 }
 
@@ -116,12 +116,12 @@ static void test_opset_raised(void **state) {
     const char *in = matmul_model("mm9relu.onnx", 32, 8, 9, "Relu", NULL);
     const char *out = outp("mm9relu.q.onnx");
     tm_err err;
-    tm_onnx_qresult *r = run_job(in, out, NULL, TM_OK, &err);
+    tm_onnx_quantize_result *r = run_job(in, out, NULL, TM_OK, &err);
     assert_int_equal(r->strategy, TM_ONNX_OPSET_RAISED);
     assert_int_equal(r->opset_from, 9);
     assert_int_equal(r->opset_to, 13);
     assert_int_equal(r->ir_to, 7);
-    tm_onnx_qresult_free(r);
+    tm_onnx_quantize_result_free(r);
     loaded l = load(out);
     assert_int_equal(opset_of(l.m, ""), 13);
     assert_int_equal(opset_of(l.m, "com.microsoft"), 0);
@@ -139,11 +139,11 @@ static void test_opset_ms_fallback(void **state) {
     const char *in = matmul_model("mm9sm.onnx", 32, 8, 9, "Softmax", NULL);
     const char *out = outp("mm9sm.q.onnx");
     tm_err err;
-    tm_onnx_qresult *r = run_job(in, out, NULL, TM_OK, &err);
+    tm_onnx_quantize_result *r = run_job(in, out, NULL, TM_OK, &err);
     assert_int_equal(r->strategy, TM_ONNX_OPSET_MS_CONTRIB);
     assert_int_equal(r->opset_to, 9);
     assert_non_null(strstr(r->strategy_reason, "Softmax"));
-    tm_onnx_qresult_free(r);
+    tm_onnx_quantize_result_free(r);
     loaded l = load(out);
     assert_int_equal(opset_of(l.m, ""), 9);
     assert_int_equal(opset_of(l.m, "com.microsoft"), 1);
@@ -175,12 +175,12 @@ static void test_int4_refused_atomic(void **state) {
     (void)state;
     g_rng = 17;
     const char *in = matmul_model("mm9sm4.onnx", 64, 8, 9, "Softmax", NULL);
-    tm_onnx_qparams p = tm_onnx_qparams_default();
+    tm_onnx_quantize_params p = tm_onnx_quantize_params_default();
     p.spec.code_dtype = TM_I4;
     p.spec.gran.kind = TM_GRAN_GROUP;
     p.spec.gran.group_size = 32;
     tm_err err;
-    tm_onnx_qresult *r = run_job(in, outp("refused.onnx"), &p, TM_E_UNSUPPORTED, &err);
+    tm_onnx_quantize_result *r = run_job(in, outp("refused.onnx"), &p, TM_E_UNSUPPORTED, &err);
     assert_null(r);
     assert_non_null(strstr(err.msg, "Softmax"));
     assert_non_null(strstr(err.msg, "opset 21"));
@@ -250,11 +250,11 @@ static void test_subgraph_constants(void **state) {
     const char *in = if_model("if16.onnx", &wa, &wb);
     const char *out = outp("if16.q.onnx");
     tm_err err;
-    tm_onnx_qresult *r = run_job(in, out, NULL, TM_OK, &err);
+    tm_onnx_quantize_result *r = run_job(in, out, NULL, TM_OK, &err);
     assert_int_equal(r->n_quantized, 2);
     assert_true(r->weights[0].constant_node);
     assert_string_equal(r->weights[0].graph, "if0/then_branch");
-    tm_onnx_qresult_free(r);
+    tm_onnx_quantize_result_free(r);
     loaded l = load(out);
     const Onnx__GraphProto *then = NULL;
     for (size_t a = 0; a < l.m->graph->node[0]->n_attribute; a++)

@@ -111,25 +111,25 @@ static tm_status run_form(int form, const char *name, int force) {
     tm_status s = tm_open(form == F_ONNX ? g_onnx : g_demo, NULL, &in, &err);
     assert_int_equal(s, TM_OK);
     if (form == F_CT) {
-        tm_qjob_params p = tm_qjob_params_default();
+        tm_ct_quantize_params p = tm_ct_quantize_params_default();
         p.n_threads = 1; /* the progress callback sees every chunk */
         COMMON_PARAMS(p);
-        tm_qjob_result *r = NULL;
-        s = tm_quantize_checkpoint(in, out, &p, &r, &err);
-        tm_qjob_result_free(r);
+        tm_ct_quantize_result *r = NULL;
+        s = tm_ct_quantize(in, out, &p, &r, &err);
+        tm_ct_quantize_result_free(r);
     } else if (form == F_GGUF) {
-        tm_gguf_qparams p = tm_gguf_qparams_default();
+        tm_gguf_quantize_params p = tm_gguf_quantize_params_default();
         p.n_threads = 1;
         COMMON_PARAMS(p);
-        tm_gguf_qresult *r = NULL;
+        tm_gguf_quantize_result *r = NULL;
         s = tm_gguf_quantize(in, out, &p, &r, &err);
-        tm_gguf_qresult_free(r);
+        tm_gguf_quantize_result_free(r);
     } else {
-        tm_onnx_qparams p = tm_onnx_qparams_default();
+        tm_onnx_quantize_params p = tm_onnx_quantize_params_default();
         COMMON_PARAMS(p);
-        tm_onnx_qresult *r = NULL;
+        tm_onnx_quantize_result *r = NULL;
         s = tm_onnx_quantize(in, out, &p, &r, &err);
-        tm_onnx_qresult_free(r);
+        tm_onnx_quantize_result_free(r);
     }
     if (s && s != TM_E_CANCELLED) fprintf(stderr, "%s: %s\n", name, err.msg);
     if (s == TM_E_CANCELLED) assert_non_null(strstr(err.msg, "interrupt") ? err.msg : strstr(err.msg, "cancel"));

@@ -7,7 +7,7 @@
 **     the reference lanes, and the values against an element-order computation;
 **   - the min/max observer of every kernel set against a scalar scan;
 **   - 4-bit packing (SSE2 path) against a bit-by-bit packer;
-**   - the whole job under every kernel set (tm_qjob_params.kernels: auto, ref, avx2, avx512)
+**   - the whole job under every kernel set (tm_ct_quantize_params.kernels: auto, ref, avx2, avx512)
 **     against auto, and
 **     slices read with pread against slices read from the map: same output bytes and the same
 **     error summaries.
@@ -439,7 +439,7 @@ static void job_case(int bf16, const job_spec *js) {
     char src[128], out[NV][128];
     snprintf(src, sizeof src, "%s/src.safetensors", g_dir);
     write_ckpt(src, bf16, allow_nf);
-    tm_qjob_result *res[NV] = {NULL};
+    tm_ct_quantize_result *res[NV] = {NULL};
     size_t nsrc = 0;
     char *srcbuf = tmt_read_bytes(src, &nsrc);
     assert_non_null(srcbuf);
@@ -453,7 +453,7 @@ static void job_case(int bf16, const job_spec *js) {
         tm_file *in = NULL;
         if (v == 2) assert_int_equal(tm_open_buffer(srcbuf, nsrc, "src", NULL, &in, NULL), TM_OK);
         else assert_int_equal(tm_open(src, NULL, &in, NULL), TM_OK);
-        tm_qjob_params p = tm_qjob_params_default();
+        tm_ct_quantize_params p = tm_ct_quantize_params_default();
         p.kernels = k;
         p.spec.code_dtype = code;
         p.spec.gran.kind = gk;
@@ -466,7 +466,7 @@ static void job_case(int bf16, const job_spec *js) {
         p.n_threads = threads;
         tm_err e;
         memset(&e, 0, sizeof e);
-        tm_status st = tm_quantize_checkpoint(in, out[v], &p, &res[v], &e);
+        tm_status st = tm_ct_quantize(in, out[v], &p, &res[v], &e);
         if (st) fail_msg("quantize: %s", e.msg);
         tm_close(in);
     }
@@ -491,7 +491,7 @@ static void job_case(int bf16, const job_spec *js) {
             assert_int_equal(res[0]->tensors[k].n_degenerate, res[v]->tensors[k].n_degenerate);
         }
     }
-    for (int v = 0; v < NV; v++) tm_qjob_result_free(res[v]);
+    for (int v = 0; v < NV; v++) tm_ct_quantize_result_free(res[v]);
     free(srcbuf);
 }
 

@@ -329,11 +329,11 @@ void check_int8_channels(const Onnx__TensorProto *q, const Onnx__TensorProto *s,
     }
 }
 
-tm_onnx_qresult *run_job(const char *in, const char *out, const tm_onnx_qparams *p,
+tm_onnx_quantize_result *run_job(const char *in, const char *out, const tm_onnx_quantize_params *p,
                          tm_status expect, tm_err *err) {
     tm_file *f = NULL;
     assert_int_equal(tm_open(in, NULL, &f, err), TM_OK);
-    tm_onnx_qresult *r = NULL;
+    tm_onnx_quantize_result *r = NULL;
     tm_status s = tm_onnx_quantize(f, out, p, &r, err);
     if (s != expect) print_message("%s\n", err->msg);
     assert_int_equal(s, expect);

@@ -87,7 +87,7 @@ void check_int8_channels(const Onnx__TensorProto *q, const Onnx__TensorProto *s,
 
 /* tm_onnx_quantize(in -> out, p) asserting it returns `expect` (the message printed if not);
 ** the result (NULL on failure) for the caller to free. */
-tm_onnx_qresult *run_job(const char *in, const char *out, const tm_onnx_qparams *p,
+tm_onnx_quantize_result *run_job(const char *in, const char *out, const tm_onnx_quantize_params *p,
                          tm_status expect, tm_err *err);
 
 /* cmocka group setup/teardown: make / remove g_tmp (/tmp/tm_onnxq_<pid>) */

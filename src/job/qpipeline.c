@@ -1,0 +1,57 @@
+/* qpipeline.c: the one quantize driver (pipeline.h, tm__qwriter): open -> plan -> run on the
+** shared deterministic pool -> write -> manifest -> finish, once, for every output form. */
+#include "pipeline.h"
+#include "../core/pool.h"
+
+tm_status tm__qpipe_run(const tm__qwriter *w, void *job, const tm_file *in, const char *out,
+                        const tm__qpipe_opts *o, tm_err *err) {
+    tm__pipe pp;
+    tm__qtotals tot;
+    memset(&tot, 0, sizeof tot);
+    json_t *man = NULL;
+    int64_t n_tasks = 0;
+    tm_status s = tm__pipe_begin(&pp, in, out, w->kind, w->kind_name, o->force, o->n_threads, o->cancel, err);
+    /* hash the sources in a thread beside the work */
+    if (!s) s = tm__pipe_hash_start(&pp, o->no_checksums, err);
+    if (!s) s = w->plan(job, &pp, &n_tasks, err);
+    if (!s) s = tm__parallel_for(n_tasks, pp.threads, w->run_task, job, o->cancel, err);
+    if (!s) s = tm__pipe_hash_wait(&pp, err);
+    if (!s) s = w->write(job, &pp, err);
+    if (!s) s = tm__pipe_phase(&pp, "fsync", err);
+    if (!s) s = w->results(job, &pp, &tot, err);
+    if (!s) {
+        tot.seconds = tm__pipe_seconds(&pp);
+        man = tm__pipe_manifest_new(&pp, o->command_line, o->no_checksums, pp.threads);
+        if (!man) s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
+    }
+    if (!s) s = w->manifest_add(job, man, err);
+    if (!s) {
+        const char *const *files = (const char *const *)&pp.stage;
+        int n_files = w->kind == TM__PIPE_DIR ? w->output_files(job, &files) : 1;
+        s = n_files < 0 ? tm__err_set(err, TM_E_NOMEM, -1, "out of memory")
+                        : tm__pipe_add_output(&pp, man, w->format, files, n_files, o->no_checksums,
+                                              &tot.out_bytes, err);
+    }
+    if (!s) {
+        json_t *sum = tm__manifest_results_new(tot.n_tensors, tot.n_quantized);
+        s = w->summary(job, man, sum, err);
+        if (!s && w->kind == TM__PIPE_FILE && !(tot.manifest_path = tm__strdup(pp.man_final)))
+            s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
+        if (s) json_decref(sum);
+        else s = tm__pipe_finish(&pp, man, sum, tot.src_bytes, tot.out_bytes, tot.seconds, &tot.manifest_json, err);
+    }
+    json_decref(man);
+    if (!s) { /* the result bookkeeping every job shares */
+        *tot.at.out_bytes = tot.out_bytes;
+        *tot.at.seconds = tot.seconds;
+        *tot.at.manifest_json = tot.manifest_json;
+        if (tot.at.manifest_path) *tot.at.manifest_path = tot.manifest_path;
+        else free(tot.manifest_path);
+        if (tot.at.out_path) *tot.at.out_path = tm__strdup(pp.out);
+    } else {
+        free(tot.manifest_json);
+        free(tot.manifest_path);
+    }
+    tm__pipe_end(&pp);
+    return s;
+}

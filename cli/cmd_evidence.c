@@ -4,6 +4,7 @@
 ** or writes the evidence. */
 #include "cli.h"
 #include "tensormorph/evidence.h"
+#include "tensormorph/evidence_llm.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -26,6 +27,13 @@ const cli_opt opts_evidence[] = {
     {"runs", 0, "R", 0, "timed runs per sample set (default 10)"},
     {"slices", 0, "SLICES.json", 0, "named subsets of --inputs ids (docs/schemas/slices.schema.json): drift per slice"},
     {"output", 'o', "FILE", 0, "write the evidence JSON here (atomically); without it, it goes to stdout"},
+    /* GGUF language models on llama.cpp (cmd_evidence_llm.c) */
+    {"text", 0, "[NAME=]FILE", 1, "GGUF models: a text slice (UTF-8) scored as llama-perplexity --kl-divergence does"},
+    {"ctx", 0, "N", 0, "GGUF models: chunk length in tokens (even, default 512)"},
+    {"chunks", 0, "K", 0, "GGUF models: chunks per slice (default: every full chunk, at least 2)"},
+    {"gen", 0, "N", 0, "GGUF models: timed greedy decode steps per chunk (0..ctx/2, default 16)"},
+    {"base-cache", 0, "FILE", 0, "GGUF models: base distributions cached here and reused by later candidates"},
+    {"vocab-from", 0, "X.gguf", 0, "GGUF models: tokenizer for converting a non-GGUF BASE or CAND (tensormorph convert)"},
     {NULL, 0, NULL, 0, NULL},
 };
 const char details_evidence[] =
@@ -47,19 +55,17 @@ const char details_evidence[] =
     "Exit status: 0 ok; 2 usage (also: a dynamic input dim without --input-shape); 3 bad input\n"
     "(inputs.json or SLICES.json against their schema, an .npy that does not fit the model, a model\n"
     "ONNX Runtime cannot load); 4 I/O, and Node.js or onnxruntime-node missing (the message gives\n"
-    "the install command); 5 internal.";
-
-/* Absolute folder of the running binary, or "" when /proc/self/exe is unreadable. */
-static void exe_dir(char *out, size_t cap) {
-    char buf[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
-    out[0] = '\0';
-    if (n <= 0) return;
-    buf[n] = '\0';
-    char *slash = strrchr(buf, '/');
-    if (slash) *slash = '\0';
-    snprintf(out, cap, "%s", buf);
-}
+    "the install command); 5 internal.\n"
+    "\n"
+    "GGUF language models (--text FILE, repeatable as --text NAME=FILE): both run on llama.cpp's CPU\n"
+    "backend through node-llama-cpp 3.21.1 (runner/llm_evidence.js), under llama-perplexity's\n"
+    "--kl-divergence protocol: KL divergence, same top token, PPL of both and their ratio, RMS delta-p\n"
+    "per slice and overall, the 20 worst positions, prompt tokens/s and decode latency per model\n"
+    "(docs/evidence.md \"LLM evidence\"). --warmup defaults to 1 here. Exit 3 also for vocabularies\n"
+    "that differ, a text shorter than two chunks, NaN probabilities (the evidence is still written,\n"
+    "its statistics null), a runner crash (its stderr kept in a named file). A non-GGUF BASE or CAND\n"
+    "is converted first (tensormorph convert, tokenizer from --vocab-from X.gguf); its latency is\n"
+    "then marked latency_representative: false.";
 
 static int is_file(const char *p) {
     struct stat st;
@@ -113,7 +119,19 @@ static void summary(const char *doc_text, const char *out_path) {
     json_decref(d);
 }
 
+/* cmd_evidence_llm.c: the GGUF path, and where a runner script and its node_modules are */
+int  cmd_evidence_llm(const cli_cmd *cmd, cli_args *a);
+void cli_evidence_runner(const char *script_name, char *script, size_t scap, char *nm, size_t ncap,
+                         char *runner_dir, size_t rcap, char *share, size_t shcap, const char **node,
+                         const char **tmp_dir);
+
 int cmd_evidence(const cli_cmd *cmd, cli_args *a) {
+    if (cli_has(a, "text")) return cmd_evidence_llm(cmd, a);
+    static const char *const llm_only[] = {"ctx", "chunks", "gen", "base-cache", "vocab-from"};
+    for (size_t i = 0; i < sizeof llm_only / sizeof llm_only[0]; i++)
+        if (cli_has(a, llm_only[i])) return cli_usage_error(cmd, "--%s needs --text FILE (GGUF language models)", llm_only[i]);
+    if (tm_is_gguf_file(a->pos[0]) || tm_is_gguf_file(a->pos[1]))
+        return cli_usage_error(cmd, "GGUF models need --text FILE: the text their next-token distributions are compared on");
     tm_evidence_params p = tm_evidence_params_default();
     p.baseline = a->pos[0];
     p.candidate = a->pos[1];
@@ -167,24 +185,12 @@ int cmd_evidence(const cli_cmd *cmd, cli_args *a) {
     p.n_input_shapes = n_shapes;
 
     /* where node, the runner script and onnxruntime-node are */
-    char edir[PATH_MAX], share[PATH_MAX + 64], script[PATH_MAX + 128], nm[PATH_MAX + 128];
-    exe_dir(edir, sizeof edir);
-    snprintf(share, sizeof share, "%s/../share/tensormorph/runner", edir);
-    const char *runner_dir = TM_RUNNER_DIR;
-    snprintf(script, sizeof script, "%s/evidence.js", runner_dir);
-    if (!is_file(script) && edir[0]) {
-        snprintf(script, sizeof script, "%s/evidence.js", share);
-        if (is_file(script)) runner_dir = share;
-    }
+    char share[PATH_MAX + 64], script[PATH_MAX + 128], nm[PATH_MAX + 128], runner_dir[PATH_MAX + 64];
+    cli_evidence_runner("evidence.js", script, sizeof script, nm, sizeof nm, runner_dir, sizeof runner_dir,
+                        share, sizeof share, &p.node, &p.tmp_dir);
     const char *env_nm = getenv("TM_NODE_MODULES");
-    if (env_nm && *env_nm) snprintf(nm, sizeof nm, "%s", env_nm);
-    else snprintf(nm, sizeof nm, "%s/node_modules", runner_dir);
-    const char *node = getenv("TM_NODE");
-    p.node = node && *node ? node : "node";
     p.runner_script = script;
     p.node_modules = nm;
-    const char *tmp = getenv("TMPDIR");
-    p.tmp_dir = tmp && *tmp ? tmp : "/tmp";
     if (!rc && !is_file(script)) {
         fprintf(stderr, "tensormorph: the runner script is missing: looked for %s/evidence.js and %s/evidence.js\n",
                 TM_RUNNER_DIR, share);

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # setup.sh: install the Debian packages Tensormorph needs that are missing (Debian 12, as root
-# or with sudo), then the Node.js runner's npm package (runner/: onnxruntime-node, the CPU build of
-# ONNX Runtime that `tensormorph evidence` and the ONNX round-trip test run models with).
+# or with sudo), then the Node.js runner's npm packages (runner/: onnxruntime-node, the CPU build of
+# ONNX Runtime that `tensormorph evidence` and the ONNX round-trip test run models with; and
+# node-llama-cpp 3.21.1 with its prebuilt linux-x64 CPU binaries, llama.cpp for the evidence of
+# GGUF language models, about 83 MB: --omit=optional keeps npm from pulling the CUDA/Vulkan
+# variants, over 600 MB).
 # Usage: scripts/setup.sh [--test]   (--test adds clang + libFuzzer runtime, chromium and
 # playwright-core for the browser test; there a failed npm install is an error, not a warning)
 set -euo pipefail
@@ -33,17 +36,21 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 npm_install() {  # npm_install DIR [extra packages, not saved]
   local dir="$1"; shift
   if (($#)); then
-    npm install --ignore-scripts --no-audit --no-fund --no-save --prefix "$dir" "$@" >/dev/null
+    npm install --ignore-scripts --omit=optional --no-audit --no-fund --no-save --prefix "$dir" "$@" >/dev/null
   else
-    npm install --ignore-scripts --no-audit --no-fund --prefix "$dir" >/dev/null
+    npm install --ignore-scripts --omit=optional --no-audit --no-fund --prefix "$dir" >/dev/null
   fi
 }
-if [[ ! -f "$root/runner/node_modules/onnxruntime-node/package.json" ]]; then
-  echo "setup: npm install --ignore-scripts in runner/ (onnxruntime-node)" >&2
+if [[ ! -f "$root/runner/node_modules/onnxruntime-node/package.json" ||
+      ! -f "$root/runner/node_modules/node-llama-cpp/package.json" ||
+      ! -f "$root/runner/node_modules/@node-llama-cpp/linux-x64/package.json" ]]; then
+  # exact versions from runner/package.json + package-lock.json: onnxruntime-node 1.30.0,
+  # node-llama-cpp 3.21.1 and @node-llama-cpp/linux-x64 3.21.1
+  echo "setup: npm install --ignore-scripts --omit=optional in runner/ (onnxruntime-node, node-llama-cpp)" >&2
   if ! npm_install "$root/runner"; then
     if [[ "${1:-}" == "--test" ]]; then echo "setup: npm install in runner/ failed" >&2; exit 1; fi
     echo "setup: warning: npm install in runner/ failed; 'tensormorph evidence' needs it" \
-         "(cd runner && npm install --ignore-scripts)" >&2
+         "(cd runner && npm install --ignore-scripts --omit=optional)" >&2
   fi
 fi
 if [[ "${1:-}" == "--test" && ! -f "$root/runner/node_modules/playwright-core/package.json" ]]; then

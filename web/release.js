@@ -4,7 +4,9 @@
 ** [--rollback PATH]): GET /api/v1/release returns exactly `tensormorph gate --json`'s document
 ** (docs/gate.md), so the page shows the same verdict, every check with pass/fail, its reason
 ** and the evidence values it used. app.js's switchView calls releasePage.show() when the tab
-** opens; "Run again" re-reads the files. */
+** opens; "Run again" re-reads the files. LLM evidence (the document's "llm") adds, per slice, a
+** KLD histogram (bars per decade bin) with the slice's mean/p99 KLD, same top-1 and PPL ratio,
+** and the table of the worst positions (context, next token, both models' top tokens). */
 "use strict";
 
 const releasePage = (() => {
@@ -32,7 +34,8 @@ const releasePage = (() => {
     tbl.style.fontSize = "13px";
     tbl.style.width = "100%";
     const reasons = el("ol", { id: "release-reasons" });
-    sec.append(bar, verdict, inputs, tbl, el("h3", { text: "Reasons" }), reasons);
+    const llm = el("div", { id: "release-llm" });
+    sec.append(bar, verdict, inputs, tbl, el("h3", { text: "Reasons" }), reasons, llm);
     $("main").insertBefore(sec, $("#error"));
     $("#release-rerun").addEventListener("click", run);
   }
@@ -92,6 +95,55 @@ const releasePage = (() => {
       tb.append(tr);
     }
     for (const r of d.reasons) $("#release-reasons").append(el("li", { text: r }));
+    renderLlm(d.llm);
+  }
+
+  const fmt = (x, n) => (x == null ? "null" : Number(x).toPrecision(n || 4));
+
+  /* per slice: a bar per KLD bin (height ~ count), then the worst positions */
+  function renderLlm(llm) {
+    const box = $("#release-llm");
+    box.textContent = "";
+    if (!llm) return;
+    box.append(el("h3", { text: "LLM evidence: KL divergence per slice" }));
+    const hist = llm.histogram || {};
+    for (const name of Object.keys(llm.slices || {})) {
+      const s = llm.slices[name], h = hist[name];
+      const fig = el("div", { class: "llm-slice", "data-slice": name });
+      fig.append(el("div", { text: name + ": mean KLD " + fmt(s.kld && s.kld.mean) + ", p99 " + fmt(s.kld && s.kld.p99) +
+        ", same top-1 " + (s.same_top1 == null ? "null" : (100 * s.same_top1).toFixed(2) + "%") + ", PPL ratio " + fmt(s.ppl_ratio, 5) +
+        ", " + s.scored_tokens + " tokens" + (s.nan_positions ? ", " + s.nan_positions + " NaN positions" : "") }));
+      if (h && h.counts) {
+        const max = Math.max(1, ...h.counts);
+        const bars = el("div", { class: "llm-hist" });
+        bars.style.display = "flex";
+        bars.style.alignItems = "flex-end";
+        bars.style.height = "80px";
+        bars.style.gap = "2px";
+        h.counts.forEach((c, i) => {
+          const lo = h.edges[i], hi = h.edges[i + 1];
+          const b = el("div", { class: "llm-bar", title: "KLD " + (i + 1 < h.edges.length ? "[" + lo + ", " + hi + ")" : ">= " + lo) + ": " + c, "data-count": String(c) });
+          b.style.width = "28px";
+          b.style.height = Math.round(76 * c / max) + 2 + "px";
+          b.style.background = "#3b82f6";
+          bars.append(b);
+        });
+        fig.append(bars, el("div", { class: "hint", text: "bins: " + h.edges.map((e) => e === 0 ? "0" : e.toExponential(0)).join(" | ") + " and above" }));
+      }
+      box.append(fig);
+    }
+    const w = llm.worst || [];
+    if (!w.length) return;
+    box.append(el("h3", { text: "Worst positions" }));
+    const tops = (t) => (t || []).map((x) => JSON.stringify(x.text) + " " + x.p.toFixed(3)).join(", ");
+    const tbl = el("table", { id: "release-worst" },
+      el("thead", {}, el("tr", {}, ...["KLD", "slice", "position", "context", "next", "baseline top", "candidate top"].map((h) => el("th", { text: h })))),
+      el("tbody", {}, ...w.map((x) => el("tr", { "data-position": String(x.position) }, cell(fmt(x.kld)), cell(x.slice), cell(String(x.position)),
+        cell(x.context), cell(JSON.stringify(x.next || "")), cell(tops(x.base_top)), cell(tops(x.cand_top))))));
+    tbl.style.borderCollapse = "collapse";
+    tbl.style.background = "#fff";
+    tbl.style.fontSize = "12px";
+    box.append(tbl);
   }
 
   async function run() {

@@ -3,7 +3,9 @@
 ** --rollback), for the Release page (web/release.js). The files are read again on every
 ** request, so the page shows the gate on the files as they are now; the document is exactly
 ** `tensormorph gate --json`'s (tensormorph.gate/1) with "configured": true added. Without the
-** three inputs: {"configured": false, "hint": ...}. Paths come only from the command line,
+** three inputs: {"configured": false, "hint": ...}. LLM evidence (tensormorph evidence --text)
+** adds "llm": its evidence's `llm` section as it is (overall, slices, histogram, worst) for the
+** page's KLD histogram per slice and worst positions. Paths come only from the command line,
 ** never from the request. */
 #include "serve.h"
 #include "tensormorph/gate.h"
@@ -49,5 +51,9 @@ json_t *api_release(serve_ctx *c, int *status) {
     tm_gate_result_free(&r);
     if (!d) return release_error(status, 500, "out of memory");
     json_object_set_new(d, "configured", json_true());
+    json_t *ev = json_load_file(p.evidence_path, 0, NULL);
+    json_t *llm = json_object_get(ev, "llm");
+    if (json_is_object(llm)) json_object_set(d, "llm", llm);
+    json_decref(ev);
     return d;
 }

@@ -147,6 +147,7 @@ static const char *const js_known[] = {
     "type", "properties", "required", "additionalProperties", "items", "enum", "const",
     "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "minItems", "maxItems",
     "minLength", "maxLength", "minProperties", "maxProperties", "propertyNames", "$ref", "$defs",
+    "if", "then", "else",
     /* annotations: no effect on validation */
     "$schema", "$id", "$comment", "title", "description", "default", "examples",
 };
@@ -349,6 +350,19 @@ static tm_status js_validate(js_ctx *c, const json_t *schema, const json_t *doc)
         if ((st = js_count_kw(c, schema, "maxLength", n, 1, "string has")) != TM_OK) goto out;
     }
     if (json_is_object(doc) && (st = js_object(c, schema, doc)) != TM_OK) goto out;
+    const json_t *cond = json_object_get(schema, "if");
+    if (cond) { /* 2020-12 "if"/"then"/"else": the "if" outcome only selects, never fails */
+        tm_err scratch;
+        tm_err *keep = c->err;
+        size_t old = c->plen;
+        c->err = &scratch;
+        tm_status ci = js_validate(c, cond, doc);
+        c->err = keep;
+        js_pop(c, old);
+        if (ci != TM_OK && ci != TM_E_CORRUPT) { st = tm__err_set(c->err, ci, -1, "%s", scratch.msg); goto out; }
+        const json_t *branch = json_object_get(schema, ci == TM_OK ? "then" : "else");
+        if (branch && (st = js_validate(c, branch, doc)) != TM_OK) goto out;
+    }
     if (json_is_array(doc)) {
         size_t n = json_array_size(doc);
         if ((st = js_count_kw(c, schema, "minItems", n, 0, "array has")) != TM_OK) goto out;
@@ -442,7 +456,8 @@ static tm_status jc_walk(js_check *c, const json_t *s, int depth) {
                 tm_status st = jc_child(c, ps, key, pk, depth);
                 if (st) return st;
             }
-        } else if (!strcmp(key, "additionalProperties") || !strcmp(key, "items") || !strcmp(key, "propertyNames")) {
+        } else if (!strcmp(key, "additionalProperties") || !strcmp(key, "items") || !strcmp(key, "propertyNames") ||
+                   !strcmp(key, "if") || !strcmp(key, "then") || !strcmp(key, "else")) {
             tm_status st = jc_child(c, v, key, NULL, depth);
             if (st) return st;
         }

@@ -9,7 +9,9 @@
 ** (true/false or a schema), items (one schema for every element), enum, const, minimum, maximum,
 ** exclusiveMinimum, exclusiveMaximum, minItems, maxItems, minLength, maxLength, minProperties,
 ** maxProperties, propertyNames (each key validated as a string), $ref of the form
-** "#/$defs/NAME" (resolved against the root schema), $defs. Annotations ($schema, $id, $comment,
+** "#/$defs/NAME" (resolved against the root schema), $defs, if/then/else (the document is
+** validated against "then" when it matches "if", else against "else"; a mismatch of "if" itself
+** is never an error). Annotations ($schema, $id, $comment,
 ** title, description, default, examples) are ignored. Any other keyword (pattern, oneOf, ...) is
 ** refused as TM_E_UNSUPPORTED so that a schema never silently means less than it says.
 */

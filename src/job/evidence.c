@@ -14,6 +14,19 @@
 #include <stdio.h>
 #include <sys/stat.h>
 
+tm_status tm__ev_finish(const json_t *doc, char **json_out, tm_err *err) {
+    tm_status s = tm__jschema_validate_named("evidence", doc, "evidence", err);
+    if (s) {
+        tm__err_prefix(err, "internal: the evidence does not satisfy docs/schemas/evidence.schema.json");
+        if (err) err->code = TM_E_INTERNAL;
+        return TM_E_INTERNAL;
+    }
+    char *text = json_dumps(doc, JSON_INDENT(2) | JSON_REAL_PRECISION(17));
+    *json_out = text ? tm__aprintf("%s\n", text) : NULL;
+    free(text);
+    return *json_out ? TM_OK : tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
+}
+
 tm_evidence_params tm_evidence_params_default(void) {
     tm_evidence_params p;
     memset(&p, 0, sizeof p);
@@ -198,23 +211,14 @@ static json_t *model_json(const char *path, const char *sha, const tm__ev_result
     return m;
 }
 
-static json_t *build_doc(const tm_evidence_params *p, const tm__ev_inputs *in,
-                         const tm__ev_samples *smp, const tm__ev_slices *sl, const tm_file *bf,
-                         const tm_file *cf, const char (*sha)[65], const tm__ev_result *res,
-                         const ev_stat *stats) {
-    json_t *d = json_object();
+void tm__ev_doc_head(json_t *d, json_t *runtime) {
     json_object_set_new(d, "schema", json_string("tensormorph.evidence/1"));
     json_t *tool = json_object();
     json_object_set_new(tool, "name", json_string("tensormorph"));
     json_object_set_new(tool, "version", json_string(tm_version()));
     json_object_set_new(tool, "commit", json_string(tm_git_commit()));
     json_object_set_new(d, "tool", tool);
-    json_t *rt = json_object();
-    json_object_set_new(rt, "name", json_string("onnxruntime-node"));
-    json_object_set_new(rt, "version", json_string(res[0].runtime_version));
-    json_object_set_new(rt, "node", json_string(res[0].node));
-    json_object_set_new(rt, "execution_provider", json_string("cpu"));
-    json_object_set_new(d, "runtime", rt);
+    json_object_set_new(d, "runtime", runtime);
     tm_host_info_t h;
     tm_host_info(&h);
     json_t *dev = json_object();
@@ -224,6 +228,19 @@ static json_t *build_doc(const tm_evidence_params *p, const tm__ev_inputs *in,
     json_object_set_new(dev, "measured", json_true());
     json_object_set_new(d, "device", dev);
     json_object_set_new(d, "host", tm__manifest_host());
+}
+
+static json_t *build_doc(const tm_evidence_params *p, const tm__ev_inputs *in,
+                         const tm__ev_samples *smp, const tm__ev_slices *sl, const tm_file *bf,
+                         const tm_file *cf, const char (*sha)[65], const tm__ev_result *res,
+                         const ev_stat *stats) {
+    json_t *d = json_object();
+    json_t *rt = json_object();
+    json_object_set_new(rt, "name", json_string("onnxruntime-node"));
+    json_object_set_new(rt, "version", json_string(res[0].runtime_version));
+    json_object_set_new(rt, "node", json_string(res[0].node));
+    json_object_set_new(rt, "execution_provider", json_string("cpu"));
+    tm__ev_doc_head(d, rt);
 
     json_t *proto = json_object(), *pin = json_object(), *shapes = json_object();
     json_object_set_new(pin, "mode", json_string(p->inputs_dir ? "dir" : "random"));
@@ -391,17 +408,7 @@ tm_status tm_evidence_run(const tm_evidence_params *p, char **json_out, tm_err *
         doc = build_doc(p, &bin, &smp, &sl, bf, cf, (const char (*)[65])sha, res, stats);
         if (!doc) s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
     }
-    if (!s && (s = tm__jschema_validate_named("evidence", doc, "evidence", err)) != TM_OK) {
-        tm__err_prefix(err, "internal: the evidence does not satisfy docs/schemas/evidence.schema.json");
-        if (err) err->code = TM_E_INTERNAL;
-        s = TM_E_INTERNAL;
-    }
-    if (!s) {
-        char *text = json_dumps(doc, JSON_INDENT(2) | JSON_REAL_PRECISION(17));
-        *json_out = text ? tm__aprintf("%s\n", text) : NULL;
-        free(text);
-        if (!*json_out) s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
-    }
+    if (!s) s = tm__ev_finish(doc, json_out, err);
     json_decref(doc);
     free(cmap);
     free(stats);

@@ -85,5 +85,17 @@ void      tm__ev_result_free(tm__ev_result *r, int64_t n_samples);
 tm_status tm__ev_describe(const tm_evidence_params *p, const char *phase, const char *model,
                           const char *scratch, char ***names, int *n_names, tm_err *err);
 void      tm__ev_names_free(char ***names, int *n_names);
+/* Run the LLM runner (runner/llm_evidence.js, p->runner_script) on job file `job`, its stderr to
+** errp; `what` names the model in errors. Exit 3 of the runner is TM_E_CORRUPT, a runner killed by
+** a signal TM_E_CORRUPT too, with its whole stderr kept in a file the message names; exit 5 or
+** another failure TM_E_IO; TM_E_CANCELLED when p->cancel was set. */
+tm_status tm__ev_run_llm_job(const tm_evidence_params *p, const char *phase, const char *what,
+                             const char *job, const char *errp, tm_err *err);
+/* evidence.c: put "schema", "tool", "runtime" (taking the reference), "device" and "host"
+** into the evidence document d, in that order. */
+void      tm__ev_doc_head(json_t *d, json_t *runtime);
+/* evidence.c: validate doc against the embedded evidence schema (a violation is TM_E_INTERNAL:
+** our own bug) and dump it into *json_out (malloc'd, 2-space indented, ends in "\n"). */
+tm_status tm__ev_finish(const json_t *doc, char **json_out, tm_err *err);
 
 #endif

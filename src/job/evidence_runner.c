@@ -251,14 +251,16 @@ static tm_status read_result(const char *phase, const char *res_path, const char
     return s;
 }
 
-/* Run one job; map a failure to a status with the runner's stderr. `what` names the model(s). */
-static tm_status run_job(const tm_evidence_params *p, const char *phase, const char *what,
-                         const char *job, const char *errp, tm_err *err) {
+/* Run one job; map a failure to a status with the runner's stderr. `what` names the model(s).
+** crash_is_input (the LLM runner): a runner killed by a signal is TM_E_CORRUPT (the runtime died
+** on this model) and its whole stderr is always kept in a file the message names. */
+static tm_status run_job_as(const tm_evidence_params *p, const char *phase, const char *what,
+                            const char *job, const char *errp, int crash_is_input, tm_err *err) {
     int status = 0;
     tm_status s = spawn_runner(p, phase, job, errp, &status, err);
     if (!s && !(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
         char head[TM_ERR_MSG_MAX];
-        tm_status st = TM_E_IO;
+        tm_status st = crash_is_input && WIFSIGNALED(status) ? TM_E_CORRUPT : TM_E_IO;
         if (WIFSIGNALED(status)) {
             snprintf(head, sizeof head, "%s model %s: the runner was killed by signal %d", phase, what, WTERMSIG(status));
         } else {
@@ -267,8 +269,25 @@ static tm_status run_job(const tm_evidence_params *p, const char *phase, const c
             snprintf(head, sizeof head, "%s model %s: the runner failed (exit %d)", phase, what, code);
         }
         s = runner_failure(err, st, p, phase, errp, head);
+        if (crash_is_input && err && !strstr(err->msg, "(whole stderr: ")) {
+            char *kept = keep_stderr(p, phase, errp);
+            size_t ml = strlen(err->msg), room = sizeof err->msg - 1;
+            if (kept && ml + strlen(kept) + 20 > room) ml = room > strlen(kept) + 20 ? room - strlen(kept) - 20 : 0;
+            if (kept) snprintf(err->msg + ml, sizeof err->msg - ml, " (whole stderr: %s)", kept);
+            free(kept);
+        }
     }
     return s;
+}
+
+static tm_status run_job(const tm_evidence_params *p, const char *phase, const char *what,
+                         const char *job, const char *errp, tm_err *err) {
+    return run_job_as(p, phase, what, job, errp, 0, err);
+}
+
+tm_status tm__ev_run_llm_job(const tm_evidence_params *p, const char *phase, const char *what,
+                             const char *job, const char *errp, tm_err *err) {
+    return run_job_as(p, phase, what, job, errp, 1, err);
 }
 
 tm_status tm__ev_describe(const tm_evidence_params *p, const char *phase, const char *model,

@@ -9,6 +9,7 @@
 #include "tensormorph/compat.h"
 #include "tensormorph/evidence.h"
 #include "tensormorph/gate.h"
+#include "gate_llm.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -55,6 +56,16 @@ static void add_check(gate *g, const char *name, const char *status, json_t *evi
         json_array_append_new(g->reasons, json_string(line ? line : reason));
         free(line);
     }
+}
+
+/* report the checks gate_llm.c appended to arr (taken) */
+static void add_checks(gate *g, json_t *arr) {
+    size_t i;
+    json_t *c;
+    json_array_foreach(arr, i, c)
+        add_check(g, tm__json_str(c, "name"), tm__json_str(c, "status"), json_incref(json_object_get(c, "evidence")), "%s",
+                  tm__json_str(c, "reason"));
+    json_decref(arr);
 }
 
 /* ---- reading integers ------------------------------------------------------------------ */
@@ -366,7 +377,8 @@ static void check_device(gate *g, const json_t *evd, const char *target) {
     size_t u = 0;
     if (!json_is_true(json_object_get(dev, "measured"))) WHY("device.measured is false: the evidence holds no measurement of a device");
     const json_t *tg = g->table ? table_target(g->table, target) : NULL;
-    const json_t *spec = json_object_get(tg, "evidence");
+    json_t *llm_spec = tm__gate_llm_target(target) ? tm__gate_llm_spec() : NULL;
+    const json_t *spec = llm_spec ? llm_spec : json_object_get(tg, "evidence");
     if (!spec) {
         WHY("no evidence runner measures target '%s' (tensormorph evidence runs %s); the device is unmeasured", target, "onnxruntime-node on cpu");
     } else {
@@ -376,6 +388,7 @@ static void check_device(gate *g, const json_t *evd, const char *target) {
         if (!ep || strcmp(ep, want_ep)) WHY("runtime.execution_provider is '%s', target %s needs %s", ep ? ep : "?", target, want_ep);
         if (!dk || strcmp(dk, want_dev)) WHY("device.kind is '%s', target %s needs %s", dk ? dk : "?", target, want_dev);
     }
+    json_decref(llm_spec);
     if (why[0]) add_check(g, "evidence.device", "fail", ev, "%s", why);
     else add_check(g, "evidence.device", "pass", ev, "measured on %s (%s, %s)", tm__json_str(dev, "name") ? tm__json_str(dev, "name") : "?",
                    tm__json_str(rt, "name"), tm__json_str(rt, "execution_provider"));
@@ -413,6 +426,7 @@ static void check_models(gate *g, const json_t *evd, const json_t *man) {
 ** index of the first sample <= 0 ms (no inference takes no time: a clock or runner fault), or -1. */
 static double *samples_of(const json_t *model, int64_t *n, int64_t *bad) {
     const json_t *a = json_object_get(model, "latency_ms");
+    if (!a) a = json_object_get(model, "decode_ms"); /* LLM evidence: per-token decode latency */
     *n = (int64_t)json_array_size(a);
     *bad = -1;
     if (*n < 1) return NULL;
@@ -428,6 +442,12 @@ static double *samples_of(const json_t *model, int64_t *n, int64_t *bad) {
 
 static void check_protocol(gate *g, const json_t *evd, const json_t *pt) {
     if (!evd) { add_check(g, "evidence.protocol", "not_run", NULL, "needs the evidence"); return; }
+    if (tm__gate_llm_evidence(evd)) {
+        json_t *arr = json_array();
+        tm__gate_llm_protocol(arr, evd, pt);
+        add_checks(g, arr);
+        return;
+    }
     const json_t *proto = json_object_get(evd, "protocol"), *models = json_object_get(evd, "models");
     json_int_t runs, warm, threads, count;
     gint(g, proto, "runs", g->ev_path, &runs, "$.protocol.runs");
@@ -759,7 +779,7 @@ tm_status tm_gate_run(const tm_gate_params *p, tm_gate_result *out, tm_err *err)
             add_check(&g, "policy.target", "fail", ev, "the policy has no thresholds for target '%s'", p->target);
         else if (!pt)
             add_check(&g, "policy.target", "fail", ev, "the policy has %zu targets: choose one with --target", json_object_size(targets));
-        else if (g.table && !table_target(g.table, target))
+        else if (g.table && !table_target(g.table, target) && !tm__gate_llm_target(target))
             add_check(&g, "policy.target", "fail", ev, "target '%s' is not a target of the contract table (tensormorph compat lists them)", target);
         else
             add_check(&g, "policy.target", "pass", ev, "gating on target %s", target);
@@ -781,6 +801,9 @@ tm_status tm_gate_run(const tm_gate_params *p, tm_gate_result *out, tm_err *err)
         check_latency(&g, evd, pt);
         check_memory(&g, evd, pt);
         check_drift(&g, evd, pt);
+        json_t *llm_checks = json_array();
+        tm__gate_check_llm(llm_checks, evd, pt, target);
+        add_checks(&g, llm_checks);
         check_compat(&g, p, pt, target, &art);
         check_canary(&g, p, pt);
     } else {

@@ -197,6 +197,21 @@ static void test_unsupported_and_annotations(void **state) {
     assert_int_equal(tm__jschema_validate(NULL, NULL, "x", &err), TM_E_INVALID_ARG);
 }
 
+/* if/then/else: "then" applies when the document matches "if", "else" otherwise; a mismatch of
+** "if" is never reported; the error of the branch names the document path. */
+static void test_if_then_else(void **state) {
+    (void)state;
+    const char *sch = "{\"type\":\"object\",\"if\":{\"properties\":{\"kind\":{\"const\":\"llm\"}}},"
+                      "\"then\":{\"required\":[\"llm\"]},\"else\":{\"required\":[\"drift\"],\"properties\":{\"llm\":false}}}";
+    expect_ok(sch, "{\"kind\":\"llm\",\"llm\":{}}");
+    expect_ok(sch, "{\"kind\":\"onnx\",\"drift\":1}");
+    expect_fail(sch, "{\"kind\":\"llm\",\"drift\":1}", TM_E_CORRUPT, "doc.json: $: missing required property \"llm\"");
+    expect_fail(sch, "{\"kind\":\"onnx\",\"drift\":1,\"llm\":{}}", TM_E_CORRUPT, "doc.json: $.llm: no value is allowed here");
+    expect_fail("{\"properties\":{\"a\":{\"if\":{\"type\":\"string\"},\"then\":{\"minLength\":2}}}}", "{\"a\":\"x\"}",
+                TM_E_CORRUPT, "doc.json: $.a: string has 1 characters, fewer than minLength 2");
+    expect_ok("{\"properties\":{\"a\":{\"if\":{\"type\":\"string\"},\"then\":{\"minLength\":2}}}}", "{\"a\":7}");
+}
+
 /* minProperties / maxProperties count an object's keys; propertyNames validates each key as a
 ** string (JSON Schema 2020-12 Validation 6.5.1-2, Core 10.3.2.4) */
 static void test_object_counts_and_property_names(void **state) {
@@ -485,6 +500,7 @@ int main(void) {
         cmocka_unit_test(test_string_length),
         cmocka_unit_test(test_ref_defs),
         cmocka_unit_test(test_unsupported_and_annotations),
+        cmocka_unit_test(test_if_then_else),
         cmocka_unit_test(test_object_counts_and_property_names),
         cmocka_unit_test(test_json_int),
         cmocka_unit_test(test_check_schema),

@@ -31,6 +31,16 @@ int tmt_demo_q4(char *dir, size_t n, const char *tag) {
     return tmt_run(NULL, "%s quantize %s/demo -o %s/q4 -t int4 -g group:32 -q", tmt_bin(), dir, dir);
 }
 
+int tmt_manifest_shas(const char *manifest_path, char src[65], char out[65]) {
+    json_t *m = json_load_file(manifest_path, 0, NULL);
+    const char *s = json_string_value(json_object_get(json_array_get(json_object_get(m, "sources"), 0), "sha256"));
+    const char *o = json_string_value(json_object_get(json_array_get(json_object_get(json_object_get(m, "output"), "files"), 0), "sha256"));
+    int ok = s && o && strlen(s) == 64 && strlen(o) == 64;
+    if (ok) { memcpy(src, s, 65); memcpy(out, o, 65); }
+    json_decref(m);
+    return ok ? 0 : -1;
+}
+
 tm_file *tmt_open_ok(const char *path) {
     tm_file *f = NULL;
     tm_err e;

@@ -18,6 +18,9 @@ int tmt_demo(char *dir, size_t n, const char *tag);
 /* tmt_demo, then its int4 group:32 quantization in <dir>/q4. Returns 0, -1, or the first
 ** non-zero exit status. */
 int tmt_demo_q4(char *dir, size_t n, const char *tag);
+/* The sha256 of a manifest's first source (src) and first output file (out), 64 hex digits each.
+** Returns 0, or -1 when the manifest cannot be read or lacks them. */
+int tmt_manifest_shas(const char *manifest_path, char src[65], char out[65]);
 /* Write the n bytes at data to path, replacing it (the test fails on any error). */
 void tmt_write_file(const char *path, const void *data, size_t n);
 /* Write text to <dir>/<name>, as tmt_write_file. */

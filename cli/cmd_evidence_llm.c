@@ -1,0 +1,190 @@
+/* cmd_evidence_llm.c: `tensormorph evidence BASE.gguf CAND.gguf --text [NAME=]FILE ...`: the
+** behaviour evidence of two GGUF language models on llama.cpp (tensormorph/evidence_llm.h,
+** docs/evidence.md "LLM evidence"). cmd_evidence.c hands over when --text is given; this file
+** parses the LLM options, finds runner/llm_evidence.js and node-llama-cpp, and prints or writes
+** the evidence. */
+#include "cli.h"
+#include "tensormorph/evidence.h"
+#include "tensormorph/evidence_llm.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include <unistd.h>
+
+#ifndef TM_RUNNER_DIR
+#define TM_RUNNER_DIR "runner" /* CMakeLists.txt defines it as <source dir>/runner */
+#endif
+
+int  cmd_evidence_llm(const cli_cmd *cmd, cli_args *a);
+void cli_evidence_runner(const char *script_name, char *script, size_t scap, char *nm, size_t ncap,
+                         char *runner_dir, size_t rcap, char *share, size_t shcap, const char **node,
+                         const char **tmp_dir);
+
+/* Absolute folder of the running binary, or "" when /proc/self/exe is unreadable. */
+static void exe_dir(char *out, size_t cap) {
+    char buf[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
+    out[0] = '\0';
+    if (n <= 0) return;
+    buf[n] = '\0';
+    char *slash = strrchr(buf, '/');
+    if (slash) *slash = '\0';
+    snprintf(out, cap, "%s", buf);
+}
+
+static int is_file(const char *p) {
+    struct stat st;
+    return stat(p, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+/* Where the runner script `script_name` and node_modules are: script gets
+** TM_RUNNER_DIR/<script_name>, else <exe dir>/../share/tensormorph/runner/<script_name>; nm gets
+** $TM_NODE_MODULES, else <the runner dir>/node_modules; runner_dir the folder the script is in;
+** *node $TM_NODE or "node"; *tmp_dir $TMPDIR or "/tmp". */
+void cli_evidence_runner(const char *script_name, char *script, size_t scap, char *nm, size_t ncap,
+                         char *runner_dir, size_t rcap, char *share, size_t shcap, const char **node,
+                         const char **tmp_dir) {
+    const char *nd = getenv("TM_NODE"), *tmp = getenv("TMPDIR");
+    *node = nd && *nd ? nd : "node";
+    *tmp_dir = tmp && *tmp ? tmp : "/tmp";
+    char edir[PATH_MAX];
+    exe_dir(edir, sizeof edir);
+    snprintf(share, shcap, "%s/../share/tensormorph/runner", edir);
+    snprintf(runner_dir, rcap, "%s", TM_RUNNER_DIR);
+    snprintf(script, scap, "%s/%s", runner_dir, script_name);
+    if (!is_file(script) && edir[0]) {
+        snprintf(script, scap, "%s/%s", share, script_name);
+        if (is_file(script)) snprintf(runner_dir, rcap, "%s", share);
+        else snprintf(script, scap, "%s/%s", TM_RUNNER_DIR, script_name);
+    }
+    const char *env_nm = getenv("TM_NODE_MODULES");
+    if (env_nm && *env_nm) snprintf(nm, ncap, "%s", env_nm);
+    else snprintf(nm, ncap, "%s/node_modules", runner_dir);
+}
+
+
+static int int_opt(const cli_cmd *cmd, const cli_args *a, const char *name, long def, long lo, long hi, int *out) {
+    long v;
+    int rc = cli_opt_long(cmd, a, name, def, lo, hi, &v);
+    *out = (int)v;
+    return rc;
+}
+
+/* --text [NAME=]FILE: a bare FILE is named after its base name without its extension. */
+static int parse_text(const cli_cmd *cmd, const char *s, tm_evidence_llm_text *t, char **name_out) {
+    const char *eq = strchr(s, '=');
+    struct stat st;
+    if (eq && eq > s && stat(s, &st) != 0) {
+        *name_out = strndup(s, (size_t)(eq - s));
+        t->path = eq + 1;
+    } else {
+        const char *base = strrchr(s, '/');
+        base = base ? base + 1 : s;
+        const char *dot = strrchr(base, '.');
+        *name_out = strndup(base, dot && dot > base ? (size_t)(dot - base) : strlen(base));
+        t->path = s;
+    }
+    t->name = *name_out;
+    if (!*name_out || !**name_out || !*t->path)
+        return cli_usage_error(cmd, "--text must be FILE or NAME=FILE, got '%s'", s);
+    return 0;
+}
+
+static void summary(const char *doc_text, const char *out_path) {
+    json_t *d = json_loads(doc_text, 0, NULL);
+    if (!d) return;
+    json_t *llm = json_object_get(d, "llm");
+    const char *k;
+    json_t *v;
+    json_object_foreach(json_object_get(llm, "slices"), k, v) {
+        json_t *kl = json_object_get(v, "kld");
+        printf("slice %-12s KLD mean %.6g  p99 %.6g  max %.6g  same top-1 %.3f%%  PPL %.4f -> %.4f (x%.4f)  %lld tokens\n", k,
+               json_number_value(json_object_get(kl, "mean")), json_number_value(json_object_get(kl, "p99")),
+               json_number_value(json_object_get(kl, "max")), 100 * json_number_value(json_object_get(v, "same_top1")),
+               json_number_value(json_object_get(v, "ppl_base")), json_number_value(json_object_get(v, "ppl_cand")),
+               json_number_value(json_object_get(v, "ppl_ratio")),
+               (long long)json_integer_value(json_object_get(v, "scored_tokens")));
+    }
+    const char *names[2] = {"baseline", "candidate"};
+    for (int i = 0; i < 2; i++) {
+        json_t *m = json_object_get(json_object_get(d, "models"), names[i]);
+        printf("%-10s prompt %.1f tok/s  decode p50 %.3f ms  p99 %.3f ms  peak RSS %.1f MiB  %s\n", names[i],
+               json_number_value(json_object_get(m, "prompt_tokens_per_s")),
+               json_number_value(json_object_get(m, "decode_p50_ms")), json_number_value(json_object_get(m, "decode_p99_ms")),
+               (double)json_integer_value(json_object_get(m, "peak_rss_bytes")) / 1048576.0,
+               json_string_value(json_object_get(m, "path")));
+    }
+    if (out_path) printf("wrote %s\n", out_path);
+    json_decref(d);
+}
+
+int cmd_evidence_llm(const cli_cmd *cmd, cli_args *a) {
+    tm_evidence_llm_params p = tm_evidence_llm_params_default();
+    p.baseline = a->pos[0];
+    p.candidate = a->pos[1];
+    p.threads = g_cli.threads_given ? g_cli.threads : 1;
+    p.base_cache = cli_get(a, "base-cache");
+    p.vocab_from = cli_get(a, "vocab-from");
+    const char *outp = cli_get(a, "output");
+    static const char *const onnx_only[] = {"inputs", "random-inputs", "input-shape", "slices", "runs"};
+    for (size_t i = 0; i < sizeof onnx_only / sizeof onnx_only[0]; i++)
+        if (cli_has(a, onnx_only[i])) return cli_usage_error(cmd, "--%s applies to ONNX models, not with --text", onnx_only[i]);
+    int rc = 0;
+    if ((rc = int_opt(cmd, a, "ctx", 512, 4, 65536, &p.ctx))) return rc;
+    if (p.ctx % 2) return cli_usage_error(cmd, "--ctx must be even (positions ctx/2..ctx-2 are scored), got %d", p.ctx);
+    if ((rc = int_opt(cmd, a, "chunks", 0, 2, 1000000, &p.chunks))) return rc;
+    if ((rc = int_opt(cmd, a, "gen", p.ctx / 2 < 16 ? p.ctx / 2 : 16, 0, p.ctx / 2, &p.gen))) return rc;
+    if ((rc = int_opt(cmd, a, "warmup", 1, 0, 100000, &p.warmup))) return rc;
+    int n = cli_n(a, "text");
+    tm_evidence_llm_text *texts = calloc((size_t)n, sizeof *texts);
+    char **names = calloc((size_t)n, sizeof *names);
+    if (!texts || !names) { free(texts); free(names); fprintf(stderr, "tensormorph: out of memory\n"); return EXIT_IO; }
+    for (int i = 0; i < n && !rc; i++) rc = parse_text(cmd, cli_get_i(a, "text", i), &texts[i], &names[i]);
+    p.texts = texts;
+    p.n_texts = n;
+
+    char share[PATH_MAX + 64], script[PATH_MAX + 128], nm[PATH_MAX + 128], runner_dir[PATH_MAX + 64];
+    cli_evidence_runner("llm_evidence.js", script, sizeof script, nm, sizeof nm, runner_dir, sizeof runner_dir,
+                        share, sizeof share, &p.node, &p.tmp_dir);
+    p.runner_script = script;
+    p.node_modules = nm;
+    struct stat st;
+    if (!rc && stat(script, &st) != 0) {
+        fprintf(stderr, "tensormorph: the runner script is missing: looked for %s and %s/llm_evidence.js\n", script, share);
+        rc = EXIT_IO;
+    }
+    if (!rc && !tm_evidence_llm_runtime_present(nm)) {
+        fprintf(stderr, "tensormorph: node-llama-cpp is not installed in %s.\nInstall it with:\n"
+                        "  cd %s && npm i -E node-llama-cpp@3.21.1 @node-llama-cpp/linux-x64@3.21.1 --omit=optional --ignore-scripts\n"
+                        "(scripts/setup.sh does) or set TM_NODE_MODULES to a node_modules folder that holds it.\n",
+                nm, runner_dir);
+        rc = EXIT_IO;
+    }
+    if (!rc) {
+        p.progress = cli_progress_cb;
+        p.cancel = &g_cli_interrupted;
+        char *text = NULL;
+        tm_err err;
+        tm_status s = tm_evidence_llm_run(&p, &text, &err);
+        cli_progress_end();
+        tm_err werr;
+        /* NaN probabilities: the (complete) evidence with null statistics is still written */
+        tm_status ws = text && outp && (s == TM_OK || s == TM_E_NONFINITE) ? tm_evidence_write(outp, text, &werr) : TM_OK;
+        if (ws) { s = ws; err = werr; }
+        if (text && (s == TM_OK || s == TM_E_NONFINITE)) {
+            if (!outp || g_cli.json) fputs(text, stdout);
+            else if (!g_cli.quiet) summary(text, outp);
+        }
+        if (s) rc = s == TM_E_NONFINITE && text && g_cli.json ? (fprintf(stderr, "tensormorph: %s\n", err.msg), EXIT_INPUT)
+                                                             : cli_fail(s, &err);
+        free(text);
+    }
+    for (int i = 0; i < n; i++) free(names[i]);
+    free(names);
+    free(texts);
+    return rc;
+}

@@ -698,8 +698,8 @@ int main(int argc, char **argv) {
     for (int i = 0; i < nq; i++) {
         const result *q = &qr[i];
         int d = !strcmp(q->dtype, "BF16");
-        fprintf(stderr, "%-24s %-5s %3d %7.3f %7.3f %7.3f %6.2f%% %7.1f%% %10.2f %6.0fM %6.0fM %4s %5.1f %4.0f%% %8.2f\n",
-                q->variant, q->dtype, q->threads, q->src_bytes / 1e9, q->seconds, q->gbps, 100 * q->ratio,
+        fprintf(stderr, "%-24s %-5s %2d%c %7.3f %7.3f %7.3f %6.2f%% %7.1f%% %10.2f %6.0fM %6.0fM %4s %5.1f %4.0f%% %8.2f\n",
+                q->variant, q->dtype, q->threads, q->threads_default ? 'd' : ' ', q->src_bytes / 1e9, q->seconds, q->gbps, 100 * q->ratio,
                 100 * q->gbps / sha_gbps[d], q->user + q->sys, q->rss_mib, q->rss_target_mib,
                 q->rss_mib < q->rss_target_mib ? "PASS" : "MISS", q->load_max, q->cache_pct_min,
                 io_floor_gbps(q));
@@ -708,7 +708,8 @@ int main(int argc, char **argv) {
                     " cache: lowest share of the source file resident in the page cache before a timed run;\n"
                     " ioflrGB/s: source bytes / (time to read the source once + time to write and fsync the\n"
                     " job's output bytes alone in the same directory): the most a one-thread job that reads\n"
-                    " its source and writes that output durably could reach (bench_floor.h))\n");
+                    " its source and writes that output durably could reach (bench_floor.h);\n"
+                    " thr Nd: run without --threads, the default, which used N threads)\n");
     fprintf(stderr, "\ntargets:\n");
     int n_miss = 0;
     for (int i = 0; i < nq; i++) {

@@ -2,11 +2,18 @@
 #include "fsutil.h"
 
 #include <dirent.h>
+#include <stdatomic.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+static atomic_int g_outputs_pending; /* lock-free on every target we build for */
+
+void tm__outputs_hold(int delta) { atomic_fetch_add(&g_outputs_pending, delta); }
+
+int tm_outputs_pending(void) { return atomic_load(&g_outputs_pending); }
 
 char *tm__dirname(const char *path) {
     const char *slash = strrchr(path, '/');

@@ -212,7 +212,11 @@ tm_status tm__pipe_begin(tm__pipe *pp, const tm_file *in, const char *out, tm__p
     if (kind == TM__PIPE_DIR && (!out || !*out)) return tm__err_set(err, TM_E_INVALID_ARG, -1, "empty output path");
     /* refusals first (their own messages), then the same check again under the lock */
     tm_status s = check_out(pp, kind_name, force, err);
-    if (!s) s = take_lock(pp, err);
+    if (!s) {
+        tm__outputs_hold(1); /* before OUT.lock exists: a repeated SIGINT now waits for tm__pipe_end */
+        pp->held = 1;
+        s = take_lock(pp, err);
+    }
     if (!s) s = check_out(pp, kind_name, force, err);
     if (s) return s;
     long pid = (long)getpid();
@@ -394,4 +398,6 @@ void tm__pipe_end(tm__pipe *pp) {
     free(pp->hex);
     pp->lock_path = pp->stage = pp->man_stage = pp->man_final = NULL;
     pp->hex = NULL;
+    if (pp->held) tm__outputs_hold(-1); /* nothing of this job is left beside OUT */
+    pp->held = 0;
 }

@@ -25,6 +25,7 @@
 #ifndef TM_JOB_PIPELINE_H
 #define TM_JOB_PIPELINE_H
 #include "../core/core.h"
+#include "../core/fsutil.h"
 #include "manifest.h"
 
 #include <jansson.h>
@@ -48,6 +49,7 @@ typedef struct tm__pipe {
     char          *lock_path;  /* "OUT.lock"                                                   */
     int            lock_fd;    /* -1 when not held                                            */
     int            published;
+    int            held;       /* 1 while counted in tm_outputs_pending (begin .. end)        */
     char         (*hex)[65];   /* sha256 of each source file (tm_file_n_paths entries)        */
     pthread_t      hth;
     int            hashing;

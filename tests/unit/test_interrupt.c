@@ -1,0 +1,169 @@
+/* test_interrupt.c: real SIGINTs to the CLI at staggered delays, for every command that writes an
+** output (quantize to a compressed-tensors directory, to GGUF and to ONNX; convert, plain and
+** with --type; demo). Each signal is sent twice a few hundred microseconds apart, as timeout(1)
+** does (to the child, then to its process group). Every run must end with exit 0 and a complete
+** OUT, or exit 130 and nothing in its directory but what was there before: no OUT, no OUT.lock,
+** no OUT.tmp.<pid>, no nested "*.tmp.<pid>.tmp.<pid>" (issue 12 items 5 and 7, tester's report).
+** Before the fix the second signal made the CLI _Exit(130) while the job held OUT.lock and its
+** staging files. */
+#define _GNU_SOURCE 1
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "tensormorph.h"
+#include "helpers/cli_run.h"
+#include "helpers/vectors.h"
+
+static char g_tmp[256];
+
+static int setup_all(void **state) {
+    (void)state;
+    snprintf(g_tmp, sizeof g_tmp, "/tmp/tm_intr_XXXXXX");
+    return mkdtemp(g_tmp) ? 0 : -1;
+}
+
+static int teardown_all(void **state) {
+    (void)state;
+    tmt_run(NULL, "rm -rf %s", g_tmp);
+    return 0;
+}
+
+/* The names in dir, sorted, joined by ' ' (malloc'd). */
+static char *listing(const char *dir) {
+    struct dirent **ents = NULL;
+    int n = scandir(dir, &ents, NULL, alphasort);
+    size_t cap = 16, len = 0;
+    char *s = calloc(cap, 1);
+    for (int i = 0; i < n; i++) {
+        const char *nm = ents[i]->d_name;
+        if (strcmp(nm, ".") && strcmp(nm, "..")) {
+            size_t l = strlen(nm);
+            while (len + l + 2 > cap) s = realloc(s, cap *= 2);
+            if (len) s[len++] = ' ';
+            memcpy(s + len, nm, l + 1);
+            len += l;
+        }
+        free(ents[i]);
+    }
+    free(ents);
+    return s;
+}
+
+/* fork/exec argv with stdout/stderr to /dev/null; SIGINT after delay_us, then again gap_us later;
+** the exit status (128+N for a signal death). */
+static int run_interrupted(const char *const *argv, int delay_us, int gap_us) {
+    pid_t pid = fork();
+    if (pid == 0) {
+        int nul = open("/dev/null", O_WRONLY);
+        if (nul >= 0) { dup2(nul, 1); dup2(nul, 2); }
+        execv(argv[0], (char *const *)argv);
+        _exit(127);
+    }
+    assert_true(pid > 0);
+    usleep((useconds_t)delay_us);
+    kill(pid, SIGINT);
+    usleep((useconds_t)gap_us);
+    kill(pid, SIGINT);
+    int st = 0;
+    waitpid(pid, &st, 0);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* n runs of argv (OUT inside the fresh directory `dir`), delays 5..60 ms; after exit 0 the
+** directory must read `done`, after 130 `before` (both listings). Returns the count of 130s. */
+static int sweep(const char *tag, const char *dir, const char *const *argv, const char *before, const char *done,
+                 int n) {
+    int n130 = 0, n0 = 0;
+    for (int i = 0; i < n; i++) {
+        tmt_run(NULL, "rm -rf %s && mkdir -p %s", dir, dir);
+        if (before && *before) tmt_run(NULL, "cd %s && mkdir -p %s", dir, before); /* a pre-existing entry */
+        int delay = 5000 + (i * 55000) / (n > 1 ? n - 1 : 1);
+        int rc = run_interrupted(argv, delay, 100 + (i % 5) * 100);
+        char *ls = listing(dir);
+        if (!((rc == 0 && !strcmp(ls, done)) || (rc == 130 && !strcmp(ls, before ? before : ""))))
+            fprintf(stderr, "%s run %d (SIGINT at %d us): exit %d, left [%s]\n", tag, i, delay, rc, ls);
+        if (rc == 0) assert_string_equal(ls, done);
+        else {
+            assert_int_equal(rc, 130);
+            assert_string_equal(ls, before ? before : "");
+        }
+        n130 += rc == 130;
+        n0 += rc == 0;
+        free(ls);
+    }
+    fprintf(stderr, "%s: %d runs, %d interrupted (130), %d finished (0)\n", tag, n, n130, n0);
+    return n130;
+}
+
+#define RUNS 24
+
+static void test_sigint_quantize_dir(void **state) {
+    (void)state;
+    char demo[320], dir[320], out[360];
+    snprintf(demo, sizeof demo, "%s/demo", g_tmp);
+    assert_int_equal(tmt_run(NULL, "%s demo -o %s -q", tmt_bin(), demo), 0);
+    snprintf(dir, sizeof dir, "%s/ct", g_tmp);
+    snprintf(out, sizeof out, "%s/od", dir);
+    const char *argv[] = {tmt_bin(), "quantize", demo, "-o", out, "-q", NULL};
+    assert_true(sweep("quantize -> dir", dir, argv, "keep", "keep od", RUNS) > 0);
+}
+
+static void test_sigint_quantize_gguf(void **state) {
+    (void)state;
+    if (!tmv_require_shared()) return;
+    char in[400], dir[320], out[360];
+    snprintf(in, sizeof in, "%s/models/gguf/stories260K-F32.gguf", tmv_shared_dir());
+    snprintf(dir, sizeof dir, "%s/gg", g_tmp);
+    snprintf(out, sizeof out, "%s/o.gguf", dir);
+    const char *argv[] = {tmt_bin(), "quantize", in, "-o", out, "-t", "Q4_K_M", "-q", NULL};
+    assert_true(sweep("quantize -> gguf", dir, argv, "", "o.gguf o.gguf.manifest.json", RUNS) > 0);
+}
+
+static void test_sigint_quantize_onnx(void **state) {
+    (void)state;
+    if (!tmv_require_shared()) return;
+    char in[400], dir[320], out[360];
+    snprintf(in, sizeof in, "%s/models/onnx/npm/paddleocr/ch_ppocr_mobile_v2.0_cls_infer.onnx", tmv_shared_dir());
+    snprintf(dir, sizeof dir, "%s/ox", g_tmp);
+    snprintf(out, sizeof out, "%s/o.onnx", dir);
+    const char *argv[] = {tmt_bin(), "quantize", in, "-o", out, "-q", NULL};
+    assert_true(sweep("quantize -> onnx", dir, argv, "", "o.onnx o.onnx.manifest.json", RUNS) > 0);
+}
+
+static void test_sigint_convert(void **state) {
+    (void)state;
+    if (!tmv_require_shared()) return;
+    char in[400], vocab[400], dir[320], out[360];
+    snprintf(in, sizeof in, "%s/models/safetensors/stories260K-f32", tmv_shared_dir());
+    snprintf(vocab, sizeof vocab, "%s/models/gguf/stories260K-F32.gguf", tmv_shared_dir());
+    snprintf(dir, sizeof dir, "%s/cv", g_tmp);
+    snprintf(out, sizeof out, "%s/c.gguf", dir);
+    const char *plain[] = {tmt_bin(), "convert", in, "-o", out, "--vocab-from", vocab, "-q", NULL};
+    assert_true(sweep("convert", dir, plain, "", "c.gguf c.gguf.manifest.json", RUNS / 2) > 0);
+    const char *quant[] = {tmt_bin(), "convert", in, "-o", out, "--vocab-from", vocab, "-t", "Q8_0", "-q", NULL};
+    assert_true(sweep("convert -t Q8_0", dir, quant, "", "c.gguf c.gguf.manifest.json", RUNS / 2) > 0);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_sigint_quantize_dir),
+        cmocka_unit_test(test_sigint_quantize_gguf),
+        cmocka_unit_test(test_sigint_quantize_onnx),
+        cmocka_unit_test(test_sigint_convert),
+    };
+    return cmocka_run_group_tests(tests, setup_all, teardown_all);
+}

@@ -76,6 +76,9 @@ void tm_err_clear(tm_err *err);
 ** (async-signal-safe: one lock-free atomic load); the CLI exits at once on a repeated SIGINT only
 ** when it is 0, and otherwise lets the job see its cancel flag and clean up. */
 int tm_outputs_pending(void);
+/* tm_outputs_published: how many outputs this process has renamed into place (async-signal-safe,
+** as above). A signal after a publish does not undo the run: the CLI then does not exit at once. */
+int tm_outputs_published(void);
 
 /* ---------------------------------------------------------------------------------------- */
 /* Dtypes                                                                                   */

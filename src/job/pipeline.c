@@ -374,6 +374,7 @@ tm_status tm__pipe_finish(tm__pipe *pp, json_t *man, json_t *results, uint64_t s
     s = pp->kind == TM__PIPE_DIR ? publish_dir(pp, err) : publish_file(pp, err);
     if (!s) {
         pp->published = 1;
+        tm__outputs_publish(); /* a later signal must not turn this run into an exit 130 */
         char *parent = tm__dirname(pp->out);
         if (parent) { tm__fsync_dir(parent, NULL); free(parent); }
     }

@@ -158,12 +158,74 @@ static void test_sigint_convert(void **state) {
     assert_true(sweep("convert -t Q8_0", dir, quant, "", "c.gguf c.gguf.manifest.json", RUNS / 2) > 0);
 }
 
+/* demo -o DIR: Ctrl-C honoured (exit 130, nothing at DIR) at every delay; before, demo ignored the
+** signal and wrote DIR with exit 0. */
+static void test_sigint_demo(void **state) {
+    (void)state;
+    char dir[320], out[360];
+    snprintf(dir, sizeof dir, "%s/dm", g_tmp);
+    snprintf(out, sizeof out, "%s/d", dir);
+    const char *argv[] = {tmt_bin(), "demo", "-o", out, "-q", NULL};
+    /* 10 ms is well inside the ~100 ms the demo takes to write: it must be interrupted */
+    tmt_run(NULL, "rm -rf %s && mkdir -p %s", dir, dir);
+    assert_int_equal(run_interrupted(argv, 10000, 300), 130);
+    char *ls = listing(dir);
+    assert_string_equal(ls, "");
+    free(ls);
+    assert_true(sweep("demo", dir, argv, "", "d", RUNS) > 0);
+}
+
+/* demo -o follows quantize's output rules (pipeline.c): a foreign non-empty directory is refused
+** (exit 2, untouched), a previous demo only with --force, a missing parent is exit 4 and created
+** nowhere, and concurrent runs at one DIR: one exits 0, the others 2 naming the lock. */
+static void test_demo_output_rules(void **state) {
+    (void)state;
+    char dx[320], p[400], np[400];
+    char *o = NULL;
+    snprintf(dx, sizeof dx, "%s/dx", g_tmp);
+    assert_int_equal(tmt_run(NULL, "mkdir -p %s && echo keep > %s/notes.txt", dx, dx), 0);
+    assert_int_equal(tmt_run(&o, "%s demo -o %s 2>&1", tmt_bin(), dx), 2);
+    assert_non_null(strstr(o, "never replaces a directory it did not write"));
+    free(o);
+    char *ls = listing(dx);
+    assert_string_equal(ls, "notes.txt");
+    free(ls);
+    /* a previous demo: refused without --force, replaced with it */
+    snprintf(p, sizeof p, "%s/dp", g_tmp);
+    assert_int_equal(tmt_run(NULL, "%s demo -o %s -q", tmt_bin(), p), 0);
+    assert_int_equal(tmt_run(&o, "%s demo -o %s -q 2>&1", tmt_bin(), p), 2);
+    assert_non_null(strstr(o, "holds a previous tensormorph output; add --force"));
+    free(o);
+    assert_int_equal(tmt_run(NULL, "%s demo -o %s -q --force --seed 2", tmt_bin(), p), 0);
+    ls = listing(p);
+    assert_string_equal(ls, "config.json model.safetensors tensormorph-manifest.json");
+    free(ls);
+    /* a missing parent: exit 4, nothing created */
+    snprintf(np, sizeof np, "%s/np/a/b", g_tmp);
+    assert_int_equal(tmt_run(NULL, "%s demo -o %s -q 2>/dev/null", tmt_bin(), np), 4);
+    snprintf(np, sizeof np, "%s/np", g_tmp);
+    assert_false(tmt_exists(np));
+    /* three concurrent runs at one DIR */
+    char dc[320];
+    snprintf(dc, sizeof dc, "%s/dcc", g_tmp);
+    for (int trial = 0; trial < 4; trial++) {
+        tmt_run(NULL, "rm -rf %s && mkdir -p %s", dc, dc);
+        assert_int_equal(tmt_run(&o, "cd %s && for i in 1 2 3; do (%s demo -o d -q 2>>err; echo $? >>rc) & done; wait; "
+                                     "sort rc | tr '\\n' ' '; grep -c 'being written by another tensormorph run\\|holds a previous' err",
+                                 dc, tmt_bin()), 0);
+        assert_string_equal(o, "0 2 2 2\n");
+        free(o);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sigint_quantize_dir),
         cmocka_unit_test(test_sigint_quantize_gguf),
         cmocka_unit_test(test_sigint_quantize_onnx),
         cmocka_unit_test(test_sigint_convert),
+        cmocka_unit_test(test_sigint_demo),
+        cmocka_unit_test(test_demo_output_rules),
     };
     return cmocka_run_group_tests(tests, setup_all, teardown_all);
 }

@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <sys/file.h>
 #include <sys/stat.h>
@@ -128,6 +129,23 @@ static long lock_owner(int fd) {
     return pid;
 }
 
+/* A lock file taken over from a run that died (kill -9): remove that run's staging paths, the
+** exact names this file gives them (OUT.tmp.<pid>, OUT.manifest.json.tmp.<pid>) and those its
+** writers nest inside (<name>.tmp.<pid>), only for a pid that no longer exists. Nothing else. */
+static void remove_dead_stage(const tm__pipe *pp, long pid) {
+    if (pid <= 0 || pid == (long)getpid() || kill((pid_t)pid, 0) == 0 || errno != ESRCH) return;
+    const char *fmt[] = {"%s.tmp.%ld", "%s.tmp.%ld.tmp.%ld", "%s.manifest.json.tmp.%ld", "%s.manifest.json.tmp.%ld.tmp.%ld"};
+    for (int k = 0; k < 4; k++) {
+        char *p = tm__aprintf(fmt[k], pp->out, pid, pid);
+        struct stat st;
+        if (p && lstat(p, &st) == 0) {
+            if (S_ISDIR(st.st_mode)) tm__rm_rf(p);
+            else if (S_ISREG(st.st_mode)) unlink(p);
+        }
+        free(p);
+    }
+}
+
 static tm_status take_lock(tm__pipe *pp, tm_err *err) {
     pp->lock_path = tm__aprintf("%s.lock", pp->out);
     if (!pp->lock_path) return tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
@@ -165,6 +183,7 @@ static tm_status take_lock(tm__pipe *pp, tm_err *err) {
                                "-o %s: %s exists and is not a tensormorph lock file (a pid); remove it or "
                                "choose another path", pp->out, pp->lock_path);
         }
+        remove_dead_stage(pp, lock_owner(fd)); /* a killed run's lock (0: a new, empty file) */
         char pidtxt[32];
         int n = snprintf(pidtxt, sizeof pidtxt, "%ld\n", (long)getpid());
         if (ftruncate(fd, 0) != 0 || pwrite(fd, pidtxt, (size_t)n, 0) != n) {

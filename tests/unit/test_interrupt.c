@@ -218,6 +218,44 @@ static void test_demo_output_rules(void **state) {
     }
 }
 
+/* A run killed with SIGKILL leaves OUT.lock (taken over, as documented) and its staging paths:
+** the next run removes exactly those of the dead pid (OUT.tmp.<pid>, nested .tmp.<pid>.tmp.<pid>,
+** OUT.manifest.json.tmp.<pid>) and nothing else: not a live pid's, not a name that only starts so. */
+static void test_sigkill_leftovers_removed(void **state) {
+    (void)state;
+    pid_t dead = fork();
+    if (dead == 0) _exit(0);
+    waitpid(dead, NULL, 0); /* a pid that no longer exists */
+    long live = (long)getpid();
+    char dir[320];
+    snprintf(dir, sizeof dir, "%s/k9", g_tmp);
+    char demo[320];
+    snprintf(demo, sizeof demo, "%s/k9demo", g_tmp);
+    assert_int_equal(tmt_run(NULL, "%s demo -o %s -q", tmt_bin(), demo), 0);
+    /* directory form */
+    assert_int_equal(tmt_run(NULL, "rm -rf %s && mkdir -p %s/od.tmp.%ld/sub && cd %s && echo %ld > od.lock && "
+                                   "touch od.tmp.%ld/model.safetensors.tmp.%ld od.tmp.%ldx od.tmp.%ld.bak && mkdir od.tmp.%ld",
+                             dir, dir, (long)dead, dir, (long)dead, (long)dead, (long)dead, (long)dead, (long)dead, live), 0);
+    assert_int_equal(tmt_run(NULL, "%s quantize %s -o %s/od -q", tmt_bin(), demo, dir), 0);
+    char *ls = listing(dir), want[400];
+    snprintf(want, sizeof want, "od od.tmp.%ld od.tmp.%ld.bak od.tmp.%ldx", live, (long)dead, (long)dead);
+    assert_string_equal(ls, want);
+    free(ls);
+    /* single-file form */
+    if (!tmv_require_shared()) return;
+    assert_int_equal(tmt_run(NULL, "rm -rf %s && mkdir -p %s && cd %s && echo %ld > o.gguf.lock && touch o.gguf.tmp.%ld "
+                                   "o.gguf.tmp.%ld.tmp.%ld o.gguf.manifest.json.tmp.%ld o.gguf.manifest.json.tmp.%ld.tmp.%ld "
+                                   "o.gguf.tmp.%ld o.gguf.tmp.%ld.part",
+                             dir, dir, dir, (long)dead, (long)dead, (long)dead, (long)dead, (long)dead, (long)dead,
+                             (long)dead, live, (long)dead), 0);
+    assert_int_equal(tmt_run(NULL, "%s quantize %s/models/gguf/stories260K-F32.gguf -o %s/o.gguf -t Q8_0 -q", tmt_bin(),
+                             tmv_shared_dir(), dir), 0);
+    ls = listing(dir);
+    snprintf(want, sizeof want, "o.gguf o.gguf.manifest.json o.gguf.tmp.%ld o.gguf.tmp.%ld.part", live, (long)dead);
+    assert_string_equal(ls, want);
+    free(ls);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sigint_quantize_dir),
@@ -226,6 +264,7 @@ int main(void) {
         cmocka_unit_test(test_sigint_convert),
         cmocka_unit_test(test_sigint_demo),
         cmocka_unit_test(test_demo_output_rules),
+        cmocka_unit_test(test_sigkill_leftovers_removed),
     };
     return cmocka_run_group_tests(tests, setup_all, teardown_all);
 }

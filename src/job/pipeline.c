@@ -222,6 +222,7 @@ tm_status tm__pipe_begin(tm__pipe *pp, const tm_file *in, const char *out, tm__p
     pp->out = own;
     out = own;
     pp->kind = kind;
+    pp->err = err;
     pp->cancel = cancel;
     pp->lock_fd = -1;
     atomic_init(&pp->hstop, 0);
@@ -400,7 +401,22 @@ tm_status tm__pipe_finish(tm__pipe *pp, json_t *man, json_t *results, uint64_t s
     return s;
 }
 
+/* Error messages name the user's paths, never staging names: every ".tmp.<pid>" of this run is
+** cut out, so "OUT.tmp.<pid>/model.safetensors.tmp.<pid>" reads "OUT/model.safetensors" and
+** "OUT.tmp.<pid>.tmp.<pid>" reads "OUT". */
+static void err_names_out(tm_err *err) {
+    if (!err || err->code == TM_OK) return;
+    char tag[32];
+    int tl = snprintf(tag, sizeof tag, ".tmp.%ld", (long)getpid());
+    char *m = err->msg, *hit = m;
+    while ((hit = strstr(hit, tag)) != NULL) {
+        if (hit[tl] >= '0' && hit[tl] <= '9') { hit += tl; continue; } /* another number */
+        memmove(hit, hit + tl, strlen(hit + tl) + 1);
+    }
+}
+
 void tm__pipe_end(tm__pipe *pp) {
+    err_names_out(pp->err);
     atomic_store(&pp->hstop, 1);
     hash_join(pp);
     if (!pp->published && pp->stage) {

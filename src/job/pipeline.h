@@ -51,6 +51,7 @@ typedef struct tm__pipe {
     int            lock_fd;    /* -1 when not held                                            */
     int            published;
     int            held;       /* 1 while counted in tm_outputs_pending (begin .. end)        */
+    tm_err        *err;        /* the job's error record: its message names OUT at the end    */
     char         (*hex)[65];   /* sha256 of each source file (tm_file_n_paths entries)        */
     pthread_t      hth;
     int            hashing;

@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -256,6 +257,61 @@ static void test_sigkill_leftovers_removed(void **state) {
     free(ls);
 }
 
+/* Error messages name OUT (and the file inside it), never a staging name: a 64-byte tensor name
+** refused by the GGUF writer, and a full disk (RLIMIT_FSIZE) under the compressed-tensors output.
+** Before: "o2.gguf.tmp.<pid>: tensor ..." and "d1.tmp.<pid>/model.safetensors.tmp.<pid>: write". */
+static void test_errors_name_out(void **state) {
+    (void)state;
+    char dir[320], in[400];
+    snprintf(dir, sizeof dir, "%s/en", g_tmp);
+    tmt_run(NULL, "rm -rf %s && mkdir -p %s", dir, dir);
+    snprintf(in, sizeof in, "%s/n64.safetensors", dir);
+    char name[65];
+    memset(name, 'x', 64);
+    memcpy(name, "model.layers.0.mlp.down_proj.weight.", 36);
+    name[64] = '\0';
+    char hdr[256];
+    int hl = snprintf(hdr, sizeof hdr, "{\"%s\":{\"dtype\":\"F32\",\"shape\":[32,64],\"data_offsets\":[0,8192]}}", name);
+    FILE *fp = fopen(in, "wb");
+    assert_non_null(fp);
+    uint64_t n = (uint64_t)hl;
+    fwrite(&n, 8, 1, fp);
+    fwrite(hdr, 1, (size_t)hl, fp);
+    for (int i = 0; i < 8192; i++) fputc(0, fp);
+    assert_int_equal(fclose(fp), 0);
+    char *o = NULL;
+    assert_int_equal(tmt_run(&o, "cd %s && %s quantize n64.safetensors -o o2.gguf -t Q8_0 2>&1", dir, tmt_bin()), 3);
+    assert_non_null(strstr(o, "tensormorph: o2.gguf: tensor 'model.layers.0.mlp.down_proj.weight.x"));
+    assert_null(strstr(o, ".tmp."));
+    free(o);
+    /* a full disk inside the compressed-tensors directory */
+    char demo[400], errp[400];
+    snprintf(demo, sizeof demo, "%s/demo", dir);
+    assert_int_equal(tmt_run(NULL, "%s demo -o %s -q", tmt_bin(), demo), 0);
+    snprintf(errp, sizeof errp, "%s/err.txt", dir);
+    pid_t pid = fork();
+    if (pid == 0) {
+        struct rlimit rl = {64 << 10, 64 << 10};
+        setrlimit(RLIMIT_FSIZE, &rl);
+        signal(SIGXFSZ, SIG_IGN);
+        if (chdir(dir) != 0) _exit(126);
+        int fd = open("err.txt", O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (fd >= 0) { dup2(fd, 2); dup2(fd, 1); }
+        execl(tmt_bin(), tmt_bin(), "quantize", "demo", "-o", "d1", "-q", (char *)NULL);
+        _exit(127);
+    }
+    int st = 0;
+    waitpid(pid, &st, 0);
+    assert_true(WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), 4);
+    o = tmt_read_file(errp);
+    assert_non_null(o);
+    fprintf(stderr, "full disk: %s", o);
+    assert_non_null(strstr(o, "tensormorph: d1/model.safetensors: "));
+    assert_null(strstr(o, ".tmp."));
+    free(o);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sigint_quantize_dir),
@@ -265,6 +321,7 @@ int main(void) {
         cmocka_unit_test(test_sigint_demo),
         cmocka_unit_test(test_demo_output_rules),
         cmocka_unit_test(test_sigkill_leftovers_removed),
+        cmocka_unit_test(test_errors_name_out),
     };
     return cmocka_run_group_tests(tests, setup_all, teardown_all);
 }

@@ -23,6 +23,7 @@ build: setup
 # per-channel (compressed-tensors) and show the Quantization Diff.
 demo: build
 	rm -rf out/demo-model out/demo-int8
+	mkdir -p out
 	$(BIN) demo -o out/demo-model
 	$(BIN) inspect out/demo-model --no-tensors
 	$(BIN) quantize out/demo-model -o out/demo-int8

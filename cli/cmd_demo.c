@@ -9,6 +9,7 @@ const cli_opt opts_demo[] = {
     {"output", 'o', "DIR", 0, "directory to write (model.safetensors + config.json)"},
     {"dtype", 0, "T", 0, "F32 (default), F16 or BF16"},
     {"seed", 0, "N", 0, "generator seed (default 1); same seed, same bytes"},
+    {"force", 'f', NULL, 0, "replace DIR when it holds a previous tensormorph output (never anything else)"},
     {NULL, 0, NULL, 0, NULL},
 };
 const char details_demo[] =
@@ -16,7 +17,9 @@ const char details_demo[] =
     "vocab 1024, about 3.4M parameters): Gaussian rows of differing scale, outlier input\n"
     "channels (strongest in model.layers.2.mlp.down_proj), an all-zero row\n"
     "(model.layers.1.self_attn.o_proj row 3), RMSNorm weights near 1, an embedding and an\n"
-    "untied lm_head. It needs no download.";
+    "untied lm_head. It needs no download. DIR is written as quantize writes OUT: a new path\n"
+    "(its parent must exist) or an empty directory (--force: a previous tensormorph output),\n"
+    "built in DIR.tmp.<pid> under DIR.lock and renamed; Ctrl-C leaves nothing (exit 130).";
 
 int cmd_demo(const cli_cmd *cmd, cli_args *a) {
     const char *out = cli_get(a, "output");
@@ -34,7 +37,7 @@ int cmd_demo(const cli_cmd *cmd, cli_args *a) {
         if (errno || *end || ss[0] == '-' || end == ss) return cli_usage_error(cmd, "--seed must be a non-negative integer");
     }
     tm_err err;
-    tm_status s = tm_write_demo_checkpoint(out, dt, seed, &err);
+    tm_status s = tm_write_demo_output(out, dt, seed, cli_has(a, "force"), &g_cli_interrupted, g_cli.argv_line, &err);
     if (s) return cli_fail(s, &err);
     if (g_cli.json) {
         json_t *d = cli_json_doc("demo");

@@ -126,9 +126,16 @@ static const cli_cmd *find_cmd(const char *name) {
     return NULL;
 }
 
+/* A repeated signal exits at once only while no job holds files beside an output (OUT.lock,
+** OUT.tmp.<pid>): otherwise the job sees the flag at its next check, removes them and the run
+** ends with 130 (docs/exit-codes.md). timeout(1) sends its signal twice (to the child and to its
+** process group), so this is the common case, not only a user's second Ctrl-C. Nor after an
+** output was published: that run has succeeded and exits 0. */
 static void on_sigint(int sig) {
     (void)sig;
-    if (g_cli_interrupted || g_cli_exit_on_interrupt) _Exit(130);
+    if (g_cli_exit_on_interrupt ||
+        (g_cli_interrupted && tm_outputs_pending() == 0 && tm_outputs_published() == 0))
+        _Exit(130);
     g_cli_interrupted = 1;
 }
 

@@ -70,6 +70,16 @@ const char *tm_status_str(tm_status s);
 /* tm_err_clear: reset an error record (code TM_OK, offset -1, empty message). NULL is a no-op. */
 void tm_err_clear(tm_err *err);
 
+/* tm_outputs_pending: how many jobs of this process hold files beside an output right now (an
+** OUT.lock, a staging OUT.tmp.<pid>, convert's intermediate GGUF): from just before the first is
+** created until the last is removed or renamed into place. A signal handler may call it
+** (async-signal-safe: one lock-free atomic load); the CLI exits at once on a repeated SIGINT only
+** when it is 0, and otherwise lets the job see its cancel flag and clean up. */
+int tm_outputs_pending(void);
+/* tm_outputs_published: how many outputs this process has renamed into place (async-signal-safe,
+** as above). A signal after a publish does not undo the run: the CLI then does not exit at once. */
+int tm_outputs_published(void);
+
 /* ---------------------------------------------------------------------------------------- */
 /* Dtypes                                                                                   */
 /* ---------------------------------------------------------------------------------------- */

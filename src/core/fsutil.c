@@ -2,11 +2,24 @@
 #include "fsutil.h"
 
 #include <dirent.h>
+#include <stdatomic.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+static atomic_int g_outputs_pending; /* lock-free on every target we build for */
+
+void tm__outputs_hold(int delta) { atomic_fetch_add(&g_outputs_pending, delta); }
+
+int tm_outputs_pending(void) { return atomic_load(&g_outputs_pending); }
+
+static atomic_int g_outputs_published;
+
+void tm__outputs_publish(void) { atomic_fetch_add(&g_outputs_published, 1); }
+
+int tm_outputs_published(void) { return atomic_load(&g_outputs_published); }
 
 char *tm__dirname(const char *path) {
     const char *slash = strrchr(path, '/');

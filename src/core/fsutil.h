@@ -16,4 +16,9 @@ char *tm__dirname(const char *path);
 /* Before writing the file `path`: its directory must exist and be a directory. TM_OK, or
 ** TM_E_IO naming the output path and the directory ("-o P: directory 'D' does not exist"). */
 tm_status tm__check_out_dir(const char *path, tm_err *err);
+/* The count behind tm_outputs_pending (include/tensormorph.h): +1 just before a job creates its
+** first file beside an output, -1 after it has removed or published the last. */
+void tm__outputs_hold(int delta);
+/* +1 to tm_outputs_published, right after an output is renamed into place. */
+void tm__outputs_publish(void);
 #endif

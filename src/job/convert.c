@@ -541,6 +541,7 @@ static tm_status convert_quant(tm_file *in, cv_job *j, const char *out_path, con
     if (s) return s;
     char tmp[4200];
     snprintf(tmp, sizeof tmp, "%s.convert.%ld.gguf", out_path, (long)getpid());
+    tm__outputs_hold(1); /* the intermediate GGUF beside OUT, until it is removed below */
     s = write_gguf(in, j, tmp, p->cancel, NULL, 1, err);
     tm_file *mid = NULL;
     if (!s) s = tm_open(tmp, NULL, &mid, err);
@@ -556,6 +557,7 @@ static tm_status convert_quant(tm_file *in, cv_job *j, const char *out_path, con
     }
     tm_close(mid);
     unlink(tmp);
+    tm__outputs_hold(-1);
     tm_convert_result *r = NULL;
     if (!s && !(r = result_new(in, j))) s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
     if (s) {

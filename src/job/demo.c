@@ -7,6 +7,7 @@
 **   - RMSNorm weights near 1, an embedding and an untied lm_head. */
 #include "../core/core.h"
 #include "../core/fsutil.h"
+#include "pipeline.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -99,7 +100,8 @@ static int build_specs(spec *s) {
 }
 
 /* Write the two files into the directory `dir` (the staging directory). */
-static tm_status write_demo_files(const char *dir, tm_dtype dtype, uint64_t seed, tm_err *err) {
+static tm_status write_demo_files(const char *dir, tm_dtype dtype, uint64_t seed, volatile const int *cancel,
+                                  tm_err *err) {
     tm_status s;
     spec specs[2 + DEMO_LAYERS * 9 + 1];
     int n = build_specs(specs);
@@ -138,6 +140,7 @@ static tm_status write_demo_files(const char *dir, tm_dtype dtype, uint64_t seed
             break;
         }
         buf = nb; conv = nc;
+        if (cancel && *cancel) { s = tm__err_set(err, TM_E_CANCELLED, -1, "interrupted"); break; }
         gen_tensor(&specs[i], seed * 0x100000001b3ull + (uint64_t)i * 7919u + 1, buf);
         s = tm_convert_from_f32(dtype, buf, ne, conv);
         if (s == TM_OK)
@@ -164,52 +167,42 @@ static tm_status write_demo_files(const char *dir, tm_dtype dtype, uint64_t seed
     return s;
 }
 
-static int is_empty_dir(const char *path) {
-    DIR *d = opendir(path);
-    if (!d) return 0;
-    int n = 0;
-    struct dirent *de;
-    while ((de = readdir(d)) != NULL)
-        if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..")) n++;
-    closedir(d);
-    return n == 0;
-}
-
-/* Built in "<dir>.tmp.<pid>" beside dir and renamed into place (as quantize does): a run that
-** fails (a full disk) leaves dir as it was: absent, or an empty directory. Into an existing
-** directory with other files in it, the two files are renamed one by one. */
-tm_status tm_write_demo_checkpoint(const char *dir, tm_dtype dtype, uint64_t seed, tm_err *err) {
+/* Through the quantize pipeline (pipeline.c): the same check of DIR (new, empty, or with force a
+** previous tensormorph output), DIR.lock, DIR.tmp.<pid> and rename, plus a manifest. */
+tm_status tm_write_demo_output(const char *dir, tm_dtype dtype, uint64_t seed, int force, volatile const int *cancel,
+                               const char *command_line, tm_err *err) {
     if (dtype != TM_F32 && dtype != TM_BF16 && dtype != TM_F16)
         return tm__err_set(err, TM_E_INVALID_ARG, -1, "demo checkpoint: dtype must be F32, F16 or BF16");
-    char *parent = tm__dirname(dir);
-    if (!parent) return tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
-    tm_status s = tm__mkdir_p(parent, err);
-    struct stat st;
-    int exists = !s && stat(dir, &st) == 0;
-    if (exists && !S_ISDIR(st.st_mode)) s = tm__err_set(err, TM_E_IO, -1, "%s: exists and is not a directory", dir);
-    char *stage = s ? NULL : tm__aprintf("%s.tmp.%ld", dir, (long)getpid());
-    if (!s && !stage) s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
+    tm__pipe pp;
+    tm_status s = tm__pipe_begin(&pp, NULL, dir, TM__PIPE_DIR, "a demo checkpoint", force, 1, cancel, err);
+    if (!s) s = write_demo_files(pp.stage, dtype, seed, cancel, err);
+    if (!s) s = tm__pipe_phase(&pp, "fsync", err);
+    json_t *man = s ? NULL : tm__pipe_manifest_new(&pp, command_line, 0, 1);
+    if (!s && !man) s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
+    char *mf = NULL, *cf = NULL, *js = NULL;
+    uint64_t ob = 0;
     if (!s) {
-        tm__rm_rf(stage);
-        if (mkdir(stage, 0755) != 0) s = tm__err_sys(err, errno, "%s: cannot create directory", stage);
+        mf = tm__aprintf("%s/model.safetensors", pp.stage);
+        cf = tm__aprintf("%s/config.json", pp.stage);
+        const char *files[2] = {mf, cf};
+        s = mf && cf ? tm__pipe_add_output(&pp, man, "safetensors", files, 2, 0, &ob, err)
+                     : tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
     }
-    if (!s) s = write_demo_files(stage, dtype, seed, err);
-    if (!s && (!exists || is_empty_dir(dir))) {
-        if (rename(stage, dir) != 0) s = tm__err_sys(err, errno, "%s: cannot rename into place", dir);
-    } else if (!s) {
-        static const char *const files[] = {"model.safetensors", "config.json"};
-        for (int k = 0; k < 2 && !s; k++) {
-            char *from = tm__aprintf("%s/%s", stage, files[k]), *to = tm__aprintf("%s/%s", dir, files[k]);
-            if (!from || !to) s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
-            else if (rename(from, to) != 0) s = tm__err_sys(err, errno, "%s: cannot rename into place", to);
-            free(from);
-            free(to);
-        }
-        if (!s) s = tm__fsync_dir(dir, err);
+    if (!s) {
+        json_t *d = json_object();
+        json_object_set_new(d, "dtype", json_string(tm_dtype_get(dtype)->name));
+        json_object_set_new(d, "seed", json_integer((json_int_t)seed));
+        json_object_set_new(man, "demo", d);
+        s = tm__pipe_finish(&pp, man, NULL, 0, ob, tm__pipe_seconds(&pp), &js, err);
     }
-    if (stage) tm__rm_rf(stage); /* gone after a rename of the whole directory */
-    if (!s) tm__fsync_dir(parent, NULL);
-    free(stage);
-    free(parent);
+    free(js);
+    free(mf);
+    free(cf);
+    json_decref(man);
+    tm__pipe_end(&pp);
     return s;
+}
+
+tm_status tm_write_demo_checkpoint(const char *dir, tm_dtype dtype, uint64_t seed, tm_err *err) {
+    return tm_write_demo_output(dir, dtype, seed, 0, NULL, NULL, err);
 }

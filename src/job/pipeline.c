@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <sys/file.h>
 #include <sys/stat.h>
@@ -128,6 +129,23 @@ static long lock_owner(int fd) {
     return pid;
 }
 
+/* A lock file taken over from a run that died (kill -9): remove that run's staging paths, the
+** exact names this file gives them (OUT.tmp.<pid>, OUT.manifest.json.tmp.<pid>) and those its
+** writers nest inside (<name>.tmp.<pid>), only for a pid that no longer exists. Nothing else. */
+static void remove_dead_stage(const tm__pipe *pp, long pid) {
+    if (pid <= 0 || pid == (long)getpid() || kill((pid_t)pid, 0) == 0 || errno != ESRCH) return;
+    const char *fmt[] = {"%s.tmp.%ld", "%s.tmp.%ld.tmp.%ld", "%s.manifest.json.tmp.%ld", "%s.manifest.json.tmp.%ld.tmp.%ld"};
+    for (int k = 0; k < 4; k++) {
+        char *p = tm__aprintf(fmt[k], pp->out, pid, pid);
+        struct stat st;
+        if (p && lstat(p, &st) == 0) {
+            if (S_ISDIR(st.st_mode)) tm__rm_rf(p);
+            else if (S_ISREG(st.st_mode)) unlink(p);
+        }
+        free(p);
+    }
+}
+
 static tm_status take_lock(tm__pipe *pp, tm_err *err) {
     pp->lock_path = tm__aprintf("%s.lock", pp->out);
     if (!pp->lock_path) return tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
@@ -165,6 +183,7 @@ static tm_status take_lock(tm__pipe *pp, tm_err *err) {
                                "-o %s: %s exists and is not a tensormorph lock file (a pid); remove it or "
                                "choose another path", pp->out, pp->lock_path);
         }
+        remove_dead_stage(pp, lock_owner(fd)); /* a killed run's lock (0: a new, empty file) */
         char pidtxt[32];
         int n = snprintf(pidtxt, sizeof pidtxt, "%ld\n", (long)getpid());
         if (ftruncate(fd, 0) != 0 || pwrite(fd, pidtxt, (size_t)n, 0) != n) {
@@ -203,6 +222,7 @@ tm_status tm__pipe_begin(tm__pipe *pp, const tm_file *in, const char *out, tm__p
     pp->out = own;
     out = own;
     pp->kind = kind;
+    pp->err = err;
     pp->cancel = cancel;
     pp->lock_fd = -1;
     atomic_init(&pp->hstop, 0);
@@ -212,7 +232,11 @@ tm_status tm__pipe_begin(tm__pipe *pp, const tm_file *in, const char *out, tm__p
     if (kind == TM__PIPE_DIR && (!out || !*out)) return tm__err_set(err, TM_E_INVALID_ARG, -1, "empty output path");
     /* refusals first (their own messages), then the same check again under the lock */
     tm_status s = check_out(pp, kind_name, force, err);
-    if (!s) s = take_lock(pp, err);
+    if (!s) {
+        tm__outputs_hold(1); /* before OUT.lock exists: a repeated SIGINT now waits for tm__pipe_end */
+        pp->held = 1;
+        s = take_lock(pp, err);
+    }
     if (!s) s = check_out(pp, kind_name, force, err);
     if (s) return s;
     long pid = (long)getpid();
@@ -370,13 +394,29 @@ tm_status tm__pipe_finish(tm__pipe *pp, json_t *man, json_t *results, uint64_t s
     s = pp->kind == TM__PIPE_DIR ? publish_dir(pp, err) : publish_file(pp, err);
     if (!s) {
         pp->published = 1;
+        tm__outputs_publish(); /* a later signal must not turn this run into an exit 130 */
         char *parent = tm__dirname(pp->out);
         if (parent) { tm__fsync_dir(parent, NULL); free(parent); }
     }
     return s;
 }
 
+/* Error messages name the user's paths, never staging names: every ".tmp.<pid>" of this run is
+** cut out, so "OUT.tmp.<pid>/model.safetensors.tmp.<pid>" reads "OUT/model.safetensors" and
+** "OUT.tmp.<pid>.tmp.<pid>" reads "OUT". */
+static void err_names_out(tm_err *err) {
+    if (!err || err->code == TM_OK) return;
+    char tag[32];
+    int tl = snprintf(tag, sizeof tag, ".tmp.%ld", (long)getpid());
+    char *m = err->msg, *hit = m;
+    while ((hit = strstr(hit, tag)) != NULL) {
+        if (hit[tl] >= '0' && hit[tl] <= '9') { hit += tl; continue; } /* another number */
+        memmove(hit, hit + tl, strlen(hit + tl) + 1);
+    }
+}
+
 void tm__pipe_end(tm__pipe *pp) {
+    err_names_out(pp->err);
     atomic_store(&pp->hstop, 1);
     hash_join(pp);
     if (!pp->published && pp->stage) {
@@ -394,4 +434,6 @@ void tm__pipe_end(tm__pipe *pp) {
     free(pp->hex);
     pp->lock_path = pp->stage = pp->man_stage = pp->man_final = NULL;
     pp->hex = NULL;
+    if (pp->held) tm__outputs_hold(-1); /* nothing of this job is left beside OUT */
+    pp->held = 0;
 }

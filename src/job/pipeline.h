@@ -19,7 +19,8 @@
 ** renamed the output into place the run has succeeded: a later signal does not undo it.
 ** Concurrency: OUT.lock beside OUT (flock(2), holding the owner's pid) is held from the check
 ** of OUT to the rename, so two runs at one OUT never both pass the check; the loser fails with
-** TM_E_INVALID_ARG (exit 2) naming the pid that holds OUT. Publishing a single-file output
+** TM_E_INVALID_ARG (exit 2) naming the pid that holds OUT. A lock taken over from a dead run
+** (kill -9) also removes that pid's staging paths of exactly our naming (remove_dead_stage). Publishing a single-file output
 ** (GGUF, ONNX) with its OUT.manifest.json, under the lock: (1) remove the previous manifest,
 ** (2) rename the file into place, (3) rename the new manifest into place; a reader sees the
 ** old pair, a file without a manifest, or the new pair, never a file and manifest of two runs.
@@ -28,6 +29,7 @@
 #ifndef TM_JOB_PIPELINE_H
 #define TM_JOB_PIPELINE_H
 #include "../core/core.h"
+#include "../core/fsutil.h"
 #include "manifest.h"
 
 #include <jansson.h>
@@ -51,6 +53,8 @@ typedef struct tm__pipe {
     char          *lock_path;  /* "OUT.lock"                                                   */
     int            lock_fd;    /* -1 when not held                                            */
     int            published;
+    int            held;       /* 1 while counted in tm_outputs_pending (begin .. end)        */
+    tm_err        *err;        /* the job's error record: its message names OUT at the end    */
     char         (*hex)[65];   /* sha256 of each source file (tm_file_n_paths entries)        */
     pthread_t      hth;
     int            hashing;

@@ -21,6 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "helpers/cli_run.h"
 #include "helpers/vectors.h"
 #include "tensormorph.h"
 
@@ -445,18 +446,6 @@ static void test_truncated_prefixes(void **state) {
 /* Dequantization vectors                                                                   */
 /* ---------------------------------------------------------------------------------------- */
 
-static uint8_t *read_all(const char *path, size_t *n) {
-    FILE *fp = fopen(path, "rb");
-    if (!fp) return NULL;
-    fseek(fp, 0, SEEK_END);
-    long sz = ftell(fp);
-    fseek(fp, 0, SEEK_SET);
-    uint8_t *b = malloc((size_t)(sz > 0 ? sz : 0) + 1);
-    *n = sz > 0 ? fread(b, 1, (size_t)sz, fp) : 0;
-    fclose(fp);
-    return b;
-}
-
 static uint32_t fbits(float x) {
     uint32_t u;
     memcpy(&u, &x, 4);
@@ -485,7 +474,7 @@ static void test_dequant_vectors(void **state) {
         char path[1024];
         tmv_case_path(path, sizeof path, "gguf_dequant", names[c], "blocks.bin");
         size_t nb = 0;
-        uint8_t *blocks = read_all(path, &nb);
+        uint8_t *blocks = (uint8_t *)tmt_read_bytes(path, &nb);
         assert_non_null(blocks);
         tmv_npy exp;
         assert_int_equal(tmv_npy_load_case("gguf_dequant", names[c], "expected.npy", &exp), 0);

@@ -25,7 +25,7 @@ const cli_opt cli_common_opts[] = {
     {"no-progress", 0, NULL, 0, "never draw progress"},
     {"color", 0, "WHEN", 0, "colour output: auto (default), always, never"},
     {"help", 'h', NULL, 0, "show this help and exit"},
-    {NULL, 0, NULL, 0, NULL},
+    CLI_OPT_END,
 };
 
 const cli_alias cli_aliases[] = {

@@ -28,6 +28,32 @@ typedef struct cli_opt {
     const char *help;      /* one line: meaning, range, default                                */
 } cli_opt;
 
+/* One vocabulary of flags (docs/cli.md "Options shared by several commands"): an option that
+** several commands take is spelled here once, with its short name and argument placeholder;
+** the command gives the help line where its meaning needs its own words. */
+#define CLI_OPT_OUTPUT(arg, help)   {"output", 'o', arg, 0, help}
+#define CLI_OPT_TYPE(help)          {"type", 't', "T", 0, help}
+#define CLI_OPT_VOCAB_FROM(help)    {"vocab-from", 0, "X.gguf", 0, help}
+#define CLI_OPT_GRANULARITY(help)   {"granularity", 'g', "G", 0, help}
+#define CLI_OPT_SYMMETRIC(help)     {"symmetric", 0, NULL, 0, help}
+#define CLI_OPT_ASYMMETRIC          {"asymmetric", 0, NULL, 0, "affine codes with a zero point"}
+#define CLI_OPT_OBSERVER(help)      {"observer", 0, "O", 0, help}
+#define CLI_OPT_CONVENTION(help)    {"convention", 0, "C", 0, help}
+#define CLI_OPT_TARGET(help)        {"target", 0, "TARGET", 0, help}
+#define CLI_OPT_TOP(help)           {"top", 0, "N", 0, help}
+#define CLI_OPT_REF(help)           {"ref", 0, "REF", 0, help}
+#define CLI_OPT_TABLE(help)         {"table", 0, "FILE", 0, help}
+#define CLI_OPT_MANIFEST(help)      {"manifest", 0, "FILE", 0, help}
+#define CLI_OPT_EVIDENCE(help)      {"evidence", 0, "FILE", 0, help}
+#define CLI_OPT_POLICY(help)        {"policy", 0, "FILE", 0, help}
+#define CLI_OPT_CANARY(help)        {"canary", 0, "FRACTION", 0, help}
+#define CLI_OPT_ROLLBACK(help)      {"rollback", 0, "PATH", 0, help}
+#define CLI_OPT_ALL(help)           {"all", 0, NULL, 0, help}
+#define CLI_OPT_SEED(arg, help)     {"seed", 0, arg, 0, help}
+#define CLI_OPT_FORCE               {"force", 'f', NULL, 0, "replace OUT when it holds a previous tensormorph output (never anything else)"}
+#define CLI_OPT_NO_CHECKSUMS        {"no-checksums", 0, NULL, 0, "skip sha256 of inputs and outputs (the manifest says so)"}
+#define CLI_OPT_END                 {NULL, 0, NULL, 0, NULL} /* ends every option table */
+
 /* An old spelling of an option, kept so old command lines still work: --NAME (or -SHORT) of
 ** command CMD means --CANONICAL. Listed in --help beside the option and in docs/cli.md; `note`
 ** (may be NULL) is printed on stderr when the old spelling is used. */

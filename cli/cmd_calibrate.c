@@ -12,19 +12,19 @@
 #include <sys/stat.h>
 
 const cli_opt opts_calibrate[] = {
-    {"observer", 0, "O", 0, "minmax (default) | ema_minmax[:C] | histogram | percentile[:P] | mse | entropy | all (side by side)"},
-    {"convention", 0, "C", 0, "onnx (default: ONNX Runtime's scale/zero point, x/scale rounding) | torch (PyTorch observers, x*(1/scale))"},
-    {"symmetric", 0, NULL, 0, "symmetric codes (default)"},
-    {"asymmetric", 0, NULL, 0, "affine codes with a zero point"},
-    {"granularity", 'g', "G", 0, "tensor (default: samples are activations, per tensor as ONNX Runtime's calibrators; give channel to match quantize's weight default) | channel[:AXIS] (axis of one batch, default 0)"},
-    {"type", 't', "T", 0, "int8 (default) | uint8 | int4 | uint4"},
+    CLI_OPT_OBSERVER("minmax (default) | ema_minmax[:C] | histogram | percentile[:P] | mse | entropy | all (side by side)"),
+    CLI_OPT_CONVENTION("onnx (default: ONNX Runtime's scale/zero point, x/scale rounding) | torch (PyTorch observers, x*(1/scale))"),
+    CLI_OPT_SYMMETRIC("symmetric codes (default)"),
+    CLI_OPT_ASYMMETRIC,
+    CLI_OPT_GRANULARITY("tensor (default: samples are activations, per tensor as ONNX Runtime's calibrators; give channel to match quantize's weight default) | channel[:AXIS] (axis of one batch, default 0)"),
+    CLI_OPT_TYPE("int8 (default) | uint8 | int4 | uint4"),
     {"probe", 0, "X", 1, "a real value to follow (any finite number; beyond float32 it clips): code, dequantized value and error under each observer"},
     {"batches", 0, NULL, 0, "dim 0 of each SAMPLES indexes batches, fed to the observer one by one"},
     {"bins", 0, "N", 0, "histogram bins of histogram, percentile and entropy, 2..16777216 (default 2048); entropy costs bins^2 per unit (8192: 0.4 s, 131072: 80 s)"},
     {"quantized-bins", 0, "N", 0, "entropy: quantized bins of the KL search, 2..bins (default 128)"},
     {"reduce-range", 0, NULL, 0, "halve the code range (torch reduce_range: int8 [-64,63]; onnx: ONNX Runtime's)"},
     {"qrange", 0, "QMIN:QMAX", 0, "explicit code range (torch quant_min/quant_max), inside the type's"},
-    {NULL, 0, NULL, 0, NULL},
+    CLI_OPT_END,
 };
 
 const char details_calibrate[] =

@@ -11,10 +11,10 @@
 #include <string.h>
 
 const cli_opt opts_compat[] = {
-    {"target", 0, "TARGET", 0, "runtime target: ort-cpu, tensorrt:smNN, vllm:smNN, llamacpp-cpu, llamacpp-cuda, llamacpp-metal (required)"},
-    {"table", 0, "FILE", 0, "use this contract table instead of the compiled-in data/compat.json (same schema)"},
-    {"all", 0, NULL, 0, "also list native items in the text output (they are always in --json)"},
-    {NULL, 0, NULL, 0, NULL},
+    CLI_OPT_TARGET("runtime target: ort-cpu, tensorrt:smNN, vllm:smNN, llamacpp-cpu, llamacpp-cuda, llamacpp-metal (required)"),
+    CLI_OPT_TABLE("use this contract table instead of the compiled-in data/compat.json (same schema)"),
+    CLI_OPT_ALL("also list native items in the text output (they are always in --json)"),
+    CLI_OPT_END,
 };
 const char details_compat[] =
     "ARTIFACT is anything tensormorph opens. Every quantized tensor (for ONNX: every node that\n"

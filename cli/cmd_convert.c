@@ -13,13 +13,13 @@
 int cmd_convert(const cli_cmd *cmd, cli_args *a);
 
 const cli_opt opts_convert[] = {
-    {"output", 'o', "OUT.gguf", 0, "the GGUF file to write (OUT.gguf.manifest.json goes beside it)"},
-    {"type", 't', "T", 0, "then quantize with llama-quantize's rules: Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 IQ4_NL Q2_K Q3_K_S/M/L Q4_K_S/M Q5_K_S/M Q6_K"},
-    {"vocab-from", 0, "X.gguf", 0, "copy every tokenizer.* key from this GGUF (needed: tokenizer.model/json are not read)"},
+    CLI_OPT_OUTPUT("OUT.gguf", "the GGUF file to write (OUT.gguf.manifest.json goes beside it)"),
+    CLI_OPT_TYPE("then quantize with llama-quantize's rules: Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 IQ4_NL Q2_K Q3_K_S/M/L Q4_K_S/M Q5_K_S/M Q6_K"),
+    CLI_OPT_VOCAB_FROM("copy every tokenizer.* key from this GGUF (needed: tokenizer.model/json are not read)"),
     {"outtype", 0, "T", 0, "f32 (default), f16 or bf16: refused, naming the tensor, when a value would round"},
-    {"force", 'f', NULL, 0, "replace OUT when it holds a previous tensormorph output (never anything else)"},
-    {"no-checksums", 0, NULL, 0, "skip sha256 of inputs and outputs (the manifest says so)"},
-    {NULL, 0, NULL, 0, NULL},
+    CLI_OPT_FORCE,
+    CLI_OPT_NO_CHECKSUMS,
+    CLI_OPT_END,
 };
 
 const char details_convert[] =

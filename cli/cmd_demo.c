@@ -6,11 +6,11 @@
 #include <string.h>
 
 const cli_opt opts_demo[] = {
-    {"output", 'o', "DIR", 0, "directory to write (model.safetensors + config.json)"},
+    CLI_OPT_OUTPUT("DIR", "directory to write (model.safetensors + config.json)"),
     {"dtype", 0, "T", 0, "F32 (default), F16 or BF16"},
-    {"seed", 0, "N", 0, "generator seed (default 1); same seed, same bytes"},
+    CLI_OPT_SEED("N", "generator seed (default 1); same seed, same bytes"),
     {"force", 'f', NULL, 0, "replace DIR when it holds a previous tensormorph output (never anything else)"},
-    {NULL, 0, NULL, 0, NULL},
+    CLI_OPT_END,
 };
 const char details_demo[] =
     "The demo checkpoint is LLaMA-shaped (4 layers, dim 256, hidden 688, 8 heads, 4 KV heads,\n"

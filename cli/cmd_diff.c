@@ -6,8 +6,8 @@
 
 const cli_opt opts_diff[] = {
     {"exit-code", 0, NULL, 0, "exit 1 when the checkpoints differ (diff(1) convention)"},
-    {"all", 0, NULL, 0, "also list identical tensors"},
-    {NULL, 0, NULL, 0, NULL},
+    CLI_OPT_ALL("also list identical tensors"),
+    CLI_OPT_END,
 };
 const char details_diff[] =
     "Matches tensors by name; where B has no tensor of A's name, by its name in the other\n"

@@ -22,19 +22,19 @@ const cli_opt opts_evidence[] = {
     {"inputs", 0, "DIR", 0, "sample sets: DIR/inputs.json (docs/schemas/inputs.schema.json) and its .npy files"},
     {"random-inputs", 0, "N", 0, "instead of --inputs: N seeded random sample sets (1..100000)"},
     {"input-shape", 0, "NAME=D1,D2,...", 1, "fix the shape of model input NAME (needed for dynamic dims)"},
-    {"seed", 0, "S", 0, "seed of --random-inputs (0..2^63-1, default 0)"},
+    CLI_OPT_SEED("S", "seed of --random-inputs (0..2^63-1, default 0)"),
     {"warmup", 0, "W", 0, "untimed runs per sample set before the timed ones (default 3)"},
     {"runs", 0, "R", 0, "timed runs per sample set (default 10)"},
     {"slices", 0, "SLICES.json", 0, "named subsets of --inputs ids (docs/schemas/slices.schema.json): drift per slice"},
-    {"output", 'o', "FILE", 0, "write the evidence JSON here (atomically); without it, it goes to stdout"},
+    CLI_OPT_OUTPUT("FILE", "write the evidence JSON here (atomically); without it, it goes to stdout"),
     /* GGUF language models on llama.cpp (cmd_evidence_llm.c) */
     {"text", 0, "[NAME=]FILE", 1, "GGUF models: a text slice (UTF-8) scored as llama-perplexity --kl-divergence does"},
     {"ctx", 0, "N", 0, "GGUF models: chunk length in tokens (even, default 512)"},
     {"chunks", 0, "K", 0, "GGUF models: chunks per slice (default: every full chunk, at least 2)"},
     {"gen", 0, "N", 0, "GGUF models: timed greedy decode steps per chunk (0..ctx/2, default 16)"},
     {"base-cache", 0, "FILE", 0, "GGUF models: base distributions cached here and reused by later candidates"},
-    {"vocab-from", 0, "X.gguf", 0, "GGUF models: tokenizer for converting a non-GGUF BASE or CAND (tensormorph convert)"},
-    {NULL, 0, NULL, 0, NULL},
+    CLI_OPT_VOCAB_FROM("GGUF models: tokenizer for converting a non-GGUF BASE or CAND (tensormorph convert)"),
+    CLI_OPT_END,
 };
 const char details_evidence[] =
     "Runs BASELINE and CANDIDATE (ONNX models) on ONNX Runtime's CPU execution provider under one\n"

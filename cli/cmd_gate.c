@@ -9,14 +9,14 @@
 #include <string.h>
 
 const cli_opt opts_gate[] = {
-    {"manifest", 0, "FILE", 0, "the quantize job's manifest (tensormorph-manifest.json, OUT.gguf.manifest.json) (required)"},
-    {"evidence", 0, "FILE", 0, "evidence from `tensormorph evidence` (tensormorph.evidence/1) (required)"},
-    {"policy", 0, "FILE", 0, "release policy (tensormorph.policy/1, docs/gate.md) (required)"},
-    {"target", 0, "TARGET", 0, "policy target to gate on (default: the policy's only target)"},
-    {"canary", 0, "FRACTION", 0, "planned canary share of traffic, in (0, 1]; checked against the policy's minimum (the tool serves no traffic)"},
-    {"rollback", 0, "PATH", 0, "rollback artifact (default: the manifest's source path); must exist, load and match the manifest's source sha256"},
-    {"table", 0, "FILE", 0, "contract table for the compat check instead of the compiled-in data/compat.json"},
-    {NULL, 0, NULL, 0, NULL},
+    CLI_OPT_MANIFEST("the quantize job's manifest (tensormorph-manifest.json, OUT.gguf.manifest.json) (required)"),
+    CLI_OPT_EVIDENCE("evidence from `tensormorph evidence` (tensormorph.evidence/1) (required)"),
+    CLI_OPT_POLICY("release policy (tensormorph.policy/1, docs/gate.md) (required)"),
+    CLI_OPT_TARGET("policy target to gate on (default: the policy's only target)"),
+    CLI_OPT_CANARY("planned canary share of traffic, in (0, 1]; checked against the policy's minimum (the tool serves no traffic)"),
+    CLI_OPT_ROLLBACK("rollback artifact (default: the manifest's source path); must exist, load and match the manifest's source sha256"),
+    CLI_OPT_TABLE("contract table for the compat check instead of the compiled-in data/compat.json"),
+    CLI_OPT_END,
 };
 const char details_gate[] =
     "Checks, each listed with pass/fail, its reason and the values used: the three inputs parse\n"

@@ -10,7 +10,7 @@
 
 const cli_opt opts_graph[] = {
     {"quantized", 0, NULL, 0, "list only the nodes that quantize, dequantize or compute on codes"},
-    {NULL, 0, NULL, 0, NULL},
+    CLI_OPT_END,
 };
 const char details_graph[] =
     "PATH is an ONNX model. Nodes are listed in file order, a subgraph's nodes (If branches,\n"

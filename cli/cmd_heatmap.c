@@ -13,13 +13,13 @@
 #include <unistd.h>
 
 const cli_opt opts_heatmap[] = {
-    {"output", 'o', "FILE", 0, "the PNG to write (atomically: temp file, fsync, rename)"},
+    CLI_OPT_OUTPUT("FILE", "the PNG to write (atomically: temp file, fsync, rename)"),
     {"mode", 0, "MODE", 0, "value (diverging, default), abs (|value|), groups (channel/group/block of each element), error (|ref - dequantized| in LSB; needs --ref)"},
-    {"ref", 0, "REF", 0, "full-precision checkpoint, for --mode error (its tensor of the same name, else P.weight for P.qweight, X for X_quantized)"},
+    CLI_OPT_REF("full-precision checkpoint, for --mode error (its tensor of the same name, else P.weight for P.qweight, X for X_quantized)"),
     {"width", 0, "W", 0, "most pixels across, 1..4096 (default 1024)"},
     {"height", 0, "H", 0, "most pixels down, 1..4096 (default 1024)"},
     {"split", 0, "K", 0, "rows = product of the first K dims, columns = the rest (default: ndim-1)"},
-    {NULL, 0, NULL, 0, NULL},
+    CLI_OPT_END,
 };
 const char details_heatmap[] =
     "The tensor is drawn as a matrix: a 1-D tensor as a strip, an N-D tensor as 2-D (--split).\n"

@@ -7,7 +7,7 @@
 const cli_opt opts_inspect[] = {
     {"filter", 0, "REGEX", 0, "list only tensors whose name matches REGEX (POSIX extended)"},
     {"no-tensors", 0, NULL, 0, "print the summary only"},
-    {NULL, 0, NULL, 0, NULL},
+    CLI_OPT_END,
 };
 const char details_inspect[] =
     "PATH is any checkpoint tensormorph opens: a .safetensors file, a model.safetensors.index.json\n"

@@ -6,9 +6,9 @@
 #include <string.h>
 
 const cli_opt opts_qdiff[] = {
-    {"top", 0, "N", 0, "rows to print, flagged and worst first: N or all (default 10); --json always lists all"},
+    CLI_OPT_TOP("rows to print, flagged and worst first: N or all (default 10); --json always lists all"),
     {"fail-on-flag", 0, NULL, 0, "exit 1 when any tensor is flagged"},
-    {NULL, 0, NULL, 0, NULL},
+    CLI_OPT_END,
 };
 const char details_qdiff[] =
     "For each quantized tensor of QUANT matched to its full-precision source in REF (by name;\n"

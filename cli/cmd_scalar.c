@@ -6,8 +6,8 @@
 #include <string.h>
 
 const cli_opt opts_scalar[] = {
-    {"ref", 0, "REF", 0, "full-precision checkpoint: also print the source value and the error (also in LSB)"},
-    {NULL, 0, NULL, 0, NULL},
+    CLI_OPT_REF("full-precision checkpoint: also print the source value and the error (also in LSB)"),
+    CLI_OPT_END,
 };
 const char details_scalar[] =
     "INDEX is comma-separated coordinates in the tensor's logical shape (row-major, NumPy order),\n"

@@ -6,19 +6,19 @@
 #include <string.h>
 
 const cli_opt opts_serve[] = {
-    {"ref", 0, "REF", 0, "full-precision checkpoint: enables the Quantization Diff, error heatmaps and errors in the Scalar Inspector"},
+    CLI_OPT_REF("full-precision checkpoint: enables the Quantization Diff, error heatmaps and errors in the Scalar Inspector"),
     {"port", 0, "N", 0, "TCP port, 0..65535; 0 picks a free one (default 8765)"},
     {"host", 0, "ADDR", 0, "address to listen on (default 127.0.0.1; any other address prints a warning)"},
     {"cache-mb", 0, "N", 0, "memory for heatmap summary pyramids, MiB, 1..65536 (default 512)"},
     {"allow-host", 0, "NAME", 1, "also accept requests addressed to NAME (this machine's name or address, when --host is not loopback); at most 16"},
     {"samples", 0, "SAMPLES", 1, "calibration samples for the Calibration Lab page, as calibrate takes them (.npy, FILE.npz:KEY, PATH:TENSOR); each one batch"},
-    {"manifest", 0, "FILE", 0, "Release page: the quantize job's manifest to gate (with --evidence and --policy; see `tensormorph gate`)"},
-    {"evidence", 0, "FILE", 0, "Release page: evidence from `tensormorph evidence`"},
-    {"policy", 0, "FILE", 0, "Release page: release policy (tensormorph.policy/1)"},
-    {"target", 0, "TARGET", 0, "Release page: policy target (as gate --target)"},
-    {"canary", 0, "FRACTION", 0, "Release page: planned canary share of traffic, in (0, 1] (gate --canary)"},
-    {"rollback", 0, "PATH", 0, "Release page: rollback artifact (gate --rollback)"},
-    {NULL, 0, NULL, 0, NULL},
+    CLI_OPT_MANIFEST("Release page: the quantize job's manifest to gate (with --evidence and --policy; see `tensormorph gate`)"),
+    CLI_OPT_EVIDENCE("Release page: evidence from `tensormorph evidence`"),
+    CLI_OPT_POLICY("Release page: release policy (tensormorph.policy/1)"),
+    CLI_OPT_TARGET("Release page: policy target (as gate --target)"),
+    CLI_OPT_CANARY("Release page: planned canary share of traffic, in (0, 1] (gate --canary)"),
+    CLI_OPT_ROLLBACK("Release page: rollback artifact (gate --rollback)"),
+    CLI_OPT_END,
 };
 const char details_serve[] =
     "Serves a local web UI over the opened checkpoint: Architecture tree with quantization\n"

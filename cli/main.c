@@ -42,7 +42,7 @@ extern const cli_opt opts_inspect[], opts_quantize[], opts_qdiff[], opts_scalar[
 extern const char details_quantize[], details_qdiff[], details_inspect[], details_scalar[],
     details_diff[], details_demo[];
 
-const cli_opt opts_none[] = {{NULL, 0, NULL, 0, NULL}};
+const cli_opt opts_none[] = {CLI_OPT_END};
 
 const cli_cmd cli_commands[] = {
     {"inspect", cmd_inspect, "List the tensors of a checkpoint: dtypes, shapes, bytes, quantization.",

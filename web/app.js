@@ -45,6 +45,13 @@ function el(tag, attrs, ...kids) {
   return e;
 }
 
+/* A page's <section class="view">, hidden until its tab opens (app.js switchView). */
+function viewSection(id) {
+  const sec = el("section", { id, class: "view" });
+  sec.hidden = true;
+  return sec;
+}
+
 function fmtCount(n) {
   if (n >= 1e9) return (n / 1e9).toFixed(2) + "B";
   if (n >= 1e6) return (n / 1e6).toFixed(2) + "M";

@@ -22,8 +22,7 @@ const calibLab = (() => {
   function build() {
     if (built) return;
     built = true;
-    const sec = el("section", { id: "view-calib", class: "view" });
-    sec.hidden = true;
+    const sec = viewSection("view-calib");
     const bar = el("div", { class: "toolbar" },
       el("label", {}, "Tensor ", el("select", { id: "calib-tensor" })),
       select("calib-observer", OBSERVERS, "Observer"),

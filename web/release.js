@@ -16,8 +16,7 @@ const releasePage = (() => {
   function build() {
     if (built) return;
     built = true;
-    const sec = el("section", { id: "view-release", class: "view" });
-    sec.hidden = true;
+    const sec = viewSection("view-release");
     const bar = el("div", { class: "toolbar" },
       el("button", { id: "release-rerun", title: "read the manifest, evidence and policy again and re-run every check" }, "Run again"),
       el("span", { id: "release-status", class: "muted" }));

@@ -358,30 +358,22 @@ static void float8_scaled(const char *name, json_t *cj) {
     tmv_npy_free(&ed);
 }
 
+static void float8_case(const char *c, json_t *cj) {
+    if (strcmp(c, "e4m3fn_decode_all_codes") == 0) float8_decode(c, cj, tm_e4m3_to_f32);
+    else if (strcmp(c, "e5m2_decode_all_codes") == 0) float8_decode(c, cj, tm_e5m2_to_f32);
+    else if (strcmp(c, "e4m3fn_encode_sat") == 0) float8_encode(c, cj, tm_f32_to_e4m3, 1);
+    else if (strcmp(c, "e4m3fn_encode_nosat") == 0) float8_encode(c, cj, tm_f32_to_e4m3, 0);
+    else if (strcmp(c, "e5m2_encode_sat") == 0) float8_encode(c, cj, tm_f32_to_e5m2, 1);
+    else if (strcmp(c, "e5m2_encode_nosat") == 0) float8_encode(c, cj, tm_f32_to_e5m2, 0);
+    else if (strncmp(c, "e4m3fn_scaled_", 14) == 0) float8_scaled(c, cj);
+    else fail_msg("float8/%s: new case without a handler (add one or list it as unhandled)", c);
+}
+
 static void test_vectors_float8(void **state) {
     (void)state;
     if (!tmv_require_shared()) return;
-    char **names;
-    int n = tmv_list_cases("float8", &names);
-    assert_true(n > 0);
-    int handled = 0;
-    for (int i = 0; i < n; i++) {
-        const char *c = names[i];
-        json_t *cj = tmv_case_json("float8", c);
-        assert_non_null(cj);
-        if (strcmp(c, "e4m3fn_decode_all_codes") == 0) float8_decode(c, cj, tm_e4m3_to_f32);
-        else if (strcmp(c, "e5m2_decode_all_codes") == 0) float8_decode(c, cj, tm_e5m2_to_f32);
-        else if (strcmp(c, "e4m3fn_encode_sat") == 0) float8_encode(c, cj, tm_f32_to_e4m3, 1);
-        else if (strcmp(c, "e4m3fn_encode_nosat") == 0) float8_encode(c, cj, tm_f32_to_e4m3, 0);
-        else if (strcmp(c, "e5m2_encode_sat") == 0) float8_encode(c, cj, tm_f32_to_e5m2, 1);
-        else if (strcmp(c, "e5m2_encode_nosat") == 0) float8_encode(c, cj, tm_f32_to_e5m2, 0);
-        else if (strncmp(c, "e4m3fn_scaled_", 14) == 0) float8_scaled(c, cj);
-        else fail_msg("float8/%s: new case without a handler (add one or list it as unhandled)", c);
-        json_decref(cj);
-        handled++;
-    }
-    printf("float8: %d of %d cases checked\n", handled, n);
-    tmv_free_names(names, n);
+    int n = tmv_run_cases("float8", NULL, float8_case);
+    printf("float8: %d of %d cases checked\n", n, n);
 }
 
 static void convert_case(const char *name, const char *bits_file, uint16_t (*enc)(float),
@@ -435,25 +427,23 @@ static void bf16_nan_case(const char *name) {
     tmv_npy_free(&tv);
 }
 
+static void torch_convert_case(const char *c, json_t *cj) {
+    (void)cj;
+    if (strcmp(c, "f32_to_f16_rne") == 0)
+        convert_case(c, "expected_f16_bits.npy", tm_f32_to_f16, tm_f16_to_f32);
+    else if (strcmp(c, "f32_to_bf16_rne") == 0)
+        convert_case(c, "expected_bf16_bits.npy", tm_f32_to_bf16, tm_bf16_to_f32);
+    else if (strcmp(c, "f32_to_bf16_nan") == 0)
+        bf16_nan_case(c);
+    else
+        fail_msg("torch_convert/%s: new case without a handler", c);
+}
+
 static void test_vectors_torch_convert(void **state) {
     (void)state;
     if (!tmv_require_shared()) return;
-    char **names;
-    int n = tmv_list_cases("torch_convert", &names);
-    assert_true(n > 0);
-    for (int i = 0; i < n; i++) {
-        const char *c = names[i];
-        if (strcmp(c, "f32_to_f16_rne") == 0)
-            convert_case(c, "expected_f16_bits.npy", tm_f32_to_f16, tm_f16_to_f32);
-        else if (strcmp(c, "f32_to_bf16_rne") == 0)
-            convert_case(c, "expected_bf16_bits.npy", tm_f32_to_bf16, tm_bf16_to_f32);
-        else if (strcmp(c, "f32_to_bf16_nan") == 0)
-            bf16_nan_case(c);
-        else
-            fail_msg("torch_convert/%s: new case without a handler", c);
-    }
+    int n = tmv_run_cases("torch_convert", NULL, torch_convert_case);
     printf("torch_convert: %d of %d cases checked\n", n, n);
-    tmv_free_names(names, n);
 }
 
 int main(void) {

@@ -172,9 +172,7 @@ static void make_dir(const char *dir, int n, const char *const *ids, const int *
         json_array_append_new(arr, o);
     }
     json_object_set_new(doc, "inputs", arr);
-    snprintf(p, sizeof p, "%s/inputs.json", dir);
-    assert_int_equal(json_dump_file(doc, p, JSON_INDENT(1)), 0);
-    json_decref(doc);
+    tmt_write_json(dir, "inputs.json", doc);
 }
 
 /* Nearest rank computed independently: the smallest rank k with k/n >= p/100. */

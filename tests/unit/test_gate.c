@@ -103,17 +103,10 @@ static json_t *policy_ok(void) {
     return p;
 }
 
-static void write_json(const char *name, json_t *doc) {
-    char p[600];
-    snprintf(p, sizeof p, "%s/%s", g_tmp, name);
-    assert_int_equal(json_dump_file(doc, p, JSON_INDENT(1)), 0);
-    json_decref(doc);
-}
-
 /* ev.json and pol.json: the evidence and the policy that pass together. */
 static void write_ok_inputs(void) {
-    write_json("ev.json", evidence_ok());
-    write_json("pol.json", policy_ok());
+    tmt_write_json(g_tmp, "ev.json", evidence_ok());
+    tmt_write_json(g_tmp, "pol.json", policy_ok());
 }
 
 /* run the gate; returns the verdict document and checks the exit status */
@@ -127,32 +120,17 @@ static json_t *gate(int want_rc, const char *evidence, const char *policy, const
     return gate_m(want_rc, "q8/tensormorph-manifest.json", evidence, policy, extra);
 }
 
-static json_t *find_check(json_t *doc, const char *name) {
-    json_t *c = tmt_find_named(json_object_get(doc, "checks"), name);
-    if (!c) print_message("no check %s\n", name);
-    assert_non_null(c);
-    return c;
-}
-
-static const char *status_of(json_t *doc, const char *name) {
-    return json_string_value(json_object_get(find_check(doc, name), "status"));
-}
-
 /* the value `key` of the evidence object of check `name` */
 static json_t *evidence_of(json_t *doc, const char *name, const char *key) {
-    return json_object_get(json_object_get(find_check(doc, name), "evidence"), key);
-}
-
-static const char *reason_of(json_t *doc, const char *name) {
-    return json_string_value(json_object_get(find_check(doc, name), "reason"));
+    return json_object_get(json_object_get(tmt_gate_check(doc, name), "evidence"), key);
 }
 
 /* the failed checks of a verdict are exactly `names` (NULL-terminated), and each has a reason line */
 static void assert_failed_exactly(json_t *doc, const char *const *names) {
     int n = 0;
     for (; names[n]; n++) {
-        if (strcmp(status_of(doc, names[n]), "fail")) print_message("%s: %s\n", names[n], status_of(doc, names[n]));
-        assert_string_equal(status_of(doc, names[n]), "fail");
+        if (strcmp(tmt_gate_status(doc, names[n]), "fail")) print_message("%s: %s\n", names[n], tmt_gate_status(doc, names[n]));
+        assert_string_equal(tmt_gate_status(doc, names[n]), "fail");
     }
     assert_string_equal(json_string_value(json_object_get(doc, "verdict")), "FAIL");
     assert_int_equal(json_integer_value(json_object_get(doc, "n_failed")), n);
@@ -185,14 +163,14 @@ static void test_pass(void **state) {
         if (strcmp(st, "pass")) assert_string_equal(json_string_value(json_object_get(c, "name")), "compat"); /* skipped */
     }
     /* p95 of 20 samples = the 19th smallest: 1.0 + 0.25*18 = 5.5 ms, baseline 2.0 + 0.5*18 = 11 */
-    json_t *ev = json_object_get(find_check(d, "latency.p95"), "evidence");
+    json_t *ev = json_object_get(tmt_gate_check(d, "latency.p95"), "evidence");
     assert_true(fabs(tmt_num(ev, "candidate") - 5.5) < 1e-12);
     assert_true(fabs(tmt_num(ev, "baseline") - 11.0) < 1e-12);
     assert_true(fabs(tmt_num(ev, "ratio") - 0.5) < 1e-12);
-    ev = json_object_get(find_check(d, "latency.p50"), "evidence");
+    ev = json_object_get(tmt_gate_check(d, "latency.p50"), "evidence");
     assert_true(fabs(tmt_num(ev, "candidate") - 3.25) < 1e-12); /* rank ceil(10) = 10th: 1 + 0.25*9 */
-    assert_string_equal(status_of(d, "compat"), "skipped");
-    assert_non_null(strstr(reason_of(d, "rollback"), "loads and its 1 file matches the manifest"));
+    assert_string_equal(tmt_gate_status(d, "compat"), "skipped");
+    assert_non_null(strstr(tmt_gate_reason(d, "rollback"), "loads and its 1 file matches the manifest"));
     json_decref(d);
     /* the text form says so too */
     char *out = NULL;
@@ -206,15 +184,15 @@ static void test_missing_candidate(void **state) {
     (void)state;
     json_t *e = evidence_ok();
     json_object_del(json_object_get(e, "models"), "candidate");
-    write_json("ev_nocand.json", e);
-    write_json("pol.json", policy_ok());
+    tmt_write_json(g_tmp, "ev_nocand.json", e);
+    tmt_write_json(g_tmp, "pol.json", policy_ok());
     json_t *d = gate(1, "ev_nocand.json", "pol.json", "--canary 0.1");
     const char *const f[] = {"inputs.evidence", NULL};
     assert_failed_exactly(d, f);
-    assert_non_null(strstr(reason_of(d, "inputs.evidence"), "$.models: missing required property \"candidate\""));
+    assert_non_null(strstr(tmt_gate_reason(d, "inputs.evidence"), "$.models: missing required property \"candidate\""));
     /* everything that needs the evidence is listed as not run, never as passed */
-    assert_string_equal(status_of(d, "latency.p95"), "not_run");
-    assert_string_equal(status_of(d, "evidence.protocol"), "not_run");
+    assert_string_equal(tmt_gate_status(d, "latency.p95"), "not_run");
+    assert_string_equal(tmt_gate_status(d, "evidence.protocol"), "not_run");
     json_decref(d);
 }
 
@@ -225,18 +203,18 @@ static void test_unmeasured_device_protocol_slices_canary_together(void **state)
     json_object_set_new(json_object_get(e, "protocol"), "threads", json_integer(4));
     json_t *sl = json_object_get(json_object_get(json_object_get(e, "drift"), "slices"), "long_prompts");
     json_object_set_new(sl, "logits", drift_entry(0.5, 0.004, 1.0, 1));
-    write_json("ev_many.json", e);
-    write_json("pol.json", policy_ok());
+    tmt_write_json(g_tmp, "ev_many.json", e);
+    tmt_write_json(g_tmp, "pol.json", policy_ok());
     json_t *d = gate(1, "ev_many.json", "pol.json", "--canary 0.01");
     const char *const f[] = {"evidence.device", "evidence.protocol", "drift.slices", "canary", NULL};
     assert_failed_exactly(d, f);
-    assert_non_null(strstr(reason_of(d, "evidence.device"), "device.measured is false"));
-    assert_non_null(strstr(reason_of(d, "evidence.protocol"), "threads 4, the policy requires 2"));
-    assert_non_null(strstr(reason_of(d, "drift.slices"), "slice 'long_prompts' output 'logits': max_abs 0.5 > max_abs 0.05"));
-    assert_non_null(strstr(reason_of(d, "canary"), "planned canary share 0.01 < the policy's min_fraction 0.05"));
+    assert_non_null(strstr(tmt_gate_reason(d, "evidence.device"), "device.measured is false"));
+    assert_non_null(strstr(tmt_gate_reason(d, "evidence.protocol"), "threads 4, the policy requires 2"));
+    assert_non_null(strstr(tmt_gate_reason(d, "drift.slices"), "slice 'long_prompts' output 'logits': max_abs 0.5 > max_abs 0.05"));
+    assert_non_null(strstr(tmt_gate_reason(d, "canary"), "planned canary share 0.01 < the policy's min_fraction 0.05"));
     json_decref(d);
     /* no --canary at all while the policy asks for one */
-    write_json("ev.json", evidence_ok());
+    tmt_write_json(g_tmp, "ev.json", evidence_ok());
     d = gate(1, "ev.json", "pol.json", NULL);
     const char *const f2[] = {"canary", NULL};
     assert_failed_exactly(d, f2);
@@ -250,25 +228,25 @@ static void test_p95_from_raw_samples(void **state) {
     /* slow samples 4..8.75 ms, but a p95_ms field claiming 1.0 */
     json_object_set_new(cand, "latency_ms", samples(4.0, 0.25, 20));
     json_object_set_new(cand, "p95_ms", json_real(1.0));
-    write_json("ev_lie.json", e);
-    write_json("pol.json", policy_ok());
+    tmt_write_json(g_tmp, "ev_lie.json", e);
+    tmt_write_json(g_tmp, "pol.json", policy_ok());
     json_t *d = gate(1, "ev_lie.json", "pol.json", "--canary 0.1");
     /* p95 = 4 + 0.25*18 = 8.5 > max 6; also p50 = 6.25 > 4 and p99 = 8.75 > 1.1 * 11.5 ... no: 8.75 < 12.65 */
     const char *const f[] = {"latency.p50", "latency.p95", NULL};
     assert_failed_exactly(d, f);
-    json_t *ev = json_object_get(find_check(d, "latency.p95"), "evidence");
+    json_t *ev = json_object_get(tmt_gate_check(d, "latency.p95"), "evidence");
     assert_true(fabs(tmt_num(ev, "candidate") - 8.5) < 1e-12);
     assert_true(fabs(tmt_num(ev, "file_candidate") - 1.0) < 1e-12);
     assert_non_null(json_object_get(ev, "note"));
-    assert_non_null(strstr(reason_of(d, "latency.p95"), "candidate p95 8.5 ms > max 6 ms"));
+    assert_non_null(strstr(tmt_gate_reason(d, "latency.p95"), "candidate p95 8.5 ms > max 6 ms"));
     json_decref(d);
     /* a sample count that does not match runs x inputs is a protocol failure */
     e = evidence_ok();
     json_array_remove(json_object_get(json_object_get(json_object_get(e, "models"), "baseline"), "latency_ms"), 0);
-    write_json("ev_short.json", e);
+    tmt_write_json(g_tmp, "ev_short.json", e);
     d = gate(1, "ev_short.json", "pol.json", "--canary 0.1");
-    assert_string_equal(status_of(d, "evidence.protocol"), "fail");
-    assert_non_null(strstr(reason_of(d, "evidence.protocol"), "baseline has 19 latency samples, the protocol's runs x inputs = 10 x 2 = 20"));
+    assert_string_equal(tmt_gate_status(d, "evidence.protocol"), "fail");
+    assert_non_null(strstr(tmt_gate_reason(d, "evidence.protocol"), "baseline has 19 latency samples, the protocol's runs x inputs = 10 x 2 = 20"));
     json_decref(d);
 }
 
@@ -279,14 +257,14 @@ static void test_rollback_and_manifest(void **state) {
     json_t *d = gate(1, "ev.json", "pol.json", "--canary 0.1 --rollback /nonexistent/model");
     const char *const f1[] = {"rollback", NULL};
     assert_failed_exactly(d, f1);
-    assert_non_null(strstr(reason_of(d, "rollback"), "/nonexistent/model"));
+    assert_non_null(strstr(tmt_gate_reason(d, "rollback"), "/nonexistent/model"));
     json_decref(d);
     /* another checkpoint: loads, checksum differs */
     char extra[800];
     snprintf(extra, sizeof extra, "--canary 0.1 --rollback %s/q4", g_tmp);
     d = gate(1, "ev.json", "pol.json", extra);
     assert_failed_exactly(d, f1);
-    assert_non_null(strstr(reason_of(d, "rollback"), "not one of the manifest's rollback checksums"));
+    assert_non_null(strstr(tmt_gate_reason(d, "rollback"), "not one of the manifest's rollback checksums"));
     json_decref(d);
     /* not loadable */
     snprintf(extra, sizeof extra, "%s/garbage.safetensors", g_tmp);
@@ -297,7 +275,7 @@ static void test_rollback_and_manifest(void **state) {
     snprintf(extra, sizeof extra, "--canary 0.1 --rollback %s/garbage.safetensors", g_tmp);
     d = gate(1, "ev.json", "pol.json", extra);
     assert_failed_exactly(d, f1);
-    assert_non_null(strstr(reason_of(d, "rollback"), "does not load"));
+    assert_non_null(strstr(tmt_gate_reason(d, "rollback"), "does not load"));
     json_decref(d);
     /* artifact modified after the manifest was written, plus unmeasured device and low canary:
     ** all three listed */
@@ -305,11 +283,11 @@ static void test_rollback_and_manifest(void **state) {
                              g_tmp, g_tmp, g_tmp), 0);
     json_t *e = evidence_ok();
     json_object_set_new(json_object_get(e, "device"), "measured", json_false());
-    write_json("ev_unmeasured.json", e);
+    tmt_write_json(g_tmp, "ev_unmeasured.json", e);
     d = gate_m(1, "q8mod/tensormorph-manifest.json", "ev_unmeasured.json", "pol.json", "--canary 0.001");
     const char *const f2[] = {"manifest.checksums", "evidence.device", "canary", NULL};
     assert_failed_exactly(d, f2);
-    assert_non_null(strstr(reason_of(d, "manifest.checksums"), "q8mod/model.safetensors: sha256"));
+    assert_non_null(strstr(tmt_gate_reason(d, "manifest.checksums"), "q8mod/model.safetensors: sha256"));
     json_t *files = evidence_of(d, "manifest.checksums", "files");
     assert_false(json_is_true(json_object_get(json_array_get(files, 0), "ok")));
     json_decref(d);
@@ -334,64 +312,64 @@ static void test_unparseable_inputs(void **state) {
     /* a wrong type deep inside: the message names the JSON path */
     json_t *e = evidence_ok();
     json_array_set_new(json_object_get(json_object_get(json_object_get(e, "models"), "candidate"), "latency_ms"), 3, json_string("fast"));
-    write_json("ev_type.json", e);
+    tmt_write_json(g_tmp, "ev_type.json", e);
     d = gate(3, "ev_type.json", "pol.json", "--canary 0.1");
     assert_failed_exactly(d, f1);
-    assert_non_null(strstr(reason_of(d, "inputs.evidence"), "$.models.candidate.latency_ms[3]: expected number, got string"));
+    assert_non_null(strstr(tmt_gate_reason(d, "inputs.evidence"), "$.models.candidate.latency_ms[3]: expected number, got string"));
     json_decref(d);
     /* a policy whose bound has the wrong type, and a truncated manifest: both listed, exit 3 */
     json_t *p = policy_ok();
     json_object_set_new(json_object_get(json_object_get(json_object_get(p, "targets"), "ort-cpu"), "latency_ms"), "p95", json_string("6ms"));
-    write_json("pol_type.json", p);
+    tmt_write_json(g_tmp, "pol_type.json", p);
     assert_int_equal(tmt_run(NULL, "head -c 200 %s/q8/tensormorph-manifest.json > %s/man_trunc.json", g_tmp, g_tmp), 0);
     d = gate_m(3, "man_trunc.json", "ev.json", "pol_type.json", "--canary 0.1");
     const char *const f2[] = {"inputs.manifest", "inputs.policy", NULL};
     assert_failed_exactly(d, f2);
-    assert_non_null(strstr(reason_of(d, "inputs.policy"), "latency_ms.p95: expected object, got string"));
-    assert_string_equal(status_of(d, "rollback"), "not_run");
+    assert_non_null(strstr(tmt_gate_reason(d, "inputs.policy"), "latency_ms.p95: expected object, got string"));
+    assert_string_equal(tmt_gate_status(d, "rollback"), "not_run");
     json_decref(d);
     /* a missing evidence file is incomplete, not unparseable: exit 1 */
     d = gate(1, "no-such-evidence.json", "pol.json", "--canary 0.1");
     assert_failed_exactly(d, f1);
-    assert_non_null(strstr(reason_of(d, "inputs.evidence"), "missing evidence"));
+    assert_non_null(strstr(tmt_gate_reason(d, "inputs.evidence"), "missing evidence"));
     json_decref(d);
 }
 
 static void test_policy_target_and_compat(void **state) {
     (void)state;
-    write_json("ev.json", evidence_ok());
+    tmt_write_json(g_tmp, "ev.json", evidence_ok());
     /* a policy for a GPU target only: the CPU evidence did not measure it */
     json_t *p = policy_ok();
     json_t *t = json_deep_copy(json_object_get(json_object_get(p, "targets"), "ort-cpu"));
     json_object_set_new(json_object_get(p, "targets"), "vllm:sm90", t);
-    write_json("pol2.json", p);
+    tmt_write_json(g_tmp, "pol2.json", p);
     json_t *d = gate(1, "ev.json", "pol2.json", "--canary 0.1");
     const char *const f1[] = {"policy.target", NULL};
     assert_failed_exactly(d, f1);
-    assert_non_null(strstr(reason_of(d, "policy.target"), "the policy has 2 targets: choose one with --target"));
+    assert_non_null(strstr(tmt_gate_reason(d, "policy.target"), "the policy has 2 targets: choose one with --target"));
     json_decref(d);
     d = gate(1, "ev.json", "pol2.json", "--canary 0.1 --target vllm:sm90");
     const char *const f2[] = {"evidence.device", NULL};
     assert_failed_exactly(d, f2);
-    assert_non_null(strstr(reason_of(d, "evidence.device"), "no evidence runner measures target 'vllm:sm90'"));
+    assert_non_null(strstr(tmt_gate_reason(d, "evidence.device"), "no evidence runner measures target 'vllm:sm90'"));
     json_decref(d);
     d = gate(1, "ev.json", "pol2.json", "--canary 0.1 --target tensorrt:sm89");
     assert_failed_exactly(d, f1);
-    assert_non_null(strstr(reason_of(d, "policy.target"), "no thresholds for target 'tensorrt:sm89'"));
+    assert_non_null(strstr(tmt_gate_reason(d, "policy.target"), "no thresholds for target 'tensorrt:sm89'"));
     json_decref(d);
     /* allowed_fallbacks: the compressed-tensors artifact is not an ONNX Runtime artifact at all */
     p = policy_ok();
     json_t *af = json_array();
     json_array_append_new(af, json_string("higher_precision"));
     json_object_set_new(json_object_get(json_object_get(p, "targets"), "ort-cpu"), "allowed_fallbacks", af);
-    write_json("pol3.json", p);
+    tmt_write_json(g_tmp, "pol3.json", p);
     d = gate(1, "ev.json", "pol3.json", "--canary 0.1");
     const char *const f3[] = {"compat", NULL};
     assert_failed_exactly(d, f3);
-    json_t *ev = json_object_get(find_check(d, "compat"), "evidence");
+    json_t *ev = json_object_get(tmt_gate_check(d, "compat"), "evidence");
     assert_int_equal(json_integer_value(json_object_get(json_object_get(ev, "counts"), "unsupported")), 28);
     assert_int_equal(json_array_size(json_object_get(ev, "not_allowed")), 28);
-    assert_non_null(strstr(reason_of(d, "compat"), "28 of 28 quantized items"));
+    assert_non_null(strstr(tmt_gate_reason(d, "compat"), "28 of 28 quantized items"));
     json_decref(d);
     /* with unsupported allowed too, the same artifact passes the compat check */
     p = policy_ok();
@@ -399,9 +377,9 @@ static void test_policy_target_and_compat(void **state) {
     json_array_append_new(af, json_string("higher_precision"));
     json_array_append_new(af, json_string("unsupported"));
     json_object_set_new(json_object_get(json_object_get(p, "targets"), "ort-cpu"), "allowed_fallbacks", af);
-    write_json("pol4.json", p);
+    tmt_write_json(g_tmp, "pol4.json", p);
     d = gate(0, "ev.json", "pol4.json", "--canary 0.1");
-    assert_string_equal(status_of(d, "compat"), "pass");
+    assert_string_equal(tmt_gate_status(d, "compat"), "pass");
     json_decref(d);
     /* usage: a canary outside (0, 1] */
     assert_int_equal(tmt_run(NULL, "%s gate --manifest %s/q8/tensormorph-manifest.json --evidence %s/ev.json --policy %s/pol.json --canary 1.5 2>/dev/null",
@@ -414,59 +392,59 @@ static json_t *target_of(json_t *pol) { return json_object_get(json_object_get(p
 ** 2020-12 and to the schemas; the gate reads them as the numbers they are, never as 0 */
 static void test_integral_reals(void **state) {
     (void)state;
-    write_json("pol.json", policy_ok());
+    tmt_write_json(g_tmp, "pol.json", policy_ok());
     /* a candidate peak RSS of 1e12 bytes written as a real: over max 80000000 */
     json_t *e = evidence_ok();
     json_object_set_new(json_object_get(json_object_get(e, "models"), "candidate"), "peak_rss_bytes", json_real(1000000000000.0));
-    write_json("ev_rss.json", e);
+    tmt_write_json(g_tmp, "ev_rss.json", e);
     json_t *d = gate(1, "ev_rss.json", "pol.json", "--canary 0.1");
     const char *const f1[] = {"memory.peak_rss", NULL};
     assert_failed_exactly(d, f1);
-    assert_non_null(strstr(reason_of(d, "memory.peak_rss"), "candidate peak RSS 1000000000000 bytes > max 80000000 bytes"));
+    assert_non_null(strstr(tmt_gate_reason(d, "memory.peak_rss"), "candidate peak RSS 1000000000000 bytes > max 80000000 bytes"));
     json_decref(d);
     /* policy min_runs 2000.0: the requirement holds (10 runs fail it) */
     json_t *p = policy_ok();
     json_object_set_new(json_object_get(target_of(p), "protocol"), "min_runs", json_real(2000.0));
-    write_json("pol_runs.json", p);
-    write_json("ev.json", evidence_ok());
+    tmt_write_json(g_tmp, "pol_runs.json", p);
+    tmt_write_json(g_tmp, "ev.json", evidence_ok());
     d = gate(1, "ev.json", "pol_runs.json", "--canary 0.1");
     const char *const f2[] = {"evidence.protocol", NULL};
     assert_failed_exactly(d, f2);
-    assert_non_null(strstr(reason_of(d, "evidence.protocol"), "runs 10 < the policy's min_runs 2000"));
+    assert_non_null(strstr(tmt_gate_reason(d, "evidence.protocol"), "runs 10 < the policy's min_runs 2000"));
     json_decref(d);
     /* threads 4.0 in the evidence is 4 (the policy wants 2); threads 2.0 in both passes */
     e = evidence_ok();
     json_object_set_new(json_object_get(e, "protocol"), "threads", json_real(4.0));
-    write_json("ev_thr.json", e);
+    tmt_write_json(g_tmp, "ev_thr.json", e);
     d = gate(1, "ev_thr.json", "pol.json", "--canary 0.1");
     assert_failed_exactly(d, f2);
-    assert_non_null(strstr(reason_of(d, "evidence.protocol"), "threads 4, the policy requires 2"));
+    assert_non_null(strstr(tmt_gate_reason(d, "evidence.protocol"), "threads 4, the policy requires 2"));
     json_decref(d);
     e = evidence_ok();
     json_object_set_new(json_object_get(e, "protocol"), "threads", json_real(2.0));
     json_object_set_new(json_object_get(e, "protocol"), "runs", json_real(10.0));
-    write_json("ev_thr2.json", e);
+    tmt_write_json(g_tmp, "ev_thr2.json", e);
     p = policy_ok();
     json_object_set_new(json_object_get(target_of(p), "protocol"), "threads", json_real(2.0));
-    write_json("pol_thr2.json", p);
+    tmt_write_json(g_tmp, "pol_thr2.json", p);
     d = gate(0, "ev_thr2.json", "pol_thr2.json", "--canary 0.1");
-    assert_non_null(strstr(reason_of(d, "evidence.protocol"), "10 runs x 2 inputs, 2 threads"));
+    assert_non_null(strstr(tmt_gate_reason(d, "evidence.protocol"), "10 runs x 2 inputs, 2 threads"));
     json_decref(d);
     /* an integral value beyond int64 is unreadable: file and JSON path, exit 3 */
     e = evidence_ok();
     json_object_set_new(json_object_get(e, "protocol"), "runs", json_real(1e300));
-    write_json("ev_huge.json", e);
+    tmt_write_json(g_tmp, "ev_huge.json", e);
     d = gate(3, "ev_huge.json", "pol.json", "--canary 0.1");
-    assert_string_equal(status_of(d, "inputs.integers"), "fail");
-    assert_non_null(strstr(reason_of(d, "inputs.integers"), "ev_huge.json: $.protocol.runs: 1.0000000000000001e+300 is outside the 64-bit integer range"));
-    assert_string_equal(status_of(d, "evidence.protocol"), "fail");
+    assert_string_equal(tmt_gate_status(d, "inputs.integers"), "fail");
+    assert_non_null(strstr(tmt_gate_reason(d, "inputs.integers"), "ev_huge.json: $.protocol.runs: 1.0000000000000001e+300 is outside the 64-bit integer range"));
+    assert_string_equal(tmt_gate_status(d, "evidence.protocol"), "fail");
     json_decref(d);
 }
 
 /* a policy must state its thresholds: an empty latency_ms, drift or drift bound checks nothing */
 static void test_empty_thresholds(void **state) {
     (void)state;
-    write_json("ev.json", evidence_ok());
+    tmt_write_json(g_tmp, "ev.json", evidence_ok());
     static const struct { const char *what, *msg; } C[] = {
         {"latency_ms", "latency_ms: object has 0 properties, fewer than minProperties 1"},
         {"drift", ".drift: object has 0 properties, fewer than minProperties 1"},
@@ -480,11 +458,11 @@ static void test_empty_thresholds(void **state) {
         else if (!strcmp(C[k].what, "drift")) json_object_set_new(t, "drift", json_object());
         else if (!strcmp(C[k].what, "drift.overall")) json_object_set_new(json_object_get(t, "drift"), "overall", json_object());
         else json_object_set_new(json_object_get(t, "drift"), "slices", json_object());
-        write_json("pol_empty.json", p);
+        tmt_write_json(g_tmp, "pol_empty.json", p);
         json_t *d = gate(3, "ev.json", "pol_empty.json", "--canary 0.1");
         assert_failed_exactly(d, f);
-        if (!strstr(reason_of(d, "inputs.policy"), C[k].msg)) print_message("%s: %s\n", C[k].what, reason_of(d, "inputs.policy"));
-        assert_non_null(strstr(reason_of(d, "inputs.policy"), C[k].msg));
+        if (!strstr(tmt_gate_reason(d, "inputs.policy"), C[k].msg)) print_message("%s: %s\n", C[k].what, tmt_gate_reason(d, "inputs.policy"));
+        assert_non_null(strstr(tmt_gate_reason(d, "inputs.policy"), C[k].msg));
         json_decref(d);
     }
 }
@@ -512,26 +490,26 @@ static void test_manifest_no_op_and_dotdot(void **state) {
     write_ok_inputs();
     /* the real manifest says what it quantized */
     json_t *d = gate(0, "ev.json", "pol.json", "--canary 0.1");
-    assert_string_equal(status_of(d, "manifest.quantized"), "pass");
+    assert_string_equal(tmt_gate_status(d, "manifest.quantized"), "pass");
     assert_true(json_integer_value(evidence_of(d, "manifest.quantized", "n_quantized")) >= 20);
     json_decref(d);
     const char *const f[] = {"manifest.quantized", NULL};
     manifest_copy("q8noop", edit_n_quantized_0);
     d = gate_m(1, "q8noop/tensormorph-manifest.json", "ev.json", "pol.json", "--canary 0.1");
     assert_failed_exactly(d, f);
-    assert_non_null(strstr(reason_of(d, "manifest.quantized"), "results.n_quantized is 0"));
+    assert_non_null(strstr(tmt_gate_reason(d, "manifest.quantized"), "results.n_quantized is 0"));
     json_decref(d);
     manifest_copy("q8nores", edit_no_results);
     d = gate_m(1, "q8nores/tensormorph-manifest.json", "ev.json", "pol.json", "--canary 0.1");
     assert_failed_exactly(d, f);
-    assert_non_null(strstr(reason_of(d, "manifest.quantized"), "no results.n_quantized"));
+    assert_non_null(strstr(tmt_gate_reason(d, "manifest.quantized"), "no results.n_quantized"));
     json_decref(d);
     /* an output file named "../q8/model.safetensors" exists and matches, but lies outside the
     ** manifest's folder: refused (the evidence's candidate is then no verified output either) */
     manifest_copy("q8dd", edit_dotdot);
     d = gate_m(1, "q8dd/tensormorph-manifest.json", "ev.json", "pol.json", "--canary 0.1");
-    assert_string_equal(status_of(d, "manifest.checksums"), "fail");
-    assert_non_null(strstr(reason_of(d, "manifest.checksums"), "\"../q8/model.safetensors\" is refused: a \"..\" path component"));
+    assert_string_equal(tmt_gate_status(d, "manifest.checksums"), "fail");
+    assert_non_null(strstr(tmt_gate_reason(d, "manifest.checksums"), "\"../q8/model.safetensors\" is refused: a \"..\" path component"));
     json_t *files = evidence_of(d, "manifest.checksums", "files");
     assert_true(json_is_null(json_object_get(json_array_get(files, 0), "path")));
     json_decref(d);
@@ -540,30 +518,30 @@ static void test_manifest_no_op_and_dotdot(void **state) {
 /* latency samples of 0 ms are no measurement: every latency check fails with the sample named */
 static void test_zero_latency(void **state) {
     (void)state;
-    write_json("pol.json", policy_ok());
+    tmt_write_json(g_tmp, "pol.json", policy_ok());
     json_t *e = evidence_ok();
     json_object_set_new(json_object_get(json_object_get(e, "models"), "candidate"), "latency_ms", samples(0.0, 0.0, 20));
     json_object_set_new(json_object_get(json_object_get(e, "models"), "candidate"), "p50_ms", json_real(0.0));
-    write_json("ev_zero.json", e);
+    tmt_write_json(g_tmp, "ev_zero.json", e);
     json_t *d = gate(1, "ev_zero.json", "pol.json", "--canary 0.1");
     const char *const f[] = {"latency.p50", "latency.p95", "latency.p99", NULL};
     assert_failed_exactly(d, f);
-    assert_non_null(strstr(reason_of(d, "latency.p95"), "implausible latency: "));
-    assert_non_null(strstr(reason_of(d, "latency.p95"), "ev_zero.json $.models.candidate.latency_ms[0] is 0 ms"));
+    assert_non_null(strstr(tmt_gate_reason(d, "latency.p95"), "implausible latency: "));
+    assert_non_null(strstr(tmt_gate_reason(d, "latency.p95"), "ev_zero.json $.models.candidate.latency_ms[0] is 0 ms"));
     json_decref(d);
     /* one 0 ms baseline sample among good ones (a negative one already breaks the schema) */
     e = evidence_ok();
     json_array_set_new(json_object_get(json_object_get(json_object_get(e, "models"), "baseline"), "latency_ms"), 5, json_real(0.0));
-    write_json("ev_one0.json", e);
+    tmt_write_json(g_tmp, "ev_one0.json", e);
     d = gate(1, "ev_one0.json", "pol.json", "--canary 0.1");
     assert_failed_exactly(d, f);
-    assert_non_null(strstr(reason_of(d, "latency.p50"), "$.models.baseline.latency_ms[5] is 0 ms"));
+    assert_non_null(strstr(tmt_gate_reason(d, "latency.p50"), "$.models.baseline.latency_ms[5] is 0 ms"));
     json_decref(d);
     e = evidence_ok();
     json_array_set_new(json_object_get(json_object_get(json_object_get(e, "models"), "baseline"), "latency_ms"), 5, json_real(-1.5));
-    write_json("ev_neg.json", e);
+    tmt_write_json(g_tmp, "ev_neg.json", e);
     d = gate(3, "ev_neg.json", "pol.json", "--canary 0.1");
-    assert_non_null(strstr(reason_of(d, "inputs.evidence"), "$.models.baseline.latency_ms[5]"));
+    assert_non_null(strstr(tmt_gate_reason(d, "inputs.evidence"), "$.models.baseline.latency_ms[5]"));
     json_decref(d);
 }
 
@@ -571,18 +549,18 @@ static void test_example_policy_is_valid(void **state) {
     (void)state;
     const char *src = getenv("TM_SRC");
     if (!src) { print_message("SKIP: TM_SRC not set (run through ctest)\n"); skip(); return; }
-    write_json("ev.json", evidence_ok());
+    tmt_write_json(g_tmp, "ev.json", evidence_ok());
     char extra[1200];
     snprintf(extra, sizeof extra, "--canary 0.1");
     json_t *d = tmt_run_json(1, "%s gate --manifest %s/q8/tensormorph-manifest.json --evidence %s/ev.json --policy %s/docs/examples/policy.json %s --json 2>/dev/null",
                              tmt_bin(), g_tmp, g_tmp, src, extra);
     /* the example parses and names ort-cpu; this evidence (2 threads, 10 runs x 2 inputs, a
     ** safetensors artifact) does not meet its protocol, and ORT does not load safetensors */
-    assert_string_equal(status_of(d, "inputs.policy"), "pass");
-    assert_string_equal(status_of(d, "policy.target"), "pass");
+    assert_string_equal(tmt_gate_status(d, "inputs.policy"), "pass");
+    assert_string_equal(tmt_gate_status(d, "policy.target"), "pass");
     const char *const f[] = {"evidence.protocol", "compat", NULL};
     assert_failed_exactly(d, f);
-    assert_non_null(strstr(reason_of(d, "evidence.protocol"), "threads 2, the policy requires 4; runs 10 < the policy's min_runs 20"));
+    assert_non_null(strstr(tmt_gate_reason(d, "evidence.protocol"), "threads 2, the policy requires 4; runs 10 < the policy's min_runs 20"));
     json_decref(d);
 }
 
@@ -621,7 +599,7 @@ static void test_end_to_end_onnx(void **state) {
     json_object_set_new(t, "allowed_fallbacks", af);
     json_object_set_new(targets, "ort-cpu", t);
     json_object_set_new(p, "targets", targets);
-    write_json("pol_real.json", json_deep_copy(p));
+    tmt_write_json(g_tmp, "pol_real.json", json_deep_copy(p));
     json_t *d = gate_m(0, "cls-int8.onnx.manifest.json", "ev_real.json", "pol_real.json", NULL);
     assert_string_equal(json_string_value(json_object_get(d, "verdict")), "PASS");
     /* weight-only int8 DequantizeLinear into float Conv: every node is higher_precision on ORT CPU */
@@ -634,11 +612,11 @@ static void test_end_to_end_onnx(void **state) {
     assert_non_null(ev);
     double file_p95 = json_number_value(json_object_get(json_object_get(json_object_get(ev, "models"), "candidate"), "p95_ms"));
     json_decref(ev);
-    assert_true(tmt_num(json_object_get(find_check(d, "latency.p95"), "evidence"), "candidate") == file_p95);
+    assert_true(tmt_num(json_object_get(tmt_gate_check(d, "latency.p95"), "evidence"), "candidate") == file_p95);
     json_decref(d);
     /* the same run with no fallback allowed: FAIL, every higher_precision node listed */
     json_object_set_new(json_object_get(json_object_get(p, "targets"), "ort-cpu"), "allowed_fallbacks", json_array());
-    write_json("pol_real2.json", p);
+    tmt_write_json(g_tmp, "pol_real2.json", p);
     d = gate_m(1, "cls-int8.onnx.manifest.json", "ev_real.json", "pol_real2.json", NULL);
     const char *const f[] = {"compat", NULL};
     assert_failed_exactly(d, f);

@@ -68,44 +68,18 @@ static json_t *llm_model(const char *path, const char *sha, double ms, int n, in
 /* LLM evidence: 2 chunks of ctx 128, gen 4: 8 decode samples per model; slices "eval", "code" */
 static json_t *evidence_llm(double kld_mean, int representative) {
     const char *sha = "4956e5f6161636a7dca377db09f3959ac50af101dbfa03c8f6fa75b0760b3c87";
-    json_t *e = json_object();
-    json_object_set_new(e, "schema", json_string("tensormorph.evidence/1"));
-    json_t *tool = json_object();
-    json_object_set_new(tool, "name", json_string("tensormorph"));
-    json_object_set_new(tool, "version", json_string("0.1.0"));
-    json_object_set_new(tool, "commit", json_string("test"));
-    json_object_set_new(e, "tool", tool);
-    json_t *rt = json_object();
-    json_object_set_new(rt, "name", json_string("node-llama-cpp"));
-    json_object_set_new(rt, "version", json_string("3.21.1"));
-    json_object_set_new(rt, "node", json_string("v20.0.0"));
-    json_object_set_new(rt, "execution_provider", json_string("cpu"));
-    json_object_set_new(rt, "backend", json_string("llama.cpp"));
-    json_object_set_new(e, "runtime", rt);
-    json_t *dev = json_object();
-    json_object_set_new(dev, "kind", json_string("cpu"));
-    json_object_set_new(dev, "name", json_string("test cpu"));
-    json_object_set_new(dev, "cores", json_integer(2));
-    json_object_set_new(dev, "measured", json_true());
-    json_object_set_new(e, "device", dev);
-    json_t *host = json_object();
-    json_object_set_new(host, "cpu_model", json_string("test cpu"));
-    json_object_set_new(host, "cores", json_integer(2));
-    json_object_set_new(host, "os", json_string("Linux"));
-    json_object_set_new(host, "hostname", json_string("h"));
-    json_object_set_new(e, "host", host);
-    json_t *pr = json_object();
-    json_object_set_new(pr, "ctx", json_integer(128));
-    json_object_set_new(pr, "chunks", json_integer(2));
-    json_object_set_new(pr, "warmup", json_integer(1));
-    json_object_set_new(pr, "gen", json_integer(4));
-    json_object_set_new(pr, "threads", json_integer(1));
-    json_object_set_new(pr, "scored_tokens", json_integer(126));
-    json_object_set_new(pr, "vocab_size", json_integer(512));
-    json_object_set_new(pr, "text_sha256", json_string(sha));
-    json_object_set_new(pr, "flash_attention", json_false());
-    json_object_set_new(pr, "base_cache", json_null());
-    json_object_set_new(e, "protocol", pr);
+    json_t *e = json_pack(
+        "{s:s, s:{s:s, s:s, s:s}, s:{s:s, s:s, s:s, s:s, s:s}, s:{s:s, s:s, s:i, s:b}, s:{s:s, s:i, s:s, s:s},"
+        " s:{s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:s, s:b, s:n}}",
+        "schema", "tensormorph.evidence/1",
+        "tool", "name", "tensormorph", "version", "0.1.0", "commit", "test",
+        "runtime", "name", "node-llama-cpp", "version", "3.21.1", "node", "v20.0.0", "execution_provider", "cpu",
+        "backend", "llama.cpp",
+        "device", "kind", "cpu", "name", "test cpu", "cores", 2, "measured", 1,
+        "host", "cpu_model", "test cpu", "cores", 2, "os", "Linux", "hostname", "h",
+        "protocol", "ctx", 128, "chunks", 2, "warmup", 1, "gen", 4, "threads", 1, "scored_tokens", 126,
+        "vocab_size", 512, "text_sha256", sha, "flash_attention", 0, "base_cache");
+    assert_non_null(e);
     json_t *models = json_object();
     json_object_set_new(models, "baseline", llm_model("demo", g_src_sha, 0.5, 8, 1));
     json_object_set_new(models, "candidate", llm_model("q8", g_out_sha, 0.4, 8, representative));
@@ -149,31 +123,9 @@ static json_t *policy_llm(const char *target, json_t *more) {
     return p;
 }
 
-static void write_json(const char *name, json_t *doc) {
-    char p[600];
-    snprintf(p, sizeof p, "%s/%s", g_tmp, name);
-    assert_int_equal(json_dump_file(doc, p, JSON_INDENT(1)), 0);
-    json_decref(doc);
-}
-
 static json_t *gate(int want_rc, const char *evidence, const char *policy) {
     return tmt_run_json(want_rc, "%s gate --manifest %s/q8/tensormorph-manifest.json --evidence %s/%s --policy %s/%s --json 2>/dev/null",
                         tmt_bin(), g_tmp, g_tmp, evidence, g_tmp, policy);
-}
-
-static json_t *find_check(json_t *doc, const char *name) {
-    json_t *c = tmt_find_named(json_object_get(doc, "checks"), name);
-    if (!c) print_message("no check %s\n", name);
-    assert_non_null(c);
-    return c;
-}
-
-static const char *status_of(json_t *doc, const char *name) {
-    return json_string_value(json_object_get(find_check(doc, name), "status"));
-}
-
-static const char *reason_of(json_t *doc, const char *name) {
-    return json_string_value(json_object_get(find_check(doc, name), "reason"));
 }
 
 static int n_failed(json_t *doc) { return (int)json_integer_value(json_object_get(doc, "n_failed")); }
@@ -182,32 +134,32 @@ static int n_failed(json_t *doc) { return (int)json_integer_value(json_object_ge
 
 static void test_llm_pass(void **state) {
     (void)state;
-    write_json("ev.json", evidence_llm(0.015, 1));
-    write_json("pol.json", policy_llm("llamacpp-cpu", NULL));
+    tmt_write_json(g_tmp, "ev.json", evidence_llm(0.015, 1));
+    tmt_write_json(g_tmp, "pol.json", policy_llm("llamacpp-cpu", NULL));
     json_t *d = gate(0, "ev.json", "pol.json");
     assert_string_equal(json_string_value(json_object_get(d, "verdict")), "PASS");
-    assert_string_equal(status_of(d, "policy.target"), "pass");
-    assert_string_equal(status_of(d, "evidence.device"), "pass");
-    assert_string_equal(status_of(d, "evidence.protocol"), "pass");
-    assert_string_equal(status_of(d, "llm.overall"), "pass");
-    assert_string_equal(status_of(d, "llm.slices"), "pass");
-    assert_non_null(strstr(reason_of(d, "llm.slices"), "2 llm slice checks"));
+    assert_string_equal(tmt_gate_status(d, "policy.target"), "pass");
+    assert_string_equal(tmt_gate_status(d, "evidence.device"), "pass");
+    assert_string_equal(tmt_gate_status(d, "evidence.protocol"), "pass");
+    assert_string_equal(tmt_gate_status(d, "llm.overall"), "pass");
+    assert_string_equal(tmt_gate_status(d, "llm.slices"), "pass");
+    assert_non_null(strstr(tmt_gate_reason(d, "llm.slices"), "2 llm slice checks"));
     json_decref(d);
 }
 
 static void test_llm_over_budget(void **state) {
     (void)state;
-    write_json("ev.json", evidence_llm(0.025, 1)); /* overall 0.025 > 0.02; slice code 0.0375 > 0.03 */
+    tmt_write_json(g_tmp, "ev.json", evidence_llm(0.025, 1)); /* overall 0.025 > 0.02; slice code 0.0375 > 0.03 */
     json_t *p = policy_llm("llamacpp-cpu", NULL);
     json_t *sl = json_object_get(json_object_get(json_object_get(json_object_get(p, "targets"), "llamacpp-cpu"), "llm"), "slices");
     json_object_set_new(sl, "chat", llm_bound(-1, -1, 0.95, -1)); /* not in the evidence */
     json_object_set_new(sl, "eval", llm_bound(-1, -1, 0.95, -1)); /* 0.94 < 0.95 */
-    write_json("pol.json", p);
+    tmt_write_json(g_tmp, "pol.json", p);
     json_t *d = gate(1, "ev.json", "pol.json");
     assert_int_equal(n_failed(d), 2);
-    const char *ro = reason_of(d, "llm.overall");
+    const char *ro = tmt_gate_reason(d, "llm.overall");
     assert_non_null(strstr(ro, "kld.mean 0.025 > max_kld_mean 0.02"));
-    const char *rs = reason_of(d, "llm.slices");
+    const char *rs = tmt_gate_reason(d, "llm.slices");
     assert_non_null(strstr(rs, "missing evidence: no llm slice 'chat'"));
     assert_non_null(strstr(rs, "slice 'eval': same_top1 0.94 < min_same_top1 0.95"));
     assert_non_null(strstr(rs, "slice 'code': kld.mean 0.0375 > max_kld_mean 0.03"));
@@ -220,12 +172,12 @@ static void test_llm_nan_and_protocol(void **state) {
     json_t *e = evidence_llm(0.015, 1);
     json_object_set_new(json_object_get(e, "llm"), "overall", stats(0, 0, 0, 0, 5));
     json_array_remove(json_object_get(json_object_get(json_object_get(e, "models"), "candidate"), "decode_ms"), 0);
-    write_json("ev.json", e);
-    write_json("pol.json", policy_llm("llamacpp-cpu", NULL));
+    tmt_write_json(g_tmp, "ev.json", e);
+    tmt_write_json(g_tmp, "pol.json", policy_llm("llamacpp-cpu", NULL));
     json_t *d = gate(1, "ev.json", "pol.json");
     assert_int_equal(n_failed(d), 2);
-    assert_non_null(strstr(reason_of(d, "llm.overall"), "kld.mean is null (NaN probabilities or nothing scored: 5 NaN positions)"));
-    assert_non_null(strstr(reason_of(d, "evidence.protocol"), "candidate has 7 decode samples, the protocol's gen x chunks = 8"));
+    assert_non_null(strstr(tmt_gate_reason(d, "llm.overall"), "kld.mean is null (NaN probabilities or nothing scored: 5 NaN positions)"));
+    assert_non_null(strstr(tmt_gate_reason(d, "evidence.protocol"), "candidate has 7 decode samples, the protocol's gen x chunks = 8"));
     json_decref(d);
 }
 
@@ -235,11 +187,11 @@ static void test_onnx_evidence_under_llm_bounds(void **state) {
     json_t *e = evidence_llm(0.015, 1);
     json_object_del(e, "llm");
     json_object_set_new(json_object_get(e, "runtime"), "name", json_string("onnxruntime-node"));
-    write_json("ev_bad.json", e); /* not even valid ONNX evidence: the schema says what is missing */
-    write_json("pol.json", policy_llm("llamacpp-cpu", NULL));
+    tmt_write_json(g_tmp, "ev_bad.json", e); /* not even valid ONNX evidence: the schema says what is missing */
+    tmt_write_json(g_tmp, "pol.json", policy_llm("llamacpp-cpu", NULL));
     json_t *d = gate(1, "ev_bad.json", "pol.json");
-    assert_string_equal(status_of(d, "inputs.evidence"), "fail");
-    assert_string_equal(status_of(d, "llm.overall"), "not_run");
+    assert_string_equal(tmt_gate_status(d, "inputs.evidence"), "fail");
+    assert_string_equal(tmt_gate_status(d, "llm.overall"), "not_run");
     json_decref(d);
     /* a valid ONNX evidence document */
     e = evidence_llm(0.015, 1);
@@ -280,52 +232,52 @@ static void test_onnx_evidence_under_llm_bounds(void **state) {
     json_object_set_new(drift, "slices", json_object());
     json_object_set_new(e, "drift", drift);
     json_object_set_new(e, "candidate_operators", json_object());
-    write_json("ev_onnx.json", e);
+    tmt_write_json(g_tmp, "ev_onnx.json", e);
     d = gate(1, "ev_onnx.json", "pol.json");
-    assert_string_equal(status_of(d, "inputs.evidence"), "pass");
-    assert_string_equal(status_of(d, "llm.overall"), "fail");
-    assert_string_equal(status_of(d, "llm.slices"), "fail");
-    assert_non_null(strstr(reason_of(d, "llm.overall"), "the policy bounds llm.overall and llm.slices but the evidence has no llm section (runtime onnxruntime-node"));
+    assert_string_equal(tmt_gate_status(d, "inputs.evidence"), "pass");
+    assert_string_equal(tmt_gate_status(d, "llm.overall"), "fail");
+    assert_string_equal(tmt_gate_status(d, "llm.slices"), "fail");
+    assert_non_null(strstr(tmt_gate_reason(d, "llm.overall"), "the policy bounds llm.overall and llm.slices but the evidence has no llm section (runtime onnxruntime-node"));
     /* measured by ONNX Runtime, not llama.cpp */
-    assert_non_null(strstr(reason_of(d, "evidence.device"), "runtime.name is 'onnxruntime-node', target llamacpp-cpu is measured by node-llama-cpp"));
+    assert_non_null(strstr(tmt_gate_reason(d, "evidence.device"), "runtime.name is 'onnxruntime-node', target llamacpp-cpu is measured by node-llama-cpp"));
     json_decref(d);
 }
 
 /* latency_representative false: accepted on llamacpp-cpu, refused for any other target */
 static void test_latency_representative(void **state) {
     (void)state;
-    write_json("ev.json", evidence_llm(0.015, 0));
+    tmt_write_json(g_tmp, "ev.json", evidence_llm(0.015, 0));
     json_t *lat = json_object(), *b = json_object(), *more = json_object();
     json_object_set_new(b, "max_ratio", json_real(1.0));
     json_object_set_new(lat, "p50", b);
     json_object_set_new(more, "latency_ms", lat);
-    write_json("pol.json", policy_llm("llamacpp-cpu", more));
+    tmt_write_json(g_tmp, "pol.json", policy_llm("llamacpp-cpu", more));
     json_t *d = gate(0, "ev.json", "pol.json");
-    assert_string_equal(status_of(d, "latency.p50"), "pass"); /* from decode_ms: 0.43 vs 0.53 */
-    assert_true(fabs(json_number_value(json_object_get(json_object_get(find_check(d, "latency.p50"), "evidence"), "candidate")) - 0.43) < 1e-9);
+    assert_string_equal(tmt_gate_status(d, "latency.p50"), "pass"); /* from decode_ms: 0.43 vs 0.53 */
+    assert_true(fabs(json_number_value(json_object_get(json_object_get(tmt_gate_check(d, "latency.p50"), "evidence"), "candidate")) - 0.43) < 1e-9);
     assert_null(tmt_find_named(json_object_get(d, "checks"), "latency.representative"));
     json_decref(d);
     lat = json_object(); b = json_object(); more = json_object();
     json_object_set_new(b, "max_ratio", json_real(1.0));
     json_object_set_new(lat, "p50", b);
     json_object_set_new(more, "latency_ms", lat);
-    write_json("pol_ort.json", policy_llm("ort-cpu", more));
+    tmt_write_json(g_tmp, "pol_ort.json", policy_llm("ort-cpu", more));
     d = gate(1, "ev.json", "pol_ort.json");
-    assert_string_equal(status_of(d, "latency.representative"), "fail");
-    assert_non_null(strstr(reason_of(d, "latency.representative"),
+    assert_string_equal(tmt_gate_status(d, "latency.representative"), "fail");
+    assert_non_null(strstr(tmt_gate_reason(d, "latency.representative"),
                            "the candidate's latency_representative is false: its latency was measured on llama.cpp CPU with dequantized weights and is accepted only for target llamacpp-cpu"));
-    assert_string_equal(status_of(d, "evidence.device"), "fail");
+    assert_string_equal(tmt_gate_status(d, "evidence.device"), "fail");
     json_decref(d);
 }
 
 static void test_policy_schema(void **state) {
     (void)state;
-    write_json("ev.json", evidence_llm(0.015, 1));
+    tmt_write_json(g_tmp, "ev.json", evidence_llm(0.015, 1));
     json_t *p = policy_llm("llamacpp-cpu", NULL);
     json_object_set_new(json_object_get(json_object_get(json_object_get(p, "targets"), "llamacpp-cpu"), "llm"), "overall", json_object());
-    write_json("pol_empty.json", p);
+    tmt_write_json(g_tmp, "pol_empty.json", p);
     json_t *d = gate(3, "ev.json", "pol_empty.json");
-    assert_non_null(strstr(reason_of(d, "inputs.policy"), "overall"));
+    assert_non_null(strstr(tmt_gate_reason(d, "inputs.policy"), "overall"));
     json_decref(d);
     /* a target without llm still needs latency_ms, peak_rss_bytes and drift */
     p = json_object();
@@ -336,9 +288,9 @@ static void test_policy_schema(void **state) {
     json_object_set_new(t, "latency_ms", lat);
     json_object_set_new(targets, "llamacpp-cpu", t);
     json_object_set_new(p, "targets", targets);
-    write_json("pol_nollm.json", p);
+    tmt_write_json(g_tmp, "pol_nollm.json", p);
     d = gate(1, "ev.json", "pol_nollm.json");
-    assert_non_null(strstr(reason_of(d, "inputs.policy"), "missing required property \"peak_rss_bytes\""));
+    assert_non_null(strstr(tmt_gate_reason(d, "inputs.policy"), "missing required property \"peak_rss_bytes\""));
     json_decref(d);
 }
 
@@ -355,8 +307,8 @@ static void test_release_api(void **state) {
     json_object_set_new(he, "counts", counts);
     json_object_set_new(h, "eval", he);
     json_object_set_new(json_object_get(e, "llm"), "histogram", h);
-    write_json("ev.json", e);
-    write_json("pol.json", policy_llm("llamacpp-cpu", NULL));
+    tmt_write_json(g_tmp, "ev.json", e);
+    tmt_write_json(g_tmp, "pol.json", policy_llm("llamacpp-cpu", NULL));
     char m[400], ev[400], pol[400];
     snprintf(m, sizeof m, "%s/q8/tensormorph-manifest.json", g_tmp);
     snprintf(ev, sizeof ev, "%s/ev.json", g_tmp);

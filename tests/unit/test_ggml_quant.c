@@ -65,61 +65,58 @@ static int compare_blocks(const char *what, int type, const uint8_t *got, const 
     return bad;
 }
 
+static int g_gguf_checked, g_gguf_failed; /* cases gguf_case got through; of them, with bytes that differ */
+
+static void gguf_case(const char *name, json_t *cj) {
+    json_t *params = json_object_get(cj, "params");
+    const char *tname = json_string_value(json_object_get(params, "type"));
+    assert_non_null(tname);
+    int type = tm_ggml_type_from_name(tname);
+    if (!tm_gq_writable(type)) fail_msg("gguf/%s: type %s has no quantizer", name, tname);
+    int64_t rows = json_integer_value(json_object_get(params, "rows"));
+    int64_t npr = json_integer_value(json_object_get(params, "n_per_row"));
+    assert_true(rows > 0 && npr > 0);
+    assert_int_equal(tm_ggml_type_info_get(type)->block_size, json_integer_value(json_object_get(params, "block_size")));
+    assert_int_equal(tm_ggml_type_info_get(type)->type_size, json_integer_value(json_object_get(params, "type_size")));
+    tmv_npy in;
+    assert_int_equal(tmv_npy_load_case("gguf", name, "input.npy", &in), 0);
+    assert_int_equal(in.n, rows * npr);
+    float *x = tmv_npy_as_f32(&in);
+    assert_non_null(x);
+    assert_string_equal(tmv_output_match(cj, "blocks"), "exact");
+    char path[4096];
+    tmv_case_path(path, sizeof path, "gguf", name, "expected.bin");
+    size_t nw = 0;
+    uint8_t *want = (uint8_t *)tmt_read_bytes(path, &nw);
+    assert_non_null(want);
+    size_t ng = 0;
+    uint8_t *got = quantize_rows(type, x, rows, npr, &ng);
+    assert_int_equal(ng, nw);
+    char what[256];
+    snprintf(what, sizeof what, "gguf/%s", name);
+    if (compare_blocks(what, type, got, want, nw)) g_gguf_failed++;
+    /* The informative FMA build differs: our bytes must not match it where it differs
+    ** from the unfused reference (proves no contraction crept in). */
+    tmv_case_path(path, sizeof path, "gguf", name, "expected_fma_build.bin");
+    size_t nf = 0;
+    uint8_t *fma = (uint8_t *)tmt_read_bytes(path, &nf);
+    if (fma && nf == nw && memcmp(fma, want, nw) != 0) assert_memory_not_equal(got, fma, nw);
+    free(fma);
+    g_gguf_checked++;
+    free(got);
+    free(want);
+    free(x);
+    tmv_npy_free(&in);
+}
+
 static void test_gguf_vectors(void **state) {
     (void)state;
     if (!tmv_require_shared()) return;
-    char **names;
-    int n = tmv_list_cases("gguf", &names);
-    assert_true(n > 0);
-    int checked = 0, failed = 0;
-    for (int c = 0; c < n; c++) {
-        json_t *cj = tmv_case_json("gguf", names[c]);
-        assert_non_null(cj);
-        json_t *params = json_object_get(cj, "params");
-        const char *tname = json_string_value(json_object_get(params, "type"));
-        assert_non_null(tname);
-        int type = tm_ggml_type_from_name(tname);
-        if (!tm_gq_writable(type)) fail_msg("gguf/%s: type %s has no quantizer", names[c], tname);
-        int64_t rows = json_integer_value(json_object_get(params, "rows"));
-        int64_t npr = json_integer_value(json_object_get(params, "n_per_row"));
-        assert_true(rows > 0 && npr > 0);
-        assert_int_equal(tm_ggml_type_info_get(type)->block_size, json_integer_value(json_object_get(params, "block_size")));
-        assert_int_equal(tm_ggml_type_info_get(type)->type_size, json_integer_value(json_object_get(params, "type_size")));
-        tmv_npy in;
-        assert_int_equal(tmv_npy_load_case("gguf", names[c], "input.npy", &in), 0);
-        assert_int_equal(in.n, rows * npr);
-        float *x = tmv_npy_as_f32(&in);
-        assert_non_null(x);
-        assert_string_equal(tmv_output_match(cj, "blocks"), "exact");
-        char path[4096];
-        tmv_case_path(path, sizeof path, "gguf", names[c], "expected.bin");
-        size_t nw = 0;
-        uint8_t *want = (uint8_t *)tmt_read_bytes(path, &nw);
-        assert_non_null(want);
-        size_t ng = 0;
-        uint8_t *got = quantize_rows(type, x, rows, npr, &ng);
-        assert_int_equal(ng, nw);
-        char what[256];
-        snprintf(what, sizeof what, "gguf/%s", names[c]);
-        if (compare_blocks(what, type, got, want, nw)) failed++;
-        /* The informative FMA build differs: our bytes must not match it where it differs
-        ** from the unfused reference (proves no contraction crept in). */
-        tmv_case_path(path, sizeof path, "gguf", names[c], "expected_fma_build.bin");
-        size_t nf = 0;
-        uint8_t *fma = (uint8_t *)tmt_read_bytes(path, &nf);
-        if (fma && nf == nw && memcmp(fma, want, nw) != 0) assert_memory_not_equal(got, fma, nw);
-        free(fma);
-        checked++;
-        free(got);
-        free(want);
-        free(x);
-        tmv_npy_free(&in);
-        json_decref(cj);
-    }
-    printf("gguf: %d of %d cases checked byte for byte, %d differ\n", checked, n, failed);
-    assert_int_equal(failed, 0);
-    assert_int_equal(checked, n);
-    tmv_free_names(names, n);
+    g_gguf_checked = g_gguf_failed = 0;
+    int n = tmv_run_cases("gguf", NULL, gguf_case);
+    printf("gguf: %d of %d cases checked byte for byte, %d differ\n", g_gguf_checked, n, g_gguf_failed);
+    assert_int_equal(g_gguf_failed, 0);
+    assert_int_equal(g_gguf_checked, n);
 }
 
 /* spec/gguf_subnormal_blocks: blocks 0-2 all tiny, written as zero blocks; 3-7 as ggml. */

@@ -21,6 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "helpers/cli_run.h"
 #include "helpers/vectors.h"
 #include "tensormorph.h"
 
@@ -445,121 +446,107 @@ static void test_truncated_prefixes(void **state) {
 /* Dequantization vectors                                                                   */
 /* ---------------------------------------------------------------------------------------- */
 
-static uint8_t *read_all(const char *path, size_t *n) {
-    FILE *fp = fopen(path, "rb");
-    if (!fp) return NULL;
-    fseek(fp, 0, SEEK_END);
-    long sz = ftell(fp);
-    fseek(fp, 0, SEEK_SET);
-    uint8_t *b = malloc((size_t)(sz > 0 ? sz : 0) + 1);
-    *n = sz > 0 ? fread(b, 1, (size_t)sz, fp) : 0;
-    fclose(fp);
-    return b;
-}
-
 static uint32_t fbits(float x) {
     uint32_t u;
     memcpy(&u, &x, 4);
     return u;
 }
 
+static int g_dequant_checked; /* cases dequant_case got through */
+
+static void dequant_case(const char *name, json_t *cj) {
+    json_t *p = json_object_get(cj, "params");
+    int type = (int)json_integer_value(json_object_get(p, "ggml_type_id"));
+    int64_t rows = json_integer_value(json_object_get(p, "rows"));
+    int64_t npr = json_integer_value(json_object_get(p, "n_per_row"));
+    const tm_ggml_type_info *ti = tm_ggml_type_info_get(type);
+    assert_non_null(ti);
+    assert_string_equal(ti->name, json_string_value(json_object_get(p, "type")));
+    assert_int_equal(ti->block_size, json_integer_value(json_object_get(p, "block_size")));
+    assert_int_equal(ti->type_size, json_integer_value(json_object_get(p, "type_size")));
+    char path[1024];
+    tmv_case_path(path, sizeof path, "gguf_dequant", name, "blocks.bin");
+    size_t nb = 0;
+    uint8_t *blocks = (uint8_t *)tmt_read_bytes(path, &nb);
+    assert_non_null(blocks);
+    tmv_npy exp;
+    assert_int_equal(tmv_npy_load_case("gguf_dequant", name, "expected.npy", &exp), 0);
+    assert_int_equal(exp.n, rows * npr);
+    float *y = malloc((size_t)exp.n * sizeof(float));
+    tm_err e;
+    tm_status s = tm_ggml_dequantize(type, blocks, nb, exp.n, y, &e);
+    if (s) fprintf(stderr, "%s: %s\n", name, e.msg);
+    assert_int_equal(s, TM_OK);
+    int64_t bad = 0;
+    for (int64_t i = 0; i < exp.n; i++)
+        if (fbits(y[i]) != tmv_npy_f32_bits(&exp, i)) {
+            if (bad++ < 3)
+                fprintf(stderr, "%s: value %lld: got %08x want %08x\n", name, (long long)i,
+                        fbits(y[i]), tmv_npy_f32_bits(&exp, i));
+        }
+    assert_int_equal(bad, 0);
+
+    /* the same bytes as a GGUF tensor [rows, npr]: view and Scalar Inspector */
+    gb g = {0};
+    gb_header(&g, 3, 1, 0);
+    tinfo t = {"w", 2, {(uint64_t)npr, (uint64_t)rows}, (uint32_t)type, 0};
+    gb_tinfo(&g, &t);
+    gb_pad(&g, 32);
+    gb_bytes(&g, blocks, nb);
+    tm_file *f;
+    s = open_buf(&g, &f, &e);
+    if (s) fprintf(stderr, "%s: %s\n", name, e.msg);
+    assert_int_equal(s, TM_OK);
+    const tm_tensor *tt = tm_file_tensor(f, 0);
+    assert_int_equal(tt->shape[0], rows);
+    assert_int_equal(tt->shape[1], npr);
+    float *z = malloc((size_t)exp.n * sizeof(float));
+    assert_int_equal(tm_tensor_read_f32(f, 0, 0, exp.n, z, &e), TM_OK);
+    assert_memory_equal(y, z, (size_t)exp.n * sizeof(float));
+    if (ti->is_quantized) {
+        assert_int_equal(tt->quant->ggml_type, type);
+        float *sc;
+        int32_t *zp;
+        int64_t np;
+        assert_int_equal(tm_tensor_qparams(f, 0, &sc, &zp, &np, &e), TM_OK);
+        assert_int_equal(np, exp.n / ti->sub_block);
+        for (int64_t i = 0; i < exp.n; i += (i % 7) + 1) {
+            tm_qelement q;
+            assert_int_equal(tm_qelement_get(f, 0, i, &q, &e), TM_OK);
+            assert_int_equal(fbits((float)q.value), tmv_npy_f32_bits(&exp, i));
+            assert_int_equal(q.group, i / ti->sub_block);
+            assert_int_equal(q.block, i / ti->block_size);
+            assert_true(q.code >= ti->qmin && q.code <= ti->qmax);
+            /* value = (code - zero_point) * scale - min, rounded once to float32 */
+            double lin = (double)(q.code - q.zero_point) * q.scale;
+            double want = lin - q.min;
+            double tol = 1.2e-7 * (fabs(lin) + fabs(q.min)) + 1e-37;
+            if (fabs(want - q.value) > tol)
+                fprintf(stderr, "%s: element %lld: (%lld - %lld) * %.9g - %.9g = %.9g, value %.9g\n",
+                        name, (long long)i, (long long)q.code, (long long)q.zero_point,
+                        q.scale, q.min, want, q.value);
+            assert_true(fabs(want - q.value) <= tol);
+            assert_true(fabs(sc[q.group]) == (float)fabs(q.scale));
+        }
+        free(sc);
+        free(zp);
+    }
+    tm_close(f);
+    gb_free(&g);
+    free(z);
+    free(y);
+    free(blocks);
+    tmv_npy_free(&exp);
+    g_dequant_checked++;
+}
+
 static void test_dequant_vectors(void **state) {
     (void)state;
     if (!tmv_require_shared()) return;
-    char **names;
-    int nc = tmv_list_cases("gguf_dequant", &names);
+    g_dequant_checked = 0;
+    int nc = tmv_run_cases("gguf_dequant", NULL, dequant_case);
     assert_true(nc >= 24);
-    int checked = 0;
-    for (int c = 0; c < nc; c++) {
-        json_t *cj = tmv_case_json("gguf_dequant", names[c]);
-        assert_non_null(cj);
-        json_t *p = json_object_get(cj, "params");
-        int type = (int)json_integer_value(json_object_get(p, "ggml_type_id"));
-        int64_t rows = json_integer_value(json_object_get(p, "rows"));
-        int64_t npr = json_integer_value(json_object_get(p, "n_per_row"));
-        const tm_ggml_type_info *ti = tm_ggml_type_info_get(type);
-        assert_non_null(ti);
-        assert_string_equal(ti->name, json_string_value(json_object_get(p, "type")));
-        assert_int_equal(ti->block_size, json_integer_value(json_object_get(p, "block_size")));
-        assert_int_equal(ti->type_size, json_integer_value(json_object_get(p, "type_size")));
-        char path[1024];
-        tmv_case_path(path, sizeof path, "gguf_dequant", names[c], "blocks.bin");
-        size_t nb = 0;
-        uint8_t *blocks = read_all(path, &nb);
-        assert_non_null(blocks);
-        tmv_npy exp;
-        assert_int_equal(tmv_npy_load_case("gguf_dequant", names[c], "expected.npy", &exp), 0);
-        assert_int_equal(exp.n, rows * npr);
-        float *y = malloc((size_t)exp.n * sizeof(float));
-        tm_err e;
-        tm_status s = tm_ggml_dequantize(type, blocks, nb, exp.n, y, &e);
-        if (s) fprintf(stderr, "%s: %s\n", names[c], e.msg);
-        assert_int_equal(s, TM_OK);
-        int64_t bad = 0;
-        for (int64_t i = 0; i < exp.n; i++)
-            if (fbits(y[i]) != tmv_npy_f32_bits(&exp, i)) {
-                if (bad++ < 3)
-                    fprintf(stderr, "%s: value %lld: got %08x want %08x\n", names[c], (long long)i,
-                            fbits(y[i]), tmv_npy_f32_bits(&exp, i));
-            }
-        assert_int_equal(bad, 0);
-
-        /* the same bytes as a GGUF tensor [rows, npr]: view and Scalar Inspector */
-        gb g = {0};
-        gb_header(&g, 3, 1, 0);
-        tinfo t = {"w", 2, {(uint64_t)npr, (uint64_t)rows}, (uint32_t)type, 0};
-        gb_tinfo(&g, &t);
-        gb_pad(&g, 32);
-        gb_bytes(&g, blocks, nb);
-        tm_file *f;
-        s = open_buf(&g, &f, &e);
-        if (s) fprintf(stderr, "%s: %s\n", names[c], e.msg);
-        assert_int_equal(s, TM_OK);
-        const tm_tensor *tt = tm_file_tensor(f, 0);
-        assert_int_equal(tt->shape[0], rows);
-        assert_int_equal(tt->shape[1], npr);
-        float *z = malloc((size_t)exp.n * sizeof(float));
-        assert_int_equal(tm_tensor_read_f32(f, 0, 0, exp.n, z, &e), TM_OK);
-        assert_memory_equal(y, z, (size_t)exp.n * sizeof(float));
-        if (ti->is_quantized) {
-            assert_int_equal(tt->quant->ggml_type, type);
-            float *sc;
-            int32_t *zp;
-            int64_t np;
-            assert_int_equal(tm_tensor_qparams(f, 0, &sc, &zp, &np, &e), TM_OK);
-            assert_int_equal(np, exp.n / ti->sub_block);
-            for (int64_t i = 0; i < exp.n; i += (i % 7) + 1) {
-                tm_qelement q;
-                assert_int_equal(tm_qelement_get(f, 0, i, &q, &e), TM_OK);
-                assert_int_equal(fbits((float)q.value), tmv_npy_f32_bits(&exp, i));
-                assert_int_equal(q.group, i / ti->sub_block);
-                assert_int_equal(q.block, i / ti->block_size);
-                assert_true(q.code >= ti->qmin && q.code <= ti->qmax);
-                /* value = (code - zero_point) * scale - min, rounded once to float32 */
-                double lin = (double)(q.code - q.zero_point) * q.scale;
-                double want = lin - q.min;
-                double tol = 1.2e-7 * (fabs(lin) + fabs(q.min)) + 1e-37;
-                if (fabs(want - q.value) > tol)
-                    fprintf(stderr, "%s: element %lld: (%lld - %lld) * %.9g - %.9g = %.9g, value %.9g\n",
-                            names[c], (long long)i, (long long)q.code, (long long)q.zero_point,
-                            q.scale, q.min, want, q.value);
-                assert_true(fabs(want - q.value) <= tol);
-                assert_true(fabs(sc[q.group]) == (float)fabs(q.scale));
-            }
-            free(sc);
-            free(zp);
-        }
-        tm_close(f);
-        gb_free(&g);
-        free(z);
-        free(y);
-        free(blocks);
-        tmv_npy_free(&exp);
-        json_decref(cj);
-        checked++;
-    }
-    tmv_free_names(names, nc);
-    assert_int_equal(checked, nc);
+    assert_int_equal(g_dequant_checked, nc);
 }
 
 /* Types without reference vectors: Q8_1 and Q8_K are d*q; plain I8..I64/F64 convert. */

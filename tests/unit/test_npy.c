@@ -275,15 +275,7 @@ static void make_npz(const char *name, int deflate_second) {
 static uint8_t *slurp(const char *name, size_t *n) {
     char p[512];
     pathf(p, sizeof p, name);
-    FILE *fp = fopen(p, "rb");
-    assert_non_null(fp);
-    fseek(fp, 0, SEEK_END);
-    *n = (size_t)ftell(fp);
-    fseek(fp, 0, SEEK_SET);
-    uint8_t *b = malloc(*n);
-    assert_int_equal(fread(b, 1, *n, fp), *n);
-    fclose(fp);
-    return b;
+    return tmt_slurp(p, n);
 }
 
 static void test_npz_generated(void **state) {

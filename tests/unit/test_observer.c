@@ -170,21 +170,9 @@ static void torch_observer_case(const char *name, json_t *cj) {
 static void test_vectors_torch_observer(void **state) {
     (void)state;
     if (!tmv_require_shared()) return;
-    char **names;
-    int n = tmv_list_cases("torch_observer", &names);
-    assert_true(n > 0);
-    for (int i = 0; i < n; i++) {
-        const char *c = names[i];
-        json_t *cj = tmv_case_json("torch_observer", c);
-        assert_non_null(cj);
-        if (strncmp(c, "minmax_", 7) && strncmp(c, "movavg_", 7) && strncmp(c, "perchannel_", 11) &&
-            strncmp(c, "histogram_", 10))
-            fail_msg("torch_observer/%s: new case without a handler", c);
-        torch_observer_case(c, cj);
-        json_decref(cj);
-    }
+    static const char *const kinds[] = {"minmax_", "movavg_", "perchannel_", "histogram_", NULL};
+    int n = tmv_run_cases("torch_observer", kinds, torch_observer_case);
     printf("torch_observer: %d of %d cases checked\n", n, n);
-    tmv_free_names(names, n);
 }
 
 /* ---------------------------------------------------------------------------------------- */

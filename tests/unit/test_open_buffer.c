@@ -15,6 +15,7 @@
 #include <cmocka.h>
 
 #include "tensormorph.h"
+#include "helpers/fixture.h"
 #include "helpers/vectors.h"
 
 typedef struct model_case {
@@ -32,17 +33,8 @@ static const model_case k_models[] = {
 };
 
 static uint8_t *slurp(const char *path, size_t *n) {
-    FILE *fp = fopen(path, "rb");
-    assert_non_null(fp);
-    assert_int_equal(fseek(fp, 0, SEEK_END), 0);
-    long len = ftell(fp);
-    assert_true(len > 0);
-    rewind(fp);
-    uint8_t *b = malloc((size_t)len);
-    assert_non_null(b);
-    assert_int_equal(fread(b, 1, (size_t)len, fp), (size_t)len);
-    fclose(fp);
-    *n = (size_t)len;
+    uint8_t *b = tmt_slurp(path, n);
+    assert_true(*n > 0);
     return b;
 }
 

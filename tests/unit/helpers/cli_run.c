@@ -200,3 +200,25 @@ char *tmt_read_bytes(const char *path, size_t *size) {
 }
 
 char *tmt_read_file(const char *path) { return tmt_read_bytes(path, NULL); }
+
+json_t *tmt_gate_check(json_t *verdict, const char *name) {
+    json_t *c = tmt_find_named(json_object_get(verdict, "checks"), name);
+    if (!c) print_message("no check %s\n", name);
+    assert_non_null(c);
+    return c;
+}
+
+const char *tmt_gate_status(json_t *verdict, const char *name) {
+    return json_string_value(json_object_get(tmt_gate_check(verdict, name), "status"));
+}
+
+const char *tmt_gate_reason(json_t *verdict, const char *name) {
+    return json_string_value(json_object_get(tmt_gate_check(verdict, name), "reason"));
+}
+
+void tmt_write_json(const char *dir, const char *name, json_t *doc) {
+    char p[4096];
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    assert_int_equal(json_dump_file(doc, p, JSON_INDENT(1)), 0);
+    json_decref(doc);
+}

@@ -16,6 +16,13 @@ json_t *tmt_run_json(int expect_rc, const char *fmt, ...) __attribute__((format(
 double tmt_num(json_t *o, const char *key);
 /* The element of an array of objects whose "name" is name, or NULL. */
 json_t *tmt_find_named(json_t *arr, const char *name);
+/* The check `name` of a gate verdict's "checks" (the test fails when there is none). */
+json_t *tmt_gate_check(json_t *verdict, const char *name);
+/* Its "status" ("pass", "fail", ...) and its "reason". */
+const char *tmt_gate_status(json_t *verdict, const char *name);
+const char *tmt_gate_reason(json_t *verdict, const char *name);
+/* Write doc to <dir>/<name> (JSON_INDENT(1)) and release it; the test fails when it cannot. */
+void tmt_write_json(const char *dir, const char *name, json_t *doc);
 /* The whole file, NUL-terminated (malloc'd), or NULL when it cannot be read. */
 char *tmt_read_file(const char *path);
 /* The same with its size: *n gets the byte count (the file may hold NULs). */

@@ -63,3 +63,10 @@ void tmt_write_text(const char *dir, const char *name, const char *text) {
     snprintf(path, sizeof path, "%s/%s", dir, name);
     tmt_write_file(path, text, strlen(text));
 }
+
+uint8_t *tmt_slurp(const char *path, size_t *n) {
+    uint8_t *b = (uint8_t *)tmt_read_bytes(path, n);
+    if (!b) print_message("cannot read %s\n", path);
+    assert_non_null(b);
+    return b;
+}

@@ -4,6 +4,7 @@
 #ifndef TM_TEST_FIXTURE_H
 #define TM_TEST_FIXTURE_H
 #include <stddef.h>
+#include <stdint.h>
 
 #include "tensormorph.h"
 
@@ -21,6 +22,9 @@ int tmt_demo_q4(char *dir, size_t n, const char *tag);
 /* The sha256 of a manifest's first source (src) and first output file (out), 64 hex digits each.
 ** Returns 0, or -1 when the manifest cannot be read or lacks them. */
 int tmt_manifest_shas(const char *manifest_path, char src[65], char out[65]);
+/* The whole file at path (malloc'd, NUL-terminated past its *n bytes); the test fails when it
+** cannot be read. */
+uint8_t *tmt_slurp(const char *path, size_t *n);
 /* Write the n bytes at data to path, replacing it (the test fails on any error). */
 void tmt_write_file(const char *path, const void *data, size_t n);
 /* Write text to <dir>/<name>, as tmt_write_file. */

@@ -141,7 +141,10 @@ int cli_parse(const cli_cmd *cmd, int argc, char **argv, cli_args *out) {
     shorts[sp] = '\0';
     const char *alias_note = NULL;
     for (int i = 1; i < argc && strcmp(argv[i], "--"); i++)
-        if (!strcmp(argv[i], "--json")) g_cli.json = 1; /* option errors below answer in JSON too */
+        if (!strncmp(argv[i], "--json", 6) && (!argv[i][6] || argv[i][6] == '=')) {
+            g_cli.json = 1; /* option errors below answer in JSON too */
+            cli_stderr_tap(); /* the error document's message is what stderr said */
+        }
     optind = 1;
     opterr = 0;
     int rc = 0;
@@ -314,7 +317,7 @@ int cli_error(int code, const char *fmt, ...) {
 }
 
 void cli_json_error_fallback(int rc) {
-    if (rc >= EXIT_USAGE) json_error_doc(rc, s_last_msg[0] ? s_last_msg : "see the message on stderr");
+    if (rc >= EXIT_USAGE) json_error_doc(rc, s_last_msg[0] ? s_last_msg : cli_stderr_last());
 }
 
 int cli_fail(tm_status s, const tm_err *err) {

@@ -147,11 +147,41 @@ static void test_serve_scalar_ref_pairs(void **state) {
     close_pair(&p);
 }
 
+/* --json error documents carry the stderr text as their message, whichever way the command
+** printed it (docs/exit-codes.md); `cmd` is run with stderr to a file. */
+static void expect_error_doc(int rc, const char *cmd, const char *want) {
+    char err[64];
+    snprintf(err, sizeof err, "/tmp/tm_errdoc_%d.txt", (int)getpid());
+    json_t *d = tmt_run_json(rc, "%s %s --json 2>%s", tmt_bin(), cmd, err);
+    char *e = tmt_read_file(err);
+    remove(err);
+    json_t *x = json_object_get(d, "error");
+    const char *msg = json_string_value(json_object_get(x, "message"));
+    assert_int_equal(json_integer_value(json_object_get(x, "code")), rc);
+    if (!msg || !strstr(msg, want) || !e || !strstr(e, msg))
+        fail_msg("%s: message '%s' (want '%s', and the stderr text):\n%s", cmd, msg ? msg : "(none)", want, e ? e : "");
+    free(e);
+    json_decref(d);
+}
+
+static void test_json_error_message_is_stderr(void **state) {
+    (void)state;
+    if (!tmv_require_shared()) return;
+    char c[1600];
+    const char *g = model("gguf/stories260K-Q4_K_M.gguf");
+    snprintf(c, sizeof c, "graph %s", g);
+    expect_error_doc(3, c, "has no graph");
+    snprintf(c, sizeof c, "heatmap %s nosuch -o /tmp/tm_errdoc_never.png", g);
+    expect_error_doc(2, c, "no tensor named 'nosuch'");
+    expect_error_doc(4, "calibrate /nonexist.npy", "/nonexist.npy: cannot open");
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_scalar_ref_pairs_hf_and_gguf),
         cmocka_unit_test(test_heatmap_ref_pairs_hf_and_gguf),
         cmocka_unit_test(test_serve_scalar_ref_pairs),
+        cmocka_unit_test(test_json_error_message_is_stderr),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

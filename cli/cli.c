@@ -162,6 +162,8 @@ int cli_parse(const cli_cmd *cmd, int argc, char **argv, cli_args *out) {
             if (neg && optopt >= '0' && optopt <= '9')
                 rc = cli_usage_error(cmd, "'%s': index %lld is negative (coordinates count from 0); "
                                      "put -- before arguments that start with '-'", neg, strtoll(neg, NULL, 10));
+            else if (optopt >= 1000) /* a long flag given a value: --json=yes */
+                rc = cli_usage_error(cmd, "option '--%s' takes no value", all[optopt - 1000].name);
             else if (optopt)
                 rc = cli_usage_error(cmd, "unknown option '-%c'", optopt);
             else

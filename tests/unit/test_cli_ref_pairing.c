@@ -176,12 +176,31 @@ static void test_json_error_message_is_stderr(void **state) {
     expect_error_doc(4, "calibrate /nonexist.npy", "/nonexist.npy: cannot open");
 }
 
+/* a long flag given a value is named, and --json=... still answers with the JSON document */
+static void test_flag_with_value_named(void **state) {
+    (void)state;
+    if (!tmv_require_shared()) return;
+    char c[1600];
+    snprintf(c, sizeof c, "inspect %s --quiet=1", model("gguf/stories260K-Q4_K_M.gguf"));
+    expect_error_doc(2, c, "option '--quiet' takes no value");
+    char *o = NULL;
+    assert_int_equal(tmt_run(&o, "%s inspect --json=yes %s 2>/dev/null", tmt_bin(), model("gguf/stories260K-Q4_K_M.gguf")), 2);
+    json_error_t je;
+    json_t *d = json_loads(o ? o : "", 0, &je);
+    if (!d) fail_msg("inspect --json=yes: stdout is no JSON document: %s", o ? o : "");
+    assert_string_equal(json_string_value(json_object_get(json_object_get(d, "error"), "message")),
+                        "option '--json' takes no value");
+    json_decref(d);
+    free(o);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_scalar_ref_pairs_hf_and_gguf),
         cmocka_unit_test(test_heatmap_ref_pairs_hf_and_gguf),
         cmocka_unit_test(test_serve_scalar_ref_pairs),
         cmocka_unit_test(test_json_error_message_is_stderr),
+        cmocka_unit_test(test_flag_with_value_named),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

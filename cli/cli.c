@@ -353,6 +353,14 @@ void cli_json_print(json_t *doc) {
     json_decref(doc);
 }
 
+void cli_json_print_line(json_t *doc) {
+    s_json_printed = 1;
+    json_dumpf(doc, stdout, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17));
+    fputc('\n', stdout);
+    fflush(stdout);
+    json_decref(doc);
+}
+
 json_t *cli_json_shape(int ndim, const int64_t *shape) {
     json_t *a = json_array();
     for (int d = 0; d < ndim; d++) json_array_append_new(a, json_integer(shape[d]));

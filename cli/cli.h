@@ -120,6 +120,8 @@ int cli_exit_code(tm_status s);
 json_t *cli_json_num(double v);
 json_t *cli_json_doc(const char *cmd);  /* {"schema": "tensormorph.<cmd>/1"} */
 void    cli_json_print(json_t *doc);    /* prints to stdout and decrefs     */
+/* The same on one line (compact), flushed: serve --json prints its address so (docs/cli.md). */
+void    cli_json_print_line(json_t *doc);
 json_t *cli_json_shape(int ndim, const int64_t *shape);
 void    cli_shape_str(int ndim, const int64_t *shape, char *buf, size_t n);
 /* cli_quant_str: tm_qtensor_label of t, "-" when t is not quantized. cli_quant_json: the

@@ -194,6 +194,46 @@ static void test_flag_with_value_named(void **state) {
     free(o);
 }
 
+/* serve --json: its first stdout line is one JSON document naming the URL and port, then it
+** serves (the API answers on that port) */
+static void test_serve_json_line(void **state) {
+    (void)state;
+    if (!tmv_require_shared()) return;
+    int fd[2];
+    assert_int_equal(pipe(fd), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        dup2(fd[1], 1);
+        close(fd[0]);
+        close(fd[1]);
+        execl(tmt_bin(), tmt_bin(), "serve", model("gguf/stories260K-Q4_K_M.gguf"), "--port", "0", "--json", "-q",
+              (char *)NULL);
+        _exit(127);
+    }
+    close(fd[1]);
+    FILE *p = fdopen(fd[0], "r");
+    char line[512] = "";
+    if (!fgets(line, sizeof line, p)) line[0] = '\0';
+    json_error_t je;
+    json_t *d = json_loads(line, 0, &je);
+    int port = d ? (int)json_integer_value(json_object_get(d, "port")) : 0;
+    int status = 0;
+    json_t *t = port > 0 ? tmt_http_json(port, "/api/v1/tensor?name=blk.0.attn_q.weight", &status) : NULL;
+    kill(pid, SIGTERM);
+    int st;
+    waitpid(pid, &st, 0);
+    fclose(p);
+    if (!d) fail_msg("serve --json: first line is no JSON document: '%s'", line);
+    assert_string_equal(json_string_value(json_object_get(d, "schema")), "tensormorph.serve/1");
+    char want[64];
+    snprintf(want, sizeof want, "http://127.0.0.1:%d/", port);
+    assert_string_equal(json_string_value(json_object_get(d, "url")), want);
+    assert_int_equal(status, 200);
+    json_decref(t);
+    json_decref(d);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_scalar_ref_pairs_hf_and_gguf),
@@ -201,6 +241,7 @@ int main(void) {
         cmocka_unit_test(test_serve_scalar_ref_pairs),
         cmocka_unit_test(test_json_error_message_is_stderr),
         cmocka_unit_test(test_flag_with_value_named),
+        cmocka_unit_test(test_serve_json_line),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -141,7 +141,10 @@ int cli_parse(const cli_cmd *cmd, int argc, char **argv, cli_args *out) {
     shorts[sp] = '\0';
     const char *alias_note = NULL;
     for (int i = 1; i < argc && strcmp(argv[i], "--"); i++)
-        if (!strcmp(argv[i], "--json")) g_cli.json = 1; /* option errors below answer in JSON too */
+        if (!strncmp(argv[i], "--json", 6) && (!argv[i][6] || argv[i][6] == '=')) {
+            g_cli.json = 1; /* option errors below answer in JSON too */
+            cli_stderr_tap(); /* the error document's message is what stderr said */
+        }
     optind = 1;
     opterr = 0;
     int rc = 0;
@@ -159,6 +162,8 @@ int cli_parse(const cli_cmd *cmd, int argc, char **argv, cli_args *out) {
             if (neg && optopt >= '0' && optopt <= '9')
                 rc = cli_usage_error(cmd, "'%s': index %lld is negative (coordinates count from 0); "
                                      "put -- before arguments that start with '-'", neg, strtoll(neg, NULL, 10));
+            else if (optopt >= 1000) /* a long flag given a value: --json=yes */
+                rc = cli_usage_error(cmd, "option '--%s' takes no value", all[optopt - 1000].name);
             else if (optopt)
                 rc = cli_usage_error(cmd, "unknown option '-%c'", optopt);
             else
@@ -314,7 +319,7 @@ int cli_error(int code, const char *fmt, ...) {
 }
 
 void cli_json_error_fallback(int rc) {
-    if (rc >= EXIT_USAGE) json_error_doc(rc, s_last_msg[0] ? s_last_msg : "see the message on stderr");
+    if (rc >= EXIT_USAGE) json_error_doc(rc, s_last_msg[0] ? s_last_msg : cli_stderr_last());
 }
 
 int cli_fail(tm_status s, const tm_err *err) {
@@ -345,6 +350,14 @@ void cli_json_print(json_t *doc) {
     s_json_printed = 1;
     json_dumpf(doc, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17));
     fputc('\n', stdout);
+    json_decref(doc);
+}
+
+void cli_json_print_line(json_t *doc) {
+    s_json_printed = 1;
+    json_dumpf(doc, stdout, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17));
+    fputc('\n', stdout);
+    fflush(stdout);
     json_decref(doc);
 }
 

@@ -141,6 +141,11 @@ char *cli_read_text(const char *path, tm_err *err);
 /* With --json, a failing command (rc >= 2) that printed no document yet prints
 ** {"error": {"code", "status", "message"}} on stdout (cli_fail and cli_usage_error do it at once). */
 void cli_json_error_fallback(int rc);
+/* cli_stderr_tap: pass stderr through a tap that keeps its last message line (without the
+** "tensormorph[ CMD]: " prefix; notes, warnings and the --help hint skipped), the message of
+** that error document; cli_stderr_last returns it, NULL when there is none (stderr_tap.c). */
+void cli_stderr_tap(void);
+const char *cli_stderr_last(void);
 /* Print "tensormorph: <message>" on stderr (and the --json error document); returns code. */
 int cli_error(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 int cli_exit_code(tm_status s);
@@ -149,6 +154,8 @@ int cli_exit_code(tm_status s);
 json_t *cli_json_num(double v);
 json_t *cli_json_doc(const char *cmd);  /* {"schema": "tensormorph.<cmd>/1"} */
 void    cli_json_print(json_t *doc);    /* prints to stdout and decrefs     */
+/* The same on one line (compact), flushed: serve --json prints its address so (docs/cli.md). */
+void    cli_json_print_line(json_t *doc);
 json_t *cli_json_shape(int ndim, const int64_t *shape);
 void    cli_shape_str(int ndim, const int64_t *shape, char *buf, size_t n);
 /* cli_quant_str: tm_qtensor_label of t, "-" when t is not quantized. cli_quant_json: the

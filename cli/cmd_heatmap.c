@@ -184,7 +184,8 @@ int cmd_heatmap(const cli_cmd *cmd, cli_args *a) {
     int64_t ri = -1;
     if (mode == MODE_ERROR) {
         if ((rc = cli_open(cli_get(a, "ref"), &r))) { tm_close(f); return rc; }
-        ri = tm_ref_find(r, t->name); /* same name, P.qweight -> P.weight, X_quantized -> X */
+        tm_tensor_pair rp; /* same name, P.qweight -> P.weight, X_quantized -> X, HF <-> GGUF */
+        ri = tm_ref_pair(r, f, ti, &rp);
         const tm_tensor *rt = tm_file_tensor(r, ri);
         if (!rt || rt->n_elems != t->n_elems) {
             fprintf(stderr, "tensormorph: %s: no tensor '%s' with %" PRId64 " elements%s\n", cli_get(a, "ref"),

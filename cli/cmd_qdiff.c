@@ -64,8 +64,7 @@ static int looks_swapped(const tm_file *ref, const tm_file *q) {
         const tm_tensor *t = tm_file_tensor(ref, i);
         if (!t->quant || t->role != TM_ROLE_DATA) continue;
         tm_tensor_pair p;
-        p.index = tm_ref_find(q, t->name);
-        if (p.index < 0) tm_tensor_pair_find(q, ref, i, &p);
+        tm_ref_pair(q, ref, i, &p);
         const tm_tensor *u = tm_file_tensor(q, p.index);
         if (u && !u->quant && u->n_elems == t->n_elems) return 1;
     }

@@ -15,7 +15,8 @@ const char details_scalar[] =
     "any storage offset removed (for fp8 the stored byte), the container word as stored in the\n"
     "file, the scale, zero point, group id and the dequantized value. A plain tensor prints its\n"
     "stored value. With --ref, the source is the reference's tensor of the same name, else for\n"
-    "P.qweight (GPTQ/AWQ) P.weight, for X_quantized (ONNX) X. A tensor the\n"
+    "P.qweight (GPTQ/AWQ) P.weight, for X_quantized (ONNX) X, else its name in the other convention\n"
+    "(Hugging Face <-> GGUF, q/k rows un-permuted, as diff and qdiff pair them). A tensor the\n"
     "reference lacks (e.g. a quantized output's weight_scale) still prints its value; ref value and\n"
     "error are left out (JSON: null, with a \"note\"), exit 0. A negative coordinate is refused; put -- before an INDEX that starts with -.";
 
@@ -69,8 +70,9 @@ json_t *scalar_json(const tm_file *f, const tm_tensor *t, int nc, const int64_t 
 }
 
 /* scalar_lookup: element `flat` of tensor ti: its value (dequantized), the quantized element
-** (when quantized, else *qe zeroed) and, when ref is given, tensor ri of ref's value there. */
-tm_status scalar_lookup(const tm_file *f, int64_t ti, int64_t flat, const tm_file *ref, int64_t ri,
+** (when quantized, else *qe zeroed) and, when ref is given, the value there of ref's tensor rp
+** (tm_ref_pair: in ti's element order, q/k rows un-permuted across conventions). */
+tm_status scalar_lookup(const tm_file *f, int64_t ti, int64_t flat, const tm_file *ref, const tm_tensor_pair *rp,
                         tm_qelement *qe, double *value, double *ref_value, tm_err *err) {
     const tm_tensor *t = tm_file_tensor(f, ti);
     memset(qe, 0, sizeof *qe);
@@ -86,7 +88,7 @@ tm_status scalar_lookup(const tm_file *f, int64_t ti, int64_t flat, const tm_fil
     }
     if (!s && ref) {
         float v;
-        s = tm_tensor_read_f32(ref, ri, flat, 1, &v, err);
+        s = tm_tensor_pair_read_f32(ref, rp, flat, 1, &v, err);
         *ref_value = v;
     }
     return s;
@@ -135,7 +137,7 @@ int cmd_scalar(const cli_cmd *cmd, cli_args *a) {
     double value;
     tm_status s;
     double unused_ref;
-    s = scalar_lookup(f, ti, flat, NULL, -1, &qe, &value, &unused_ref, &err);
+    s = scalar_lookup(f, ti, flat, NULL, NULL, &qe, &value, &unused_ref, &err);
     if (s) { rc = cli_fail(s, &err); tm_close(f); return rc; }
     int have_ref = 0;
     double ref_value = NAN;
@@ -144,8 +146,10 @@ int cmd_scalar(const cli_cmd *cmd, cli_args *a) {
         tm_file *r;
         rc = cli_open(cli_get(a, "ref"), &r);
         if (rc) { tm_close(f); return rc; }
-        /* the source of a quantized tensor: same name, P.qweight -> P.weight, X_quantized -> X */
-        int64_t ri = tm_ref_find(r, t->name);
+        /* the source: same name, P.qweight -> P.weight, X_quantized -> X, else the name in the
+        ** other convention (HF <-> GGUF, q/k rows un-permuted): tm_ref_pair */
+        tm_tensor_pair rp;
+        int64_t ri = tm_ref_pair(r, f, ti, &rp);
         const tm_tensor *rt = tm_file_tensor(r, ri);
         if (rt && rt->n_elems == t->n_elems && strcmp(rt->name, t->name))
             snprintf(ref_name, sizeof ref_name, "%s", rt->name);
@@ -163,7 +167,7 @@ int cmd_scalar(const cli_cmd *cmd, cli_args *a) {
             tm_close(r);
         } else {
             float v;
-            s = tm_tensor_read_f32(r, ri, flat, 1, &v, &err);
+            s = tm_tensor_pair_read_f32(r, &rp, flat, 1, &v, &err);
             tm_close(r);
             if (s) { rc = cli_fail(s, &err); tm_close(f); return rc; }
             ref_value = v;

@@ -57,7 +57,8 @@ PUBLIC_LAYER = {
 # src/quant/kernels.c, issue 11 item 6: the reference kernels live in kernels_ref.c.)
 KNOWN_CYCLES = []
 
-INCLUDE_RE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*"([^"]+)"', re.M)
+INCLUDE_RE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*(?:"([^"]+)"|<([^>]+)>)', re.M)
+COND_RE = re.compile(r'^[ \t]*#[ \t]*(if|ifdef|ifndef|elif|else|endif)\b(.*)$')
 TOKEN_RE = re.compile(r'[A-Za-z_]\w*|[{}();=\[,]')
 NOT_NAMES = {"__attribute__", "__declspec", "_Alignas", "alignas", "sizeof", "_Static_assert",
              "static_assert", "if", "while", "for", "switch", "return"}
@@ -207,9 +208,43 @@ def global_def(decl, defs, uses):
         uses[:] = [u for u in uses if not (u[0] == name and u[1] == decl[cut - 1][1])]
 
 
-def resolve_include(src, inc):
+def dead_lines(text):
+    """Line numbers (1-based) inside a branch the preprocessor always drops: the body of
+    `#if 0` up to its #elif/#else/#endif, and the #elif/#else part of `#if 1`. Conditionals
+    nested in a dead branch are dead too; any other condition counts as live."""
+    dead = set()
+    # per open #if: [dead now, branches after this one are dead]
+    stack = []
+    for no, line in enumerate(text.split("\n"), 1):
+        m = COND_RE.match(line)
+        if not m:
+            if any(d for d, _ in stack):
+                dead.add(no)
+            continue
+        kind = m.group(1)
+        cond = re.sub(r"/\*.*?\*/|//.*", "", m.group(2)).strip()
+        if kind in ("if", "ifdef", "ifndef"):
+            if any(d for d, _ in stack):
+                dead.add(no)
+            stack.append([kind == "if" and cond == "0", kind == "if" and cond == "1"])
+        elif stack:
+            if any(d for d, _ in stack[:-1]):
+                dead.add(no)
+            top = stack[-1]
+            if kind == "endif":
+                stack.pop()
+            elif top[1]:  # after a taken #if 1 every other branch is dead
+                top[0] = True
+            elif kind == "else":
+                top[0] = False
+            else:  # #elif after #if 0 or an unknown condition: unknown, so live
+                top[0] = False
+    return dead
+
+
+def resolve_include(src, inc, angle=False):
     here = os.path.dirname(src)
-    for base in (here, "src", "include"):
+    for base in ((() if angle else (here,)) + ("src", "include")):
         p = os.path.normpath(os.path.join(base, inc)).replace(os.sep, "/")
         if os.path.isfile(p):
             return p
@@ -225,10 +260,13 @@ def check_includes(files, texts, problems):
                                  "scripts/check-layers.py and to docs/ARCHITECTURE.md"))
         text = texts[f]
         me = layer_of(f)
+        dead = dead_lines(text)
         for m in INCLUDE_RE.finditer(text):
             line = text.count("\n", 0, m.start()) + 1
-            inc = m.group(1)
-            target = resolve_include(f, inc)
+            if line in dead:
+                continue
+            inc = m.group(1) or m.group(2)
+            target = resolve_include(f, inc, angle=m.group(2) is not None)
             if target is None:
                 continue
             if f.startswith("cli/") and target.startswith("src/"):

@@ -65,12 +65,17 @@ static const tm_tensor *find_tensor(serve_ctx *c, serve_query_fn q, void *ud, in
     return tm_file_tensor(c->f, *ti);
 }
 
-/* The reference tensor matching tensor ti (tm_ref_find: same name, else P.weight for P.qweight,
-** X for X_quantized; same element count), or -1. */
-static int64_t ref_index(serve_ctx *c, int64_t ti) {
+/* The reference tensor matching tensor ti (tm_ref_pair: same name, else P.weight for P.qweight,
+** X for X_quantized, else the name in the other convention; same element count), or -1; *rp
+** (when not NULL) how to read it in ti's element order. */
+static int64_t ref_index(serve_ctx *c, int64_t ti, tm_tensor_pair *rp) {
+    tm_tensor_pair p;
+    if (!rp) rp = &p;
+    memset(rp, 0, sizeof *rp);
+    rp->index = -1;
     if (!c->ref) return -1;
     const tm_tensor *t = tm_file_tensor(c->f, ti);
-    int64_t ri = tm_ref_find(c->ref, t->name);
+    int64_t ri = tm_ref_pair(c->ref, c->f, ti, rp);
     const tm_tensor *rt = tm_file_tensor(c->ref, ri);
     return rt && rt->n_elems == t->n_elems ? ri : -1;
 }
@@ -107,7 +112,7 @@ static tm_tiles *cache_acquire(serve_ctx *c, int64_t ti, tm_tile_source src, int
     }
     if (!out) {
         tm_tiles *t = NULL;
-        int64_t ri = src == TM_TILE_ERROR_LSB ? ref_index(c, ti) : -1;
+        int64_t ri = src == TM_TILE_ERROR_LSB ? ref_index(c, ti, NULL) : -1;
         *st = tm_tiles_open(c->f, ti, c->ref, ri, src, split, &t, err);
         if (!*st) {
             uint64_t budget = c->cache_bytes < SERVE_PYRAMID_BYTES ? c->cache_bytes : SERVE_PYRAMID_BYTES;
@@ -225,7 +230,7 @@ static json_t *api_tensor(serve_ctx *c, serve_query_fn q, void *ud, int *status)
     const char *mode = q(ud, "mode");
     if (parse_mode(mode, &src)) return api_error(status, 400, "mode must be value, abs, groups or error");
     if (mode && !strcmp(mode, "groups") && !t->quant) return api_error(status, 400, "tensor '%s' is not quantized: it has no groups", t->name);
-    int64_t ri = ref_index(c, ti);
+    int64_t ri = ref_index(c, ti, NULL);
     if (src == TM_TILE_ERROR_LSB && (!t->quant || ri < 0))
         return api_error(status, 400, "tensor '%s': the error view needs a quantized tensor and --ref with a tensor of that name", t->name);
     tm_err err;
@@ -276,7 +281,7 @@ static json_t *api_tile(serve_ctx *c, serve_query_fn q, void *ud, int *status) {
     if (parse_mode(mode, &src)) return api_error(status, 400, "mode must be value, abs, groups or error");
     int groups = !strcmp(mode, "groups");
     if (groups && !t->quant) return api_error(status, 400, "tensor '%s' is not quantized: it has no groups", t->name);
-    if (src == TM_TILE_ERROR_LSB && (!t->quant || ref_index(c, ti) < 0))
+    if (src == TM_TILE_ERROR_LSB && (!t->quant || ref_index(c, ti, NULL) < 0))
         return api_error(status, 400, "tensor '%s': the error view needs a quantized tensor and --ref with a tensor of that name", t->name);
     tm_err err;
     tm_status s = TM_OK;
@@ -348,11 +353,12 @@ static json_t *api_scalar(serve_ctx *c, serve_query_fn q, void *ud, int *status)
             return api_error(status, 400, "coordinate %d is %" PRId64 ", outside [0, %" PRId64 ")", d, coords[d], t->shape[d]);
         flat = flat * t->shape[d] + coords[d];
     }
-    int64_t ri = ref_index(c, ti);
+    tm_tensor_pair rp;
+    int64_t ri = ref_index(c, ti, &rp);
     tm_qelement qe;
     double value, ref_value;
     tm_err err;
-    tm_status s = scalar_lookup(c->f, ti, flat, ri >= 0 ? c->ref : NULL, ri, &qe, &value, &ref_value, &err);
+    tm_status s = scalar_lookup(c->f, ti, flat, ri >= 0 ? c->ref : NULL, &rp, &qe, &value, &ref_value, &err);
     if (s) return api_error(status, 500, "%s", err.msg);
     return scalar_json(c->f, t, nc, coords, flat, &qe, value, ri >= 0, ref_value);
 }

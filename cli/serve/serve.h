@@ -24,7 +24,7 @@ extern const size_t   tm_n_assets;
 json_t *inspect_json(const tm_file *f, const char *path, const regex_t *re, int with_tensors);
 json_t *scalar_json(const tm_file *f, const tm_tensor *t, int nc, const int64_t *coords, int64_t flat,
                     const tm_qelement *qe, double value, int have_ref, double ref_value);
-tm_status scalar_lookup(const tm_file *f, int64_t ti, int64_t flat, const tm_file *ref, int64_t ri,
+tm_status scalar_lookup(const tm_file *f, int64_t ti, int64_t flat, const tm_file *ref, const tm_tensor_pair *rp,
                         tm_qelement *qe, double *value, double *ref_value, tm_err *err);
 json_t *qdiff_json(const tm_qdiff_result *r, const tm_file *qf, const char *ref_path, const char *q_path);
 void    qdiff_apply_manifest(const char *quant_path, tm_qdiff_result *r);

@@ -165,8 +165,18 @@ int serve_run(serve_ctx *c, const char *host, int port) {
         add_host(c, host, strchr(host, ':') != NULL);
     }
     for (int k = 0; k < c->n_allow; k++) add_host(c, c->allow[k], strchr(c->allow[k], ':') != NULL);
-    printf("http://%s%s%s:%d/\n", v6 ? "[" : "", addr, v6 ? "]" : "", c->port);
-    fflush(stdout);
+    char url[320];
+    snprintf(url, sizeof url, "http://%s%s%s:%d/", v6 ? "[" : "", addr, v6 ? "]" : "", c->port);
+    if (g_cli.json) { /* one JSON line, then serve */
+        json_t *d = json_object();
+        json_object_set_new(d, "schema", json_string("tensormorph.serve/1"));
+        json_object_set_new(d, "url", json_string(url));
+        json_object_set_new(d, "port", json_integer(c->port));
+        cli_json_print_line(d);
+    } else {
+        printf("%s\n", url);
+        fflush(stdout);
+    }
     if (!g_cli.quiet) fprintf(stderr, "tensormorph serve: serving %s%s%s; Ctrl-C stops\n", c->path, c->ref ? " with reference " : "", c->ref ? c->ref_path : "");
     while (!g_cli_interrupted) {
         struct timespec ts = {0, 100 * 1000 * 1000};

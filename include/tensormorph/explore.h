@@ -31,7 +31,9 @@ typedef struct tm_tiles tm_tiles;  /* one tensor opened for tiles (+ its pyramid
 /* tm_tiles_open: view tensor i of f as a matrix for tiles.
 **   split   leading dims that form the rows, 0..ndim; -1 = ndim-1 (0 for 0-D/1-D tensors).
 **   src     TM_TILE_ERROR_LSB needs i quantized and ref/ref_i a tensor with the same element
-**           count (ref may be NULL for TM_TILE_VALUE). f and ref must outlive the object.
+**           count (ref may be NULL for TM_TILE_VALUE). Where ref_i is the tensor tm_ref_pair
+**           pairs with i across conventions, its rows are read un-permuted (in i's order).
+**           f and ref must outlive the object.
 ** Returns TM_OK | TM_E_INVALID_ARG (bad index, split, source without ref, tensor not quantized)
 **   | TM_E_UNSUPPORTED (a dtype without a float view) | TM_E_NOMEM | TM_E_CORRUPT. */
 tm_status tm_tiles_open(const tm_file *f, int64_t i, const tm_file *ref, int64_t ref_i,

@@ -6,6 +6,7 @@
 ** "Public headers") */
 #include "../tensormorph.h"
 #include "errstats.h"
+#include "names.h"
 #ifndef TENSORMORPH_QDIFF_H
 #define TENSORMORPH_QDIFF_H
 
@@ -58,6 +59,13 @@ tm_status tm_qdiff(const tm_file *ref, const tm_file *q, const tm_qdiff_params *
 ** names are compared: callers check that the element counts agree. Used by tm_qdiff and by
 ** `scalar --ref`, `heatmap --ref` and the web UI's reference lookup. */
 int64_t   tm_ref_find(const tm_file *ref, const char *quantized_name);
+/* tm_ref_pair: how tensor qi of q pairs with its source in ref, the one pairing every --ref
+** command uses (qdiff, diff's names, scalar, heatmap, the web UI): tm_ref_find, else
+** tm_tensor_pair_find (the name in the other convention, Hugging Face <-> llama.cpp, with the
+** q/k rows permuted). Read the source in q's element order with tm_tensor_pair_read_f32.
+** Returns out->index (-1 when none; out is then a pair with index -1). Callers check that the
+** element counts agree. */
+int64_t   tm_ref_pair(const tm_file *ref, const tm_file *q, int64_t qi, tm_tensor_pair *out);
 /* tm_qdiff_flag: (re)apply the flag rules to r (median SQNR per scheme, thresholds). Called by
 ** tm_qdiff; call again after changing entries' clip_expected. */
 void      tm_qdiff_flag(tm_qdiff_result *r);

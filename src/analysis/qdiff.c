@@ -191,6 +191,15 @@ int64_t tm_ref_find(const tm_file *ref, const char *quantized_name) {
     return j;
 }
 
+int64_t tm_ref_pair(const tm_file *ref, const tm_file *q, int64_t qi, tm_tensor_pair *out) {
+    memset(out, 0, sizeof *out);
+    const tm_tensor *t = tm_file_tensor(q, qi);
+    out->index = t ? tm_ref_find(ref, t->name) : -1;
+    /* else its name in the other convention (HF <-> llama.cpp, q/k rows un-permuted) */
+    if (out->index < 0 && t) tm_tensor_pair_find(ref, q, qi, out);
+    return out->index;
+}
+
 tm_status tm_qdiff(const tm_file *ref, const tm_file *q, const tm_qdiff_params *p,
                    tm_qdiff_result **out, tm_err *err) {
     tm_qdiff_params defp;
@@ -210,10 +219,7 @@ tm_status tm_qdiff(const tm_file *ref, const tm_file *q, const tm_qdiff_params *
         const tm_tensor *t = tm_file_tensor(q, i);
         if (!t->quant || t->role != TM_ROLE_DATA) continue;
         tm_tensor_pair *pr = &pair[r->n];
-        memset(pr, 0, sizeof *pr);
-        pr->index = tm_ref_find(ref, t->name);
-        /* else its name in the other convention (HF <-> llama.cpp, q/k rows un-permuted) */
-        if (pr->index < 0) tm_tensor_pair_find(ref, q, i, pr);
+        tm_ref_pair(ref, q, i, pr);
         const tm_tensor *rt = tm_file_tensor(ref, pr->index);
         if (!rt || rt->n_elems != t->n_elems) { r->n_unmatched++; continue; }
         tm_qdiff_entry *e = &r->entries[r->n++];

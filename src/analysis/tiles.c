@@ -21,7 +21,7 @@ struct tm_tiles {
     const tm_file *f;
     int64_t        i;
     const tm_file *ref;
-    int64_t        ref_i;
+    tm_tensor_pair ref_pair;  /* ref's tensor, its rows in f's order where tm_ref_pair permutes */
     tm_tile_source src;
     int64_t        rows, cols;
     tm_qview      *qv;        /* quantized tensors: decoded scales, held for repeated reads    */
@@ -69,7 +69,12 @@ tm_status tm_tiles_open(const tm_file *f, int64_t i, const tm_file *ref, int64_t
     o->f = f;
     o->i = i;
     o->ref = ref;
-    o->ref_i = ref_i;
+    /* the HF <-> GGUF row permutation of the q/k projections where ref_i is the tensor the one
+    ** pairing (tm_ref_pair) gives; any other ref_i is read as stored */
+    if (!ref || tm_ref_pair(ref, f, i, &o->ref_pair) != ref_i) {
+        memset(&o->ref_pair, 0, sizeof o->ref_pair);
+        o->ref_pair.index = ref_i;
+    }
     o->src = src;
     o->rows = 1;
     for (int d = 0; d < split; d++) o->rows *= t->shape[d];
@@ -110,7 +115,7 @@ static tm_status read_span(const tm_tiles *t, int64_t start, int64_t n, float *o
         return tm_tensor_read_f32(t->f, t->i, start, n, out, err);
     }
     tm_status s = tm_qview_read(t->qv, start, n, out, param, err);
-    if (!s) s = tm_tensor_read_f32(t->ref, t->ref_i, start, n, refbuf, err);
+    if (!s) s = tm_tensor_pair_read_f32(t->ref, &t->ref_pair, start, n, refbuf, err);
     if (s) return s;
     const float *scale = tm_qview_scale(t->qv);
     tm_dtype cd = tm_file_tensor(t->f, t->i)->quant->code_dtype;

@@ -180,7 +180,7 @@ static void args_from_scheme(json_t *scheme, const char *top_format, ct_args *a)
     a->act_quant = ia != NULL && !json_is_null(ia);
     if (!json_is_object(w)) return;
     a->weights = 1;
-    a->num_bits = (int)jint(w, "num_bits", 8);
+    a->num_bits = (int)jint(w, "num_bits", -1); /* absent: unknown, the packed shape or 8 decides */
     const char *type = jstr(w, "type");
     a->is_float = type ? strcmp(type, "float") == 0 : 0;
     json_t *sym = json_object_get(w, "symmetric");

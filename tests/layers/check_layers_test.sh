@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # check_layers_test.sh: scripts/check-layers.py passes on the real tree and fails, naming
 # file:line and the rule, on copies of it with one deliberate violation each: an upward
-# include by a relative path, an upward public header, a cli/ include of src/, a fuzz/ include
+# include by a relative path or <...>, an upward public header (an include inside #if 0 is
+# ignored), a cli/ include of src/, a fuzz/ include
 # of src/, a cli/ use of a library internal, an upward call and a new file cycle.
 set -u
 src="$(cd "$(dirname "$0")/../.." && pwd)"
@@ -32,6 +33,21 @@ fresh; n=$(append src/core/err.c '#include "../../cli/cli.h"')
 expect "src/core includes a cli/ header by a relative path" src/core/err.c "$n" include-up
 fresh; n=$(append src/core/hash.c '#include "tensormorph/qjob.h"')
 expect "src/core includes the job layer's public header" src/core/hash.c "$n" include-up
+fresh; n=$(append src/core/cpu.c '#include <tensormorph/qjob.h>')
+expect "src/core includes the job layer's public header by <...>" src/core/cpu.c "$n" include-up
+fresh; n=$(append src/core/cpu.c '#include <job/pipeline.h>')
+expect "src/core includes a src/job header by <...>" src/core/cpu.c "$n" include-up
+# an include the preprocessor drops (#if 0, the #else of #if 1) is no violation
+fresh; append src/core/cpu.c '#if 0' >/dev/null; append src/core/cpu.c '#include <tensormorph/qjob.h>' >/dev/null
+append src/core/cpu.c '#include "../job/job.h"' >/dev/null; append src/core/cpu.c '#endif' >/dev/null
+append src/core/cpu.c '#if 1 /* on */' >/dev/null; append src/core/cpu.c '#else' >/dev/null
+append src/core/cpu.c '#include "tensormorph/qjob.h"' >/dev/null; append src/core/cpu.c '#endif' >/dev/null
+if out="$(cd "$tmp/t" && python3 scripts/check-layers.py 2>&1)"; then echo "ok: includes inside #if 0 / the #else of #if 1 are ignored"
+else echo "FAIL: an include inside #if 0 or the #else of #if 1 is reported:"; echo "$out"; fail=1; fi
+# ... but the #else branch of #if 0 is live
+append src/core/cpu.c '#if 0' >/dev/null; append src/core/cpu.c '#else' >/dev/null
+n=$(append src/core/cpu.c '#include <tensormorph/qjob.h>'); append src/core/cpu.c '#endif' >/dev/null
+expect "an upward include in the #else of #if 0" src/core/cpu.c "$n" include-up
 fresh; n=$(append src/quant/qgran.c '#include "../formats/file.h"')
 expect "quant includes a formats header" src/quant/qgran.c "$n" include-up
 fresh; n=$(append cli/cmd_inspect.c '#include "../src/core/core.h"')

@@ -376,6 +376,23 @@ static void test_issue_case_cli(void **state) {
         free(o);
     }
     pq_free(&y);
+    /* the same 3-bit file with no num_bits in config.json: the width comes from the packed
+    ** shape (docs/formats.md: 4 and 8 first; 4 words per row of 32 columns is 4-bit in the
+    ** per-word layout), not from a num_bits of 8 the config never stated */
+    const char *nob = sub("issue_no_num_bits");
+    pq z = {4, 32, 0, 3, WORD, NULL, NULL, 0, 0, 0};
+    pq_write(nob, &z, "0.17.1", 0);
+    char *o = NULL;
+    int rc = tmt_run(&o, "%s inspect %s --json 2>&1", tmt_bin(), nob);
+    if (rc != 0 || strstr(o, "num_bits 8")) fail_msg("inspect: rc %d: %s", rc, o ? o : "");
+    free(o);
+    j = tmt_run_json(0, "%s inspect %s --json", tmt_bin(), nob);
+    t = tmt_find_named(json_object_get(j, "tensors"), MOD ".weight");
+    q = json_object_get(t, "quantization");
+    assert_int_equal(json_integer_value(json_object_get(q, "bits")), 4);
+    assert_int_equal(json_integer_value(json_object_get(json_object_get(q, "packing"), "codes_per_container")), 8);
+    json_decref(j);
+    pq_free(&z);
 }
 
 /* What tensormorph quantize writes: int4 (group, asymmetric) and int8, recorded as version

@@ -29,6 +29,8 @@ typedef struct calib_req {
     tm_observer     obs[CALIB_MAX_OBS];
     int             n_obs;
     double          probes[CALIB_MAX_PROBES];
+    int             gran_default;   /* 1: no granularity was given (see calibrate_default_granularity) */
+    const char     *gran_rule;      /* "weight" / "activation": the default applied; NULL: given */
 } calib_req;
 
 /* Parse; 0 ok, else -1 with one line in msg naming the option. */
@@ -44,6 +46,7 @@ typedef struct calib_samples {
     int      ndim;
     int64_t  shape[TM_MAX_DIMS];
     int64_t  n;
+    int      weight;  /* 1: a tensor of a model checkpoint (not an .npy/.npz array) */
 } calib_samples;
 
 /* Load SAMPLES: FILE (exactly one data tensor), FILE.npz:KEY or PATH:TENSOR (any tensor by name,
@@ -56,6 +59,13 @@ typedef struct calib_samples {
 ** reason); the open error's code otherwise (a directory that does not open as a checkpoint
 ** says so). Listings name the skipped npz entries. free(out->x) after. */
 int calibrate_load_samples(const char *arg, calib_samples *out, char *msg, size_t n);
+
+/* The default granularity, one rule with quantize: when no granularity was given and every
+** sample is a checkpoint weight (all_weights), channel:0 (quantize's weight default, one scale
+** per output channel); otherwise tensor (samples are activations, per tensor as ONNX Runtime's
+** calibrators). Returns "weight", "activation", or NULL when the granularity was given; the same
+** is kept in r->gran_rule for the report (`granularity_default` in the JSON). */
+const char *calibrate_default_granularity(calib_req *r, int all_weights);
 
 /* Check that the batches b[0..nb) can be calibrated together under r's granularity: for
 ** channel:AXIS every batch has that axis and the same number of channels along it.

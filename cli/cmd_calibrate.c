@@ -16,7 +16,7 @@ const cli_opt opts_calibrate[] = {
     CLI_OPT_CONVENTION("onnx (default: ONNX Runtime's scale/zero point, x/scale rounding) | torch (PyTorch observers, x*(1/scale))"),
     CLI_OPT_SYMMETRIC("symmetric codes (default)"),
     CLI_OPT_ASYMMETRIC,
-    CLI_OPT_GRANULARITY("tensor (default: samples are activations, per tensor as ONNX Runtime's calibrators; give channel to match quantize's weight default) | channel[:AXIS] (axis of one batch, default 0)"),
+    CLI_OPT_GRANULARITY("tensor | channel[:AXIS] (axis of one batch, default 0); default: channel:0 for a checkpoint weight (PATH:TENSOR, as quantize), tensor for .npy/.npz activation samples (as ONNX Runtime's calibrators)"),
     CLI_OPT_TYPE("int8 (default) | uint8 | int4 | uint4"),
     {"probe", 0, "X", 1, "a real value to follow (any finite number; beyond float32 it clips): code, dequantized value and error under each observer"},
     {"batches", 0, NULL, 0, "dim 0 of each SAMPLES indexes batches, fed to the observer one by one"},
@@ -55,6 +55,7 @@ int calibrate_parse(const calib_args *a, calib_req *r, char *msg, size_t n) {
     tm_qspec *s = &r->p.spec;
     *s = tm_qspec_default();
     s->gran = (tm_qgran){.kind = TM_GRAN_TENSOR};
+    r->gran_default = a->granularity == NULL;
     if (a->type) {
         static const struct { const char *n; tm_dtype d; } t[] = {
             {"int8", TM_I8}, {"uint8", TM_U8}, {"int4", TM_I4}, {"uint4", TM_U4}};
@@ -289,6 +290,7 @@ json_t *calibrate_json(const calib_req *r, tm_calib_result *const *res, const tm
     json_object_set_new(d, "convention", json_string(s->convention == TM_CONV_TORCH ? "torch" : "onnx"));
     json_object_set_new(d, "granularity", json_string(tm_granularity_kind_name(s->gran.kind)));
     if (s->gran.kind == TM_GRAN_CHANNEL) json_object_set_new(d, "axis", json_integer(s->gran.axis));
+    if (r->gran_rule) json_object_set_new(d, "granularity_default", json_string(r->gran_rule));
     json_object_set_new(d, "n_params", json_integer(res[0]->n_units));
     json_t *obs = json_array();
     for (int k = 0; k < r->n_obs; k++) json_array_append_new(obs, observer_json(res[k]));
@@ -358,6 +360,13 @@ static void skipped_reason(const char *w, const char *path, char *msg, size_t n)
     snprintf(msg, n, "%s: %.*s", path, (int)(wl - (size_t)(a - w)), a);
 }
 
+const char *calibrate_default_granularity(calib_req *r, int all_weights) {
+    if (!r->gran_default) return r->gran_rule = NULL;
+    if (!all_weights) return r->gran_rule = "activation";
+    r->p.spec.gran = (tm_qgran){.kind = TM_GRAN_CHANNEL, .axis = 0};
+    return r->gran_rule = "weight";
+}
+
 int calibrate_load_samples(const char *arg, calib_samples *out, char *msg, size_t n) {
     memset(out, 0, sizeof *out);
     size_t len = strlen(arg);
@@ -389,6 +398,7 @@ int calibrate_load_samples(const char *arg, calib_samples *out, char *msg, size_
         goto done;
     }
     int npz = tm_file_format(f) == TM_FMT_NPZ;
+    out->weight = !npz && tm_file_format(f) != TM_FMT_NPY;
     if (name) {
         ti = tm_file_find(f, name);
         t = tm_file_tensor(f, ti);
@@ -510,10 +520,15 @@ static void print_text(const calib_req *r, tm_calib_result *const *res, const tm
     cli_shape_str(b[0].ndim, b[0].shape, sh, sizeof sh);
     printf("\n  %" PRId64 " values in %d batch(es) of shape %s%s, min %.9g, max %.9g\n", n, nb, sh,
            nb > 1 ? " (first)" : "", (double)res[0]->sample_min, (double)res[0]->sample_max);
-    char gran[64], gn[32];
+    char gran[128], gn[32];
     tm_granularity_name(&s->gran, gn, sizeof gn);
     if (s->gran.kind == TM_GRAN_CHANNEL) snprintf(gran, sizeof gran, "%s (%" PRId64 " channels)", gn, res[0]->n_units);
     else snprintf(gran, sizeof gran, "%s", gn);
+    if (r->gran_rule) {
+        size_t l = strlen(gran);
+        snprintf(gran + l, sizeof gran - l, "%s", !strcmp(r->gran_rule, "weight") ? ", the default for a checkpoint weight as in quantize"
+                                                                           : ", the default for activation samples");
+    }
     printf("  %s codes [%" PRId64 ", %" PRId64 "], %s, %s convention, granularity %s\n\n",
            tm_dtype_get(s->code_dtype)->name, res[0]->qmin, res[0]->qmax, s->symmetric ? "symmetric" : "asymmetric",
            s->convention == TM_CONV_TORCH ? "torch" : "onnx", gran);
@@ -648,6 +663,11 @@ int cmd_calibrate(const cli_cmd *cmd, cli_args *a) {
         }
     }
     if (!rc && nb == 0) { fprintf(stderr, "tensormorph: %s: no batches (dim 0 is 0)\n", a->pos[0]); rc = EXIT_INPUT; }
+    if (!rc) {
+        int all_weights = 1;
+        for (int k = 0; k < ns; k++) all_weights &= src[k].weight;
+        calibrate_default_granularity(&req, all_weights);
+    }
     if (!rc && !(b = calloc((size_t)nb, sizeof *b))) { fprintf(stderr, "tensormorph: out of memory\n"); rc = EXIT_IO; }
     for (int k = 0, j = 0; !rc && k < ns; k++) {
         if (!split) {

@@ -79,6 +79,7 @@ const calibLab = (() => {
       observer: $("#calib-observer").value,
       convention: $("#calib-convention").value, type: $("#calib-type").value,
       symmetric: $("#calib-symmetric").checked ? "1" : "0", hist_bins: "120",
+      granularity: "tensor", // the lab draws one histogram: per tensor (the API's default for a weight is channel:0)
     });
     if (opt && opt.dataset.samples) p.set("samples", "1");
     else p.set("tensor", sel.value);

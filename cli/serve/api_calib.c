@@ -128,9 +128,10 @@ static int parse_bool(const char *s) {
 /* The samples of the request: tensor=NAME of the served checkpoint, or samples=1 for serve's
 ** --samples (each one batch). Fills b[] / bufs[] (freed by the caller); NULL or an error doc. */
 static json_t *request_samples(serve_ctx *c, serve_query_fn q, void *ud, int *status, tm_calib_batch *b,
-                               float **bufs, int *nb, const char **tensor) {
+                               float **bufs, int *nb, const char **tensor, int *all_weights) {
     char msg[1100];
     *nb = 0;
+    *all_weights = 1;
     *tensor = NULL;
     const char *sq = q(ud, "samples"), *name = q(ud, "tensor");
     if (sq && strcmp(sq, "1"))
@@ -151,6 +152,7 @@ static json_t *request_samples(serve_ctx *c, serve_query_fn q, void *ud, int *st
                 return calib_error(status, 400, msg);
             }
             bufs[k] = sm.x;
+            *all_weights &= sm.weight;
             b[k].ndim = sm.ndim;
             memcpy(b[k].shape, sm.shape, sizeof b[k].shape);
             b[k].x = sm.x;
@@ -195,6 +197,7 @@ static json_t *request_samples(serve_ctx *c, serve_query_fn q, void *ud, int *st
     memcpy(b[0].shape, t->shape, sizeof b[0].shape);
     b[0].x = x;
     *tensor = t->name;
+    *all_weights = tm_file_format(c->f) != TM_FMT_NPY && tm_file_format(c->f) != TM_FMT_NPZ;
     return NULL;
 }
 
@@ -245,11 +248,13 @@ json_t *api_calibrate(serve_ctx *c, serve_query_fn q, void *ud, int *status) {
     float *bufs[CALIB_API_MAX_BATCHES] = {0};
     int nb = 0;
     const char *tname = NULL;
-    json_t *e = request_samples(c, q, ud, status, b, bufs, &nb, &tname);
+    int all_weights = 0;
+    json_t *e = request_samples(c, q, ud, status, b, bufs, &nb, &tname, &all_weights);
     if (e) {
         for (int k = 0; k < nb; k++) free(bufs[k]);
         return e;
     }
+    calibrate_default_granularity(&req, all_weights); /* one rule with the CLI and quantize */
     api_names an = {c, tname};
     if (calibrate_check_batches(&req, b, nb, api_batch_name, &an, msg, sizeof msg)) e = calib_error(status, 400, msg);
     if (!e) e = check_cost(&req, b, status);

@@ -243,10 +243,10 @@ try {
     check(px0[0] === px0[1] && px1[0] > px1[1] + 15, "calibration lab: the clipped tail is shaded red only when the observer clips (" + px0.join() + " -> " + px1.join() + ")");
     const cfield = async (f) => (await page.textContent("#calib-table [data-field='" + f + "']")).trim();
     const apiDoc = await page.evaluate(async (q) => (await fetch("/api/v1/calibrate?" + q)).json(),
-      "tensor=" + encodeURIComponent(ct) + "&observer=" + encodeURIComponent(obs) + "&probe=0.1,-0.25");
+      "tensor=" + encodeURIComponent(ct) + "&observer=" + encodeURIComponent(obs) + "&probe=0.1,-0.25&granularity=tensor");
     const ao = apiDoc.observers[0];
     check(parseFloat(await cfield("scale")) === ao.scale, "calibration lab: rendered scale " + (await cfield("scale")) + " = the API's " + ao.scale);
-    const cliObs = (probes) => JSON.parse(tm("calibrate", quant + ":" + ct, "--observer", obs, ...probes.flatMap((p) => ["--probe", p]), "--json")).observers[0];
+    const cliObs = (probes) => JSON.parse(tm("calibrate", quant + ":" + ct, "-g", "tensor", "--observer", obs, ...probes.flatMap((p) => ["--probe", p]), "--json")).observers[0];
     const co = cliObs(["0.1", "-0.25"]);
     check(co.scale === ao.scale && co.zero_point === ao.zero_point && Number(await cfield("zero_point")) === co.zero_point,
       "calibration lab: scale and zero point = tensormorph calibrate --json (" + co.scale + ", " + co.zero_point + ")");

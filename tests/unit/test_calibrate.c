@@ -404,10 +404,27 @@ static void test_samples_forms(void **state) {
     const char *hdr = "{\"w\":{\"dtype\":\"F32\",\"shape\":[2,2],\"data_offsets\":[0,16]}}";
     const float w[4] = {-0.5f, 0.25f, 0.75f, -1.0f};
     write_st(st, hdr, w, 16, NULL, 0);
-    doc = tmt_run_json(0, "%s calibrate '%s:w' --convention torch --json", tmt_bin(), st);
+    doc = tmt_run_json(0, "%s calibrate '%s:w' -g tensor --convention torch --json", tmt_bin(), st);
     o = json_array_get(json_object_get(doc, "observers"), 0);
     assert_true(tmt_num(o, "range_min") == -1.0 && tmt_num(o, "range_max") == 0.75);
     assert_int_equal(fbits((float)tmt_num(o, "scale")), fbits(1.0f / 127.5f)); /* torch symmetric: /127.5 */
+    assert_null(json_object_get(doc, "granularity_default")); /* given, not defaulted */
+    json_decref(doc);
+    /* a checkpoint weight without -g: quantize's default, channel:0 (one rule for both commands) */
+    doc = tmt_run_json(0, "%s calibrate '%s:w' --convention torch --json", tmt_bin(), st);
+    assert_string_equal(json_string_value(json_object_get(doc, "granularity")), "channel");
+    assert_int_equal(json_integer_value(json_object_get(doc, "axis")), 0);
+    assert_string_equal(json_string_value(json_object_get(doc, "granularity_default")), "weight");
+    o = json_array_get(json_object_get(doc, "observers"), 0);
+    assert_true(jat(o, "range_min", 0) == -0.5 && jat(o, "range_max", 0) == 0.25);
+    assert_true(jat(o, "range_min", 1) == -1.0 && jat(o, "range_max", 1) == 0.75);
+    assert_int_equal(fbits((float)jat(o, "scale", 0)), fbits(0.5f / 127.5f));
+    assert_int_equal(fbits((float)jat(o, "scale", 1)), fbits(1.0f / 127.5f));
+    json_decref(doc);
+    /* activation samples (.npy) without -g: per tensor, and the report says which default */
+    doc = tmt_run_json(0, "%s calibrate '%s' --json", tmt_bin(), npy);
+    assert_string_equal(json_string_value(json_object_get(doc, "granularity")), "tensor");
+    assert_string_equal(json_string_value(json_object_get(doc, "granularity_default")), "activation");
     json_decref(doc);
 
     /* bad input: clear messages and exit codes */

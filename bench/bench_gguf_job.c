@@ -10,7 +10,7 @@
 **    default 5 layers the F32 file is about 1.1 GB;
 ** 2. measures the page-cache read rate of each file (read(2) in 1 MiB pieces, best of 5, before
 **    and again after the runs: the better of the two, so a busy moment cannot lower the target);
-** 3. spawns the binary for each type (default Q8_0,Q4_0,Q6_K,Q4_K_M) with --threads 1 and 2,
+** 3. spawns the binary for each type (default Q8_0,Q4_0,Q6_K,Q4_K_M) without --threads (the default, tm_usable_cpus(); "2d" in the table) and with --threads 1 and 2,
 **    --no-checksums, best wall time of N runs (after one untimed run), and the child's peak
 **    resident set from wait4's ru_maxrss (which counts the mapped source pages it touched).
 **    A type written T:pure runs with --pure (every quantizable tensor in T; without it the
@@ -125,7 +125,8 @@ static double read_rate(const char *path, uint64_t *size) {
     return t > 0 ? (double)*size / t / 1e9 : NAN;
 }
 
-/* Run BIN quantize IN -o OUT --type T --threads N [--pure]; wall seconds, peak RSS (KiB), CPU
+/* Run BIN quantize IN -o OUT --type T [--threads N] [--pure]; threads <= 0 passes no --threads
+** (and clears TM_NUM_THREADS): the default thread count. Wall seconds, peak RSS (KiB), CPU
 ** seconds (user + system); -1 on failure. */
 static double run_one(const char *bin, const char *in, const char *out, const char *type, int pure, int threads,
                       long *maxrss_kib, double *cpu_s) {
@@ -137,12 +138,16 @@ static double run_one(const char *bin, const char *in, const char *out, const ch
         int dn = open("/dev/null", O_WRONLY);
         if (dn >= 0) { dup2(dn, 1); }
         /* --force: the previous run's output is tensormorph's own */
-        if (pure)
-            execl(bin, bin, "quantize", in, "-o", out, "--type", type, "--threads", th, "--no-checksums", "-q",
-                  "--force", "--pure", (char *)NULL);
-        else
-            execl(bin, bin, "quantize", in, "-o", out, "--type", type, "--threads", th, "--no-checksums", "-q",
-                  "--force", (char *)NULL);
+        const char *av[16];
+        int n = 0;
+        av[n++] = bin; av[n++] = "quantize"; av[n++] = in; av[n++] = "-o"; av[n++] = out;
+        av[n++] = "--type"; av[n++] = type;
+        if (threads > 0) { av[n++] = "--threads"; av[n++] = th; }
+        else unsetenv("TM_NUM_THREADS");
+        av[n++] = "--no-checksums"; av[n++] = "-q"; av[n++] = "--force";
+        if (pure) av[n++] = "--pure";
+        av[n] = NULL;
+        execv(bin, (char *const *)av);
         _exit(127);
     }
     if (pid < 0) return -1;
@@ -205,7 +210,7 @@ int main(int argc, char **argv) {
             char *colon = strchr(ty, ':');
             int pure = colon && !strcmp(colon, ":pure");
             if (colon) *colon = '\0';
-            for (int th = 1; th <= 2; th++) {
+            for (int th = 0; th <= 2; th++) { /* 0: the default thread count */
                 long rss = 0;
                 double cpu = 0, best_cpu = 0;
                 if (run_one(bin, src[s], out, ty, pure, th, &rss, &cpu) < 0) {
@@ -226,14 +231,17 @@ int main(int argc, char **argv) {
                 /* one thread copies the source in and the output out itself: the I/O floor */
                 double io_floor_gbps = floor_s > 0 ? (double)size / (floor_s + (double)size / (rr * 1e9)) / 1e9 : NAN;
                 double rss_mb = (double)rss / 1024.0;
-                printf("{\"source\": \"%s\", \"type\": \"%s\", \"pure\": %s, \"threads\": %d, \"seconds\": %.3f, "
+                int nth = th > 0 ? th : tm_usable_cpus(); /* what the default used */
+                printf("{\"source\": \"%s\", \"type\": \"%s\", \"pure\": %s, \"threads\": %d, \"threads_default\": %s, \"seconds\": %.3f, "
                        "\"gb_per_s\": %.3f, \"cpu_s\": %.3f, \"peak_rss_mb\": %.1f, \"rss_target_mb\": %.1f, "
                        "\"out_bytes\": %llu, \"write_floor_s\": %.4f, \"write_floor_src_gb_per_s\": %.3f, "
                        "\"io_floor_src_gb_per_s\": %.3f}\n",
-                       s ? "F16" : "F32", ty, pure ? "true" : "false", th, best, gbps, best_cpu, rss_mb,
+                       s ? "F16" : "F32", ty, pure ? "true" : "false", nth, th > 0 ? "false" : "true", best, gbps, best_cpu, rss_mb,
                        rss_target_mb[s], (unsigned long long)out_bytes, floor_s, floor_gbps, io_floor_gbps);
-                fprintf(stderr, "%-5s %-11s %7d %8.3f %8.3f %8.2f %12.1f %10.3f %9.2f %9.2f\n", s ? "F16" : "F32", spec,
-                        th, gbps, best, best_cpu, rss_mb, out_bytes / 1e9, floor_gbps, io_floor_gbps);
+                char thl[16];
+                snprintf(thl, sizeof thl, th > 0 ? "%d" : "%dd", nth); /* "2d": the default, 2 threads */
+                fprintf(stderr, "%-5s %-11s %7s %8.3f %8.3f %8.2f %12.1f %10.3f %9.2f %9.2f\n", s ? "F16" : "F32", spec,
+                        thl, gbps, best, best_cpu, rss_mb, out_bytes / 1e9, floor_gbps, io_floor_gbps);
                 if (!(rss_mb < rss_target_mb[s])) rss_miss++;
                 if (th == 1 && s == 0 && !pure && n_one < MAX_ONE) {
                     snprintf(one[n_one].type, sizeof one[n_one].type, "%s", ty);

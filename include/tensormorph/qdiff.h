@@ -31,7 +31,7 @@ typedef struct tm_qdiff_entry {
 typedef struct tm_qdiff_result {
     tm_qdiff_entry *entries;   /* sorted: flagged first, worst (lowest SQNR) first               */
     int64_t         n;
-    double          median_sqnr_db;
+    double          median_sqnr_db; /* over every measured tensor; +inf when at least half are exact */
     int64_t         n_flagged;
     int64_t         n_unmatched; /* quantized tensors without a source of the same name/size     */
 } tm_qdiff_result;
@@ -69,9 +69,11 @@ int64_t   tm_ref_pair(const tm_file *ref, const tm_file *q, int64_t qi, tm_tenso
 /* tm_qdiff_flag: (re)apply the flag rules to r (median SQNR per scheme, thresholds). Called by
 ** tm_qdiff; call again after changing entries' clip_expected. */
 void      tm_qdiff_flag(tm_qdiff_result *r);
-/* tm_qdiff_scheme_median: the median of the finite SQNRs (dB) of r's entries whose scheme
-** string is `scheme` (the median the SQNR flag compares each tensor with, docs/qdiff.md); NaN
-** when there is none or out of memory. */
+/* tm_qdiff_scheme_median: the median of the SQNRs (dB) of r's entries whose scheme string is
+** `scheme` (the median the SQNR flag compares each tensor with, docs/qdiff.md). An exact
+** tensor counts as +inf, so a comparison of a file with itself gives +inf (and the SQNR flag,
+** which needs a finite median, does not fire); NaN when no entry of that scheme was measured or
+** out of memory. */
 double    tm_qdiff_scheme_median(const tm_qdiff_result *r, const char *scheme);
 void      tm_qdiff_free(tm_qdiff_result *r);
 

@@ -92,11 +92,12 @@ static int cmp_entry(const void *a, const void *b) {
     return strcmp(x->name, y->name);
 }
 
-/* median of the finite SQNRs of the entries whose scheme is `scheme`; buf holds r->n doubles */
+/* median of the SQNRs (NaN left out, +inf kept: an exact tensor) of the entries whose scheme is
+** `scheme`; buf holds r->n doubles. All exact gives +inf; none measured gives NaN. */
 static double scheme_median(const tm_qdiff_result *r, const char *scheme, double *buf) {
     int64_t m = 0;
     for (int64_t k = 0; k < r->n; k++)
-        if (!strcmp(r->entries[k].scheme, scheme) && isfinite(r->entries[k].e.sqnr_db))
+        if (!strcmp(r->entries[k].scheme, scheme) && !isnan(r->entries[k].e.sqnr_db))
             buf[m++] = r->entries[k].e.sqnr_db;
     if (!m) return NAN;
     qsort(buf, (size_t)m, sizeof *buf, tm__cmp_double);
@@ -115,7 +116,7 @@ void tm_qdiff_flag(tm_qdiff_result *r) {
     double *v = tm__malloc_n((size_t)(r->n ? r->n : 1), sizeof(double));
     int64_t m = 0;
     for (int64_t i = 0; i < r->n; i++)
-        if (v && isfinite(r->entries[i].e.sqnr_db)) v[m++] = r->entries[i].e.sqnr_db;
+        if (v && !isnan(r->entries[i].e.sqnr_db)) v[m++] = r->entries[i].e.sqnr_db; /* +inf: exact */
     r->median_sqnr_db = NAN;
     if (v && m) {
         qsort(v, (size_t)m, sizeof *v, tm__cmp_double);

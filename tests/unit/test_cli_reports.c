@@ -244,6 +244,18 @@ static void test_qdiff_scheme_medians(void **state) {
                          json_integer_value(json_object_get(json_array_get(sch, 1), "n")), 31);
     free(o);
     json_decref(d);
+    /* a file against itself: every tensor exact, the medians are +inf (not "nan") */
+    d = tmt_run_json(0, "%s qdiff %s %s --json", tmt_bin(), q4, q4);
+    assert_string_equal(json_string_value(json_object_get(d, "median_sqnr_db")), "inf");
+    json_array_foreach(json_object_get(d, "schemes"), k, s)
+        assert_string_equal(json_string_value(json_object_get(s, "median_sqnr_db")), "inf");
+    assert_int_equal(json_integer_value(json_object_get(d, "n_flagged")), 0);
+    json_decref(d);
+    o = NULL;
+    assert_int_equal(tmt_run(&o, "%s qdiff %s %s", tmt_bin(), q4, q4), 0);
+    assert_non_null(strstr(o, "0 flagged, median SQNR inf dB"));
+    assert_null(strstr(o, "nan"));
+    free(o);
 }
 
 /* Old spellings still work and mean the same; -t in compat says it is the old one. */

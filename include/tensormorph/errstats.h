@@ -48,6 +48,9 @@ typedef struct tm_erracc {
     int64_t *param_n;          /* [n_params]                                                    */
     const tm_kernels *kernels; /* kernel set of the sums (tm_kernels_get); NULL (as
                                   tm_erracc_init leaves it): "auto". Same bits for every set    */
+    double  lsb_mult;          /* integer codes: one LSB = scale * lsb_mult (tm_erracc_init: 1, 0 reads as 1;
+                                  a ggml codebook type: tm_ggml_code_step). The clipping range
+                                  stays [qmin, qmax] codes of `scale`                           */
 } tm_erracc;
 
 /* tm_lsb_size: one LSB at source value x for codes of code_dtype with this scale: |scale| for

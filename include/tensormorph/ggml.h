@@ -58,6 +58,15 @@ typedef struct tm_ggml_type_info {
 /* tm_ggml_type_info_get: the row of type id `type`; NULL for an unknown or removed id. */
 const tm_ggml_type_info *tm_ggml_type_info_get(int type);
 
+/* tm_ggml_code_step: one LSB of `type` in units of its code (tm_ggml_elem.code): 1 for the
+** integer-code types (Q*, K-quants, TQ*); for the codebook types the mean spacing of their code
+** values, (largest - smallest distinct |code|) / (levels - 1), derived from ggml's grids
+** (ggml-common.h at llama.cpp c392e509): IQ2_XXS/IQ2_XS/IQ2_S 17.5 ({8, 25, 43}), IQ3_XXS 8.29
+** ({4, 12, ..., 62}), IQ3_S 2 ({1, 3, ..., 15}), IQ1_S/IQ1_M 8 (code 8*grid +- 1), IQ4_NL/IQ4_XS 16 (kvalues
+** -127..113). qdiff and the heatmap measure errors in (sub-block scale * this step), so one LSB
+** is one step between neighbouring codes for every type (docs/qdiff.md). 1 for an unknown id. */
+double tm_ggml_code_step(int type);
+
 /* tm_ggml_type_from_name: id of a type name (exact, case-insensitive: "q4_k", "Q4_K"); -1. */
 int tm_ggml_type_from_name(const char *name);
 

@@ -24,6 +24,9 @@ typedef struct tm_qdiff_entry {
     int         clip_expected; /* the observer clips by design (percentile, mse, entropy,
                                   histogram) or the codec searches its range (ggml K-quants):
                                   clipping and half-LSB excess are not flagged; RMSE and SQNR are */
+    int         codebook;      /* a ggml codebook type (IQ*): one LSB is the sub-block scale times
+                                  tm_ggml_code_step; the grid is searched as a whole, so the RMSE
+                                  bound of rounding is not flagged either; SQNR is             */
     const char *ref_name;      /* its source's name in ref (differs from name across naming
                                   conventions, GPTQ qweight, ONNX _quantized)                     */
 } tm_qdiff_entry;

@@ -7,6 +7,7 @@
 
 tm_status tm_erracc_init(tm_erracc *a, int64_t n_params, tm_err *err) {
     memset(a, 0, sizeof *a);
+    a->lsb_mult = 1.0;
     if (n_params > 0) {
         a->param_sum_l2 = tm__calloc((size_t)n_params, sizeof(double));
         a->param_n = tm__calloc((size_t)n_params, sizeof(int64_t));
@@ -61,11 +62,12 @@ static void add_int_run(tm_erracc *a, const float *x, const float *xq, int64_t p
                         const int32_t *zero_point, int64_t qmin, int64_t qmax, int64_t n) {
     double s = scale[p];
     double zp = zero_point ? zero_point[p] : 0;
-    double inv = s > 0 ? 1.0 / s : 0; /* one LSB is |scale|; s <= 0 gives inf/NaN below */
     double lo = ((double)qmin - zp) * s - TM_QDIFF_MAX_LSB_TOL * s;
     double hi = ((double)qmax - zp) * s + TM_QDIFF_MAX_LSB_TOL * s;
+    double ls = a->lsb_mult > 0 && a->lsb_mult != 1.0 ? s * a->lsb_mult : s; /* one LSB (0: unset, 1) */
+    double inv = ls > 0 ? 1.0 / ls : 0; /* one LSB is |scale|; s <= 0 gives inf/NaN below */
     tm__err_run r;
-    tm__kernels_or_auto(a->kernels)->err_run(x, xq, n, s, inv, lo, hi, &r);
+    tm__kernels_or_auto(a->kernels)->err_run(x, xq, n, ls, inv, lo, hi, &r);
     a->n += r.cnt;
     a->n_nonfinite += r.nonfin;
     a->n_clipped += r.clip;

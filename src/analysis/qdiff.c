@@ -36,6 +36,9 @@ static tm_status qdiff_one(void *vctx, int64_t k, int thread, tm_err *err) {
     int64_t n_params = tm_qview_n_params(v);
     tm_erracc acc;
     s = tm_erracc_init(&acc, n_params, err);
+    /* a codebook type (IQ*): one LSB is one step between its neighbouring code values */
+    double cstep = qt->ggml_type != 0 ? tm_ggml_code_step(qt->ggml_type) : 1.0;
+    acc.lsb_mult = cstep;
     float *x = NULL, *xq = NULL;
     int64_t *param = NULL;
     if (s == TM_OK) {
@@ -67,12 +70,14 @@ static tm_status qdiff_one(void *vctx, int64_t k, int thread, tm_err *err) {
     }
     if (s == TM_OK) {
         tm_erracc_summary(&acc, &e->e);
-        for (int64_t k2 = 0; k2 < n_params; k2++)
-            if (!(scale[k2] > 0) || !isfinite(scale[k2])) e->e.n_bad_scales++;
+        for (int64_t k2 = 0; k2 < n_params; k2++) /* ggml: step 0 for an all-zero block is llama.cpp's own */
+            if (qt->ggml_type != 0 ? !isfinite(scale[k2]) : (!(scale[k2] > 0) || !isfinite(scale[k2]))) e->e.n_bad_scales++;
         tm_qtensor_label(c->q, tq, e->scheme, sizeof e->scheme);
         /* ggml codecs round the scale after choosing codes and search K-quant ranges: neither
         ** the half-LSB bound nor "no clipping" holds by design */
         if (qt->ggml_type != 0) e->clip_expected = 1;
+        /* a vector codebook (IQ grids) picks whole grid points: no rounding bound applies */
+        e->codebook = cstep != 1.0;
     } else {
         tm__err_prefix(err, "qdiff: tensor '%s'", tq->name);
     }
@@ -143,7 +148,7 @@ void tm_qdiff_flag(tm_qdiff_result *r) {
             ADD_REASON("%lld scale(s) NaN, infinite, zero or negative", (long long)e->e.n_bad_scales);
         if (e->e.n > 0 && (isnan(e->e.sqnr_db) || isnan(e->e.rmse_lsb) || isnan(e->e.max_err_lsb)))
             ADD_REASON("error metrics are not finite");
-        if (e->e.rmse_lsb > TM_QDIFF_RMSE_LSB_FLAG)
+        if (!e->codebook && e->e.rmse_lsb > TM_QDIFF_RMSE_LSB_FLAG)
             ADD_REASON("RMSE %.2f LSB (rounding alone gives 0.29)", e->e.rmse_lsb);
         if (!e->clip_expected && e->e.n_beyond_half_lsb > 0)
             ADD_REASON("%lld unclipped values off by more than half an LSB (max %.2f LSB)",

@@ -118,14 +118,17 @@ static tm_status read_span(const tm_tiles *t, int64_t start, int64_t n, float *o
     if (!s) s = tm_tensor_pair_read_f32(t->ref, &t->ref_pair, start, n, refbuf, err);
     if (s) return s;
     const float *scale = tm_qview_scale(t->qv);
-    tm_dtype cd = tm_file_tensor(t->f, t->i)->quant->code_dtype;
+    const tm_qtensor *qt = tm_file_tensor(t->f, t->i)->quant;
+    tm_dtype cd = qt->code_dtype;
     int fp8 = cd == TM_F8_E4M3 || cd == TM_F8_E5M2;
+    /* a ggml codebook type: one LSB is the step between neighbouring codes, as qdiff measures */
+    float cstep = qt->ggml_type != 0 ? (float)tm_ggml_code_step(qt->ggml_type) : 1.0f;
     for (int64_t k = 0; k < n; k++) {
         float sc = scale[param[k]];
         if (!(sc > 0) || !isfinite(sc)) { out[k] = NAN; continue; }
         /* float8: one LSB is the grid spacing at the value, as qdiff and scalar measure it */
         if (fp8) out[k] = (float)(fabs((double)refbuf[k] - out[k]) / tm_lsb_size(cd, sc, refbuf[k]));
-        else out[k] = fabsf(refbuf[k] - out[k]) / sc;
+        else out[k] = fabsf(refbuf[k] - out[k]) / (cstep != 1.0f ? sc * cstep : sc);
     }
     return TM_OK;
 }

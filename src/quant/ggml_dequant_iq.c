@@ -170,3 +170,45 @@ void tm__ggml_dq_iq1_m(const uint8_t *b, float *y, blk_detail *dt) {
     }
     if (dt) { dt->stored_bits = 16; dt->d = d; }
 }
+
+/* ---- codebook steps (one LSB of a grid type in code units, for qdiff and the heatmap) ------ */
+
+/* (largest - smallest distinct value) / (count - 1) of n unsigned grid bytes */
+static double levels_step(const uint8_t *g, size_t n) {
+    if (!tm__ggml_iq_init()) return 0;
+    unsigned char seen[256] = {0};
+    int lo = 256, hi = -1, cnt = 0;
+    for (size_t k = 0; k < n; k++) {
+        if (seen[g[k]]) continue;
+        seen[g[k]] = 1;
+        cnt++;
+        if (g[k] < lo) lo = g[k];
+        if (g[k] > hi) hi = g[k];
+    }
+    return cnt > 1 ? (double)(hi - lo) / (cnt - 1) : 1.0;
+}
+
+double tm__ggml_step_iq2xxs(void) { return levels_step(&tm__iq2xxs_grid[0][0], sizeof tm__iq2xxs_grid); }
+double tm__ggml_step_iq2xs(void) { return levels_step(&tm__iq2xs_grid[0][0], sizeof tm__iq2xs_grid); }
+double tm__ggml_step_iq2s(void) { return levels_step(&tm__iq2s_grid[0][0], sizeof tm__iq2s_grid); }
+double tm__ggml_step_iq3xxs(void) { return levels_step(&tm__iq3xxs_grid[0][0], sizeof tm__iq3xxs_grid); }
+double tm__ggml_step_iq3s(void) { return levels_step(&tm__iq3s_grid[0][0], sizeof tm__iq3s_grid); }
+
+/* IQ1: code = 8 * grid + sign(delta) (put1), so one grid level is 8 codes: 8 times the spacing
+** of the grid's levels (-1, 0, 1) */
+double tm__ggml_step_iq1(void) {
+    if (!tm__ggml_iq_init()) return 0;
+    uint8_t shifted[2048 * 8];
+    for (size_t k = 0; k < sizeof shifted; k++) shifted[k] = (uint8_t)(tm__iq1s_grid[k / 8][k % 8] + 1);
+    return 8.0 * levels_step(shifted, sizeof shifted);
+}
+
+/* IQ4_NL / IQ4_XS: the 16 kvalues */
+double tm__ggml_step_iq4(void) {
+    int lo = tm__kvalues_iq4nl[0], hi = tm__kvalues_iq4nl[0];
+    for (int k = 1; k < 16; k++) {
+        if (tm__kvalues_iq4nl[k] < lo) lo = tm__kvalues_iq4nl[k];
+        if (tm__kvalues_iq4nl[k] > hi) hi = tm__kvalues_iq4nl[k];
+    }
+    return (double)(hi - lo) / 15.0;
+}

@@ -41,6 +41,9 @@ typedef struct tm__ggml_traits {
                                        writable                                                */
     tm__gq_rows_fn    quantize_simd;/* SIMD variant of quantize_ref (same bytes), or NULL      */
     tm__gq_fused_fn   quantize_err; /* SIMD quantizer + error kernel (same bytes), or NULL     */
+    double (*code_step)(void);      /* codebook types (IQ*): the mean spacing of their code
+                                       values, one LSB in code units (ggml_dequant_iq.c); NULL:
+                                       integer codes, one LSB is one code                      */
 } tm__ggml_traits;
 
 /* The table: TM_GGML_TYPE_COUNT rows, indexed by id; a removed id's row is all zero. */
@@ -52,6 +55,17 @@ static inline const tm__ggml_traits *tm__ggml_traits_of(int type) {
         return NULL;
     return &tm__ggml_traits_table[type];
 }
+
+/* Codebook steps (ggml_dequant_iq.c), derived from the grids: (largest - smallest distinct
+** |code|) / (count - 1). IQ2_XXS/XS/S: {8, 25, 43} -> 17.5; IQ3_XXS {4..62}, IQ3_S {1..15}: 8 levels; IQ1
+** codes 8*grid +- 1 -> 8; IQ4 kvalues -127..113 -> 16. 0 when the grids are unusable. */
+double tm__ggml_step_iq2xxs(void);
+double tm__ggml_step_iq2xs(void);
+double tm__ggml_step_iq2s(void);
+double tm__ggml_step_iq3xxs(void);
+double tm__ggml_step_iq3s(void);
+double tm__ggml_step_iq1(void);
+double tm__ggml_step_iq4(void);
 
 /* Block dequantizers (ggml_dequant.c, ggml_dequant_iq.c). */
 void tm__ggml_dq_q4_0(const uint8_t *b, float *y, blk_detail *dt);

@@ -48,27 +48,28 @@ const tm__ggml_traits tm__ggml_traits_table[] = {
                          .quantize_ref = tm__gq_rows_q6_k, .quantize_err = TM__GQ_SIMD(tm__gq_q6_k_avx2)},
     [TM_GGML_Q8_K]    = {INFO(Q8_K, QK, 292, 1, -1, QK, 0, 8, -128, 127), .dequantize = tm__ggml_dq_q8_k},
     [TM_GGML_IQ2_XXS] = {INFO(IQ2_XXS, QK, 66, 1, -1, 32, 0, 2, -43, 43), .dequantize = tm__ggml_dq_iq2_xxs,
-                         .prepare = tm__ggml_iq_init},
+                         .prepare = tm__ggml_iq_init, .code_step = tm__ggml_step_iq2xxs},
     [TM_GGML_IQ2_XS]  = {INFO(IQ2_XS, QK, 74, 1, -1, 16, 0, 2, -43, 43), .dequantize = tm__ggml_dq_iq2_xs,
-                         .prepare = tm__ggml_iq_init},
+                         .prepare = tm__ggml_iq_init, .code_step = tm__ggml_step_iq2xs},
     [TM_GGML_IQ3_XXS] = {INFO(IQ3_XXS, QK, 98, 1, -1, 32, 0, 3, -62, 62), .dequantize = tm__ggml_dq_iq3_xxs,
-                         .prepare = tm__ggml_iq_init},
+                         .prepare = tm__ggml_iq_init, .code_step = tm__ggml_step_iq3xxs},
     [TM_GGML_IQ1_S]   = {INFO(IQ1_S, QK, 50, 1, -1, 32, 0, 1, -9, 9), .dequantize = tm__ggml_dq_iq1_s,
-                         .prepare = tm__ggml_iq_init},
+                         .prepare = tm__ggml_iq_init, .code_step = tm__ggml_step_iq1},
     [TM_GGML_IQ4_NL]  = {INFO(IQ4_NL, 32, 18, 1, -1, 32, 0, 4, -127, 113), .dequantize = tm__ggml_dq_iq4_nl,
-                         .quantize_ref = tm__gq_rows_iq4_nl},
+                         .quantize_ref = tm__gq_rows_iq4_nl, .code_step = tm__ggml_step_iq4},
     [TM_GGML_IQ3_S]   = {INFO(IQ3_S, QK, 110, 1, -1, 32, 0, 3, -15, 15), .dequantize = tm__ggml_dq_iq3_s,
-                         .prepare = tm__ggml_iq_init},
+                         .prepare = tm__ggml_iq_init, .code_step = tm__ggml_step_iq3s},
     [TM_GGML_IQ2_S]   = {INFO(IQ2_S, QK, 82, 1, -1, 16, 0, 2, -43, 43), .dequantize = tm__ggml_dq_iq2_s,
-                         .prepare = tm__ggml_iq_init},
-    [TM_GGML_IQ4_XS]  = {INFO(IQ4_XS, QK, 136, 1, -1, 32, 0, 4, -127, 113), .dequantize = tm__ggml_dq_iq4_xs},
+                         .prepare = tm__ggml_iq_init, .code_step = tm__ggml_step_iq2s},
+    [TM_GGML_IQ4_XS]  = {INFO(IQ4_XS, QK, 136, 1, -1, 32, 0, 4, -127, 113), .dequantize = tm__ggml_dq_iq4_xs,
+                         .code_step = tm__ggml_step_iq4},
     [TM_GGML_I8]      = {INFO(I8, 1, 1, 0, TM_I8, 1, 0, 8, 0, 0)},
     [TM_GGML_I16]     = {INFO(I16, 1, 2, 0, TM_I16, 1, 0, 16, 0, 0)},
     [TM_GGML_I32]     = {INFO(I32, 1, 4, 0, TM_I32, 1, 0, 32, 0, 0)},
     [TM_GGML_I64]     = {INFO(I64, 1, 8, 0, TM_I64, 1, 0, 64, 0, 0)},
     [TM_GGML_F64]     = {INFO(F64, 1, 8, 0, TM_F64, 1, 0, 64, 0, 0)},
     [TM_GGML_IQ1_M]   = {INFO(IQ1_M, QK, 56, 1, -1, 16, 0, 1, -9, 9), .dequantize = tm__ggml_dq_iq1_m,
-                         .prepare = tm__ggml_iq_init},
+                         .prepare = tm__ggml_iq_init, .code_step = tm__ggml_step_iq1},
     [TM_GGML_BF16]    = {INFO(BF16, 1, 2, 0, TM_BF16, 1, 0, 16, 0, 0), .quantize_ref = tm__gq_rows_bf16},
     [TM_GGML_TQ1_0]   = {INFO(TQ1_0, QK, 54, 1, -1, QK, 0, 2, 0, 2), .dequantize = tm__ggml_dq_tq1_0},
     [TM_GGML_TQ2_0]   = {INFO(TQ2_0, QK, 66, 1, -1, QK, 0, 2, 0, 3), .dequantize = tm__ggml_dq_tq2_0},
@@ -80,6 +81,13 @@ _Static_assert(sizeof tm__ggml_traits_table / sizeof tm__ggml_traits_table[0] ==
 const tm_ggml_type_info *tm_ggml_type_info_get(int type) {
     const tm__ggml_traits *t = tm__ggml_traits_of(type);
     return t ? &t->info : NULL; /* removed ids have an empty row */
+}
+
+double tm_ggml_code_step(int type) {
+    const tm__ggml_traits *t = tm__ggml_traits_of(type);
+    if (!t || !t->code_step) return 1.0;
+    double s = t->code_step();
+    return s > 0 ? s : 1.0;
 }
 
 int tm_ggml_type_from_name(const char *name) {

@@ -120,7 +120,8 @@ static tm_status locate(const tm_file *f, const tm_tensor *t, int64_t flat, int6
 ** types without a min; for Q4_1 Q5_1 Q2_K Q4_K Q5_K only the qdiff clipping test uses it).
 ** A negative step is reported as its magnitude with the mirrored zero point, so these
 ** arrays describe the value range (qdiff's LSB and clipping); tm_qelement_get gives the
-** signed step and the stored code.
+** signed step and the stored code. A sub-block of step 0 reports the smallest nonzero step of
+** its block. For the codebook types one LSB is this step times tm_ggml_code_step.
 ** Values come from tm_ggml_dequantize, so they are the reference dequantization bit for bit. */
 
 static const tm_ggml_type_info *ggml_info(const tm_tensor *t, tm_err *err) {
@@ -146,7 +147,19 @@ static tm_status ggml_qparams(const tm_file *f, int64_t i, const tm_tensor *t, f
         double sc[TM_GGML_QK_K], z[TM_GGML_QK_K], mn[TM_GGML_QK_K];
         s = tm_tensor_data(f, i, (uint64_t)b * ti->type_size, ti->type_size, &p, err);
         if (!s) s = tm_ggml_block_scales(ti->id, p, sc, z, mn, err);
+        /* a sub-block of step 0 (a K-quant sub-scale of 0: its values are all its min, as
+        ** llama.cpp writes them) is measured in the smallest nonzero step of its block, the
+        ** step it would have had with sub-scale 1, so its error is finite in LSB */
+        double step0 = 0;
+        for (int64_t k = 0; !s && k < per; k++)
+            if (sc[k] != 0 && isfinite(sc[k]) && (step0 == 0 || fabs(sc[k]) < step0)) step0 = fabs(sc[k]);
         for (int64_t k = 0; !s && k < per; k++) {
+            if (sc[k] == 0 && step0 > 0) {
+                double zz = z[k] + mn[k] / step0;
+                scale[b * per + k] = (float)step0;
+                zp[b * per + k] = zz > 2e9 ? 2000000000 : zz < -2e9 ? -2000000000 : (int32_t)lrint(zz);
+                continue;
+            }
             double zz = z[k] + (sc[k] != 0 ? mn[k] / sc[k] : 0);
             /* a negative step (Q4_0 Q5_0 Q3_K Q6_K IQ4_* d < 0): the same value range is
             ** (q' - zz') * |step| with q' = qmin + qmax - q, so report |step| and zz' */

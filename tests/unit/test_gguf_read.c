@@ -526,7 +526,10 @@ static void dequant_case(const char *name, json_t *cj) {
                         name, (long long)i, (long long)q.code, (long long)q.zero_point,
                         q.scale, q.min, want, q.value);
             assert_true(fabs(want - q.value) <= tol);
-            assert_true(fabs(sc[q.group]) == (float)fabs(q.scale));
+            /* qparams: the step's magnitude; a sub-block of step 0 reports the smallest nonzero
+            ** step of its block (its LSB), never 0 unless the whole block is */
+            if (q.scale != 0) assert_true(fabs(sc[q.group]) == (float)fabs(q.scale));
+            else assert_true(sc[q.group] >= 0 && isfinite(sc[q.group]));
         }
         free(sc);
         free(zp);
@@ -936,6 +939,88 @@ static void test_cli_refusals(void **state) {
     gb_free(&g);
 }
 
+
+/* One LSB of a codebook type is the sub-block scale times the spacing of its code values
+** (tm_ggml_code_step, derived from the grids), and qdiff's RMSE in LSB is exactly that measure;
+** a K-quant sub-block of scale 0 (llama.cpp writes them) is not a bad scale. Reference files:
+** llama-quantize's own outputs of synth256 (../shared/models/gguf/imatrix/README.md). */
+static void test_codebook_lsb(void **state) {
+    (void)state;
+    /* the steps, from the grids: IQ2 magnitudes {8, 25, 43} (IQ2_S too), IQ3_XXS
+    ** {4, 12, ..., 62} (8 levels), IQ3_S {1, 3, ..., 15}, IQ1 code 8*grid +- 1, IQ4 kvalues */
+    assert_true(tm_ggml_code_step(tm_ggml_type_from_name("IQ2_XXS")) == 17.5);
+    assert_true(tm_ggml_code_step(tm_ggml_type_from_name("IQ2_XS")) == 17.5);
+    assert_true(tm_ggml_code_step(tm_ggml_type_from_name("IQ2_S")) == 17.5);
+    assert_true(tm_ggml_code_step(tm_ggml_type_from_name("IQ3_XXS")) == 58.0 / 7);
+    assert_true(tm_ggml_code_step(tm_ggml_type_from_name("IQ3_S")) == 2.0);
+    assert_true(tm_ggml_code_step(tm_ggml_type_from_name("IQ1_S")) == 8.0);
+    assert_true(tm_ggml_code_step(tm_ggml_type_from_name("IQ1_M")) == 8.0);
+    assert_true(tm_ggml_code_step(tm_ggml_type_from_name("IQ4_NL")) == 16.0);
+    assert_true(tm_ggml_code_step(tm_ggml_type_from_name("IQ4_XS")) == 16.0);
+    const char *plain[] = {"Q4_0", "Q8_0", "Q2_K", "Q4_K", "Q6_K", "TQ2_0", "F16"};
+    for (size_t k = 0; k < sizeof plain / sizeof plain[0]; k++)
+        assert_true(tm_ggml_code_step(tm_ggml_type_from_name(plain[k])) == 1.0);
+    if (!tmv_require_shared()) return;
+    static const struct { const char *file; const char *tensor; } cases[] = {
+        {"synth256-IQ4_NL-imx.gguf", "blk.0.attn_q.weight"},
+        {"synth256-IQ2_XXS-imx.gguf", "blk.1.attn_output.weight"},
+        {"synth256-IQ3_S-imx.gguf", "blk.0.ffn_up.weight"},
+        {"synth256-Q2_K-imx.gguf", "blk.0.attn_q.weight"},
+    };
+    char rp[1024], qp[1024];
+    snprintf(rp, sizeof rp, "%s/models/gguf/imatrix/synth256-F32.gguf", tmv_shared_dir());
+    tm_file *ref, *q;
+    tm_err e;
+    assert_int_equal(tm_open(rp, NULL, &ref, &e), TM_OK);
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        snprintf(qp, sizeof qp, "%s/models/gguf/imatrix/%s", tmv_shared_dir(), cases[c].file);
+        assert_int_equal(tm_open(qp, NULL, &q, &e), TM_OK);
+        tm_qdiff_result *r = NULL;
+        tm_qdiff_params prm = {.n_threads = 2};
+        assert_int_equal(tm_qdiff(ref, q, &prm, &r, &e), TM_OK);
+        int64_t qi = tm_file_find(q, cases[c].tensor), ri = tm_file_find(ref, cases[c].tensor);
+        assert_true(qi >= 0 && ri >= 0);
+        const tm_tensor *t = tm_file_tensor(q, qi);
+        double step = tm_ggml_code_step(t->quant->ggml_type);
+        /* the measure by hand: sum of (error / (|element scale| * step))^2, a zero sub-block
+        ** scale measured in the smallest nonzero one of its block */
+        float *x = malloc((size_t)t->n_elems * sizeof(float));
+        assert_non_null(x);
+        assert_int_equal(tm_tensor_read_f32(ref, ri, 0, t->n_elems, x, &e), TM_OK);
+        const tm_ggml_type_info *ti = tm_ggml_type_info_get(t->quant->ggml_type);
+        double sl2 = 0;
+        for (int64_t b0 = 0; b0 < t->n_elems; b0 += ti->block_size) {
+            double smin = 0;
+            tm_qelement qe[256];
+            for (int64_t i = 0; i < ti->block_size; i++) {
+                assert_int_equal(tm_qelement_get(q, qi, b0 + i, &qe[i], &e), TM_OK);
+                double a = fabs(qe[i].scale);
+                if (a > 0 && (smin == 0 || a < smin)) smin = a;
+            }
+            for (int64_t i = 0; i < ti->block_size; i++) {
+                double lsb = (qe[i].scale != 0 ? fabs(qe[i].scale) : smin) * step;
+                double el = fabs(qe[i].value - (double)x[b0 + i]) / lsb;
+                sl2 += el * el;
+            }
+        }
+        double want = sqrt(sl2 / (double)t->n_elems);
+        const tm_qdiff_entry *en = NULL;
+        for (int64_t k = 0; k < r->n; k++)
+            if (!strcmp(r->entries[k].name, cases[c].tensor)) en = &r->entries[k];
+        assert_non_null(en);
+        if (!(fabs(en->e.rmse_lsb - want) <= 1e-6 * want))
+            fail_msg("%s %s: qdiff RMSE %.9g LSB, by hand %.9g", cases[c].file, cases[c].tensor, en->e.rmse_lsb, want);
+        assert_int_equal(en->e.n_bad_scales, 0);
+        assert_int_equal(en->codebook, step != 1.0);
+        /* llama-quantize's own output is not damage: nothing of it is flagged */
+        assert_int_equal(r->n_flagged, 0);
+        free(x);
+        tm_qdiff_free(r);
+        tm_close(q);
+    }
+    tm_close(ref);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_valid_small),
@@ -949,6 +1034,7 @@ int main(void) {
         cmocka_unit_test(test_cli_inspect),
         cmocka_unit_test(test_cli_qdiff_scalar_diff),
         cmocka_unit_test(test_cli_refusals),
+        cmocka_unit_test(test_codebook_lsb),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

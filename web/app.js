@@ -38,9 +38,19 @@ function showError(e, where) {
   showError.timer = setTimeout(() => { el.hidden = true; }, 8000);
 }
 
-/* Natural order: "layers.2" before "layers.10". */
-const natCollator = new Intl.Collator("en", { numeric: true, sensitivity: "base" });
-function natCmp(a, b) { return natCollator.compare(a, b) || (a < b ? -1 : a > b ? 1 : 0); }
+/* Natural order: "layers.2" before "layers.10" (runs of digits compare as numbers, the rest by
+** code point; ties by the whole string). */
+function natCmp(a, b) {
+  const re = /(\d+)|(\D+)/g, x = a.match(re) || [], y = b.match(re) || [];
+  for (let i = 0; i < Math.min(x.length, y.length); i++) {
+    const p = x[i], q = y[i], dp = p.charCodeAt(0) < 58 && p.charCodeAt(0) > 47, dq = q.charCodeAt(0) < 58 && q.charCodeAt(0) > 47;
+    if (dp && dq) {
+      const d = p.replace(/^0+/, "").length - q.replace(/^0+/, "").length || (p.replace(/^0+/, "") < q.replace(/^0+/, "") ? -1 : p.replace(/^0+/, "") > q.replace(/^0+/, "") ? 1 : 0);
+      if (d) return d;
+    } else if (p !== q) return p < q ? -1 : 1;
+  }
+  return x.length - y.length || (a < b ? -1 : a > b ? 1 : 0);
+}
 
 function el(tag, attrs, ...kids) {
   const e = document.createElement(tag);

@@ -67,7 +67,7 @@ const heatmap = (() => {
     }
     setError("");
     if (!keep) scalar.clear();
-    const refit = !keep || opts.split !== undefined;
+    const refit = !keep || opts.split !== undefined || state.heat.atFit;
     state.heat = keep ? Object.assign(state.heat, { mode, meta, split: meta.split })
                       : { name, mode, meta, level: 0, rx: 1, ry: 1, ox: ML, oy: MT, split: meta.split };
     groupIds = { lo: Infinity, hi: -Infinity };
@@ -126,6 +126,7 @@ const heatmap = (() => {
     pw = g.pw * g.zx; ph = g.ph * g.zy;
     h.ox = Math.round(b.x + (b.w - pw) / 2);
     h.oy = Math.round(b.y + (b.h - ph) / 2);
+    h.atFit = true;   /* until a zoom or pan: a resized window fits again */
   }
 
   function zoomAt(delta, ax, ay) {
@@ -134,6 +135,7 @@ const heatmap = (() => {
     const g0 = geom();
     const nl = Math.max(-40, Math.min(ZS.length - 1, h.level + delta));
     if (nl === h.level) return;
+    h.atFit = false;
     const ex = ((ax - h.ox) / g0.zx) * g0.s, ey = ((ay - h.oy) / g0.zy) * g0.s;   /* element under the anchor */
     h.level = nl;
     const g = geom();
@@ -144,7 +146,7 @@ const heatmap = (() => {
   }
   function zoomCentre(delta) { const b = plotBox(); zoomAt(delta, b.x + b.w / 2, b.y + b.h / 2); }
 
-  function pan(dx, dy) { const h = state.heat; if (!h) return; h.ox += dx; h.oy += dy; draw(); }
+  function pan(dx, dy) { const h = state.heat; if (!h) return; h.atFit = false; h.ox += dx; h.oy += dy; draw(); }
 
   /* Put element (r, c) in the middle of the view when it is outside it. */
   function centreOn(r, c) {
@@ -446,7 +448,7 @@ const heatmap = (() => {
       if (!drag || !state.heat) return;
       const dx = ev.clientX - drag.x, dy = ev.clientY - drag.y;
       if (Math.abs(dx) + Math.abs(dy) > 3) drag.moved = true;
-      if (drag.moved) { state.heat.ox = drag.ox + dx; state.heat.oy = drag.oy + dy; draw(); }
+      if (drag.moved) { state.heat.atFit = false; state.heat.ox = drag.ox + dx; state.heat.oy = drag.oy + dy; draw(); }
     });
     window.addEventListener("mouseup", (ev) => {
       const d = drag;
@@ -455,10 +457,16 @@ const heatmap = (() => {
     });
     cv.addEventListener("mousemove", hover);
     cv.addEventListener("keydown", onKey);
-    window.addEventListener("resize", () => { if ($("#view-heat").hidden) return; resizeCanvas(); drawLegend(); draw(); });
+    window.addEventListener("resize", () => {
+      if ($("#view-heat").hidden) return;
+      resizeCanvas();
+      if (state.heat && state.heat.atFit) fit();
+      drawLegend();
+      draw();
+    });
   }
 
-  function show() { resizeCanvas(); if (state.heat) drawLegend(); draw(); }
+  function show() { resizeCanvas(); if (state.heat) { if (state.heat.atFit) fit(); drawLegend(); } draw(); }
 
   return { open, wire, show, draw, fit, inspectAt, coordsOf };
 })();

@@ -77,6 +77,41 @@ static const char *query_arg(void *ud, const char *key) {
     return MHD_lookup_connection_value((struct MHD_Connection *)ud, MHD_GET_ARGUMENT_KIND, key);
 }
 
+/* The one check of an /api/ request's query, for every endpoint: each parameter at most once
+** (which of two values would count is not guessable) and no NUL byte in a name or value (a
+** %00 would silently cut it short). The first problem goes into msg. */
+typedef struct query_scan { char seen[32][64]; int n_seen; char msg[256]; } query_scan;
+
+static enum MHD_Result query_scan_one(void *cls, enum MHD_ValueKind kind, const char *key, size_t key_size,
+                                      const char *value, size_t value_size) {
+    (void)kind;
+    query_scan *q = cls;
+    if (q->msg[0]) return MHD_NO;
+    if (!key || strlen(key) != key_size || (value && strlen(value) != value_size)) {
+        snprintf(q->msg, sizeof q->msg, "query parameter '%.60s' contains a NUL byte", key ? key : "");
+        return MHD_NO;
+    }
+    for (int k = 0; k < q->n_seen; k++)
+        if (!strcmp(q->seen[k], key)) {
+            snprintf(q->msg, sizeof q->msg, "query parameter '%.60s' is given more than once", key);
+            return MHD_NO;
+        }
+    if (q->n_seen < (int)(sizeof q->seen / sizeof q->seen[0])) snprintf(q->seen[q->n_seen++], sizeof q->seen[0], "%s", key);
+    return MHD_YES;
+}
+
+/* NULL when the query is acceptable, else the 400 document. */
+static json_t *query_problem(struct MHD_Connection *conn) {
+    query_scan q;
+    memset(&q, 0, sizeof q);
+    MHD_get_connection_values_n(conn, MHD_GET_ARGUMENT_KIND, query_scan_one, &q);
+    if (!q.msg[0]) return NULL;
+    json_t *d = cli_json_doc("error");
+    json_object_set_new(d, "status", json_integer(400));
+    json_object_set_new(d, "error", json_string(q.msg));
+    return d;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
                                   const char *version, const char *upload_data, size_t *upload_data_size,
                                   void **con_cls) {
@@ -92,7 +127,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     if (strlen(url) > SERVE_MAX_URL) return send_text(conn, MHD_HTTP_URI_TOO_LONG, "URL too long\n");
     if (!strncmp(url, "/api/", 5)) {
         int status = 200;
-        json_t *d = serve_api(c, url, query_arg, conn, &status);
+        json_t *d = query_problem(conn);
+        if (d) return send_json(conn, 400, d);
+        d = serve_api(c, url, query_arg, conn, &status);
         return send_json(conn, (unsigned)status, d);
     }
     const tm_asset *a = serve_asset(url);

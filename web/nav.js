@@ -157,7 +157,12 @@ const nav = (() => {
   }
 
   /* switchView tells us which view is open (app.js calls nav.viewChanged) */
-  function viewChanged(v) { current = v; if (v === "heat") syncActive(); update(); }
+  function viewChanged(v) {
+    current = v;
+    $("#error").hidden = true;   /* a message belongs to the view it came from */
+    if (v === "heat") syncActive();
+    update();
+  }
   /* the list's active row follows the tensor on screen */
   function syncActive() {
     const i = state.heat ? shown.indexOf(state.heat.name) : -1;

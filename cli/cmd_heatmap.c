@@ -1,6 +1,7 @@
 /* cmd_heatmap.c: `tensormorph heatmap PATH TENSOR -o FILE.png`: the Heatmap view as a PNG
 ** (libpng), from the library's tiles (explore.h). */
 #include "cli.h"
+#include "heatmap_decor.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -18,7 +19,8 @@ const cli_opt opts_heatmap[] = {
     CLI_OPT_REF("full-precision checkpoint, for --mode error (its tensor of the same name, else P.weight for P.qweight, X for X_quantized)"),
     {"width", 0, "W", 0, "most pixels across, 1..4096 (default 1024)"},
     {"height", 0, "H", 0, "most pixels down, 1..4096 (default 1024)"},
-    {"split", 0, "K", 0, "rows = product of the first K dims, columns = the rest (default: ndim-1)"},
+    {"split", 0, "K", 0, "rows = product of the first K dims, columns = the rest (default: 1 for an N-D weight, as the framework's matrix view: conv [out, in*kh*kw]; 0 for 1-D)"},
+    {"bare", 0, NULL, 0, "the heatmap pixels only: no title, axis ticks and labels, colour bar"},
     CLI_OPT_END,
 };
 const char details_heatmap[] =
@@ -29,8 +31,11 @@ const char details_heatmap[] =
     "LSB (the element's scale), groups mode colours each pixel by the quantization parameter\n"
     "(channel, group or block) of its first element, neighbouring units in distinct colours,\n"
     "with a dark line between units when the image is enlarged 4x or more.\n"
-    "A small tensor is enlarged by a whole factor (at most 16). --json prints the geometry and\n"
-    "the range the colours span.";
+    "A small tensor is enlarged by a whole factor (at most 16); a long thin matrix is stretched\n"
+    "across its short side by a whole factor so the picture is at most 4:1. Unless --bare, the\n"
+    "PNG has a title (tensor, shape, scheme, mode), row and column ticks in element indices, the\n"
+    "axes' names and a colour bar with its numbers and unit. --json prints the geometry (the\n"
+    "PNG's width and height, the plot's place in it) and the range the colours span.";
 
 enum { MODE_VALUE, MODE_ABS, MODE_GROUPS, MODE_ERROR };
 
@@ -78,6 +83,14 @@ static void col_group(int64_t id, uint8_t *p) {
     default: r = c; b = x; break;
     }
     px_set(p, (int)lround((r + m) * 255), (int)lround((g + m) * 255), (int)lround((b + m) * 255));
+}
+
+/* The colour bar: fraction f (0 bottom, 1 top) of the mode's range. */
+static void bar_colour(const void *ud, double f, uint8_t c[3]) {
+    int mode = *(const int *)ud;
+    if (mode == MODE_VALUE) col_diverging(2 * f - 1, c);
+    else if (mode == MODE_GROUPS) col_group((int64_t)floor(f * 7.999), c);
+    else col_sequential(f, c);
 }
 
 typedef struct membuf { uint8_t *p; size_t n, cap; int failed; } membuf;
@@ -214,7 +227,17 @@ int cmd_heatmap(const cli_cmd *cmd, cli_args *a) {
         if (up > 16) up = 16;
         if (up < 1) up = 1;
     }
-    int vrep = rows == 1 && up < 16 ? 16 : up;  /* a strip gets some height */
+    int vrep = up;
+    /* a sane aspect ratio: stretch the short side by a whole factor to at most 4:1 */
+    if ((int64_t)pw * up > 4 * (int64_t)ph * vrep) {
+        int64_t v = ((int64_t)pw * up + 4 * (int64_t)ph - 1) / (4 * (int64_t)ph);
+        if (v * ph > H) v = H / ph > 0 ? H / ph : 1;
+        if (v > vrep) vrep = (int)v;
+    } else if ((int64_t)ph * vrep > 4 * (int64_t)pw * up) {
+        int64_t u = ((int64_t)ph * vrep + 4 * (int64_t)pw - 1) / (4 * (int64_t)pw);
+        if (u * pw > W) u = W / pw > 0 ? W / pw : 1;
+        if (u > up) up = (int)u;
+    }
     size_t npx = (size_t)pw * (size_t)ph;
     float *val = mode != MODE_GROUPS ? malloc(npx * sizeof(float)) : NULL;
     int64_t *gid = mode == MODE_GROUPS ? malloc(npx * sizeof(int64_t)) : NULL;
@@ -249,6 +272,7 @@ int cmd_heatmap(const cli_cmd *cmd, cli_args *a) {
     if (!(lo <= hi)) lo = hi = 0;
     double span = mode == MODE_VALUE ? fmax(fabs(lo), fabs(hi)) : hi;
     if (mode != MODE_VALUE) lo = 0;
+    int64_t gmax = 0;
     for (int y = 0; !s && y < ih; y++)
         for (int x = 0; x < iw; x++) {
             size_t o = (size_t)(y / vrep) * (size_t)pw + (size_t)(x / up);
@@ -258,14 +282,37 @@ int cmd_heatmap(const cli_cmd *cmd, cli_args *a) {
                 int px = x / up, py = y / vrep;
                 int edge_r = up >= 4 && x % up == up - 1 && px + 1 < pw && gid[o + 1] != gid[o];
                 int edge_b = vrep >= 4 && y % vrep == vrep - 1 && py + 1 < ph && gid[o + (size_t)pw] != gid[o];
+                if (gid[o] > gmax) gmax = gid[o];
                 if (edge_r || edge_b) px_set(p, 20, 20, 30);
                 else col_group(gid[o], p);
             }
             else if (mode == MODE_VALUE) col_diverging(span > 0 ? val[o] / span : (isnan(val[o]) ? NAN : 0), p);
             else col_sequential(span > 0 ? val[o] / span : (isnan(val[o]) ? NAN : 0), p);
         }
+    /* the frame: title, ticks, axis names, colour bar (heatmap_decor.c) */
+    int bare = cli_get(a, "bare") != NULL, ow = iw, oh = ih, plot_x = 0, plot_y = 0;
+    uint8_t *img = rgb;
+    if (!s && !bare) {
+        char title[512], sub[256], rl[160], cl[160], shape[96];
+        cli_shape_str(t->ndim, t->shape, shape, sizeof shape);
+        char q[96] = "dense";
+        if (t->quant) cli_quant_str(f, t, q, sizeof q);
+        snprintf(title, sizeof title, "%s  %s %s  %s", t->name, shape, tm_dtype_get(t->dtype)->name, q);
+        int sp = tm_tiles_split(tl);
+        snprintf(rl, sizeof rl, sp == 0 ? "row" : sp == 1 ? "row (dim 0)" : "row (dims 0..%d)", sp - 1);
+        snprintf(cl, sizeof cl, sp >= t->ndim ? "column" : sp == t->ndim - 1 ? "column (dim %d)" : "column (dims %d..%d)", sp, t->ndim - 1);
+        const char *what = mode == MODE_VALUE ? "mean value per pixel, white = 0" : mode == MODE_ABS ? "largest |value| per pixel"
+                         : mode == MODE_ERROR ? "largest |ref - dequantized| per pixel, in LSB" : "quantization unit (channel/group/block) of each pixel";
+        if (step > 1) snprintf(sub, sizeof sub, "%s; %" PRId64 "x%" PRId64 " elements per pixel", what, step, step);
+        else snprintf(sub, sizeof sub, "%s; %dx%d pixels per element", what, up, vrep);
+        cli_heat_decor dc = {title, sub, rl, cl, mode == MODE_VALUE ? "value" : mode == MODE_ABS ? "|value|" : mode == MODE_ERROR ? "LSB" : "unit id",
+                             rows, cols, step, up, vrep, mode == MODE_VALUE ? -span : 0, mode == MODE_GROUPS ? (double)gmax : span, mode == MODE_GROUPS,
+                             bar_colour, &mode};
+        img = cli_heat_decorate(rgb, iw, ih, &dc, &ow, &oh, &plot_x, &plot_y);
+        if (!img) { s = TM_E_NOMEM; err.code = s; err.sys_errno = 0; snprintf(err.msg, sizeof err.msg, "out of memory"); }
+    }
     membuf m = {0};
-    if (!s && png_encode(rgb, iw, ih, &m)) {
+    if (!s && png_encode(img, ow, oh, &m)) {
         fprintf(stderr, "tensormorph: cannot encode the PNG\n");
         rc = EXIT_INTERNAL;
     } else if (!s) {
@@ -285,8 +332,17 @@ int cmd_heatmap(const cli_cmd *cmd, cli_args *a) {
         json_object_set_new(d, "cols", json_integer(cols));
         json_object_set_new(d, "step", json_integer(step));
         json_object_set_new(d, "scale_up", json_integer(up));
-        json_object_set_new(d, "width", json_integer(iw));
-        json_object_set_new(d, "height", json_integer(ih));
+        json_object_set_new(d, "scale_up_rows", json_integer(vrep));
+        json_object_set_new(d, "split", json_integer(tm_tiles_split(tl)));
+        json_object_set_new(d, "width", json_integer(ow));   /* the PNG */
+        json_object_set_new(d, "height", json_integer(oh));
+        json_object_set_new(d, "bare", json_boolean(bare));
+        json_t *pl = json_object();                          /* the heatmap pixels in it */
+        json_object_set_new(pl, "x", json_integer(plot_x));
+        json_object_set_new(pl, "y", json_integer(plot_y));
+        json_object_set_new(pl, "width", json_integer(iw));
+        json_object_set_new(pl, "height", json_integer(ih));
+        json_object_set_new(d, "plot", pl);
         json_t *rg = json_array();
         json_array_append_new(rg, cli_json_num(mode == MODE_VALUE ? -span : lo));
         json_array_append_new(rg, cli_json_num(mode == MODE_GROUPS ? NAN : span));
@@ -294,9 +350,10 @@ int cmd_heatmap(const cli_cmd *cmd, cli_args *a) {
         cli_json_print(d);
     } else if (!rc && !g_cli.quiet) {
         fprintf(stderr, "heatmap: %s: %" PRId64 "x%" PRId64 ", %" PRId64 " element(s) per pixel side -> %s (%dx%d)\n",
-                t->name, rows, cols, step, outp, iw, ih);
+                t->name, rows, cols, step, outp, ow, oh);
     }
     free(m.p);
+    if (img != rgb) free(img);
     free(val); free(gid); free(rgb); free(tile); free(tileg);
     tm_tiles_free(tl);
     tm_close(r);

@@ -42,6 +42,18 @@ json_t *scalar_json(const tm_file *f, const tm_tensor *t, int nc, const int64_t 
         json_object_set_new(d, "scale", cli_json_num(qe.scale));
         json_object_set_new(d, "zero_point", json_integer(qe.zero_point));
         json_object_set_new(d, "group", json_integer(qe.group));
+        tm_qformula fm;
+        tm_err ferr;
+        if (!tm_qelement_formula(f, tm_file_find(f, t->name), flat, &qe, &fm, &ferr)) {
+            /* the formula that produced "value", its numbers and where they come from */
+            json_t *fo = json_object(), *terms = json_object();
+            json_object_set_new(fo, "symbolic", json_string(fm.symbolic));
+            json_object_set_new(fo, "numeric", json_string(fm.numeric));
+            json_object_set_new(fo, "note", json_string(fm.note));
+            for (int k = 0; k < fm.n_terms; k++) json_object_set_new(terms, fm.terms[k].name, cli_json_num(fm.terms[k].value));
+            json_object_set_new(fo, "terms", terms);
+            json_object_set_new(d, "formula", fo);
+        }
         if (qe.ggml_type) { /* GGUF block type: both levels of scale (tm_qelement) */
             json_t *g = json_object();
             const tm_ggml_type_info *gi = tm_ggml_type_info_get(qe.ggml_type);
@@ -193,19 +205,21 @@ int cmd_scalar(const cli_cmd *cmd, cli_args *a) {
             printf("scale:       %.9g\n", qe.scale);
             printf("zero_point:  %" PRId64 "\n", qe.zero_point);
             printf("group:       %" PRId64 "\n", qe.group);
-            if (qe.ggml_type) { /* GGUF block type */
-                printf("block:       %" PRId64 ", sub-block %" PRId64 "\n", qe.block, qe.sub_block);
-                printf("super-block: d %.9g  dmin %.9g\n", qe.super_scale, qe.super_min);
-                printf("sub-block:   scale %" PRId64 "  min %" PRId64 "\n", qe.sub_scale, qe.sub_min);
-                printf("value:       %.9g  = (%" PRId64 " - %" PRId64 ") x %.9g - %.9g\n", value,
-                       qe.code, qe.zero_point, qe.scale, qe.min);
-            } else if (t->quant->code_dtype == TM_F8_E4M3 || t->quant->code_dtype == TM_F8_E5M2) {
-                int e4 = t->quant->code_dtype == TM_F8_E4M3;
-                double dv = e4 ? tm_e4m3_to_f32((uint8_t)qe.code) : tm_e5m2_to_f32((uint8_t)qe.code);
-                printf("value:       %.9g  = %s(0x%02x) = %.9g x %.9g\n", value, e4 ? "e4m3" : "e5m2",
-                       (unsigned)(qe.code & 0xff), dv, qe.scale);
-            } else
-            printf("value:       %.9g  = (%" PRId64 " - %" PRId64 ") x %.9g\n", value, qe.code, qe.zero_point, qe.scale);
+            const tm_ggml_type_info *gi = qe.ggml_type ? tm_ggml_type_info_get(qe.ggml_type) : NULL;
+            if (gi && gi->block_size > gi->sub_block) /* super-block types: both levels */
+                printf("block:       %" PRId64 ", sub-block %" PRId64 " of %" PRId64 " values\n", qe.block, qe.sub_block, gi->sub_block);
+            else if (gi)
+                printf("block:       %" PRId64 " (%" PRId64 " values)\n", qe.block, gi->block_size);
+            tm_qformula fm;
+            if (!tm_qelement_formula(f, ti, flat, &qe, &fm, &err)) {
+                printf("formula:     %s\n", fm.symbolic);
+                printf("             = %s\n", fm.numeric);
+                printf("terms:      ");
+                for (int k = 0; k < fm.n_terms; k++) printf(" %s %.9g%s", fm.terms[k].name, fm.terms[k].value, k + 1 < fm.n_terms ? "," : "");
+                printf("\n");
+                printf("             (%s)\n", fm.note);
+            }
+            printf("value:       %.9g\n", value);
         } else {
             printf("value:       %.9g (not quantized)\n", value);
         }

@@ -374,6 +374,32 @@ typedef struct tm_qelement {
 tm_status tm_qelement_get(const tm_file *f, int64_t i, int64_t flat, tm_qelement *out,
                           tm_err *err);
 
+/* tm_qelement_formula: the formula that produced element `flat` of quantized tensor i (qe from
+** tm_qelement_get), as the Scalar Inspector shows it, for every layout:
+**   ggml block types in ggml's order with both levels of scale and the min (Q4_K: "value = d ·
+**   sc · q − dmin · m"; Q4_1: "d · q + m"; Q6_K: "d · sc · (q − z)"; IQ grid types with the
+**   codebook entry k, its value j and the sign bit; ggml/src/ggml-quants.c dequantize_row_* at
+**   ggml-org/llama.cpp@c392e509), affine codes "(q − zero_point) · scale" (ONNX
+**   DequantizeLinear, compressed-tensors, GPTQ/AWQ with g_idx[c] for act-order, PyTorch
+**   qtensors), float8 "e4m3(q) · scale".
+** symbolic: the formula in the field's names (UTF-8); numeric: the same with each term's number
+** (ASCII * + - and parentheses; each number printed so it reads back exactly), which evaluates
+** to qe->value up to the float32 rounding of ggml's / the kernel's order of operations;
+** terms: the named numbers (d, sc, q, dmin, m, ...); note: one line on where they come from.
+** Returns TM_OK | TM_E_INVALID_ARG (not quantized) | TM_E_UNSUPPORTED (a ggml type without one)
+** | TM_E_INVALID_ARG from reading g_idx. */
+#define TM_QFORMULA_MAX   240
+#define TM_QFORMULA_TERMS 8
+typedef struct tm_qformula {
+    char symbolic[TM_QFORMULA_MAX];
+    char numeric[TM_QFORMULA_MAX];
+    char note[TM_QFORMULA_MAX];
+    int  n_terms;
+    struct { char name[24]; double value; } terms[TM_QFORMULA_TERMS];
+} tm_qformula;
+tm_status tm_qelement_formula(const tm_file *f, int64_t i, int64_t flat, const tm_qelement *qe,
+                              tm_qformula *out, tm_err *err);
+
 /* The one name of a quantized tensor's scheme, whatever its layout (GGUF ggml block types,
 ** compressed-tensors, GPTQ/AWQ, PyTorch qtensors, ONNX DequantizeLinear / QOperator /
 ** MatMulNBits). Every view (inspect, qdiff, scalar, heatmap, graph, serve and its pages) shows

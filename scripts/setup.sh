@@ -6,7 +6,8 @@
 # GGUF language models, about 83 MB: --omit=optional keeps npm from pulling the CUDA/Vulkan
 # variants, over 600 MB).
 # Usage: scripts/setup.sh [--test]   (--test adds clang + libFuzzer runtime, chromium and
-# playwright-core for the browser test; there a failed npm install is an error, not a warning)
+# playwright-core and axe-core 4.11.0 for the browser tests; there a failed npm install is an error,
+# not a warning)
 set -euo pipefail
 pkgs=(cmake make gcc pkg-config git libjansson-dev libssl-dev libcmocka-dev libmicrohttpd-dev libpng-dev)
 pkgs+=(libprotobuf-c-dev protobuf-c-compiler libonnx-dev)  # ONNX reader: protoc-c + onnx.proto
@@ -53,7 +54,10 @@ if [[ ! -f "$root/runner/node_modules/onnxruntime-node/package.json" ||
          "(cd runner && npm install --ignore-scripts --omit=optional)" >&2
   fi
 fi
-if [[ "${1:-}" == "--test" && ! -f "$root/runner/node_modules/playwright-core/package.json" ]]; then
-  echo "setup: npm install playwright-core into runner/node_modules (browser test)" >&2
-  npm_install "$root/runner" playwright-core
+# playwright-core and axe-core (pinned; the accessibility check of tests/browser/views.test.mjs),
+# in one npm call: a later --no-save install would prune the other
+if [[ "${1:-}" == "--test" && ( ! -f "$root/runner/node_modules/playwright-core/package.json" ||
+                                ! -f "$root/runner/node_modules/axe-core/axe.min.js" ) ]]; then
+  echo "setup: npm install playwright-core axe-core@4.11.0 into runner/node_modules (browser tests)" >&2
+  npm_install "$root/runner" playwright-core axe-core@4.11.0
 fi

@@ -1,7 +1,7 @@
 /* app.js: the Tensormorph web UI. Plain ES2017, no dependencies; every number comes from the
 ** JSON API of `tensormorph serve` (docs/API.md). Views: Architecture (module tree, boundaries,
-** plan editing -> recipe), Heatmap (tiles at power-of-two zoom, pan/zoom canvas, legend, hover),
-** Scalar Inspector, Quantization Diff. */
+** plan editing -> recipe), Quantization Diff; the Heatmap is heatmap.js, the Scalar Inspector
+** scalar.js, deep links / tensor list / dark mode nav.js. */
 "use strict";
 
 const $ = (sel) => document.querySelector(sel);
@@ -26,11 +26,30 @@ async function api(path) {
   return j;
 }
 
-function showError(e) {
+/* A failed request: its message in the view's own message line `where` (an element, kept until
+** the next success clears it) when given, and as a toast. */
+function showError(e, where) {
+  const msg = String(e && e.message ? e.message : e);
+  if (where) { where.textContent = msg; where.hidden = false; }
   const el = $("#error");
-  el.textContent = String(e && e.message ? e.message : e);
+  el.textContent = msg;
   el.hidden = false;
-  setTimeout(() => { el.hidden = true; }, 6000);
+  clearTimeout(showError.timer);
+  showError.timer = setTimeout(() => { el.hidden = true; }, 8000);
+}
+
+/* Natural order: "layers.2" before "layers.10" (runs of digits compare as numbers, the rest by
+** code point; ties by the whole string). */
+function natCmp(a, b) {
+  const re = /(\d+)|(\D+)/g, x = a.match(re) || [], y = b.match(re) || [];
+  for (let i = 0; i < Math.min(x.length, y.length); i++) {
+    const p = x[i], q = y[i], dp = p.charCodeAt(0) < 58 && p.charCodeAt(0) > 47, dq = q.charCodeAt(0) < 58 && q.charCodeAt(0) > 47;
+    if (dp && dq) {
+      const d = p.replace(/^0+/, "").length - q.replace(/^0+/, "").length || (p.replace(/^0+/, "") < q.replace(/^0+/, "") ? -1 : p.replace(/^0+/, "") > q.replace(/^0+/, "") ? 1 : 0);
+      if (d) return d;
+    } else if (p !== q) return p < q ? -1 : 1;
+  }
+  return x.length - y.length || (a < b ? -1 : a > b ? 1 : 0);
 }
 
 function el(tag, attrs, ...kids) {
@@ -68,6 +87,19 @@ function fmtNum(v) {
   if (typeof v === "string") return v;          /* "nan", "inf", "-inf" */
   if (v === null || v === undefined) return "-";
   return String(v);
+}
+/* Six significant digits for display (integers as they are); the full value goes in a title and
+** data-full (numCell) for hover and copy. */
+function fmt6(v) {
+  if (typeof v !== "number" || !isFinite(v)) return fmtNum(v);
+  if (Number.isInteger(v) && Math.abs(v) < 1e15) return String(v);
+  const a = Math.abs(v);
+  return a !== 0 && (a < 1e-4 || a >= 1e6) ? v.toExponential(5).replace(/\.?0+e/, "e") : String(Number(v.toPrecision(6)));
+}
+function numCell(v, attrs) {
+  const td = el("td", Object.assign({ text: fmt6(v), title: fmtNum(v), "data-full": fmtNum(v) }, attrs || {}));
+  td.classList.add("num");
+  return td;
 }
 function fmtShort(v) {
   if (typeof v !== "number" || !isFinite(v)) return fmtNum(v);
@@ -262,286 +294,6 @@ function downloadRecipe() {
   setTimeout(() => URL.revokeObjectURL(url), 1000);
 }
 
-/* ---- Heatmap ------------------------------------------------------------------------------------ */
-
-/* level L >= 0: step 1, each element 2^L screen pixels; L < 0: step 2^-L, one pixel each. */
-function stepOf(L) { return L >= 0 ? 1 : 2 ** -L; }
-function zoomOf(L) { return L >= 0 ? 2 ** L : 1; }
-
-function heatGeometry() {
-  const h = state.heat, s = stepOf(h.level), z = zoomOf(h.level);
-  const zy = h.meta.rows === 1 ? Math.max(z, 24) : z;   /* a strip gets some height */
-  return { s, z, zy, pw: Math.ceil(h.meta.cols / s), ph: Math.ceil(h.meta.rows / s) };
-}
-
-function metaMode(mode) { return mode === "error" ? "error" : "value"; }
-
-async function openHeatmap(name, mode) {
-  switchView("heat");
-  $("#tensor").value = name;
-  if (mode) $("#mode").value = mode;
-  mode = $("#mode").value;
-  if ((mode === "groups" || mode === "error") && !isQuantized(name)) { mode = "value"; $("#mode").value = mode; }
-  if (mode === "error" && !state.session.ref) { mode = "value"; $("#mode").value = mode; }
-  try {
-    const keep = state.heat && state.heat.name === name;
-    const split = keep && state.heat.split !== undefined ? state.heat.split : undefined;
-    const meta = await api("/api/v1/tensor?name=" + encodeURIComponent(name) + "&mode=" + metaMode(mode) +
-                           (split !== undefined ? "&split=" + split : ""));
-    if (!keep) clearInspector();
-    state.heat = keep ? Object.assign(state.heat, { mode, meta }) : { name, mode, meta, level: 0, ox: 0, oy: 0, split: meta.split };
-    updateSplit();
-    state.tiles.clear();
-    if (!keep || state.heat.fitNext) { fit(); state.heat.fitNext = false; }
-    updateModeOptions();
-    drawLegend();
-    draw();
-  } catch (e) { showError(e); }
-}
-
-/* N-D tensors: choose how many leading dims form the rows. */
-function updateSplit() {
-  const h = state.heat, sel = $("#split"), nd = h.meta.shape.length;
-  $("#split-label").hidden = nd <= 2;
-  sel.textContent = "";
-  for (let k = 0; k <= nd; k++) sel.append(el("option", { value: String(k), text: k + " [" + h.meta.shape.slice(0, k).join("\u00d7") + "]" }));
-  sel.value = String(h.meta.split);
-}
-
-function updateModeOptions() {
-  const q = isQuantized(state.heat.name);
-  for (const o of $("#mode").options) {
-    if (o.value === "groups") o.disabled = !q;
-    if (o.value === "error") o.disabled = !q || !state.session.ref;
-  }
-}
-
-function fit() {
-  const h = state.heat, cv = $("#heatmap");
-  const W = cv.width, H = cv.height;
-  const sc = Math.min(W / h.meta.cols, h.meta.rows === 1 ? Infinity : H / h.meta.rows);
-  h.level = sc >= 1 ? Math.min(5, Math.floor(Math.log2(sc))) : -Math.ceil(Math.log2(1 / sc));
-  const g = heatGeometry();
-  h.ox = Math.round((W - g.pw * g.z) / 2);
-  h.oy = Math.round((H - g.ph * g.zy) / 2);
-}
-
-function zoomAt(delta, ax, ay) {
-  const h = state.heat;
-  if (!h) return;
-  const g0 = heatGeometry();
-  const nl = Math.max(-40, Math.min(6, h.level + delta));
-  if (nl === h.level) return;
-  const ex = ((ax - h.ox) / g0.z) * g0.s, ey = ((ay - h.oy) / g0.zy) * g0.s;  /* element under the anchor */
-  h.level = nl;
-  const g = heatGeometry();
-  h.ox = Math.round(ax - (ex / g.s) * g.z);
-  h.oy = Math.round(ay - (ey / g.s) * g.zy);
-  draw();
-}
-
-function valueRange() {
-  const m = state.heat.meta;
-  const lo = typeof m.min === "number" ? m.min : 0, hi = typeof m.max === "number" ? m.max : 0;
-  return { lo, hi, amax: Math.max(Math.abs(lo), Math.abs(hi)) };
-}
-
-function colourTile(t) {
-  const h = state.heat, img = new ImageData(t.w, t.h), d = img.data, rg = valueRange();
-  for (let k = 0; k < t.w * t.h; k++) {
-    let c;
-    if (h.mode === "groups") c = groupColour(t.groups[k]);
-    else if (h.mode === "value") c = diverging(rg.amax > 0 ? t.mean[k] / rg.amax : (Number.isNaN(t.mean[k]) ? NaN : 0));
-    else if (h.mode === "abs") c = sequential(rg.amax > 0 ? t.absmax[k] / rg.amax : (Number.isNaN(t.absmax[k]) ? NaN : 0));
-    else c = sequential(rg.hi > 0 ? t.max[k] / rg.hi : (Number.isNaN(t.max[k]) ? NaN : 0));
-    const outside = h.mode === "groups" ? t.groups[k] < 0 : Number.isNaN(t.min[k]);
-    d[4 * k] = c[0]; d[4 * k + 1] = c[1]; d[4 * k + 2] = c[2]; d[4 * k + 3] = outside ? 0 : 255;
-  }
-  const off = document.createElement("canvas");
-  off.width = t.w; off.height = t.h;
-  off.getContext("2d").putImageData(img, 0, 0);
-  t.canvas = off;
-}
-
-function tileKey(s, tx, ty) { const h = state.heat; return h.name + "|" + h.mode + "|" + h.meta.split + "|" + s + "|" + tx + "|" + ty; }
-
-async function fetchTile(s, tx, ty) {
-  const h = state.heat, key = tileKey(s, tx, ty);
-  if (state.pending.has(key)) return;
-  state.pending.add(key);
-  try {
-    const j = await api("/api/v1/tile?name=" + encodeURIComponent(h.name) + "&mode=" + h.mode + "&split=" + h.meta.split + "&step=" + s +
-                        "&x=" + tx * TILE + "&y=" + ty * TILE + "&w=" + TILE + "&h=" + TILE);
-    const t = { w: j.w, h: j.h, s, tx, ty };
-    if (j.encoding === "i32le-base64") t.groups = new Int32Array(b64bytes(j.groups));
-    else for (const k of ["min", "max", "mean", "absmax"]) t[k] = new Float32Array(b64bytes(j[k]));
-    if (h !== state.heat || h.name !== j.name || h.mode !== j.mode) return;  /* a stale answer */
-    colourTile(t);
-    state.tiles.set(key, t);
-    while (state.tiles.size > MAX_TILES) state.tiles.delete(state.tiles.keys().next().value);
-    draw();
-  } catch (e) { showError(e); } finally { state.pending.delete(key); }
-}
-
-let drawQueued = false;
-function draw() {
-  if (drawQueued) return;
-  drawQueued = true;
-  requestAnimationFrame(() => { drawQueued = false; drawNow(); });
-}
-
-function drawNow() {
-  const cv = $("#heatmap"), ctx = cv.getContext("2d"), h = state.heat;
-  ctx.clearRect(0, 0, cv.width, cv.height);
-  if (!h) return;
-  const g = heatGeometry(), span = TILE * g.z, spany = TILE * g.zy;
-  ctx.imageSmoothingEnabled = false;
-  const tx0 = Math.max(0, Math.floor(-h.ox / span)), ty0 = Math.max(0, Math.floor(-h.oy / spany));
-  const tx1 = Math.min(Math.ceil(g.pw / TILE) - 1, Math.floor((cv.width - h.ox) / span));
-  const ty1 = Math.min(Math.ceil(g.ph / TILE) - 1, Math.floor((cv.height - h.oy) / spany));
-  let loaded = 0, wanted = 0;
-  for (let ty = ty0; ty <= ty1; ty++)
-    for (let tx = tx0; tx <= tx1; tx++) {
-      wanted++;
-      const t = state.tiles.get(tileKey(g.s, tx, ty));
-      if (!t) { fetchTile(g.s, tx, ty); continue; }
-      loaded++;
-      const x = h.ox + tx * span, y = h.oy + ty * spany;
-      ctx.drawImage(t.canvas, x, y, t.w * g.z, t.h * g.zy);
-      if (h.mode === "groups" && g.z >= 4) drawGroupLines(ctx, t, x, y, g);
-    }
-  /* the selected element */
-  if (state.selected) {
-    const sx = h.ox + Math.floor(state.selected.c / g.s) * g.z, sy = h.oy + Math.floor(state.selected.r / g.s) * g.zy;
-    ctx.strokeStyle = "#00e0ff"; ctx.lineWidth = 2;
-    ctx.strokeRect(sx - 1, sy - 1, g.z + 2, g.zy + 2);
-  }
-  $("#heat-status").textContent = h.meta.rows + " \u00d7 " + h.meta.cols + " (" + h.meta.dtype + ", " + (h.meta.label || "dense") + "), " +
-    (g.s > 1 ? g.s + "\u00d7" + g.s + " elements per pixel" : g.z + " px per element") +
-    (h.meta.pyramid_step ? ", pyramid from step " + h.meta.pyramid_step : "") + (loaded < wanted ? ", loading\u2026" : "");
-  /* the view's geometry, for tools and tests: element (r, c) sits at ox + floor(c/step)*z, ... */
-  Object.assign(cv.dataset, { ox: h.ox, oy: h.oy, z: g.z, zy: g.zy, step: g.s, tensor: h.name, mode: h.mode });
-  cv.setAttribute("data-ready", loaded === wanted ? "1" : "0");
-}
-
-/* Quantization-unit boundaries: a dark line between neighbouring pixels of different units. */
-function drawGroupLines(ctx, t, x0, y0, g) {
-  ctx.fillStyle = "rgba(20,20,30,0.85)";
-  for (let y = 0; y < t.h; y++)
-    for (let x = 0; x < t.w; x++) {
-      const id = t.groups[y * t.w + x];
-      if (id < 0) continue;
-      if (x + 1 < t.w && t.groups[y * t.w + x + 1] !== id && t.groups[y * t.w + x + 1] >= 0)
-        ctx.fillRect(x0 + (x + 1) * g.z - 1, y0 + y * g.zy, 1, g.zy);
-      if (y + 1 < t.h && t.groups[(y + 1) * t.w + x] !== id && t.groups[(y + 1) * t.w + x] >= 0 && g.zy >= 4)
-        ctx.fillRect(x0 + x * g.z, y0 + (y + 1) * g.zy - 1, g.z, 1);
-    }
-}
-
-function drawLegend() {
-  const cv = $("#legend-bar"), ctx = cv.getContext("2d"), h = state.heat;
-  const img = ctx.createImageData(cv.width, cv.height), rg = valueRange();
-  for (let x = 0; x < cv.width; x++) {
-    const f = x / (cv.width - 1);
-    const c = h.mode === "value" ? diverging(2 * f - 1) : h.mode === "groups" ? groupColour(Math.floor(f * 8)) : sequential(f);
-    for (let y = 0; y < cv.height; y++) {
-      const o = 4 * (y * cv.width + x);
-      img.data[o] = c[0]; img.data[o + 1] = c[1]; img.data[o + 2] = c[2]; img.data[o + 3] = 255;
-    }
-  }
-  ctx.putImageData(img, 0, 0);
-  const labels = {
-    value: [fmtShort(-rg.amax), "mean value (white = 0)", fmtShort(rg.amax)],
-    abs: ["0", "largest |value| per pixel", fmtShort(rg.amax)],
-    error: ["0", "largest |ref \u2212 dequantized| in LSB per pixel", fmtShort(rg.hi)],
-    groups: ["", "one colour per channel / group / block; lines at boundaries", ""],
-  }[h.mode];
-  $("#legend-lo").textContent = labels[0];
-  $("#legend-label").textContent = labels[1];
-  $("#legend-hi").textContent = labels[2];
-}
-
-/* The element (row, col of the 2-D view) under a canvas point, and the pixel's tile data. */
-function pick(ev) {
-  const h = state.heat;
-  if (!h) return null;
-  const cv = $("#heatmap"), rect = cv.getBoundingClientRect();
-  const mx = (ev.clientX - rect.left) * (cv.width / rect.width), my = (ev.clientY - rect.top) * (cv.height / rect.height);
-  const g = heatGeometry();
-  const px = Math.floor((mx - h.ox) / g.z), py = Math.floor((my - h.oy) / g.zy);
-  if (px < 0 || py < 0 || px >= g.pw || py >= g.ph) return null;
-  const r = py * g.s, c = px * g.s;
-  if (r >= h.meta.rows || c >= h.meta.cols) return null;
-  const t = state.tiles.get(tileKey(g.s, Math.floor(px / TILE), Math.floor(py / TILE)));
-  const k = t ? (py % TILE) * t.w + (px % TILE) : -1;
-  return { r, c, s: g.s, t, k };
-}
-
-/* 2-D view (row, col) -> coordinates in the tensor's own shape. */
-function coordsOf(r, c) {
-  const shape = state.heat.meta.shape;
-  let flat = r * state.heat.meta.cols + c;
-  const out = new Array(shape.length).fill(0);
-  for (let d = shape.length - 1; d >= 0; d--) { out[d] = flat % shape[d]; flat = Math.floor(flat / shape[d]); }
-  return shape.length ? out : [0];
-}
-
-function hover(ev) {
-  const p = pick(ev);
-  const out = $("#hover");
-  if (!p) { out.textContent = "\u00a0"; return; }
-  const idx = coordsOf(p.r, p.c).join(",");
-  let text = p.s > 1 ? "[" + idx + "] + " + p.s + "\u00d7" + p.s + " block" : "[" + idx + "]";
-  if (p.t && p.k >= 0) {
-    if (p.t.groups) text += "  unit " + p.t.groups[p.k];
-    else if (p.s === 1) text += state.heat.mode === "error" ? "  error " + fmtShort(p.t.max[p.k]) + " LSB" : "  value " + fmtNum(p.t.mean[p.k]);
-    else text += "  mean " + fmtShort(p.t.mean[p.k]) + "  min " + fmtShort(p.t.min[p.k]) + "  max " + fmtShort(p.t.max[p.k]);
-  }
-  out.textContent = text;
-}
-
-async function inspectAt(r, c) {
-  const h = state.heat, idx = coordsOf(r, c);
-  state.selected = { r, c };
-  draw();
-  try {
-    const d = await api("/api/v1/scalar?name=" + encodeURIComponent(h.name) + "&index=" + idx.join(","));
-    renderInspector(d);
-  } catch (e) { showError(e); }
-}
-
-/* Another tensor: nothing selected, nothing inspected. */
-function clearInspector() {
-  state.selected = null;
-  $("#inspector-table tbody").textContent = "";
-  $("#inspector-hint").textContent = "Click an element of the heatmap.";
-  $("#inspector").removeAttribute("data-flat");
-  $("#hover").textContent = "\u00a0";
-}
-
-function renderInspector(d) {
-  const rows = [
-    ["tensor", d.tensor, "tensor"], ["index", "[" + d.index.join(", ") + "]", "index"], ["flat index", d.flat_index, "flat_index"],
-    ["dtype", d.dtype, "dtype"],
-  ];
-  if (d.quantized) rows.push(["scheme", d.label, "label"]);
-  if (d.quantized) {
-    const hex = "0x" + BigInt.asUintN(64, BigInt(d.stored)).toString(16).padStart(d.stored_bits / 4, "0");
-    rows.push(["code q", d.code, "code"], ["container word", hex + " (" + d.stored_bits + "-bit)", "stored"],
-              ["scale", fmtNum(d.scale), "scale"], ["zero point", d.zero_point, "zero_point"], ["group", d.group, "group"]);
-  }
-  rows.push(["value", fmtNum(d.value), "value"]);
-  if (d.ref_value !== null) {
-    rows.push(["source value", fmtNum(d.ref_value), "ref_value"], ["error", fmtNum(d.error), "error"]);
-    if (d.error_lsb !== null) rows.push(["error (LSB)", fmtNum(d.error_lsb), "error_lsb"]);
-  }
-  const tb = $("#inspector-table tbody");
-  tb.textContent = "";
-  for (const [k, v, f] of rows) tb.append(el("tr", {}, el("td", { text: k }), el("td", { "data-field": f, text: String(v) })));
-  $("#inspector-hint").textContent = d.quantized ? "value = (q \u2212 zero point) \u00d7 scale" : "not quantized: the stored value";
-  $("#inspector").setAttribute("data-flat", String(d.flat_index));
-}
-
 /* ---- Quantization Diff ------------------------------------------------------------------------ */
 
 let qsort = { key: null, dir: 1 };
@@ -554,7 +306,7 @@ function renderQdiff() {
   if (qsort.key) {
     const k = qsort.key;
     const val = (e) => (typeof e[k] === "number" ? e[k] : typeof e[k] === "string" && /^-?inf$|^nan$/.test(e[k]) ? (e[k] === "-inf" ? -Infinity : Infinity) : e[k]);
-    rows.sort((a, b) => { const x = val(a), y = val(b); return (x < y ? -1 : x > y ? 1 : 0) * qsort.dir; });
+    rows.sort((a, b) => { const x = val(a), y = val(b); return (typeof x === "string" && typeof y === "string" ? natCmp(x, y) : x < y ? -1 : x > y ? 1 : 0) * qsort.dir; });
   }
   const tb = $("#qdiff-table tbody");
   tb.textContent = "";
@@ -578,14 +330,10 @@ function renderQdiff() {
 function switchView(v) {
   for (const b of document.querySelectorAll(".tab")) b.classList.toggle("active", b.dataset.view === v);
   for (const s of document.querySelectorAll(".view")) s.hidden = s.id !== "view-" + v;
-  if (v === "heat") { resizeCanvas(); draw(); }
+  if (v === "heat") heatmap.show();  /* heatmap.js */
   if (v === "calib" && typeof calibLab !== "undefined") calibLab.show();  /* calib.js */
   if (v === "release" && typeof releasePage !== "undefined") releasePage.show();  /* release.js */
-}
-
-function resizeCanvas() {
-  const cv = $("#heatmap"), w = Math.max(200, Math.floor(cv.clientWidth));
-  if (cv.width !== w) cv.width = w;
+  if (typeof nav !== "undefined") nav.viewChanged(v);  /* nav.js: the URL hash */
 }
 
 function wire() {
@@ -596,39 +344,7 @@ function wire() {
   $("#download-recipe").addEventListener("click", downloadRecipe);
   const def = $("#plan-default");
   for (const k of Object.keys(PLAN_SCHEMES)) if (k !== "exclude") def.append(el("option", { value: k, text: k ? PLAN_LABELS[k] : "(tensormorph's default)" }));
-  $("#tensor").addEventListener("change", (e) => { if (state.tensors.has(e.target.value)) openHeatmap(e.target.value); });
-  $("#mode").addEventListener("change", () => { if (state.heat) openHeatmap(state.heat.name, $("#mode").value); });
-  $("#split").addEventListener("change", () => {
-    if (!state.heat) return;
-    state.heat.split = Number($("#split").value);
-    state.heat.fitNext = true;
-    openHeatmap(state.heat.name, $("#mode").value);
-  });
-  const cv = $("#heatmap");
-  $("#zoom-in").addEventListener("click", () => zoomAt(1, cv.width / 2, cv.height / 2));
-  $("#zoom-out").addEventListener("click", () => zoomAt(-1, cv.width / 2, cv.height / 2));
-  $("#zoom-fit").addEventListener("click", () => { if (state.heat) { fit(); draw(); } });
-  cv.addEventListener("wheel", (ev) => {
-    ev.preventDefault();
-    const rect = cv.getBoundingClientRect();
-    zoomAt(ev.deltaY < 0 ? 1 : -1, (ev.clientX - rect.left) * (cv.width / rect.width), (ev.clientY - rect.top) * (cv.height / rect.height));
-  }, { passive: false });
-  let drag = null;
-  cv.addEventListener("mousedown", (ev) => { if (state.heat) drag = { x: ev.clientX, y: ev.clientY, ox: state.heat.ox, oy: state.heat.oy, moved: false }; });
-  window.addEventListener("mousemove", (ev) => {
-    if (drag) {
-      const dx = ev.clientX - drag.x, dy = ev.clientY - drag.y;
-      if (Math.abs(dx) + Math.abs(dy) > 3) drag.moved = true;
-      if (drag.moved) { state.heat.ox = drag.ox + dx; state.heat.oy = drag.oy + dy; draw(); }
-    }
-  });
-  window.addEventListener("mouseup", (ev) => {
-    const d = drag;
-    drag = null;
-    if (d && !d.moved && ev.target === cv) { const p = pick(ev); if (p) inspectAt(p.r, p.c); }
-  });
-  cv.addEventListener("mousemove", hover);
-  window.addEventListener("resize", () => { resizeCanvas(); draw(); });
+  heatmap.wire();  /* heatmap.js */
   for (const th of document.querySelectorAll("#qdiff-table th"))
     th.addEventListener("click", () => {
       qsort = { key: th.dataset.key, dir: qsort.key === th.dataset.key ? -qsort.dir : 1 };
@@ -644,13 +360,9 @@ async function main() {
     const [inspect, arch] = await Promise.all([api("/api/v1/inspect"), api("/api/v1/arch")]);
     state.inspect = inspect;
     state.arch = arch;
-    const dl = $("#tensor-names");
-    for (const t of inspect.tensors) {
-      if (t.role !== "data") continue;
-      state.tensors.set(t.name, t);
-      dl.append(el("option", { value: t.name }));
-    }
+    for (const t of inspect.tensors) if (t.role === "data") state.tensors.set(t.name, t);
     renderTree();
+    if (typeof nav !== "undefined") await nav.start();  /* nav.js: tensor list, deep link */
     document.body.setAttribute("data-loaded", "1");
     if (state.session.ref) {
       $("#tab-qdiff").hidden = false;
@@ -660,4 +372,5 @@ async function main() {
   } catch (e) { showError(e); }
 }
 
-main();
+/* after every script of the page has run (heatmap.js, scalar.js, nav.js are loaded after this one) */
+window.addEventListener("DOMContentLoaded", main);

@@ -9,6 +9,8 @@
 const calibLab = (() => {
   const OBSERVERS = ["minmax", "ema_minmax", "histogram", "percentile", "percentile:99.99", "percentile:99.9",
                      "percentile:99", "mse", "entropy"];
+  const ALL = ["minmax", "ema_minmax", "histogram", "percentile", "mse", "entropy"];   /* calibrate --observer all */
+  const ALL_FIELDS = ["observer", "range_min", "range_max", "scale", "zero_point", "clipped_fraction", "sqnr_db"];
   const FIELDS = ["observer", "range_min", "range_max", "scale", "zero_point", "rounding_bound",
                   "clipped_fraction", "clipped_mean_excess", "clipped_max_excess", "sqnr_db"];
   let built = false, loaded = false, seq = 0, last = null;
@@ -31,6 +33,7 @@ const calibLab = (() => {
       el("label", {}, el("input", { id: "calib-symmetric", type: "checkbox", checked: "" }), " symmetric"),
       el("label", { title: "real values to follow through quantization, comma-separated" }, "Probes ",
         el("input", { id: "calib-probes", value: "0.1, -0.25", size: "24", autocomplete: "off" })),
+      el("button", { id: "calib-all-run", type: "button", title: "every observer with these options, side by side (tensormorph calibrate ... --observer all)" }, "Compare all observers"),
       el("span", { id: "calib-status", class: "muted" }));
     const hint = el("p", { class: "hint", text: "Histogram of the tensor's values (dequantized for a quantized tensor). " +
       "Dashed blue: the range the observer chose; solid: the representable range [(qmin-zp)*scale, (qmax-zp)*scale]; " +
@@ -47,10 +50,15 @@ const calibLab = (() => {
       el("thead", {}, el("tr", {}, ...["real", "code", "dequantized", "error"].map((h) => el("th", { text: h })))),
       el("tbody"));
     for (const t of [tbl, ptbl]) { t.style.borderCollapse = "collapse"; t.style.background = "#fff"; t.style.marginTop = "8px"; t.style.fontSize = "13px"; }
-    sec.append(bar, hint, cv, el("h3", { text: "Observer" }), tbl, el("h3", { text: "Probes" }), ptbl);
+    const all = el("table", { id: "calib-all" }, el("thead", {}, el("tr", {}, ...ALL_FIELDS.map((h) => el("th", { text: h })))), el("tbody"));
+    all.style.borderCollapse = "collapse"; all.style.background = "#fff"; all.style.marginTop = "8px"; all.style.fontSize = "13px";
+    const allBox = el("div", { id: "calib-all-box" }, el("h3", { text: "All observers, side by side" }),
+      el("p", { class: "hint", id: "calib-all-hint", text: "Press \u201cCompare all observers\u201d to run minmax, ema_minmax, histogram, percentile, mse and entropy with the options above (tensormorph calibrate TENSOR --observer all)." }), all);
+    sec.append(bar, hint, cv, el("h3", { text: "Observer" }), tbl, el("h3", { text: "Probes" }), ptbl, allBox);
     $("main").insertBefore(sec, $("#error"));
     for (const id of ["#calib-tensor", "#calib-observer", "#calib-convention", "#calib-type", "#calib-symmetric", "#calib-probes"])
       $(id).addEventListener("change", run);
+    $("#calib-all-run").addEventListener("click", runAll);
   }
 
   async function loadTensors() {
@@ -72,11 +80,35 @@ const calibLab = (() => {
     loaded = true;
   }
 
-  function query() {
+  /* every observer of `calibrate --observer all`, one request each, one row each */
+  async function runAll() {
+    const my = ++seq, tb = $("#calib-all tbody");
+    tb.textContent = "";
+    $("#calib-all").dataset.ready = "0";
+    $("#calib-status").textContent = "calibrating with every observer...";
+    try {
+      const docs = [];
+      for (const o of ALL) docs.push(await api(query(o)));
+      if (my !== seq) return;
+      for (const d of docs) {
+        const o = d.observers[0];
+        tb.append(el("tr", { "data-observer": o.observer }, ...ALL_FIELDS.map((f) => f === "observer" ? el("td", { "data-field": f, text: o.observer })
+          : numCell(o[f], { "data-field": f }))));
+      }
+      const best = docs.reduce((a, d) => (d.observers[0].sqnr_db > a.observers[0].sqnr_db ? d : a));
+      $("#calib-all-hint").textContent = "Highest SQNR: " + best.observers[0].observer + " (" + fmt6(best.observers[0].sqnr_db) + " dB).";
+      $("#calib-all").dataset.ready = "1";
+      $("#calib-status").textContent = "";
+    } catch (e) {
+      if (my === seq) { $("#calib-status").textContent = e.message; showError(e); }
+    }
+  }
+
+  function query(observer) {
     const probes = $("#calib-probes").value.split(",").map((s) => s.trim()).filter((s) => s.length);
     const sel = $("#calib-tensor"), opt = sel.selectedOptions[0];
     const p = new URLSearchParams({
-      observer: $("#calib-observer").value,
+      observer: observer || $("#calib-observer").value,
       convention: $("#calib-convention").value, type: $("#calib-type").value,
       symmetric: $("#calib-symmetric").checked ? "1" : "0", hist_bins: "120",
       granularity: "tensor", // the lab draws one histogram: per tensor (the API's default for a weight is channel:0)
@@ -99,7 +131,7 @@ const calibLab = (() => {
       render(d);
       $("#calib-status").textContent = (d.tensor || d.samples.join(" ")) + ": " + d.n_samples + " values, codes [" + d.qmin + ", " + d.qmax + "]";
     } catch (e) {
-      if (my === seq) { $("#calib-status").textContent = ""; showError(e); }
+      if (my === seq) { $("#calib-status").textContent = e.message; showError(e); }
     }
   }
 
@@ -108,7 +140,7 @@ const calibLab = (() => {
     const tb = $("#calib-table tbody");
     tb.textContent = "";
     for (const f of FIELDS) {
-      const td = el("td", { "data-field": f, text: fmtNum(o[f]) });
+      const td = typeof o[f] === "number" ? numCell(o[f], { "data-field": f }) : el("td", { "data-field": f, text: fmtNum(o[f]) });
       td.style.padding = "2px 8px";
       tb.append(el("tr", {}, el("td", { text: f }), td));
     }
@@ -116,7 +148,7 @@ const calibLab = (() => {
     pb.textContent = "";
     o.probes.forEach((p, i) => {
       pb.append(el("tr", { "data-probe": String(i) }, ...["real", "code", "dequantized", "error"].map((k) => {
-        const td = el("td", { "data-field": k, text: fmtNum(p[k]) });
+        const td = typeof p[k] === "number" ? numCell(p[k], { "data-field": k }) : el("td", { "data-field": k, text: fmtNum(p[k]) });
         td.style.padding = "2px 8px";
         return td;
       })));

@@ -34,7 +34,8 @@ const releasePage = (() => {
     tbl.style.width = "100%";
     const reasons = el("ol", { id: "release-reasons" });
     const llm = el("div", { id: "release-llm" });
-    sec.append(bar, verdict, inputs, tbl, el("h3", { text: "Reasons" }), reasons, llm);
+    const reasonsHead = el("h3", { id: "release-reasons-head", text: "Reasons" });
+    sec.append(bar, verdict, inputs, tbl, reasonsHead, reasons, llm);
     $("main").insertBefore(sec, $("#error"));
     $("#release-rerun").addEventListener("click", run);
   }
@@ -66,11 +67,15 @@ const releasePage = (() => {
     const tb = $("#release-checks tbody");
     tb.textContent = "";
     $("#release-reasons").textContent = "";
+    /* nothing to gate: say what to do, no empty table or headings over nothing */
+    $("#release-checks").hidden = !d.configured;
+    $("#release-reasons-head").hidden = !d.configured || !d.reasons.length;
     if (!d.configured) {
       v.dataset.verdict = "none";
       v.textContent = "No release inputs";
       v.style.color = "#667085";
-      $("#release-inputs").textContent = d.hint || "";
+      $("#release-inputs").textContent = "To see a release verdict here: " + (d.hint || "start serve with --manifest M --evidence E --policy P") +
+        " (the evidence comes from tensormorph evidence; docs/gate.md).";
       return;
     }
     v.dataset.verdict = d.verdict;
@@ -155,7 +160,7 @@ const releasePage = (() => {
       $("#release-status").textContent = "";
       $("#release-verdict").dataset.ready = "1";
     } catch (e) {
-      $("#release-status").textContent = "";
+      $("#release-status").textContent = e.message;
       showError(e);
     }
   }

@@ -243,7 +243,7 @@ static json_t *api_tensor(serve_ctx *c, serve_query_fn q, void *ud, int *status)
     json_object_set_new(d, "name", json_string(t->name));
     json_object_set_new(d, "dtype", json_string(tm_dtype_get(t->dtype)->name));
     json_object_set_new(d, "shape", cli_json_shape(t->ndim, t->shape));
-    json_object_set_new(d, "split", json_integer(split < 0 ? (t->ndim > 0 ? t->ndim - 1 : 0) : split));
+    json_object_set_new(d, "split", json_integer(tm_tiles_split(tl)));
     json_object_set_new(d, "rows", json_integer(tm_tiles_rows(tl)));
     json_object_set_new(d, "cols", json_integer(tm_tiles_cols(tl)));
     json_object_set_new(d, "mode", json_string(mode ? mode : "value"));

@@ -8,7 +8,6 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
-#include <microhttpd.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -37,49 +36,6 @@ static json_t *calib_error(int *status, int code, const char *msg) {
     }
     json_object_set_new(d, "error", m);
     return d;
-}
-
-/* The query arguments this endpoint reads. */
-static const char *const calib_keys[] = {"tensor", "samples", "observer", "convention", "type", "symmetric",
-                                         "granularity", "probe", "bins", "quantized_bins", "reduce_range",
-                                         "qrange", "hist_bins"};
-
-typedef struct arg_scan {
-    int  count[sizeof calib_keys / sizeof calib_keys[0]];
-    int  nul[sizeof calib_keys / sizeof calib_keys[0]];
-} arg_scan;
-
-static enum MHD_Result scan_arg(void *cls, enum MHD_ValueKind kind, const char *key, size_t key_size,
-                                const char *value, size_t value_size) {
-    (void)kind;
-    arg_scan *s = cls;
-    for (size_t k = 0; k < sizeof calib_keys / sizeof calib_keys[0]; k++) {
-        if (strlen(calib_keys[k]) != key_size || memcmp(key, calib_keys[k], key_size)) continue;
-        s->count[k]++;
-        if (value && strlen(value) != value_size) s->nul[k] = 1;
-    }
-    return MHD_YES;
-}
-
-/* Reject what a plain lookup cannot see: a parameter given twice (the lookup would silently
-** take the first) and a value holding a NUL byte (%00: the lookup would see only its start).
-** ud is the MHD connection (server.c's query_arg). NULL when fine, else the error document. */
-static json_t *check_args(void *ud, int *status) {
-    arg_scan s;
-    memset(&s, 0, sizeof s);
-    MHD_get_connection_values_n((struct MHD_Connection *)ud, MHD_GET_ARGUMENT_KIND, scan_arg, &s);
-    char msg[200];
-    for (size_t k = 0; k < sizeof calib_keys / sizeof calib_keys[0]; k++) {
-        if (s.count[k] > 1) {
-            snprintf(msg, sizeof msg, "%s: given %d times; give each parameter once", calib_keys[k], s.count[k]);
-            return calib_error(status, 400, msg);
-        }
-        if (s.nul[k]) {
-            snprintf(msg, sizeof msg, "%s: the value holds a NUL byte (%%00)", calib_keys[k]);
-            return calib_error(status, 400, msg);
-        }
-    }
-    return NULL;
 }
 
 /* batch k's name for messages: the tensor, or serve's k-th --samples argument */
@@ -202,9 +158,7 @@ static json_t *request_samples(serve_ctx *c, serve_query_fn q, void *ud, int *st
 }
 
 json_t *api_calibrate(serve_ctx *c, serve_query_fn q, void *ud, int *status) {
-    char msg[1400];
-    json_t *bad = check_args(ud, status);
-    if (bad) return bad;
+    char msg[1400];  /* duplicate parameters and NUL bytes: refused for every endpoint (server.c) */
     if (q(ud, "samples") && !strcmp(q(ud, "samples"), "list")) { /* what serve --samples gave */
         json_t *d = cli_json_doc("calibrate_samples"), *sa = json_array();
         int n = c->calib_args ? cli_n(c->calib_args, "samples") : 0;

@@ -77,6 +77,55 @@ static const char *query_arg(void *ud, const char *key) {
     return MHD_lookup_connection_value((struct MHD_Connection *)ud, MHD_GET_ARGUMENT_KIND, key);
 }
 
+/* The one check of an /api/ request's query, for every endpoint, before it runs: each parameter
+** at most once (a plain lookup would silently take the first) and no NUL byte in a name or value
+** (%00: the lookup would see only its start). Messages name the parameter:
+** "tensor: given 2 times; give each parameter once", "name: the value holds a NUL byte (%00)". */
+typedef struct query_scan {
+    char key[32][64];
+    int  count[32], nul[32], n;
+    int  key_nul;  /* a NUL inside a parameter's name */
+} query_scan;
+
+static enum MHD_Result query_scan_one(void *cls, enum MHD_ValueKind kind, const char *key, size_t key_size,
+                                      const char *value, size_t value_size) {
+    (void)kind;
+    query_scan *q = cls;
+    if (!key || strlen(key) != key_size) { q->key_nul = 1; return MHD_YES; }
+    int k = 0;
+    while (k < q->n && strcmp(q->key[k], key)) k++;
+    if (k == q->n) {
+        if (q->n == (int)(sizeof q->key / sizeof q->key[0])) return MHD_YES; /* more names than any endpoint reads */
+        snprintf(q->key[q->n++], sizeof q->key[0], "%s", key);
+    }
+    q->count[k]++;
+    if (value && strlen(value) != value_size) q->nul[k] = 1;
+    return MHD_YES;
+}
+
+/* NULL when the query is acceptable, else the 400 document. */
+static json_t *query_problem(struct MHD_Connection *conn) {
+    query_scan q;
+    memset(&q, 0, sizeof q);
+    MHD_get_connection_values_n(conn, MHD_GET_ARGUMENT_KIND, query_scan_one, &q);
+    char msg[200] = "";
+    if (q.key_nul) snprintf(msg, sizeof msg, "a parameter's name holds a NUL byte (%%00)");
+    for (int k = 0; k < q.n && !msg[0]; k++) {
+        if (q.count[k] > 1) snprintf(msg, sizeof msg, "%.60s: given %d times; give each parameter once", q.key[k], q.count[k]);
+        else if (q.nul[k]) snprintf(msg, sizeof msg, "%.60s: the value holds a NUL byte (%%00)", q.key[k]);
+    }
+    if (!msg[0]) return NULL;
+    json_t *d = cli_json_doc("error");
+    json_object_set_new(d, "status", json_integer(400));
+    json_t *m = json_string(msg);  /* a name that is not UTF-8: its bytes as '?' */
+    if (!m) {
+        for (char *p = msg; *p; p++) if ((unsigned char)*p >= 0x80) *p = '?';
+        m = json_string(msg);
+    }
+    json_object_set_new(d, "error", m);
+    return d;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
                                   const char *version, const char *upload_data, size_t *upload_data_size,
                                   void **con_cls) {
@@ -92,7 +141,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     if (strlen(url) > SERVE_MAX_URL) return send_text(conn, MHD_HTTP_URI_TOO_LONG, "URL too long\n");
     if (!strncmp(url, "/api/", 5)) {
         int status = 200;
-        json_t *d = serve_api(c, url, query_arg, conn, &status);
+        json_t *d = query_problem(conn);
+        if (d) return send_json(conn, 400, d);
+        d = serve_api(c, url, query_arg, conn, &status);
         return send_json(conn, (unsigned)status, d);
     }
     const tm_asset *a = serve_asset(url);

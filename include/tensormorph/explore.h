@@ -5,7 +5,8 @@
 ** module tree built from tensor names with dtype/scheme boundaries. Included by tensormorph.h.
 **
 ** A tensor of any rank is viewed as a 2-D matrix: rows = product of its first `split` dims,
-** cols = product of the rest (split = ndim-1 by default: a 1-D tensor is one row, a strip).
+** cols = product of the rest (split = 1 by default, the matrix view frameworks use for a weight:
+** a conv [out, in, kh, kw] is [out, in*kh*kw]; a 1-D tensor is one row, a strip).
 ** Pixel (py, px) of a tile at `step` s covers elements rows [(y0+py)s, +s) x cols [(x0+px)s, +s)
 ** of that matrix, clipped to it.
 */
@@ -29,7 +30,7 @@ typedef enum tm_tile_source {
 typedef struct tm_tiles tm_tiles;  /* one tensor opened for tiles (+ its pyramid when built)  */
 
 /* tm_tiles_open: view tensor i of f as a matrix for tiles.
-**   split   leading dims that form the rows, 0..ndim; -1 = ndim-1 (0 for 0-D/1-D tensors).
+**   split   leading dims that form the rows, 0..ndim; -1 = tm_tiles_default_split(ndim).
 **   src     TM_TILE_ERROR_LSB needs i quantized and ref/ref_i a tensor with the same element
 **           count (ref may be NULL for TM_TILE_VALUE). Where ref_i is the tensor tm_ref_pair
 **           pairs with i across conventions, its rows are read un-permuted (in i's order).
@@ -40,6 +41,11 @@ tm_status tm_tiles_open(const tm_file *f, int64_t i, const tm_file *ref, int64_t
                         tm_tile_source src, int split, tm_tiles **out, tm_err *err);
 void      tm_tiles_free(tm_tiles *t);   /* NULL is a no-op */
 int64_t   tm_tiles_rows(const tm_tiles *t);
+/* tm_tiles_split: the split in use; tm_tiles_default_split: the default for a rank: 1 for
+** ndim >= 2 (rows = dim 0: the output channels of a linear or conv weight, as PyTorch's
+** weight.flatten(1) / ONNX Gemm-on-Conv views it), 0 for a 0-D or 1-D tensor. */
+int       tm_tiles_split(const tm_tiles *t);
+int       tm_tiles_default_split(int ndim);
 int64_t   tm_tiles_cols(const tm_tiles *t);
 
 /* tm_tiles_build_pyramid: one streaming pass over the tensor building min/max/mean summaries

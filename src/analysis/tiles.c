@@ -24,6 +24,7 @@ struct tm_tiles {
     tm_tensor_pair ref_pair;  /* ref's tensor, its rows in f's order where tm_ref_pair permutes */
     tm_tile_source src;
     int64_t        rows, cols;
+    int            split;     /* leading dims forming the rows                                 */
     tm_qview      *qv;        /* quantized tensors: decoded scales, held for repeated reads    */
     int            n_levels;
     level          lv[MAX_LEVELS];
@@ -33,6 +34,8 @@ struct tm_tiles {
 };
 
 int64_t tm_tiles_rows(const tm_tiles *t) { return t->rows; }
+int     tm_tiles_split(const tm_tiles *t) { return t->split; }
+int     tm_tiles_default_split(int ndim) { return ndim >= 2 ? 1 : 0; }
 int64_t tm_tiles_cols(const tm_tiles *t) { return t->cols; }
 uint64_t tm_tiles_bytes(const tm_tiles *t) { return t ? t->bytes : 0; }
 int64_t tm_tiles_pyramid_step(const tm_tiles *t) { return t->n_levels ? t->lv[0].step : 0; }
@@ -42,7 +45,7 @@ tm_status tm_tiles_open(const tm_file *f, int64_t i, const tm_file *ref, int64_t
     *out = NULL;
     const tm_tensor *t = tm_file_tensor(f, i);
     if (!t) return tm__err_set(err, TM_E_INVALID_ARG, -1, "tensor index %lld out of range", (long long)i);
-    if (split < 0) split = t->ndim > 0 ? t->ndim - 1 : 0;
+    if (split < 0) split = tm_tiles_default_split(t->ndim);
     if (split > t->ndim)
         return tm__err_set(err, TM_E_INVALID_ARG, -1, "tensor '%s': split %d outside [0, %d]",
                            t->name, split, t->ndim);
@@ -76,6 +79,7 @@ tm_status tm_tiles_open(const tm_file *f, int64_t i, const tm_file *ref, int64_t
         o->ref_pair.index = ref_i;
     }
     o->src = src;
+    o->split = split;
     o->rows = 1;
     for (int d = 0; d < split; d++) o->rows *= t->shape[d];
     o->cols = 1;

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # run.sh: ctest entry for the browser test (tests/browser/ui.test.mjs). Exit 77 (skipped) with a
-# reason when node is missing, unless TM_REQUIRE_BROWSER=1; the .mjs decides the rest.
+# reason when node is missing, unless TM_REQUIRE_BROWSER=1; the .mjs decides the rest. $1: the
+# test file (default ui.test.mjs; views.test.mjs for the browser_views test).
 set -euo pipefail
 if ! command -v node >/dev/null 2>&1; then
   if [[ "${TM_REQUIRE_BROWSER:-}" == 1 ]]; then echo "FAIL: node not found (TM_REQUIRE_BROWSER=1)"; exit 1; fi
   echo "SKIP: node not found (apt-get install nodejs npm)"
   exit 77
 fi
-exec node "$(dirname "$0")/ui.test.mjs"
+exec node "$(dirname "$0")/${1:-ui.test.mjs}"

@@ -361,6 +361,19 @@ static void check_model(const char *dir, const qlin *ql, lay L, const char *layo
             assert_int_equal(e.zero_point, x->z[g * x->N + n]);
             assert_true(e.scale == (double)tm_f16_to_f32(x->s[g * x->N + n]));
             assert_int_equal(e.group, n * x->G + g);
+            /* the inspector's formula: (q - zero_point) * scale, the group from g_idx[c] */
+            tm_qformula fm;
+            assert_int_equal(tm_qelement_formula(f, ti, flat, &e, &fm, &err), TM_OK);
+            assert_string_equal(fm.terms[0].name, "q");
+            assert_true(fm.terms[0].value == (double)x->q[flat]);
+            assert_true(fm.terms[1].value == (double)x->z[g * x->N + n]);
+            assert_true(fm.terms[2].value == e.scale);
+            if (gidx_used) {
+                assert_int_equal(fm.n_terms, 4);
+                assert_string_equal(fm.terms[3].name, "g_idx[c]");
+                assert_true(fm.terms[3].value == (double)g);
+            }
+            assert_true((fm.terms[0].value - fm.terms[1].value) * fm.terms[2].value == e.value);
             assert_int_equal(e.stored_bits, 32);
             int per = 32 / x->bits;
             uint32_t word = L == AWQ ? x->qweight[k * (x->N / 8) + n / 8]

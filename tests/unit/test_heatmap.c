@@ -20,6 +20,7 @@
 #include "tensormorph.h"
 #include "helpers/cli_run.h"
 #include "helpers/fixture.h"
+#include "helpers/vectors.h"
 
 static char g_tmp[256];
 static const char *g_bin;
@@ -220,7 +221,7 @@ static void test_tiles_groups_and_error(void **state) {
 
 static void test_png_value_zero_row_is_white(void **state) {
     (void)state;
-    json_t *d = run_json("%s heatmap %s/demo " OPROJ " -o %s/v.png --json", g_bin, g_tmp, g_tmp);
+    json_t *d = run_json("%s heatmap %s/demo " OPROJ " -o %s/v.png --bare --json", g_bin, g_tmp, g_tmp);
     int up = (int)json_integer_value(json_object_get(d, "scale_up"));
     assert_int_equal(json_integer_value(json_object_get(d, "step")), 1);
     assert_int_equal(up, 4);  /* 256 x 256 in at most 1024 x 1024 */
@@ -264,7 +265,7 @@ static void test_png_value_zero_row_is_white(void **state) {
 
 static void test_png_groups_distinct_across_boundary(void **state) {
     (void)state;
-    assert_int_equal(run(NULL, "%s heatmap %s/q4 " OPROJ " -o %s/g.png --mode groups --width 256 --height 256 -q", g_bin, g_tmp, g_tmp), 0);
+    assert_int_equal(run(NULL, "%s heatmap %s/q4 " OPROJ " -o %s/g.png --mode groups --width 256 --height 256 --bare -q", g_bin, g_tmp, g_tmp), 0);
     char p[512];
     snprintf(p, sizeof p, "%s/g.png", g_tmp);
     image im = load_png(p);
@@ -279,7 +280,7 @@ static void test_png_groups_distinct_across_boundary(void **state) {
     }
     free(im.rgb);
     /* enlarged 4x (the default size): a dark line on the last pixel before each unit boundary */
-    assert_int_equal(run(NULL, "%s heatmap %s/q4 " OPROJ " -o %s/g4.png --mode groups -q", g_bin, g_tmp, g_tmp), 0);
+    assert_int_equal(run(NULL, "%s heatmap %s/q4 " OPROJ " -o %s/g4.png --mode groups --bare -q", g_bin, g_tmp, g_tmp), 0);
     snprintf(p, sizeof p, "%s/g4.png", g_tmp);
     im = load_png(p);
     assert_int_equal(im.w, 1024);
@@ -295,7 +296,7 @@ static void test_png_groups_distinct_across_boundary(void **state) {
 static void test_png_error_mode_and_strip(void **state) {
     (void)state;
     assert_int_equal(run(NULL, "%s heatmap %s/q4 " OPROJ " -o %s/e.png --mode error 2>/dev/null", g_bin, g_tmp, g_tmp), 2);
-    json_t *d = run_json("%s heatmap %s/q4 " OPROJ " -o %s/e.png --mode error --ref %s/demo --width 256 --height 256 --json", g_bin, g_tmp, g_tmp, g_tmp);
+    json_t *d = run_json("%s heatmap %s/q4 " OPROJ " -o %s/e.png --mode error --ref %s/demo --width 256 --height 256 --bare --json", g_bin, g_tmp, g_tmp, g_tmp);
     json_t *rg = json_object_get(d, "range");
     double hi = json_number_value(json_array_get(rg, 1));
     assert_true(hi > 0.3 && hi <= 0.5 + 1e-3);
@@ -309,17 +310,20 @@ static void test_png_error_mode_and_strip(void **state) {
     assert_true(nonzero > 200);
     free(im.rgb);
     /* a 1-D tensor is a strip; a downsampled view halves until it fits */
-    d = run_json("%s heatmap %s/demo model.norm.weight -o %s/n.png --json", g_bin, g_tmp, g_tmp);
+    /* a strip is stretched down to a 4:1 picture (a whole factor: 1024 x 256) */
+    d = run_json("%s heatmap %s/demo model.norm.weight -o %s/n.png --bare --json", g_bin, g_tmp, g_tmp);
     assert_int_equal(json_integer_value(json_object_get(d, "rows")), 1);
-    assert_int_equal(json_integer_value(json_object_get(d, "height")), 16);
+    assert_int_equal(json_integer_value(json_object_get(d, "width")), 1024);
+    assert_int_equal(json_integer_value(json_object_get(d, "height")), 256);
     json_decref(d);
     snprintf(p, sizeof p, "%s/n.png", g_tmp);
     im = load_png(p);
-    assert_int_equal(im.h, 16);
-    assert_true(px_eq(&im, 5, 0, 5, 15));
+    assert_int_equal(im.w, 1024);
+    assert_int_equal(im.h, 256);
+    assert_true(px_eq(&im, 5, 0, 5, 255));
     free(im.rgb);
     /* --split 0: the 256 x 256 matrix as one 65536-element strip, 64 elements per pixel */
-    d = run_json("%s heatmap %s/demo " OPROJ " -o %s/n.png --split 0 --json", g_bin, g_tmp, g_tmp);
+    d = run_json("%s heatmap %s/demo " OPROJ " -o %s/n.png --split 0 --bare --json", g_bin, g_tmp, g_tmp);
     assert_int_equal(json_integer_value(json_object_get(d, "rows")), 1);
     assert_int_equal(json_integer_value(json_object_get(d, "cols")), 65536);
     assert_int_equal(json_integer_value(json_object_get(d, "step")), 64);
@@ -330,10 +334,89 @@ static void test_png_error_mode_and_strip(void **state) {
     assert_true(px_is(&im, 12, 0, 255, 255, 255));  /* pixel 12 = elements 768..831: row 3, all zero */
     assert_false(px_is(&im, 11, 0, 255, 255, 255));
     free(im.rgb);
-    d = run_json("%s heatmap %s/demo model.layers.0.mlp.down_proj.weight -o %s/s.png --width 100 --height 100 --json", g_bin, g_tmp, g_tmp);
+    d = run_json("%s heatmap %s/demo model.layers.0.mlp.down_proj.weight -o %s/s.png --width 100 --height 100 --bare --json", g_bin, g_tmp, g_tmp);
     assert_int_equal(json_integer_value(json_object_get(d, "step")), 8);  /* 256 x 688 */
     assert_int_equal(json_integer_value(json_object_get(d, "width")), 86);
     assert_int_equal(json_integer_value(json_object_get(d, "height")), 32);
+    json_decref(d);
+}
+
+
+/* The frame (no --bare): title, ticks, colour bar; the plot is the --bare image at plot.x/y. */
+static void test_png_frame(void **state) {
+    (void)state;
+    json_t *d = run_json("%s heatmap %s/demo " OPROJ " -o %s/f.png --json", g_bin, g_tmp, g_tmp);
+    json_t *pl = json_object_get(d, "plot");
+    int x0 = (int)json_integer_value(json_object_get(pl, "x")), y0 = (int)json_integer_value(json_object_get(pl, "y"));
+    int pw = (int)json_integer_value(json_object_get(pl, "width")), ph = (int)json_integer_value(json_object_get(pl, "height"));
+    assert_int_equal(pw, 1024);
+    assert_int_equal(ph, 1024);
+    assert_false(json_is_true(json_object_get(d, "bare")));
+    json_decref(d);
+    char p[512];
+    snprintf(p, sizeof p, "%s/f.png", g_tmp);
+    image f = load_png(p);
+    snprintf(p, sizeof p, "%s/v.png", g_tmp);
+    assert_int_equal(run(NULL, "%s heatmap %s/demo " OPROJ " -o %s/v.png --bare -q", g_bin, g_tmp, g_tmp), 0);
+    image b = load_png(p);
+    assert_true(f.w > x0 + pw && f.h > y0 + ph && x0 > 0 && y0 > 0);
+    /* the plot is the bare picture, pixel for pixel */
+    for (int y = 0; y < ph; y += 7)
+        for (int x = 0; x < pw; x += 5)
+            assert_int_equal(memcmp(px(&f, x0 + x, y0 + y), px(&b, x, y), 3), 0);
+    /* the title: dark text in the top margin; row tick "0" left of the plot */
+    int ink = 0;
+    for (int y = 0; y < y0 - 24; y++)
+        for (int x = 0; x < f.w / 2; x++) ink += px_is(&f, x, y, 29, 35, 48);
+    assert_true(ink > 100);
+    int tick = 0;
+    for (int y = y0; y < y0 + 20; y++)
+        for (int x = 0; x < x0; x++) tick += px_is(&f, x, y, 29, 35, 48);
+    assert_true(tick > 10);
+    /* the colour bar right of the plot: red (+max) at the top, blue (-max) at the bottom,
+    ** white (0) in the middle */
+    int bx = -1;
+    for (int x = x0 + pw + 2; x < f.w && bx < 0; x++) if (px_is(&f, x, y0, 178, 24, 43)) bx = x;
+    assert_true(bx > 0);
+    assert_true(px_is(&f, bx + 4, y0 + ph - 1, 33, 102, 172));
+    const uint8_t *mid = px(&f, bx + 4, y0 + ph / 2);
+    assert_true(mid[0] > 240 && mid[1] > 240 && mid[2] > 240);
+    free(f.rgb);
+    free(b.rgb);
+}
+
+/* The matrix of an N-D weight is [dim 0, the rest] (conv [out, in*kh*kw]), and its picture has
+** a sane aspect ratio: the PaddleOCR recognizer's [480, 480, 1, 1] conv is 480 x 480 (a square
+** PNG), its [120, 480, 1, 1] one is 4:1. */
+static void test_png_conv_shape(void **state) {
+    (void)state;
+    if (!tmv_require_shared()) return;
+    char m[1024];
+    snprintf(m, sizeof m, "%s/models/onnx/npm/paddleocr/ch_PP-OCRv4_rec_infer.onnx", tmv_shared_dir());
+    json_t *d = run_json("%s heatmap %s conv2d_180.w_0 -o %s/c.png --bare --json", g_bin, m, g_tmp);
+    assert_int_equal(json_integer_value(json_object_get(d, "split")), 1);
+    assert_int_equal(json_integer_value(json_object_get(d, "rows")), 480);
+    assert_int_equal(json_integer_value(json_object_get(d, "cols")), 480);
+    assert_int_equal(json_integer_value(json_object_get(d, "width")), json_integer_value(json_object_get(d, "height")));
+    json_decref(d);
+    char p[512];
+    snprintf(p, sizeof p, "%s/c.png", g_tmp);
+    image im = load_png(p);
+    assert_int_equal(im.w, 960);
+    assert_int_equal(im.h, 960);
+    free(im.rgb);
+    d = run_json("%s heatmap %s conv2d_117.w_0 -o %s/c.png --bare --json", g_bin, m, g_tmp);
+    assert_int_equal(json_integer_value(json_object_get(d, "rows")), 120);
+    assert_int_equal(json_integer_value(json_object_get(d, "cols")), 480);
+    int w = (int)json_integer_value(json_object_get(d, "width")), h = (int)json_integer_value(json_object_get(d, "height"));
+    assert_true(w <= 4 * h && h <= w);
+    json_decref(d);
+    /* a tall thin one: --split 3 makes [480*480*1, 1] -> stretched across to at most 4:1 */
+    d = run_json("%s heatmap %s conv2d_117.w_0 -o %s/c.png --split 3 --bare --json", g_bin, m, g_tmp);
+    w = (int)json_integer_value(json_object_get(d, "width"));
+    h = (int)json_integer_value(json_object_get(d, "height"));
+    assert_int_equal(json_integer_value(json_object_get(d, "cols")), 1);
+    assert_true(h <= 4 * w);
     json_decref(d);
 }
 
@@ -357,6 +440,8 @@ int main(void) {
         cmocka_unit_test(test_png_value_zero_row_is_white),
         cmocka_unit_test(test_png_groups_distinct_across_boundary),
         cmocka_unit_test(test_png_error_mode_and_strip),
+        cmocka_unit_test(test_png_frame),
+        cmocka_unit_test(test_png_conv_shape),
         cmocka_unit_test(test_png_written_atomically),
     };
     return cmocka_run_group_tests(tests, setup_all, teardown_all);

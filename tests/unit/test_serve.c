@@ -277,6 +277,22 @@ static void test_documents_equal_cli_json(void **state) {
     json_decref(b);
     assert_int_equal(api_status("/api/v1/scalar?name=" OPROJ "&index=5,256"), 400);
     assert_int_equal(api_status("/api/v1/scalar?name=" OPROJ "&index=5"), 400);
+    /* every endpoint: a parameter given twice or a NUL in a name is a 400 with its message */
+    const char *dup[] = {"/api/v1/scalar?name=" OPROJ "&index=5,3&index=1,1", "/api/v1/tensor?name=" OPROJ "&name=" OPROJ,
+                         "/api/v1/tile?name=" OPROJ "&step=1&step=2", "/api/v1/inspect?x=1&x=2", "/api/v1/arch?a=1&a=1",
+                         "/api/v1/calibrate?tensor=" OPROJ "&observer=mse&observer=minmax", "/api/v1/session?k=&k="};
+    for (size_t k = 0; k < sizeof dup / sizeof *dup; k++) {
+        http_resp r = http_get(dup[k]);
+        if (r.status != 400 || !strstr(r.body, "times; give each parameter once")) fail_msg("GET %s -> %d %s", dup[k], r.status, r.body);
+        resp_free(&r);
+    }
+    const char *nul[] = {"/api/v1/tensor?name=" OPROJ "%00x", "/api/v1/scalar?name=" OPROJ "%00&index=0,0",
+                         "/api/v1/tile?name=a%00b", "/api/v1/calibrate?tensor=x%00y"};
+    for (size_t k = 0; k < sizeof nul / sizeof *nul; k++) {
+        http_resp r = http_get(nul[k]);
+        if (r.status != 400 || !strstr(r.body, "holds a NUL byte")) fail_msg("GET %s -> %d %s", nul[k], r.status, r.body);
+        resp_free(&r);
+    }
     assert_int_equal(api_status("/api/v1/scalar?name=nope&index=0"), 404);
 }
 

@@ -116,6 +116,14 @@ const geo = (page) => page.$eval("#heatmap", (c) => {
   const d = c.dataset;
   return { ox: +d.ox, oy: +d.oy, z: +d.z, zy: +d.zy, s: +d.step, rows: +d.rows, cols: +d.cols, w: c.width, h: c.height };
 });
+// the geometry after a key: the canvas may redraw on the next frame, so wait (bounded) for it to change
+async function geoAfter(page, prev) {
+  try {
+    await page.waitForFunction((p) => { const d = document.querySelector("#heatmap").dataset; return +d.ox !== p.ox || +d.oy !== p.oy || +d.z !== p.z; },
+      prev, { timeout: 5000 });
+  } catch (e) { /* unchanged: the check below says so */ }
+  return geo(page);
+}
 async function axeCheck(page, view) {
   await page.addScriptTag({ path: axe.p });
   const res = await page.evaluate(async (v) => {
@@ -206,13 +214,13 @@ try {
   // keyboard on the canvas
   await page.focus("#heatmap");
   await page.keyboard.press("+");
-  let g2 = await geo(page);
+  let g2 = await geoAfter(page, g);
   check(g2.z > g.z && Number.isInteger(g2.z), "+ zooms in by a whole step (" + g.z + " -> " + g2.z + ")");
   await page.keyboard.press("ArrowRight");
-  const g3 = await geo(page);
+  const g3 = await geoAfter(page, g2);
   check(g3.ox === g2.ox - 64, "ArrowRight pans (" + g2.ox + " -> " + g3.ox + ")");
   await page.keyboard.press("0");
-  g2 = await geo(page);
+  g2 = await geoAfter(page, g3);
   check(g2.z === g.z && g2.ox === g.ox, "0 fits again");
   g = await geo(page);
   const box2 = await page.locator("#heatmap").boundingBox(), sc = box2.width / g.w;

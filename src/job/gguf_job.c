@@ -426,7 +426,7 @@ static tm_status row_error(gjob *j, gplan *pl, const float *x, int64_t p0, int64
     tm_err e0 = *err;
     for (int64_t r = p0; r < p1; r++) {
         int64_t bad;
-        tm_status s = tm__gq_quantize_row_err(pl->out_type, x + (r - p0) * ne0, ne0, q, NULL, NULL, &bad, j->p->kernels, err);
+        tm_status s = tm__gq_quantize_row_err(pl->out_type, x + (r - p0) * ne0, ne0, NULL, 0, q, NULL, NULL, &bad, j->p->kernels, err);
         if (s) {
             tm__err_prefix(err, "%s: tensor '%s' (%s): row %lld", tm_file_path(j->in, t->file_index), pl->name,
                            tname(pl->out_type), (long long)r);
@@ -488,7 +488,7 @@ static tm_status do_quant_chunk(gjob *j, gplan *pl, int64_t c, wbuf *b, tm_err *
         /* the piece's rows are contiguous in x and in the output, and blocks are independent:
         ** one call quantizes them all */
         uint8_t *q = b->q + (size_t)((uint64_t)(p0 - r0) * rb);
-        s = tm__gq_quantize_row_err(pl->out_type, x, (p1 - p0) * ne0, q, b->dq, &acc, NULL, j->p->kernels, err);
+        s = tm__gq_quantize_row_err(pl->out_type, x, (p1 - p0) * ne0, NULL, 0, q, b->dq, &acc, NULL, j->p->kernels, err);
         if (s) return row_error(j, pl, x, p0, p1, q, s, err);
     }
     s = tm_gguf_writer_write(j->w, pl - j->plans, rb * (uint64_t)r0, b->q, nbytes, err);

@@ -814,8 +814,9 @@ static inline tm_status run_blocks(tm_status (*fn)(const float *, uint8_t *, int
 }
 
 #define GQ_ROWS(name, block)                                                                     \
-    tm_status name(const tm_ggml_type_info *t, const float *x, int64_t b0, int64_t nb, uint8_t *y, \
-                   int64_t *bad_block, tm_err *err) {                                            \
+    tm_status name(const tm_ggml_type_info *t, const float *x, const float *imatrix, int64_t b0,  \
+                   int64_t nb, uint8_t *y, int64_t *bad_block, tm_err *err) {                    \
+        (void)imatrix;                                                                           \
         return run_blocks(block, t, x, b0, nb, y, bad_block, err);                               \
     }
 GQ_ROWS(tm__gq_rows_q4_0, q4_0_block)
@@ -837,18 +838,20 @@ GQ_ROWS(tm__gq_rows_q5_k_avx2, q5_k_block_avx2)
 #endif
 
 /* The plain types: one value a block. */
-tm_status tm__gq_rows_f32(const tm_ggml_type_info *t, const float *x, int64_t b0, int64_t nb, uint8_t *y, int64_t *bad_block,
+tm_status tm__gq_rows_f32(const tm_ggml_type_info *t, const float *x, const float *imatrix, int64_t b0, int64_t nb, uint8_t *y, int64_t *bad_block,
                           tm_err *err) {
     (void)t;
+    (void)imatrix;
     (void)bad_block;
     (void)err;
     memcpy(y + 4 * b0, x + b0, (size_t)(nb - b0) * 4);
     return TM_OK;
 }
 
-tm_status tm__gq_rows_f16(const tm_ggml_type_info *t, const float *x, int64_t b0, int64_t nb, uint8_t *y, int64_t *bad_block,
+tm_status tm__gq_rows_f16(const tm_ggml_type_info *t, const float *x, const float *imatrix, int64_t b0, int64_t nb, uint8_t *y, int64_t *bad_block,
                           tm_err *err) {
     (void)t;
+    (void)imatrix;
     for (int64_t i = b0; i < nb; i++) {
         uint16_t h = tm_f32_to_f16(x[i]);
         if ((h & 0x7c00u) == 0x7c00u) {
@@ -861,9 +864,10 @@ tm_status tm__gq_rows_f16(const tm_ggml_type_info *t, const float *x, int64_t b0
     return TM_OK;
 }
 
-tm_status tm__gq_rows_bf16(const tm_ggml_type_info *t, const float *x, int64_t b0, int64_t nb, uint8_t *y, int64_t *bad_block,
+tm_status tm__gq_rows_bf16(const tm_ggml_type_info *t, const float *x, const float *imatrix, int64_t b0, int64_t nb, uint8_t *y, int64_t *bad_block,
                            tm_err *err) {
     (void)t;
+    (void)imatrix;
     (void)bad_block;
     (void)err;
     for (int64_t i = b0; i < nb; i++) tm__st16(y + 2 * i, tm_f32_to_bf16(x[i]));

@@ -443,8 +443,8 @@ static void test_err_fused_matches_ref(void **state) {
                     const size_t off = (size_t)row_bytes(type, cuts[c]);
                     int64_t b1, b2;
                     tm_err er1, er2;
-                    s1 = tm__gq_quantize_row_err(type, x + cuts[c], m, a + off, dq, &e1, &b1, NULL, &er1);
-                    s2 = tm__gq_quantize_row_err(type, x + cuts[c], m, b + off, dq, &e2, &b2, &tm__kernels_ref, &er2);
+                    s1 = tm__gq_quantize_row_err(type, x + cuts[c], m, NULL, 0, a + off, dq, &e1, &b1, NULL, &er1);
+                    s2 = tm__gq_quantize_row_err(type, x + cuts[c], m, NULL, 0, b + off, dq, &e2, &b2, &tm__kernels_ref, &er2);
                     assert_int_equal(s1, s2);
                     assert_int_equal(b1, b2);
                     if (s1) assert_string_equal(er1.msg, er2.msg);
@@ -471,8 +471,8 @@ static void test_err_fused_matches_ref(void **state) {
         tm__gq_err e;
         memset(&e, 0, sizeof e);
         tm_err er;
-        assert_int_equal(tm__gq_quantize_row_err(TM_GGML_F16, x, 1000, a, dq, &e, NULL, ks, &er), TM_OK);
-        assert_int_equal(tm__gq_quantize_row_err(TM_GGML_F16, x + 1000, 3, a + 2000, dq, &e, NULL, ks, &er), TM_OK);
+        assert_int_equal(tm__gq_quantize_row_err(TM_GGML_F16, x, 1000, NULL, 0, a, dq, &e, NULL, ks, &er), TM_OK);
+        assert_int_equal(tm__gq_quantize_row_err(TM_GGML_F16, x + 1000, 3, NULL, 0, a + 2000, dq, &e, NULL, ks, &er), TM_OK);
         assert_int_equal(tm_ggml_dequantize(TM_GGML_F16, a, 2006, 1003, dq2, &er), TM_OK);
         double want[3], got[3];
         err_spec(x, dq2, 1003, want);
@@ -505,9 +505,9 @@ static void test_simd_nonfinite_and_overflow(void **state) {
                     memset(b, 0, sizeof b);
                     int64_t b1, b2;
                     tm_err er1, er2;
-                    tm_status s1 = with_acc ? tm__gq_quantize_row_err(types[t], x, N, a, dq, &e1, &b1, NULL, &er1)
+                    tm_status s1 = with_acc ? tm__gq_quantize_row_err(types[t], x, N, NULL, 0, a, dq, &e1, &b1, NULL, &er1)
                                             : tm_gq_quantize_row(types[t], x, N, a, &b1, &er1);
-                    tm_status s2 = with_acc ? tm__gq_quantize_row_err(types[t], x, N, b, dq, &e2, &b2, &tm__kernels_ref, &er2)
+                    tm_status s2 = with_acc ? tm__gq_quantize_row_err(types[t], x, N, NULL, 0, b, dq, &e2, &b2, &tm__kernels_ref, &er2)
                                             : tm_gq_quantize_row_ref(types[t], x, N, b, &b2, &er2);
                     assert_true(s1 != TM_OK);
                     assert_int_equal(s1, s2);

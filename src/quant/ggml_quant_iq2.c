@@ -824,7 +824,7 @@ tm_status tm__gq_rows_iq2w(const tm_ggml_type_info *t, const float *x, int64_t b
     return TM_OK;
 }
 
-tm_status tm__gq_rows_iq2(const tm_ggml_type_info *t, const float *x, int64_t b0, int64_t nb,
-                          uint8_t *y, int64_t *bad_block, tm_err *err) {
-    return tm__gq_rows_iq2w(t, x, b0, nb, y, NULL, bad_block, err);
+tm_status tm__gq_rows_iq2(const tm_ggml_type_info *t, const float *x, const float *imatrix,
+                          int64_t b0, int64_t nb, uint8_t *y, int64_t *bad_block, tm_err *err) {
+    return tm__gq_rows_iq2w(t, x, b0, nb, y, imatrix, bad_block, err);
 }

@@ -52,8 +52,8 @@ int64_t tm__gq_iq1_m(const tm__iq2_tab *tab, const float *x, uint8_t *y, int64_t
 struct tm_ggml_type_info;
 tm_status tm__gq_rows_iq2w(const struct tm_ggml_type_info *t, const float *x, int64_t b0, int64_t nb,
                            uint8_t *y, const float *qw, int64_t *bad_block, tm_err *err);
-/* The same without weights (the table's signature until it carries them). */
-tm_status tm__gq_rows_iq2(const struct tm_ggml_type_info *t, const float *x, int64_t b0, int64_t nb,
-                          uint8_t *y, int64_t *bad_block, tm_err *err);
+/* The same with the table's signature (ggml_traits.h tm__gq_rows_fn: imatrix before b0). */
+tm_status tm__gq_rows_iq2(const struct tm_ggml_type_info *t, const float *x, const float *imatrix,
+                          int64_t b0, int64_t nb, uint8_t *y, int64_t *bad_block, tm_err *err);
 
 #endif

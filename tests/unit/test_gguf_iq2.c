@@ -136,7 +136,8 @@ static uint8_t *quantize_tensor(const char *name, int ty, const float *w, uint64
     assert_int_equal(tm_tensor_read_f32(g_src, i, 0, t->n_elems, x, &err), TM_OK);
     for (int64_t r = 0; r < nrow; r++) {
         int64_t bad = 0;
-        tm_status s = tm__gq_rows_iq2w(ti, x + r * ncol, 0, ncol / 256, y + (uint64_t)r * rb, w, &bad, &err);
+        tm_status s = w ? tm_gq_quantize_row_imatrix(ty, x + r * ncol, ncol, w, y + (uint64_t)r * rb, &bad, &err)
+                        : tm_gq_quantize_row(ty, x + r * ncol, ncol, y + (uint64_t)r * rb, &bad, &err);
         if (s) fail_msg("%s row %lld as %s: %s", name, (long long)r, ti->name, err.msg);
     }
     free(x);
@@ -237,8 +238,7 @@ static void test_need_weights(void **state) {
     for (size_t k = 0; k < sizeof need / sizeof need[0]; k++) {
         tm_err err;
         int64_t bad;
-        assert_int_equal(tm__gq_rows_iq2w(tm_ggml_type_info_get(need[k]), x, 0, 1, y, NULL, &bad, &err),
-                         TM_E_INVALID_ARG);
+        assert_int_equal(tm_gq_quantize_row(need[k], x, 256, y, &bad, &err), TM_E_INVALID_ARG);
         assert_non_null(strstr(err.msg, "importance matrix"));
     }
     /* IQ2_S and IQ1_M run unweighted (llama.cpp allows it): the output dequantizes close */

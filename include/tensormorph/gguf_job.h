@@ -18,7 +18,9 @@ enum {
     TM_FTYPE_Q5_0 = 8, TM_FTYPE_Q5_1 = 9, TM_FTYPE_Q2_K = 10, TM_FTYPE_Q3_K_S = 11,
     TM_FTYPE_Q3_K_M = 12, TM_FTYPE_Q3_K_L = 13, TM_FTYPE_Q4_K_S = 14, TM_FTYPE_Q4_K_M = 15,
     TM_FTYPE_Q5_K_S = 16, TM_FTYPE_Q5_K_M = 17, TM_FTYPE_Q6_K = 18, TM_FTYPE_IQ4_NL = 25,
-    TM_FTYPE_BF16 = 32
+    TM_FTYPE_BF16 = 32,
+    TM_FTYPE_IQ2_XXS = 19, TM_FTYPE_IQ2_XS = 20, TM_FTYPE_IQ1_S = 24, TM_FTYPE_IQ2_S = 28,
+    TM_FTYPE_IQ2_M = 29, TM_FTYPE_IQ1_M = 31
 };
 
 /* tm_gguf_ftype_from_name: a llama-quantize type name (case-insensitive): Q4_0 Q4_1 Q5_0 Q5_1

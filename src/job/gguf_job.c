@@ -50,6 +50,9 @@ static const struct ftype_row {
     {"Q5_K_S", TM_FTYPE_Q5_K_S, TM_GGML_Q5_K},   {"Q5_K_M", TM_FTYPE_Q5_K_M, TM_GGML_Q5_K},
     {"Q6_K", TM_FTYPE_Q6_K, TM_GGML_Q6_K},       {"F16", TM_FTYPE_F16, TM_GGML_F16},
     {"BF16", TM_FTYPE_BF16, TM_GGML_BF16},
+    {"IQ2_XXS", TM_FTYPE_IQ2_XXS, TM_GGML_IQ2_XXS}, {"IQ2_XS", TM_FTYPE_IQ2_XS, TM_GGML_IQ2_XS},
+    {"IQ2_S", TM_FTYPE_IQ2_S, TM_GGML_IQ2_XS},     {"IQ2_M", TM_FTYPE_IQ2_M, TM_GGML_IQ2_S},
+    {"IQ1_S", TM_FTYPE_IQ1_S, TM_GGML_IQ1_S},      {"IQ1_M", TM_FTYPE_IQ1_M, TM_GGML_IQ1_M},
     /* llama-quantize's aliases (its QUANT_OPTIONS table) */
     {"Q3_K", TM_FTYPE_Q3_K_M, TM_GGML_Q3_K},     {"Q4_K", TM_FTYPE_Q4_K_M, TM_GGML_Q4_K},
     {"Q5_K", TM_FTYPE_Q5_K_M, TM_GGML_Q5_K},
@@ -187,6 +190,12 @@ static tm_status layer_info(const qstate *qs, int i, int n, const char *name, in
     return TM_OK;
 }
 
+/* The 1- and 2-bit IQ file types, which llama_tensor_get_type treats as one family. */
+static int iq12_ftype(int ft) {
+    return ft == TM_FTYPE_IQ2_XXS || ft == TM_FTYPE_IQ2_XS || ft == TM_FTYPE_IQ1_S ||
+           ft == TM_FTYPE_IQ2_S || ft == TM_FTYPE_IQ2_M || ft == TM_FTYPE_IQ1_M;
+}
+
 #define SETR(...) snprintf(reason, rn, __VA_ARGS__)
 
 /* llama_tensor_get_type for the file types this job makes (no importance matrix). `reason`
@@ -204,12 +213,58 @@ static tm_status get_type(qstate *qs, int new_type, const char *name, int64_t ne
             SETR("%s: row of %lld is not a multiple of %lld (or falcon): Q8_0",
                  strcmp(name, "output.weight") ? "tied token embedding (the output)" : "output",
                  (long long)ne0, (long long)qk);
+        } else if (iq12_ftype(ft)) {
+            new_type = TM_GGML_Q5_K;
+            SETR("%s in %s: Q5_K", strcmp(name, "output.weight") ? "tied token embedding (the output)" : "output",
+                 tm_gguf_ftype_name(ft));
         } else if (new_type != TM_GGML_Q8_0) {
             new_type = TM_GGML_Q6_K;
             SETR("%s: Q6_K", strcmp(name, "output.weight") ? "tied token embedding (the output)" : "output");
         }
     } else if (strcmp(name, "token_embd.weight") == 0 || strcmp(name, "per_layer_token_embd.weight") == 0) {
         /* only the IQ1/IQ2/IQ3 and TQ file types change it */
+        if (ft == TM_FTYPE_IQ2_XXS || ft == TM_FTYPE_IQ2_XS || ft == TM_FTYPE_IQ1_S || ft == TM_FTYPE_IQ1_M) {
+            new_type = TM_GGML_Q2_K;
+            SETR("token_embd in %s: Q2_K", tm_gguf_ftype_name(ft));
+        } else if (ft == TM_FTYPE_IQ2_S || ft == TM_FTYPE_IQ2_M) {
+            new_type = TM_GGML_IQ3_S;
+            SETR("token_embd in %s: IQ3_S", tm_gguf_ftype_name(ft));
+        }
+    } else if (iq12_ftype(ft)) {
+        /* the IQ1/IQ2 family's own branch: attn_v, attn_k (8 experts), the first eighth of
+        ** ffn_down, attn_output; nothing else changes */
+        const int s_m = ft == TM_FTYPE_IQ2_S || ft == TM_FTYPE_IQ2_M;
+        if (contains(name, "attn_v.weight")) {
+            if (qs->n_gqa >= 4 || qs->n_expert >= 4) {
+                new_type = TM_GGML_Q4_K;
+                SETR("attn_v in %s (n_gqa %d, %d experts): Q4_K", tm_gguf_ftype_name(ft), qs->n_gqa, qs->n_expert);
+            } else {
+                new_type = s_m ? TM_GGML_IQ3_S : TM_GGML_Q2_K;
+                SETR("attn_v in %s: %s", tm_gguf_ftype_name(ft), tname(new_type));
+            }
+            ++qs->i_attention_wv;
+        } else if (qs->n_expert == 8 && contains(name, "attn_k.weight")) {
+            new_type = TM_GGML_Q4_K;
+            SETR("attn_k of an 8-expert model in %s: Q4_K", tm_gguf_ftype_name(ft));
+        } else if (contains(name, "ffn_down")) {
+            if (qs->i_ffn_down < qs->n_ffn_down / 8) {
+                new_type = s_m ? TM_GGML_IQ3_S : TM_GGML_Q2_K;
+                SETR("ffn_down #%d of %d (first eighth) in %s: %s", qs->i_ffn_down, qs->n_ffn_down,
+                     tm_gguf_ftype_name(ft), tname(new_type));
+            }
+            ++qs->i_ffn_down;
+        } else if (contains(name, "attn_output.weight")) {
+            if (qs->n_expert == 8) {
+                new_type = TM_GGML_Q5_K;
+                SETR("attn_output of an 8-expert model in %s: Q5_K", tm_gguf_ftype_name(ft));
+            } else if (ft == TM_FTYPE_IQ1_S || ft == TM_FTYPE_IQ1_M) {
+                new_type = TM_GGML_IQ2_XXS;
+                SETR("attn_output in %s: IQ2_XXS", tm_gguf_ftype_name(ft));
+            } else if (s_m) {
+                new_type = TM_GGML_IQ3_S;
+                SETR("attn_output in %s: IQ3_S", tm_gguf_ftype_name(ft));
+            }
+        }
     } else if (contains(name, "attn_v.weight")) {
         int i = qs->i_attention_wv;
         if (ft == TM_FTYPE_Q2_K) {
@@ -315,6 +370,8 @@ static tm_status get_type(qstate *qs, int new_type, const char *name, int64_t ne
         int fb;
         switch (new_type) {
         case TM_GGML_Q2_K: case TM_GGML_Q3_K: fb = TM_GGML_IQ4_NL; break;
+        case TM_GGML_IQ2_XXS: case TM_GGML_IQ2_XS: case TM_GGML_IQ2_S:
+        case TM_GGML_IQ1_S: case TM_GGML_IQ1_M: fb = TM_GGML_IQ4_NL; break;
         case TM_GGML_Q4_K: fb = TM_GGML_Q5_0; break;
         case TM_GGML_Q5_K: fb = TM_GGML_Q5_1; break;
         case TM_GGML_Q6_K: fb = TM_GGML_Q8_0; break;

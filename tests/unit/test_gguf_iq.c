@@ -207,12 +207,214 @@ static void test_iq4_nl_stories(void **state) {
     assert_int_equal(compare_file("../stories260K-F32.gguf", "stories260K-Q2_K-imx.gguf", "stories260K.imatrix", c), 30);
 }
 
+
+/* ---- the IQ3 search tables ----------------------------------------------------------------- */
+
+/* Keys of grid rows that ggml's kgrid_256 / kgrid_512 lists (iq3xs_init_impl) hold, spot
+** checked: row r of the grid has key kgrid[r]. */
+static void test_iq3_tables(void **state) {
+    (void)state;
+    static const struct { int rows, r, key; } spot[] = {
+        {256, 0, 0}, {256, 1, 2}, {256, 2, 4}, {256, 3, 9}, {256, 16, 81}, {256, 128, 1272}, {256, 255, 3992},
+        {512, 0, 0}, {512, 1, 1}, {512, 2, 2}, {512, 3, 5}, {512, 256, 1299}, {512, 510, 3993}, {512, 511, 4032},
+    };
+    for (size_t i = 0; i < sizeof spot / sizeof spot[0]; i++)
+        assert_int_equal(tm__gq_iq3_lookup(spot[i].rows, spot[i].key, NULL), spot[i].r);
+    for (int g = 0; g < 2; g++) {
+        const int rows = g ? 512 : 256, nwant = g ? 3 : 2;
+        assert_int_equal(tm__ggml_iq_init(), 1);
+        const uint8_t(*grid)[4] = g ? tm__iq3s_grid : tm__iq3xxs_grid;
+        /* the levels: rank of each stored value among the 8 */
+        int lv[4096][4] = {{0}}, key_of[512], on = 0, prev = -1;
+        for (int u = 0; u < 4096; u++) {
+            int r = tm__gq_iq3_lookup(rows, u, NULL);
+            if (r >= 0) {
+                assert_true(r < rows);
+                assert_true(r > prev); /* keys ascending in row order */
+                prev = r;
+                key_of[r] = u;
+                on++;
+            }
+        }
+        assert_int_equal(on, rows);
+        /* a row's key decodes to its stored values through one increasing level map */
+        int val_of_level[8];
+        for (int l = 0; l < 8; l++) val_of_level[l] = -1;
+        for (int r = 0; r < rows; r++)
+            for (int k = 0; k < 4; k++) {
+                int l = (key_of[r] >> 3 * k) & 7;
+                lv[r][k] = l;
+                if (val_of_level[l] < 0) val_of_level[l] = grid[r][k];
+                assert_int_equal(val_of_level[l], grid[r][k]);
+            }
+        for (int l = 1; l < 8; l++) assert_true(val_of_level[l] > val_of_level[l - 1]);
+        /* every off-grid key: the rows at its nwant smallest distinct distances, by distance then row */
+        long total = 0;
+        for (int u = 0; u < 4096; u++) {
+            const uint16_t *nb = NULL;
+            int m = tm__gq_iq3_lookup(rows, u, &nb);
+            if (m >= 0) continue;
+            assert_non_null(nb);
+            int d2[512], want_n = 0, level = -1;
+            for (int r = 0; r < rows; r++) {
+                int s = 0;
+                for (int k = 0; k < 4; k++) {
+                    int dd = 2 * (lv[r][k] - ((u >> 3 * k) & 7));
+                    s += dd * dd;
+                }
+                d2[r] = s;
+            }
+            int lvls[3];
+            for (int h = 0; h < nwant; h++) {
+                int next = 1 << 30;
+                for (int r = 0; r < rows; r++)
+                    if (d2[r] > level && d2[r] < next) next = d2[r];
+                lvls[h] = level = next;
+            }
+            for (int r = 0; r < rows; r++) want_n += d2[r] <= lvls[nwant - 1];
+            assert_int_equal(nb[0], want_n);
+            for (int j = 1; j <= nb[0]; j++) {
+                assert_true(d2[nb[j]] <= lvls[nwant - 1]);
+                if (j > 1) assert_true(d2[nb[j - 1]] < d2[nb[j]] || (d2[nb[j - 1]] == d2[nb[j]] && nb[j - 1] < nb[j]));
+            }
+            total += nb[0];
+        }
+        assert_true(total > 4096 - rows);
+    }
+}
+
+/* ---- properties where no reference file exists ---------------------------------------------- */
+
+static uint64_t g_rng = 0x243F6A8885A308D3ull;
+static float rnd_normal(void) { /* Box-Muller from xorshift64* */
+    double u[2];
+    for (int k = 0; k < 2; k++) {
+        g_rng ^= g_rng >> 12;
+        g_rng ^= g_rng << 25;
+        g_rng ^= g_rng >> 27;
+        u[k] = ((g_rng * 0x2545F4914F6CDD1Dull) >> 11) * (1.0 / 9007199254740992.0);
+    }
+    return (float)(sqrt(-2.0 * log(u[0] + 1e-300)) * cos(6.283185307179586 * u[1]));
+}
+
+/* Relative RMS error of the round trip of one row (weighted by w when given). */
+static double rel_rmse(int type, const float *x, int64_t n, const float *imatrix, const float *w) {
+    uint64_t rb;
+    tm_err err = {0};
+    assert_int_equal(tm_ggml_row_bytes(type, n, &rb, &err), TM_OK);
+    uint8_t *q = malloc(rb);
+    float *dq = malloc((size_t)n * 4);
+    assert_int_equal(tm_gq_quantize_row_imatrix(type, x, n, imatrix, q, NULL, &err), TM_OK);
+    assert_int_equal(tm_ggml_dequantize(type, q, rb, n, dq, &err), TM_OK);
+    double e = 0, s = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double wi = w ? w[i] : 1.0;
+        e += wi * ((double)x[i] - dq[i]) * ((double)x[i] - dq[i]);
+        s += wi * (double)x[i] * x[i];
+    }
+    free(q);
+    free(dq);
+    return sqrt(e / s);
+}
+
+/* Round-trip error bounds of every type on Gaussian rows (relative RMSE seen without / with
+** the imatrix below: IQ4_NL 0.076 / 0.089, IQ4_XS 0.077 / 0.089, IQ3_S 0.170 / 0.154, IQ3_XXS
+** 0.213 / 0.219, TQ1_0 = TQ2_0 0.80), and an imatrix that weights every 8th column 1000x lowers
+** the error weighted the same way (seen: 0.076 -> 0.050, 0.077 -> 0.051, 0.181 -> 0.075,
+** 0.230 -> 0.081). */
+static void test_error_bounds(void **state) {
+    (void)state;
+    enum { N = 4096 };
+    float *x = malloc(N * 4), *imx = malloc(N * 4);
+    for (int i = 0; i < N; i++) x[i] = rnd_normal();
+    for (int i = 0; i < N; i++) imx[i] = i % 8 == 0 ? 1000.0f : 1.0f;
+    static const struct { int type; double bound; } cases[] = {
+        {TM_GGML_IQ4_NL, 0.09}, {TM_GGML_IQ4_XS, 0.09}, {TM_GGML_IQ3_S, 0.19}, {TM_GGML_IQ3_XXS, 0.24},
+        {TM_GGML_TQ1_0, 0.85},  {TM_GGML_TQ2_0, 0.85},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        const int t = cases[c].type;
+        double plain = rel_rmse(t, x, N, NULL, NULL), weighted = rel_rmse(t, x, N, imx, NULL);
+        if (!(plain < cases[c].bound && weighted < cases[c].bound * 1.3))
+            fail_msg("%s: relative RMSE %.4f (imatrix %.4f), bound %.2f", tm_ggml_type_info_get(t)->name, plain,
+                     weighted, cases[c].bound);
+        if (tm_gq_uses_imatrix(t)) {
+            double e_plain = rel_rmse(t, x, N, NULL, imx), e_w = rel_rmse(t, x, N, imx, imx);
+            if (!(e_w < 0.8 * e_plain))
+                fail_msg("%s: imatrix-weighted error %.4f not below 0.8 x %.4f", tm_ggml_type_info_get(t)->name, e_w,
+                         e_plain);
+        } else {
+            /* TQ ignore it, as ggml's quantize_tq*_0 */
+            assert_true(plain == weighted);
+        }
+    }
+    free(x);
+    free(imx);
+}
+
+/* TQ1_0 (no llama-quantize reference here): ternary data round-trips exactly, and any data
+** gives the same trits, so the same values, as TQ2_0 (both lroundf(x / max|x|)). */
+static void test_tq1_0(void **state) {
+    (void)state;
+    enum { N = 1024 };
+    float x[N], d1[N], d2[N];
+    uint8_t q1[4 * 54], q2[4 * 66];
+    tm_err err = {0};
+    for (int i = 0; i < N; i++) x[i] = 0.5f * (float)((i * 7 + i / 5) % 3 - 1);
+    x[3] = 0.5f; /* every super-block has max |x| 0.5 */
+    for (int b = 0; b < 4; b++) x[256 * b] = -0.5f;
+    assert_int_equal(tm_gq_quantize_row(TM_GGML_TQ1_0, x, N, q1, NULL, &err), TM_OK);
+    assert_int_equal(tm_ggml_dequantize(TM_GGML_TQ1_0, q1, sizeof q1, N, d1, &err), TM_OK);
+    assert_memory_equal(x, d1, sizeof x);
+    for (int rep = 0; rep < 8; rep++) {
+        for (int i = 0; i < N; i++) x[i] = rnd_normal() * (rep + 1);
+        assert_int_equal(tm_gq_quantize_row(TM_GGML_TQ1_0, x, N, q1, NULL, &err), TM_OK);
+        assert_int_equal(tm_gq_quantize_row(TM_GGML_TQ2_0, x, N, q2, NULL, &err), TM_OK);
+        assert_int_equal(tm_ggml_dequantize(TM_GGML_TQ1_0, q1, sizeof q1, N, d1, &err), TM_OK);
+        assert_int_equal(tm_ggml_dequantize(TM_GGML_TQ2_0, q2, sizeof q2, N, d2, &err), TM_OK);
+        assert_memory_equal(d1, d2, sizeof d1);
+        for (int b = 0; b < 4; b++) assert_memory_equal(q1 + 54 * b + 52, q2 + 66 * b + 64, 2); /* same f16 d */
+    }
+}
+
+/* Reference behaviours kept on purpose: IQ3_S writes no qs/signs for an all-zero sub-block and
+** moves the next ones up (ggml's quantize_row_iq3_s_impl advances its pointers only after a
+** non-zero sub-block); IQ4_XS of an all-zero super-block stores d = -0 and scales 32; IQ4_NL
+** with all-zero importances in a block writes d = 0 (the reference: NaN, our deviation). */
+static void test_reference_quirks(void **state) {
+    (void)state;
+    float x[256], w[256];
+    uint8_t y[136];
+    tm_err err = {0};
+    for (int i = 0; i < 256; i++) x[i] = i < 32 ? 0.0f : rnd_normal();
+    assert_int_equal(tm_gq_quantize_row(TM_GGML_IQ3_S, x, 256, y, NULL, &err), TM_OK);
+    const uint8_t zero[8] = {0};
+    assert_memory_equal(y + 2 + 56, zero, 8);   /* the last sub-block's qs slot is unused */
+    assert_memory_equal(y + 74 + 28, zero, 4);  /* and its signs slot */
+    assert_int_equal(y[106] & 0x0f, 0);         /* sub-block 0's scale */
+    assert_memory_not_equal(y + 2, zero, 8);    /* sub-block 1's qs sit in sub-block 0's slot */
+    memset(x, 0, sizeof x);
+    assert_int_equal(tm_gq_quantize_row(TM_GGML_IQ4_XS, x, 256, y, NULL, &err), TM_OK);
+    assert_int_equal(y[0] | y[1] << 8, 0x8000);
+    assert_int_equal(y[2] | y[3] << 8, 0xaaaa);
+    for (int i = 0; i < 4; i++) assert_int_equal(y[4 + i], 0);
+    for (int i = 0; i < 128; i++) assert_int_equal(y[8 + i], 0x88);
+    for (int i = 0; i < 32; i++) {
+        x[i] = rnd_normal();
+        w[i] = 0.0f;
+    }
+    assert_int_equal(tm_gq_quantize_row_imatrix(TM_GGML_IQ4_NL, x, 32, w, y, NULL, &err), TM_OK);
+    assert_int_equal(y[0] | y[1] << 8, 0);
+    for (int i = 0; i < 16; i++) assert_int_equal(y[2 + i], 0x88);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_iq4_nl_imx),  cmocka_unit_test(test_iq4_nl_plain), cmocka_unit_test(test_iq4_xs_imx),
         cmocka_unit_test(test_iq4_xs_plain), cmocka_unit_test(test_iq3_xxs_imx), cmocka_unit_test(test_iq3_xs_imx),
         cmocka_unit_test(test_iq3_s_imx),   cmocka_unit_test(test_tq2_0_imx),    cmocka_unit_test(test_tq2_0_stories),
-        cmocka_unit_test(test_iq4_nl_stories),
+        cmocka_unit_test(test_iq4_nl_stories), cmocka_unit_test(test_iq3_tables), cmocka_unit_test(test_error_bounds),
+        cmocka_unit_test(test_tq1_0),          cmocka_unit_test(test_reference_quirks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

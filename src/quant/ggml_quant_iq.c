@@ -68,8 +68,9 @@ static tm_status put_f16(uint8_t *p, float f, const char *field, int64_t blk, tm
 /* IQ4_NL, IQ4_XS (quantize_row_iq4_nl_impl)                                                 */
 /* ---------------------------------------------------------------------------------------- */
 
-/* best_index_int8 on kvalues_iq4nl: the nearest grid value's index by bisection, the lower on
-** an exact tie; x below (above) the grid gives 0 (15); NaN gives 15 (every comparison false). */
+/* best_index_int8 on kvalues_iq4nl: the nearest grid value's index by bisection (the upper one
+** when x - v[lo] and v[hi] - x round to the same float); x below (above) the grid gives 0 (15);
+** NaN gives 15 (every comparison false). */
 static int iq4_index(float x) {
     const int8_t *v = tm__kvalues_iq4nl;
     if (x <= v[0]) return 0;

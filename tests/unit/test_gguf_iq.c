@@ -20,7 +20,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "helpers/cli_run.h"
 #include "helpers/vectors.h"
 #include "quant/ggml_traits.h"
 #include "tensormorph.h"
@@ -408,13 +410,118 @@ static void test_reference_quirks(void **state) {
     for (int i = 0; i < 16; i++) assert_int_equal(y[2 + i], 0x88);
 }
 
+/* ---- llama.cpp runs what we write ------------------------------------------------------------ */
+
+/* node-llama-cpp's modules directory, or NULL (then the test skips, or fails under
+** TM_REQUIRE_LLAMA=1). */
+static const char *llama_modules(void) {
+    static char mods[2048];
+    const char *nm = getenv("TM_NODE_MODULES");
+    snprintf(mods, sizeof mods, "%s", nm && *nm ? nm : "");
+    if (!mods[0] && getenv("TM_SRC")) snprintf(mods, sizeof mods, "%s/runner/node_modules", getenv("TM_SRC"));
+    char probe[2200];
+    snprintf(probe, sizeof probe, "%s/node-llama-cpp/package.json", mods);
+    if (!tmt_exists(probe) || tmt_run(NULL, "node --version >/dev/null 2>&1")) {
+        const char *req = getenv("TM_REQUIRE_LLAMA");
+        if (req && !strcmp(req, "1")) fail_msg("TM_REQUIRE_LLAMA=1 but node-llama-cpp is not in %s", mods);
+        printf("SKIP: node-llama-cpp not installed (TM_NODE_MODULES=%s; scripts/setup.sh)\n", mods);
+        return NULL;
+    }
+    return mods;
+}
+
+/* synth256 quantized by the job with the default type `ft` and the given --tensor-type
+** overrides (NULL-terminated pattern/type pairs) into out. */
+static void job_quantize(const char *out, const char *ft, const char *const *pat, const int *types, int n_tt) {
+    tm_err err = {0};
+    tm_file *in = NULL;
+    assert_int_equal(tm_open(imx_path(SYNTH), NULL, &in, &err), TM_OK);
+    tm_gguf_quantize_params p = tm_gguf_quantize_params_default();
+    p.ftype = tm_gguf_ftype_from_name(ft);
+    p.tt_patterns = pat;
+    p.tt_types = types;
+    p.n_tt = n_tt;
+    p.n_threads = 1;
+    unlink(out);
+    tm_gguf_quantize_result *res = NULL;
+    tm_status s = tm_gguf_quantize(in, out, &p, &res, &err);
+    if (s) fail_msg("quantize %s: %s", out, err.msg);
+    tm_gguf_quantize_result_free(res);
+    tm_close(in);
+}
+
+static json_t *kld(const char *mods, const char *ref, const char *cand) {
+    char *o = NULL;
+    int rc = tmt_run(&o, "node %s/tests/unit/convert_kld.mjs %s %s %s 2>&1", getenv("TM_SRC"), mods, ref, cand);
+    if (rc) fail_msg("node: rc %d: %s", rc, o ? o : "");
+    json_t *r = json_loads(o, 0, NULL);
+    if (!r) fail_msg("not JSON: %s", o);
+    free(o);
+    return r;
+}
+
+/* TQ1_0 (no llama-quantize reference): the TQ2_0 mix of synth256-TQ2_0-imx.gguf (Q4_K
+** token_embd, Q6_K output, the block tensors ternary) written with TQ1_0 blocks loads in
+** llama.cpp and predicts what llama-quantize's TQ2_0 file predicts (the two hold the same
+** ternary values; only llama.cpp's dot-product kernels differ: max KLD < 1e-4); IQ3_S / IQ3_XXS
+** block tensors written without an imatrix load and run with a KL divergence to F32 of the
+** order of llama-quantize's IQ3_XXS file (max KLD seen 0.69 and 0.97 against 0.98 over 32
+** positions of the random synth256 net); IQ4_XS in llama-quantize's IQ4_XS mix predicts exactly
+** what its file does. */
+static void test_llama_runs(void **state) {
+    (void)state;
+    if (!tmv_require_shared()) return;
+    const char *mods = llama_modules();
+    if (!mods) skip();
+    char dir[] = "/tmp/tm_gguf_iq_XXXXXX", out[256];
+    assert_non_null(mkdtemp(dir));
+    static const char *const pat[] = {"output\\.weight$", "token_embd", "blk\\."};
+    int types[3] = {TM_GGML_Q6_K, TM_GGML_Q4_K, TM_GGML_TQ1_0};
+    snprintf(out, sizeof out, "%s/tq1.gguf", dir);
+    job_quantize(out, "Q8_0", pat, types, 3);
+    json_t *r = kld(mods, imx_path("synth256-TQ2_0-imx.gguf"), out);
+    assert_int_equal(json_integer_value(json_object_get(r, "vocab")), 512);
+    double k = json_number_value(json_object_get(r, "max_kld"));
+    if (!(k < 1e-4)) fail_msg("TQ1_0 against llama-quantize's TQ2_0: max KLD %g", k);
+    json_decref(r);
+    unlink(out);
+    /* the grid types: KLD to F32 no worse than 2x llama-quantize's IQ3_XXS file with imatrix */
+    char f32[1024];
+    snprintf(f32, sizeof f32, "%s", imx_path(SYNTH));
+    r = kld(mods, f32, imx_path("synth256-IQ3_XXS-imx.gguf"));
+    const double ref_k = json_number_value(json_object_get(r, "max_kld"));
+    json_decref(r);
+    static const int grid_types[] = {TM_GGML_IQ3_XXS, TM_GGML_IQ3_S};
+    for (int g = 0; g < 2; g++) {
+        types[2] = grid_types[g];
+        types[1] = grid_types[g];
+        job_quantize(out, "Q8_0", pat, types, 3);
+        r = kld(mods, f32, out);
+        k = json_number_value(json_object_get(r, "max_kld"));
+        printf("%s: max KLD %g to F32 (llama-quantize IQ3_XXS-imx: %g)\n", tm_ggml_type_info_get(grid_types[g])->name, k, ref_k);
+        if (!(isfinite(k) && k < 2 * ref_k + 0.05))
+            fail_msg("%s: max KLD %g to F32 (llama-quantize IQ3_XXS-imx: %g)", tm_ggml_type_info_get(grid_types[g])->name, k, ref_k);
+        json_decref(r);
+        unlink(out);
+    }
+    /* IQ4_XS everywhere but the output is llama-quantize's IQ4_XS mix: the same predictions */
+    types[1] = types[2] = TM_GGML_IQ4_XS;
+    job_quantize(out, "Q8_0", pat, types, 3);
+    r = kld(mods, imx_path("synth256-IQ4_XS.gguf"), out);
+    assert_true(json_number_value(json_object_get(r, "max_kld")) == 0.0);
+    assert_true(json_number_value(json_object_get(r, "max_abs_dp")) == 0.0);
+    json_decref(r);
+    unlink(out);
+    rmdir(dir);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_iq4_nl_imx),  cmocka_unit_test(test_iq4_nl_plain), cmocka_unit_test(test_iq4_xs_imx),
         cmocka_unit_test(test_iq4_xs_plain), cmocka_unit_test(test_iq3_xxs_imx), cmocka_unit_test(test_iq3_xs_imx),
         cmocka_unit_test(test_iq3_s_imx),   cmocka_unit_test(test_tq2_0_imx),    cmocka_unit_test(test_tq2_0_stories),
         cmocka_unit_test(test_iq4_nl_stories), cmocka_unit_test(test_iq3_tables), cmocka_unit_test(test_error_bounds),
-        cmocka_unit_test(test_tq1_0),          cmocka_unit_test(test_reference_quirks),
+        cmocka_unit_test(test_tq1_0),          cmocka_unit_test(test_reference_quirks), cmocka_unit_test(test_llama_runs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

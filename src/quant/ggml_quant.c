@@ -1,6 +1,6 @@
 /*
 ** ggml_quant.c: ggml block quantizers, byte-identical to ggml's C reference quantizers
-** (quantize_row_*_ref and quantize_iq4_nl without importance matrix, ggml-org/ggml@d99724f2,
+** (quantize_row_*_ref, ggml-org/ggml@d99724f2,
 ** src/ggml-quants.c, default x86-64 build). Written from the block layouts and algorithms
 ** described in docs/gguf-quantize.md and the case.json files of ../shared/vectors/gguf; every float32
 ** expression below keeps the reference's order of operations (the library is compiled with
@@ -12,7 +12,6 @@
 **   Q5_0   22 B / 32: f16 d, u32 qh (5th bit of value j at bit j), qs[16];   x = d(q-16)
 **   Q5_1   24 B / 32: f16 d, f16 m, u32 qh, qs[16];                         x = d q + m
 **   Q8_0   34 B / 32: f16 d, int8 qs[32];                                   x = d q
-**   IQ4_NL 18 B / 32: f16 d, qs[16] indices into kvalues_iq4nl;              x = d v[q]
 **   Q2_K   84 B / 256: scales[16] (lo: scale, hi: min), qs[64], f16 d, f16 dmin
 **   Q3_K  110 B / 256: hmask[32], qs[64], scales[12] (16 x 6 bit, -32), f16 d
 **   Q4_K  144 B / 256: f16 d, f16 dmin, scales[12] (8 x 6-bit scale, 8 x 6-bit min), qs[128]
@@ -199,86 +198,6 @@ static tm_status q8_0_block(const float *x, uint8_t *y, int64_t blk, tm_err *err
         const float r = roundf(x[j] * id); /* half away from zero, as the reference */
         y[2 + j] = (uint8_t)(int8_t)(r > 127.0f ? 127 : r < -128.0f ? -128 : (int)r);
     }
-    return TM_OK;
-}
-
-/* ---------------------------------------------------------------------------------------- */
-/* IQ4_NL                                                                                    */
-/* ---------------------------------------------------------------------------------------- */
-
-/* The non-linear 4-bit grid (ggml-common.h kvalues_iq4nl): a fact of the format. */
-static const int8_t kvalues_iq4nl[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
-                                         1,    13,   25,  38,  53,  69,  89,  113};
-
-/* Index of the grid value nearest x (the lower one on an exact tie), by bisection as the
-** reference's best_index_int8. */
-static int best_index_iq4nl(float x) {
-    const int8_t *val = kvalues_iq4nl;
-    if (x <= val[0]) return 0;
-    if (x >= val[15]) return 15;
-    int ml = 0, mu = 15;
-    while (mu - ml > 1) {
-        int mav = (ml + mu) / 2;
-        if (x < val[mav]) mu = mav;
-        else ml = mav;
-    }
-    return x - val[mu - 1] < val[mu] - x ? mu - 1 : mu;
-}
-
-/* One block of quantize_iq4_nl without importance matrix: weights x^2, a first scale from the
-** largest value, then 2*7+1 trial inverse scales (itry + v[0]) / max, keeping the least
-** weighted squared error (largest sumqx^2 / sumq2); codes from the final scale. */
-static tm_status iq4_nl_block(const float *x, uint8_t *y, int64_t blk, tm_err *err) {
-    const int ntry = 7;
-    float weight[32];
-    uint8_t L[32];
-    for (int j = 0; j < 32; j++) weight[j] = x[j] * x[j];
-    float amax = 0, max = 0;
-    for (int j = 0; j < 32; j++) {
-        float ax = fabsf(x[j]);
-        if (ax > amax) { amax = ax; max = x[j]; }
-    }
-    float scale = 0.0f;
-    if (!(amax < GROUP_MAX_EPS)) {
-        float d = -max / kvalues_iq4nl[0];
-        float id = 1 / d;
-        float sumqx = 0, sumq2 = 0;
-        for (int j = 0; j < 32; j++) {
-            float al = id * x[j];
-            int l = best_index_iq4nl(al);
-            float q = kvalues_iq4nl[l];
-            float w = weight[j];
-            sumqx += w * q * x[j];
-            sumq2 += w * q * q;
-        }
-        d = sumqx / sumq2;
-        float best = d * sumqx;
-        for (int itry = -ntry; itry <= ntry; ++itry) {
-            id = (itry + kvalues_iq4nl[0]) / max;
-            sumqx = sumq2 = 0;
-            for (int j = 0; j < 32; j++) {
-                float al = id * x[j];
-                int l = best_index_iq4nl(al);
-                float q = kvalues_iq4nl[l];
-                float w = weight[j];
-                sumqx += w * q * x[j];
-                sumq2 += w * q * q;
-            }
-            if (sumq2 > 0 && sumqx * sumqx > best * sumq2) {
-                d = sumqx / sumq2;
-                best = d * sumqx;
-            }
-        }
-        /* Deviation: weights x^2 all underflow to 0 on tiny values and the reference gets
-        ** d = 0/0 = NaN; such a block is written all zero instead. */
-        scale = isfinite(d) ? d : 0.0f;
-    }
-    tm_status st = put_f16(y, scale, "d", blk, err);
-    if (st) return st;
-    float id = scale ? 1 / scale : 0;
-    if (isinf(id)) id = 0;
-    for (int j = 0; j < 32; j++) L[j] = (uint8_t)best_index_iq4nl(id * x[j]);
-    for (int j = 0; j < 16; j++) y[2 + j] = (uint8_t)(L[j] | (L[16 + j] << 4));
     return TM_OK;
 }
 
@@ -1206,7 +1125,6 @@ GQ_ROWS_IMX(tm__gq_rows_q4_1, q4_1_block, TM_GGML_Q4_1, legacy_row_imx)
 GQ_ROWS_IMX(tm__gq_rows_q5_0, q5_0_block, TM_GGML_Q5_0, legacy_row_imx)
 GQ_ROWS_IMX(tm__gq_rows_q5_1, q5_1_block, TM_GGML_Q5_1, legacy_row_imx)
 GQ_ROWS(tm__gq_rows_q8_0, q8_0_block)
-GQ_ROWS(tm__gq_rows_iq4_nl, iq4_nl_block)
 GQ_ROWS_IMX(tm__gq_rows_q2_k, q2_k_block, TM_GGML_Q2_K, k_row_imx)
 GQ_ROWS_IMX(tm__gq_rows_q3_k, q3_k_block, TM_GGML_Q3_K, k_row_imx)
 GQ_ROWS_IMX(tm__gq_rows_q4_k, q4_k0_block, TM_GGML_Q4_K, k_row_imx)

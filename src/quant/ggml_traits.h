@@ -104,8 +104,6 @@ tm_status tm__gq_rows_q5_1(const tm_ggml_type_info *, const float *, const float
                            int64_t *, tm_err *);
 tm_status tm__gq_rows_q8_0(const tm_ggml_type_info *, const float *, const float *, int64_t, int64_t, uint8_t *,
                            int64_t *, tm_err *);
-tm_status tm__gq_rows_iq4_nl(const tm_ggml_type_info *, const float *, const float *, int64_t, int64_t, uint8_t *,
-                           int64_t *, tm_err *);
 tm_status tm__gq_rows_q2_k(const tm_ggml_type_info *, const float *, const float *, int64_t, int64_t, uint8_t *,
                            int64_t *, tm_err *);
 tm_status tm__gq_rows_q3_k(const tm_ggml_type_info *, const float *, const float *, int64_t, int64_t, uint8_t *,
@@ -116,6 +114,25 @@ tm_status tm__gq_rows_q5_k(const tm_ggml_type_info *, const float *, const float
                            int64_t *, tm_err *);
 tm_status tm__gq_rows_q6_k(const tm_ggml_type_info *, const float *, const float *, int64_t, int64_t, uint8_t *,
                            int64_t *, tm_err *);
+
+/* The non-linear, grid and ternary types (ggml_quant_iq.c): IQ4_NL, IQ4_XS, IQ3_XXS, IQ3_S
+** with and without an importance matrix, TQ1_0 and TQ2_0 (which ignore it). */
+tm_status tm__gq_rows_iq4_nl(const tm_ggml_type_info *, const float *, const float *, int64_t, int64_t, uint8_t *,
+                           int64_t *, tm_err *);
+tm_status tm__gq_rows_iq4_xs(const tm_ggml_type_info *, const float *, const float *, int64_t, int64_t, uint8_t *,
+                           int64_t *, tm_err *);
+tm_status tm__gq_rows_iq3_xxs(const tm_ggml_type_info *, const float *, const float *, int64_t, int64_t, uint8_t *,
+                           int64_t *, tm_err *);
+tm_status tm__gq_rows_iq3_s(const tm_ggml_type_info *, const float *, const float *, int64_t, int64_t, uint8_t *,
+                           int64_t *, tm_err *);
+tm_status tm__gq_rows_tq1_0(const tm_ggml_type_info *, const float *, const float *, int64_t, int64_t, uint8_t *,
+                           int64_t *, tm_err *);
+tm_status tm__gq_rows_tq2_0(const tm_ggml_type_info *, const float *, const float *, int64_t, int64_t, uint8_t *,
+                           int64_t *, tm_err *);
+/* The IQ3 search tables (tests): for the 256-row (IQ3_XXS) or 512-row (IQ3_S) grid, the map
+** entry of level key u (0..4095: >= 0 the grid row, < 0 off the grid, then *neighbours gets its
+** list: count, then rows); INT32_MIN when the tables are unusable. */
+int tm__gq_iq3_lookup(int rows, int u, const uint16_t **neighbours);
 
 #ifdef TM__GQ_HAVE_AVX2
 /* The K-quants with the AVX2 scale searches (ggml_quant.c). */

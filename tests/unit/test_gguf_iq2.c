@@ -5,8 +5,16 @@
 **     IQ1_M}-imx.gguf, synth256-IQ2_XS-imx-leave-output.gguf and
 **     synth256-IQ2_XS-imx-q8out-q8embd.gguf, quantized from synth256-F32.gguf with the tensor's
 **     entry of synth256.imatrix (values / ncall, as llama-quantize loads them), byte for byte;
-**   - the search tables: key map and neighbour-list facts of the rule (ggml_quant_iq2.h);
-**   - refusals: the types that need weights refuse without them.
+**   - whole files: `tensormorph quantize` (run from that folder with the bare names llama-quantize
+**     was given, so quantize.imatrix.file matches) reproduces the seven reference files byte for
+**     byte (metadata, tensor order, every tensor), and each tensor's type in our manifest is the
+**     one its .log says llama-quantize converted it to;
+**   - refusals: IQ2_XS without --imatrix (synth256-IQ2_XS.log: exit 2 and llama-quantize's
+**     reason), IQ2_M without --imatrix (its first IQ2_S tensor), the kernels without weights;
+**   - IQ2_M (no reference file): its mixture (IQ2_S base, IQ3_S token_embd/attn_v/attn_output,
+**     Q5_K output, file type 29), and llama.cpp (node-llama-cpp 3.21.1) loads and runs it with a
+**     KL divergence to F32 no worse than llama-quantize's IQ2_S file;
+**   - the search tables: key map and neighbour-list facts of the rule (ggml_quant_iq2.h).
 ** The imatrix is read by a small local reader of the legacy format (count, then per entry
 ** name length, name, ncall, nval, nval float32). */
 #include <setjmp.h>
@@ -15,10 +23,15 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <jansson.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <unistd.h>
 
+#include "helpers/cli_run.h"
 #include "helpers/vectors.h"
 #include "quant/ggml_quant_iq2.h"
 #include "quant/ggml_traits.h"
@@ -80,6 +93,7 @@ static const imx_entry *imx_find(const imx *m, const char *name) {
 /* ---- helpers ---------------------------------------------------------------------------------- */
 
 static char g_dir[1024];
+static char g_tmp[256]; /* temp folder of the whole-file tests */
 static imx g_imx;
 static tm_file *g_src;
 
@@ -99,6 +113,7 @@ static int setup(void **state) {
 
 static int teardown(void **state) {
     (void)state;
+    if (g_tmp[0]) rmdir(g_tmp);
     imx_free(&g_imx);
     tm_close(g_src);
     return 0;
@@ -266,6 +281,221 @@ static void test_iq2_xs_options(void **state) {
     check_file("synth256-IQ2_XS-imx-q8out-q8embd.gguf", 12);
 }
 
+
+/* ---- whole files through the CLI ----------------------------------------------------------------- */
+
+
+static const char *tmpdir(void) {
+    if (!g_tmp[0]) {
+        snprintf(g_tmp, sizeof g_tmp, "/tmp/tm_gguf_iq2_XXXXXX");
+        assert_non_null(mkdtemp(g_tmp));
+    }
+    return g_tmp;
+}
+
+/* `tensormorph quantize synth256-F32.gguf -o OUT --type T --imatrix synth256.imatrix ARGS --json`
+** run in the reference folder; returns the parsed JSON document (the test fails on rc != 0). */
+static json_t *run_quantize(const char *out, const char *type, const char *args) {
+    char *o = NULL;
+    unlink(out);
+    char man[600];
+    snprintf(man, sizeof man, "%s.manifest.json", out);
+    unlink(man);
+    int rc = tmt_run(&o, "cd '%s' && '%s' quantize synth256-F32.gguf -o '%s' --type %s %s --json 2>/dev/null",
+                     g_dir, tmt_bin(), out, type, args);
+    if (rc) fail_msg("quantize --type %s %s: exit %d", type, args, rc);
+    json_t *j = json_loads(o ? o : "", 0, NULL);
+    if (!j) fail_msg("quantize --type %s: stdout is not JSON", type);
+    free(o);
+    return j;
+}
+
+/* The type llama-quantize's log gives tensor `name` ("converting to iq1_s .."; "f32" when it only
+** printed the size: kept), lower case, into ty; 0 when the log does not list the tensor. Its
+** record may span lines ("did not find weights for ..." comes between). */
+static int log_type(const char *log, const char *name, char *ty, size_t n) {
+    char key[200];
+    snprintf(key, sizeof key, " %s - [", name);
+    const char *p = strstr(log, key);
+    if (!p) return 0;
+    const char *eol = strstr(p, "\n["); /* the tensor's record ends where the next one starts */
+    const char *c = strstr(p, "converting to ");
+    if (c && (!eol || c < eol)) {
+        c += strlen("converting to ");
+        size_t k = 0;
+        while (c[k] && c[k] != ' ' && k + 1 < n) { ty[k] = c[k]; k++; }
+        ty[k] = 0;
+    } else {
+        snprintf(ty, n, "f32");
+    }
+    return 1;
+}
+
+/* Our output of `type` + args equals reference `ref` byte for byte, and every tensor's type in
+** our manifest is the one of ref's .log. */
+static void check_whole(const char *type, const char *args, const char *ref) {
+    char out[512], rp[1200], lp[1200];
+    snprintf(out, sizeof out, "%s/%s", tmpdir(), ref);
+    snprintf(rp, sizeof rp, "%s/%s", g_dir, ref);
+    snprintf(lp, sizeof lp, "%s/%s", g_dir, ref);
+    strcpy(strstr(lp, ".gguf"), ".log");
+    json_t *j = run_quantize(out, type, args);
+    size_t na, nb;
+    char *a = tmt_read_bytes(out, &na), *b = tmt_read_bytes(rp, &nb), *log = tmt_read_file(lp);
+    assert_non_null(a);
+    assert_non_null(b);
+    assert_non_null(log);
+    if (na != nb || memcmp(a, b, na) != 0) {
+        size_t k = 0;
+        while (k < na && k < nb && a[k] == b[k]) k++;
+        fail_msg("--type %s %s: %s differs from %s at byte %zu (sizes %zu, %zu)", type, args, out, ref, k, na, nb);
+    }
+    json_t *ts = json_object_get(json_object_get(j, "manifest"), "tensors");
+    assert_int_equal(json_array_size(ts), 21);
+    for (size_t i = 0; i < json_array_size(ts); i++) {
+        json_t *t = json_array_get(ts, i);
+        const char *name = json_string_value(json_object_get(t, "name"));
+        const char *ours = json_string_value(json_object_get(t, "type"));
+        char theirs[32];
+        if (!log_type(log, name, theirs, sizeof theirs)) fail_msg("%s: %s not in the log", ref, name);
+        if (strcasecmp(ours, theirs) != 0) fail_msg("%s: %s is %s, llama-quantize's log says %s", ref, name, ours, theirs);
+    }
+    json_decref(j);
+    free(a); free(b); free(log);
+    unlink(out);
+    snprintf(rp, sizeof rp, "%s.manifest.json", out);
+    unlink(rp);
+}
+
+static void test_files(void **state) {
+    (void)state;
+    if (!need_data()) return;
+    check_whole("IQ2_XXS", "--imatrix synth256.imatrix", "synth256-IQ2_XXS-imx.gguf");
+    check_whole("IQ2_XS", "--imatrix synth256.imatrix", "synth256-IQ2_XS-imx.gguf");
+    check_whole("IQ2_S", "--imatrix synth256.imatrix", "synth256-IQ2_S-imx.gguf");
+    check_whole("IQ1_S", "--imatrix synth256.imatrix", "synth256-IQ1_S-imx.gguf");
+    check_whole("IQ1_M", "--imatrix synth256.imatrix", "synth256-IQ1_M-imx.gguf");
+    check_whole("IQ2_XS", "--imatrix synth256.imatrix --leave-output-tensor", "synth256-IQ2_XS-imx-leave-output.gguf");
+    check_whole("IQ2_XS", "--imatrix synth256.imatrix --output-tensor-type q8_0 --token-embedding-type q8_0",
+                "synth256-IQ2_XS-imx-q8out-q8embd.gguf");
+}
+
+/* Without an importance matrix: IQ2_XS is refused up front with llama-quantize's reason (the line
+** of synth256-IQ2_XS.log), exit 2, nothing written; IQ2_M (not in that list) at its first IQ2_S
+** tensor ("Missing importance matrix for tensor ... in a very low-bit quantization"). */
+static void test_refusals(void **state) {
+    (void)state;
+    if (!need_data()) return;
+    char lp[1200], out[512];
+    snprintf(lp, sizeof lp, "%s/synth256-IQ2_XS.log", g_dir);
+    char *log = tmt_read_file(lp);
+    assert_non_null(log);
+    const char *reason = strstr(log, "Please do not use");
+    assert_non_null(reason);
+    char line[256];
+    size_t k = 0;
+    while (reason[k] && reason[k] != '\n' && k + 1 < sizeof line) { line[k] = reason[k]; k++; }
+    line[k] = 0;
+    free(log);
+    static const char *const types[] = {"IQ2_XS", "IQ2_XXS", "IQ2_S", "IQ1_S", "IQ1_M", "IQ2_M"};
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
+        snprintf(out, sizeof out, "%s/refused.gguf", tmpdir());
+        unlink(out);
+        char *o = NULL;
+        int rc = tmt_run(&o, "cd '%s' && '%s' quantize synth256-F32.gguf -o '%s' --type %s 2>&1", g_dir, tmt_bin(), out, types[i]);
+        if (rc != 2) fail_msg("--type %s without --imatrix: exit %d (want 2): %s", types[i], rc, o ? o : "");
+        if (strcmp(types[i], "IQ2_M") == 0) {
+            if (!strstr(o, "Missing importance matrix for tensor blk.0.attn_k.weight in a very low-bit quantization"))
+                fail_msg("IQ2_M without --imatrix: %s", o);
+        } else if (!strstr(o, line)) {
+            fail_msg("--type %s without --imatrix: the message lacks llama-quantize's \"%s\": %s", types[i], line, o);
+        }
+        assert_false(tmt_exists(out));
+        free(o);
+    }
+}
+
+/* node-llama-cpp's modules directory, or NULL (the test then skips, or fails under
+** TM_REQUIRE_LLAMA=1). */
+static const char *llama_modules(void) {
+    static char mods[2048];
+    const char *nm = getenv("TM_NODE_MODULES");
+    snprintf(mods, sizeof mods, "%s", nm && *nm ? nm : "");
+    if (!mods[0] && getenv("TM_SRC")) snprintf(mods, sizeof mods, "%s/runner/node_modules", getenv("TM_SRC"));
+    char probe[2200];
+    snprintf(probe, sizeof probe, "%s/node-llama-cpp/package.json", mods);
+    if (!tmt_exists(probe) || tmt_run(NULL, "node --version >/dev/null 2>&1")) {
+        const char *req = getenv("TM_REQUIRE_LLAMA");
+        if (req && !strcmp(req, "1")) fail_msg("TM_REQUIRE_LLAMA=1 but node-llama-cpp is not in %s", mods);
+        printf("SKIP: node-llama-cpp not installed (TM_NODE_MODULES=%s; scripts/setup.sh)\n", mods);
+        return NULL;
+    }
+    return mods;
+}
+
+/* max KL divergence of cand's next-token distributions to ref's (tests/unit/convert_kld.mjs). */
+static double max_kld(const char *mods, const char *ref, const char *cand) {
+    char *o = NULL;
+    int rc = tmt_run(&o, "node '%s/tests/unit/convert_kld.mjs' '%s' '%s' '%s' 2>&1", getenv("TM_SRC"), mods, ref, cand);
+    if (rc) fail_msg("node: rc %d: %s", rc, o ? o : "");
+    json_t *r = json_loads(o, 0, NULL);
+    if (!r) fail_msg("not JSON: %s", o);
+    assert_int_equal(json_integer_value(json_object_get(r, "vocab")), 512);
+    const double k = json_number_value(json_object_get(r, "max_kld"));
+    json_decref(r);
+    free(o);
+    return k;
+}
+
+/* IQ2_M (llama-quantize has no reference file here): the mixture of llama_tensor_get_type at
+** c392e509 (default IQ2_S; token_embd, attn_v (n_gqa 2) and attn_output IQ3_S; output Q5_K;
+** ffn_down's first eighth is no layer of 2), general.file_type 29, and llama.cpp runs it. */
+static void test_iq2_m(void **state) {
+    (void)state;
+    if (!need_data()) return;
+    char out[512], f32[1200], ref[1200];
+    snprintf(out, sizeof out, "%s/synth256-IQ2_M-imx.gguf", tmpdir());
+    json_t *j = run_quantize(out, "IQ2_M", "--imatrix synth256.imatrix");
+    json_t *man = json_object_get(j, "manifest");
+    assert_int_equal(json_integer_value(json_object_get(json_object_get(man, "recipe"), "file_type_id")), 29);
+    json_t *ts = json_object_get(man, "tensors");
+    assert_int_equal(json_array_size(ts), 21);
+    for (size_t i = 0; i < json_array_size(ts); i++) {
+        json_t *t = json_array_get(ts, i);
+        const char *name = json_string_value(json_object_get(t, "name"));
+        const char *ty = json_string_value(json_object_get(t, "type"));
+        const char *want = strstr(name, "_norm") ? "F32"
+                         : !strcmp(name, "output.weight") ? "Q5_K"
+                         : !strcmp(name, "token_embd.weight") || strstr(name, "attn_v") || strstr(name, "attn_output") ? "IQ3_S"
+                         : "IQ2_S";
+        if (strcmp(ty, want)) fail_msg("IQ2_M: %s is %s, the rules give %s", name, ty, want);
+        /* block tensors have imatrix entries, token_embd/output do not */
+        assert_int_equal(json_is_true(json_object_get(t, "imatrix")), !strncmp(name, "blk.", 4) && !strstr(name, "_norm"));
+    }
+    json_decref(j);
+    tm_file *f = NULL;
+    tm_err err;
+    assert_int_equal(tm_open(out, NULL, &f, &err), TM_OK);
+    int found = 0;
+    for (int64_t i = 0; i < tm_file_n_meta(f); i++)
+        if (!strcmp(tm_file_meta_key(f, i), "general.file_type")) found = !strcmp(tm_file_meta_value(f, i), "29");
+    tm_close(f);
+    assert_true(found);
+    const char *mods = llama_modules();
+    if (mods) {
+        snprintf(f32, sizeof f32, "%s/synth256-F32.gguf", g_dir);
+        snprintf(ref, sizeof ref, "%s/synth256-IQ2_S-imx.gguf", g_dir);
+        const double k_ref = max_kld(mods, f32, ref), k = max_kld(mods, f32, out);
+        printf("IQ2_M: max KLD to F32 %g (llama-quantize IQ2_S-imx: %g)\n", k, k_ref);
+        if (!(isfinite(k) && k <= k_ref * 1.25 + 0.02))
+            fail_msg("IQ2_M: max KLD %g to F32, llama-quantize's IQ2_S file %g", k, k_ref);
+    }
+    unlink(out);
+    snprintf(ref, sizeof ref, "%s.manifest.json", out);
+    unlink(ref);
+    if (!mods) skip();
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_tables),
@@ -276,6 +506,9 @@ int main(void) {
         cmocka_unit_test(test_iq1_s),
         cmocka_unit_test(test_iq1_m),
         cmocka_unit_test(test_iq2_xs_options),
+        cmocka_unit_test(test_files),
+        cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_iq2_m),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -59,22 +59,33 @@ static inline uint16_t key8(const int8_t *L) {
 
 /* iq2_find_best_neighbour: among the neighbours of an off-grid key, the grid point with the
 ** least weighted squared error sum w (scale q - x)^2 (the first on ties); its levels into L. */
-static int best_neighbour(const tm__iq2_tab *t, int32_t m, const float *xval, const float *w,
+static int best_neighbour(const tm__iq2_tab *t, int u, const float *xval, const float *w,
                           float scale, int8_t *L) {
-    const uint16_t *nb = t->nbr + (-m - 1);
-    float best_d2 = FLT_MAX;
-    int gi = -1;
-    for (int j = 1; j <= nb[0]; j++) {
-        const int8_t *pg = t->pos[nb[j]];
-        float d2 = 0;
-        for (int i = 0; i < 8; i++) {
-            const float q = pg[i];
-            const float diff = scale * q - xval[i];
-            d2 += w[i] * diff * diff;
+    const uint16_t *nb = t->nbr + (-t->map[u] - 1);
+    const int n = nb[0], n8 = (n + 7) & ~7;
+    /* every candidate's sum in the reference's order (i = 0..7), the candidates side by side in
+    ** blocks of 8 so the compiler runs them in vector lanes: the same operations, the same bits */
+    const int8_t *tq = t->tq + t->tqo[u];
+    float d2[512] __attribute__((aligned(32)));
+    for (int j = 0; j < n8; j++) d2[j] = 0;
+    for (int i = 0; i < 8; i++) {
+        const float xi = xval[i], wi = w[i];
+        const int8_t *qi = tq + (size_t)i * n8;
+        for (int j = 0; j < n8; j++) {
+            const float q = qi[j];
+            const float diff = scale * q - xi;
+            d2[j] += wi * diff * diff;
         }
-        if (d2 < best_d2) { best_d2 = d2; gi = nb[j]; }
     }
-    if (gi < 0) gi = nb[1]; /* only NaN distances: the reference asserts; keep a grid point */
+    /* the first strict minimum, as the reference's running d2 < best_d2 */
+    float best_d2 = FLT_MAX;
+    int bj = -1;
+    for (int j = 0; j < n; j++) {
+        const int lt = d2[j] < best_d2;
+        best_d2 = lt ? d2[j] : best_d2;
+        bj = lt ? j : bj;
+    }
+    const int gi = nb[1 + (bj < 0 ? 0 : bj)]; /* bj < 0: only NaN distances (the reference asserts) */
     const int8_t *pg = t->pos[gi];
     for (int i = 0; i < 8; i++) L[i] = (int8_t)((pg[i] - 1) / 2);
     return gi;
@@ -232,8 +243,8 @@ int64_t tm__gq_iq2_xxs(const tm__iq2_tab *t, const float *x, uint8_t *y, int64_t
                         const int l = nearest_int(0.5f * (id * xval[8 * k + i] - 1));
                         Laux[8 * k + i] = (int8_t)imax(0, imin(kMaxQ - 1, l));
                     }
-                    const int32_t m = t->map[key8(Laux + 8 * k)];
-                    if (m < 0) best_neighbour(t, m, xval + 8 * k, waux + 8 * k, this_scale, Laux + 8 * k);
+                    const int u = key8(Laux + 8 * k);
+                    if (t->map[u] < 0) best_neighbour(t, u, xval + 8 * k, waux + 8 * k, this_scale, Laux + 8 * k);
                 }
                 float sumqx, sumq2;
                 fit_sums(32, weight, xval, Laux, &sumqx, &sumq2);
@@ -251,8 +262,9 @@ int64_t tm__gq_iq2_xxs(const tm__iq2_tab *t, const float *x, uint8_t *y, int64_t
                         const int l = nearest_int(0.5f * (id * xval[8 * k + i] - 1));
                         Lk[i] = (int8_t)imax(0, imin(kMaxQ - 1, l));
                     }
-                    int32_t gi = t->map[key8(Lk)];
-                    if (gi < 0) gi = best_neighbour(t, gi, xval + 8 * k, waux + 8 * k, scale, L + 8 * k);
+                    const int u = key8(Lk);
+                    int32_t gi = t->map[u];
+                    if (gi < 0) gi = best_neighbour(t, u, xval + 8 * k, waux + 8 * k, scale, L + 8 * k);
                     const int8_t *pg = t->pos[gi];
                     for (int i = 0; i < 8; i++) L[8 * k + i] = (int8_t)((pg[i] - 1) / 2);
                 }
@@ -307,11 +319,11 @@ static float search16(const tm__iq2_tab *t, const float *weight, const float *wa
                 const int l = nearest_int(0.5f * (id * xval[8 * k + i] - 1));
                 Laux[8 * k + i] = (int8_t)imax(0, imin(kMaxQ - 1, l));
             }
-            const int32_t m = t->map[key8(Laux + 8 * k)];
+            const int u = key8(Laux + 8 * k);
             on_grid_aux[k] = 1;
-            if (m < 0) {
+            if (t->map[u] < 0) {
                 on_grid_aux[k] = 0;
-                best_neighbour(t, m, xval + 8 * k, waux + 8 * k, this_scale, Laux + 8 * k);
+                best_neighbour(t, u, xval + 8 * k, waux + 8 * k, this_scale, Laux + 8 * k);
             }
         }
         float sumqx, sumq2;
@@ -333,8 +345,8 @@ static float search16(const tm__iq2_tab *t, const float *weight, const float *wa
                 l = imax(0, imin(kMaxQ - 1, l));
                 L[8 * k + i] = (int8_t)l;
             }
-            const int32_t m = t->map[key8(L + 8 * k)];
-            if (m < 0) best_neighbour(t, m, xval + 8 * k, waux + 8 * k, scale, L + 8 * k);
+            const int u = key8(L + 8 * k);
+            if (t->map[u] < 0) best_neighbour(t, u, xval + 8 * k, waux + 8 * k, scale, L + 8 * k);
         }
         float sumqx, sumq2;
         fit_sums(16, weight, xval, L, &sumqx, &sumq2);

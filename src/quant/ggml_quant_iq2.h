@@ -22,6 +22,11 @@ typedef struct tm__iq2_tab {
     const int8_t (*pos)[8];
     const int32_t *map;
     const uint16_t *nbr;
+    /* the same lists' positions transposed for the candidate loop, padded to a multiple of 8
+    ** candidates (the pad repeats the last one): for off-grid key u with n neighbours and
+    ** n8 = n rounded up to 8, tq[tqo[u] + k n8 + j] = pos[neighbour j][k] */
+    const int8_t   *tq;
+    const uint32_t *tqo;
 } tm__iq2_tab;
 
 /* Which grid: the four 8-value grids of the five types (IQ1_S and IQ1_M share one). */

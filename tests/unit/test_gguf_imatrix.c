@@ -556,6 +556,60 @@ static void test_cli(void **state) {
     assert_int_equal(rc, 0);
 }
 
+/* qdiff --imatrix: the column-weighted SQNR of a tensor, recomputed here from the dequantized
+** values; the imatrix-quantized Q2_K protects what the matrix weights (higher weighted SQNR
+** than the plain Q2_K reference on the attention input). */
+static double weighted_sqnr(const char *ref, const char *quant, const char *name, const tm_imatrix_entry *ie) {
+    tm_file *a = NULL, *b = NULL;
+    tm_err e;
+    assert_int_equal(tm_open(ref, NULL, &a, &e), TM_OK);
+    assert_int_equal(tm_open(quant, NULL, &b, &e), TM_OK);
+    int64_t ia = tm_file_find(a, name), ib = tm_file_find(b, name);
+    const tm_tensor *t = tm_file_tensor(a, ia);
+    float *x = malloc((size_t)t->n_elems * 4), *y = malloc((size_t)t->n_elems * 4);
+    assert_int_equal(tm_tensor_read_f32(a, ia, 0, t->n_elems, x, &e), TM_OK);
+    assert_int_equal(tm_tensor_read_f32(b, ib, 0, t->n_elems, y, &e), TM_OK);
+    double num = 0, den = 0;
+    const int64_t ne0 = t->shape[t->ndim - 1];
+    for (int64_t i = 0; i < t->n_elems; i++) {
+        double w = ie->weights[i % ne0], d = (double)x[i] - (double)y[i];
+        num += w * (double)x[i] * (double)x[i];
+        den += w * d * d;
+    }
+    free(x);
+    free(y);
+    tm_close(a);
+    tm_close(b);
+    return 10 * log10(num / den);
+}
+
+static void test_qdiff_imatrix(void **state) {
+    (void)state;
+    if (!tmv_require_shared()) return;
+    char dir[4096], src[4200], qi[4200], qp[4200], im[4200];
+    imx_dir(dir, sizeof dir);
+    snprintf(src, sizeof src, "%s/synth256-F32.gguf", dir);
+    snprintf(qi, sizeof qi, "%s/synth256-Q2_K-imx.gguf", dir);
+    snprintf(qp, sizeof qp, "%s/synth256-Q2_K.gguf", dir);
+    snprintf(im, sizeof im, "%s/synth256.imatrix", dir);
+    tm_imatrix *m = load_imx("synth256.imatrix");
+    const tm_imatrix_entry *ie = tm_imatrix_find(m, "blk.0.attn_q.weight");
+    double want_i = weighted_sqnr(src, qi, "blk.0.attn_q.weight", ie), want_p = weighted_sqnr(src, qp, "blk.0.attn_q.weight", ie);
+    assert_true(want_i > want_p + 1.0); /* the matrix protected the heavy columns */
+    json_t *d = tmt_run_json(0, "'%s' qdiff '%s' '%s' --imatrix '%s' --json", tmt_bin(), src, qi, im);
+    assert_int_equal(json_integer_value(json_object_get(d, "n_imatrix")), 14);
+    json_t *t = tmt_find_named(json_object_get(d, "tensors"), "blk.0.attn_q.weight");
+    assert_non_null(t);
+    assert_true(fabs(tmt_num(t, "imatrix_sqnr_db") - want_i) < 1e-9);
+    assert_null(json_object_get(tmt_find_named(json_object_get(d, "tensors"), "output.weight"), "imatrix_sqnr_db"));
+    json_decref(d);
+    d = tmt_run_json(0, "'%s' qdiff '%s' '%s' --imatrix '%s' --json", tmt_bin(), src, qp, im);
+    t = tmt_find_named(json_object_get(d, "tensors"), "blk.0.attn_q.weight");
+    assert_true(fabs(tmt_num(t, "imatrix_sqnr_db") - want_p) < 1e-9);
+    json_decref(d);
+    tm_imatrix_free(m);
+}
+
 static int setup(void **state) {
     (void)state;
     const char *b = getenv("TMPDIR");
@@ -581,6 +635,7 @@ int main(void) {
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_type_options),
         cmocka_unit_test(test_cli),
+        cmocka_unit_test(test_qdiff_imatrix),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

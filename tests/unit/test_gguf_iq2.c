@@ -363,6 +363,8 @@ static void test_files(void **state) {
     (void)state;
     if (!need_data()) return;
     check_whole("IQ2_XXS", "--imatrix synth256.imatrix", "synth256-IQ2_XXS-imx.gguf");
+    /* one thread: the same bytes (rows are quantized independently) */
+    check_whole("IQ2_XXS", "--imatrix synth256.imatrix --threads 1", "synth256-IQ2_XXS-imx.gguf");
     check_whole("IQ2_XS", "--imatrix synth256.imatrix", "synth256-IQ2_XS-imx.gguf");
     check_whole("IQ2_S", "--imatrix synth256.imatrix", "synth256-IQ2_S-imx.gguf");
     check_whole("IQ1_S", "--imatrix synth256.imatrix", "synth256-IQ1_S-imx.gguf");

@@ -17,7 +17,9 @@ extern "C" {
 #endif
 
 /* tm_gq_writable: 1 when this writer can produce ggml type `type` (a TM_GGML_* id of
-** tensormorph/ggml.h): F32 F16 BF16 Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 IQ4_NL Q2_K Q3_K Q4_K Q5_K Q6_K.
+** tensormorph/ggml.h): F32 F16 BF16 Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 IQ4_NL IQ4_XS IQ3_XXS IQ3_S TQ1_0
+** TQ2_0 Q2_K Q3_K Q4_K Q5_K Q6_K IQ2_XXS IQ2_XS IQ2_S IQ1_S IQ1_M (IQ2_XXS, IQ2_XS and IQ1_S only
+** with an importance matrix).
 ** Names, block sizes and bytes per block of every type: tm_ggml_type_info_get,
 ** tm_ggml_type_from_name, tm_ggml_row_bytes (one type table for the reader and the writer). */
 int         tm_gq_writable(int type);
@@ -39,6 +41,23 @@ int         tm_gq_writable(int type);
 ** has it (same bytes). */
 tm_status tm_gq_quantize_row(int type, const float *x, int64_t n, void *out, int64_t *bad_block,
                              tm_err *err);
+
+/* tm_gq_quantize_row_imatrix: tm_gq_quantize_row with an importance matrix, byte for byte what
+** ggml's quantize_<type>(x, out, 1, n, quant_weights) writes (llama.cpp@c392e509
+** ggml/src/ggml-quants.c: quantize_row_q4_0_impl, ..., quantize_row_q6_K_impl; the IQ types'
+** quantize_iq*): the row's blocks are searched for the scales that minimise the squared error
+** weighted per column by imatrix (and by each type's sqrt(sigma2 + x^2) factor).
+**   imatrix  in [n] float32: the importance of each input column of this row, as llama-quantize
+**            hands it to ggml (an imatrix file's sums divided by its ncall); NULL: exactly
+**            tm_gq_quantize_row (ggml's quant_weights == NULL path, a different algorithm for
+**            several types).
+** Types that have no imatrix path (F32 F16 BF16 Q8_0 TQ1_0 TQ2_0: tm_gq_uses_imatrix 0) ignore
+** it, as ggml does. Errors as tm_gq_quantize_row. */
+tm_status tm_gq_quantize_row_imatrix(int type, const float *x, int64_t n, const float *imatrix,
+                                     void *out, int64_t *bad_block, tm_err *err);
+/* tm_gq_uses_imatrix: 1 when the quantizer of writable `type` reads an importance matrix. */
+int       tm_gq_uses_imatrix(int type);
+
 #ifdef __cplusplus
 }
 #endif

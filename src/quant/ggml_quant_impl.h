@@ -26,11 +26,14 @@ void tm__gq_err_add(tm__gq_err *a, const float *x, const float *dq, int64_t n, c
 void tm__gq_err_total(const tm__gq_err *a, double *sx2, double *se2, double *emax);
 /* tm_gq_quantize_row, then the row's error added to acc (when non-NULL): dq is scratch for n
 ** floats (unused where the quantizer measures the error itself: Q8_0 and Q4_0 with AVX2).
+** imatrix: NULL, or the importances of the n_row input columns of a row (x then holds n / n_row
+** rows of n_row values, each quantized with it by the type's reference imatrix path; types
+** without one ignore it, as ggml's quantize_q8_0 does); n_row is unused without an imatrix.
 ** k: the kernel set (NULL: "auto"); &tm__kernels_ref gives the scalar reference quantizer,
 ** dequantizer and sums (the specification). On an error acc is left partly updated. */
-tm_status tm__gq_quantize_row_err(int type, const float *x, int64_t n, void *out, float *dq,
-                                  tm__gq_err *acc, int64_t *bad_block, const tm_kernels *k,
-                                  tm_err *err);
+tm_status tm__gq_quantize_row_err(int type, const float *x, int64_t n, const float *imatrix,
+                                  int64_t n_row, void *out, float *dq, tm__gq_err *acc,
+                                  int64_t *bad_block, const tm_kernels *k, tm_err *err);
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define TM__GQ_HAVE_AVX2 1

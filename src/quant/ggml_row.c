@@ -159,9 +159,13 @@ static tm_status check_finite(const tm_ggml_type_info *t, const float *x, int64_
 ** row is scanned for the reference's error, a non-finite value anywhere in the row coming
 ** first, and the reference takes over at that block), else its SIMD quantizer; else (and for
 ** the "ref" set) the reference. Then, with acc, the error of the bytes written (dequantized)
-** unless the kernel measured it. */
-static tm_status quantize_row(int type, const float *x, int64_t n, void *out, int64_t *bad_block,
-                              const tm_kernels *k, tm__gq_err *acc, float *dq, tm_err *err) {
+** unless the kernel measured it.
+** imatrix (NULL: none): the per-column importances of rows of n_row values; x then holds n / n_row
+** such rows, each quantized alone with the same imatrix by the reference (ggml's quantize_<type>
+** with quant_weights runs row by row). Types without an imatrix path ignore it (as ggml). */
+static tm_status quantize_row(int type, const float *x, int64_t n, const float *imatrix, int64_t n_row,
+                              void *out, int64_t *bad_block, const tm_kernels *k, tm__gq_err *acc, float *dq,
+                              tm_err *err) {
     k = tm__kernels_or_auto(k);
     if (bad_block) *bad_block = -1;
     const tm__ggml_traits *tr = tm__ggml_traits_of(type);
@@ -171,20 +175,32 @@ static tm_status quantize_row(int type, const float *x, int64_t n, void *out, in
         return tm__err_set(err, TM_E_INVALID_ARG, -1,
                            "row of %lld values is not a multiple of the %s block (%lld)",
                            (long long)n, t->name, (long long)t->block_size);
+    if (!tr->uses_imatrix) imatrix = NULL;
+    if (imatrix && (n_row <= 0 || n_row % t->block_size != 0 || n % n_row != 0))
+        return tm__err_set(err, TM_E_INVALID_ARG, -1,
+                           "importance matrix of %lld values does not fit %lld values of %s rows",
+                           (long long)n_row, (long long)n, t->name);
     uint8_t *y = out;
     const int64_t nb = n / t->block_size;
     int64_t b0 = 0;
     tm_status st;
-    if (k->ggml_simd && tr->quantize_err) {
+    if (imatrix) {
+        st = check_finite(t, x, n, bad_block, err);
+        const int64_t rb = n_row / t->block_size;
+        for (int64_t r = 0; !st && r < n / n_row; r++) {
+            st = tr->quantize_ref(t, x + r * n_row, imatrix, 0, rb, y + (size_t)(r * rb) * t->type_size, bad_block, err);
+            if (st && bad_block && *bad_block >= 0) *bad_block += r * rb;
+        }
+    } else if (k->ggml_simd && tr->quantize_err) {
         b0 = tr->quantize_err(x, nb, y, acc);
         if (b0 < 0) return TM_OK;
         st = check_finite(t, x, n, bad_block, err);
-        if (!st) st = tr->quantize_ref(t, x, b0, nb, y, bad_block, err);
+        if (!st) st = tr->quantize_ref(t, x, NULL, b0, nb, y, bad_block, err);
         /* not reached with acc: the reference fails where the kernel stopped */
     } else {
         st = check_finite(t, x, n, bad_block, err);
         tm__gq_rows_fn fn = k->ggml_simd && tr->quantize_simd ? tr->quantize_simd : tr->quantize_ref;
-        if (!st) st = fn(t, x, 0, nb, y, bad_block, err);
+        if (!st) st = fn(t, x, NULL, 0, nb, y, bad_block, err);
     }
     if (!st && acc) {
         const int64_t v0 = b0 * t->block_size;
@@ -196,16 +212,26 @@ static tm_status quantize_row(int type, const float *x, int64_t n, void *out, in
 
 tm_status tm_gq_quantize_row(int type, const float *x, int64_t n, void *out, int64_t *bad_block,
                              tm_err *err) {
-    return quantize_row(type, x, n, out, bad_block, NULL, NULL, NULL, err);
+    return quantize_row(type, x, n, NULL, 0, out, bad_block, NULL, NULL, NULL, err);
+}
+
+tm_status tm_gq_quantize_row_imatrix(int type, const float *x, int64_t n, const float *imatrix,
+                                     void *out, int64_t *bad_block, tm_err *err) {
+    return quantize_row(type, x, n, imatrix, n, out, bad_block, NULL, NULL, NULL, err);
+}
+
+int tm_gq_uses_imatrix(int type) {
+    const tm__ggml_traits *t = tm__ggml_traits_of(type);
+    return t && t->quantize_ref && t->uses_imatrix;
 }
 
 tm_status tm_gq_quantize_row_ref(int type, const float *x, int64_t n, void *out,
                                  int64_t *bad_block, tm_err *err) {
-    return quantize_row(type, x, n, out, bad_block, &tm__kernels_ref, NULL, NULL, err);
+    return quantize_row(type, x, n, NULL, 0, out, bad_block, &tm__kernels_ref, NULL, NULL, err);
 }
 
-tm_status tm__gq_quantize_row_err(int type, const float *x, int64_t n, void *out, float *dq,
-                                  tm__gq_err *acc, int64_t *bad_block, const tm_kernels *k,
-                                  tm_err *err) {
-    return quantize_row(type, x, n, out, bad_block, k, acc, dq, err);
+tm_status tm__gq_quantize_row_err(int type, const float *x, int64_t n, const float *imatrix,
+                                  int64_t n_row, void *out, float *dq, tm__gq_err *acc,
+                                  int64_t *bad_block, const tm_kernels *k, tm_err *err) {
+    return quantize_row(type, x, n, imatrix, n_row, out, bad_block, k, acc, dq, err);
 }

@@ -17,13 +17,19 @@
 
 #include "ggml_iq.h"
 #include "ggml_quant_impl.h"
+#include "ggml_quant_iq2.h"
 
 /* Blocks b0 .. nb-1 of a row of a writable type t (its row of the table): x is the row's first
 ** value, y its first block (block b at x + b * block_size, y + b * type_size). On an error *bad_block (may be
 ** NULL) gets the block (the element for F16) and nothing after it is written. The values are
-** finite (the caller checked). */
-typedef tm_status (*tm__gq_rows_fn)(const tm_ggml_type_info *t, const float *x, int64_t b0,
-                                    int64_t nb, uint8_t *y, int64_t *bad_block, tm_err *err);
+** finite (the caller checked).
+** imatrix: NULL (no importance matrix: ggml's quant_weights == NULL path), or the importance of
+** each input column of this ONE row, imatrix[i] for x[i], i in [0, nb * block_size): x then
+** holds exactly one row of nb blocks (b0 is 0) and row-wide sums (ggml's sigma2 of the _impl
+** quantizers) run over x[0 .. nb * block_size). Only types whose row has `uses_imatrix` set
+** are ever given one (ggml_row.c drops it for the others, as ggml's quantize_q8_0 ignores it). */
+typedef tm_status (*tm__gq_rows_fn)(const tm_ggml_type_info *t, const float *x, const float *imatrix,
+                                    int64_t b0, int64_t nb, uint8_t *y, int64_t *bad_block, tm_err *err);
 
 /* A SIMD quantizer that checks its own input and measures its own error: nb blocks from x into
 ** y; returns the index of the first block holding a NaN or inf or failing the reference's range
@@ -44,6 +50,9 @@ typedef struct tm__ggml_traits {
     double (*code_step)(void);      /* codebook types (IQ*): the mean spacing of their code
                                        values, one LSB in code units (ggml_dequant_iq.c); NULL:
                                        integer codes, one LSB is one code                      */
+    int               uses_imatrix; /* 1: quantize_ref reads an importance matrix (ggml's
+                                       quantize_<type> takes quant_weights); with one, only
+                                       quantize_ref runs (not the SIMD/fused variants)        */
 } tm__ggml_traits;
 
 /* The table: TM_GGML_TYPE_COUNT rows, indexed by id; a removed id's row is all zero. */
@@ -93,44 +102,61 @@ void tm__ggml_dq_iq1_s(const uint8_t *b, float *y, blk_detail *dt);
 void tm__ggml_dq_iq1_m(const uint8_t *b, float *y, blk_detail *dt);
 
 /* Reference quantizers (ggml_quant.c). */
-tm_status tm__gq_rows_f32(const tm_ggml_type_info *, const float *, int64_t, int64_t, uint8_t *,
+tm_status tm__gq_rows_f32(const tm_ggml_type_info *, const float *, const float *, int64_t, int64_t, uint8_t *,
                            int64_t *, tm_err *);
-tm_status tm__gq_rows_f16(const tm_ggml_type_info *, const float *, int64_t, int64_t, uint8_t *,
+tm_status tm__gq_rows_f16(const tm_ggml_type_info *, const float *, const float *, int64_t, int64_t, uint8_t *,
                            int64_t *, tm_err *);
-tm_status tm__gq_rows_bf16(const tm_ggml_type_info *, const float *, int64_t, int64_t, uint8_t *,
+tm_status tm__gq_rows_bf16(const tm_ggml_type_info *, const float *, const float *, int64_t, int64_t, uint8_t *,
                            int64_t *, tm_err *);
-tm_status tm__gq_rows_q4_0(const tm_ggml_type_info *, const float *, int64_t, int64_t, uint8_t *,
+tm_status tm__gq_rows_q4_0(const tm_ggml_type_info *, const float *, const float *, int64_t, int64_t, uint8_t *,
                            int64_t *, tm_err *);
-tm_status tm__gq_rows_q4_1(const tm_ggml_type_info *, const float *, int64_t, int64_t, uint8_t *,
+tm_status tm__gq_rows_q4_1(const tm_ggml_type_info *, const float *, const float *, int64_t, int64_t, uint8_t *,
                            int64_t *, tm_err *);
-tm_status tm__gq_rows_q5_0(const tm_ggml_type_info *, const float *, int64_t, int64_t, uint8_t *,
+tm_status tm__gq_rows_q5_0(const tm_ggml_type_info *, const float *, const float *, int64_t, int64_t, uint8_t *,
                            int64_t *, tm_err *);
-tm_status tm__gq_rows_q5_1(const tm_ggml_type_info *, const float *, int64_t, int64_t, uint8_t *,
+tm_status tm__gq_rows_q5_1(const tm_ggml_type_info *, const float *, const float *, int64_t, int64_t, uint8_t *,
                            int64_t *, tm_err *);
-tm_status tm__gq_rows_q8_0(const tm_ggml_type_info *, const float *, int64_t, int64_t, uint8_t *,
+tm_status tm__gq_rows_q8_0(const tm_ggml_type_info *, const float *, const float *, int64_t, int64_t, uint8_t *,
                            int64_t *, tm_err *);
-tm_status tm__gq_rows_iq4_nl(const tm_ggml_type_info *, const float *, int64_t, int64_t, uint8_t *,
+tm_status tm__gq_rows_q2_k(const tm_ggml_type_info *, const float *, const float *, int64_t, int64_t, uint8_t *,
                            int64_t *, tm_err *);
-tm_status tm__gq_rows_q2_k(const tm_ggml_type_info *, const float *, int64_t, int64_t, uint8_t *,
+tm_status tm__gq_rows_q3_k(const tm_ggml_type_info *, const float *, const float *, int64_t, int64_t, uint8_t *,
                            int64_t *, tm_err *);
-tm_status tm__gq_rows_q3_k(const tm_ggml_type_info *, const float *, int64_t, int64_t, uint8_t *,
+tm_status tm__gq_rows_q4_k(const tm_ggml_type_info *, const float *, const float *, int64_t, int64_t, uint8_t *,
                            int64_t *, tm_err *);
-tm_status tm__gq_rows_q4_k(const tm_ggml_type_info *, const float *, int64_t, int64_t, uint8_t *,
+tm_status tm__gq_rows_q5_k(const tm_ggml_type_info *, const float *, const float *, int64_t, int64_t, uint8_t *,
                            int64_t *, tm_err *);
-tm_status tm__gq_rows_q5_k(const tm_ggml_type_info *, const float *, int64_t, int64_t, uint8_t *,
+tm_status tm__gq_rows_q6_k(const tm_ggml_type_info *, const float *, const float *, int64_t, int64_t, uint8_t *,
                            int64_t *, tm_err *);
-tm_status tm__gq_rows_q6_k(const tm_ggml_type_info *, const float *, int64_t, int64_t, uint8_t *,
+
+/* The non-linear, grid and ternary types (ggml_quant_iq.c): IQ4_NL, IQ4_XS, IQ3_XXS, IQ3_S
+** with and without an importance matrix, TQ1_0 and TQ2_0 (which ignore it). */
+tm_status tm__gq_rows_iq4_nl(const tm_ggml_type_info *, const float *, const float *, int64_t, int64_t, uint8_t *,
                            int64_t *, tm_err *);
+tm_status tm__gq_rows_iq4_xs(const tm_ggml_type_info *, const float *, const float *, int64_t, int64_t, uint8_t *,
+                           int64_t *, tm_err *);
+tm_status tm__gq_rows_iq3_xxs(const tm_ggml_type_info *, const float *, const float *, int64_t, int64_t, uint8_t *,
+                           int64_t *, tm_err *);
+tm_status tm__gq_rows_iq3_s(const tm_ggml_type_info *, const float *, const float *, int64_t, int64_t, uint8_t *,
+                           int64_t *, tm_err *);
+tm_status tm__gq_rows_tq1_0(const tm_ggml_type_info *, const float *, const float *, int64_t, int64_t, uint8_t *,
+                           int64_t *, tm_err *);
+tm_status tm__gq_rows_tq2_0(const tm_ggml_type_info *, const float *, const float *, int64_t, int64_t, uint8_t *,
+                           int64_t *, tm_err *);
+/* The IQ3 search tables (tests): for the 256-row (IQ3_XXS) or 512-row (IQ3_S) grid, the map
+** entry of level key u (0..4095: >= 0 the grid row, < 0 off the grid, then *neighbours gets its
+** list: count, then rows); INT32_MIN when the tables are unusable. */
+int tm__gq_iq3_lookup(int rows, int u, const uint16_t **neighbours);
 
 #ifdef TM__GQ_HAVE_AVX2
 /* The K-quants with the AVX2 scale searches (ggml_quant.c). */
-tm_status tm__gq_rows_q2_k_avx2(const tm_ggml_type_info *, const float *, int64_t, int64_t, uint8_t *,
+tm_status tm__gq_rows_q2_k_avx2(const tm_ggml_type_info *, const float *, const float *, int64_t, int64_t, uint8_t *,
                            int64_t *, tm_err *);
-tm_status tm__gq_rows_q3_k_avx2(const tm_ggml_type_info *, const float *, int64_t, int64_t, uint8_t *,
+tm_status tm__gq_rows_q3_k_avx2(const tm_ggml_type_info *, const float *, const float *, int64_t, int64_t, uint8_t *,
                            int64_t *, tm_err *);
-tm_status tm__gq_rows_q4_k_avx2(const tm_ggml_type_info *, const float *, int64_t, int64_t, uint8_t *,
+tm_status tm__gq_rows_q4_k_avx2(const tm_ggml_type_info *, const float *, const float *, int64_t, int64_t, uint8_t *,
                            int64_t *, tm_err *);
-tm_status tm__gq_rows_q5_k_avx2(const tm_ggml_type_info *, const float *, int64_t, int64_t, uint8_t *,
+tm_status tm__gq_rows_q5_k_avx2(const tm_ggml_type_info *, const float *, const float *, int64_t, int64_t, uint8_t *,
                            int64_t *, tm_err *);
 /* Q6_K with the AVX2 scale search and final codes, measuring the error as it makes them
 ** (ggml_quant.c); tm__gq_q8_0_avx2 / tm__gq_q4_0_avx2 (ggml_quant_avx2.c) are the others of

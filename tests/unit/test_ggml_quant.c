@@ -267,7 +267,7 @@ static void test_arguments(void **state) {
     assert_int_equal(row_bytes(TM_GGML_Q6_K, 500), 0);
     assert_int_equal(row_bytes(TM_GGML_F16, 3), 6);
     assert_true(tm_gq_writable(TM_GGML_Q4_K) && tm_gq_writable(TM_GGML_BF16));
-    assert_false(tm_gq_writable(TM_GGML_Q8_K) || tm_gq_writable(TM_GGML_IQ2_XXS) || tm_gq_writable(4) ||
+    assert_false(tm_gq_writable(TM_GGML_Q8_K) || tm_gq_writable(TM_GGML_Q8_1) || tm_gq_writable(4) ||
                  tm_gq_writable(-1) || tm_gq_writable(TM_GGML_TYPE_COUNT));
 }
 
@@ -443,8 +443,8 @@ static void test_err_fused_matches_ref(void **state) {
                     const size_t off = (size_t)row_bytes(type, cuts[c]);
                     int64_t b1, b2;
                     tm_err er1, er2;
-                    s1 = tm__gq_quantize_row_err(type, x + cuts[c], m, a + off, dq, &e1, &b1, NULL, &er1);
-                    s2 = tm__gq_quantize_row_err(type, x + cuts[c], m, b + off, dq, &e2, &b2, &tm__kernels_ref, &er2);
+                    s1 = tm__gq_quantize_row_err(type, x + cuts[c], m, NULL, 0, a + off, dq, &e1, &b1, NULL, &er1);
+                    s2 = tm__gq_quantize_row_err(type, x + cuts[c], m, NULL, 0, b + off, dq, &e2, &b2, &tm__kernels_ref, &er2);
                     assert_int_equal(s1, s2);
                     assert_int_equal(b1, b2);
                     if (s1) assert_string_equal(er1.msg, er2.msg);
@@ -471,8 +471,8 @@ static void test_err_fused_matches_ref(void **state) {
         tm__gq_err e;
         memset(&e, 0, sizeof e);
         tm_err er;
-        assert_int_equal(tm__gq_quantize_row_err(TM_GGML_F16, x, 1000, a, dq, &e, NULL, ks, &er), TM_OK);
-        assert_int_equal(tm__gq_quantize_row_err(TM_GGML_F16, x + 1000, 3, a + 2000, dq, &e, NULL, ks, &er), TM_OK);
+        assert_int_equal(tm__gq_quantize_row_err(TM_GGML_F16, x, 1000, NULL, 0, a, dq, &e, NULL, ks, &er), TM_OK);
+        assert_int_equal(tm__gq_quantize_row_err(TM_GGML_F16, x + 1000, 3, NULL, 0, a + 2000, dq, &e, NULL, ks, &er), TM_OK);
         assert_int_equal(tm_ggml_dequantize(TM_GGML_F16, a, 2006, 1003, dq2, &er), TM_OK);
         double want[3], got[3];
         err_spec(x, dq2, 1003, want);
@@ -505,9 +505,9 @@ static void test_simd_nonfinite_and_overflow(void **state) {
                     memset(b, 0, sizeof b);
                     int64_t b1, b2;
                     tm_err er1, er2;
-                    tm_status s1 = with_acc ? tm__gq_quantize_row_err(types[t], x, N, a, dq, &e1, &b1, NULL, &er1)
+                    tm_status s1 = with_acc ? tm__gq_quantize_row_err(types[t], x, N, NULL, 0, a, dq, &e1, &b1, NULL, &er1)
                                             : tm_gq_quantize_row(types[t], x, N, a, &b1, &er1);
-                    tm_status s2 = with_acc ? tm__gq_quantize_row_err(types[t], x, N, b, dq, &e2, &b2, &tm__kernels_ref, &er2)
+                    tm_status s2 = with_acc ? tm__gq_quantize_row_err(types[t], x, N, NULL, 0, b, dq, &e2, &b2, &tm__kernels_ref, &er2)
                                             : tm_gq_quantize_row_ref(types[t], x, N, b, &b2, &er2);
                     assert_true(s1 != TM_OK);
                     assert_int_equal(s1, s2);
@@ -597,12 +597,14 @@ static void test_f16_widening_ragged(void **state) {
 
 /* Every id's row: the public facts are the table's (same pointer), the id matches the index, a
 ** block type has a dequantizer, a SIMD column only beside a reference quantizer, and the
-** writable ids are exactly the fourteen of tensormorph/ggml_quant.h. */
+** writable ids are exactly the twenty-four of tensormorph/ggml_quant.h. */
 static void test_type_table(void **state) {
     (void)state;
     static const int writable[] = {TM_GGML_F32, TM_GGML_F16, TM_GGML_BF16, TM_GGML_Q4_0, TM_GGML_Q4_1,
                                    TM_GGML_Q5_0, TM_GGML_Q5_1, TM_GGML_Q8_0, TM_GGML_IQ4_NL, TM_GGML_Q2_K,
-                                   TM_GGML_Q3_K, TM_GGML_Q4_K, TM_GGML_Q5_K, TM_GGML_Q6_K};
+                                   TM_GGML_Q3_K, TM_GGML_Q4_K, TM_GGML_Q5_K, TM_GGML_Q6_K, TM_GGML_IQ4_XS,
+                                   TM_GGML_IQ3_XXS, TM_GGML_IQ3_S, TM_GGML_TQ1_0, TM_GGML_TQ2_0,
+                                   TM_GGML_IQ2_XXS, TM_GGML_IQ2_XS, TM_GGML_IQ2_S, TM_GGML_IQ1_S, TM_GGML_IQ1_M};
     int n_named = 0, n_writable = 0;
     for (int id = -1; id <= TM_GGML_TYPE_COUNT; id++) {
         const tm__ggml_traits *t = tm__ggml_traits_of(id);
@@ -624,7 +626,7 @@ static void test_type_table(void **state) {
         n_writable += want;
     }
     assert_int_equal(n_named, 31); /* 39 ids less the removed 4, 5, 31-33, 36-38 */
-    assert_int_equal(n_writable, 14);
+    assert_int_equal(n_writable, 24);
     assert_null(tm__ggml_traits_of(4));
     assert_null(tm__ggml_traits_of(36));
 }

@@ -273,6 +273,24 @@ static void test_synth256_references(void **state) {
         }
         free_res(r);
     }
+    /* the scalar reference (the specification) writes the same bytes as the AVX2 lanes */
+    static const char *const ref_types[] = {"Q2_K", "Q3_K_M", "Q4_K_M", "Q5_K_S", "Q6_K", "Q4_0", "Q4_1", "Q5_0", "Q5_1"};
+    const tm_kernels *kref = NULL;
+    assert_int_equal(tm_kernels_get("ref", &kref), TM_OK);
+    for (size_t k = 0; k < sizeof ref_types / sizeof ref_types[0]; k++) {
+        tm_gguf_quantize_params p = tm_gguf_quantize_params_default();
+        p.imatrix = m;
+        p.imatrix_arg = "synth256.imatrix";
+        p.kernels = kref;
+        p.n_threads = 1;
+        tm_err e;
+        char leaf[64];
+        snprintf(leaf, sizeof leaf, "synth256-%s-imx.gguf", ref_types[k]);
+        tm_status s = run(src, "ref.gguf", ref_types[k], &p, NULL, &e, out, sizeof out);
+        if (s) fail_msg("%s (ref): %s", ref_types[k], e.msg);
+        snprintf(ref, sizeof ref, "%s/%s", dir, leaf);
+        assert_same_file(out, ref);
+    }
     tm_imatrix_free(m);
     /* without imatrix: the unweighted (quant_weights == NULL) paths */
     static const char *const plain[] = {"Q4_K_M", "Q2_K"};

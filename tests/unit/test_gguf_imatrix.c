@@ -572,6 +572,24 @@ static void test_cli(void **state) {
     rc = tmt_run(NULL, "cd '%s' && '%s' quantize synth256-F32.gguf -o z.gguf --type Q4_0 --override-kv general.name=str:zz "
                  "--token-embedding-type q8_0 -q >/dev/null", wd, tmt_bin());
     assert_int_equal(rc, 0);
+    {
+        char zp[800];
+        snprintf(zp, sizeof zp, "%s/z.gguf", wd);
+        tm_gguf_kvlist *kv = NULL;
+        tm_err e;
+        assert_int_equal(tm_gguf_kvlist_read(zp, &kv, &e), TM_OK);
+        char *nm = tm_gguf_kvlist_get_str(kv, "general.name");
+        assert_string_equal(nm, "zz");
+        free(nm);
+        tm_gguf_kvlist_free(kv);
+    }
+    /* an already-quantized input: refused (exit 3) unless --allow-requantize */
+    rc = tmt_run(NULL, "cd '%s' && '%s' quantize '%s/synth256-Q8_0-imx.gguf' -o rq.gguf --type Q4_0 2>/dev/null", wd,
+                 tmt_bin(), dir);
+    assert_int_equal(rc, 3);
+    rc = tmt_run(NULL, "cd '%s' && '%s' quantize '%s/synth256-Q8_0-imx.gguf' -o rq.gguf --type Q4_0 --allow-requantize -q "
+                 ">/dev/null", wd, tmt_bin(), dir);
+    assert_int_equal(rc, 0);
 }
 
 /* qdiff --imatrix: the column-weighted SQNR of a tensor, recomputed here from the dequantized

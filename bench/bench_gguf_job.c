@@ -20,6 +20,10 @@
 ** 5. checks issue 3's one-thread targets against the reference figures it quotes (llama.cpp's
 **    llama-quantize, one thread, from F32: Q4_0 1.6 GB/s, Q8_0 0.73, Q6_K 0.13, Q4_K_M 0.06):
 **    Q8_0 and Q4_0 at least min(8 x reference, 60% of the page-cache read rate), K-quants 2x.
+** --imatrix: also writes SCRATCH_DIR/model.imatrix (legacy llama-imatrix format, one entry per
+** blk.* weight, deterministic positive importances) and runs every type with --imatrix, F32
+** source, one thread, once with the default kernels and once with --kernel ref (the scalar
+** reference: ggml's own weighted algorithm, what llama-quantize runs), printing the ratio.
 ** Output: JSON Lines on stdout, a table on stderr. A benchmark, never a test: exit status 0
 ** whether or not figures meet any target. GB = 1e9 bytes of the SOURCE file per second. */
 #include <tensormorph.h>
@@ -119,6 +123,37 @@ static int write_model(const char *path, int type, int layers) {
     return rc;
 }
 
+/* A legacy imatrix for the model of write_model: entries for the 2-D blk.* weights. */
+static int write_imatrix(const char *path, int layers) {
+    static const struct { const char *n; int cols; } w[] = {
+        {"attn_q", 2048}, {"attn_k", 2048}, {"attn_v", 2048}, {"attn_output", 2048},
+        {"ffn_gate", 2048}, {"ffn_up", 2048}, {"ffn_down", 5632}};
+    FILE *f = fopen(path, "wb");
+    if (!f) return -1;
+    int32_t n = layers * 7, v;
+    fwrite(&n, 4, 1, f);
+    for (int l = 0; l < layers; l++)
+        for (int j = 0; j < 7; j++) {
+            char name[64];
+            int32_t len = (int32_t)snprintf(name, sizeof name, "blk.%d.%s.weight", l, w[j].n), ncall = 4, nval = w[j].cols;
+            fwrite(&len, 4, 1, f);
+            fwrite(name, 1, (size_t)len, f);
+            fwrite(&ncall, 4, 1, f);
+            fwrite(&nval, 4, 1, f);
+            for (int c = 0; c < nval; c++) {
+                float x = 4.0f * (0.05f + (float)((c * 2654435761u + (unsigned)l) % 1000) / 1000.0f);
+                if (c % 97 == 0) x *= 50.0f; /* a few heavy input channels */
+                fwrite(&x, 4, 1, f);
+            }
+        }
+    v = 4;
+    fwrite(&v, 4, 1, f);
+    v = 5;
+    fwrite(&v, 4, 1, f);
+    fwrite("bench", 1, 5, f);
+    return fclose(f) ? -1 : 0;
+}
+
 /* Page-cache read rate of the file in GB/s: read(2) in 1 MiB pieces, best of 5 (bench_floor.h). */
 static double read_rate(const char *path, uint64_t *size) {
     double t = tmb_read_floor(path, 1 << 20, 5, size);
@@ -129,7 +164,7 @@ static double read_rate(const char *path, uint64_t *size) {
 ** (and clears TM_NUM_THREADS): the default thread count. Wall seconds, peak RSS (KiB), CPU
 ** seconds (user + system); -1 on failure. */
 static double run_one(const char *bin, const char *in, const char *out, const char *type, int pure, int threads,
-                      long *maxrss_kib, double *cpu_s) {
+                      const char *imx, const char *kernel, long *maxrss_kib, double *cpu_s) {
     char th[16];
     snprintf(th, sizeof th, "%d", threads);
     double t0 = now_s();
@@ -138,15 +173,17 @@ static double run_one(const char *bin, const char *in, const char *out, const ch
         int dn = open("/dev/null", O_WRONLY);
         if (dn >= 0) { dup2(dn, 1); }
         /* --force: the previous run's output is tensormorph's own */
-        const char *av[16];
-        int n = 0;
-        av[n++] = bin; av[n++] = "quantize"; av[n++] = in; av[n++] = "-o"; av[n++] = out;
-        av[n++] = "--type"; av[n++] = type;
-        if (threads > 0) { av[n++] = "--threads"; av[n++] = th; }
+        const char *av[20];
+        int k = 0;
+        av[k++] = bin; av[k++] = "quantize"; av[k++] = in; av[k++] = "-o"; av[k++] = out; av[k++] = "--type";
+        av[k++] = type;
+        if (threads > 0) { av[k++] = "--threads"; av[k++] = th; }
         else unsetenv("TM_NUM_THREADS");
-        av[n++] = "--no-checksums"; av[n++] = "-q"; av[n++] = "--force";
-        if (pure) av[n++] = "--pure";
-        av[n] = NULL;
+        av[k++] = "--no-checksums"; av[k++] = "-q"; av[k++] = "--force";
+        if (pure) av[k++] = "--pure";
+        if (imx) { av[k++] = "--imatrix"; av[k++] = imx; }
+        if (kernel) { av[k++] = "--kernel"; av[k++] = kernel; }
+        av[k] = NULL;
         execv(bin, (char *const *)av);
         _exit(127);
     }
@@ -163,7 +200,7 @@ static double run_one(const char *bin, const char *in, const char *out, const ch
 }
 
 int main(int argc, char **argv) {
-    int layers = 5, reps = 1, keep = 0, no_gen = 0;
+    int layers = 5, reps = 1, keep = 0, no_gen = 0, use_imx = 0;
     const char *types = "Q8_0,Q4_0,Q6_K,Q4_K_M";
     int i = 1;
     for (; i < argc && argv[i][0] == '-'; i++) {
@@ -172,10 +209,11 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--types") && i + 1 < argc) types = argv[++i];
         else if (!strcmp(argv[i], "--keep")) keep = 1; /* leave the sources (profiling input) */
         else if (!strcmp(argv[i], "--no-gen")) no_gen = 1; /* reuse the sources of a --keep run */
+        else if (!strcmp(argv[i], "--imatrix")) use_imx = 1;
         else break;
     }
     if (argc - i != 2 || layers < 1 || reps < 1) {
-        fprintf(stderr, "usage: bench_gguf_job [--layers L] [--reps N] [--types T[:pure],...] [--keep] [--no-gen]\n"
+        fprintf(stderr, "usage: bench_gguf_job [--layers L] [--reps N] [--types T[:pure],...] [--keep] [--no-gen] [--imatrix]\n"
                         "                      TENSORMORPH_BIN SCRATCH_DIR\n");
         return 2;
     }
@@ -184,6 +222,48 @@ int main(int argc, char **argv) {
     snprintf(src[0], sizeof src[0], "%s/model-f32.gguf", dir);
     snprintf(src[1], sizeof src[1], "%s/model-f16.gguf", dir);
     snprintf(out, sizeof out, "%s/out.gguf", dir);
+    char imx[4096];
+    snprintf(imx, sizeof imx, "%s/model.imatrix", dir);
+    if (use_imx) {
+        if (!no_gen && write_model(src[0], TM_GGML_F32, layers)) return 1;
+        if (write_imatrix(imx, layers)) return 1;
+        uint64_t size = 0;
+        double rr = read_rate(src[0], &size);
+        fprintf(stderr, "F32 page-cache read %.2f GB/s, %.2f GB; --imatrix, one thread\n%-8s %10s %10s %10s %8s %12s\n", rr,
+                (double)size / 1e9, "type", "GB/s", "ref GB/s", "seconds", "x ref", "peak RSS MB");
+        const char *p = types;
+        while (*p) {
+            char ty[32];
+            size_t k = strcspn(p, ",");
+            snprintf(ty, sizeof ty, "%.*s", (int)k, p);
+            p += k + (p[k] == ',');
+            double t[2] = {1e30, 1e30};
+            long rss = 0;
+            for (int kk = 0; kk < 2; kk++)
+                for (int r = 0; r < reps; r++) {
+                    long rs = 0;
+                    double cpu = 0, dt = run_one(bin, src[0], out, ty, 0, 1, imx, kk ? "ref" : NULL, &rs, &cpu);
+                    if (dt < 0) {
+                        fprintf(stderr, "bench_gguf_job: %s quantize %s --imatrix failed\n", bin, ty);
+                        return 1;
+                    }
+                    if (dt < t[kk]) t[kk] = dt;
+                    if (!kk && rs > rss) rss = rs;
+                }
+            printf("{\"source\": \"F32\", \"type\": \"%s\", \"imatrix\": true, \"threads\": 1, \"seconds\": %.3f, "
+                   "\"gb_per_s\": %.4f, \"ref_kernel_seconds\": %.3f, \"ref_kernel_gb_per_s\": %.4f, \"peak_rss_mb\": %.1f}\n",
+                   ty, t[0], (double)size / t[0] / 1e9, t[1], (double)size / t[1] / 1e9, rss / 1024.0);
+            fprintf(stderr, "%-8s %10.4f %10.4f %10.2f %8.2f %12.1f\n", ty, (double)size / t[0] / 1e9,
+                    (double)size / t[1] / 1e9, t[0], t[1] / t[0], rss / 1024.0);
+        }
+        if (!keep) unlink(src[0]);
+        unlink(imx);
+        unlink(out);
+        char mp[4200];
+        snprintf(mp, sizeof mp, "%s.manifest.json", out);
+        unlink(mp);
+        return 0;
+    }
     if (!no_gen && (write_model(src[0], TM_GGML_F32, layers) || write_model(src[1], TM_GGML_F16, layers))) return 1;
     /* the largest tensor is token_embd, 32000 x 2048 */
     const double rss_target_mb[2] = {256.0 + 32000.0 * 2048 * 4 / 1048576.0, 256.0 + 32000.0 * 2048 * 2 / 1048576.0};
@@ -213,14 +293,14 @@ int main(int argc, char **argv) {
             for (int th = 0; th <= 2; th++) { /* 0: the default thread count */
                 long rss = 0;
                 double cpu = 0, best_cpu = 0;
-                if (run_one(bin, src[s], out, ty, pure, th, &rss, &cpu) < 0) {
+                if (run_one(bin, src[s], out, ty, pure, th, NULL, NULL, &rss, &cpu) < 0) {
                     fprintf(stderr, "bench_gguf_job: %s quantize %s failed\n", bin, spec);
                     return 1;
                 }
                 double best = 1e30;
                 for (int r = 0; r < reps; r++) {
                     long rs = 0;
-                    double dt = run_one(bin, src[s], out, ty, pure, th, &rs, &cpu);
+                    double dt = run_one(bin, src[s], out, ty, pure, th, NULL, NULL, &rs, &cpu);
                     if (dt < 0) return 1;
                     if (dt < best) { best = dt; best_cpu = cpu; }
                     if (rs > rss) rss = rs;

@@ -119,8 +119,14 @@ typedef struct tm_gguf_quantize_result {
 ** cancel flag is honoured up to that rename (TM_E_CANCELLED, nothing at OUT).
 ** An existing OUT is replaced only when it is a previous tensormorph output and p->force is
 ** set; OUT may never be the input.
-** Returns TM_OK | TM_E_INVALID_ARG (bad ftype or regex; OUT exists, is the input or a directory) | TM_E_UNSUPPORTED (a tensor name of 64 bytes or more without allow_long_names; a source tensor
-** already quantized, or a type the rules pick that cannot hold the row under --strict) |
+** With p->imatrix (entries matched by name, as llama_model_quantize_impl; docs/gguf-quantize.md
+** "Importance matrix") the weighted quantizers run and quantize.imatrix.* is recorded.
+** Returns TM_OK | TM_E_INVALID_ARG (bad ftype or regex; OUT exists, is the input or a directory;
+** llama-quantize's refusals: an IQ1_S/IQ1_M/IQ2_S/IQ2_XXS/IQ2_XS/Q2_K_S file type without an
+** importance matrix, a tensor of a very low-bit type without an entry, an entry whose size is
+** not the tensor's columns x experts) | TM_E_UNSUPPORTED (a tensor name of 64 bytes or more
+** without allow_long_names; a source tensor already quantized without allow_requantize; a type
+** the rules pick that cannot hold the row under --strict, or that this build cannot write) |
 ** TM_E_NONFINITE | TM_E_RANGE (a block scale overflows f16: names tensor, row and block) |
 ** TM_E_IO | TM_E_NOMEM | TM_E_CANCELLED. Free the result with tm_gguf_quantize_result_free. */
 tm_status tm_gguf_quantize(tm_file *in, const char *out_path, const tm_gguf_quantize_params *p,

@@ -50,7 +50,8 @@ typedef struct tm_imatrix {
 ** Returns TM_OK | TM_E_IO (cannot read) | TM_E_CORRUPT (truncated or inconsistent: the message
 ** names the file, the entry by number and name, and the byte offset) | TM_E_NONFINITE (a NaN or
 ** inf value: llama-quantize refuses such a matrix too; names entry and index) |
-** TM_E_UNSUPPORTED (a GGUF file that is not an imatrix) | TM_E_NOMEM. Free with tm_imatrix_free. */
+** TM_E_UNSUPPORTED (a GGUF file that is not an imatrix) | TM_E_LIMIT (a non-GGUF file over 1 GiB:
+** legacy files are a few MiB) | TM_E_NOMEM. Free with tm_imatrix_free. */
 tm_status tm_imatrix_load(const char *path, tm_imatrix **out, tm_err *err);
 void      tm_imatrix_free(tm_imatrix *m);
 

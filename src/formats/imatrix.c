@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
+#include <sys/stat.h>
 
 void tm_imatrix_free(tm_imatrix *m) {
     if (!m) return;
@@ -323,11 +324,19 @@ tm_status tm_imatrix_load(const char *path, tm_imatrix **out, tm_err *err) {
         m->is_gguf = 1;
         s = load_gguf(m, err);
     } else {
-        /* legacy files are small (a few MiB for a 70B model): read whole */
+        /* legacy files are small (a few MiB for a 70B model): read whole, up to 1 GiB */
         uint8_t *buf = NULL;
         size_t n = 0, capb = 0;
-        if (fseek(fp, 0, SEEK_SET) != 0) s = tm__err_set(err, TM_E_IO, -1, "%s: %s", path, strerror(errno));
+        struct stat st;
+        if (fstat(fileno(fp), &st) == 0 && st.st_size > (off_t)1 << 30)
+            s = tm__err_set(err, TM_E_LIMIT, -1, "%s: %lld bytes: not a legacy imatrix (those are a few MiB; the cap "
+                            "is 1 GiB)", path, (long long)st.st_size);
+        if (!s && fseek(fp, 0, SEEK_SET) != 0) s = tm__err_set(err, TM_E_IO, -1, "%s: %s", path, strerror(errno));
         while (!s) {
+            if (n == capb && capb >= ((size_t)1 << 30) + 1) {
+                s = tm__err_set(err, TM_E_LIMIT, -1, "%s: more than 1 GiB: not a legacy imatrix", path);
+                break;
+            }
             if (n == capb) {
                 size_t nc = capb ? capb * 2 : 1 << 16;
                 uint8_t *b = realloc(buf, nc);

@@ -544,9 +544,6 @@ static void get_scale_min_k4(int j, const uint8_t *q, uint8_t *d, uint8_t *m) {
 ** block, weights qw sqrt(sigma2 + x^2), make_qkx3_quants (-0.9, 0.05, 36 steps), then the 8
 ** scales and 8 mins each quantized by make_qp_quants (nmax 63) weighted by the sub-block's
 ** weight sums. */
-static float make_qkx3_quants(int n, int nmax, const float *x, const float *weights, uint8_t *L,
-                              float *the_min, uint8_t *Laux, float rmin, float rdelta, int nstep,
-                              int use_mad);
 static float make_qp_quants(int n, int nmax, const float *x, uint8_t *L, const float *qw);
 
 static tm_status qk_scales_mins(const float *x, const float *qw, uint8_t *y, uint8_t *L, int nmax,
@@ -566,9 +563,13 @@ static tm_status qk_scales_mins(const float *x, const float *qw, uint8_t *y, uin
             float sumw = 0;
             for (int l = 0; l < 32; ++l) sumw += weights[32 * j + l];
             sw[j] = sumw;
-            sc[j] = make_qkx3_quants(32, nmax, x + 32 * j, weights + 32 * j, L + 32 * j, &mins[j], Laux,
-                                     -0.9f, 0.05f, 36, 0);
+            if (!simd)
+                sc[j] = make_qkx2_quants(32, nmax, x + 32 * j, weights + 32 * j, L + 32 * j, &mins[j], Laux,
+                                         -0.9f, 0.05f, 36, 0);
         }
+#ifdef TM__GQ_HAVE_AVX2
+        if (simd) tm__gq_qkx2_x8_avx2(x, weights, 32, nmax, -0.9f, 0.05f, 36, 0, L, sc, mins);
+#endif
         dstore = make_qp_quants(QK_K / 32, 63, sc, Ls, sw);
         mstore = make_qp_quants(QK_K / 32, 63, mins, Lm, sw);
         for (int j = 0; j < QK_K / 32; ++j) { /* Q5_K's MIN(63, .), a no-op for both */
@@ -694,8 +695,8 @@ static tm_status q6_k_impl(const float *x, const float *qw, uint8_t *y, int64_t 
     float max_scale = 0, max_abs_scale = 0;
 #ifdef TM__GQ_HAVE_AVX2
     if (simd) {
-        tm__gq_qx_x8_avx2(x, 16, 32, L, sc);
-        tm__gq_qx_x8_avx2(x + 128, 16, 32, L + 128, sc + 8);
+        tm__gq_qx_x8_avx2(x, qw, 16, 32, L, sc);
+        tm__gq_qx_x8_avx2(x + 128, qw ? qw + 128 : NULL, 16, 32, L + 128, sc + 8);
     }
 #else
     (void)simd;
@@ -776,84 +777,12 @@ int64_t tm__gq_q6_k_avx2(const float *x, int64_t nb, uint8_t *y, tm__gq_err *acc
 ** algorithms with every float32 expression in the reference's order. qw is the importance of
 ** each value's input column (imatrix sums / ncall), aligned with x. */
 
-/* make_qkx3_quants: make_qkx2_quants with weights (NULL: x^2), the start and every trial
-** codes clamped to [0, nmax] and the trial error without MAD: used with rmin -0.9, rdelta 0.05
-** and 36 steps by Q2_K, Q4_K, Q5_K, Q4_1 and Q5_1 with an importance matrix. A range with
-** max <= min gives all-zero codes, scale 0 and *the_min = -min. */
-static float make_qkx3_quants(int n, int nmax, const float *x, const float *weights, uint8_t *L,
-                              float *the_min, uint8_t *Laux, float rmin, float rdelta, int nstep,
-                              int use_mad) {
-    float min = x[0], max = x[0];
-    float sum_w = weights ? weights[0] : x[0] * x[0];
-    float sum_x = sum_w * x[0];
-    for (int i = 1; i < n; ++i) {
-        if (x[i] < min) min = x[i];
-        if (x[i] > max) max = x[i];
-        float w = weights ? weights[i] : x[i] * x[i];
-        sum_w += w;
-        sum_x += w * x[i];
-    }
-    if (min > 0) min = 0;
-    if (max <= min) {
-        memset(L, 0, (size_t)n);
-        *the_min = -min;
-        return 0.f;
-    }
-    float iscale = nmax / (max - min);
-    float scale = 1 / iscale;
-    float best_mad = 0;
-    for (int i = 0; i < n; ++i) {
-        int l = nearest_int(iscale * (x[i] - min));
-        L[i] = (uint8_t)imax(0, imin(nmax, l));
-        float diff = scale * L[i] + min - x[i];
-        diff = use_mad ? fabsf(diff) : diff * diff;
-        float w = weights ? weights[i] : x[i] * x[i];
-        best_mad += w * diff;
-    }
-    if (nstep < 1) {
-        *the_min = -min;
-        return scale;
-    }
-    for (int is = 0; is <= nstep; ++is) {
-        iscale = (rmin + rdelta * is + nmax) / (max - min);
-        float sum_l = 0, sum_l2 = 0, sum_xl = 0;
-        for (int i = 0; i < n; ++i) {
-            /* the reference's nearest_int then clamp; v out of int range (min moved next to
-            ** max) saturates instead of undefined behaviour, same codes in range */
-            const float v = iscale * (x[i] - min);
-            const int l = v > 0 ? nearest_int(v < nmax ? v : (float)nmax) : 0;
-            Laux[i] = (uint8_t)l;
-            float w = weights ? weights[i] : x[i] * x[i];
-            sum_l += w * l;
-            sum_l2 += w * l * l;
-            sum_xl += w * l * x[i];
-        }
-        float D = sum_w * sum_l2 - sum_l * sum_l;
-        if (D > 0) {
-            float this_scale = (sum_w * sum_xl - sum_x * sum_l) / D;
-            float this_min = (sum_l2 * sum_x - sum_l * sum_xl) / D;
-            if (this_min > 0) {
-                this_min = 0;
-                this_scale = sum_xl / sum_l2;
-            }
-            float mad = 0;
-            for (int i = 0; i < n; ++i) {
-                float diff = this_scale * Laux[i] + this_min - x[i];
-                diff = use_mad ? fabsf(diff) : diff * diff;
-                float w = weights ? weights[i] : x[i] * x[i];
-                mad += w * diff;
-            }
-            if (mad < best_mad) {
-                for (int i = 0; i < n; ++i) L[i] = Laux[i];
-                best_mad = mad;
-                scale = this_scale;
-                min = this_min;
-            }
-        }
-    }
-    *the_min = -min;
-    return scale;
-}
+/* make_qkx3_quants (ggml), as the importance-matrix paths call it (weights always given,
+** use_mad false): its sums, start codes, trial codes (nearest_int, clamped to [0, nmax]),
+** least-squares fit and error are make_qkx2_quants's expression for expression, so
+** make_qkx2_quants (and its AVX2 lanes, tm__gq_qkx2_x8_avx2) serve for both; the arguments
+** differ: rmin -0.9, rdelta 0.05, 36 steps. */
+#define make_qkx3_quants make_qkx2_quants
 
 /* make_qp_quants: non-negative values x (sub-block scales or mins) as codes L in [0, nmax]
 ** times one scale: iscale = nmax / max, then 8 trial iscales (nmax + 0.1 is) / max, is in
@@ -932,19 +861,28 @@ static float make_qp_quants(int n, int nmax, const float *x, uint8_t *L, const f
 ** make_qkx3_quants per sub-block of 16 (nmax 3), the 16 scales and 16 mins by make_qp_quants
 ** (nmax 15, weighted by the sub-block weight sums), then the codes again from the stored
 ** scales. */
-static tm_status q2_k_block_imx(const float *x, const float *qw, uint8_t *y, int64_t blk, tm_err *err) {
+static tm_status q2_k_block_imx(const float *x, const float *qw, uint8_t *y, int64_t blk, int simd, tm_err *err) {
     uint8_t *scales = y, *qs = y + 16;
     uint8_t L[QK_K], Laux[16], Ls[QK_K / 16], Lm[QK_K / 16];
-    float mins[QK_K / 16], sc[QK_K / 16], sw[QK_K / 16], weight[16];
+    float mins[QK_K / 16], sc[QK_K / 16], sw[QK_K / 16], weight[QK_K];
     memset(sw, 0, sizeof sw);
     float sumx2 = 0;
     for (int j = 0; j < QK_K; ++j) sumx2 += x[j] * x[j];
     const float sigma2 = sumx2 / QK_K;
     for (int j = 0; j < QK_K / 16; ++j) {
-        for (int l = 0; l < 16; ++l) weight[l] = qw[16 * j + l] * sqrtf(sigma2 + x[16 * j + l] * x[16 * j + l]);
-        for (int l = 0; l < 16; ++l) sw[j] += weight[l];
-        sc[j] = make_qkx3_quants(16, 3, x + 16 * j, weight, L + 16 * j, &mins[j], Laux, -0.9f, 0.05f, 36, 0);
+        float *wj = weight + 16 * j;
+        for (int l = 0; l < 16; ++l) wj[l] = qw[16 * j + l] * sqrtf(sigma2 + x[16 * j + l] * x[16 * j + l]);
+        for (int l = 0; l < 16; ++l) sw[j] += wj[l];
+        if (!simd) sc[j] = make_qkx3_quants(16, 3, x + 16 * j, wj, L + 16 * j, &mins[j], Laux, -0.9f, 0.05f, 36, 0);
     }
+#ifdef TM__GQ_HAVE_AVX2
+    if (simd) {
+        tm__gq_qkx2_x8_avx2(x, weight, 16, 3, -0.9f, 0.05f, 36, 0, L, sc, mins);
+        tm__gq_qkx2_x8_avx2(x + 128, weight + 128, 16, 3, -0.9f, 0.05f, 36, 0, L + 128, sc + 8, mins + 8);
+    }
+#else
+    (void)simd;
+#endif
     const float dm0 = make_qp_quants(QK_K / 16, 15, sc, Ls, sw);
     const float mm0 = make_qp_quants(QK_K / 16, 15, mins, Lm, sw);
     tm_status st = put_f16(y + 80, dm0, "d", blk, err);
@@ -969,20 +907,29 @@ static tm_status q2_k_block_imx(const float *x, const float *qw, uint8_t *y, int
 ** make_qx_quants per sub-block of 16 (nmax 4), the 16 signed scales by make_qx_quants (nmax
 ** 32, weighted by the sub-block weight sums) into 6-bit codes, then the codes again from the
 ** stored scales. */
-static tm_status q3_k_block_imx(const float *x, const float *qw, uint8_t *y, int64_t blk, tm_err *err) {
+static tm_status q3_k_block_imx(const float *x, const float *qw, uint8_t *y, int64_t blk, int simd, tm_err *err) {
     uint8_t *hmask = y, *qs = y + 32, *scales = y + 96;
     int8_t L[QK_K], Ls[QK_K / 16];
-    float sc[QK_K / 16], sw[QK_K / 16], weight[16];
+    float sc[QK_K / 16], sw[QK_K / 16], weight[QK_K];
     float sumx2 = 0;
     for (int j = 0; j < QK_K; ++j) sumx2 += x[j] * x[j];
     const float sigma2 = 2 * sumx2 / QK_K;
     for (int j = 0; j < QK_K / 16; ++j) {
-        for (int l = 0; l < 16; ++l) weight[l] = qw[16 * j + l] * sqrtf(sigma2 + x[16 * j + l] * x[16 * j + l]);
+        float *wj = weight + 16 * j;
+        for (int l = 0; l < 16; ++l) wj[l] = qw[16 * j + l] * sqrtf(sigma2 + x[16 * j + l] * x[16 * j + l]);
         float sumw = 0;
-        for (int l = 0; l < 16; ++l) sumw += weight[l];
+        for (int l = 0; l < 16; ++l) sumw += wj[l];
         sw[j] = sumw;
-        sc[j] = make_qx_quants(16, 4, x + 16 * j, L + 16 * j, weight);
+        if (!simd) sc[j] = make_qx_quants(16, 4, x + 16 * j, L + 16 * j, wj);
     }
+#ifdef TM__GQ_HAVE_AVX2
+    if (simd) {
+        tm__gq_qx_x8_avx2(x, weight, 16, 4, L, sc);
+        tm__gq_qx_x8_avx2(x + 128, weight + 128, 16, 4, L + 128, sc + 8);
+    }
+#else
+    (void)simd;
+#endif
     memset(scales, 0, 12);
     const float d_block = make_qx_quants(QK_K / 16, 32, sc, Ls, sw);
     for (int j = 0; j < QK_K / 16; ++j) {
@@ -1030,18 +977,40 @@ static float row_sigma2(const float *x, int64_t n) {
 }
 
 static tm_status legacy_row_imx(int type, const tm_ggml_type_info *t, const float *x, const float *qw,
-                                int64_t nb, uint8_t *y, int64_t *bad_block, tm_err *err) {
+                                int64_t nb, uint8_t *y, int64_t *bad_block, int simd, tm_err *err) {
     const float sigma2 = row_sigma2(x, nb * 32);
+    const int has_min = type == TM_GGML_Q4_1 || type == TM_GGML_Q5_1, nmax1 = type == TM_GGML_Q4_1 ? 15 : 31;
+    uint8_t L8[256];
+    float w8[256], d8[8], m8[8];
+    (void)simd;
     for (int64_t ib = 0; ib < nb; ++ib) {
         const float *xb = x + 32 * ib, *w = qw + 32 * ib;
         uint8_t *yb = y + (size_t)ib * t->type_size;
         float weight[32];
         for (int j = 0; j < 32; ++j) weight[j] = w[j] * sqrtf(sigma2 + xb[j] * xb[j]);
+#ifdef TM__GQ_HAVE_AVX2
+        /* Q4_1 / Q5_1: eight blocks' searches at once, one per lane (same results) */
+        if (simd && ib % 8 == 0 && nb - ib >= 8) {
+            for (int k = 0; k < 256; k++) w8[k] = w[k] * sqrtf(sigma2 + xb[k] * xb[k]);
+            if (has_min) tm__gq_qkx2_x8_avx2(xb, w8, 32, nmax1, -0.9f, 0.05f, 36, 0, L8, d8, m8);
+            else tm__gq_qx_x8_avx2(xb, w8, 32, type == TM_GGML_Q4_0 ? 8 : 16, (int8_t *)L8, d8);
+        }
+        const int lane = simd && nb - ib / 8 * 8 >= 8 ? (int)(ib % 8) : -1;
+#else
+        const int lane = -1;
+        (void)L8; (void)w8; (void)d8; (void)m8; (void)has_min; (void)nmax1;
+#endif
         tm_status st;
         int q[32];
         if (type == TM_GGML_Q4_0 || type == TM_GGML_Q5_0) {
             int8_t L[32];
-            const float d = make_qx_quants(32, type == TM_GGML_Q4_0 ? 8 : 16, xb, L, weight);
+            float d;
+            if (lane >= 0) {
+                memcpy(L, L8 + 32 * lane, 32);
+                d = d8[lane];
+            } else {
+                d = make_qx_quants(32, type == TM_GGML_Q4_0 ? 8 : 16, xb, L, weight);
+            }
             st = put_f16(yb, d, "d", ib, err);
             for (int j = 0; j < 32; ++j) q[j] = (uint8_t)L[j];
             if (!st && type == TM_GGML_Q4_0)
@@ -1049,9 +1018,14 @@ static tm_status legacy_row_imx(int type, const tm_ggml_type_info *t, const floa
             else if (!st) pack_5bit(yb + 6, yb + 2, q);
         } else {
             uint8_t L[32], Laux[32];
-            float min;
-            const float d = make_qkx3_quants(32, type == TM_GGML_Q4_1 ? 15 : 31, xb, weight, L, &min, Laux,
-                                             -0.9f, 0.05f, 36, 0);
+            float min, d;
+            if (lane >= 0) {
+                memcpy(L, L8 + 32 * lane, 32);
+                d = d8[lane];
+                min = m8[lane];
+            } else {
+                d = make_qkx3_quants(32, nmax1, xb, weight, L, &min, Laux, -0.9f, 0.05f, 36, 0);
+            }
             st = put_f16(yb, d, "d", ib, err);
             if (!st) st = put_f16(yb + 2, -min, "m", ib, err);
             for (int j = 0; j < 32; ++j) q[j] = L[j];
@@ -1069,17 +1043,17 @@ static tm_status legacy_row_imx(int type, const tm_ggml_type_info *t, const floa
 
 /* The K types with an importance matrix, block by block (their sums are per block). */
 static tm_status k_row_imx(int type, const tm_ggml_type_info *t, const float *x, const float *qw,
-                           int64_t nb, uint8_t *y, int64_t *bad_block, tm_err *err) {
+                           int64_t nb, uint8_t *y, int64_t *bad_block, int simd, tm_err *err) {
     for (int64_t b = 0; b < nb; b++) {
         const float *xb = x + b * QK_K, *wb = qw + b * QK_K;
         uint8_t *yb = y + (size_t)b * t->type_size;
         tm_status st;
         switch (type) {
-        case TM_GGML_Q2_K: st = q2_k_block_imx(xb, wb, yb, b, err); break;
-        case TM_GGML_Q3_K: st = q3_k_block_imx(xb, wb, yb, b, err); break;
-        case TM_GGML_Q4_K: st = q4_k_impl(xb, wb, yb, b, 0, err); break;
-        case TM_GGML_Q5_K: st = q5_k_impl(xb, wb, yb, b, 0, err); break;
-        default: st = q6_k_impl(xb, wb, yb, b, 0, NULL, err); break;
+        case TM_GGML_Q2_K: st = q2_k_block_imx(xb, wb, yb, b, simd, err); break;
+        case TM_GGML_Q3_K: st = q3_k_block_imx(xb, wb, yb, b, simd, err); break;
+        case TM_GGML_Q4_K: st = q4_k_impl(xb, wb, yb, b, simd, err); break;
+        case TM_GGML_Q5_K: st = q5_k_impl(xb, wb, yb, b, simd, err); break;
+        default: st = q6_k_impl(xb, wb, yb, b, simd, NULL, err); break;
         }
         if (st) {
             if (bad_block) *bad_block = b;
@@ -1114,12 +1088,13 @@ static inline tm_status run_blocks(tm_status (*fn)(const float *, uint8_t *, int
         return run_blocks(block, t, x, b0, nb, y, bad_block, err);                               \
     }
 /* a type with an importance-matrix path: with imatrix (one whole row, b0 = 0), that path */
-#define GQ_ROWS_IMX(name, block, type, imx_fn)                                                   \
+#define GQ_ROWS_IMX_S(name, block, type, imx_fn, simd)                                           \
     tm_status name(const tm_ggml_type_info *t, const float *x, const float *imatrix, int64_t b0,  \
                    int64_t nb, uint8_t *y, int64_t *bad_block, tm_err *err) {                    \
-        if (imatrix) return imx_fn(type, t, x, imatrix, nb, y, bad_block, err);                  \
+        if (imatrix) return imx_fn(type, t, x, imatrix, nb, y, bad_block, simd, err);            \
         return run_blocks(block, t, x, b0, nb, y, bad_block, err);                               \
     }
+#define GQ_ROWS_IMX(name, block, type, imx_fn) GQ_ROWS_IMX_S(name, block, type, imx_fn, 0)
 GQ_ROWS_IMX(tm__gq_rows_q4_0, q4_0_block, TM_GGML_Q4_0, legacy_row_imx)
 GQ_ROWS_IMX(tm__gq_rows_q4_1, q4_1_block, TM_GGML_Q4_1, legacy_row_imx)
 GQ_ROWS_IMX(tm__gq_rows_q5_0, q5_0_block, TM_GGML_Q5_0, legacy_row_imx)
@@ -1131,10 +1106,16 @@ GQ_ROWS_IMX(tm__gq_rows_q4_k, q4_k0_block, TM_GGML_Q4_K, k_row_imx)
 GQ_ROWS_IMX(tm__gq_rows_q5_k, q5_k0_block, TM_GGML_Q5_K, k_row_imx)
 GQ_ROWS_IMX(tm__gq_rows_q6_k, q6_k_block, TM_GGML_Q6_K, k_row_imx)
 #ifdef TM__GQ_HAVE_AVX2
-GQ_ROWS(tm__gq_rows_q2_k_avx2, q2_k_block_avx2)
-GQ_ROWS(tm__gq_rows_q3_k_avx2, q3_k_block_avx2)
-GQ_ROWS(tm__gq_rows_q4_k_avx2, q4_k0_block_avx2)
-GQ_ROWS(tm__gq_rows_q5_k_avx2, q5_k0_block_avx2)
+/* the AVX2 variants also take the importance-matrix paths with the eight-lane searches */
+GQ_ROWS_IMX_S(tm__gq_rows_q2_k_avx2, q2_k_block_avx2, TM_GGML_Q2_K, k_row_imx, 1)
+GQ_ROWS_IMX_S(tm__gq_rows_q3_k_avx2, q3_k_block_avx2, TM_GGML_Q3_K, k_row_imx, 1)
+GQ_ROWS_IMX_S(tm__gq_rows_q4_k_avx2, q4_k0_block_avx2, TM_GGML_Q4_K, k_row_imx, 1)
+GQ_ROWS_IMX_S(tm__gq_rows_q5_k_avx2, q5_k0_block_avx2, TM_GGML_Q5_K, k_row_imx, 1)
+GQ_ROWS_IMX_S(tm__gq_rows_q4_1_avx2, q4_1_block, TM_GGML_Q4_1, legacy_row_imx, 1)
+GQ_ROWS_IMX_S(tm__gq_rows_q4_0_avx2, q4_0_block, TM_GGML_Q4_0, legacy_row_imx, 1)
+GQ_ROWS_IMX_S(tm__gq_rows_q5_0_avx2, q5_0_block, TM_GGML_Q5_0, legacy_row_imx, 1)
+GQ_ROWS_IMX_S(tm__gq_rows_q6_k_avx2, q6_k_block, TM_GGML_Q6_K, k_row_imx, 1)
+GQ_ROWS_IMX_S(tm__gq_rows_q5_1_avx2, q5_1_block, TM_GGML_Q5_1, legacy_row_imx, 1)
 #endif
 
 /* The plain types: one value a block. */

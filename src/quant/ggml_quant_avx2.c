@@ -419,7 +419,7 @@ TM_AVX2 TM_INLINE void transpose8(const float *p, int stride, __m256 *out) {
     transpose8r(r, out);
 }
 
-TM_AVX2 TM_INLINE void qx_x8(const float *x, const int n, const int nmax, int8_t *L, float *scales) {
+TM_AVX2 TM_INLINE void qx_x8(const float *x, const float *w, const int n, const int nmax, int8_t *L, float *scales) {
     __m256 xt[32], wt[32], wx[32], Lv[32];
     const __m256i idx = _mm256_setr_epi32(0, n, 2 * n, 3 * n, 4 * n, 5 * n, 6 * n, 7 * n);
     const __m256 sign = _mm256_set1_ps(-0.0f), zero = _mm256_setzero_ps();
@@ -429,11 +429,16 @@ TM_AVX2 TM_INLINE void qx_x8(const float *x, const int n, const int nmax, int8_t
     if (n == 16) { /* lane k = sub-block k: two transposes instead of 16 gathers */
         transpose8(x, 16, xt);
         transpose8(x + 8, 16, xt + 8);
+        if (w) {
+            transpose8(w, 16, wt);
+            transpose8(w + 8, 16, wt + 8);
+        }
     } else {
         for (int i = 0; i < n; i++) xt[i] = _mm256_i32gather_ps(x + i, idx, 4);
+        for (int i = 0; w && i < n; i++) wt[i] = _mm256_i32gather_ps(w + i, idx, 4);
     }
     for (int i = 0; i < n; i++) {
-        wt[i] = _mm256_mul_ps(xt[i], xt[i]);
+        if (!w) wt[i] = _mm256_mul_ps(xt[i], xt[i]);
         wx[i] = _mm256_mul_ps(wt[i], xt[i]); /* w*x, the first product of w*x*l */
         __m256 ax = _mm256_andnot_ps(sign, xt[i]);
         __m256 gt = _mm256_cmp_ps(ax, amax, _CMP_GT_OQ); /* first largest wins */
@@ -502,9 +507,9 @@ TM_AVX2 TM_INLINE void qx_x8(const float *x, const int n, const int nmax, int8_t
     }
 }
 
-TM_AVX2 void tm__gq_qx_x8_avx2(const float *x, int n, int nmax, int8_t *L, float *scales) {
-    if (n == 16 && nmax == 32) qx_x8(x, 16, 32, L, scales); /* Q6_K: constants the compiler unrolls */
-    else qx_x8(x, n, nmax, L, scales);
+TM_AVX2 void tm__gq_qx_x8_avx2(const float *x, const float *w, int n, int nmax, int8_t *L, float *scales) {
+    if (n == 16 && nmax == 32 && !w) qx_x8(x, NULL, 16, 32, L, scales); /* Q6_K: constants the compiler unrolls */
+    else qx_x8(x, w, n, nmax, L, scales);
 }
 #endif
 

@@ -59,9 +59,10 @@ void tm__gq_err_lanes_avx2(tm__gq_err *a, const float *x, const float *dq, int64
 void tm__gq_qkx2_x8_avx2(const float *x, const float *w, int n, int nmax, float rmin,
                          float rdelta, int nstep, int use_mad, uint8_t *L, float *scales,
                          float *the_mins);
-/* make_qx_quants with weights x^2 (Q6_K) on 8 sub-blocks of n values, one per lane: codes
-** (already offset by nmax) into L[8 n] and scales[8], as 8 scalar calls give them. */
-void tm__gq_qx_x8_avx2(const float *x, int n, int nmax, int8_t *L, float *scales);
+/* make_qx_quants on 8 sub-blocks of n values, one per lane, with weights w (same layout as x;
+** NULL: x^2, Q6_K without importance matrix): codes (already offset by nmax) into L[8 n] and
+** scales[8], as 8 scalar calls give them. */
+void tm__gq_qx_x8_avx2(const float *x, const float *w, int n, int nmax, int8_t *L, float *scales);
 /* make_q3_quants with rmse (Q3_K) on 8 sub-blocks of n values, one per lane; codes offset by
 ** nmax into L[8 n], scales[8]; all-zero sub-blocks give codes 0 and scale 0 as the scalar. */
 void tm__gq_q3_x8_avx2(const float *x, int n, int nmax, int8_t *L, float *scales);

@@ -161,8 +161,9 @@ static tm_status check_finite(const tm_ggml_type_info *t, const float *x, int64_
 ** the "ref" set) the reference. Then, with acc, the error of the bytes written (dequantized)
 ** unless the kernel measured it.
 ** imatrix (NULL: none): the per-column importances of rows of n_row values; x then holds n / n_row
-** such rows, each quantized alone with the same imatrix by the reference (ggml's quantize_<type>
-** with quant_weights runs row by row). Types without an imatrix path ignore it (as ggml). */
+** such rows, each quantized alone with the same imatrix (ggml's quantize_<type> with
+** quant_weights runs row by row): by the SIMD variant with the kernel set's ggml_simd, else the
+** reference; never the fused kernels (they have no weighted path). Types without an imatrix path ignore it (as ggml). */
 static tm_status quantize_row(int type, const float *x, int64_t n, const float *imatrix, int64_t n_row,
                               void *out, int64_t *bad_block, const tm_kernels *k, tm__gq_err *acc, float *dq,
                               tm_err *err) {
@@ -187,8 +188,9 @@ static tm_status quantize_row(int type, const float *x, int64_t n, const float *
     if (imatrix) {
         st = check_finite(t, x, n, bad_block, err);
         const int64_t rb = n_row / t->block_size;
+        tm__gq_rows_fn fn = k->ggml_simd && tr->quantize_simd ? tr->quantize_simd : tr->quantize_ref;
         for (int64_t r = 0; !st && r < n / n_row; r++) {
-            st = tr->quantize_ref(t, x + r * n_row, imatrix, 0, rb, y + (size_t)(r * rb) * t->type_size, bad_block, err);
+            st = fn(t, x + r * n_row, imatrix, 0, rb, y + (size_t)(r * rb) * t->type_size, bad_block, err);
             if (st && bad_block && *bad_block >= 0) *bad_block += r * rb;
         }
     } else if (k->ggml_simd && tr->quantize_err) {

@@ -51,8 +51,9 @@ typedef struct tm__ggml_traits {
                                        values, one LSB in code units (ggml_dequant_iq.c); NULL:
                                        integer codes, one LSB is one code                      */
     int               uses_imatrix; /* 1: quantize_ref reads an importance matrix (ggml's
-                                       quantize_<type> takes quant_weights); with one, only
-                                       quantize_ref runs (not the SIMD/fused variants)        */
+                                       quantize_<type> takes quant_weights); with one, the
+                                       fused quantize_err never runs, quantize_simd (when set)
+                                       must take it too (same bytes as quantize_ref)          */
 } tm__ggml_traits;
 
 /* The table: TM_GGML_TYPE_COUNT rows, indexed by id; a removed id's row is all zero. */
@@ -157,6 +158,18 @@ tm_status tm__gq_rows_q3_k_avx2(const tm_ggml_type_info *, const float *, const 
 tm_status tm__gq_rows_q4_k_avx2(const tm_ggml_type_info *, const float *, const float *, int64_t, int64_t, uint8_t *,
                            int64_t *, tm_err *);
 tm_status tm__gq_rows_q5_k_avx2(const tm_ggml_type_info *, const float *, const float *, int64_t, int64_t, uint8_t *,
+                           int64_t *, tm_err *);
+/* Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q6_K: the reference without importance matrix (Q4_0 and Q6_K take
+** their fused kernels then, quantize_err); with one, the eight-lane searches. */
+tm_status tm__gq_rows_q4_0_avx2(const tm_ggml_type_info *, const float *, const float *, int64_t, int64_t, uint8_t *,
+                           int64_t *, tm_err *);
+tm_status tm__gq_rows_q5_0_avx2(const tm_ggml_type_info *, const float *, const float *, int64_t, int64_t, uint8_t *,
+                           int64_t *, tm_err *);
+tm_status tm__gq_rows_q6_k_avx2(const tm_ggml_type_info *, const float *, const float *, int64_t, int64_t, uint8_t *,
+                           int64_t *, tm_err *);
+tm_status tm__gq_rows_q4_1_avx2(const tm_ggml_type_info *, const float *, const float *, int64_t, int64_t, uint8_t *,
+                           int64_t *, tm_err *);
+tm_status tm__gq_rows_q5_1_avx2(const tm_ggml_type_info *, const float *, const float *, int64_t, int64_t, uint8_t *,
                            int64_t *, tm_err *);
 /* Q6_K with the AVX2 scale search and final codes, measuring the error as it makes them
 ** (ggml_quant.c); tm__gq_q8_0_avx2 / tm__gq_q4_0_avx2 (ggml_quant_avx2.c) are the others of

@@ -273,6 +273,24 @@ static void test_synth256_references(void **state) {
         }
         free_res(r);
     }
+    /* the scalar reference (the specification) writes the same bytes as the AVX2 lanes */
+    static const char *const ref_types[] = {"Q2_K", "Q3_K_M", "Q4_K_M", "Q5_K_S", "Q6_K", "Q4_0", "Q4_1", "Q5_0", "Q5_1"};
+    const tm_kernels *kref = NULL;
+    assert_int_equal(tm_kernels_get("ref", &kref), TM_OK);
+    for (size_t k = 0; k < sizeof ref_types / sizeof ref_types[0]; k++) {
+        tm_gguf_quantize_params p = tm_gguf_quantize_params_default();
+        p.imatrix = m;
+        p.imatrix_arg = "synth256.imatrix";
+        p.kernels = kref;
+        p.n_threads = 1;
+        tm_err e;
+        char leaf[64];
+        snprintf(leaf, sizeof leaf, "synth256-%s-imx.gguf", ref_types[k]);
+        tm_status s = run(src, "ref.gguf", ref_types[k], &p, NULL, &e, out, sizeof out);
+        if (s) fail_msg("%s (ref): %s", ref_types[k], e.msg);
+        snprintf(ref, sizeof ref, "%s/%s", dir, leaf);
+        assert_same_file(out, ref);
+    }
     tm_imatrix_free(m);
     /* without imatrix: the unweighted (quant_weights == NULL) paths */
     static const char *const plain[] = {"Q4_K_M", "Q2_K"};
@@ -553,6 +571,24 @@ static void test_cli(void **state) {
     assert_int_equal(rc, 4);
     rc = tmt_run(NULL, "cd '%s' && '%s' quantize synth256-F32.gguf -o z.gguf --type Q4_0 --override-kv general.name=str:zz "
                  "--token-embedding-type q8_0 -q >/dev/null", wd, tmt_bin());
+    assert_int_equal(rc, 0);
+    {
+        char zp[800];
+        snprintf(zp, sizeof zp, "%s/z.gguf", wd);
+        tm_gguf_kvlist *kv = NULL;
+        tm_err e;
+        assert_int_equal(tm_gguf_kvlist_read(zp, &kv, &e), TM_OK);
+        char *nm = tm_gguf_kvlist_get_str(kv, "general.name");
+        assert_string_equal(nm, "zz");
+        free(nm);
+        tm_gguf_kvlist_free(kv);
+    }
+    /* an already-quantized input: refused (exit 3) unless --allow-requantize */
+    rc = tmt_run(NULL, "cd '%s' && '%s' quantize '%s/synth256-Q8_0-imx.gguf' -o rq.gguf --type Q4_0 2>/dev/null", wd,
+                 tmt_bin(), dir);
+    assert_int_equal(rc, 3);
+    rc = tmt_run(NULL, "cd '%s' && '%s' quantize '%s/synth256-Q8_0-imx.gguf' -o rq.gguf --type Q4_0 --allow-requantize -q "
+                 ">/dev/null", wd, tmt_bin(), dir);
     assert_int_equal(rc, 0);
 }
 

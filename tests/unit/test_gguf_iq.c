@@ -515,13 +515,41 @@ static void test_llama_runs(void **state) {
     rmdir(dir);
 }
 
+/* ---- whole files through the GGUF job --------------------------------------------------------- */
+
+/* The job's output of synth256 with file type `ft` (no imatrix) equals reference `ref` byte for
+** byte, metadata included. */
+static void whole_file(const char *ft, const char *ref) {
+    if (!tmv_require_shared()) return;
+    char dir[] = "/tmp/tm_gguf_iq_XXXXXX", out[256];
+    assert_non_null(mkdtemp(dir));
+    snprintf(out, sizeof out, "%s/o.gguf", dir);
+    job_quantize(out, ft, NULL, NULL, 0);
+    size_t na = 0, nb = 0;
+    char *a = tmt_read_bytes(out, &na), *b = tmt_read_bytes(imx_path(ref), &nb);
+    assert_non_null(a);
+    assert_non_null(b);
+    size_t first = 0;
+    while (first < na && first < nb && a[first] == b[first]) first++;
+    if (na != nb || first != na) fail_msg("%s: %zu bytes vs %zu of %s, first difference at byte %zu", ft, na, nb, ref, first);
+    free(a);
+    free(b);
+    unlink(out);
+    rmdir(dir);
+}
+
+static void test_file_iq4_nl(void **state) {
+    (void)state;
+    whole_file("IQ4_NL", "synth256-IQ4_NL.gguf");
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_iq4_nl_imx),  cmocka_unit_test(test_iq4_nl_plain), cmocka_unit_test(test_iq4_xs_imx),
         cmocka_unit_test(test_iq4_xs_plain), cmocka_unit_test(test_iq3_xxs_imx), cmocka_unit_test(test_iq3_xs_imx),
         cmocka_unit_test(test_iq3_s_imx),   cmocka_unit_test(test_tq2_0_imx),    cmocka_unit_test(test_tq2_0_stories),
         cmocka_unit_test(test_iq4_nl_stories), cmocka_unit_test(test_iq3_tables), cmocka_unit_test(test_error_bounds),
-        cmocka_unit_test(test_tq1_0),          cmocka_unit_test(test_reference_quirks), cmocka_unit_test(test_llama_runs),
+        cmocka_unit_test(test_tq1_0),          cmocka_unit_test(test_reference_quirks), cmocka_unit_test(test_llama_runs), cmocka_unit_test(test_file_iq4_nl),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -68,19 +68,17 @@ static tm_status put_f16(uint8_t *p, float f, const char *field, int64_t blk, tm
 /* IQ4_NL, IQ4_XS (quantize_row_iq4_nl_impl)                                                 */
 /* ---------------------------------------------------------------------------------------- */
 
-/* best_index_int8 on kvalues_iq4nl: the nearest grid value's index by bisection (the upper one
-** when x - v[lo] and v[hi] - x round to the same float); x below (above) the grid gives 0 (15);
-** NaN gives 15 (every comparison false). */
-static int iq4_index(float x) {
+/* best_index_int8 on kvalues_iq4nl: the nearest grid value's index (the upper one when
+** x - v[lo] and v[hi] - x round to the same float); x below (above) the grid gives 0 (15); NaN
+** gives 15. The reference bisects; inside the grid its bracket ends at hi = 1 + the number of
+** v[1..14] not above x (it keeps v[lo] <= x < v[hi]), counted here without branches, then the
+** same comparison picks lo or hi. */
+static inline int iq4_index(float x) {
     const int8_t *v = tm__kvalues_iq4nl;
     if (x <= v[0]) return 0;
     if (x >= v[15]) return 15;
-    int lo = 0, hi = 15;
-    while (hi - lo > 1) {
-        int mid = (lo + hi) / 2;
-        if (x < v[mid]) hi = mid;
-        else lo = mid;
-    }
+    int hi = 1;
+    for (int k = 1; k < 15; k++) hi += !(x < v[k]); /* NaN counts every k: hi 15, as the bisection */
     return x - v[hi - 1] < v[hi] - x ? hi - 1 : hi;
 }
 

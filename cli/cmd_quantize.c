@@ -13,7 +13,7 @@
 
 const cli_opt opts_quantize[] = {
     CLI_OPT_OUTPUT("OUT", "output directory (compressed-tensors safetensors checkpoint); OUT ending in .gguf writes one GGUF file, in .onnx one ONNX model (ONNX input)"),
-    CLI_OPT_TYPE("int8 (default), int4, fp8_e4m3; uint8 uint4 fp8_e5m2 are refused for this output; GGUF: Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 IQ4_NL Q2_K Q3_K_S/M/L Q4_K_S/M Q5_K_S/M Q6_K F16 BF16"),
+    CLI_OPT_TYPE("int8 (default), int4, fp8_e4m3; uint8 uint4 fp8_e5m2 are refused for this output; GGUF: a llama-quantize file type (Q4_K_M, Q2_K_S, IQ2_XS, Q8_0, F16, COPY, ...: docs/gguf-quantize.md)"),
     CLI_OPT_GRANULARITY("tensor | channel[:AXIS] (default: weights per output channel, axis 0) | group:N[:AXIS] | block:HxW"),
     CLI_OPT_SYMMETRIC("symmetric codes, zero point 0 (default)"),
     CLI_OPT_ASYMMETRIC,
@@ -37,6 +37,14 @@ const cli_opt opts_quantize[] = {
     {"tensor-type", 0, "RE=TYPE", 1, "GGUF: ggml TYPE for tensors whose name matches RE (POSIX extended; last match wins)"},
     CLI_OPT_VOCAB_FROM("GGUF: the tokenizer (tokenizer.* keys) of an LLM checkpoint converted first (docs/convert.md)"),
     {"allow-long-names", 0, NULL, 0, "GGUF: write tensor names of 64 bytes or more, which llama.cpp refuses (default: exit 3 naming the tensor)"},
+    {"imatrix", 0, "FILE", 0, "GGUF: importance matrix of llama-imatrix (legacy .dat or GGUF format): weighted K-quant/IQ searches, as llama-quantize --imatrix"},
+    {"include-weights", 0, "NAME", 1, "GGUF: use the importance matrix only for tensors whose name contains NAME"},
+    {"exclude-weights", 0, "NAME", 1, "GGUF: do not use the importance matrix for tensors whose name contains NAME"},
+    {"output-tensor-type", 0, "TYPE", 0, "GGUF: ggml TYPE for output.weight"},
+    {"token-embedding-type", 0, "TYPE", 0, "GGUF: ggml TYPE for token_embd.weight"},
+    {"allow-requantize", 0, NULL, 0, "GGUF: dequantize already-quantized tensors and quantize them again (quality loss)"},
+    {"override-kv", 0, "KEY=TYPE:VALUE", 1, "GGUF: set metadata KEY (TYPE int, float, bool or str), as llama-quantize --override-kv"},
+    {"keep-split", 0, NULL, 0, "GGUF: keep the input's shards (a single-file input gives one file, as llama-quantize)"},
     CLI_OPT_END,
 };
 
@@ -295,8 +303,12 @@ int cmd_quantize(const cli_cmd *cmd, cli_args *a) {
         size_t sl = strlen(forms[k].suffix);
         if (out_len > sl && strcmp(out + out_len - sl, forms[k].suffix) == 0) return forms[k].run(cmd, a);
     }
-    if (cli_has(a, "pure") || cli_has(a, "leave-output-tensor") || cli_has(a, "tensor-type") || cli_has(a, "allow-long-names") || cli_has(a, "vocab-from"))
-        return cli_usage_error(cmd, "--pure, --leave-output-tensor, --tensor-type, --allow-long-names and --vocab-from apply to GGUF output only (OUT ending in .gguf)");
+    static const char *const gguf_only[] = {"pure", "leave-output-tensor", "tensor-type", "allow-long-names", "vocab-from",
+                                            "imatrix", "include-weights", "exclude-weights", "output-tensor-type",
+                                            "token-embedding-type", "allow-requantize", "override-kv", "keep-split"};
+    for (size_t k = 0; k < sizeof gguf_only / sizeof gguf_only[0]; k++)
+        if (cli_has(a, gguf_only[k]))
+            return cli_usage_error(cmd, "--%s applies to GGUF output only (OUT ending in .gguf)", gguf_only[k]);
     /* "out/" as tab completion writes it names the directory "out" */
     char outbuf[4096];
     if (out_len == 0 || out_len >= sizeof outbuf) return cli_usage_error(cmd, "-o: bad output path '%s'", out);

@@ -6,7 +6,10 @@
 #include "tensormorph/ggml_quant.h"
 #include "tensormorph/convert.h"
 #include "tensormorph/gguf_job.h"
+#include "tensormorph/gguf_write.h"
+#include "tensormorph/imatrix.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +21,57 @@ static const char *const ct_only[] = {"granularity", "symmetric", "asymmetric", 
                                       "convention", "include", "exclude",
                                       "scale-dtype", "quantize-embeddings", "allow-nonfinite",
                                       "max-shard-size", "allow-empty"};
+
+/* --override-kv KEY=TYPE:VALUE as llama.cpp's string_parse_kv_override reads it (common/common.cpp
+** at c392e509): KEY under 128 bytes; int (written as INT32, as llama_model_quantize_impl's
+** gguf_set_val_i32), float (FLOAT32), bool (true|false), str (at most 127 bytes). Unlike its
+** atol/atof, a number must be whole. 0 or the usage exit code. */
+static int parse_override(const cli_cmd *cmd, const char *v, tm_gguf_kvlist *kv) {
+    const char *eq = strchr(v, '=');
+    if (!eq || eq == v || eq - v >= 128) return cli_usage_error(cmd, "--override-kv '%s': expected KEY=TYPE:VALUE (KEY under 128 bytes)", v);
+    char key[128];
+    memcpy(key, v, (size_t)(eq - v));
+    key[eq - v] = 0;
+    const char *t = eq + 1;
+    tm_err e;
+    tm_status s;
+    char *end;
+    if (!strncmp(t, "int:", 4)) {
+        errno = 0;
+        long long x = strtoll(t + 4, &end, 10);
+        if (!t[4] || *end || errno) return cli_usage_error(cmd, "--override-kv '%s': not an integer", v);
+        int32_t i32 = (int32_t)x;
+        s = tm_gguf_kvlist_set_raw(kv, key, 5 /* INT32 */, &i32, 4, &e);
+    } else if (!strncmp(t, "float:", 6)) {
+        float f = strtof(t + 6, &end);
+        if (!t[6] || *end) return cli_usage_error(cmd, "--override-kv '%s': not a number", v);
+        s = tm_gguf_kvlist_set_raw(kv, key, 6 /* FLOAT32 */, &f, 4, &e);
+    } else if (!strncmp(t, "bool:", 5)) {
+        uint8_t b;
+        if (!strcmp(t + 5, "true")) b = 1;
+        else if (!strcmp(t + 5, "false")) b = 0;
+        else return cli_usage_error(cmd, "--override-kv '%s': invalid boolean value (true or false)", v);
+        s = tm_gguf_kvlist_set_raw(kv, key, 7 /* BOOL */, &b, 1, &e);
+    } else if (!strncmp(t, "str:", 4)) {
+        if (strlen(t + 4) > 127) return cli_usage_error(cmd, "--override-kv '%s': value cannot exceed 127 chars", v);
+        s = tm_gguf_kvlist_set_str(kv, key, t + 4, &e);
+    } else {
+        return cli_usage_error(cmd, "--override-kv '%s': invalid type (int, float, bool or str)", v);
+    }
+    return s ? cli_fail(s, &e) : 0;
+}
+
+/* --output-tensor-type / --token-embedding-type: a ggml type name (case-insensitive, as
+** llama-quantize's parse_ggml_type). 0 or the usage exit code. */
+static int parse_type_opt(const cli_cmd *cmd, cli_args *a, const char *opt, int *out) {
+    const char *v = cli_get(a, opt);
+    *out = TM_GGUF_TYPE_RULES;
+    if (!v) return 0;
+    int t = tm_ggml_type_from_name(v);
+    if (t < 0) return cli_usage_error(cmd, "--%s: invalid ggml_type '%s'", opt, v);
+    *out = t;
+    return 0;
+}
 
 static const tm_gguf_quantize_result *g_sort;
 /* quantized first, lowest SQNR first; then the copied tensors in file order */
@@ -184,7 +238,7 @@ int cmd_quantize_gguf(const cli_cmd *cmd, cli_args *a) {
         if (!cli_has(a, "tensor-type")) rtt = json_object_get(recipe, "tensor_types");
     }
     if (!tv) json_decref(recipe);
-    if (!tv) return cli_usage_error(cmd, "GGUF output needs --type (Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 IQ4_NL Q2_K Q3_K_S/M/L Q4_K_S/M Q5_K_S/M Q6_K)");
+    if (!tv) return cli_usage_error(cmd, "GGUF output needs --type (a llama-quantize file type: Q4_K_M, Q8_0, IQ2_XS, ...)");
     int top;
     int trc = cli_parse_top(cmd, a, &top);
     if (trc) return trc;
@@ -197,12 +251,14 @@ int cmd_quantize_gguf(const cli_cmd *cmd, cli_args *a) {
     }
     if (p.ftype < 0) json_decref(recipe); /* tv is the flag's */
     if (p.ftype < 0)
-        return cli_usage_error(cmd, "--type: '%s' is not a GGUF file type (Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 IQ4_NL Q2_K Q3_K[_S|_M|_L] Q4_K[_S|_M] Q5_K[_S|_M] Q6_K F16 BF16)", tv);
+        return cli_usage_error(cmd, "--type: '%s' is not a GGUF file type (llama-quantize's: Q4_0 Q4_1 Q5_0 Q5_1 IQ2_XXS IQ2_XS IQ2_S IQ2_M IQ1_S IQ1_M TQ1_0 TQ2_0 Q2_K Q2_K_S IQ3_XXS IQ3_S IQ3_M Q3_K IQ3_XS Q3_K_S Q3_K_M Q3_K_L IQ4_NL IQ4_XS Q4_K Q4_K_S Q4_K_M Q5_K Q5_K_S Q5_K_M Q6_K Q8_0 F16 BF16 F32 COPY)", tv);
     int n_tt = rtt ? (int)json_array_size(rtt) : cli_n(a, "tensor-type");
     const char **pats = calloc((size_t)n_tt + 1, sizeof *pats);
     int *types = calloc((size_t)n_tt + 1, sizeof *types);
     char **bufs = calloc((size_t)n_tt + 1, sizeof *bufs);
     int rc = 0;
+    tm_imatrix *imx = NULL;
+    tm_gguf_kvlist *ovr = NULL;
     if (!pats || !types || !bufs) {
         fprintf(stderr, "tensormorph: out of memory\n");
         rc = EXIT_INTERNAL;
@@ -255,6 +311,49 @@ int cmd_quantize_gguf(const cli_cmd *cmd, cli_args *a) {
             goto done;
         }
     }
+    /* llama-quantize's options */
+    if ((rc = parse_type_opt(cmd, a, "output-tensor-type", &p.output_tensor_type)) ||
+        (rc = parse_type_opt(cmd, a, "token-embedding-type", &p.token_embedding_type)))
+        goto done;
+    p.allow_requantize = cli_has(a, "allow-requantize");
+    if (cli_has(a, "include-weights") && cli_has(a, "exclude-weights")) {
+        rc = cli_usage_error(cmd, "--include-weights and --exclude-weights cannot be used together");
+        goto done;
+    }
+    if ((cli_has(a, "include-weights") || cli_has(a, "exclude-weights")) && !cli_has(a, "imatrix")) {
+        rc = cli_usage_error(cmd, "--include-weights / --exclude-weights select entries of --imatrix FILE: give one");
+        goto done;
+    }
+    if (cli_has(a, "imatrix")) {
+        tm_err e;
+        tm_status s = tm_imatrix_load(cli_get(a, "imatrix"), &imx, &e);
+        if (s) {
+            rc = cli_fail(s, &e);
+            goto done;
+        }
+        int ni = cli_n(a, "include-weights"), ne = cli_n(a, "exclude-weights");
+        const char **inc = calloc((size_t)ni + 1, sizeof *inc), **exc = calloc((size_t)ne + 1, sizeof *exc);
+        for (int i = 0; inc && i < ni; i++) inc[i] = cli_get_i(a, "include-weights", i);
+        for (int i = 0; exc && i < ne; i++) exc[i] = cli_get_i(a, "exclude-weights", i);
+        if (inc && exc) tm_imatrix_filter(imx, exc, ne, inc, ni);
+        free(inc);
+        free(exc);
+        p.imatrix = imx;
+        p.imatrix_arg = cli_get(a, "imatrix");
+        if (!g_cli.quiet)
+            fprintf(stderr, "tensormorph: importance matrix %s: %lld entries computed on %d chunks%s%s%s\n", p.imatrix_arg,
+                    (long long)imx->n, imx->chunks, imx->dataset ? " (dataset '" : "", imx->dataset ? imx->dataset : "",
+                    imx->dataset ? "')" : "");
+    }
+    if (cli_has(a, "override-kv")) {
+        if (!(ovr = tm_gguf_kvlist_new())) {
+            rc = EXIT_INTERNAL;
+            goto done;
+        }
+        for (int i = 0; i < cli_n(a, "override-kv"); i++)
+            if ((rc = parse_override(cmd, cli_get_i(a, "override-kv", i), ovr))) goto done;
+        p.kv_overrides = ovr;
+    }
     CLI_QUANTIZE_COMMON(p, a);
     p.allow_long_names = cli_has(a, "allow-long-names");
     p.n_threads = g_cli.threads;
@@ -262,6 +361,8 @@ int cmd_quantize_gguf(const cli_cmd *cmd, cli_args *a) {
     gguf_ctx ctx = {p, in_path, cli_get(a, "vocab-from")};
     rc = cli_quantize_run(&gguf_form, &ctx, in_path, out, top);
 done:
+    tm_imatrix_free(imx);
+    tm_gguf_kvlist_free(ovr);
     json_decref(recipe);
     for (int i = 0; bufs && i < n_tt; i++) free(bufs[i]);
     free(bufs);

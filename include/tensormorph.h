@@ -467,6 +467,7 @@ void tm_qspec_range(const tm_qspec *spec, int64_t *qmin, int64_t *qmax);
 #include "tensormorph/ggml_quant.h"   /* ggml block quantizers (byte-identical to ggml) quant */
 #include "tensormorph/safetensors.h"  /* the streaming, atomic safetensors writer  formats */
 #include "tensormorph/gguf_write.h"   /* the streaming, atomic GGUF writer          formats */
+#include "tensormorph/imatrix.h"      /* importance matrices (llama-imatrix files)    formats */
 #include "tensormorph/onnx_opset.h"   /* ai.onnx opset facts for the ONNX writer       formats */
 #include "tensormorph/graph.h"        /* ONNX graph: nodes, values, quantization kinds formats */
 #include "tensormorph/qview.h"        /* decoded scales/zero points of a quantized tensor view */

@@ -40,7 +40,7 @@ RANK = {name: i for i, name in enumerate(LAYERS)}
 PUBLIC_LAYER = {
     "hash.h": "core", "host.h": "core",
     "quant.h": "quant", "ggml.h": "quant", "ggml_quant.h": "quant",
-    "safetensors.h": "formats", "gguf_write.h": "formats", "graph.h": "formats",
+    "safetensors.h": "formats", "gguf_write.h": "formats", "graph.h": "formats", "imatrix.h": "formats",
     "onnx_opset.h": "formats",
     "qview.h": "view",
     "errstats.h": "analysis", "qdiff.h": "analysis", "diff.h": "analysis", "names.h": "analysis",

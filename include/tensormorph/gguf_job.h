@@ -12,24 +12,39 @@
 extern "C" {
 #endif
 
-/* llama.cpp's llama_ftype values (general.file_type) of the file types the job makes. */
+/* llama.cpp's llama_ftype values (general.file_type) of the file types the job makes
+** (llama.cpp@c392e509 include/llama.h enum llama_ftype). */
 enum {
     TM_FTYPE_F32 = 0, TM_FTYPE_F16 = 1, TM_FTYPE_Q4_0 = 2, TM_FTYPE_Q4_1 = 3, TM_FTYPE_Q8_0 = 7,
     TM_FTYPE_Q5_0 = 8, TM_FTYPE_Q5_1 = 9, TM_FTYPE_Q2_K = 10, TM_FTYPE_Q3_K_S = 11,
     TM_FTYPE_Q3_K_M = 12, TM_FTYPE_Q3_K_L = 13, TM_FTYPE_Q4_K_S = 14, TM_FTYPE_Q4_K_M = 15,
-    TM_FTYPE_Q5_K_S = 16, TM_FTYPE_Q5_K_M = 17, TM_FTYPE_Q6_K = 18, TM_FTYPE_IQ4_NL = 25,
-    TM_FTYPE_BF16 = 32
+    TM_FTYPE_Q5_K_S = 16, TM_FTYPE_Q5_K_M = 17, TM_FTYPE_Q6_K = 18, TM_FTYPE_IQ2_XXS = 19,
+    TM_FTYPE_IQ2_XS = 20, TM_FTYPE_Q2_K_S = 21, TM_FTYPE_IQ3_XS = 22, TM_FTYPE_IQ3_XXS = 23,
+    TM_FTYPE_IQ1_S = 24, TM_FTYPE_IQ4_NL = 25, TM_FTYPE_IQ3_S = 26, TM_FTYPE_IQ3_M = 27,
+    TM_FTYPE_IQ2_S = 28, TM_FTYPE_IQ2_M = 29, TM_FTYPE_IQ4_XS = 30, TM_FTYPE_IQ1_M = 31,
+    TM_FTYPE_BF16 = 32, TM_FTYPE_TQ1_0 = 36, TM_FTYPE_TQ2_0 = 37,
+    /* llama-quantize's COPY: every tensor copied as it is (its only_copy); general.file_type
+    ** then holds the input's file type (its general.file_type, else the type most tensors
+    ** have, with llama's GUESSED bit 1024) */
+    TM_FTYPE_COPY = 1 << 20
 };
+/* no --output-tensor-type / --token-embedding-type: the rules choose */
+#define TM_GGUF_TYPE_RULES (-1)
 
-/* tm_gguf_ftype_from_name: a llama-quantize type name (case-insensitive): Q4_0 Q4_1 Q5_0 Q5_1
-** Q8_0 IQ4_NL Q2_K Q3_K_S Q3_K_M Q3_K_L Q4_K_S Q4_K_M Q5_K_S Q5_K_M Q6_K F16 BF16, and the
-** aliases Q3_K (= Q3_K_M), Q4_K (= Q4_K_M), Q5_K (= Q5_K_M). -1 when unknown. */
+/* tm_gguf_ftype_from_name: a llama-quantize type name (case-insensitive) of its QUANT_OPTIONS
+** table at c392e509: Q4_0 Q4_1 Q5_0 Q5_1 IQ2_XXS IQ2_XS IQ2_S IQ2_M IQ1_S IQ1_M TQ1_0 TQ2_0 Q2_K
+** Q2_K_S IQ3_XXS IQ3_S IQ3_M Q3_K (= Q3_K_M) IQ3_XS Q3_K_S Q3_K_M Q3_K_L IQ4_NL IQ4_XS Q4_K
+** (= Q4_K_M) Q4_K_S Q4_K_M Q5_K (= Q5_K_M) Q5_K_S Q5_K_M Q6_K Q8_0 F16 BF16 F32 COPY, or a
+** file type number of one of them (as llama-quantize's try_parse_ftype). -1 when unknown. */
 int         tm_gguf_ftype_from_name(const char *name);
 /* tm_gguf_ftype_name: the canonical name ("Q4_K_M"), "?" when unknown. */
 const char *tm_gguf_ftype_name(int ftype);
 /* tm_gguf_ftype_default_type: the ggml type of a file type's ordinary tensors (Q4_K_M ->
-** Q4_K), -1 when unknown. */
+** Q4_K, IQ2_S -> IQ2_XS, COPY -> F32), -1 when unknown. */
 int         tm_gguf_ftype_default_type(int ftype);
+/* tm_gguf_ftype_needs_imatrix: 1 for the file types llama-quantize refuses without an
+** importance matrix (IQ1_S IQ1_M IQ2_S IQ2_XXS IQ2_XS Q2_K_S). */
+int         tm_gguf_ftype_needs_imatrix(int ftype);
 
 typedef struct tm_gguf_quantize_params {
     int          ftype;               /* TM_FTYPE_*                                             */
@@ -57,12 +72,23 @@ typedef struct tm_gguf_quantize_params {
     const tm_file *source;            /* NULL, or the checkpoint `in` was made from (convert
                                          --type: `in` is its temporary F32 GGUF): the manifest
                                          names and hashes its files, and OUT may not be one    */
+    /* llama-quantize's options (llama.cpp@c392e509 examples/quantize/quantize.cpp) */
+    const tm_imatrix *imatrix;        /* --imatrix (tm_imatrix_load, filtered by --include-/
+                                         --exclude-weights); NULL or no entries: none         */
+    const char  *imatrix_arg;         /* the --imatrix argument as typed: quantize.imatrix.file
+                                         (llama-quantize keeps 127 bytes); NULL: imatrix->path */
+    int          output_tensor_type;  /* --output-tensor-type: a ggml type, or TM_GGUF_TYPE_RULES */
+    int          token_embedding_type;/* --token-embedding-type: likewise                        */
+    int          allow_requantize;    /* 1: a quantized source tensor is dequantized and quantized
+                                         again (else refused, as llama-quantize)                 */
+    const tm_gguf_kvlist *kv_overrides; /* --override-kv: set last, in order (NULL: none)          */
 } tm_gguf_quantize_params;
 
 tm_gguf_quantize_params tm_gguf_quantize_params_default(void); /* Q8_0, rules on, n_threads 0 (tm_usable_cpus) */
 
 /* Decision and outcome for one source tensor, in output order. */
 typedef struct tm_gguf_quantize_tensor {
+    int         imatrix;         /* 1: quantized with its importance-matrix entry            */
     const char *name;
     int         src_type;        /* ggml type of the source (F32, F16, BF16, ...)            */
     int         out_type;        /* ggml type written                                         */

@@ -38,20 +38,30 @@ enum { CHUNK_TARGET_VALUES = 1 << 20, COPY_PIECE = 16 << 20, PIECE_VALUES = 8192
 /* File types                                                                                */
 /* ---------------------------------------------------------------------------------------- */
 
+/* llama-quantize's QUANT_OPTIONS (examples/quantize/quantize.cpp at c392e509) with each file
+** type's default ggml type (llama_model_quantize_impl's switch in src/llama-quant.cpp). */
 static const struct ftype_row {
     const char *name; int ftype; int type;
 } ftypes[] = {
-    {"Q4_0", TM_FTYPE_Q4_0, TM_GGML_Q4_0},       {"Q4_1", TM_FTYPE_Q4_1, TM_GGML_Q4_1},
-    {"Q5_0", TM_FTYPE_Q5_0, TM_GGML_Q5_0},       {"Q5_1", TM_FTYPE_Q5_1, TM_GGML_Q5_1},
-    {"Q8_0", TM_FTYPE_Q8_0, TM_GGML_Q8_0},       {"IQ4_NL", TM_FTYPE_IQ4_NL, TM_GGML_IQ4_NL},
-    {"Q2_K", TM_FTYPE_Q2_K, TM_GGML_Q2_K},       {"Q3_K_S", TM_FTYPE_Q3_K_S, TM_GGML_Q3_K},
-    {"Q3_K_M", TM_FTYPE_Q3_K_M, TM_GGML_Q3_K},   {"Q3_K_L", TM_FTYPE_Q3_K_L, TM_GGML_Q3_K},
-    {"Q4_K_S", TM_FTYPE_Q4_K_S, TM_GGML_Q4_K},   {"Q4_K_M", TM_FTYPE_Q4_K_M, TM_GGML_Q4_K},
-    {"Q5_K_S", TM_FTYPE_Q5_K_S, TM_GGML_Q5_K},   {"Q5_K_M", TM_FTYPE_Q5_K_M, TM_GGML_Q5_K},
-    {"Q6_K", TM_FTYPE_Q6_K, TM_GGML_Q6_K},       {"F16", TM_FTYPE_F16, TM_GGML_F16},
-    {"BF16", TM_FTYPE_BF16, TM_GGML_BF16},
+    {"Q4_0", TM_FTYPE_Q4_0, TM_GGML_Q4_0},          {"Q4_1", TM_FTYPE_Q4_1, TM_GGML_Q4_1},
+    {"Q5_0", TM_FTYPE_Q5_0, TM_GGML_Q5_0},          {"Q5_1", TM_FTYPE_Q5_1, TM_GGML_Q5_1},
+    {"IQ2_XXS", TM_FTYPE_IQ2_XXS, TM_GGML_IQ2_XXS}, {"IQ2_XS", TM_FTYPE_IQ2_XS, TM_GGML_IQ2_XS},
+    {"IQ2_S", TM_FTYPE_IQ2_S, TM_GGML_IQ2_XS},      {"IQ2_M", TM_FTYPE_IQ2_M, TM_GGML_IQ2_S},
+    {"IQ1_S", TM_FTYPE_IQ1_S, TM_GGML_IQ1_S},       {"IQ1_M", TM_FTYPE_IQ1_M, TM_GGML_IQ1_M},
+    {"TQ1_0", TM_FTYPE_TQ1_0, TM_GGML_TQ1_0},       {"TQ2_0", TM_FTYPE_TQ2_0, TM_GGML_TQ2_0},
+    {"Q2_K", TM_FTYPE_Q2_K, TM_GGML_Q2_K},          {"Q2_K_S", TM_FTYPE_Q2_K_S, TM_GGML_Q2_K},
+    {"IQ3_XXS", TM_FTYPE_IQ3_XXS, TM_GGML_IQ3_XXS}, {"IQ3_S", TM_FTYPE_IQ3_S, TM_GGML_IQ3_S},
+    {"IQ3_M", TM_FTYPE_IQ3_M, TM_GGML_IQ3_S},       {"IQ3_XS", TM_FTYPE_IQ3_XS, TM_GGML_IQ3_S},
+    {"Q3_K_S", TM_FTYPE_Q3_K_S, TM_GGML_Q3_K},      {"Q3_K_M", TM_FTYPE_Q3_K_M, TM_GGML_Q3_K},
+    {"Q3_K_L", TM_FTYPE_Q3_K_L, TM_GGML_Q3_K},      {"IQ4_NL", TM_FTYPE_IQ4_NL, TM_GGML_IQ4_NL},
+    {"IQ4_XS", TM_FTYPE_IQ4_XS, TM_GGML_IQ4_XS},    {"Q4_K_S", TM_FTYPE_Q4_K_S, TM_GGML_Q4_K},
+    {"Q4_K_M", TM_FTYPE_Q4_K_M, TM_GGML_Q4_K},      {"Q5_K_S", TM_FTYPE_Q5_K_S, TM_GGML_Q5_K},
+    {"Q5_K_M", TM_FTYPE_Q5_K_M, TM_GGML_Q5_K},      {"Q6_K", TM_FTYPE_Q6_K, TM_GGML_Q6_K},
+    {"Q8_0", TM_FTYPE_Q8_0, TM_GGML_Q8_0},          {"F16", TM_FTYPE_F16, TM_GGML_F16},
+    {"BF16", TM_FTYPE_BF16, TM_GGML_BF16},          {"F32", TM_FTYPE_F32, TM_GGML_F32},
+    {"COPY", TM_FTYPE_COPY, TM_GGML_F32},
     /* llama-quantize's aliases (its QUANT_OPTIONS table) */
-    {"Q3_K", TM_FTYPE_Q3_K_M, TM_GGML_Q3_K},     {"Q4_K", TM_FTYPE_Q4_K_M, TM_GGML_Q4_K},
+    {"Q3_K", TM_FTYPE_Q3_K_M, TM_GGML_Q3_K},        {"Q4_K", TM_FTYPE_Q4_K_M, TM_GGML_Q4_K},
     {"Q5_K", TM_FTYPE_Q5_K_M, TM_GGML_Q5_K},
 };
 #define N_FTYPES (sizeof ftypes / sizeof ftypes[0])
@@ -68,6 +78,13 @@ static int ieq(const char *a, const char *b) {
 int tm_gguf_ftype_from_name(const char *name) {
     for (size_t i = 0; name && i < N_FTYPES; i++)
         if (ieq(name, ftypes[i].name)) return ftypes[i].ftype;
+    /* a number: the file type of that id (llama-quantize's stoi fallback; COPY has none) */
+    if (name && *name) {
+        char *end;
+        long v = strtol(name, &end, 10);
+        for (size_t i = 0; !*end && i < N_FTYPES; i++)
+            if (ftypes[i].ftype == v && ftypes[i].ftype != TM_FTYPE_COPY) return ftypes[i].ftype;
+    }
     return -1;
 }
 
@@ -83,11 +100,18 @@ int tm_gguf_ftype_default_type(int ftype) {
     return -1;
 }
 
+int tm_gguf_ftype_needs_imatrix(int ftype) {
+    return ftype == TM_FTYPE_IQ2_XS || ftype == TM_FTYPE_IQ2_XXS || ftype == TM_FTYPE_IQ2_S ||
+           ftype == TM_FTYPE_Q2_K_S || ftype == TM_FTYPE_IQ1_S || ftype == TM_FTYPE_IQ1_M;
+}
+
 tm_gguf_quantize_params tm_gguf_quantize_params_default(void) {
     tm_gguf_quantize_params p;
     memset(&p, 0, sizeof p);
     p.ftype = TM_FTYPE_Q8_0;
     p.n_threads = 0; /* tm_usable_cpus() */
+    p.output_tensor_type = TM_GGUF_TYPE_RULES;
+    p.token_embedding_type = TM_GGUF_TYPE_RULES;
     return p;
 }
 
@@ -113,12 +137,14 @@ typedef struct gplan {
     int64_t  rows;          /* ne[1] * ne[2] * ne[3]                                      */
     int64_t  rows_per_chunk, n_chunks;
     char     reason[240];
+    const float *imx;       /* the tensor's importance-matrix weights (ne0 per matrix), or NULL */
     double   *c_x2, *c_e2, *c_max; /* per chunk: sum x^2, sum err^2, max |err|             */
 } gplan;
 
 /* llama-quantize's state while choosing types (its quantize_state_impl). */
 typedef struct qstate {
-    int ftype, falcon, n_gqa, n_expert, is_70b, has_output;
+    int ftype, falcon, n_gqa, n_expert, is_70b, has_output, has_imatrix;
+    int output_tensor_type, token_embedding_type; /* TM_GGUF_TYPE_RULES or a ggml type */
     int n_attention_wv, i_attention_wv;
     int n_ffn_down, i_ffn_down, n_ffn_gate, i_ffn_gate, n_ffn_up, i_ffn_up;
     int n_fallback;
@@ -189,44 +215,112 @@ static tm_status layer_info(const qstate *qs, int i, int n, const char *name, in
 
 #define SETR(...) snprintf(reason, rn, __VA_ARGS__)
 
-/* llama_tensor_get_type for the file types this job makes (no importance matrix). `reason`
-** gets the rule that decided. *refused = 1 where the reference gives up on the tensor
-** ("Unsupported tensor size encountered"). */
+/* The IQ1/IQ2 file types' own branch of the rules. */
+static int is_iq12_ftype(int ft) {
+    return ft == TM_FTYPE_IQ2_XXS || ft == TM_FTYPE_IQ2_XS || ft == TM_FTYPE_IQ1_S || ft == TM_FTYPE_IQ2_S ||
+           ft == TM_FTYPE_IQ2_M || ft == TM_FTYPE_IQ1_M;
+}
+
+/* llama_tensor_get_type (llama.cpp@c392e509 src/llama-quant.cpp) for every file type: the
+** per-tensor mixture (with the rules that depend on an importance matrix being present), then
+** the fallback for rows that are not a multiple of the chosen type's block. `reason` gets the
+** rule that decided. *refused = 1 where the reference gives up on the tensor ("Unsupported
+** tensor size encountered"). */
 static tm_status get_type(qstate *qs, int new_type, const char *name, int64_t ne0, int *out,
                           char *reason, size_t rn, int *refused, tm_err *err) {
     const int ft = qs->ftype;
+    const char *ftn = tm_gguf_ftype_name(ft);
     *refused = 0;
-    SETR("default type of %s", tm_gguf_ftype_name(ft));
+    SETR("default type of %s", ftn);
     if (strcmp(name, "output.weight") == 0 || (!qs->has_output && strcmp(name, "token_embd.weight") == 0)) {
+        const char *what = strcmp(name, "output.weight") ? "tied token embedding (the output)" : "output";
         int64_t qk = blck(new_type);
-        if (qs->falcon || ne0 % qk != 0) {
+        if (qs->output_tensor_type != TM_GGUF_TYPE_RULES) {
+            new_type = qs->output_tensor_type;
+            SETR("%s: --output-tensor-type %s", what, tname(new_type));
+        } else if (qs->falcon || ne0 % qk != 0) {
             new_type = TM_GGML_Q8_0;
-            SETR("%s: row of %lld is not a multiple of %lld (or falcon): Q8_0",
-                 strcmp(name, "output.weight") ? "tied token embedding (the output)" : "output",
-                 (long long)ne0, (long long)qk);
+            SETR("%s: row of %lld is not a multiple of %lld (or falcon): Q8_0", what, (long long)ne0, (long long)qk);
+        } else if (ft == TM_FTYPE_IQ2_XXS || ft == TM_FTYPE_IQ2_XS || ft == TM_FTYPE_IQ3_XXS || ft == TM_FTYPE_IQ1_S ||
+                   ft == TM_FTYPE_IQ2_S || ft == TM_FTYPE_IQ2_M || ft == TM_FTYPE_IQ1_M) {
+            new_type = TM_GGML_Q5_K;
+            SETR("%s in %s: Q5_K", what, ftn);
         } else if (new_type != TM_GGML_Q8_0) {
             new_type = TM_GGML_Q6_K;
-            SETR("%s: Q6_K", strcmp(name, "output.weight") ? "tied token embedding (the output)" : "output");
+            SETR("%s: Q6_K", what);
         }
-    } else if (strcmp(name, "token_embd.weight") == 0 || strcmp(name, "per_layer_token_embd.weight") == 0) {
-        /* only the IQ1/IQ2/IQ3 and TQ file types change it */
+    } else if (strcmp(name, "token_embd.weight") == 0) {
+        if (qs->token_embedding_type != TM_GGUF_TYPE_RULES) {
+            new_type = qs->token_embedding_type;
+            SETR("token_embd: --token-embedding-type %s", tname(new_type));
+        } else if (ft == TM_FTYPE_IQ2_XXS || ft == TM_FTYPE_IQ2_XS || ft == TM_FTYPE_IQ1_S || ft == TM_FTYPE_IQ1_M) {
+            new_type = TM_GGML_Q2_K;
+            SETR("token_embd in %s: Q2_K", ftn);
+        } else if (ft == TM_FTYPE_IQ2_S || ft == TM_FTYPE_IQ2_M || ft == TM_FTYPE_IQ3_XXS) {
+            new_type = TM_GGML_IQ3_S;
+            SETR("token_embd in %s: IQ3_S", ftn);
+        } else if (ft == TM_FTYPE_TQ1_0 || ft == TM_FTYPE_TQ2_0) {
+            new_type = TM_GGML_Q4_K;
+            SETR("token_embd in %s: Q4_K", ftn);
+        }
+    } else if (is_iq12_ftype(ft)) {
+        const int iq2sm = ft == TM_FTYPE_IQ2_S || ft == TM_FTYPE_IQ2_M;
+        if (contains(name, "attn_v.weight")) {
+            if (qs->n_gqa >= 4 || qs->n_expert >= 4) new_type = TM_GGML_Q4_K;
+            else new_type = iq2sm ? TM_GGML_IQ3_S : TM_GGML_Q2_K;
+            SETR("attn_v in %s (n_gqa %d, %d experts): %s", ftn, qs->n_gqa, qs->n_expert, tname(new_type));
+            ++qs->i_attention_wv;
+        } else if (qs->n_expert == 8 && contains(name, "attn_k.weight")) {
+            new_type = TM_GGML_Q4_K;
+            SETR("attn_k of an 8-expert model in %s: Q4_K", ftn);
+        } else if (contains(name, "ffn_down")) {
+            if (qs->i_ffn_down < qs->n_ffn_down / 8) {
+                new_type = iq2sm ? TM_GGML_IQ3_S : TM_GGML_Q2_K;
+                SETR("ffn_down #%d of %d in %s: %s", qs->i_ffn_down, qs->n_ffn_down, ftn, tname(new_type));
+            }
+            ++qs->i_ffn_down;
+        } else if (contains(name, "attn_output.weight")) {
+            if (qs->n_expert == 8) {
+                new_type = TM_GGML_Q5_K;
+                SETR("attn_output of an 8-expert model: Q5_K");
+            } else if (ft == TM_FTYPE_IQ1_S || ft == TM_FTYPE_IQ1_M) {
+                new_type = TM_GGML_IQ2_XXS;
+                SETR("attn_output in %s: IQ2_XXS", ftn);
+            } else if (iq2sm) {
+                new_type = TM_GGML_IQ3_S;
+                SETR("attn_output in %s: IQ3_S", ftn);
+            }
+        }
     } else if (contains(name, "attn_v.weight")) {
         int i = qs->i_attention_wv;
         if (ft == TM_FTYPE_Q2_K) {
             new_type = qs->n_gqa >= 4 ? TM_GGML_Q4_K : TM_GGML_Q3_K;
             SETR("attn_v in Q2_K (n_gqa %d): %s", qs->n_gqa, tname(new_type));
+        } else if (ft == TM_FTYPE_Q2_K_S && qs->n_gqa >= 4) {
+            new_type = TM_GGML_Q4_K;
+            SETR("attn_v in Q2_K_S (n_gqa %d): Q4_K", qs->n_gqa);
+        } else if (ft == TM_FTYPE_IQ3_XXS) {
+            new_type = qs->n_gqa >= 4 ? TM_GGML_Q4_K : !qs->has_imatrix ? TM_GGML_IQ3_S : TM_GGML_IQ3_XXS;
+            SETR("attn_v in IQ3_XXS (n_gqa %d, %s importance matrix): %s", qs->n_gqa, qs->has_imatrix ? "with" : "no",
+                 tname(new_type));
+        } else if ((ft == TM_FTYPE_IQ3_XS || ft == TM_FTYPE_IQ3_S) && qs->n_gqa >= 4) {
+            new_type = TM_GGML_Q4_K;
+            SETR("attn_v in %s (n_gqa %d): Q4_K", ftn, qs->n_gqa);
+        } else if (ft == TM_FTYPE_IQ3_M) {
+            new_type = TM_GGML_Q4_K;
+            SETR("attn_v in IQ3_M: Q4_K");
         } else if (ft == TM_FTYPE_Q3_K_M) {
             new_type = i < 2 ? TM_GGML_Q5_K : TM_GGML_Q4_K;
             SETR("attn_v #%d in Q3_K_M: %s", i, tname(new_type));
         } else if (ft == TM_FTYPE_Q3_K_L) {
             new_type = TM_GGML_Q5_K;
             SETR("attn_v in Q3_K_L: Q5_K");
-        } else if (ft == TM_FTYPE_IQ4_NL && qs->n_gqa >= 4) {
+        } else if ((ft == TM_FTYPE_IQ4_NL || ft == TM_FTYPE_IQ4_XS) && qs->n_gqa >= 4) {
             new_type = TM_GGML_Q5_K;
-            SETR("attn_v in IQ4_NL (n_gqa %d): Q5_K", qs->n_gqa);
+            SETR("attn_v in %s (n_gqa %d): Q5_K", ftn, qs->n_gqa);
         } else if ((ft == TM_FTYPE_Q4_K_M || ft == TM_FTYPE_Q5_K_M) && use_more_bits(i, qs->n_attention_wv)) {
             new_type = TM_GGML_Q6_K;
-            SETR("attn_v #%d of %d in %s (use_more_bits): Q6_K", i, qs->n_attention_wv, tm_gguf_ftype_name(ft));
+            SETR("attn_v #%d of %d in %s (use_more_bits): Q6_K", i, qs->n_attention_wv, ftn);
         } else if (ft == TM_FTYPE_Q4_K_S && i < 4) {
             new_type = TM_GGML_Q5_K;
             SETR("attn_v #%d in Q4_K_S: Q5_K", i);
@@ -244,9 +338,21 @@ static tm_status get_type(qstate *qs, int new_type, const char *name, int64_t ne
         if (qs->n_expert == 8) {
             new_type = TM_GGML_Q8_0;
             SETR("attn_k of an 8-expert model: Q8_0");
+        } else if (ft == TM_FTYPE_IQ3_XS) {
+            new_type = TM_GGML_IQ3_XXS;
+            SETR("attn_k in IQ3_XS: IQ3_XXS");
+        } else if (ft == TM_FTYPE_IQ3_XXS) {
+            new_type = TM_GGML_IQ2_S;
+            SETR("attn_k in IQ3_XXS: IQ2_S");
         }
     } else if (contains(name, "attn_q.weight")) {
-        /* only IQ3_XS / IQ2_M change it */
+        if (ft == TM_FTYPE_IQ3_XS) {
+            new_type = TM_GGML_IQ3_XXS;
+            SETR("attn_q in IQ3_XS: IQ3_XXS");
+        } else if (ft == TM_FTYPE_IQ3_XXS) {
+            new_type = TM_GGML_IQ2_S;
+            SETR("attn_q in IQ3_XXS: IQ2_S");
+        }
     } else if (contains(name, "ffn_down")) {
         int il, nl;
         tm_status s = layer_info(qs, qs->i_ffn_down, qs->n_ffn_down, name, &il, &nl, err);
@@ -254,9 +360,20 @@ static tm_status get_type(qstate *qs, int new_type, const char *name, int64_t ne
         if (ft == TM_FTYPE_Q2_K) {
             new_type = TM_GGML_Q3_K;
             SETR("ffn_down in Q2_K: Q3_K");
+        } else if (ft == TM_FTYPE_Q2_K_S) {
+            if (il < nl / 8) {
+                new_type = TM_GGML_Q4_K;
+                SETR("ffn_down layer %d of %d in Q2_K_S: Q4_K", il, nl);
+            }
+        } else if (ft == TM_FTYPE_IQ3_XXS && !qs->has_imatrix) {
+            new_type = il < nl / 8 ? TM_GGML_Q4_K : TM_GGML_Q3_K;
+            SETR("ffn_down layer %d of %d in IQ3_XXS without importance matrix: %s", il, nl, tname(new_type));
         } else if (ft == TM_FTYPE_Q3_K_M) {
             new_type = il < nl / 16 ? TM_GGML_Q5_K : !qs->falcon || use_more_bits(il, nl) ? TM_GGML_Q4_K : TM_GGML_Q3_K;
             SETR("ffn_down layer %d of %d in Q3_K_M: %s", il, nl, tname(new_type));
+        } else if (ft == TM_FTYPE_IQ3_M && (il < nl / 8 || (qs->n_expert == 8 && use_more_bits(il, nl)))) {
+            new_type = TM_GGML_Q4_K;
+            SETR("ffn_down layer %d of %d in IQ3_M: Q4_K", il, nl);
         } else if (ft == TM_FTYPE_Q3_K_L) {
             new_type = qs->falcon ? TM_GGML_Q4_K : TM_GGML_Q5_K;
             SETR("ffn_down in Q3_K_L: %s", tname(new_type));
@@ -268,53 +385,71 @@ static tm_status get_type(qstate *qs, int new_type, const char *name, int64_t ne
                 new_type = TM_GGML_Q6_K;
                 SETR("ffn_down layer %d of %d in Q4_K_M (use_more_bits): Q6_K", il, nl);
             }
-        } else if (il < nl / 8 && ft == TM_FTYPE_IQ4_NL) {
+        } else if (il < nl / 8 && (ft == TM_FTYPE_IQ4_NL || ft == TM_FTYPE_IQ4_XS) && !qs->has_imatrix) {
             new_type = TM_GGML_Q5_K;
-            SETR("ffn_down layer %d of %d in IQ4_NL: Q5_K", il, nl);
+            SETR("ffn_down layer %d of %d in %s without importance matrix: Q5_K", il, nl, ftn);
         } else if (ft == TM_FTYPE_Q5_K_M && use_more_bits(il, nl)) {
             new_type = TM_GGML_Q6_K;
             SETR("ffn_down layer %d of %d in Q5_K_M (use_more_bits): Q6_K", il, nl);
         } else if (ft == TM_FTYPE_Q4_K_S && !qs->falcon && il < nl / 8) {
             new_type = TM_GGML_Q5_K;
             SETR("ffn_down layer %d of %d in Q4_K_S: Q5_K", il, nl);
+        } else if ((ft == TM_FTYPE_Q4_0 || ft == TM_FTYPE_Q5_0) && qs->has_imatrix && il < nl / 8) {
+            new_type = ft == TM_FTYPE_Q4_0 ? TM_GGML_Q4_1 : TM_GGML_Q5_1;
+            SETR("ffn_down layer %d of %d in %s with importance matrix: %s", il, nl, ftn, tname(new_type));
         }
         ++qs->i_ffn_down;
     } else if (contains(name, "attn_output.weight")) {
         if (!qs->falcon) {
             if (qs->n_expert == 8) {
-                if (ft == TM_FTYPE_Q2_K || ft == TM_FTYPE_Q3_K_S || ft == TM_FTYPE_Q3_K_M ||
-                    ft == TM_FTYPE_IQ4_NL || ft == TM_FTYPE_Q4_K_S || ft == TM_FTYPE_Q4_K_M) {
+                if (ft == TM_FTYPE_Q2_K || ft == TM_FTYPE_IQ3_XS || ft == TM_FTYPE_IQ3_XXS || ft == TM_FTYPE_Q3_K_S ||
+                    ft == TM_FTYPE_Q3_K_M || ft == TM_FTYPE_IQ4_NL || ft == TM_FTYPE_Q4_K_S || ft == TM_FTYPE_Q4_K_M ||
+                    ft == TM_FTYPE_IQ3_S || ft == TM_FTYPE_IQ3_M || ft == TM_FTYPE_IQ4_XS) {
                     new_type = TM_GGML_Q5_K;
                     SETR("attn_output of an 8-expert model: Q5_K");
                 }
             } else {
-                if (ft == TM_FTYPE_Q2_K) new_type = TM_GGML_Q3_K;
-                else if (ft == TM_FTYPE_Q3_K_M) new_type = TM_GGML_Q4_K;
-                else if (ft == TM_FTYPE_Q3_K_L) new_type = TM_GGML_Q5_K;
-                if (ft == TM_FTYPE_Q2_K || ft == TM_FTYPE_Q3_K_M || ft == TM_FTYPE_Q3_K_L)
-                    SETR("attn_output in %s: %s", tm_gguf_ftype_name(ft), tname(new_type));
+                int nt = ft == TM_FTYPE_Q2_K ? TM_GGML_Q3_K : ft == TM_FTYPE_IQ3_XXS ? TM_GGML_IQ3_S
+                       : ft == TM_FTYPE_Q3_K_M ? TM_GGML_Q4_K : ft == TM_FTYPE_Q3_K_L ? TM_GGML_Q5_K
+                       : ft == TM_FTYPE_IQ3_M ? TM_GGML_Q4_K : -1;
+                if (nt >= 0) {
+                    new_type = nt;
+                    SETR("attn_output in %s: %s", ftn, tname(new_type));
+                }
             }
         } else if (ft == TM_FTYPE_Q3_K_L) {
             new_type = TM_GGML_Q4_K;
             SETR("attn_output in Q3_K_L (falcon): Q4_K");
         }
     } else if (contains(name, "attn_qkv.weight")) {
-        if (ft == TM_FTYPE_Q3_K_M || ft == TM_FTYPE_Q3_K_L) new_type = TM_GGML_Q4_K;
-        else if (ft == TM_FTYPE_Q4_K_M) new_type = TM_GGML_Q5_K;
-        else if (ft == TM_FTYPE_Q5_K_M) new_type = TM_GGML_Q6_K;
-        if (ft == TM_FTYPE_Q3_K_M || ft == TM_FTYPE_Q3_K_L || ft == TM_FTYPE_Q4_K_M || ft == TM_FTYPE_Q5_K_M)
-            SETR("attn_qkv in %s: %s", tm_gguf_ftype_name(ft), tname(new_type));
-    } else if (contains(name, "ffn_gate")) {
-        ++qs->i_ffn_gate; /* only IQ3_XS changes it */
-    } else if (contains(name, "ffn_up")) {
-        ++qs->i_ffn_up;   /* only IQ3_XS changes it */
+        int nt = ft == TM_FTYPE_Q3_K_M || ft == TM_FTYPE_Q3_K_L || ft == TM_FTYPE_IQ3_M ? TM_GGML_Q4_K
+               : ft == TM_FTYPE_Q4_K_M ? TM_GGML_Q5_K : ft == TM_FTYPE_Q5_K_M ? TM_GGML_Q6_K : -1;
+        if (nt >= 0) {
+            new_type = nt;
+            SETR("attn_qkv in %s: %s", ftn, tname(new_type));
+        }
+    } else if (contains(name, "ffn_gate") || contains(name, "ffn_up")) {
+        const int gate = contains(name, "ffn_gate");
+        int il, nl;
+        tm_status s = layer_info(qs, gate ? qs->i_ffn_gate : qs->i_ffn_up, gate ? qs->n_ffn_gate : qs->n_ffn_up, name,
+                                 &il, &nl, err);
+        if (s) return s;
+        if (ft == TM_FTYPE_IQ3_XS && il >= nl / 8 && il < 7 * nl / 8) {
+            new_type = TM_GGML_IQ3_XXS;
+            SETR("%s layer %d of %d in IQ3_XS: IQ3_XXS", gate ? "ffn_gate" : "ffn_up", il, nl);
+        }
+        if (gate) ++qs->i_ffn_gate;
+        else ++qs->i_ffn_up;
     }
     /* rows that are not a multiple of the chosen type's block */
     int64_t qk = blck(new_type);
     if (ne0 % qk != 0) {
         int fb;
         switch (new_type) {
-        case TM_GGML_Q2_K: case TM_GGML_Q3_K: fb = TM_GGML_IQ4_NL; break;
+        case TM_GGML_TQ1_0: case TM_GGML_TQ2_0: fb = TM_GGML_Q4_0; break;
+        case TM_GGML_IQ2_XXS: case TM_GGML_IQ2_XS: case TM_GGML_IQ2_S: case TM_GGML_IQ3_XXS:
+        case TM_GGML_IQ3_S: case TM_GGML_IQ1_S: case TM_GGML_IQ1_M: case TM_GGML_Q2_K:
+        case TM_GGML_Q3_K: case TM_GGML_IQ4_XS: fb = TM_GGML_IQ4_NL; break;
         case TM_GGML_Q4_K: fb = TM_GGML_Q5_0; break;
         case TM_GGML_Q5_K: fb = TM_GGML_Q5_1; break;
         case TM_GGML_Q6_K: fb = TM_GGML_Q8_0; break;
@@ -323,8 +458,8 @@ static tm_status get_type(qstate *qs, int new_type, const char *name, int64_t ne
         size_t k = strlen(reason);
         if (fb < 0) {
             *refused = 1;
-            snprintf(reason + k, rn - k, "; row of %lld is not a multiple of %lld and llama-quantize has no fallback for %s",
-                     (long long)ne0, (long long)qk, tname(new_type));
+            snprintf(reason + k, rn - k, "; row of %lld is not a multiple of %lld and llama-quantize has no fallback for %s "
+                     "(\"Unsupported tensor size encountered\")", (long long)ne0, (long long)qk, tname(new_type));
             new_type = TM_GGML_F16;
         } else {
             int f2 = ne0 % blck(fb) != 0 ? TM_GGML_F16 : fb;
@@ -426,7 +561,8 @@ static tm_status row_error(gjob *j, gplan *pl, const float *x, int64_t p0, int64
     tm_err e0 = *err;
     for (int64_t r = p0; r < p1; r++) {
         int64_t bad;
-        tm_status s = tm__gq_quantize_row_err(pl->out_type, x + (r - p0) * ne0, ne0, NULL, 0, q, NULL, NULL, &bad, j->p->kernels, err);
+        const float *w = pl->imx ? pl->imx + (pl->ne[2] > 1 ? (r / pl->ne[1] % pl->ne[2]) * ne0 : 0) : NULL;
+        tm_status s = tm__gq_quantize_row_err(pl->out_type, x + (r - p0) * ne0, ne0, w, ne0, q, NULL, NULL, &bad, j->p->kernels, err);
         if (s) {
             tm__err_prefix(err, "%s: tensor '%s' (%s): row %lld", tm_file_path(j->in, t->file_index), pl->name,
                            tname(pl->out_type), (long long)r);
@@ -488,7 +624,15 @@ static tm_status do_quant_chunk(gjob *j, gplan *pl, int64_t c, wbuf *b, tm_err *
         /* the piece's rows are contiguous in x and in the output, and blocks are independent:
         ** one call quantizes them all */
         uint8_t *q = b->q + (size_t)((uint64_t)(p0 - r0) * rb);
-        s = tm__gq_quantize_row_err(pl->out_type, x, (p1 - p0) * ne0, NULL, 0, q, b->dq, &acc, NULL, j->p->kernels, err);
+        if (!pl->imx || pl->ne[2] == 1) {
+            s = tm__gq_quantize_row_err(pl->out_type, x, (p1 - p0) * ne0, pl->imx, ne0, q, b->dq, &acc, NULL,
+                                        j->p->kernels, err);
+        } else { /* experts: matrix (row / ne1) % ne2 has its own ne0 importances */
+            s = TM_OK;
+            for (int64_t r = p0; r < p1 && !s; r++)
+                s = tm__gq_quantize_row_err(pl->out_type, x + (r - p0) * ne0, ne0, pl->imx + (r / pl->ne[1] % pl->ne[2]) * ne0,
+                                            ne0, q + (size_t)((uint64_t)(r - p0) * rb), b->dq, &acc, NULL, j->p->kernels, err);
+        }
         if (s) return row_error(j, pl, x, p0, p1, q, s, err);
     }
     s = tm_gguf_writer_write(j->w, pl - j->plans, rb * (uint64_t)r0, b->q, nbytes, err);
@@ -548,13 +692,56 @@ static void read_hparams(const tm_gguf_kvlist *kv, qstate *qs, int *n_layer) {
     free(arch);
 }
 
+/* general.file_type of the output: the file type, or for COPY the input's (llama's only_copy
+** keeps ml.ftype: the input's general.file_type, else the type most tensors have, first in name
+** order on a tie, with LLAMA_FTYPE_GUESSED 1024). */
+static int out_ftype(int ftype, const tm_gguf_kvlist *kv, const gplan *plans, int64_t n) {
+    if (ftype != TM_FTYPE_COPY) return ftype;
+    int found = 0;
+    int64_t v = tm_gguf_kvlist_get_int(kv, "general.file_type", &found);
+    if (found) return (int)v;
+    static const int map[][2] = {
+        {TM_GGML_F32, TM_FTYPE_F32}, {TM_GGML_F16, TM_FTYPE_F16}, {TM_GGML_BF16, TM_FTYPE_BF16},
+        {TM_GGML_Q4_0, TM_FTYPE_Q4_0}, {TM_GGML_Q4_1, TM_FTYPE_Q4_1}, {TM_GGML_Q5_0, TM_FTYPE_Q5_0},
+        {TM_GGML_Q5_1, TM_FTYPE_Q5_1}, {TM_GGML_Q8_0, TM_FTYPE_Q8_0}, {TM_GGML_Q2_K, TM_FTYPE_Q2_K},
+        {TM_GGML_Q3_K, TM_FTYPE_Q3_K_M}, {TM_GGML_Q4_K, TM_FTYPE_Q4_K_M}, {TM_GGML_Q5_K, TM_FTYPE_Q5_K_M},
+        {TM_GGML_Q6_K, TM_FTYPE_Q6_K}, {TM_GGML_TQ1_0, TM_FTYPE_TQ1_0}, {TM_GGML_TQ2_0, TM_FTYPE_TQ2_0},
+        {TM_GGML_IQ2_XXS, TM_FTYPE_IQ2_XXS}, {TM_GGML_IQ2_XS, TM_FTYPE_IQ2_XS}, {TM_GGML_IQ2_S, TM_FTYPE_IQ2_S},
+        {TM_GGML_IQ3_XXS, TM_FTYPE_IQ3_XXS}, {TM_GGML_IQ1_S, TM_FTYPE_IQ1_S}, {TM_GGML_IQ1_M, TM_FTYPE_IQ1_M},
+        {TM_GGML_IQ4_NL, TM_FTYPE_IQ4_NL}, {TM_GGML_IQ4_XS, TM_FTYPE_IQ4_XS}, {TM_GGML_IQ3_S, TM_FTYPE_IQ3_S}};
+    int64_t cnt[TM_GGML_TYPE_COUNT] = {0}, best = 0;
+    int type_max = TM_GGML_F32;
+    /* the loader's weights_map is ordered by name */
+    const gplan **by = malloc((size_t)(n ? n : 1) * sizeof *by);
+    for (int64_t i = 0; by && i < n; i++) by[i] = &plans[i];
+    for (int64_t i = 1; by && i < n; i++) /* insertion sort by name: n is small enough */
+        for (int64_t k = i; k > 0 && strcmp(by[k - 1]->name, by[k]->name) > 0; k--) {
+            const gplan *t = by[k - 1];
+            by[k - 1] = by[k];
+            by[k] = t;
+        }
+    for (int64_t i = 0; by && i < n; i++) {
+        int t = by[i]->src_type;
+        if (t < 0 || t >= TM_GGML_TYPE_COUNT) continue;
+        if (best < ++cnt[t]) {
+            best = cnt[t];
+            type_max = t;
+        }
+    }
+    free(by);
+    int ft = TM_FTYPE_F32;
+    for (size_t k = 0; k < sizeof map / sizeof map[0]; k++)
+        if (map[k][0] == type_max) ft = map[k][1];
+    return ft | 1024;
+}
+
 /* The plan (the driver's phases: pipeline.h, tm__qwriter): pp has checked and locked OUT; the
 ** file is opened at pp->stage with every tensor's type, size and offset fixed. */
 static tm_status gguf_plan(void *ctx, tm__pipe *pp, int64_t *n_tasks, tm_err *err) {
     gjob *j = ctx;
     tm_file *in = j->in;
     const tm_gguf_quantize_params *p = j->p;
-    const int def_type = j->def_type, def_quantized = def_type != TM_GGML_F16 && def_type != TM_GGML_BF16;
+    const int def_type = j->def_type, def_quantized = tm_ggml_type_info_get(def_type)->is_quantized;
     j->def_quantized = def_quantized;
     tm_status s = TM_OK;
     if (p->n_tt > 0) {
@@ -590,6 +777,15 @@ static tm_status gguf_plan(void *ctx, tm__pipe *pp, int64_t *n_tasks, tm_err *er
     qstate qs;
     memset(&qs, 0, sizeof qs);
     qs.ftype = p->ftype;
+    /* llama-quantize's params.imatrix is set only when the (filtered) matrix has entries */
+    const tm_imatrix *imx = p->imatrix && p->imatrix->n > 0 ? p->imatrix : NULL;
+    qs.has_imatrix = imx != NULL;
+    qs.output_tensor_type = p->output_tensor_type;
+    qs.token_embedding_type = p->token_embedding_type;
+    if (!s && !imx && tm_gguf_ftype_needs_imatrix(p->ftype))
+        s = tm__err_set(err, TM_E_INVALID_ARG, -1,
+                        "Please do not use IQ1_S, IQ1_M, IQ2_S, IQ2_XXS, IQ2_XS or Q2_K_S quantization without an "
+                        "importance matrix (--type %s needs --imatrix FILE, as llama-quantize)", tm_gguf_ftype_name(p->ftype));
     int n_layer = 0;
     if (!s) read_hparams(kv, &qs, &n_layer);
     for (int64_t i = 0; i < n && !s; i++) {
@@ -624,7 +820,8 @@ static tm_status gguf_plan(void *ctx, tm__pipe *pp, int64_t *n_tasks, tm_err *er
         gplan *pl = &plans[i];
         int nd = pl->n_dims; /* ggml_n_dims: trailing dims of 1 do not count */
         while (nd > 1 && pl->ne[nd - 1] == 1) nd--;
-        const char *why = not_quantized_reason(pl->name, nd, p->leave_output_tensor);
+        const char *why = p->ftype == TM_FTYPE_COPY ? "COPY: every tensor copied as it is"
+                                                    : not_quantized_reason(pl->name, nd, p->leave_output_tensor);
         int new_type = pl->src_type, refused = 0;
         if (why) {
             snprintf(pl->reason, sizeof pl->reason, "%s", why);
@@ -642,6 +839,16 @@ static tm_status gguf_plan(void *ctx, tm__pipe *pp, int64_t *n_tasks, tm_err *er
                             snprintf(pl->reason, sizeof pl->reason, "--tensor-type %s=%s", p->tt_patterns[k], tname(new_type));
                         }
                 }
+            }
+            if (p->token_embedding_type != TM_GGUF_TYPE_RULES && strcmp(pl->name, "token_embd.weight") == 0 &&
+                new_type != p->token_embedding_type) {
+                new_type = p->token_embedding_type;
+                snprintf(pl->reason, sizeof pl->reason, "--token-embedding-type %s", tname(new_type));
+            }
+            if (p->output_tensor_type != TM_GGUF_TYPE_RULES && strcmp(pl->name, "output.weight") == 0 &&
+                new_type != p->output_tensor_type) {
+                new_type = p->output_tensor_type;
+                snprintf(pl->reason, sizeof pl->reason, "--output-tensor-type %s", tname(new_type));
             }
             /* --pure, an override or an F16/BF16 file type may pick a type the row cannot hold */
             if (!refused && pl->ne[0] % blck(new_type) != 0) {
@@ -664,20 +871,90 @@ static tm_status gguf_plan(void *ctx, tm__pipe *pp, int64_t *n_tasks, tm_err *er
         }
         pl->out_type = new_type;
         pl->quantize = pl->src_type != new_type;
-        if (pl->quantize && pl->src_type != TM_GGML_F32 && pl->src_type != TM_GGML_F16 && pl->src_type != TM_GGML_BF16)
+        if (pl->quantize && tm_ggml_type_info_get(pl->src_type)->is_quantized && !p->allow_requantize)
             s = tm__err_set(err, TM_E_UNSUPPORTED, -1,
-                            "%s: tensor '%s': requantizing from %s is not supported (llama-quantize refuses it too)",
+                            "%s: tensor '%s': requantizing from type %s is disabled (llama-quantize refuses it too; "
+                            "--allow-requantize dequantizes and quantizes again)",
                             tm_file_path(in, 0), pl->name, tname(pl->src_type));
+        else if (pl->quantize && pl->src_type != TM_GGML_F32 && pl->src_type != TM_GGML_F16 &&
+                 pl->src_type != TM_GGML_BF16 && !tm_ggml_type_info_get(pl->src_type)->is_quantized)
+            s = tm__err_set(err, TM_E_UNSUPPORTED, -1, "%s: tensor '%s': cannot convert type %s",
+                            tm_file_path(in, 0), pl->name, tname(pl->src_type));
+        if (s || !pl->quantize) continue;
+        /* the importance matrix, matched as llama_model_quantize_impl matches it */
+        int matched = 0;
+        if (imx) {
+            const tm_imatrix_entry *e = tm_imatrix_find(imx, pl->name);
+            size_t k = strlen(pl->reason);
+            if (!e) {
+                snprintf(pl->reason + k, sizeof pl->reason - k, "; no importance-matrix entry: quantized without weights");
+            } else if (e->nval != pl->ne[0] * pl->ne[2]) {
+                if (strcmp(pl->name, "token_embd.weight") != 0) {
+                    s = tm__err_set(err, TM_E_INVALID_ARG, -1,
+                                    "%s: tensor '%s': imatrix size %lld is different from tensor size %lld (%lld columns x "
+                                    "%lld matrices); the importance matrix was made for another model",
+                                    p->imatrix_arg ? p->imatrix_arg : imx->path, pl->name, (long long)e->nval,
+                                    (long long)(pl->ne[0] * pl->ne[2]), (long long)pl->ne[0], (long long)pl->ne[2]);
+                    break;
+                }
+                snprintf(pl->reason + k, sizeof pl->reason - k, "; importance-matrix entry of %lld values does not fit "
+                         "(token_embd: llama-quantize quantizes it without weights)", (long long)e->nval);
+            } else if (tm_gq_uses_imatrix(new_type) || !tm_gq_writable(new_type)) {
+                pl->imx = e->weights;
+                matched = 1;
+                snprintf(pl->reason + k, sizeof pl->reason - k, "; importance matrix");
+            } else {
+                matched = 1;
+                snprintf(pl->reason + k, sizeof pl->reason - k, "; %s ignores the importance matrix", tname(new_type));
+            }
+        }
+        /* llama-quantize's refusal of a very low-bit type without weights */
+        if (!matched &&
+            (new_type == TM_GGML_IQ2_XXS || new_type == TM_GGML_IQ2_XS || new_type == TM_GGML_IQ2_S ||
+             new_type == TM_GGML_IQ1_S ||
+             (new_type == TM_GGML_IQ1_M && strcmp(pl->name, "token_embd.weight") && strcmp(pl->name, "output.weight")) ||
+             (new_type == TM_GGML_Q2_K && p->ftype == TM_FTYPE_Q2_K_S && strcmp(pl->name, "token_embd.weight") != 0))) {
+            s = tm__err_set(err, TM_E_INVALID_ARG, -1,
+                            "Missing importance matrix for tensor %s in a very low-bit quantization (%s): the result would "
+                            "be garbage, so llama-quantize bails out; pass --imatrix with an entry for it",
+                            pl->name, tname(new_type));
+            break;
+        }
+        if (!tm_gq_writable(new_type))
+            s = tm__err_set(err, TM_E_UNSUPPORTED, -1, "%s: tensor '%s': the rules of %s choose %s, which this build "
+                            "cannot write yet", tm_file_path(in, 0), pl->name, tm_gguf_ftype_name(p->ftype), tname(new_type));
     }
     j->qs = qs;
     j->n_refused = n_refused;
     /* ---- writer ---- */
     if (!s) s = tm_gguf_kvlist_set_u32(kv, "general.quantization_version", 2, err);
-    if (!s) s = tm_gguf_kvlist_set_u32(kv, "general.file_type", (uint32_t)p->ftype, err);
+    if (!s) s = tm_gguf_kvlist_set_u32(kv, "general.file_type", (uint32_t)out_ftype(p->ftype, kv, plans, n), err);
     if (!s) {
         tm_gguf_kvlist_remove(kv, "split.no");
         tm_gguf_kvlist_remove(kv, "split.count");
         tm_gguf_kvlist_remove(kv, "split.tensors.count");
+    }
+    /* --override-kv, then the importance matrix's record (llama-quantize appends its KV overrides
+    ** in that order and gguf_set_val_* moves each key to the end) */
+    for (int64_t k = 0; !s && p->kv_overrides && k < tm_gguf_kvlist_count(p->kv_overrides); k++) {
+        size_t vn = 0;
+        const void *v = tm_gguf_kvlist_raw(p->kv_overrides, k, &vn);
+        s = tm_gguf_kvlist_set_raw(kv, tm_gguf_kvlist_key(p->kv_overrides, k), tm_gguf_kvlist_type(p->kv_overrides, k),
+                                   v, vn, err);
+    }
+    if (!s && qs.has_imatrix) {
+        const tm_imatrix *im = p->imatrix;
+        char buf[128]; /* llama-quantize copies 127 bytes of each string (strncpy into val_str[128]) */
+        snprintf(buf, sizeof buf, "%s", p->imatrix_arg ? p->imatrix_arg : im->path);
+        s = tm_gguf_kvlist_set_str(kv, "quantize.imatrix.file", buf, err);
+        if (!s && im->dataset && *im->dataset) {
+            snprintf(buf, sizeof buf, "%s", im->dataset);
+            s = tm_gguf_kvlist_set_str(kv, "quantize.imatrix.dataset", buf, err);
+        }
+        int32_t v32 = (int32_t)im->n;
+        if (!s) s = tm_gguf_kvlist_set_raw(kv, "quantize.imatrix.entries_count", 5 /* INT32 */, &v32, 4, err);
+        v32 = im->chunks;
+        if (!s && im->chunks > 0) s = tm_gguf_kvlist_set_raw(kv, "quantize.imatrix.chunks_count", 5, &v32, 4, err);
     }
     tm_gguf_wtensor *wt = s ? NULL : tm__calloc((size_t)(n ? n : 1), sizeof *wt);
     if (!s && !wt) s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
@@ -765,6 +1042,7 @@ static tm_status gguf_results(void *ctx, tm__pipe *pp, tm__qtotals *tot, tm_err 
         rt->src_type = pl->src_type;
         rt->out_type = pl->out_type;
         rt->quantized = pl->quantize;
+        rt->imatrix = pl->imx != NULL;
         snprintf(rt->reason, sizeof rt->reason, "%s", pl->reason);
         rt->n_elems = t->n_elems;
         rt->out_bytes = tm_gguf_writer_tensor_bytes(j->w, i);
@@ -808,9 +1086,33 @@ static tm_status gguf_manifest(void *ctx, json_t *man, tm_err *err) {
         json_array_append_new(tt, o);
     }
     json_object_set_new(recipe, "tensor_types", tt);
-    json_object_set_new(recipe, "importance_matrix", json_null());
+    if (j->qs.has_imatrix) {
+        const tm_imatrix *im = p->imatrix;
+        json_t *o = json_object();
+        json_object_set_new(o, "file", json_string(p->imatrix_arg ? p->imatrix_arg : im->path));
+        json_object_set_new(o, "format", json_string(im->is_gguf ? "gguf" : "legacy"));
+        json_object_set_new(o, "dataset", im->dataset ? json_string(im->dataset) : json_null());
+        json_object_set_new(o, "entries", json_integer((json_int_t)im->n));
+        json_object_set_new(o, "chunks", json_integer(im->chunks));
+        json_object_set_new(recipe, "importance_matrix", o);
+    } else {
+        json_object_set_new(recipe, "importance_matrix", json_null());
+    }
+    if (p->output_tensor_type != TM_GGUF_TYPE_RULES)
+        json_object_set_new(recipe, "output_tensor_type", json_string(tname(p->output_tensor_type)));
+    if (p->token_embedding_type != TM_GGUF_TYPE_RULES)
+        json_object_set_new(recipe, "token_embedding_type", json_string(tname(p->token_embedding_type)));
     json_object_set_new(man, "recipe", recipe);
-    tm__manifest_add_calibration(man, "none: no importance matrix; ggml's reference quantizers ran on the weights themselves");
+    if (j->qs.has_imatrix) {
+        char *c = tm__aprintf("importance matrix %s (%s format, %lld entries, %d chunks of dataset '%s'): the K-quant and "
+                              "IQ searches weighted each column's error by it, as llama-quantize --imatrix",
+                              p->imatrix_arg ? p->imatrix_arg : p->imatrix->path, p->imatrix->is_gguf ? "GGUF" : "legacy",
+                              (long long)p->imatrix->n, p->imatrix->chunks, p->imatrix->dataset ? p->imatrix->dataset : "");
+        tm__manifest_add_calibration(man, c ? c : "importance matrix");
+        free(c);
+    } else {
+        tm__manifest_add_calibration(man, "none: no importance matrix; ggml's reference quantizers ran on the weights themselves");
+    }
     json_t *ts = json_array();
     for (int64_t i = 0; i < res->n; i++) {
         tm_gguf_quantize_tensor *rt = &res->tensors[i];
@@ -820,6 +1122,7 @@ static tm_status gguf_manifest(void *ctx, json_t *man, tm_err *err) {
         json_object_set_new(o, "source_type", json_string(tname(rt->src_type)));
         json_object_set_new(o, "type", json_string(tname(rt->out_type)));
         json_object_set_new(o, "reason", json_string(rt->reason));
+        json_object_set_new(o, "imatrix", json_boolean(rt->imatrix));
         json_object_set_new(o, "bytes", json_integer((json_int_t)rt->out_bytes));
         if (rt->quantized) {
             json_t *e = json_object();

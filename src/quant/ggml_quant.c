@@ -206,16 +206,17 @@ static tm_status q8_0_block(const float *x, uint8_t *y, int64_t blk, tm_err *err
 /* ---------------------------------------------------------------------------------------- */
 
 /* One pass of the reference's weighted least-squares sums at iscale: l = nearest_int(iscale x)
-** clamped to [-nmax, nmax - 1], w = x^2, sumlx = sum w x l, suml2 = sum w l^2 (float, element
-** order); L[i] = l + off when L is not NULL. */
-static void weighted_sums(int n, int nmax, const float *x, float iscale, int8_t *L, int off,
-                          float *sumlx, float *suml2) {
+** clamped to [-nmax, nmax - 1], w = qw[i] (the caller's weights) or x^2 when qw is NULL,
+** sumlx = sum w x l, suml2 = sum w l^2 (float, element order); L[i] = l + off when L is not
+** NULL. */
+static void weighted_sums(int n, int nmax, const float *x, const float *qw, float iscale, int8_t *L,
+                          int off, float *sumlx, float *suml2) {
     float slx = 0, sl2 = 0;
     for (int i = 0; i < n; ++i) {
         int l = nearest_int(iscale * x[i]);
         l = imax(-nmax, imin(nmax - 1, l));
         if (L) L[i] = (int8_t)(l + off);
-        float w = x[i] * x[i];
+        float w = qw ? qw[i] : x[i] * x[i];
         slx += w * x[i] * l;
         sl2 += w * l * l;
     }
@@ -226,8 +227,10 @@ static void weighted_sums(int n, int nmax, const float *x, float iscale, int8_t 
 /* make_qx_quants (symmetric, codes L in [0, 2 nmax)): first iscale = -nmax / max (max the
 ** signed value of largest magnitude); with rmse_type 1 (weights x^2) the least-squares scale
 ** sum(w x l) / sum(w l^2) is refined over 18 trial iscales -(nmax + 0.1 is) / max, is in
-** [-9, 9] \ {0}, keeping the one with the largest sumlx^2 / suml2. Used by Q6_K (nmax 32). */
-static float make_qx_quants(int n, int nmax, const float *x, int8_t *L) {
+** [-9, 9] \ {0}, keeping the one with the largest sumlx^2 / suml2. Used by Q6_K (nmax 32).
+** qw: the weights (ggml's quant_weights argument; NULL: x^2): with an importance matrix, Q4_0
+** (nmax 8), Q5_0 (16), Q3_K (4, then 32 for the sub-block scales) and Q6_K (32) use it. */
+static float make_qx_quants(int n, int nmax, const float *x, int8_t *L, const float *qw) {
     float max = signed_absmax(x, n);
     if (fabsf(max) < GROUP_MAX_EPS) {
         for (int i = 0; i < n; ++i) L[i] = 0;
@@ -235,13 +238,13 @@ static float make_qx_quants(int n, int nmax, const float *x, int8_t *L) {
     }
     float iscale = -nmax / max;
     float sumlx, suml2;
-    weighted_sums(n, nmax, x, iscale, L, nmax, &sumlx, &suml2);
+    weighted_sums(n, nmax, x, qw, iscale, L, nmax, &sumlx, &suml2);
     float scale = suml2 ? sumlx / suml2 : 0.0f;
     float best = scale * sumlx;
     for (int is = -9; is <= 9; ++is) {
         if (is == 0) continue;
         iscale = -(nmax + 0.1f * is) / max;
-        weighted_sums(n, nmax, x, iscale, NULL, 0, &sumlx, &suml2);
+        weighted_sums(n, nmax, x, qw, iscale, NULL, 0, &sumlx, &suml2);
         if (suml2 > 0 && sumlx * sumlx > best * suml2) {
             for (int i = 0; i < n; ++i) {
                 int l = nearest_int(iscale * x[i]);
@@ -265,7 +268,7 @@ static float make_q3_quants(int n, int nmax, const float *x, int8_t *L) {
     }
     float iscale = -nmax / max;
     float sumlx, suml2;
-    weighted_sums(n, nmax, x, iscale, L, 0, &sumlx, &suml2);
+    weighted_sums(n, nmax, x, NULL, iscale, L, 0, &sumlx, &suml2);
     for (int itry = 0; itry < 5; ++itry) {
         int n_changed = 0;
         for (int i = 0; i < n; ++i) {
@@ -534,38 +537,77 @@ static void get_scale_min_k4(int j, const uint8_t *q, uint8_t *d, uint8_t *m) {
 }
 
 /* Q4_K and Q5_K share the scale search and scale packing; nmax 15 or 31. y points at the
-** block (d at 0, dmin at 2, scales at 4); L gets the final codes. */
-static tm_status qk_scales_mins(const float *x, uint8_t *y, uint8_t *L, int nmax, float rmin,
-                                int nstep, int64_t blk, int simd, tm_err *err) {
+** block (d at 0, dmin at 2, scales at 4); L gets the final codes.
+** qw NULL: quantize_row_q4_K_ref / q5_K_ref: weights av_x + |x| per sub-block, make_qkx2_quants,
+** the 6-bit scales and mins by rounding against the largest. qw (the block's 256 importances):
+** quantize_row_q4_K_impl / q5_K_impl with quant_weights: sigma2 = 2 sum x^2 / 256 over the
+** block, weights qw sqrt(sigma2 + x^2), make_qkx3_quants (-0.9, 0.05, 36 steps), then the 8
+** scales and 8 mins each quantized by make_qp_quants (nmax 63) weighted by the sub-block's
+** weight sums. */
+static float make_qkx3_quants(int n, int nmax, const float *x, const float *weights, uint8_t *L,
+                              float *the_min, uint8_t *Laux, float rmin, float rdelta, int nstep,
+                              int use_mad);
+static float make_qp_quants(int n, int nmax, const float *x, uint8_t *L, const float *qw);
+
+static tm_status qk_scales_mins(const float *x, const float *qw, uint8_t *y, uint8_t *L, int nmax,
+                                float rmin, int nstep, int64_t blk, int simd, tm_err *err) {
     uint8_t *scales = y + 4;
-    uint8_t Laux[32];
+    uint8_t Laux[32], Ls[QK_K / 32], Lm[QK_K / 32];
     float weights[QK_K], mins[QK_K / 32], sc[QK_K / 32];
-    float max_scale = 0, max_min = 0;
-    for (int j = 0; j < QK_K / 32; ++j) {
+    float dstore, mstore;
+    if (qw) {
+        float sw[QK_K / 32];
         float sum_x2 = 0;
-        for (int l = 0; l < 32; ++l) sum_x2 += x[32 * j + l] * x[32 * j + l];
-        float av_x = sqrtf(sum_x2 / 32);
-        for (int l = 0; l < 32; ++l) weights[32 * j + l] = av_x + fabsf(x[32 * j + l]);
-    }
+        for (int l = 0; l < QK_K; ++l) sum_x2 += x[l] * x[l];
+        const float sigma2 = 2 * sum_x2 / QK_K;
+        for (int j = 0; j < QK_K / 32; ++j) {
+            for (int l = 0; l < 32; ++l)
+                weights[32 * j + l] = qw[32 * j + l] * sqrtf(sigma2 + x[32 * j + l] * x[32 * j + l]);
+            float sumw = 0;
+            for (int l = 0; l < 32; ++l) sumw += weights[32 * j + l];
+            sw[j] = sumw;
+            sc[j] = make_qkx3_quants(32, nmax, x + 32 * j, weights + 32 * j, L + 32 * j, &mins[j], Laux,
+                                     -0.9f, 0.05f, 36, 0);
+        }
+        dstore = make_qp_quants(QK_K / 32, 63, sc, Ls, sw);
+        mstore = make_qp_quants(QK_K / 32, 63, mins, Lm, sw);
+        for (int j = 0; j < QK_K / 32; ++j) { /* Q5_K's MIN(63, .), a no-op for both */
+            Ls[j] = Ls[j] < 63 ? Ls[j] : 63;
+            Lm[j] = Lm[j] < 63 ? Lm[j] : 63;
+        }
+    } else {
+        float max_scale = 0, max_min = 0;
+        for (int j = 0; j < QK_K / 32; ++j) {
+            float sum_x2 = 0;
+            for (int l = 0; l < 32; ++l) sum_x2 += x[32 * j + l] * x[32 * j + l];
+            float av_x = sqrtf(sum_x2 / 32);
+            for (int l = 0; l < 32; ++l) weights[32 * j + l] = av_x + fabsf(x[32 * j + l]);
+        }
 #ifdef TM__GQ_HAVE_AVX2
-    if (simd) tm__gq_qkx2_x8_avx2(x, weights, 32, nmax, rmin, 0.1f, nstep, 0, L, sc, mins);
+        if (simd) tm__gq_qkx2_x8_avx2(x, weights, 32, nmax, rmin, 0.1f, nstep, 0, L, sc, mins);
 #else
-    (void)simd;
+        (void)simd;
 #endif
-    for (int j = 0; j < QK_K / 32; ++j) {
-        if (!simd)
-            sc[j] = make_qkx2_quants(32, nmax, x + 32 * j, weights + 32 * j, L + 32 * j, &mins[j],
-                                     Laux, rmin, 0.1f, nstep, 0);
-        if (sc[j] > max_scale) max_scale = sc[j];
-        if (mins[j] > max_min) max_min = mins[j];
+        for (int j = 0; j < QK_K / 32; ++j) {
+            if (!simd)
+                sc[j] = make_qkx2_quants(32, nmax, x + 32 * j, weights + 32 * j, L + 32 * j, &mins[j],
+                                         Laux, rmin, 0.1f, nstep, 0);
+            if (sc[j] > max_scale) max_scale = sc[j];
+            if (mins[j] > max_min) max_min = mins[j];
+        }
+        float inv_scale = max_scale > 0 ? 63.f / max_scale : 0.f;
+        float inv_min = max_min > 0 ? 63.f / max_min : 0.f;
+        for (int j = 0; j < QK_K / 32; ++j) {
+            uint8_t ls = (uint8_t)nearest_int(inv_scale * sc[j]);
+            uint8_t lm = (uint8_t)nearest_int(inv_min * mins[j]);
+            Ls[j] = ls < 63 ? ls : 63;
+            Lm[j] = lm < 63 ? lm : 63;
+        }
+        dstore = max_scale / 63.f;
+        mstore = max_min / 63.f;
     }
-    float inv_scale = max_scale > 0 ? 63.f / max_scale : 0.f;
-    float inv_min = max_min > 0 ? 63.f / max_min : 0.f;
     for (int j = 0; j < QK_K / 32; ++j) {
-        uint8_t ls = (uint8_t)nearest_int(inv_scale * sc[j]);
-        uint8_t lm = (uint8_t)nearest_int(inv_min * mins[j]);
-        ls = ls < 63 ? ls : 63;
-        lm = lm < 63 ? lm : 63;
+        const uint8_t ls = Ls[j], lm = Lm[j];
         if (j < 4) {
             scales[j] = ls;
             scales[j + 4] = lm;
@@ -575,8 +617,8 @@ static tm_status qk_scales_mins(const float *x, uint8_t *y, uint8_t *L, int nmax
             scales[j - 0] = (uint8_t)(scales[j - 0] | ((lm >> 4) << 6));
         }
     }
-    tm_status st = put_f16(y, max_scale / 63.f, "d", blk, err);
-    if (!st) st = put_f16(y + 2, max_min / 63.f, "dmin", blk, err);
+    tm_status st = put_f16(y, dstore, "d", blk, err);
+    if (!st) st = put_f16(y + 2, mstore, "dmin", blk, err);
     if (st) return st;
     const float dh = get_f16(y), dmh = get_f16(y + 2);
     for (int j = 0; j < QK_K / 32; ++j) {
@@ -593,9 +635,9 @@ static tm_status qk_scales_mins(const float *x, uint8_t *y, uint8_t *L, int nmax
     return TM_OK;
 }
 
-static tm_status q4_k_impl(const float *x, uint8_t *y, int64_t blk, int simd, tm_err *err) {
+static tm_status q4_k_impl(const float *x, const float *qw, uint8_t *y, int64_t blk, int simd, tm_err *err) {
     uint8_t L[QK_K];
-    tm_status st = qk_scales_mins(x, y, L, 15, -1.f, 20, blk, simd, err);
+    tm_status st = qk_scales_mins(x, qw, y, L, 15, -1.f, 20, blk, simd, err);
     if (st) return st;
     uint8_t *q = y + 16;
     for (int j = 0; j < QK_K; j += 64) {
@@ -605,9 +647,9 @@ static tm_status q4_k_impl(const float *x, uint8_t *y, int64_t blk, int simd, tm
     return TM_OK;
 }
 
-static tm_status q5_k_impl(const float *x, uint8_t *y, int64_t blk, int simd, tm_err *err) {
+static tm_status q5_k_impl(const float *x, const float *qw, uint8_t *y, int64_t blk, int simd, tm_err *err) {
     uint8_t L[QK_K];
-    tm_status st = qk_scales_mins(x, y, L, 31, -0.5f, 15, blk, simd, err);
+    tm_status st = qk_scales_mins(x, qw, y, L, 31, -0.5f, 15, blk, simd, err);
     if (st) return st;
     uint8_t *qh = y + 16, *ql = y + 48;
     memset(qh, 0, QK_K / 8);
@@ -627,12 +669,24 @@ static tm_status q5_k_impl(const float *x, uint8_t *y, int64_t blk, int simd, tm
     return TM_OK;
 }
 
-GQ_K_BLOCKS(q4_k)
-GQ_K_BLOCKS(q5_k)
+/* the K blocks without importance matrix: qw NULL */
+static tm_status q4_k_impl0(const float *x, uint8_t *y, int64_t blk, int simd, tm_err *err) {
+    return q4_k_impl(x, NULL, y, blk, simd, err);
+}
+static tm_status q5_k_impl0(const float *x, uint8_t *y, int64_t blk, int simd, tm_err *err) {
+    return q5_k_impl(x, NULL, y, blk, simd, err);
+}
+#define q4_k0_impl q4_k_impl0
+#define q5_k0_impl q5_k_impl0
+GQ_K_BLOCKS(q4_k0)
+GQ_K_BLOCKS(q5_k0)
 
 /* simd: the AVX2 scale search and final codes; acc (only with simd): the block's error added
 ** as the final codes are made. */
-static tm_status q6_k_impl(const float *x, uint8_t *y, int64_t blk, int simd, tm__gq_err *acc, tm_err *err) {
+/* qw (scalar path only): the block's 256 importances (ggml's quantize_row_q6_K_impl passes them
+** unchanged to make_qx_quants), NULL without an importance matrix. */
+static tm_status q6_k_impl(const float *x, const float *qw, uint8_t *y, int64_t blk, int simd, tm__gq_err *acc,
+                           tm_err *err) {
     uint8_t *ql = y, *qh = y + 128;
     int8_t *scales = (int8_t *)(y + 192);
     int8_t L[QK_K];
@@ -648,7 +702,7 @@ static tm_status q6_k_impl(const float *x, uint8_t *y, int64_t blk, int simd, tm
     (void)acc;
 #endif
     for (int ib = 0; ib < QK_K / 16; ++ib) {
-        const float scale = simd ? sc[ib] : make_qx_quants(16, 32, x + 16 * ib, L + 16 * ib);
+        const float scale = simd ? sc[ib] : make_qx_quants(16, 32, x + 16 * ib, L + 16 * ib, qw ? qw + 16 * ib : NULL);
         sc[ib] = scale;
         const float abs_scale = fabsf(scale);
         if (abs_scale > max_abs_scale) { max_abs_scale = abs_scale; max_scale = scale; }
@@ -700,19 +754,340 @@ static tm_status q6_k_impl(const float *x, uint8_t *y, int64_t blk, int simd, tm
 }
 
 static tm_status q6_k_block(const float *x, uint8_t *y, int64_t blk, tm_err *err) {
-    return q6_k_impl(x, y, blk, 0, NULL, err);
+    return q6_k_impl(x, NULL, y, blk, 0, NULL, err);
 }
 
 #ifdef TM__GQ_HAVE_AVX2
 int64_t tm__gq_q6_k_avx2(const float *x, int64_t nb, uint8_t *y, tm__gq_err *acc) {
     for (int64_t b = 0; b < nb; b++) {
         tm_err e;
-        if (tm__any_nonfinite(x + b * QK_K, QK_K) || q6_k_impl(x + b * QK_K, y + (size_t)b * 210, b, 1, acc, &e))
+        if (tm__any_nonfinite(x + b * QK_K, QK_K) || q6_k_impl(x + b * QK_K, NULL, y + (size_t)b * 210, b, 1, acc, &e))
             return b;
     }
     return -1;
 }
 #endif
+
+/* ---------------------------------------------------------------------------------------- */
+/* Importance-matrix paths (ggml's quantize_<type> with quant_weights != NULL)               */
+/* ---------------------------------------------------------------------------------------- */
+/* llama.cpp@c392e509 ggml/src/ggml-quants.c: quantize_row_q4_0_impl .. q5_1_impl,
+** quantize_row_q2_K_impl .. q6_K_impl, make_qkx3_quants, make_qp_quants; written from those
+** algorithms with every float32 expression in the reference's order. qw is the importance of
+** each value's input column (imatrix sums / ncall), aligned with x. */
+
+/* make_qkx3_quants: make_qkx2_quants with weights (NULL: x^2), the start and every trial
+** codes clamped to [0, nmax] and the trial error without MAD: used with rmin -0.9, rdelta 0.05
+** and 36 steps by Q2_K, Q4_K, Q5_K, Q4_1 and Q5_1 with an importance matrix. A range with
+** max <= min gives all-zero codes, scale 0 and *the_min = -min. */
+static float make_qkx3_quants(int n, int nmax, const float *x, const float *weights, uint8_t *L,
+                              float *the_min, uint8_t *Laux, float rmin, float rdelta, int nstep,
+                              int use_mad) {
+    float min = x[0], max = x[0];
+    float sum_w = weights ? weights[0] : x[0] * x[0];
+    float sum_x = sum_w * x[0];
+    for (int i = 1; i < n; ++i) {
+        if (x[i] < min) min = x[i];
+        if (x[i] > max) max = x[i];
+        float w = weights ? weights[i] : x[i] * x[i];
+        sum_w += w;
+        sum_x += w * x[i];
+    }
+    if (min > 0) min = 0;
+    if (max <= min) {
+        memset(L, 0, (size_t)n);
+        *the_min = -min;
+        return 0.f;
+    }
+    float iscale = nmax / (max - min);
+    float scale = 1 / iscale;
+    float best_mad = 0;
+    for (int i = 0; i < n; ++i) {
+        int l = nearest_int(iscale * (x[i] - min));
+        L[i] = (uint8_t)imax(0, imin(nmax, l));
+        float diff = scale * L[i] + min - x[i];
+        diff = use_mad ? fabsf(diff) : diff * diff;
+        float w = weights ? weights[i] : x[i] * x[i];
+        best_mad += w * diff;
+    }
+    if (nstep < 1) {
+        *the_min = -min;
+        return scale;
+    }
+    for (int is = 0; is <= nstep; ++is) {
+        iscale = (rmin + rdelta * is + nmax) / (max - min);
+        float sum_l = 0, sum_l2 = 0, sum_xl = 0;
+        for (int i = 0; i < n; ++i) {
+            /* the reference's nearest_int then clamp; v out of int range (min moved next to
+            ** max) saturates instead of undefined behaviour, same codes in range */
+            const float v = iscale * (x[i] - min);
+            const int l = v > 0 ? nearest_int(v < nmax ? v : (float)nmax) : 0;
+            Laux[i] = (uint8_t)l;
+            float w = weights ? weights[i] : x[i] * x[i];
+            sum_l += w * l;
+            sum_l2 += w * l * l;
+            sum_xl += w * l * x[i];
+        }
+        float D = sum_w * sum_l2 - sum_l * sum_l;
+        if (D > 0) {
+            float this_scale = (sum_w * sum_xl - sum_x * sum_l) / D;
+            float this_min = (sum_l2 * sum_x - sum_l * sum_xl) / D;
+            if (this_min > 0) {
+                this_min = 0;
+                this_scale = sum_xl / sum_l2;
+            }
+            float mad = 0;
+            for (int i = 0; i < n; ++i) {
+                float diff = this_scale * Laux[i] + this_min - x[i];
+                diff = use_mad ? fabsf(diff) : diff * diff;
+                float w = weights ? weights[i] : x[i] * x[i];
+                mad += w * diff;
+            }
+            if (mad < best_mad) {
+                for (int i = 0; i < n; ++i) L[i] = Laux[i];
+                best_mad = mad;
+                scale = this_scale;
+                min = this_min;
+            }
+        }
+    }
+    *the_min = -min;
+    return scale;
+}
+
+/* make_qp_quants: non-negative values x (sub-block scales or mins) as codes L in [0, nmax]
+** times one scale: iscale = nmax / max, then 8 trial iscales (nmax + 0.1 is) / max, is in
+** [-4, 4] \ {0}, keeping the least qw-weighted squared error, then up to 5 passes of coordinate
+** descent raising sumlx^2 / suml2; returns sumlx / suml2 (0 for all-zero input). L is uint8_t
+** as in the reference (a negative code would wrap, as there). */
+static float make_qp_quants(int n, int nmax, const float *x, uint8_t *L, const float *qw) {
+    float max = 0;
+    for (int i = 0; i < n; ++i) max = max > x[i] ? max : x[i];
+    if (max < GROUP_MAX_EPS) {
+        for (int i = 0; i < n; ++i) L[i] = 0;
+        return 0.f;
+    }
+    float iscale = nmax / max;
+    for (int i = 0; i < n; ++i) L[i] = (uint8_t)nearest_int(iscale * x[i]);
+    float scale = 1 / iscale;
+    float best_mse = 0;
+    for (int i = 0; i < n; ++i) {
+        float diff = x[i] - scale * L[i];
+        float w = qw[i];
+        best_mse += w * diff * diff;
+    }
+    for (int is = -4; is <= 4; ++is) {
+        if (is == 0) continue;
+        float iscale_is = (0.1f * is + nmax) / max;
+        float scale_is = 1 / iscale_is;
+        float mse = 0;
+        for (int i = 0; i < n; ++i) {
+            int l = nearest_int(iscale_is * x[i]);
+            l = imin(nmax, l);
+            float diff = x[i] - scale_is * l;
+            float w = qw[i];
+            mse += w * diff * diff;
+        }
+        if (mse < best_mse) {
+            best_mse = mse;
+            iscale = iscale_is;
+        }
+    }
+    float sumlx = 0, suml2 = 0;
+    for (int i = 0; i < n; ++i) {
+        int l = nearest_int(iscale * x[i]);
+        l = imin(nmax, l);
+        L[i] = (uint8_t)l;
+        float w = qw[i];
+        sumlx += w * x[i] * l;
+        suml2 += w * l * l;
+    }
+    for (int itry = 0; itry < 5; ++itry) {
+        int n_changed = 0;
+        for (int i = 0; i < n; ++i) {
+            float w = qw[i];
+            float slx = sumlx - w * x[i] * L[i];
+            float sl2 = suml2 - w * L[i] * L[i];
+            if (slx > 0 && sl2 > 0) {
+                int new_l = nearest_int(x[i] * sl2 / slx);
+                new_l = imin(nmax, new_l);
+                if (new_l != L[i]) {
+                    slx += w * x[i] * new_l;
+                    sl2 += w * new_l * new_l;
+                    if (slx * slx * suml2 > sumlx * sumlx * sl2) {
+                        L[i] = (uint8_t)new_l;
+                        sumlx = slx;
+                        suml2 = sl2;
+                        ++n_changed;
+                    }
+                }
+            }
+        }
+        if (!n_changed) break;
+    }
+    return suml2 > 0.0f ? sumlx / suml2 : 0.0f;
+}
+
+/* quantize_row_q2_K_impl: sigma2 = sum x^2 / 256 over the block, weights qw sqrt(sigma2 + x^2),
+** make_qkx3_quants per sub-block of 16 (nmax 3), the 16 scales and 16 mins by make_qp_quants
+** (nmax 15, weighted by the sub-block weight sums), then the codes again from the stored
+** scales. */
+static tm_status q2_k_block_imx(const float *x, const float *qw, uint8_t *y, int64_t blk, tm_err *err) {
+    uint8_t *scales = y, *qs = y + 16;
+    uint8_t L[QK_K], Laux[16], Ls[QK_K / 16], Lm[QK_K / 16];
+    float mins[QK_K / 16], sc[QK_K / 16], sw[QK_K / 16], weight[16];
+    memset(sw, 0, sizeof sw);
+    float sumx2 = 0;
+    for (int j = 0; j < QK_K; ++j) sumx2 += x[j] * x[j];
+    const float sigma2 = sumx2 / QK_K;
+    for (int j = 0; j < QK_K / 16; ++j) {
+        for (int l = 0; l < 16; ++l) weight[l] = qw[16 * j + l] * sqrtf(sigma2 + x[16 * j + l] * x[16 * j + l]);
+        for (int l = 0; l < 16; ++l) sw[j] += weight[l];
+        sc[j] = make_qkx3_quants(16, 3, x + 16 * j, weight, L + 16 * j, &mins[j], Laux, -0.9f, 0.05f, 36, 0);
+    }
+    const float dm0 = make_qp_quants(QK_K / 16, 15, sc, Ls, sw);
+    const float mm0 = make_qp_quants(QK_K / 16, 15, mins, Lm, sw);
+    tm_status st = put_f16(y + 80, dm0, "d", blk, err);
+    if (!st) st = put_f16(y + 82, mm0, "dmin", blk, err);
+    if (st) return st;
+    const float dm = get_f16(y + 80), mm = get_f16(y + 82);
+    for (int j = 0; j < QK_K / 16; ++j) scales[j] = (uint8_t)(Ls[j] | (Lm[j] << 4));
+    for (int j = 0; j < QK_K / 16; ++j) {
+        const float d = dm * (scales[j] & 0xF);
+        if (!d) continue;
+        const float m = mm * (scales[j] >> 4);
+        for (int ii = 0; ii < 16; ++ii) {
+            int l = nearest_int((x[16 * j + ii] + m) / d);
+            L[16 * j + ii] = (uint8_t)imax(0, imin(3, l));
+        }
+    }
+    pack_2bit_k(qs, L);
+    return TM_OK;
+}
+
+/* quantize_row_q3_K_impl: sigma2 = 2 sum x^2 / 256, weights qw sqrt(sigma2 + x^2),
+** make_qx_quants per sub-block of 16 (nmax 4), the 16 signed scales by make_qx_quants (nmax
+** 32, weighted by the sub-block weight sums) into 6-bit codes, then the codes again from the
+** stored scales. */
+static tm_status q3_k_block_imx(const float *x, const float *qw, uint8_t *y, int64_t blk, tm_err *err) {
+    uint8_t *hmask = y, *qs = y + 32, *scales = y + 96;
+    int8_t L[QK_K], Ls[QK_K / 16];
+    float sc[QK_K / 16], sw[QK_K / 16], weight[16];
+    float sumx2 = 0;
+    for (int j = 0; j < QK_K; ++j) sumx2 += x[j] * x[j];
+    const float sigma2 = 2 * sumx2 / QK_K;
+    for (int j = 0; j < QK_K / 16; ++j) {
+        for (int l = 0; l < 16; ++l) weight[l] = qw[16 * j + l] * sqrtf(sigma2 + x[16 * j + l] * x[16 * j + l]);
+        float sumw = 0;
+        for (int l = 0; l < 16; ++l) sumw += weight[l];
+        sw[j] = sumw;
+        sc[j] = make_qx_quants(16, 4, x + 16 * j, L + 16 * j, weight);
+    }
+    memset(scales, 0, 12);
+    const float d_block = make_qx_quants(QK_K / 16, 32, sc, Ls, sw);
+    for (int j = 0; j < QK_K / 16; ++j) {
+        int l = Ls[j];
+        if (j < 8) scales[j] = (uint8_t)(l & 0xF);
+        else scales[j - 8] = (uint8_t)(scales[j - 8] | ((l & 0xF) << 4));
+        l >>= 4;
+        scales[j % 4 + 8] = (uint8_t)(scales[j % 4 + 8] | (l << (2 * (j / 4))));
+    }
+    tm_status st = put_f16(y + 108, d_block, "d", blk, err);
+    if (st) return st;
+    const float dh = get_f16(y + 108);
+    for (int j = 0; j < QK_K / 16; ++j) {
+        int s = j < 8 ? scales[j] & 0xF : scales[j - 8] >> 4;
+        s = (s | (((scales[8 + j % 4] >> (2 * (j / 4))) & 3) << 4)) - 32;
+        float d = dh * s;
+        if (!d) continue;
+        for (int ii = 0; ii < 16; ++ii) {
+            int l = nearest_int(x[16 * j + ii] / d);
+            L[16 * j + ii] = (int8_t)(imax(-4, imin(3, l)) + 4);
+        }
+    }
+    memset(hmask, 0, QK_K / 8);
+    int m = 0;
+    uint8_t hm = 1;
+    for (int j = 0; j < QK_K; ++j) {
+        if (L[j] > 3) {
+            hmask[m] = (uint8_t)(hmask[m] | hm);
+            L[j] = (int8_t)(L[j] - 4);
+        }
+        if (++m == QK_K / 8) { m = 0; hm = (uint8_t)(hm << 1); }
+    }
+    pack_2bit_k(qs, (const uint8_t *)L);
+    return TM_OK;
+}
+
+/* The legacy 32-value types with an importance matrix (quantize_row_q4_0_impl .. q5_1_impl):
+** sigma2 = sum x^2 / n over the WHOLE row, weights qw sqrt(sigma2 + x^2) per block; Q4_0 / Q5_0
+** symmetric by make_qx_quants (nmax 8 / 16), Q4_1 / Q5_1 with a min by make_qkx3_quants
+** (nmax 15 / 31, rmin -0.9, rdelta 0.05, 36 steps), m = -min. */
+static float row_sigma2(const float *x, int64_t n) {
+    float sum_x2 = 0;
+    for (int64_t j = 0; j < n; ++j) sum_x2 += x[j] * x[j];
+    return sum_x2 / n;
+}
+
+static tm_status legacy_row_imx(int type, const tm_ggml_type_info *t, const float *x, const float *qw,
+                                int64_t nb, uint8_t *y, int64_t *bad_block, tm_err *err) {
+    const float sigma2 = row_sigma2(x, nb * 32);
+    for (int64_t ib = 0; ib < nb; ++ib) {
+        const float *xb = x + 32 * ib, *w = qw + 32 * ib;
+        uint8_t *yb = y + (size_t)ib * t->type_size;
+        float weight[32];
+        for (int j = 0; j < 32; ++j) weight[j] = w[j] * sqrtf(sigma2 + xb[j] * xb[j]);
+        tm_status st;
+        int q[32];
+        if (type == TM_GGML_Q4_0 || type == TM_GGML_Q5_0) {
+            int8_t L[32];
+            const float d = make_qx_quants(32, type == TM_GGML_Q4_0 ? 8 : 16, xb, L, weight);
+            st = put_f16(yb, d, "d", ib, err);
+            for (int j = 0; j < 32; ++j) q[j] = (uint8_t)L[j];
+            if (!st && type == TM_GGML_Q4_0)
+                for (int j = 0; j < 16; ++j) yb[2 + j] = (uint8_t)(q[j] | (q[j + 16] << 4));
+            else if (!st) pack_5bit(yb + 6, yb + 2, q);
+        } else {
+            uint8_t L[32], Laux[32];
+            float min;
+            const float d = make_qkx3_quants(32, type == TM_GGML_Q4_1 ? 15 : 31, xb, weight, L, &min, Laux,
+                                             -0.9f, 0.05f, 36, 0);
+            st = put_f16(yb, d, "d", ib, err);
+            if (!st) st = put_f16(yb + 2, -min, "m", ib, err);
+            for (int j = 0; j < 32; ++j) q[j] = L[j];
+            if (!st && type == TM_GGML_Q4_1)
+                for (int j = 0; j < 16; ++j) yb[4 + j] = (uint8_t)(q[j] | (q[j + 16] << 4));
+            else if (!st) pack_5bit(yb + 8, yb + 4, q);
+        }
+        if (st) {
+            if (bad_block) *bad_block = ib;
+            return st;
+        }
+    }
+    return TM_OK;
+}
+
+/* The K types with an importance matrix, block by block (their sums are per block). */
+static tm_status k_row_imx(int type, const tm_ggml_type_info *t, const float *x, const float *qw,
+                           int64_t nb, uint8_t *y, int64_t *bad_block, tm_err *err) {
+    for (int64_t b = 0; b < nb; b++) {
+        const float *xb = x + b * QK_K, *wb = qw + b * QK_K;
+        uint8_t *yb = y + (size_t)b * t->type_size;
+        tm_status st;
+        switch (type) {
+        case TM_GGML_Q2_K: st = q2_k_block_imx(xb, wb, yb, b, err); break;
+        case TM_GGML_Q3_K: st = q3_k_block_imx(xb, wb, yb, b, err); break;
+        case TM_GGML_Q4_K: st = q4_k_impl(xb, wb, yb, b, 0, err); break;
+        case TM_GGML_Q5_K: st = q5_k_impl(xb, wb, yb, b, 0, err); break;
+        default: st = q6_k_impl(xb, wb, yb, b, 0, NULL, err); break;
+        }
+        if (st) {
+            if (bad_block) *bad_block = b;
+            return st;
+        }
+    }
+    return TM_OK;
+}
 
 /* ---------------------------------------------------------------------------------------- */
 /* Rows: the quantizers of the type table (ggml_traits.h)                                    */
@@ -738,21 +1113,28 @@ static inline tm_status run_blocks(tm_status (*fn)(const float *, uint8_t *, int
         (void)imatrix;                                                                           \
         return run_blocks(block, t, x, b0, nb, y, bad_block, err);                               \
     }
-GQ_ROWS(tm__gq_rows_q4_0, q4_0_block)
-GQ_ROWS(tm__gq_rows_q4_1, q4_1_block)
-GQ_ROWS(tm__gq_rows_q5_0, q5_0_block)
-GQ_ROWS(tm__gq_rows_q5_1, q5_1_block)
+/* a type with an importance-matrix path: with imatrix (one whole row, b0 = 0), that path */
+#define GQ_ROWS_IMX(name, block, type, imx_fn)                                                   \
+    tm_status name(const tm_ggml_type_info *t, const float *x, const float *imatrix, int64_t b0,  \
+                   int64_t nb, uint8_t *y, int64_t *bad_block, tm_err *err) {                    \
+        if (imatrix) return imx_fn(type, t, x, imatrix, nb, y, bad_block, err);                  \
+        return run_blocks(block, t, x, b0, nb, y, bad_block, err);                               \
+    }
+GQ_ROWS_IMX(tm__gq_rows_q4_0, q4_0_block, TM_GGML_Q4_0, legacy_row_imx)
+GQ_ROWS_IMX(tm__gq_rows_q4_1, q4_1_block, TM_GGML_Q4_1, legacy_row_imx)
+GQ_ROWS_IMX(tm__gq_rows_q5_0, q5_0_block, TM_GGML_Q5_0, legacy_row_imx)
+GQ_ROWS_IMX(tm__gq_rows_q5_1, q5_1_block, TM_GGML_Q5_1, legacy_row_imx)
 GQ_ROWS(tm__gq_rows_q8_0, q8_0_block)
-GQ_ROWS(tm__gq_rows_q2_k, q2_k_block)
-GQ_ROWS(tm__gq_rows_q3_k, q3_k_block)
-GQ_ROWS(tm__gq_rows_q4_k, q4_k_block)
-GQ_ROWS(tm__gq_rows_q5_k, q5_k_block)
-GQ_ROWS(tm__gq_rows_q6_k, q6_k_block)
+GQ_ROWS_IMX(tm__gq_rows_q2_k, q2_k_block, TM_GGML_Q2_K, k_row_imx)
+GQ_ROWS_IMX(tm__gq_rows_q3_k, q3_k_block, TM_GGML_Q3_K, k_row_imx)
+GQ_ROWS_IMX(tm__gq_rows_q4_k, q4_k0_block, TM_GGML_Q4_K, k_row_imx)
+GQ_ROWS_IMX(tm__gq_rows_q5_k, q5_k0_block, TM_GGML_Q5_K, k_row_imx)
+GQ_ROWS_IMX(tm__gq_rows_q6_k, q6_k_block, TM_GGML_Q6_K, k_row_imx)
 #ifdef TM__GQ_HAVE_AVX2
 GQ_ROWS(tm__gq_rows_q2_k_avx2, q2_k_block_avx2)
 GQ_ROWS(tm__gq_rows_q3_k_avx2, q3_k_block_avx2)
-GQ_ROWS(tm__gq_rows_q4_k_avx2, q4_k_block_avx2)
-GQ_ROWS(tm__gq_rows_q5_k_avx2, q5_k_block_avx2)
+GQ_ROWS(tm__gq_rows_q4_k_avx2, q4_k0_block_avx2)
+GQ_ROWS(tm__gq_rows_q5_k_avx2, q5_k0_block_avx2)
 #endif
 
 /* The plain types: one value a block. */

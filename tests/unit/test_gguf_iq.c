@@ -26,6 +26,7 @@
 #include "helpers/vectors.h"
 #include "quant/ggml_traits.h"
 #include "tensormorph.h"
+#include "tensormorph/imatrix.h"
 
 /* ---- the legacy imatrix file ------------------------------------------------------------- */
 
@@ -430,24 +431,40 @@ static const char *llama_modules(void) {
     return mods;
 }
 
-/* synth256 quantized by the job with the default type `ft` and the given --tensor-type
-** overrides (NULL-terminated pattern/type pairs) into out. */
-static void job_quantize(const char *out, const char *ft, const char *const *pat, const int *types, int n_tt) {
+/* `src` (a file of ../shared/models/gguf/imatrix, or "../NAME" one folder up) quantized by the
+** job with file type `ft`, the --tensor-type overrides (n_tt pattern/type pairs) and the imatrix
+** file `imf` of the imatrix folder (NULL: none; its argument recorded as typed, the bare name,
+** as the reference runs did) into out. */
+static void job_quantize_imx(const char *src, const char *out, const char *ft, const char *const *pat,
+                             const int *types, int n_tt, const char *imf) {
     tm_err err = {0};
     tm_file *in = NULL;
-    assert_int_equal(tm_open(imx_path(SYNTH), NULL, &in, &err), TM_OK);
+    char sp[1024];
+    if (strncmp(src, "../", 3) == 0) snprintf(sp, sizeof sp, "%s/models/gguf/%s", tmv_shared_dir(), src + 3);
+    else snprintf(sp, sizeof sp, "%s", imx_path(src));
+    assert_int_equal(tm_open(sp, NULL, &in, &err), TM_OK);
+    tm_imatrix *m = NULL;
+    if (imf && tm_imatrix_load(imx_path(imf), &m, &err)) fail_msg("%s: %s", imf, err.msg);
     tm_gguf_quantize_params p = tm_gguf_quantize_params_default();
     p.ftype = tm_gguf_ftype_from_name(ft);
+    assert_true(p.ftype >= 0);
     p.tt_patterns = pat;
     p.tt_types = types;
     p.n_tt = n_tt;
     p.n_threads = 1;
+    p.imatrix = m;
+    p.imatrix_arg = imf;
     unlink(out);
     tm_gguf_quantize_result *res = NULL;
     tm_status s = tm_gguf_quantize(in, out, &p, &res, &err);
     if (s) fail_msg("quantize %s: %s", out, err.msg);
     tm_gguf_quantize_result_free(res);
+    tm_imatrix_free(m);
     tm_close(in);
+}
+
+static void job_quantize(const char *out, const char *ft, const char *const *pat, const int *types, int n_tt) {
+    job_quantize_imx(SYNTH, out, ft, pat, types, n_tt, NULL);
 }
 
 static json_t *kld(const char *mods, const char *ref, const char *cand) {
@@ -517,14 +534,14 @@ static void test_llama_runs(void **state) {
 
 /* ---- whole files through the GGUF job --------------------------------------------------------- */
 
-/* The job's output of synth256 with file type `ft` (no imatrix) equals reference `ref` byte for
-** byte, metadata included. */
-static void whole_file(const char *ft, const char *ref) {
+/* The job's output of `src` with file type `ft` and imatrix `imf` (NULL: none) equals reference
+** `ref` byte for byte, metadata included. */
+static void whole_file(const char *src, const char *ft, const char *imf, const char *ref) {
     if (!tmv_require_shared()) return;
     char dir[] = "/tmp/tm_gguf_iq_XXXXXX", out[256];
     assert_non_null(mkdtemp(dir));
     snprintf(out, sizeof out, "%s/o.gguf", dir);
-    job_quantize(out, ft, NULL, NULL, 0);
+    job_quantize_imx(src, out, ft, NULL, NULL, 0, imf);
     size_t na = 0, nb = 0;
     char *a = tmt_read_bytes(out, &na), *b = tmt_read_bytes(imx_path(ref), &nb);
     assert_non_null(a);
@@ -538,9 +555,36 @@ static void whole_file(const char *ft, const char *ref) {
     rmdir(dir);
 }
 
+#define IMX "synth256.imatrix"
 static void test_file_iq4_nl(void **state) {
     (void)state;
-    whole_file("IQ4_NL", "synth256-IQ4_NL.gguf");
+    whole_file(SYNTH, "IQ4_NL", NULL, "synth256-IQ4_NL.gguf");
+    whole_file(SYNTH, "IQ4_NL", IMX, "synth256-IQ4_NL-imx.gguf");
+}
+static void test_file_iq4_xs(void **state) {
+    (void)state;
+    whole_file(SYNTH, "IQ4_XS", NULL, "synth256-IQ4_XS.gguf");
+    whole_file(SYNTH, "IQ4_XS", IMX, "synth256-IQ4_XS-imx.gguf");
+}
+static void test_file_iq3(void **state) {
+    (void)state;
+    whole_file(SYNTH, "IQ3_XS", IMX, "synth256-IQ3_XS-imx.gguf");
+    whole_file(SYNTH, "IQ3_S", IMX, "synth256-IQ3_S-imx.gguf");
+}
+/* IQ3_XXS gives attn_q/attn_k IQ2_S: whole file only where IQ2_S can be written */
+static void test_file_iq3_xxs(void **state) {
+    (void)state;
+    if (!tm_gq_writable(TM_GGML_IQ2_S)) {
+        printf("SKIP: IQ2_S has no quantizer in this build (synth256-IQ3_XXS-imx.gguf: its IQ3_XXS/IQ3_S tensors are "
+               "checked by test_iq3_xxs_imx)\n");
+        skip();
+    }
+    whole_file(SYNTH, "IQ3_XXS", IMX, "synth256-IQ3_XXS-imx.gguf");
+}
+static void test_file_tq2_0(void **state) {
+    (void)state;
+    whole_file(SYNTH, "TQ2_0", IMX, "synth256-TQ2_0-imx.gguf");
+    whole_file("../stories260K-F32.gguf", "TQ2_0", "stories260K.imatrix", "stories260K-TQ2_0-imx.gguf");
 }
 
 int main(void) {
@@ -550,6 +594,8 @@ int main(void) {
         cmocka_unit_test(test_iq3_s_imx),   cmocka_unit_test(test_tq2_0_imx),    cmocka_unit_test(test_tq2_0_stories),
         cmocka_unit_test(test_iq4_nl_stories), cmocka_unit_test(test_iq3_tables), cmocka_unit_test(test_error_bounds),
         cmocka_unit_test(test_tq1_0),          cmocka_unit_test(test_reference_quirks), cmocka_unit_test(test_llama_runs), cmocka_unit_test(test_file_iq4_nl),
+        cmocka_unit_test(test_file_iq4_xs),    cmocka_unit_test(test_file_iq3),         cmocka_unit_test(test_file_iq3_xxs),
+        cmocka_unit_test(test_file_tq2_0),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

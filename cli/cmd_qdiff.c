@@ -8,6 +8,7 @@
 const cli_opt opts_qdiff[] = {
     CLI_OPT_TOP("rows to print, flagged and worst first: N or all (default 10); --json always lists all"),
     {"fail-on-flag", 0, NULL, 0, "exit 1 when any tensor is flagged"},
+    {"imatrix", 0, "FILE", 0, "importance matrix (llama-imatrix, legacy or GGUF): also the error weighted by each input column's importance"},
     CLI_OPT_END,
 };
 const char details_qdiff[] =
@@ -23,7 +24,10 @@ const char details_qdiff[] =
     "half-LSB bound by design) nor to tensors whose manifest names an observer that clips by\n"
     "design (percentile, mse, entropy, histogram); RMSE and SQNR rules always apply\n"
     "(docs/qdiff.md \"Flags\"). Flagged tensors come first, worst first, with the reason; the\n"
-    "text lists --top rows (default 10, 'all' for every tensor), --json every tensor.";
+    "text lists --top rows (default 10, 'all' for every tensor), --json every tensor.\n"
+    "--imatrix FILE adds, for every tensor with an entry in the importance matrix, the SQNR and\n"
+    "RMSE weighted by the importance of each element's input column (the error the imatrix\n"
+    "searches of llama-quantize minimise; docs/qdiff.md \"Importance-weighted error\").";
 
 /* A tensormorph output records each tensor's observer in its manifest: where the observer
 ** clips by design (percentile, mse, entropy, histogram), clipping is not a finding. */
@@ -111,6 +115,7 @@ json_t *qdiff_json(const tm_qdiff_result *r, const tm_file *qf, const char *ref_
     json_object_set_new(d, "median_sqnr_db", cli_json_num(r->median_sqnr_db));
     json_object_set_new(d, "n_flagged", json_integer(r->n_flagged));
     json_object_set_new(d, "n_unmatched", json_integer(r->n_unmatched));
+    json_object_set_new(d, "n_imatrix", json_integer(r->n_imatrix));
     json_t *sch = json_array(); /* the median each tensor's SQNR is compared with (docs/qdiff.md) */
     for (int64_t i = 0; i < r->n; i++) {
         int64_t cnt = scheme_count(r, i);
@@ -144,6 +149,10 @@ json_t *qdiff_json(const tm_qdiff_result *r, const tm_file *qf, const char *ref_
         json_object_set_new(o, "cosine", cli_json_num(e->e.cosine));
         json_object_set_new(o, "worst_group", json_integer(e->e.worst_group));
         json_object_set_new(o, "worst_group_rmse_lsb", cli_json_num(e->e.worst_group_rmse_lsb));
+        if (e->imatrix) {
+            json_object_set_new(o, "imatrix_sqnr_db", cli_json_num(e->imx_sqnr_db));
+            json_object_set_new(o, "imatrix_rmse", cli_json_num(e->imx_rmse));
+        }
         json_object_set_new(o, "flagged", json_boolean(e->flagged));
         json_object_set_new(o, "reason", json_string(e->reason));
         json_array_append_new(ts, o);
@@ -163,6 +172,17 @@ int cmd_qdiff(const cli_cmd *cmd, cli_args *a) {
     if (rc) { tm_close(ref); return rc; }
     tm_qdiff_params p;
     memset(&p, 0, sizeof p);
+    tm_imatrix *imx = NULL;
+    if (cli_has(a, "imatrix")) {
+        tm_err ie;
+        tm_status is = tm_imatrix_load(cli_get(a, "imatrix"), &imx, &ie);
+        if (is) {
+            tm_close(ref);
+            tm_close(q);
+            return cli_fail(is, &ie);
+        }
+        p.imatrix = imx;
+    }
     p.n_threads = g_cli.threads;
     p.cancel = &g_cli_interrupted;
     p.progress = qdiff_progress;
@@ -170,7 +190,7 @@ int cmd_qdiff(const cli_cmd *cmd, cli_args *a) {
     tm_qdiff_result *r;
     tm_status s = tm_qdiff(ref, q, &p, &r, &err);
     cli_progress_end();
-    if (s) { rc = cli_fail(s, &err); tm_close(ref); tm_close(q); return rc; }
+    if (s) { rc = cli_fail(s, &err); tm_close(ref); tm_close(q); tm_imatrix_free(imx); return rc; }
     if (r->n == 0) {
         fprintf(stderr, "tensormorph: %s holds no quantized tensor matching a tensor of %s by name and size%s\n",
                 a->pos[1], a->pos[0],
@@ -178,6 +198,7 @@ int cmd_qdiff(const cli_cmd *cmd, cli_args *a) {
         tm_qdiff_free(r);
         tm_close(ref);
         tm_close(q);
+        tm_imatrix_free(imx);
         return EXIT_USAGE;
     }
     mark_clip_expected(a->pos[1], r);
@@ -195,9 +216,21 @@ int cmd_qdiff(const cli_cmd *cmd, cli_args *a) {
             printf("%-44s %-28s %8.2f %8.3f %8.3f %7.3f%% %8" PRId64 "  %s\n", e->name, e->scheme, e->e.sqnr_db,
                    e->e.rmse_lsb, e->e.max_err_lsb, 100 * e->e.clipped_fraction, e->e.worst_group, e->reason);
         }
+        if (imx) { /* the importance-weighted figures beside the plain ones */
+            printf("importance-weighted (%s): %" PRId64 " of %" PRId64 " tensors have an entry\n", cli_get(a, "imatrix"),
+                   r->n_imatrix, r->n);
+            printf("%-44s %8s %12s %12s %12s\n", "tensor", "SQNR dB", "imx SQNR dB", "RMSE", "imx RMSE");
+            for (int64_t i = 0, shown = 0; i < r->n && (top < 0 || shown < top); i++) {
+                tm_qdiff_entry *e = &r->entries[i];
+                if (!e->imatrix) continue;
+                printf("%-44s %8.2f %12.2f %12.4g %12.4g\n", e->name, e->e.sqnr_db, e->imx_sqnr_db, e->e.rmse, e->imx_rmse);
+                shown++;
+            }
+        }
         if (top >= 0 && r->n > top) printf("... %" PRId64 " more (--top all lists every tensor)\n", r->n - top);
     }
     int flagged = r->n_flagged > 0;
+    tm_imatrix_free(imx);
     tm_qdiff_free(r);
     tm_close(ref);
     tm_close(q);

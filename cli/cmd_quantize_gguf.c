@@ -63,8 +63,9 @@ static int parse_override(const cli_cmd *cmd, const char *v, tm_gguf_kvlist *kv)
 
 /* --output-tensor-type / --token-embedding-type: a ggml type name (case-insensitive, as
 ** llama-quantize's parse_ggml_type). 0 or the usage exit code. */
-static int parse_type_opt(const cli_cmd *cmd, cli_args *a, const char *opt, int *out) {
+static int parse_type_opt(const cli_cmd *cmd, cli_args *a, const char *opt, const char *rv, int *out) {
     const char *v = cli_get(a, opt);
+    if (!v) v = rv; /* the recipe's (checked by gguf_recipe_check) */
     *out = TM_GGUF_TYPE_RULES;
     if (!v) return 0;
     int t = tm_ggml_type_from_name(v);
@@ -144,9 +145,18 @@ static int gguf_recipe_check(json_t *r, const char *path) {
         fprintf(stderr, "tensormorph: recipe %s: \"file_type\" must be a string (Q4_K_M, ...)\n", path);
         return EXIT_INPUT;
     }
-    if (im && !json_is_null(im)) {
-        fprintf(stderr, "tensormorph: recipe %s: \"importance_matrix\": only null (none) is supported\n", path);
+    if (im && !json_is_null(im) && !(json_is_object(im) && json_is_string(json_object_get(im, "file")))) {
+        fprintf(stderr, "tensormorph: recipe %s: \"importance_matrix\": null (none) or an object with \"file\" (the "
+                "imatrix path, as --imatrix; the manifest records it so)\n", path);
         return EXIT_INPUT;
+    }
+    static const char *const tkeys[] = {"output_tensor_type", "token_embedding_type"};
+    for (int k = 0; k < 2; k++) {
+        json_t *t = json_object_get(r, tkeys[k]);
+        if (t && (!json_is_string(t) || tm_ggml_type_from_name(json_string_value(t)) < 0)) {
+            fprintf(stderr, "tensormorph: recipe %s: \"%s\" must be a ggml type name\n", path, tkeys[k]);
+            return EXIT_INPUT;
+        }
     }
     json_t *tt = json_object_get(r, "tensor_types");
     for (size_t i = 0; tt && i < (json_is_array(tt) ? json_array_size(tt) : 1); i++) {
@@ -229,7 +239,8 @@ int cmd_quantize_gguf(const cli_cmd *cmd, cli_args *a) {
     const char *rpath = cli_get(a, "recipe");
     if (rpath) { /* docs/recipe.md "GGUF": the manifest's recipe object */
         static const char *const keys[] = {"file_type", "file_type_id", "default_type", "rules", "pure",
-                                           "leave_output_tensor", "strict", "tensor_types", "importance_matrix", NULL};
+                                           "leave_output_tensor", "strict", "tensor_types", "importance_matrix",
+                                           "output_tensor_type", "token_embedding_type", NULL};
         int lrc = cli_recipe_load(rpath, "gguf", keys, &recipe);
         if (!lrc) lrc = gguf_recipe_check(recipe, rpath);
         if (lrc) { json_decref(recipe); return lrc; }
@@ -312,21 +323,28 @@ int cmd_quantize_gguf(const cli_cmd *cmd, cli_args *a) {
         }
     }
     /* llama-quantize's options */
-    if ((rc = parse_type_opt(cmd, a, "output-tensor-type", &p.output_tensor_type)) ||
-        (rc = parse_type_opt(cmd, a, "token-embedding-type", &p.token_embedding_type)))
+    if ((rc = parse_type_opt(cmd, a, "output-tensor-type",
+                             recipe ? json_string_value(json_object_get(recipe, "output_tensor_type")) : NULL,
+                             &p.output_tensor_type)) ||
+        (rc = parse_type_opt(cmd, a, "token-embedding-type",
+                             recipe ? json_string_value(json_object_get(recipe, "token_embedding_type")) : NULL,
+                             &p.token_embedding_type)))
         goto done;
+    const char *imx_path = cli_get(a, "imatrix");
+    if (!imx_path && recipe) /* the manifest's record of the matrix (relative to where the run is) */
+        imx_path = json_string_value(json_object_get(json_object_get(recipe, "importance_matrix"), "file"));
     p.allow_requantize = cli_has(a, "allow-requantize");
     if (cli_has(a, "include-weights") && cli_has(a, "exclude-weights")) {
         rc = cli_usage_error(cmd, "--include-weights and --exclude-weights cannot be used together");
         goto done;
     }
-    if ((cli_has(a, "include-weights") || cli_has(a, "exclude-weights")) && !cli_has(a, "imatrix")) {
+    if ((cli_has(a, "include-weights") || cli_has(a, "exclude-weights")) && !imx_path) {
         rc = cli_usage_error(cmd, "--include-weights / --exclude-weights select entries of --imatrix FILE: give one");
         goto done;
     }
-    if (cli_has(a, "imatrix")) {
+    if (imx_path) {
         tm_err e;
-        tm_status s = tm_imatrix_load(cli_get(a, "imatrix"), &imx, &e);
+        tm_status s = tm_imatrix_load(imx_path, &imx, &e);
         if (s) {
             rc = cli_fail(s, &e);
             goto done;
@@ -339,7 +357,7 @@ int cmd_quantize_gguf(const cli_cmd *cmd, cli_args *a) {
         free(inc);
         free(exc);
         p.imatrix = imx;
-        p.imatrix_arg = cli_get(a, "imatrix");
+        p.imatrix_arg = imx_path;
         if (!g_cli.quiet)
             fprintf(stderr, "tensormorph: importance matrix %s: %lld entries computed on %d chunks%s%s%s\n", p.imatrix_arg,
                     (long long)imx->n, imx->chunks, imx->dataset ? " (dataset '" : "", imx->dataset ? imx->dataset : "",

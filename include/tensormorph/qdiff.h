@@ -7,6 +7,7 @@
 #include "../tensormorph.h"
 #include "errstats.h"
 #include "names.h"
+#include "imatrix.h"
 #ifndef TENSORMORPH_QDIFF_H
 #define TENSORMORPH_QDIFF_H
 
@@ -26,6 +27,14 @@ typedef struct tm_qdiff_entry {
                                   clipping and half-LSB excess are not flagged; RMSE and SQNR are */
     const char *ref_name;      /* its source's name in ref (differs from name across naming
                                   conventions, GPTQ qweight, ONNX _quantized)                     */
+    /* with tm_qdiff_params.imatrix and an entry of this tensor's name and size: the error
+    ** weighted by the importance w_c of each element's input column c (the mean squared
+    ** activation llama-imatrix measured; tensormorph/imatrix.h), the quantity the ggml
+    ** K-quant / IQ searches minimise (docs/qdiff.md "Importance-weighted error"):
+    **   imx_sqnr_db = 10 log10(sum w_c x^2 / sum w_c (x - xq)^2),
+    **   imx_rmse    = sqrt(sum w_c (x - xq)^2 / sum w_c)   (sums in double, element order) */
+    int         imatrix;       /* 1: the two figures below were computed                         */
+    double      imx_sqnr_db, imx_rmse;
 } tm_qdiff_entry;
 
 typedef struct tm_qdiff_result {
@@ -34,6 +43,7 @@ typedef struct tm_qdiff_result {
     double          median_sqnr_db;
     int64_t         n_flagged;
     int64_t         n_unmatched; /* quantized tensors without a source of the same name/size     */
+    int64_t         n_imatrix;   /* entries with importance-weighted figures                       */
 } tm_qdiff_result;
 
 typedef struct tm_qdiff_params {
@@ -42,6 +52,7 @@ typedef struct tm_qdiff_params {
                                                                   total; serialised            */
     void *progress_ud;
     volatile const int *cancel;
+    const tm_imatrix *imatrix; /* NULL, or an importance matrix: the weighted figures (entry)   */
 } tm_qdiff_params;
 
 /* tm_qdiff: for every quantized tensor of q whose source tm_ref_find finds in ref (else

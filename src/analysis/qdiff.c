@@ -45,6 +45,15 @@ static tm_status qdiff_one(void *vctx, int64_t k, int thread, tm_err *err) {
         if (!x || !xq || !param) s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
     }
     int64_t qmin = qt->qmin, qmax = qt->qmax;
+    /* the importance matrix of this tensor, when one fits it: ne0 columns, one row of weights
+    ** per matrix (expert) of ne1 rows */
+    const float *imw = NULL;
+    int64_t ne0 = tq->ndim ? tq->shape[tq->ndim - 1] : 1, ne1 = tq->ndim >= 2 ? tq->shape[tq->ndim - 2] : 1;
+    if (c->p->imatrix && ne0 > 0 && ne1 > 0) {
+        const tm_imatrix_entry *ie = tm_imatrix_find(c->p->imatrix, e->name);
+        if (ie && ie->nval == ne0 * (tq->n_elems / (ne0 * ne1))) imw = ie->weights;
+    }
+    double wx2 = 0, we2 = 0, wsum = 0;
     for (int64_t start = 0; s == TM_OK && start < tq->n_elems; start += QDIFF_CHUNK) {
         if (c->p->cancel && *c->p->cancel) {
             s = tm__err_set(err, TM_E_CANCELLED, -1, "interrupted");
@@ -58,6 +67,18 @@ static tm_status qdiff_one(void *vctx, int64_t k, int thread, tm_err *err) {
         tm_tensor_release_elems(c->ref, e->ref_index, start, n);
         tm_tensor_release_elems(c->q, e->q_index, start, n);
         tm_erracc_add(&acc, qt->code_dtype, x, xq, param, scale, zp, qmin, qmax, n);
+        for (int64_t i = 0; imw && i < n; i++) {
+            const int64_t g = start + i;
+            const double w = imw[(g / (ne0 * ne1)) * ne0 + g % ne0], d = (double)x[i] - (double)xq[i];
+            wx2 += w * (double)x[i] * (double)x[i];
+            we2 += w * d * d;
+            wsum += w;
+        }
+    }
+    if (s == TM_OK && imw) {
+        e->imatrix = 1;
+        e->imx_sqnr_db = we2 > 0 ? 10 * log10(wx2 / we2) : INFINITY;
+        e->imx_rmse = wsum > 0 ? sqrt(we2 / wsum) : 0;
     }
     if (s == TM_OK && c->p->progress) {
         uint64_t d = atomic_fetch_add(&c->done, 1) + 1;
@@ -242,6 +263,7 @@ tm_status tm_qdiff(const tm_file *ref, const tm_file *q, const tm_qdiff_params *
     pthread_mutex_destroy(&c.mu);
     free(pair);
     if (s) { tm_qdiff_free(r); return s; }
+    for (int64_t k = 0; k < r->n; k++) r->n_imatrix += r->entries[k].imatrix;
     tm_qdiff_flag(r);
     *out = r;
     return TM_OK;

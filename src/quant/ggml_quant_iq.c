@@ -384,7 +384,7 @@ static void iq3_sums(int n, const float *w, const float *xval, const int8_t *L, 
 /* The reference keeps L and the on-grid flags of IQ3_XXS in locals of the row function that a
 ** sub-block whose scale search never improves (all weights zero, or sums underflowing) reads
 ** without writing (uninitialised on a row's first sub-block). We carry them over from the
-** previous sub-block of the row and start every row from zero codes, all off the grid. */
+** previous sub-block (run_iq3 says when they start again from zero codes, all off the grid). */
 typedef struct iq3_carry {
     int8_t L[32];
     bool   on[8];
@@ -685,10 +685,11 @@ static tm_status run_blocks(iq_block_fn fn, const tm_ggml_type_info *t, const fl
     return TM_OK;
 }
 
-/* IQ3 rows: the grid tables, and IQ3_XXS's carried state (iq3_carry) reset at the call's first
-** block: a call with an importance matrix is one row, as the reference's row function; one
-** without may hold several rows, carried over as the reference's stack frame carries them
-** from row to row. */
+/* IQ3 rows: the grid tables, and IQ3_XXS's carried state (iq3_carry): with an importance
+** matrix the call is one row (ggml_traits.h), carried over within it as in the reference's row
+** function and reset at its start; without one the call may hold several rows whose bounds are
+** not known here, so the state is reset at every super-block (the bytes then never depend on
+** how rows are grouped into calls). */
 static tm_status run_iq3(int rows, const tm_ggml_type_info *t, const float *x, const float *imatrix, int64_t b0,
                          int64_t nb, uint8_t *y, int64_t *bad_block, tm_err *err) {
     const iq3_tables *g = iq3_tables_get(rows);
@@ -696,6 +697,7 @@ static tm_status run_iq3(int rows, const tm_ggml_type_info *t, const float *x, c
     iq3_carry c;
     memset(&c, 0, sizeof c);
     for (int64_t b = b0; b < nb; b++) {
+        if (!imatrix) memset(&c, 0, sizeof c);
         const float *w = imatrix ? imatrix + b * QK_K : NULL;
         uint8_t *yb = y + (size_t)b * t->type_size;
         tm_status st = rows == 256 ? iq3_xxs_block(g, x + b * QK_K, w, yb, &c, b, err)

@@ -411,6 +411,26 @@ static void test_reference_quirks(void **state) {
     for (int i = 0; i < 16; i++) assert_int_equal(y[2 + i], 0x88);
 }
 
+/* IQ3_XXS's state kept across sub-blocks (iq3_carry) never makes the bytes depend on how rows
+** are grouped into calls: a sub-block whose search never improves (one value at 1.01e-8, the
+** rest 0: sum w x q squared underflows to 0) after a super-block of ordinary values gives the
+** same bytes quantized alone or behind it. */
+static void test_iq3_xxs_grouping(void **state) {
+    (void)state;
+    float x[512];
+    uint8_t a[2 * 98], b[2 * 98];
+    tm_err err = {0};
+    for (int i = 0; i < 512; i++) x[i] = rnd_normal();
+    for (int i = 256; i < 288; i++) x[i] = 0.0f;
+    x[256] = 1.01e-8f;
+    assert_int_equal(tm_gq_quantize_row(TM_GGML_IQ3_XXS, x, 512, a, NULL, &err), TM_OK);
+    assert_int_equal(tm_gq_quantize_row(TM_GGML_IQ3_XXS, x, 256, b, NULL, &err), TM_OK);
+    assert_int_equal(tm_gq_quantize_row(TM_GGML_IQ3_XXS, x + 256, 256, b + 98, NULL, &err), TM_OK);
+    assert_memory_equal(a, b, sizeof a);
+    /* the degenerate sub-block still gets codes: its value's group is not all zero levels */
+    assert_true(b[98 + 2] != 0 || (b[98 + 66] | b[98 + 67] | b[98 + 68] | b[98 + 69]) != 0);
+}
+
 /* ---- llama.cpp runs what we write ------------------------------------------------------------ */
 
 /* node-llama-cpp's modules directory, or NULL (then the test skips, or fails under
@@ -715,7 +735,7 @@ int main(void) {
         cmocka_unit_test(test_iq4_xs_plain), cmocka_unit_test(test_iq3_xxs_imx), cmocka_unit_test(test_iq3_xs_imx),
         cmocka_unit_test(test_iq3_s_imx),   cmocka_unit_test(test_tq2_0_imx),    cmocka_unit_test(test_tq2_0_stories),
         cmocka_unit_test(test_iq4_nl_stories), cmocka_unit_test(test_iq3_tables), cmocka_unit_test(test_error_bounds),
-        cmocka_unit_test(test_tq1_0),          cmocka_unit_test(test_reference_quirks), cmocka_unit_test(test_llama_runs), cmocka_unit_test(test_file_iq4_nl),
+        cmocka_unit_test(test_tq1_0),          cmocka_unit_test(test_reference_quirks), cmocka_unit_test(test_iq3_xxs_grouping), cmocka_unit_test(test_llama_runs), cmocka_unit_test(test_file_iq4_nl),
         cmocka_unit_test(test_file_iq4_xs),    cmocka_unit_test(test_file_iq3),         cmocka_unit_test(test_file_iq3_xxs),
         cmocka_unit_test(test_file_tq2_0),     cmocka_unit_test(test_ftypes_iq3_m_tq1_0),
     };

@@ -18,7 +18,8 @@ extern "C" {
 
 /* tm_gq_writable: 1 when this writer can produce ggml type `type` (a TM_GGML_* id of
 ** tensormorph/ggml.h): F32 F16 BF16 Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 IQ4_NL IQ4_XS IQ3_XXS IQ3_S TQ1_0
-** TQ2_0 Q2_K Q3_K Q4_K Q5_K Q6_K.
+** TQ2_0 Q2_K Q3_K Q4_K Q5_K Q6_K IQ2_XXS IQ2_XS IQ2_S IQ1_S IQ1_M (IQ2_XXS, IQ2_XS and IQ1_S only
+** with an importance matrix).
 ** Names, block sizes and bytes per block of every type: tm_ggml_type_info_get,
 ** tm_ggml_type_from_name, tm_ggml_row_bytes (one type table for the reader and the writer). */
 int         tm_gq_writable(int type);

@@ -17,6 +17,7 @@
 
 #include "ggml_iq.h"
 #include "ggml_quant_impl.h"
+#include "ggml_quant_iq2.h"
 
 /* Blocks b0 .. nb-1 of a row of a writable type t (its row of the table): x is the row's first
 ** value, y its first block (block b at x + b * block_size, y + b * type_size). On an error *bad_block (may be

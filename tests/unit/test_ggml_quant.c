@@ -267,7 +267,7 @@ static void test_arguments(void **state) {
     assert_int_equal(row_bytes(TM_GGML_Q6_K, 500), 0);
     assert_int_equal(row_bytes(TM_GGML_F16, 3), 6);
     assert_true(tm_gq_writable(TM_GGML_Q4_K) && tm_gq_writable(TM_GGML_BF16));
-    assert_false(tm_gq_writable(TM_GGML_Q8_K) || tm_gq_writable(TM_GGML_IQ2_XXS) || tm_gq_writable(4) ||
+    assert_false(tm_gq_writable(TM_GGML_Q8_K) || tm_gq_writable(TM_GGML_Q8_1) || tm_gq_writable(4) ||
                  tm_gq_writable(-1) || tm_gq_writable(TM_GGML_TYPE_COUNT));
 }
 
@@ -597,13 +597,14 @@ static void test_f16_widening_ragged(void **state) {
 
 /* Every id's row: the public facts are the table's (same pointer), the id matches the index, a
 ** block type has a dequantizer, a SIMD column only beside a reference quantizer, and the
-** writable ids are exactly the nineteen of tensormorph/ggml_quant.h. */
+** writable ids are exactly the twenty-four of tensormorph/ggml_quant.h. */
 static void test_type_table(void **state) {
     (void)state;
     static const int writable[] = {TM_GGML_F32, TM_GGML_F16, TM_GGML_BF16, TM_GGML_Q4_0, TM_GGML_Q4_1,
                                    TM_GGML_Q5_0, TM_GGML_Q5_1, TM_GGML_Q8_0, TM_GGML_IQ4_NL, TM_GGML_Q2_K,
                                    TM_GGML_Q3_K, TM_GGML_Q4_K, TM_GGML_Q5_K, TM_GGML_Q6_K, TM_GGML_IQ4_XS,
-                                   TM_GGML_IQ3_XXS, TM_GGML_IQ3_S, TM_GGML_TQ1_0, TM_GGML_TQ2_0};
+                                   TM_GGML_IQ3_XXS, TM_GGML_IQ3_S, TM_GGML_TQ1_0, TM_GGML_TQ2_0,
+                                   TM_GGML_IQ2_XXS, TM_GGML_IQ2_XS, TM_GGML_IQ2_S, TM_GGML_IQ1_S, TM_GGML_IQ1_M};
     int n_named = 0, n_writable = 0;
     for (int id = -1; id <= TM_GGML_TYPE_COUNT; id++) {
         const tm__ggml_traits *t = tm__ggml_traits_of(id);
@@ -625,7 +626,7 @@ static void test_type_table(void **state) {
         n_writable += want;
     }
     assert_int_equal(n_named, 31); /* 39 ids less the removed 4, 5, 31-33, 36-38 */
-    assert_int_equal(n_writable, 19);
+    assert_int_equal(n_writable, 24);
     assert_null(tm__ggml_traits_of(4));
     assert_null(tm__ggml_traits_of(36));
 }

@@ -5,11 +5,17 @@
 **     row from synth256-F32.gguf (or stories260K-F32.gguf) with the imatrix entry of its name
 **     (values / ncall, as llama-quantize loads it; none for token_embd/output and the runs
 **     without imatrix), equals the reference's bytes, and dequantizes to the same floats;
+**   - whole files through the GGUF job, metadata included: synth256-IQ4_NL(.gguf, -imx),
+**     -IQ4_XS(.gguf, -imx), -IQ3_XS-imx, -IQ3_S-imx, -IQ3_XXS-imx (needs IQ2_S), -TQ2_0-imx and
+**     stories260K-TQ2_0-imx;
+**   - IQ3_M and TQ1_0 (no reference kept here): the specification's per-tensor types, every
+**     tensor found in another reference byte-identical, llama.cpp runs them;
 **   - the IQ3 search tables derived from the grids: keys ascending, every off-grid key has a
 **     neighbour list whose rows are at the smallest distances;
-**   - TQ1_0 (no reference file): round trip of ternary data exact, error bounds on random rows;
-**     IQ3_S/IQ3_XXS/IQ4_XS error bounds, imatrix weighting lowers the weighted error.
-** The imatrix file is parsed here by the layout its README gives (legacy llama-imatrix .dat). */
+**   - TQ1_0 round trip of ternary data exact and equal to TQ2_0's values; error bounds; imatrix
+**     weighting lowers the weighted error; the reference's quirks and our deviations.
+** The imatrix file is parsed here by the layout its README gives (legacy llama-imatrix .dat) for
+** the kernel-level checks, and by tm_imatrix_load for the job. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>

@@ -46,7 +46,8 @@ int main(int argc, char **argv) {
     static const struct { int type; double ref; } types[] = {
         {TM_GGML_Q8_0, 0.73}, {TM_GGML_Q4_0, 1.6}, {TM_GGML_Q4_1, 0}, {TM_GGML_Q5_0, 0}, {TM_GGML_Q5_1, 0},
         {TM_GGML_IQ4_NL, 0}, {TM_GGML_Q2_K, 0}, {TM_GGML_Q3_K, 0}, {TM_GGML_Q4_K, 0}, {TM_GGML_Q5_K, 0},
-        {TM_GGML_Q6_K, 0.13}};
+        {TM_GGML_Q6_K, 0.13}, {TM_GGML_IQ4_XS, 0}, {TM_GGML_IQ3_XXS, 0}, {TM_GGML_IQ3_S, 0}, {TM_GGML_TQ1_0, 0},
+        {TM_GGML_TQ2_0, 0}};
     fprintf(stderr, "%-8s %10s %12s %14s\n", "type", "GB/s wall", "GB/s of CPU", "reference GB/s");
     for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
         double best = 1e30, best_cpu = 1e30;

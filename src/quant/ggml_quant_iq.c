@@ -68,20 +68,24 @@ static tm_status put_f16(uint8_t *p, float f, const char *field, int64_t blk, tm
 /* IQ4_NL, IQ4_XS (quantize_row_iq4_nl_impl)                                                 */
 /* ---------------------------------------------------------------------------------------- */
 
-/* best_index_int8 on kvalues_iq4nl: the nearest grid value's index by bisection (the upper one
-** when x - v[lo] and v[hi] - x round to the same float); x below (above) the grid gives 0 (15);
-** NaN gives 15 (every comparison false). */
-static int iq4_index(float x) {
-    const int8_t *v = tm__kvalues_iq4nl;
-    if (x <= v[0]) return 0;
-    if (x >= v[15]) return 15;
-    int lo = 0, hi = 15;
-    while (hi - lo > 1) {
-        int mid = (lo + hi) / 2;
-        if (x < v[mid]) hi = mid;
-        else lo = mid;
-    }
-    return x - v[hi - 1] < v[hi] - x ? hi - 1 : hi;
+/* kvalues_iq4nl as float32 (exact): the reference compares and multiplies the int8 values
+** converted to float, so these give the same results. */
+static const float kvf[16] = {-127.f, -104.f, -83.f, -65.f, -49.f, -35.f, -22.f, -10.f,
+                              1.f,    13.f,   25.f,  38.f,  53.f,  69.f,  89.f,  113.f};
+
+/* best_index_int8 on kvalues_iq4nl: the nearest grid value's index (the upper one when
+** x - v[lo] and v[lo+1] - x round to the same float); x below (above) the grid gives 0 (15); NaN
+** gives 15. The reference bisects to the bracket v[lo] <= x < v[lo+1]; the same bracket is
+** found here by a branch-free search of 4 steps, then the same comparison picks lo or lo+1. */
+static inline int iq4_index(float x) {
+    if (x <= kvf[0]) return 0;
+    if (x >= kvf[15] || x != x) return 15;
+    int lo = 0;
+    lo += (!(x < kvf[lo + 8])) * 8;
+    lo += (!(x < kvf[lo + 4])) * 4;
+    lo += (!(x < kvf[lo + 2])) * 2;
+    lo += !(x < kvf[lo + 1]);
+    return x - kvf[lo] < kvf[lo + 1] - x ? lo : lo + 1;
 }
 
 /* The scale of one sub-block of 32 values xb with weights w (quantize_row_iq4_nl_impl's inner
@@ -91,7 +95,7 @@ static int iq4_index(float x) {
 ** reference's codes of the first pass are overwritten by every caller, so none are returned.
 ** An all-zero sub-block (|x| < 1e-15) gives 0. */
 static float iq4_subblock_scale(const float *xb, const float *w) {
-    const int8_t *v = tm__kvalues_iq4nl;
+    const float *v = kvf;
     const int ntry = 7;
     float amax = 0, max = 0;
     for (int j = 0; j < 32; j++) {
@@ -214,6 +218,7 @@ static tm_status iq4_xs_block(const float *x, const float *qw, uint8_t *y, int64
 typedef struct iq3_tables {
     int       rows;
     int8_t    grid[512][4]; /* 2l + 1 of each value of each row                          */
+    float     gridf[512][4];/* the same as float32 (exact; the search's products use it) */
     int32_t   map[4096];
     uint16_t *nb;           /* neighbour lists                                           */
 } iq3_tables;
@@ -222,8 +227,8 @@ static iq3_tables g_iq3[2]; /* [0]: IQ3_XXS (256 rows), [1]: IQ3_S (512 rows) */
 static int g_iq3_ok;
 static pthread_once_t g_iq3_once = PTHREAD_ONCE_INIT;
 
-/* The neighbour list of off-grid key u into out (NULL: count only); returns its length
-** (without the count entry). */
+/* The neighbour list of off-grid key u into out; returns its length (without the count
+** entry). */
 static int iq3_neighbours(const iq3_tables *t, int u, int nwant, uint16_t *out) {
     int pos[4], d2[512];
     for (int k = 0; k < 4; k++) pos[k] = 2 * ((u >> 3 * k) & 7) + 1;
@@ -240,10 +245,7 @@ static int iq3_neighbours(const iq3_tables *t, int u, int nwant, uint16_t *out) 
         if (next == INT32_MAX) break;
         level = next;
         for (int j = 0; j < t->rows; j++)
-            if (d2[j] == level) {
-                if (out) out[n] = (uint16_t)j;
-                n++;
-            }
+            if (d2[j] == level) out[n++] = (uint16_t)j;
     }
     return n;
 }
@@ -277,16 +279,15 @@ static int iq3_build(iq3_tables *t, const uint8_t (*src)[4], int rows, int nwant
             int l = 0;
             while (levels[l] != src[r][k]) l++;
             t->grid[r][k] = (int8_t)(2 * l + 1);
+            t->gridf[r][k] = (float)(2 * l + 1);
             u |= l << 3 * k;
         }
         if (u <= prev) return 0;
         prev = u;
         t->map[u] = r;
     }
-    size_t total = 0;
-    for (int u = 0; u < 4096; u++)
-        if (t->map[u] < 0) total += 1 + (size_t)iq3_neighbours(t, u, nwant, NULL);
-    t->nb = malloc(total * sizeof *t->nb);
+    /* one pass into room for every list at its longest, then trimmed */
+    t->nb = malloc((size_t)(4096 - rows) * (size_t)(rows + 1) * sizeof *t->nb);
     if (!t->nb) return 0;
     size_t at = 0;
     for (int u = 0; u < 4096; u++) {
@@ -296,6 +297,8 @@ static int iq3_build(iq3_tables *t, const uint8_t (*src)[4], int rows, int nwant
         t->map[u] = -(int32_t)(at + 1);
         at += 1 + (size_t)n;
     }
+    uint16_t *trimmed = realloc(t->nb, at * sizeof *t->nb);
+    if (trimmed) t->nb = trimmed;
     return 1;
 }
 
@@ -328,7 +331,7 @@ static int iq3_best_neighbour(const iq3_tables *t, const uint16_t *nb, const flo
     float best_d2 = FLT_MAX;
     int best = nb[1];
     for (int j = 1; j <= nb[0]; j++) {
-        const int8_t *pg = t->grid[nb[j]];
+        const float *pg = t->gridf[nb[j]];
         float d2 = 0;
         for (int i = 0; i < 4; i++) {
             float q = pg[i];
@@ -381,7 +384,7 @@ static void iq3_sums(int n, const float *w, const float *xval, const int8_t *L, 
 /* The reference keeps L and the on-grid flags of IQ3_XXS in locals of the row function that a
 ** sub-block whose scale search never improves (all weights zero, or sums underflowing) reads
 ** without writing (uninitialised on a row's first sub-block). We carry them over from the
-** previous sub-block of the row and start every row from zero codes, all off the grid. */
+** previous sub-block (run_iq3 says when they start again from zero codes, all off the grid). */
 typedef struct iq3_carry {
     int8_t L[32];
     bool   on[8];
@@ -682,10 +685,11 @@ static tm_status run_blocks(iq_block_fn fn, const tm_ggml_type_info *t, const fl
     return TM_OK;
 }
 
-/* IQ3 rows: the grid tables, and IQ3_XXS's carried state (iq3_carry) reset at the call's first
-** block: a call with an importance matrix is one row, as the reference's row function; one
-** without may hold several rows, carried over as the reference's stack frame carries them
-** from row to row. */
+/* IQ3 rows: the grid tables, and IQ3_XXS's carried state (iq3_carry): with an importance
+** matrix the call is one row (ggml_traits.h), carried over within it as in the reference's row
+** function and reset at its start; without one the call may hold several rows whose bounds are
+** not known here, so the state is reset at every super-block (the bytes then never depend on
+** how rows are grouped into calls). */
 static tm_status run_iq3(int rows, const tm_ggml_type_info *t, const float *x, const float *imatrix, int64_t b0,
                          int64_t nb, uint8_t *y, int64_t *bad_block, tm_err *err) {
     const iq3_tables *g = iq3_tables_get(rows);
@@ -693,6 +697,7 @@ static tm_status run_iq3(int rows, const tm_ggml_type_info *t, const float *x, c
     iq3_carry c;
     memset(&c, 0, sizeof c);
     for (int64_t b = b0; b < nb; b++) {
+        if (!imatrix) memset(&c, 0, sizeof c);
         const float *w = imatrix ? imatrix + b * QK_K : NULL;
         uint8_t *yb = y + (size_t)b * t->type_size;
         tm_status st = rows == 256 ? iq3_xxs_block(g, x + b * QK_K, w, yb, &c, b, err)

@@ -16,7 +16,7 @@ int cmd_quantize_onnx(const cli_cmd *cmd, cli_args *a);
 
 /* Options of the other output forms that mean nothing for ONNX output. */
 static const char *const not_onnx[] = {"quantize-embeddings", "max-shard-size",
-                                       "strict", "pure", "leave-output-tensor", "tensor-type",
+                                       "strict", "pure", "leave-output-tensor", "tensor-type", "tensor-type-exact",
                                        "allow-long-names", "vocab-from"};
 
 /* tm_granularity_parse's text without an axis (each weight's consumer gives it) or blocks;

@@ -634,7 +634,7 @@ static tm_status check_params(const tm_sensitivity_params *p, tm_err *err) {
     if (p->budget_kld < 0 && (p->budget_p99 >= 0 || p->min_top1 >= 0))
         return tm__err_set(err, TM_E_INVALID_ARG, -1, "--budget-p99 and --min-top1 refine --budget KLD, which is missing");
     if (p->ev.n_texts < 1) return tm__err_set(err, TM_E_INVALID_ARG, -1, "no --text");
-    if (p->out) {
+    if (p->out && p->budget_kld >= 0) {
         struct stat st;
         if (!tm__ends_with(p->out, ".gguf"))
             return tm__err_set(err, TM_E_UNSUPPORTED, -1, "-o %s: only a GGUF plan (OUT ending in .gguf) is implemented; the "

@@ -336,8 +336,11 @@ static tm_status eval_one(sens *S, const sens_eval *ev, tm_err *err) {
     pthread_mutex_unlock(&seq_mu);
     char *cand = tm__aprintf("%s/cand-%d.gguf", S->work, seq), *man = tm__aprintf("%s/cand-%d.gguf.manifest.json", S->work, seq);
     tm_status s = cand && man ? TM_OK : tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
+    struct timespec t0, t1, t2;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
     if (!s) s = tm__sens_write(S, ev->a, cand, 0, 0, err);
     if (!s && ev->weights) s = weight_error(S, cand, ev->m, err);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
     char *doc = NULL;
     if (!s) {
         tm_evidence_llm_params e = p->ev;
@@ -351,6 +354,11 @@ static tm_status eval_one(sens *S, const sens_eval *ev, tm_err *err) {
         e.cancel = p->cancel;
         s = tm_evidence_llm_run(&e, &doc, err);
     }
+    clock_gettime(CLOCK_MONOTONIC, &t2);
+    pthread_mutex_lock(&seq_mu);
+    S->cand_seconds += (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    S->eval_seconds += (double)(t2.tv_sec - t1.tv_sec) + 1e-9 * (double)(t2.tv_nsec - t1.tv_nsec);
+    pthread_mutex_unlock(&seq_mu);
     if (!s) {
         json_t *d = json_loads(doc, 0, NULL);
         json_t *ov = json_object_get(json_object_get(d, "llm"), "overall"), *k = json_object_get(ov, "kld");
@@ -783,6 +791,8 @@ tm_status tm_sensitivity_run(const tm_sensitivity_params *p, char **json_out, in
         json_object_set_new(tm, "seconds", json_real(sec));
         json_object_set_new(tm, "evaluations", json_integer(S.n_evals));
         json_object_set_new(tm, "probes_per_minute", json_real(sec > 0 ? 60.0 * S.n_evals / sec : 0));
+        json_object_set_new(tm, "candidate_seconds", json_real(S.cand_seconds));
+        json_object_set_new(tm, "evaluation_seconds", json_real(S.eval_seconds));
         json_object_set_new(doc, "timings", tm);
         *json_out = dump_checked(doc, &s, err);
     }

@@ -43,6 +43,8 @@ typedef struct sens {
     int64_t      n_params;
     int          n_evals;                   /* evaluations run                               */
     int          cand_seq;                  /* candidate file names                          */
+    double       cand_seconds, eval_seconds;/* summed over evaluations: writing candidates
+                                               and their weight error / the evidence runs    */
 } sens;
 
 /* One evaluation: the whole-model assignment a[n_t] (rung index, -1 source) -> m. */

@@ -3,6 +3,7 @@
 ** docs/sensitivity.md): parses the options, runs the job, prints the ranking and the plan table
 ** or the JSON document. */
 #include "cli.h"
+#include "recipe.h"
 #include "tensormorph/gguf_job.h"
 #include "tensormorph/sensitivity.h"
 
@@ -18,7 +19,11 @@ void cli_evidence_runner(const char *script_name, char *script, size_t scap, cha
                          const char **tmp_dir);
 
 const cli_opt opts_sensitivity[] = {
-    CLI_OPT_TYPE("the scheme: a GGUF file type (Q2_K, Q4_K_M, ...), the ladder's first rung (default Q2_K)"),
+    CLI_OPT_TYPE("the scheme: a GGUF file type (Q2_K, Q4_K_M, ...; default Q2_K), or int4/int8/fp8 for the compressed-tensors form (OUT a directory)"),
+    CLI_OPT_GRANULARITY("compressed-tensors form: tensor, channel[:AXIS], group:N (default channel)"),
+    CLI_OPT_SYMMETRIC("compressed-tensors form: zero point 0 (default)"),
+    CLI_OPT_ASYMMETRIC,
+    CLI_OPT_OBSERVER("compressed-tensors form: minmax (default), percentile:P, mse, ..."),
     {"text", 0, "[NAME=]FILE", 1, "a text slice (UTF-8) the outputs are scored on (llama-perplexity --kl-divergence)"},
     {"ctx", 0, "N", 0, "chunk length in tokens (even, default 512)"},
     {"chunks", 0, "K", 0, "chunks per slice (default: every full chunk, at least 2)"},
@@ -45,7 +50,8 @@ const char details_sensitivity[] =
     "distributions computed once; the unit's weight error (qdiff SQNR, RMSE in LSB), a ranking (1 =\n"
     "most sensitive), the Spearman correlation of weight error and KLD, and the uniform rungs of the\n"
     "ladder. With --budget KLD it searches the ladder (promoting by measured KLD gain per byte) for\n"
-    "the plan with the fewest bytes that meets the budget, writes it (OUT.gguf, its manifest, its\n"
+    "the plan with the fewest bytes that meets the budget, writes it (OUT.gguf or a compressed-tensors\n"
+    "directory for -t int4/int8 and OUT a directory, its manifest, its\n"
     "evidence, OUT.recipe.json for `quantize --recipe`) and exits 1 when no plan meets it (the best\n"
     "reached is written, met false). `sensitivity merge PART...` combines --probe i/n parts into the\n"
     "result of one run. --threads T: llama.cpp and quantizer threads per probe. docs/sensitivity.md.";
@@ -110,12 +116,20 @@ static void print_report(json_t *d) {
         json_t *v;
         printf("assignments:");
         json_object_foreach(json_object_get(plan, "assignments"), k, v) printf(" %s=%s", k, json_string_value(v));
-        printf("\nquantize flags: -t %s --tensor-type-exact", json_string_value(json_object_get(plan, "file_type")));
-        json_array_foreach(json_object_get(plan, "tensor_types"), i, u)
-            printf(" --tensor-type '%s=%s'", json_string_value(json_object_get(u, "pattern")), json_string_value(json_object_get(u, "type")));
+        if (json_object_get(plan, "tensor_types")) {
+            printf("\nquantize flags: -t %s --tensor-type-exact", json_string_value(json_object_get(plan, "file_type")));
+            json_array_foreach(json_object_get(plan, "tensor_types"), i, u)
+                printf(" --tensor-type '%s=%s'", json_string_value(json_object_get(u, "pattern")), json_string_value(json_object_get(u, "type")));
+        } else {
+            printf("\nquantize rules (first match wins):");
+            json_array_foreach(json_object_get(plan, "rules"), i, u)
+                printf(" %s=%s", json_string_value(json_object_get(u, "pattern")),
+                       json_is_true(json_object_get(u, "ignore")) ? "dense"
+                       : json_string_value(json_object_get(json_object_get(u, "scheme"), "type")));
+        }
         printf("\n");
         if (json_is_string(json_object_get(plan, "artifact")))
-            printf("wrote %s (+ .manifest.json), %s, %s\n", json_string_value(json_object_get(plan, "artifact")),
+            printf("wrote %s (+ its manifest), %s, %s\n", json_string_value(json_object_get(plan, "artifact")),
                    json_string_value(json_object_get(plan, "recipe")), json_string_value(json_object_get(plan, "evidence")));
     }
 }
@@ -167,10 +181,31 @@ int cmd_sensitivity(const cli_cmd *cmd, cli_args *a) {
     p.ev.base_cache = cli_get(a, "base-cache");
     p.force = cli_has(a, "force");
     p.command_line = g_cli.argv_line;
-    const char *tv = cli_get(a, "type");
-    if (tv && (p.ftype = tm_gguf_ftype_from_name(tv)) < 0)
-        return cli_usage_error(cmd, "--type: '%s' is not a GGUF file type (Q2_K Q3_K_M Q4_K_M Q5_K_M Q6_K Q8_0 Q4_0 ...); "
-                                    "the compressed-tensors scheme is not implemented in sensitivity yet", tv);
+    const char *tv = cli_get(a, "type"), *o0 = cli_get(a, "output");
+    /* the form: OUT ending in .gguf or a GGUF file type: GGUF; a code type or OUT a directory:
+    ** compressed-tensors */
+    int gguf_type = tv ? tm_gguf_ftype_from_name(tv) : -1;
+    p.ct = tv ? gguf_type < 0 : (o0 && !cli_has(a, "probe") && !strstr(o0, ".gguf") && cli_has(a, "budget"));
+    if (o0 && cli_has(a, "budget") && !cli_has(a, "probe") && p.ct == (strlen(o0) > 5 && !strcmp(o0 + strlen(o0) - 5, ".gguf")))
+        return cli_usage_error(cmd, "-o %s: %s", o0, p.ct ? "the compressed-tensors plan is a directory (OUT not ending in .gguf)"
+                                                          : "a GGUF plan is written to OUT ending in .gguf");
+    if (!p.ct && tv) p.ftype = gguf_type;
+    if (p.ct) {
+        const char *v;
+        if (!tv) tv = "int8";
+        if (cli_parse_code_type(tv, &p.spec.code_dtype))
+            return cli_usage_error(cmd, "--type: '%s' is neither a GGUF file type (Q2_K ...) nor a code type (int4 int8 fp8_e4m3)", tv);
+        if ((v = cli_get(a, "granularity")) && tm_granularity_parse(v, &p.spec.gran))
+            return cli_usage_error(cmd, "--granularity: cannot parse '%s' (tensor | channel[:AXIS] | group:N[:AXIS])", v);
+        if (cli_has(a, "asymmetric")) p.spec.symmetric = 0;
+        if ((v = cli_get(a, "observer")) && tm_observer_from_name(v, &p.spec.observer))
+            return cli_usage_error(cmd, "--observer: unknown '%s'", v);
+        if (cli_has(a, "ladder")) return cli_usage_error(cmd, "--ladder applies to the GGUF form; the compressed-tensors ladder is the scheme -> int8 channel -> dense");
+    } else {
+        static const char *const ct_only[] = {"granularity", "asymmetric", "symmetric", "observer"};
+        for (size_t k = 0; k < sizeof ct_only / sizeof ct_only[0]; k++)
+            if (cli_has(a, ct_only[k])) return cli_usage_error(cmd, "--%s applies to the compressed-tensors form (-t int4/int8/fp8)", ct_only[k]);
+    }
     const char *unit = cli_get(a, "unit");
     if (unit) {
         if (!strcmp(unit, "layer")) p.unit = TM_SENS_UNIT_LAYER;

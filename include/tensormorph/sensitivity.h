@@ -36,9 +36,16 @@ enum { TM_SENS_UNIT_LAYER = 0, TM_SENS_UNIT_TENSOR = 1, TM_SENS_UNIT_CLASS = 2 }
 typedef struct tm_sensitivity_params {
     const char *src;            /* SRC: a GGUF (F32/F16/BF16 weights) or a checkpoint
                                    tm_convert_gguf converts (needs ev.vocab_from)             */
-    const char *out;            /* OUT.gguf: the plan's artifact (with --budget), its recipe
-                                   OUT.recipe.json, evidence OUT.evidence.json; NULL: none     */
+    const char *out;            /* OUT.gguf (ct: OUT a directory): the plan's artifact (with
+                                   --budget), its recipe OUT.recipe.json, evidence
+                                   OUT.evidence.json; NULL: none                               */
     int         ftype;          /* the scheme: a GGUF file type (TM_FTYPE_*), the first rung  */
+    int         ct;             /* 1: the compressed-tensors form: SRC a safetensors
+                                   checkpoint, the scheme `spec`, rungs spec -> int8 channel ->
+                                   dense, candidates compressed-tensors directories (converted
+                                   to GGUF for llama.cpp by the evidence, ev.vocab_from), OUT a
+                                   directory; `ftype` and `ladder` unused                      */
+    tm_qspec    spec;           /* ct: the scheme (tm_qspec_default: int8 channel)            */
     int         unit;           /* TM_SENS_UNIT_*                                             */
     const char *units_regex;    /* only units whose name matches (POSIX ERE), or NULL         */
     const int  *ladder;         /* file types, first = the scheme; NULL: the default ladder
@@ -61,7 +68,7 @@ typedef struct tm_sensitivity_params {
     volatile const int *cancel;
 } tm_sensitivity_params;
 
-tm_sensitivity_params tm_sensitivity_params_default(void); /* Q2_K, layer, no budget, 1 job, 1 thread */
+tm_sensitivity_params tm_sensitivity_params_default(void); /* Q2_K, layer, no budget, 1 job, 1 thread; spec int8 channel */
 
 /* tm_sensitivity_ladder_default: the default GGUF ladder from `ftype` up into out[cap]: the
 ** rungs of Q2_K Q3_K_M Q4_K_M Q5_K_M Q6_K Q8_0 F16 above ftype, ftype first. Returns the count. */

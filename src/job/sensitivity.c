@@ -2,7 +2,8 @@
 ** docs/sensitivity.md): the source as a GGUF, its units, each rung's tensor types (the quantizer's
 ** dry plan, tm_gguf_quantize_plan), the probes (a candidate GGUF per measurement, scored by
 ** tm_evidence_llm_run against the source with one base cache), the partial and final documents
-** ("tensormorph.sensitivity/1") and their merge. The budget search is sensitivity_budget.c. */
+** ("tensormorph.sensitivity/1") and their merge. The budget search is sensitivity_budget.c, the
+** candidates and their evaluation sensitivity_core.c. */
 #include "sensitivity_impl.h"
 #include "../core/fsutil.h"
 #include "../core/jschema.h"
@@ -29,6 +30,7 @@ tm_sensitivity_params tm_sensitivity_params_default(void) {
     p.jobs = 1;
     p.threads = 1;
     p.ev = tm_evidence_llm_params_default();
+    p.spec = tm_qspec_default();
     return p;
 }
 
@@ -61,18 +63,21 @@ static const char *const class_names[] = {"q", "k", "v", "o", "gate", "up", "dow
 
 /* The class of a llama.cpp tensor name, -1 for none. */
 static int class_of(const char *name) {
-    if (!strcmp(name, "token_embd.weight")) return 7;
-    if (!strcmp(name, "output.weight")) return 8;
+    if (!strcmp(name, "token_embd.weight") || strstr(name, "embed_tokens.")) return 7;
+    if (!strcmp(name, "output.weight") || !strncmp(name, "lm_head.", 8)) return 8;
     static const char *const pat[] = {".attn_q.", ".attn_k.", ".attn_v.", ".attn_output.", ".ffn_gate.", ".ffn_up.", ".ffn_down."};
+    static const char *const hf[] = {".q_proj.", ".k_proj.", ".v_proj.", ".o_proj.", ".gate_proj.", ".up_proj.", ".down_proj."};
     for (int c = 0; c < 7; c++)
-        if (strstr(name, pat[c])) return c;
+        if (strstr(name, pat[c]) || strstr(name, hf[c])) return c;
     return -1;
 }
 
+/* The layer index of "blk.N." (llama.cpp) or "model.layers.N." (Hugging Face) names, else -1. */
 static int layer_of(const char *name) {
-    if (strncmp(name, "blk.", 4) != 0 || name[4] < '0' || name[4] > '9') return -1;
+    size_t k = !strncmp(name, "blk.", 4) ? 4 : !strncmp(name, "model.layers.", 13) ? 13 : 0;
+    if (!k || name[k] < '0' || name[k] > '9') return -1;
     char *end;
-    long v = strtol(name + 4, &end, 10);
+    long v = strtol(name + k, &end, 10);
     return *end == '.' && v < 1000000 ? (int)v : -1;
 }
 
@@ -95,7 +100,7 @@ static tm_status make_units(sens *S, tm_err *err) {
             if (S->t[i].ndim >= 2 && layer_of(S->t[i].name) > maxl) maxl = layer_of(S->t[i].name);
         for (int l = 0; l <= maxl; l++) {
             char nm[32];
-            snprintf(nm, sizeof nm, "blk.%d", l);
+            snprintf(nm, sizeof nm, S->ct ? "model.layers.%d" : "blk.%d", l);
             int have = 0;
             for (int i = 0; i < S->n_t; i++) have |= S->t[i].ndim >= 2 && layer_of(S->t[i].name) == l;
             if (have && add_unit(S, nm) < 0) return tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
@@ -128,7 +133,7 @@ static tm_status make_units(sens *S, tm_err *err) {
         if (k == 0) {
             S->n_u = 0;
             return tm__err_set(err, TM_E_INVALID_ARG, -1, "--units '%s' matches no unit of %s (--unit %s)", p->units_regex,
-                               p->src, p->unit == TM_SENS_UNIT_LAYER ? "layer: blk.0, blk.1, ..." : p->unit == TM_SENS_UNIT_CLASS
+                               p->src, p->unit == TM_SENS_UNIT_LAYER ? (S->ct ? "layer: model.layers.0, ..." : "layer: blk.0, blk.1, ...") : p->unit == TM_SENS_UNIT_CLASS
                                ? "class: q k v o gate up down embedding head" : "tensor: the weight names");
         }
         S->n_u = k;
@@ -142,7 +147,7 @@ static tm_status make_units(sens *S, tm_err *err) {
         const char *key = NULL;
         if (p->unit == TM_SENS_UNIT_LAYER) {
             if (layer_of(t->name) < 0) continue; /* embedding and head stay at source precision */
-            snprintf(nm, sizeof nm, "blk.%d", layer_of(t->name));
+            snprintf(nm, sizeof nm, S->ct ? "model.layers.%d" : "blk.%d", layer_of(t->name));
             key = nm;
         } else if (p->unit == TM_SENS_UNIT_CLASS) {
             if (class_of(t->name) < 0) continue;
@@ -157,6 +162,17 @@ static tm_status make_units(sens *S, tm_err *err) {
 }
 
 /* ---- the source and the rungs ------------------------------------------------------------- */
+
+/* A compressed-tensors rung's name: "int4 channel:0", "int8 group:32:-1 asym", "dense". */
+static void spec_name(const tm_qspec *sp, int dense, char *buf, size_t n) {
+    if (dense) { snprintf(buf, n, "dense"); return; }
+    const char *ty = sp->code_dtype == TM_I8 ? "int8" : sp->code_dtype == TM_U8 ? "uint8" : sp->code_dtype == TM_I4 ? "int4"
+                   : sp->code_dtype == TM_U4 ? "uint4" : sp->code_dtype == TM_F8_E4M3 ? "fp8_e4m3" : sp->code_dtype == TM_F8_E5M2 ? "fp8_e5m2" : "?";
+    char g[48], o[64];
+    tm_granularity_name(&sp->gran, g, sizeof g);
+    tm_observer_name(&sp->observer, o, sizeof o);
+    snprintf(buf, n, "%s %s%s%s%s", ty, g, sp->symmetric ? "" : " asym", strcmp(o, "minmax") ? " " : "", strcmp(o, "minmax") ? o : "");
+}
 
 static int ftype_quantized(int ft) { return ft != TM_FTYPE_F16 && ft != TM_FTYPE_BF16 && ft != TM_FTYPE_F32; }
 
@@ -210,240 +226,78 @@ static tm_status load_tensors(sens *S, tm_err *err) {
     return s;
 }
 
-void tm__sens_assign(const sens *S, const int *ur, int *a) {
-    for (int i = 0; i < S->n_t; i++) a[i] = S->t[i].unit >= 0 ? ur[S->t[i].unit] : -1;
-}
-
-static int type_of(const sens *S, int i, int r) { return r < 0 ? S->t[i].src_type : S->t[i].rung_type[r]; }
-
-uint64_t tm__sens_bytes(const sens *S, const int *a) {
-    uint64_t b = 0;
-    for (int i = 0; i < S->n_t; i++) b += a[i] < 0 ? S->t[i].src_bytes : S->t[i].rung_bytes[a[i]];
-    return b;
-}
-
-/* "^name$" with the ERE specials escaped. */
-static char *exact_re(const char *name) {
-    size_t n = strlen(name);
-    char *o = malloc(2 * n + 3), *q = o;
-    if (!o) return NULL;
-    *q++ = '^';
-    for (const char *c = name; *c; c++) {
-        if (strchr(".[]()*+?{}|^$\\", *c)) *q++ = '\\';
-        *q++ = *c;
-    }
-    *q++ = '$';
-    *q = '\0';
-    return o;
-}
-
-int tm__sens_overrides(const sens *S, const int *a, char ***pats, int **types) {
-    int n = 0;
-    *pats = tm__calloc((size_t)S->n_t + 1, sizeof **pats);
-    *types = tm__calloc((size_t)S->n_t + 1, sizeof **types);
-    if (!*pats || !*types) return -1;
-    for (int i = 0; i < S->n_t; i++) {
-        if (S->t[i].ndim < 2) continue;
-        int ty = type_of(S, i, a[i]);
-        if (ty == S->t[i].carrier_type) continue;
-        if (!((*pats)[n] = exact_re(S->t[i].name))) return -1;
-        (*types)[n++] = ty;
-    }
-    return n;
-}
-
-void tm__sens_overrides_free(char **pats, int *types, int n) {
-    for (int i = 0; pats && i < n; i++) free(pats[i]);
-    free(pats);
-    free(types);
-}
-
-tm_status tm__sens_write(sens *S, const int *a, const char *path, int checksums, int force, tm_err *err) {
+/* ct: the tensors of SRC (2-D float weights are candidates), each rung's bytes measured on a
+** uniform quantize of every candidate tensor into the scratch folder (the output's tensors named
+** W or W_* belong to weight W: codes, scale, zero point, shape). */
+static tm_status load_tensors_ct(sens *S, tm_err *err) {
     const tm_sensitivity_params *p = S->p;
-    char **pats = NULL;
-    int *types = NULL;
-    int n = tm__sens_overrides(S, a, &pats, &types);
-    if (n < 0) { tm__sens_overrides_free(pats, types, S->n_t); return tm__err_set(err, TM_E_NOMEM, -1, "out of memory"); }
     tm_file *f = NULL;
     tm_open_params op = tm_open_params_default();
-    tm_status s = tm_open(S->base, &op, &f, err);
-    if (!s) {
-        tm_gguf_quantize_params gp = tm_gguf_quantize_params_default();
-        gp.ftype = S->carrier;
-        gp.tt_patterns = (const char *const *)pats;
-        gp.tt_types = types;
-        gp.n_tt = n;
-        gp.tt_exact = 1;
-        gp.no_checksums = !checksums;
-        gp.force = force;
-        gp.n_threads = p->threads;
-        gp.command_line = p->command_line;
-        gp.cancel = p->cancel;
-        tm_gguf_quantize_result *r = NULL;
-        s = tm_gguf_quantize(f, path, &gp, &r, err);
-        tm_gguf_quantize_result_free(r);
-        tm_close(f);
+    tm_status s = tm_open(p->src, &op, &f, err);
+    if (s) return s;
+    S->n_t = (int)tm_file_n_tensors(f);
+    S->t = tm__calloc((size_t)(S->n_t ? S->n_t : 1), sizeof *S->t);
+    if (!S->t) s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
+    for (int i = 0; !s && i < S->n_t; i++) {
+        const tm_tensor *t = tm_file_tensor(f, i);
+        sens_tensor *st = &S->t[i];
+        if (t->quant) { s = tm__err_set(err, TM_E_UNSUPPORTED, -1, "%s: tensor '%s' is already quantized", p->src, t->name); break; }
+        if (!(st->name = tm__strdup(t->name))) { s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory"); break; }
+        st->src_type = st->carrier_type = -2;
+        st->src_bytes = t->n_bytes;
+        st->n_elems = 1;
+        for (int d = 0; d < t->ndim; d++) st->n_elems *= t->shape[d];
+        int fl = t->dtype == TM_F32 || t->dtype == TM_F16 || t->dtype == TM_BF16;
+        st->ndim = fl ? t->ndim : 0;
+        S->n_params += st->n_elems;
     }
-    tm__sens_overrides_free(pats, types, n);
-    return s;
-}
-
-/* ---- one evaluation ----------------------------------------------------------------------- */
-
-static pthread_mutex_t seq_mu = PTHREAD_MUTEX_INITIALIZER;
-
-/* Weight error of the candidate against the source over the tensors it quantized. */
-static tm_status weight_error(sens *S, const char *cand, sens_meas *m, tm_err *err) {
-    tm_file *ref = NULL, *q = NULL;
-    tm_open_params op = tm_open_params_default();
-    tm_status s = tm_open(S->base, &op, &ref, err);
-    if (!s) s = tm_open(cand, &op, &q, err);
-    tm_qdiff_result *r = NULL;
-    if (!s) {
-        tm_qdiff_params qp;
-        memset(&qp, 0, sizeof qp);
-        qp.n_threads = S->p->threads;
-        qp.cancel = S->p->cancel;
-        s = tm_qdiff(ref, q, &qp, &r, err);
-    }
-    if (!s) {
-        /* sums in the candidate's tensor order, whatever order qdiff sorted its entries in */
-        double x2 = 0, e2 = 0, l2 = 0, nn = 0;
-        for (int64_t qi = 0; qi < tm_file_n_tensors(q); qi++)
-            for (int64_t k = 0; k < r->n; k++) {
-                const tm_qdiff_entry *e = &r->entries[k];
-                if (e->q_index != qi) continue;
-                double ee = e->e.rmse * e->e.rmse * (double)e->e.n;
-                e2 += ee;
-                x2 += isfinite(e->e.sqnr_db) ? ee * pow(10.0, e->e.sqnr_db / 10.0) : 0;
-                l2 += e->e.rmse_lsb * e->e.rmse_lsb * (double)e->e.n;
-                nn += (double)e->e.n;
-            }
-        m->w_have = nn > 0;
-        m->w_sqnr_db = e2 > 0 ? 10.0 * log10(x2 / e2) : INFINITY;
-        m->w_rmse_lsb = nn > 0 ? sqrt(l2 / nn) : 0;
-    }
-    tm_qdiff_free(r);
-    tm_close(q);
-    tm_close(ref);
-    return s;
-}
-
-static tm_status eval_one(sens *S, const sens_eval *ev, tm_err *err) {
-    const tm_sensitivity_params *p = S->p;
-    pthread_mutex_lock(&seq_mu);
-    int seq = S->cand_seq++;
-    pthread_mutex_unlock(&seq_mu);
-    char *cand = tm__aprintf("%s/cand-%d.gguf", S->work, seq), *man = tm__aprintf("%s/cand-%d.gguf.manifest.json", S->work, seq);
-    tm_status s = cand && man ? TM_OK : tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
-    struct timespec t0, t1, t2;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    if (!s) s = tm__sens_write(S, ev->a, cand, 0, 0, err);
-    if (!s && ev->weights) s = weight_error(S, cand, ev->m, err);
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    char *doc = NULL;
-    if (!s) {
-        tm_evidence_llm_params e = p->ev;
-        e.baseline = S->base;
-        e.candidate = cand;
-        e.base_cache = S->cache;
-        e.threads = p->threads;
-        e.gen = 0;
-        e.warmup = 0;
-        e.progress = NULL;
-        e.cancel = p->cancel;
-        s = tm_evidence_llm_run(&e, &doc, err);
-    }
-    clock_gettime(CLOCK_MONOTONIC, &t2);
-    pthread_mutex_lock(&seq_mu);
-    S->cand_seconds += (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
-    S->eval_seconds += (double)(t2.tv_sec - t1.tv_sec) + 1e-9 * (double)(t2.tv_nsec - t1.tv_nsec);
-    pthread_mutex_unlock(&seq_mu);
-    if (!s) {
-        json_t *d = json_loads(doc, 0, NULL);
-        json_t *ov = json_object_get(json_object_get(d, "llm"), "overall"), *k = json_object_get(ov, "kld");
-        json_t *mean = json_object_get(k, "mean"), *p99 = json_object_get(k, "p99"), *t1 = json_object_get(ov, "same_top1");
-        if (!json_is_number(mean) || !json_is_number(p99) || !json_is_number(t1))
-            s = tm__err_set(err, TM_E_INTERNAL, -1, "the evidence of %s has no overall KLD", cand);
-        else {
-            ev->m->kld_mean = json_number_value(mean);
-            ev->m->kld_p99 = json_number_value(p99);
-            ev->m->top1 = json_number_value(t1);
-            ev->m->done = 1;
+    tm_close(f);
+    int *a = s ? NULL : tm__calloc((size_t)(S->n_t ? S->n_t : 1), sizeof *a);
+    if (!s && !a) s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
+    for (int r = 0; !s && r < S->n_r; r++) {
+        for (int i = 0; i < S->n_t; i++) {
+            S->t[i].rung_type[r] = -2;
+            S->t[i].rung_bytes[r] = S->t[i].src_bytes;
         }
-        json_decref(d);
+        if (S->rdense[r]) continue;
+        for (int i = 0; i < S->n_t; i++) {
+            S->t[i].rung_type[r] = r; /* provisional: what tm__sens_ct_rules asks for */
+            a[i] = S->t[i].ndim >= 2 ? r : -1;
+        }
+        char *dir = tm__aprintf("%s/rung-%d", S->work, r);
+        if (!dir) { s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory"); break; }
+        s = tm__sens_write(S, a, dir, 0, 0, err);
+        tm_file *o = NULL;
+        if (!s) s = tm_open(dir, &op, &o, err);
+        for (int i = 0; !s && i < S->n_t; i++) {
+            sens_tensor *st = &S->t[i];
+            if (st->ndim < 2) { st->rung_type[r] = -2; continue; }
+            size_t nl = strlen(st->name);
+            uint64_t b = 0;
+            int quantized = 0;
+            for (int64_t k = 0; k < tm_file_n_tensors(o); k++) {
+                const tm_tensor *t = tm_file_tensor(o, k);
+                const char *pn = t->phys_name ? t->phys_name : t->name;
+                if (!strncmp(pn, st->name, nl) && (pn[nl] == '\0' || pn[nl] == '_')) {
+                    b += t->n_bytes;
+                    quantized |= pn[nl] == '_';
+                }
+            }
+            st->rung_type[r] = quantized ? r : -2; /* a weight the scheme cannot hold stays dense */
+            st->rung_bytes[r] = quantized ? b : st->src_bytes;
+        }
+        tm_close(o);
+        tm__rm_rf(dir);
+        free(dir);
     }
-    free(doc);
-    if (cand) unlink(cand);
-    if (man) unlink(man);
-    free(cand);
-    free(man);
+    free(a);
     return s;
-}
-
-typedef struct pool_ctx {
-    sens *S;
-    sens_eval *evals;
-    int n, next, done;
-    tm_status s;
-    tm_err err;
-    pthread_mutex_t mu;
-} pool_ctx;
-
-static void *worker(void *arg) {
-    pool_ctx *c = arg;
-    for (;;) {
-        pthread_mutex_lock(&c->mu);
-        int k = c->s || (c->S->p->cancel && *c->S->p->cancel) || c->next >= c->n ? c->n : c->next++;
-        pthread_mutex_unlock(&c->mu);
-        if (k >= c->n) break;
-        tm_err e;
-        tm_err_clear(&e);
-        tm_status s = eval_one(c->S, &c->evals[k], &e);
-        pthread_mutex_lock(&c->mu);
-        if (s && !c->s) { c->s = s; c->err = e; }
-        c->done++;
-        c->S->n_evals++;
-        if (c->S->p->progress) c->S->p->progress(c->S->p->progress_ud, "probes", (uint64_t)c->done, (uint64_t)c->n);
-        pthread_mutex_unlock(&c->mu);
-    }
-    return NULL;
-}
-
-tm_status tm__sens_eval_many(sens *S, sens_eval *evals, int n, tm_err *err) {
-    if (n <= 0) return TM_OK;
-    pool_ctx c;
-    memset(&c, 0, sizeof c);
-    c.S = S;
-    c.evals = evals;
-    c.n = n;
-    pthread_mutex_init(&c.mu, NULL);
-    struct stat st;
-    if (stat(S->cache, &st) != 0) { /* the first alone: it writes the base cache */
-        c.n = 1;
-        worker(&c);
-        c.n = n;
-    }
-    int nw = S->p->jobs < 1 ? 1 : S->p->jobs;
-    if (nw > n - c.next) nw = n - c.next;
-    pthread_t *th = nw > 1 ? tm__calloc((size_t)nw, sizeof *th) : NULL;
-    int started = 0;
-    for (int w = 0; th && w < nw; w++)
-        if (pthread_create(&th[w], NULL, worker, &c) == 0) started++;
-    worker(&c);
-    for (int w = 0; w < started; w++) pthread_join(th[w], NULL);
-    free(th);
-    pthread_mutex_destroy(&c.mu);
-    if (!c.s && S->p->cancel && *S->p->cancel) return tm__err_set(err, TM_E_CANCELLED, -1, "cancelled");
-    if (c.s && err) *err = c.err;
-    return c.s;
 }
 
 /* ---- documents ---------------------------------------------------------------------------- */
 
 static json_t *num(double v) { return isfinite(v) ? json_real(v) : json_null(); }
 
-static const char *ft_name(int ft) { return tm_gguf_ftype_name(ft); }
 
 static json_t *header_doc(const sens *S) {
     const tm_sensitivity_params *p = S->p;
@@ -454,11 +308,11 @@ static json_t *header_doc(const sens *S) {
     json_object_set_new(src, "sha256", json_string(S->src_sha));
     json_object_set_new(src, "params", json_integer(S->n_params));
     json_object_set_new(d, "source", src);
-    json_object_set_new(d, "form", json_string("gguf"));
-    json_object_set_new(d, "scheme", json_string(ft_name(p->ftype)));
+    json_object_set_new(d, "form", json_string(S->ct ? "compressed-tensors" : "gguf"));
+    json_object_set_new(d, "scheme", json_string(S->rname[0]));
     json_object_set_new(d, "unit", json_string(p->unit == TM_SENS_UNIT_LAYER ? "layer" : p->unit == TM_SENS_UNIT_CLASS ? "class" : "tensor"));
     json_t *lad = json_array();
-    for (int r = 0; r < S->n_r; r++) json_array_append_new(lad, json_string(ft_name(S->rung[r])));
+    for (int r = 0; r < S->n_r; r++) json_array_append_new(lad, json_string(S->rname[r]));
     json_object_set_new(d, "ladder", lad);
     json_t *pr = json_object(), *tx = json_array();
     json_object_set_new(pr, "runtime", json_string("node-llama-cpp"));
@@ -642,11 +496,16 @@ static tm_status check_params(const tm_sensitivity_params *p, tm_err *err) {
     if (p->budget_kld < 0 && (p->budget_p99 >= 0 || p->min_top1 >= 0))
         return tm__err_set(err, TM_E_INVALID_ARG, -1, "--budget-p99 and --min-top1 refine --budget KLD, which is missing");
     if (p->ev.n_texts < 1) return tm__err_set(err, TM_E_INVALID_ARG, -1, "no --text");
+    if (p->ct && tm_is_gguf_file(p->src))
+        return tm__err_set(err, TM_E_INVALID_ARG, -1, "%s: the compressed-tensors form needs a safetensors SRC (a GGUF SRC makes a GGUF plan: -t Q2_K ...)", p->src);
+    if (p->ct && !p->ev.vocab_from)
+        return tm__err_set(err, TM_E_INVALID_ARG, -1, "the compressed-tensors form needs --vocab-from X.gguf (candidates are converted to GGUF for llama.cpp)");
     if (p->out && p->budget_kld >= 0) {
         struct stat st;
-        if (!tm__ends_with(p->out, ".gguf"))
-            return tm__err_set(err, TM_E_UNSUPPORTED, -1, "-o %s: only a GGUF plan (OUT ending in .gguf) is implemented; the "
-                               "compressed-tensors form is not yet (docs/sensitivity.md)", p->out);
+        if (!p->ct && !tm__ends_with(p->out, ".gguf"))
+            return tm__err_set(err, TM_E_INVALID_ARG, -1, "-o %s: a GGUF plan is written to OUT ending in .gguf", p->out);
+        if (p->ct && tm__ends_with(p->out, ".gguf"))
+            return tm__err_set(err, TM_E_INVALID_ARG, -1, "-o %s: the compressed-tensors plan is a directory", p->out);
         if (!p->force && stat(p->out, &st) == 0)
             return tm__err_set(err, TM_E_INVALID_ARG, -1, "-o %s exists (--force replaces a previous tensormorph output)", p->out);
     }
@@ -673,6 +532,19 @@ tm_status tm_sensitivity_run(const tm_sensitivity_params *p, char **json_out, in
         S.n_r = tm_sensitivity_ladder_default(p->ftype, S.rung, TM_SENS_MAX_LADDER);
     }
     S.carrier = ftype_quantized(S.rung[0]) ? S.rung[0] : TM_FTYPE_Q8_0;
+    for (int r = 0; r < S.n_r; r++) snprintf(S.rname[r], sizeof S.rname[r], "%s", tm_gguf_ftype_name(S.rung[r]));
+    if (p->ct) { /* rungs: the scheme -> int8 channel -> dense */
+        S.ct = 1;
+        S.n_r = 0;
+        S.rspec[S.n_r++] = p->spec;
+        tm_qspec i8 = tm_qspec_default();
+        i8.convention = p->spec.convention;
+        i8.scale_dtype = p->spec.scale_dtype;
+        if (!(p->spec.code_dtype == TM_I8 && p->spec.gran.kind == TM_GRAN_CHANNEL && p->spec.symmetric)) S.rspec[S.n_r++] = i8;
+        S.rdense[S.n_r] = 1;
+        S.rspec[S.n_r++] = i8;
+        for (int r = 0; r < S.n_r; r++) spec_name(&S.rspec[r], S.rdense[r], S.rname[r], sizeof S.rname[r]);
+    }
     S.work = tm__aprintf("%s/tensormorph-sensitivity-XXXXXX", p->ev.tmp_dir ? p->ev.tmp_dir : "/tmp");
     if (!S.work) s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
     else if (!mkdtemp(S.work)) {
@@ -701,7 +573,7 @@ tm_status tm_sensitivity_run(const tm_sensitivity_params *p, char **json_out, in
     }
     if (!s && !S.cache && !(S.cache = tm__aprintf("%s/base.cache", S.work))) s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
     if (!s) s = tm_sha256_file(S.base, S.src_sha, NULL, err);
-    if (!s) s = load_tensors(&S, err);
+    if (!s) s = S.ct ? load_tensors_ct(&S, err) : load_tensors(&S, err);
     if (!s) s = make_units(&S, err);
     /* the items of this process: unit u (only / all-but / weight error) = item u, uniform rung r
     ** = item n_u + r; probe i/n takes the items k with k % n == i */
@@ -763,7 +635,7 @@ tm_status tm_sensitivity_run(const tm_sensitivity_params *p, char **json_out, in
                 for (int u = 0; u < S.n_u; u++) ur[u] = r;
                 tm__sens_assign(&S, ur, abuf);
                 uint64_t b = tm__sens_bytes(&S, abuf);
-                json_object_set_new(o, "scheme", json_string(ft_name(S.rung[r])));
+                json_object_set_new(o, "scheme", json_string(S.rname[r]));
                 json_object_set_new(o, "bytes", json_integer((json_int_t)b));
                 json_object_set_new(o, "bits_per_param", json_real(S.n_params ? 8.0 * (double)b / (double)S.n_params : 0));
                 json_object_set_new(o, "kld_mean", num(mo[k].kld_mean));

@@ -32,6 +32,23 @@ static uint64_t plan_bytes(const sens *S, const int *ur, int *a) {
 
 static json_t *num(double v) { return isfinite(v) ? json_real(v) : json_null(); }
 
+/* A scheme object as recipes take it (docs/recipe.md "Scheme"). */
+static json_t *scheme_json(const tm_qspec *sp) {
+    json_t *o = json_object();
+    const char *ty = sp->code_dtype == TM_I8 ? "int8" : sp->code_dtype == TM_U8 ? "uint8" : sp->code_dtype == TM_I4 ? "int4"
+                   : sp->code_dtype == TM_U4 ? "uint4" : sp->code_dtype == TM_F8_E4M3 ? "fp8_e4m3" : "fp8_e5m2";
+    char g[48], ob[64];
+    tm_granularity_name(&sp->gran, g, sizeof g);
+    tm_observer_name(&sp->observer, ob, sizeof ob);
+    json_object_set_new(o, "type", json_string(ty));
+    json_object_set_new(o, "granularity", json_string(g));
+    json_object_set_new(o, "symmetric", json_boolean(sp->symmetric));
+    json_object_set_new(o, "observer", json_string(ob));
+    json_object_set_new(o, "convention", json_string(sp->convention == TM_CONV_TORCH ? "torch" : "onnx"));
+    json_object_set_new(o, "scale_dtype", json_string(sp->scale_dtype == TM_F16 ? "f16" : sp->scale_dtype == TM_BF16 ? "bf16" : "f32"));
+    return o;
+}
+
 /* The final plan measured as a whole: the artifact at OUT with its evidence, or (no OUT) a
 ** candidate in the scratch folder. */
 static tm_status measure_final(sens *S, const int *a, sens_meas *m, char **evidence_path, tm_err *err) {
@@ -138,7 +155,19 @@ tm_status tm__sens_budget(sens *S, json_t *doc, int *met, tm_err *err) {
         s = measure_final(S, a, &fin, &evp, err);
     }
     json_t *tt = json_array();
-    if (!s) {
+    if (!s && S->ct) { /* the compiled rules: exact names -> their rung's scheme, the rest ignored */
+        tm_qrule *rules = NULL;
+        int n = tm__sens_ct_rules(S, a, &rules);
+        if (n < 0) s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
+        for (int k = 0; k < n; k++) {
+            json_t *o = json_object();
+            json_object_set_new(o, "pattern", json_string(rules[k].pattern));
+            json_object_set_new(o, "ignore", json_boolean(rules[k].ignore));
+            if (rules[k].has_spec) json_object_set_new(o, "scheme", scheme_json(&rules[k].spec));
+            json_array_append_new(tt, o);
+        }
+        tm__sens_ct_rules_free(rules, n < 0 ? S->n_t + 1 : n);
+    } else if (!s) {
         char **pats = NULL;
         int *types = NULL;
         int n = tm__sens_overrides(S, a, &pats, &types);
@@ -153,11 +182,16 @@ tm_status tm__sens_budget(sens *S, json_t *doc, int *met, tm_err *err) {
     }
     if (!s && p->out) { /* the recipe: quantize SRC -o X.gguf --recipe OUT.recipe.json gives the artifact */
         json_t *r = json_object();
-        json_object_set_new(r, "format", json_string("gguf"));
+        json_object_set_new(r, "format", json_string(S->ct ? "compressed-tensors" : "gguf"));
         json_object_set_new(r, "comment", json_string("tensormorph sensitivity plan: every type as measured"));
-        json_object_set_new(r, "file_type", json_string(tm_gguf_ftype_name(S->carrier)));
-        json_object_set_new(r, "tensor_types", json_deep_copy(tt));
-        json_object_set_new(r, "tensor_types_exact", json_true());
+        if (S->ct) {
+            json_object_set_new(r, "default", scheme_json(&S->rspec[0]));
+            json_object_set_new(r, "rules", json_deep_copy(tt));
+        } else {
+            json_object_set_new(r, "file_type", json_string(tm_gguf_ftype_name(S->carrier)));
+            json_object_set_new(r, "tensor_types", json_deep_copy(tt));
+            json_object_set_new(r, "tensor_types_exact", json_true());
+        }
         char *txt = json_dumps(r, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
         json_decref(r);
         if (!(rp = tm__aprintf("%s.recipe.json", p->out)) || !txt) s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
@@ -181,7 +215,7 @@ tm_status tm__sens_budget(sens *S, json_t *doc, int *met, tm_err *err) {
         json_object_set_new(pl, "kld_p99", num(fin.kld_p99));
         json_object_set_new(pl, "same_top1", num(fin.top1));
         for (int u = 0; u < nu; u++)
-            json_object_set_new(as, S->unit_names[u], json_string(tm_gguf_ftype_name(S->rung[plan[u]])));
+            json_object_set_new(as, S->unit_names[u], json_string(S->rname[plan[u]]));
         json_object_set_new(pl, "assignments", as);
         *met = meets(p, &fin);
         json_object_set_new(pl, "met", json_boolean(*met));
@@ -189,8 +223,11 @@ tm_status tm__sens_budget(sens *S, json_t *doc, int *met, tm_err *err) {
         json_object_set_new(bud, "kld_p99", p->budget_p99 >= 0 ? json_real(p->budget_p99) : json_null());
         json_object_set_new(bud, "min_top1", p->min_top1 >= 0 ? json_real(p->min_top1) : json_null());
         json_object_set_new(pl, "budget", bud);
-        json_object_set_new(pl, "file_type", json_string(tm_gguf_ftype_name(S->carrier)));
-        json_object_set_new(pl, "tensor_types", tt);
+        if (S->ct) json_object_set_new(pl, "rules", tt);
+        else {
+            json_object_set_new(pl, "file_type", json_string(tm_gguf_ftype_name(S->carrier)));
+            json_object_set_new(pl, "tensor_types", tt);
+        }
         tt = NULL;
         json_object_set_new(pl, "steps", json_integer(steps));
         json_object_set_new(doc, "plan", pl);

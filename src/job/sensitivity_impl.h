@@ -4,6 +4,7 @@
 #define TM_SENSITIVITY_IMPL_H
 #include "../core/core.h"
 #include "tensormorph/gguf_job.h"
+#include "tensormorph/qjob.h"
 #include "tensormorph/sensitivity.h"
 
 #include <jansson.h>
@@ -40,6 +41,10 @@ typedef struct sens {
     int          rung[TM_SENS_MAX_LADDER];
     int          n_r;
     int          carrier;                   /* file type written: the first quantized rung   */
+    int          ct;                        /* the compressed-tensors form                   */
+    tm_qspec     rspec[TM_SENS_MAX_LADDER]; /* ct: each rung's scheme                        */
+    int          rdense[TM_SENS_MAX_LADDER];/* ct: 1 for the dense rung                      */
+    char         rname[TM_SENS_MAX_LADDER][160]; /* each rung's name                         */
     int64_t      n_params;
     int          n_evals;                   /* evaluations run                               */
     int          cand_seq;                  /* candidate file names                          */
@@ -65,6 +70,10 @@ uint64_t  tm__sens_bytes(const sens *S, const int *a);
 void      tm__sens_assign(const sens *S, const int *ur, int *a);
 /* Write the GGUF of assignment a at path (the quantizer, exact overrides). */
 tm_status tm__sens_write(sens *S, const int *a, const char *path, int checksums, int force, tm_err *err);
+/* ct: the rules of assignment a (exact names -> their rung's scheme, then ".*" ignored):
+** *rules (malloc'd; patterns malloc'd) and the count; -1 out of memory. */
+int       tm__sens_ct_rules(const sens *S, const int *a, tm_qrule **rules);
+void      tm__sens_ct_rules_free(tm_qrule *rules, int n);
 /* The budget search and the plan's outputs: adds "plan" to doc; *met. */
 tm_status tm__sens_budget(sens *S, json_t *doc, int *met, tm_err *err);
 

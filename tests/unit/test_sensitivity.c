@@ -304,6 +304,66 @@ static void test_ranking_and_budget(void **state) {
     json_decref(d);
 }
 
+/* ---- the compressed-tensors form: int4 per channel -> int8 channel -> dense ------------------- */
+
+static void test_ct_int4_budget(void **state) {
+    (void)state;
+    if (!require_llama()) return;
+    const char *sh = tmv_shared_dir();
+    char st[1200], extra[3000], p[600];
+    snprintf(st, sizeof st, "%s/models/safetensors/stories260K-f32", sh);
+    if (access(st, R_OK)) { skip_or_fail("safetensors/stories260K-f32 not in ../shared", "TM_REQUIRE_SHARED"); return; }
+    const double budget = 0.045;
+    snprintf(extra, sizeof extra, "--vocab-from '%s' -t int4 -g channel --units 'layers\\.[34]$' --budget %g -o '%s/ctplan' --jobs 2",
+             g_src, budget, g_tmp);
+    /* the helper runs SRC = the GGUF; here SRC is the safetensors directory */
+    char *out = NULL;
+    int rc = tmt_run(&out, "'%s' sensitivity '%s' --text '%s' --ctx 128 --chunks 4 %s --json 2>'%s/stderr.txt'", tmt_bin(), st, g_text,
+                     extra, g_tmp);
+    if (rc) {
+        snprintf(p, sizeof p, "%s/stderr.txt", g_tmp);
+        char *e = tmt_read_file(p);
+        print_message("exit %d: %s\n", rc, e ? e : "");
+        free(e);
+    }
+    assert_int_equal(rc, 0);
+    json_t *d = json_loads(out, 0, NULL);
+    free(out);
+    assert_non_null(d);
+    assert_string_equal(json_string_value(json_object_get(d, "form")), "compressed-tensors");
+    json_t *units = json_object_get(d, "units");
+    assert_int_equal(json_array_size(units), 2);
+    assert_string_equal(json_string_value(json_object_get(json_array_get(units, 0), "name")), "model.layers.3");
+    json_t *i4 = uniform(d, "int4 channel:0"), *i8 = uniform(d, "int8 channel:0");
+    assert_non_null(uniform(d, "dense"));
+    assert_true(tmt_num(i8, "kld_mean") < budget && budget < tmt_num(i4, "kld_mean"));
+    size_t i;
+    json_t *u;
+    json_array_foreach(units, i, u) {
+        json_int_t r = json_integer_value(json_object_get(u, "rank"));
+        assert_true(r == 1 || r == 2);
+        assert_true(tmt_num(u, "kld_mean_only") > 0 && tmt_num(u, "kld_mean_only") < tmt_num(i4, "kld_mean"));
+        /* int4 per channel: RMSE in LSB near rounding's 0.29 */
+        assert_true(tmt_num(u, "weight_rmse_lsb") > 0.2 && tmt_num(u, "weight_rmse_lsb") < 0.4);
+    }
+    json_t *plan = json_object_get(d, "plan");
+    assert_true(json_is_true(json_object_get(plan, "met")));
+    assert_true(tmt_num(plan, "kld_mean") <= budget);
+    assert_true(json_integer_value(json_object_get(plan, "bytes")) < json_integer_value(json_object_get(i8, "bytes")));
+    /* the artifact's evidence and the recipe that rebuilds it */
+    snprintf(p, sizeof p, "%s/ctplan.evidence.json", g_tmp);
+    char *et = tmt_read_file(p);
+    assert_non_null(et);
+    json_t *ev = json_loads(et, 0, NULL);
+    free(et);
+    assert_true(json_number_value(json_object_get(json_object_get(json_object_get(json_object_get(ev, "llm"), "overall"), "kld"), "mean")) ==
+                tmt_num(plan, "kld_mean"));
+    json_decref(ev);
+    assert_int_equal(tmt_run(NULL, "'%s' quantize '%s' -o '%s/ctre' --recipe '%s/ctplan.recipe.json' -q", tmt_bin(), st, g_tmp, g_tmp), 0);
+    assert_int_equal(tmt_run(NULL, "cmp -s '%s/ctre/model.safetensors' '%s/ctplan/model.safetensors'", g_tmp, g_tmp), 0);
+    json_decref(d);
+}
+
 /* ---- probes + merge == one run -------------------------------------------------------------- */
 
 static char *strip_timings(const char *path) {
@@ -383,6 +443,7 @@ int main(void) {
         cmocka_unit_test(test_plan_matches_quantizer),
         cmocka_unit_test(test_plan_synth256_reference),
         cmocka_unit_test(test_ranking_and_budget),
+        cmocka_unit_test(test_ct_int4_budget),
         cmocka_unit_test(test_probe_merge),
         cmocka_unit_test(test_bad_input),
     };

@@ -230,6 +230,50 @@ static void test_plan_synth256_reference(void **state) {
     tm_close(f);
 }
 
+/* serve --sensitivity FILE: /api/v1/arch carries each unit's rank, KLD, tensors and planned
+** scheme; a --probe part is refused (exit 3). */
+static void test_serve_field(void **state) {
+    (void)state;
+    if (!require_model()) return;
+    char p[600], bad[600];
+    snprintf(p, sizeof p, "%s/serve.sensitivity.json", g_tmp);
+    snprintf(bad, sizeof bad, "%s/part.json", g_tmp);
+    const char *doc =
+        "{\"schema\": \"tensormorph.sensitivity/1\", \"scheme\": \"Q2_K\", \"unit\": \"layer\", \"spearman_weight_vs_kld\": 0.5,"
+        " \"units\": [{\"name\": \"blk.0\", \"rank\": 2, \"kld_mean_only\": 0.01, \"kld_mean_all_but\": 0.05, \"weight_sqnr_db\": 22.5,"
+        " \"tensors\": [\"blk.0.attn_q.weight\"]}, {\"name\": \"blk.1\", \"rank\": 1, \"kld_mean_only\": 0.02,"
+        " \"kld_mean_all_but\": 0.04, \"weight_sqnr_db\": 22.0, \"tensors\": [\"blk.1.attn_q.weight\"]}],"
+        " \"plan\": {\"recipe\": \"x.gguf.recipe.json\", \"met\": true, \"assignments\": {\"blk.0\": \"Q2_K\", \"blk.1\": \"Q4_K_M\"}}}";
+    FILE *f = fopen(p, "w");
+    assert_non_null(f);
+    fputs(doc, f);
+    fclose(f);
+    f = fopen(bad, "w");
+    assert_non_null(f);
+    fputs("{\"schema\": \"tensormorph.sensitivity/1\", \"probe\": {\"i\": 0, \"n\": 2}, \"units\": []}", f);
+    fclose(f);
+    assert_int_equal(tmt_run(NULL, "'%s' serve '%s' --sensitivity '%s' --port 0 -q 2>/dev/null", tmt_bin(), g_src, bad), 3);
+    const char *args[] = {g_src, "--sensitivity", p, NULL};
+    int port = 0;
+    FILE *in = NULL;
+    int pid = tmt_serve_start(args, &port, &in);
+    int status = 0;
+    json_t *d = tmt_http_json(port, "/api/v1/arch", &status);
+    tmt_serve_stop(pid, in);
+    assert_int_equal(status, 200);
+    json_t *sv = json_object_get(d, "sensitivity");
+    assert_non_null(sv);
+    assert_string_equal(json_string_value(json_object_get(sv, "recipe")), "x.gguf.recipe.json");
+    assert_true(json_is_true(json_object_get(sv, "met")));
+    json_t *u1 = json_array_get(json_object_get(sv, "units"), 1);
+    assert_string_equal(json_string_value(json_object_get(u1, "name")), "blk.1");
+    assert_int_equal(json_integer_value(json_object_get(u1, "rank")), 1);
+    assert_string_equal(json_string_value(json_object_get(u1, "scheme")), "Q4_K_M");
+    assert_string_equal(json_string_value(json_array_get(json_object_get(u1, "tensors"), 0)), "blk.1.attn_q.weight");
+    assert_true(tmt_num(u1, "kld_mean_only") == 0.02);
+    json_decref(d);
+}
+
 /* ---- ranking, budget, artifact, recipe ----------------------------------------------------- */
 
 static void test_ranking_and_budget(void **state) {
@@ -442,10 +486,13 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_plan_matches_quantizer),
         cmocka_unit_test(test_plan_synth256_reference),
+        cmocka_unit_test(test_serve_field),
         cmocka_unit_test(test_ranking_and_budget),
         cmocka_unit_test(test_ct_int4_budget),
         cmocka_unit_test(test_probe_merge),
         cmocka_unit_test(test_bad_input),
     };
+    const char *filt = getenv("TM_TEST_FILTER"); /* e.g. "test_serve*": run only those, by hand */
+    if (filt && *filt) cmocka_set_test_filter(filt);
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -5,7 +5,8 @@
 # evaluating the chunks, KLD in C). Run by hand, not a test:
 #   bash bench/sensitivity_speed.sh [SRC.gguf] [TEXT] [CTX] [CHUNKS] [JOBS...]
 #   (default: ../shared stories260K-F32.gguf on stories260K-eval.txt, ctx 128, 4 chunks, jobs 1 2)
-# Environment: BUILD (default build), TM_NODE_MODULES (default runner/node_modules).
+# Environment: BUILD (default build), TM_SHARED (default ../shared), TM_NODE_MODULES (default
+# runner/node_modules).
 # Prints one JSON line per --jobs value: evaluations, seconds, probes_per_minute,
 # outside_share = candidate_seconds / (candidate_seconds + evaluation_seconds), and the load average.
 set -euo pipefail
@@ -14,7 +15,7 @@ build="${BUILD:-build}"
 case "$build" in /*) ;; *) build="$here/$build" ;; esac
 bin="$build/tensormorph"
 [ -x "$bin" ] || { echo "bench/sensitivity_speed.sh: $bin not found; build first" >&2; exit 2; }
-shared="$here/../shared/models"
+shared="${TM_SHARED:-$here/../shared}/models"
 src="${1:-$shared/gguf/stories260K-F32.gguf}"
 text="${2:-$shared/text/stories260K-eval.txt}"
 ctx="${3:-128}"

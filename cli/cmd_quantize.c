@@ -34,6 +34,7 @@ const cli_opt opts_quantize[] = {
     CLI_OPT_TOP("rows of the summary to print, flagged and worst first: N or all (default 10, as qdiff); also for GGUF and ONNX output"),
     {"pure", 0, NULL, 0, "GGUF: every quantizable tensor gets --type's type (no llama-quantize mixture rules)"},
     {"leave-output-tensor", 0, NULL, 0, "GGUF: leave output.weight unquantized"},
+    {"tensor-type-exact", 0, NULL, 0, "GGUF: --tensor-type applies even where the rules fall back (rows not a multiple of 256)"},
     {"tensor-type", 0, "RE=TYPE", 1, "GGUF: ggml TYPE for tensors whose name matches RE (POSIX extended; last match wins)"},
     CLI_OPT_VOCAB_FROM("GGUF: the tokenizer (tokenizer.* keys) of an LLM checkpoint converted first (docs/convert.md)"),
     {"allow-long-names", 0, NULL, 0, "GGUF: write tensor names of 64 bytes or more, which llama.cpp refuses (default: exit 3 naming the tensor)"},
@@ -306,7 +307,7 @@ int cmd_quantize(const cli_cmd *cmd, cli_args *a) {
         size_t sl = strlen(forms[k].suffix);
         if (out_len > sl && strcmp(out + out_len - sl, forms[k].suffix) == 0) return forms[k].run(cmd, a);
     }
-    static const char *const gguf_only[] = {"pure", "leave-output-tensor", "tensor-type", "allow-long-names", "vocab-from",
+    static const char *const gguf_only[] = {"pure", "leave-output-tensor", "tensor-type", "tensor-type-exact", "allow-long-names", "vocab-from",
                                             "imatrix", "include-weights", "exclude-weights", "output-tensor-type",
                                             "token-embedding-type", "allow-requantize", "override-kv", "keep-split"};
     for (size_t k = 0; k < sizeof gguf_only / sizeof gguf_only[0]; k++)

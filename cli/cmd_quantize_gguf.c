@@ -138,7 +138,7 @@ static int gguf_recipe_check(json_t *r, const char *path) {
     int64_t id;
     json_t *im = json_object_get(r, "importance_matrix"), *ft = json_object_get(r, "file_type");
     if ((rc = cli_recipe_bool(r, "pure", path, &v)) || (rc = cli_recipe_bool(r, "leave_output_tensor", path, &v)) ||
-        (rc = cli_recipe_bool(r, "strict", path, &v)) || (rc = cli_recipe_int(r, "file_type_id", path, 0, 1 << 20, &id)) ||
+        (rc = cli_recipe_bool(r, "strict", path, &v)) || (rc = cli_recipe_bool(r, "tensor_types_exact", path, &v)) || (rc = cli_recipe_int(r, "file_type_id", path, 0, 1 << 20, &id)) ||
         (rc = cli_recipe_record(r, "rules", JSON_STRING, path)) || (rc = cli_recipe_record(r, "default_type", JSON_STRING, path)))
         return rc;
     if (ft && !json_is_string(ft)) {
@@ -239,7 +239,7 @@ int cmd_quantize_gguf(const cli_cmd *cmd, cli_args *a) {
     const char *rpath = cli_get(a, "recipe");
     if (rpath) { /* docs/recipe.md "GGUF": the manifest's recipe object */
         static const char *const keys[] = {"file_type", "file_type_id", "default_type", "rules", "pure",
-                                           "leave_output_tensor", "strict", "tensor_types", "importance_matrix",
+                                           "leave_output_tensor", "strict", "tensor_types", "tensor_types_exact", "importance_matrix",
                                            "output_tensor_type", "token_embedding_type", NULL};
         int lrc = cli_recipe_load(rpath, "gguf", keys, &recipe);
         if (!lrc) lrc = gguf_recipe_check(recipe, rpath);
@@ -310,10 +310,12 @@ int cmd_quantize_gguf(const cli_cmd *cmd, cli_args *a) {
     p.pure = cli_has(a, "pure");
     p.leave_output_tensor = cli_has(a, "leave-output-tensor");
     p.strict = cli_has(a, "strict");
+    p.tt_exact = cli_has(a, "tensor-type-exact");
     if (recipe) { /* types checked by gguf_recipe_check; the flags add to them */
         p.pure |= json_is_true(json_object_get(recipe, "pure"));
         p.leave_output_tensor |= json_is_true(json_object_get(recipe, "leave_output_tensor"));
         p.strict |= json_is_true(json_object_get(recipe, "strict"));
+        p.tt_exact |= json_is_true(json_object_get(recipe, "tensor_types_exact"));
         json_t *id = json_object_get(recipe, "file_type_id");
         if (id && !cli_get(a, "type") && json_integer_value(id) != p.ftype) {
             fprintf(stderr, "tensormorph: recipe %s: \"file_type_id\" %lld is not %s's id %d\n", rpath,

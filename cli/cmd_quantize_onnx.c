@@ -16,7 +16,7 @@ int cmd_quantize_onnx(const cli_cmd *cmd, cli_args *a);
 
 /* Options of the other output forms that mean nothing for ONNX output. */
 static const char *const not_onnx[] = {"quantize-embeddings", "max-shard-size",
-                                       "strict", "pure", "leave-output-tensor", "tensor-type", "imatrix", "include-weights",
+                                       "strict", "pure", "leave-output-tensor", "tensor-type", "tensor-type-exact", "imatrix", "include-weights",
                                        "exclude-weights", "output-tensor-type", "token-embedding-type",
                                        "allow-requantize", "override-kv", "keep-split",
                                        "allow-long-names", "vocab-from"};

@@ -18,6 +18,7 @@ const cli_opt opts_serve[] = {
     CLI_OPT_TARGET("Release page: policy target (as gate --target)"),
     CLI_OPT_CANARY("Release page: planned canary share of traffic, in (0, 1] (gate --canary)"),
     CLI_OPT_ROLLBACK("Release page: rollback artifact (gate --rollback)"),
+    {"sensitivity", 0, "FILE", 0, "a `tensormorph sensitivity` result: /api/v1/arch gains each unit's rank, KLD and planned scheme"},
     CLI_OPT_END,
 };
 const char details_serve[] =
@@ -48,13 +49,28 @@ int cmd_serve(const cli_cmd *cmd, cli_args *a) {
             return cli_usage_error(cmd, "--allow-host: '%s' is not a host name or address", h);
         c.allow[c.n_allow++] = h;
     }
-    if ((rc = cli_open(c.path, &c.f))) return rc;
-    if (c.ref_path && (rc = cli_open(c.ref_path, &c.ref))) { tm_close(c.f); return rc; }
+    const char *sp = cli_get(a, "sensitivity");
+    if (sp) {
+        tm_err err;
+        char *txt = cli_read_text(sp, &err);
+        if (!txt) return cli_fail(err.code, &err);
+        c.sensitivity = json_loads(txt, 0, NULL);
+        free(txt);
+        json_t *sch = json_object_get(c.sensitivity, "schema");
+        if (!json_is_string(sch) || strcmp(json_string_value(sch), "tensormorph.sensitivity/1") != 0 ||
+            json_object_get(c.sensitivity, "probe")) {
+            json_decref(c.sensitivity);
+            return cli_error(EXIT_INPUT, "--sensitivity %s: not a whole tensormorph.sensitivity/1 result (a --probe part: merge it first)", sp);
+        }
+    }
+    if ((rc = cli_open(c.path, &c.f))) { json_decref(c.sensitivity); return rc; }
+    if (c.ref_path && (rc = cli_open(c.ref_path, &c.ref))) { tm_close(c.f); json_decref(c.sensitivity); return rc; }
     pthread_mutex_init(&c.mu, NULL);
     rc = serve_run(&c, host, (int)port);
     serve_ctx_free_cache(&c);
     pthread_mutex_destroy(&c.mu);
     tm_close(c.ref);
     tm_close(c.f);
+    json_decref(c.sensitivity);
     return rc;
 }

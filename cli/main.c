@@ -20,6 +20,9 @@ int cmd_compat(const cli_cmd *cmd, cli_args *a);
 extern const cli_opt opts_compat[];
 extern const char details_compat[];
 int cmd_evidence(const cli_cmd *cmd, cli_args *a);
+int cmd_sensitivity(const cli_cmd *cmd, cli_args *a);
+extern const cli_opt opts_sensitivity[];
+extern const char details_sensitivity[];
 extern const cli_opt opts_evidence[];
 extern const char details_evidence[];
 int cmd_gate(const cli_cmd *cmd, cli_args *a);
@@ -71,6 +74,9 @@ const cli_cmd cli_commands[] = {
      "compat ARTIFACT --target TARGET [options]", details_compat, opts_compat, 1, 1},
     {"evidence", cmd_evidence, "Serving evidence: latency, peak memory and output drift of two ONNX models on ONNX Runtime (CPU).",
      "evidence BASELINE.onnx CANDIDATE.onnx --inputs DIR|--random-inputs N [options]", details_evidence, opts_evidence, 2, 2},
+    {"sensitivity", cmd_sensitivity, "Per-module sensitivity on llama.cpp outputs, and the smallest mixed-precision plan meeting a KLD budget.",
+     "sensitivity SRC --text FILE [-t TYPE] [--budget KLD] [-o OUT.gguf|DIR] [options] | sensitivity merge PART... [-o OUT]",
+     details_sensitivity, opts_sensitivity, 1, 4096},
     {"gate", cmd_gate, "Release gate: checksums, evidence, policy thresholds, canary and rollback -> PASS/FAIL.",
      "gate --manifest M --evidence E --policy P [options]", details_gate, opts_gate, 0, 0},
     {"version", cmd_version, "Print the version.", "version [options]",

@@ -46,7 +46,7 @@ PUBLIC_LAYER = {
     "errstats.h": "analysis", "qdiff.h": "analysis", "diff.h": "analysis", "names.h": "analysis",
     "calib.h": "analysis", "explore.h": "analysis", "compat.h": "analysis",
     "qjob.h": "job", "gguf_job.h": "job", "convert.h": "job", "onnx_quant.h": "job", "demo.h": "job",
-    "evidence.h": "job", "evidence_llm.h": "job", "gate.h": "job", "job.h": "job",
+    "evidence.h": "job", "evidence_llm.h": "job", "sensitivity.h": "job", "gate.h": "job", "job.h": "job",
     # test-only entry points of several layers, declared beside the layer they come from; the
     # files defining them include it (any layer may); nothing in the library calls them
     "experimental.h": "core",

@@ -201,6 +201,32 @@ static json_t *arch_node_json(const tm_file *f, const tm_arch *a, int64_t k) {
     return o;
 }
 
+/* The "sensitivity" field of /api/v1/arch (serve --sensitivity FILE, docs/sensitivity.md): per
+** unit its rank (1 = most sensitive), measured KLDs, weight SQNR, tensors and the plan's scheme
+** for it (null without a plan), for the Architecture view to colour each module by. */
+static json_t *sensitivity_json(json_t *doc) {
+    json_t *o = json_object(), *units = json_array(), *plan = json_object_get(doc, "plan");
+    json_t *as = json_object_get(plan, "assignments");
+    size_t i;
+    json_t *u;
+    json_array_foreach(json_object_get(doc, "units"), i, u) {
+        json_t *e = json_object();
+        static const char *const keys[] = {"name", "rank", "kld_mean_only", "kld_mean_all_but", "weight_sqnr_db", "tensors"};
+        for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++)
+            json_object_set(e, keys[k], json_object_get(u, keys[k]) ? json_object_get(u, keys[k]) : json_null());
+        json_t *sc = json_object_get(as, json_string_value(json_object_get(u, "name")));
+        json_object_set(e, "scheme", sc ? sc : json_null());
+        json_array_append_new(units, e);
+    }
+    json_object_set(o, "scheme", json_object_get(doc, "scheme"));
+    json_object_set(o, "unit", json_object_get(doc, "unit"));
+    json_object_set(o, "spearman_weight_vs_kld", json_object_get(doc, "spearman_weight_vs_kld"));
+    json_object_set_new(o, "units", units);
+    json_object_set_new(o, "recipe", json_is_string(json_object_get(plan, "recipe")) ? json_copy(json_object_get(plan, "recipe")) : json_null());
+    json_object_set_new(o, "met", json_is_boolean(json_object_get(plan, "met")) ? json_copy(json_object_get(plan, "met")) : json_null());
+    return o;
+}
+
 static json_t *api_arch(serve_ctx *c, int *status) {
     tm_arch *a;
     tm_err err;
@@ -211,6 +237,7 @@ static json_t *api_arch(serve_ctx *c, int *status) {
     json_object_set_new(d, "n_boundaries", json_integer(a->n_boundaries));
     json_object_set_new(d, "root", arch_node_json(c->f, a, 0));
     tm_arch_free(a);
+    if (c->sensitivity) json_object_set_new(d, "sensitivity", sensitivity_json(c->sensitivity));
     return d;
 }
 

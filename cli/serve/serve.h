@@ -52,6 +52,8 @@ typedef struct serve_ctx {
     const cli_args *calib_args; /* serve's options: --samples for /api/v1/calibrate      */
     const cli_args *release_args; /* serve's options: --manifest --evidence --policy ... for
                                      /api/v1/release (api_release.c)                    */
+    json_t         *sensitivity;/* --sensitivity FILE (tensormorph.sensitivity/1), or NULL:
+                                   /api/v1/arch's "sensitivity" field                      */
     uint64_t        cache_bytes;/* bound on all pyramids together                        */
     int             port;
     char            hosts[20][300]; /* accepted Host header values ("127.0.0.1:8080")   */

@@ -82,6 +82,12 @@ typedef struct tm_gguf_quantize_params {
     int          allow_requantize;    /* 1: a quantized source tensor is dequantized and quantized
                                          again (else refused, as llama-quantize)                 */
     const tm_gguf_kvlist *kv_overrides; /* --override-kv: set last, in order (NULL: none)          */
+    int          tt_exact;            /* 1: a tt_patterns match sets the tensor's type even where the
+                                         rules fell back (a K type on a row that is not a multiple
+                                         of 256) or refused the tensor; the row must still hold the
+                                         type (else F16, as above). 0: llama-quantize's behaviour,
+                                         an override only where no fallback happened. Recipe key
+                                         "tensor_types_exact" (docs/recipe.md); sensitivity plans */
 } tm_gguf_quantize_params;
 
 tm_gguf_quantize_params tm_gguf_quantize_params_default(void); /* Q8_0, rules on, n_threads 0 (tm_usable_cpus) */
@@ -132,6 +138,16 @@ typedef struct tm_gguf_quantize_result {
 tm_status tm_gguf_quantize(tm_file *in, const char *out_path, const tm_gguf_quantize_params *p,
                            tm_gguf_quantize_result **out, tm_err *err);
 void      tm_gguf_quantize_result_free(tm_gguf_quantize_result *r);
+
+/* tm_gguf_quantize_plan: the type decisions tm_gguf_quantize would make for `in` with `p`
+** (llama-quantize's rules, --tensor-type, fallbacks), without quantizing or writing anything.
+** *rows (malloc'd, free() it; names point into `in`) gets one row per tensor in output order
+** with name, src_type, out_type, quantized, reason, n_elems and out_bytes (the tensor's bytes
+** in the output: rows * (ne0 / block) * type size); rmse/max_abs_err/sqnr_db are 0.
+** Returns TM_OK | TM_E_INVALID_ARG (bad ftype or regex) | TM_E_UNSUPPORTED | TM_E_IO |
+** TM_E_NOMEM, as tm_gguf_quantize's plan phase. */
+tm_status tm_gguf_quantize_plan(tm_file *in, const tm_gguf_quantize_params *p, tm_gguf_quantize_tensor **rows,
+                                int64_t *n_rows, tm_err *err);
 
 /* ---- deprecated names -------------------------------------------------------------------
 ** The names before the quantize jobs shared one pattern (tm_<form>_quantize_params,

@@ -737,8 +737,9 @@ static int out_ftype(int ftype, const tm_gguf_kvlist *kv, const gplan *plans, in
 
 /* The plan (the driver's phases: pipeline.h, tm__qwriter): pp has checked and locked OUT; the
 ** file is opened at pp->stage with every tensor's type, size and offset fixed. */
-static tm_status gguf_plan(void *ctx, tm__pipe *pp, int64_t *n_tasks, tm_err *err) {
-    gjob *j = ctx;
+/* The type decisions (llama-quantize's rules, then --tensor-type): j->plans in output order,
+** j->kv the metadata. Shared by the job and tm_gguf_quantize_plan. */
+static tm_status plan_types(gjob *j, tm_err *err) {
     tm_file *in = j->in;
     const tm_gguf_quantize_params *p = j->p;
     const int def_type = j->def_type, def_quantized = tm_ggml_type_info_get(def_type)->is_quantized;
@@ -832,10 +833,13 @@ static tm_status gguf_plan(void *ctx, tm__pipe *pp, int64_t *n_tasks, tm_err *er
                 int nf = qs.n_fallback;
                 s = get_type(&qs, new_type, pl->name, pl->ne[0], &new_type, pl->reason, sizeof pl->reason, &refused, err);
                 if (s) break;
-                if (qs.n_fallback == nf && !refused) {
+                /* llama-quantize applies an override only where the rules did not fall back;
+                ** tt_exact applies it wherever it matches (the row is still checked below) */
+                if (p->tt_exact || (qs.n_fallback == nf && !refused)) {
                     for (int64_t k = 0; k < n_re; k++)
-                        if (regexec(&re[k], pl->name, 0, NULL, 0) == 0 && p->tt_types[k] != new_type) {
+                        if (regexec(&re[k], pl->name, 0, NULL, 0) == 0 && (p->tt_types[k] != new_type || refused)) {
                             new_type = p->tt_types[k];
+                            refused = 0;
                             snprintf(pl->reason, sizeof pl->reason, "--tensor-type %s=%s", p->tt_patterns[k], tname(new_type));
                         }
                 }
@@ -926,6 +930,17 @@ static tm_status gguf_plan(void *ctx, tm__pipe *pp, int64_t *n_tasks, tm_err *er
     }
     j->qs = qs;
     j->n_refused = n_refused;
+    return s;
+}
+
+static tm_status gguf_plan(void *ctx, tm__pipe *pp, int64_t *n_tasks, tm_err *err) {
+    gjob *j = ctx;
+    tm_file *in = j->in;
+    const tm_gguf_quantize_params *p = j->p;
+    tm_status s = plan_types(j, err);
+    tm_gguf_kvlist *kv = j->kv;
+    gplan *plans = j->plans;
+    const int64_t n = j->n;
     /* ---- writer ---- */
     if (!s) s = tm_gguf_kvlist_set_u32(kv, "general.quantization_version", 2, err);
     if (!s) s = tm_gguf_kvlist_set_u32(kv, "general.file_type", (uint32_t)out_ftype(p->ftype, kv, plans, n), err);
@@ -942,7 +957,7 @@ static tm_status gguf_plan(void *ctx, tm__pipe *pp, int64_t *n_tasks, tm_err *er
         s = tm_gguf_kvlist_set_raw(kv, tm_gguf_kvlist_key(p->kv_overrides, k), tm_gguf_kvlist_type(p->kv_overrides, k),
                                    v, vn, err);
     }
-    if (!s && qs.has_imatrix) {
+    if (!s && j->qs.has_imatrix) {
         const tm_imatrix *im = p->imatrix;
         char buf[128]; /* llama-quantize copies 127 bytes of each string (strncpy into val_str[128]) */
         snprintf(buf, sizeof buf, "%s", p->imatrix_arg ? p->imatrix_arg : im->path);
@@ -1102,6 +1117,7 @@ static tm_status gguf_manifest(void *ctx, json_t *man, tm_err *err) {
         json_object_set_new(recipe, "output_tensor_type", json_string(tname(p->output_tensor_type)));
     if (p->token_embedding_type != TM_GGUF_TYPE_RULES)
         json_object_set_new(recipe, "token_embedding_type", json_string(tname(p->token_embedding_type)));
+    if (p->tt_exact) json_object_set_new(recipe, "tensor_types_exact", json_true());
     json_object_set_new(man, "recipe", recipe);
     if (j->qs.has_imatrix) {
         char *c = tm__aprintf("importance matrix %s (%s format, %lld entries, %d chunks of dataset '%s'): the K-quant and "
@@ -1180,4 +1196,41 @@ tm_status tm_gguf_quantize(tm_file *in, const char *out_path, const tm_gguf_quan
     if (s) tm_gguf_quantize_result_free(j.res);
     *out = s ? NULL : j.res;
     return s;
+}
+
+tm_status tm_gguf_quantize_plan(tm_file *in, const tm_gguf_quantize_params *p, tm_gguf_quantize_tensor **rows,
+                                int64_t *n_rows, tm_err *err) {
+    *rows = NULL;
+    *n_rows = 0;
+    tm_err_clear(err);
+    if (!in || !p) return tm__err_set(err, TM_E_INVALID_ARG, -1, "tm_gguf_quantize_plan: no input or parameters");
+    const int def_type = tm_gguf_ftype_default_type(p->ftype);
+    if (def_type < 0) return tm__err_set(err, TM_E_INVALID_ARG, -1, "unknown GGUF file type %d", p->ftype);
+    gjob j;
+    memset(&j, 0, sizeof j);
+    j.in = in;
+    j.p = p;
+    j.def_type = def_type;
+    tm_status s = plan_types(&j, err);
+    tm_gguf_quantize_tensor *r = s ? NULL : tm__calloc((size_t)(j.n ? j.n : 1), sizeof *r);
+    if (!s && !r) s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
+    for (int64_t i = 0; !s && i < j.n; i++) {
+        const gplan *pl = &j.plans[i];
+        const tm_ggml_type_info *ti = tm_ggml_type_info_get(pl->out_type);
+        r[i].name = pl->name;
+        r[i].src_type = pl->src_type;
+        r[i].out_type = pl->out_type;
+        r[i].quantized = pl->quantize;
+        snprintf(r[i].reason, sizeof r[i].reason, "%s", pl->reason);
+        r[i].n_elems = pl->ne[0] * pl->rows;
+        r[i].out_bytes = ti && ti->block_size ? (uint64_t)(pl->ne[0] / (int64_t)ti->block_size) * ti->type_size * (uint64_t)pl->rows : 0;
+    }
+    free_plans(j.plans, j.n);
+    tm_gguf_kvlist_free(j.kv);
+    for (int64_t k = 0; k < j.n_re; k++) regfree(&j.re[k]);
+    free(j.re);
+    if (s) { free(r); return s; }
+    *rows = r;
+    *n_rows = j.n;
+    return TM_OK;
 }

@@ -45,7 +45,7 @@ static int count_lines(const char *s, const char *prefix) {
 /* ---- item 11: one vocabulary, help texts, --top ---------------------------------------------- */
 
 static const char *const k_cmds[] = {"inspect", "quantize", "qdiff", "scalar", "diff", "demo", "heatmap",
-                                     "calibrate", "serve", "graph", "compat", "evidence", "gate", "version"};
+                                     "calibrate", "serve", "graph", "compat", "evidence", "gate", "sensitivity", "version"};
 #define N_CMDS (sizeof k_cmds / sizeof k_cmds[0])
 
 /* `tensormorph CMD --help` (malloc'd) */

@@ -1,0 +1,80 @@
+/* sensitivity_impl.h: the state shared by sensitivity.c (units, probes, documents) and
+** sensitivity_budget.c (the plan search, its artifact). Internal to the job layer. */
+#ifndef TM_SENSITIVITY_IMPL_H
+#define TM_SENSITIVITY_IMPL_H
+#include "../core/core.h"
+#include "tensormorph/gguf_job.h"
+#include "tensormorph/qjob.h"
+#include "tensormorph/sensitivity.h"
+
+#include <jansson.h>
+
+typedef struct sens_tensor {
+    char    *name;
+    int      src_type;
+    uint64_t src_bytes;
+    int64_t  n_elems;
+    int      ndim;
+    int      unit;                          /* unit index, -1: stays at source precision     */
+    int      carrier_type;                  /* what the carrier file type's rules give       */
+    int      rung_type[TM_SENS_MAX_LADDER]; /* its type on each rung                         */
+    uint64_t rung_bytes[TM_SENS_MAX_LADDER];
+} sens_tensor;
+
+typedef struct sens_meas {
+    int    done;
+    double kld_mean, kld_p99, top1;
+    double w_sqnr_db, w_rmse_lsb;           /* weight error (only when asked for)            */
+    int    w_have;
+} sens_meas;
+
+typedef struct sens {
+    const tm_sensitivity_params *p;
+    char        *work;                      /* scratch folder (removed at the end)           */
+    char        *base;                      /* the source as a GGUF                          */
+    char        *cache;                     /* base distribution cache                       */
+    char         src_sha[65];
+    sens_tensor *t;
+    int          n_t;
+    char       **unit_names;
+    int          n_u;
+    int          rung[TM_SENS_MAX_LADDER];
+    int          n_r;
+    int          carrier;                   /* file type written: the first quantized rung   */
+    int          ct;                        /* the compressed-tensors form                   */
+    tm_qspec     rspec[TM_SENS_MAX_LADDER]; /* ct: each rung's scheme                        */
+    int          rdense[TM_SENS_MAX_LADDER];/* ct: 1 for the dense rung                      */
+    char         rname[TM_SENS_MAX_LADDER][160]; /* each rung's name                         */
+    int64_t      n_params;
+    int          n_evals;                   /* evaluations run                               */
+    int          cand_seq;                  /* candidate file names                          */
+    double       cand_seconds, eval_seconds;/* summed over evaluations: writing candidates
+                                               and their weight error / the evidence runs    */
+} sens;
+
+/* One evaluation: the whole-model assignment a[n_t] (rung index, -1 source) -> m. */
+typedef struct sens_eval {
+    int       *a;
+    int        weights;                     /* 1: also the weight error (tm_qdiff)           */
+    sens_meas *m;
+} sens_eval;
+
+/* Run evals[0..n) on p->jobs workers (the first alone when the base cache is not there yet). */
+tm_status tm__sens_eval_many(sens *S, sens_eval *evals, int n, tm_err *err);
+/* The tensor types of assignment a as exact --tensor-type entries against the carrier:
+** pats[i] (malloc'd) / types[i] for every tensor whose type differs. Returns the count, -1 OOM. */
+int       tm__sens_overrides(const sens *S, const int *a, char ***pats, int **types);
+void      tm__sens_overrides_free(char **pats, int *types, int n);
+uint64_t  tm__sens_bytes(const sens *S, const int *a);
+/* a[] of the unit rungs ur[n_u] (-1 source). */
+void      tm__sens_assign(const sens *S, const int *ur, int *a);
+/* Write the GGUF of assignment a at path (the quantizer, exact overrides). */
+tm_status tm__sens_write(sens *S, const int *a, const char *path, int checksums, int force, tm_err *err);
+/* ct: the rules of assignment a (exact names -> their rung's scheme, then ".*" ignored):
+** *rules (malloc'd; patterns malloc'd) and the count; -1 out of memory. */
+int       tm__sens_ct_rules(const sens *S, const int *a, tm_qrule **rules);
+void      tm__sens_ct_rules_free(tm_qrule *rules, int n);
+/* The budget search and the plan's outputs: adds "plan" to doc; *met. */
+tm_status tm__sens_budget(sens *S, json_t *doc, int *met, tm_err *err);
+
+#endif

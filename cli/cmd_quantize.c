@@ -55,8 +55,9 @@ const char details_quantize[] =
     "OUT ending in .gguf writes one GGUF file instead, byte-identical to llama-quantize: --type is\n"
     "a llama-quantize file type (Q4_K_M, ...) with its per-tensor rules, unless --pure;\n"
     "OUT.gguf.manifest.json goes beside it (docs/gguf-quantize.md). An LLM checkpoint (config.json of\n"
-    "a LLaMA/Mistral model) is converted first, as `convert --type` does (llama.cpp names, --vocab-from);\n"
-    "any other non-GGUF source keeps its tensor names, with a warning (docs/convert.md).\n"
+    "a LLaMA/Mistral model) is converted first, as `convert --type` does (llama.cpp names; tokenizer\n"
+    "from --vocab-from or its tokenizer.model, else exit 3); any other non-GGUF source keeps its\n"
+    "tensor names, with a warning that llama.cpp will not load it as a model (docs/convert.md).\n"
     "IN an ONNX model and OUT ending in .onnx: weight-only DequantizeLinear quantization of the\n"
     "Conv/ConvTranspose/MatMul/Gemm weights (int8 uint8 int4; tensor, channel, group:N),\n"
     "OUT.onnx.manifest.json beside it (docs/onnx-quantize.md).";

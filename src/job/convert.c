@@ -166,7 +166,7 @@ static int64_t array_len(const tm_gguf_kvlist *l, const char *key) {
 }
 
 static tm_status build_kv(const cv_hparams *h, const char *name, const tm_convert_params *p, int file_type,
-                          tm_gguf_kvlist **out, tm_err *err) {
+                          const char *dir, const char *cfg, tm_gguf_kvlist **out, tm_err *err) {
     tm_gguf_kvlist *kv = tm_gguf_kvlist_new(), *voc = NULL;
     if (!kv) return tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
     tm_status s = tm_gguf_kvlist_set_str(kv, "general.architecture", "llama", err);
@@ -192,11 +192,17 @@ static tm_status build_kv(const cv_hparams *h, const char *name, const tm_conver
     }
     if (!s) s = tm_gguf_kvlist_set_u32(kv, "llama.vocab_size", (uint32_t)h->vocab, err);
     if (!s) s = tm_gguf_kvlist_set_u32(kv, "general.file_type", (uint32_t)file_type, err);
-    /* the tokenizer: every tokenizer.* key of vocab_from, raw */
-    if (!s && !p->vocab_from)
-        s = tm__err_set(err, TM_E_UNSUPPORTED, -1,
-                        "no tokenizer: pass --vocab-from X.gguf (a GGUF with this model's tokenizer.* keys); "
-                        "reading tokenizer.model / tokenizer.json is not supported");
+    /* the tokenizer: the checkpoint's tokenizer.model (convert_vocab.c), or every tokenizer.* key
+    ** of vocab_from, raw */
+    if (!s && !p->vocab_from) {
+        s = tm_convert_tokenizer_kv(dir, cfg, h->vocab, kv, err);
+        if (s) {
+            tm_gguf_kvlist_free(kv);
+            return s;
+        }
+        *out = kv;
+        return TM_OK;
+    }
     if (!s) s = tm_gguf_kvlist_read(p->vocab_from, &voc, err);
     int64_t n_tok = 0;
     for (int64_t i = 0; !s && i < tm_gguf_kvlist_count(voc); i++) {
@@ -400,6 +406,18 @@ static void model_name(const char *in_path, char *out, size_t size) {
     snprintf(out, size, "%s", b && b[1] ? b + 1 : buf);
 }
 
+/* The folder of the checkpoint: in_path when it is a directory, else its directory. */
+static void checkpoint_dir(const char *in_path, char *out, size_t size) {
+    struct stat st;
+    if (stat(in_path, &st) == 0 && S_ISDIR(st.st_mode)) {
+        snprintf(out, size, "%s", in_path);
+        return;
+    }
+    const char *sl = strrchr(in_path, '/');
+    if (sl) snprintf(out, size, "%.*s", (int)(sl - in_path > 0 ? sl - in_path : 1), in_path);
+    else snprintf(out, size, ".");
+}
+
 static tm_status prepare(tm_file *in, const char *in_path, const tm_convert_params *p, cv_job *j, tm_err *err) {
     memset(j, 0, sizeof *j);
     if (tm_file_format(in) == TM_FMT_GGUF)
@@ -414,11 +432,12 @@ static tm_status prepare(tm_file *in, const char *in_path, const tm_convert_para
         s = tm__err_set(err, TM_E_UNSUPPORTED, -1, "%s: architecture '%s' is not supported by convert (LlamaForCausalLM, MistralForCausalLM)",
                         in_path, j->arch[0] ? j->arch : "(none in config.json)");
     if (!s) s = read_hparams(cfg, in_path, &j->h, err);
-    free(cfg);
-    char name[256];
+    char name[256], dir[4096];
     model_name(in_path, name, sizeof name);
+    checkpoint_dir(in_path, dir, sizeof dir);
     int ft = p->outtype == TM_GGML_F16 ? TM_FTYPE_F16 : p->outtype == TM_GGML_BF16 ? TM_FTYPE_BF16 : TM_FTYPE_F32;
-    if (!s) s = build_kv(&j->h, name, p, ft, &j->kv, err);
+    if (!s) s = build_kv(&j->h, name, p, ft, dir, cfg, &j->kv, err);
+    free(cfg);
     if (!s) s = plan(in, &j->h, p->outtype, &j->it, &j->n, &j->n_skipped, err);
     return s;
 }

@@ -22,6 +22,7 @@
 #include "helpers/cli_run.h"
 #include "helpers/vectors.h"
 #include "tensormorph.h"
+#include "tensormorph/gguf_write.h"
 
 static char g_tmp[64];
 
@@ -133,6 +134,89 @@ static tm_status convert(const char *in_rel_or_path, const char *out_leaf, int o
 }
 
 #define VOCAB model("gguf/stories260K-F32.gguf")
+
+
+/* ---- a tokenizer.model made from a GGUF's vocabulary (../shared holds none) ---- */
+
+static void pb_varint(FILE *f, uint64_t v) {
+    do {
+        uint8_t c = (uint8_t)(v & 0x7f);
+        v >>= 7;
+        if (v) c |= 0x80;
+        fputc(c, f);
+    } while (v);
+}
+
+static size_t varint_len(uint64_t v) {
+    size_t n = 1;
+    while (v >= 0x80) {
+        v >>= 7;
+        n++;
+    }
+    return n;
+}
+
+/* The raw array entry `key` of the GGUF kv list: its count and a pointer to the elements. */
+static const uint8_t *kv_array(const tm_gguf_kvlist *kv, const char *key, uint32_t want_type, uint64_t *count) {
+    int64_t i = tm_gguf_kvlist_find(kv, key);
+    assert_true(i >= 0);
+    size_t n = 0;
+    const uint8_t *v = tm_gguf_kvlist_raw(kv, i, &n);
+    uint32_t et;
+    memcpy(&et, v, 4);
+    assert_int_equal(et, want_type);
+    memcpy(count, v + 4, 8);
+    return v + 12;
+}
+
+/* Write a sentencepiece ModelProto at out with gguf's tokens/scores/token_type as pieces
+** (SentencePiece {1 piece, 2 score, 3 type}; GGUF token types are sentencepiece's ids) and a
+** trainer_spec with byte_fallback (field 35) set, as a llama tokenizer.model with byte pieces has.
+** type_override >= 0 replaces the type of piece 0 (a model without an UNKNOWN piece). */
+static void write_spm(const char *gguf, const char *out, int type_override) {
+    tm_gguf_kvlist *kv = NULL;
+    assert_int_equal(tm_gguf_kvlist_read(gguf, &kv, NULL), TM_OK);
+    uint64_t nt, ns, ny;
+    const uint8_t *tok = kv_array(kv, "tokenizer.ggml.tokens", TM_GGUF_STRING, &nt);
+    const uint8_t *sc = kv_array(kv, "tokenizer.ggml.scores", TM_GGUF_F32, &ns);
+    const uint8_t *ty = kv_array(kv, "tokenizer.ggml.token_type", TM_GGUF_I32, &ny);
+    assert_true(nt == ns && nt == ny);
+    FILE *f = fopen(out, "wb");
+    assert_non_null(f);
+    for (uint64_t i = 0; i < nt; i++) {
+        uint64_t l;
+        memcpy(&l, tok, 8);
+        int32_t t;
+        memcpy(&t, ty + 4 * i, 4);
+        if (i == 0 && type_override >= 0) t = type_override;
+        size_t body = 1 + varint_len(l) + (size_t)l + 5 + 1 + varint_len((uint64_t)t);
+        fputc(0x0a, f); /* ModelProto.pieces */
+        pb_varint(f, body);
+        fputc(0x0a, f); /* piece */
+        pb_varint(f, l);
+        fwrite(tok + 8, 1, (size_t)l, f);
+        fputc(0x15, f); /* score, fixed32 */
+        fwrite(sc + 4 * i, 1, 4, f);
+        fputc(0x18, f); /* type */
+        pb_varint(f, (uint64_t)t);
+        tok += 8 + l;
+    }
+    static const uint8_t trainer[] = {0x12, 0x03, 0x98, 0x02, 0x01}; /* trainer_spec {byte_fallback: true} */
+    fwrite(trainer, 1, sizeof trainer, f);
+    assert_int_equal(fclose(f), 0);
+    tm_gguf_kvlist_free(kv);
+}
+
+/* A checkpoint folder dir: stories260K-f32's weights and config.json (with extra_cfg spliced in
+** after its opening brace) and a tokenizer.model written from VOCAB's vocabulary. */
+static void spm_checkpoint(const char *dir, const char *extra_cfg) {
+    assert_int_equal(tmt_run(NULL, "rm -rf %s && mkdir -p %s && cp %s %s/ && sed '1s/{/{%s/' %s > %s/config.json", dir, dir,
+                             model("safetensors/stories260K-f32/model.safetensors"), dir, extra_cfg,
+                             model("safetensors/stories260K-f32/config.json"), dir), 0);
+    char p[4200];
+    snprintf(p, sizeof p, "%s/tokenizer.model", dir);
+    write_spm(VOCAB, p, -1);
+}
 
 /* The F32 safetensors, its two shards and the .pt state dict give stories260K-F32.gguf's tensors,
 ** byte for byte and in its order; no output.weight (tied); rope rows permuted (llama.cpp's). */
@@ -427,6 +511,115 @@ static void test_refusals(void **state) {
     assert_false(tmt_exists(tmp("x.gguf.manifest.json")));
 }
 
+
+/* tokenizer.model (sentencepiece) read as convert_hf_to_gguf.py reads it: from a tokenizer.model
+** written from stories260K-F32.gguf's own vocabulary, with config.json's bos/eos/unk ids, every
+** tokenizer.* key of that GGUF comes back with the same type and bytes, in its order, plus the
+** tokenizer.ggml.pre = "default" convert_hf_to_gguf.py writes (gguf-py's [D2] script did not);
+** the tensors are the GGUF's. Without unk_token_id in config.json there is no unknown_token_id
+** key (SpecialVocab reads the ids from config.json only). tokenizer_config.json's
+** added_tokens_decoder and add_bos_token apply. Refusals: a tokenizer.json alone, a tokenizer.json
+** beside it, a truncated file (byte offset), no UNKNOWN piece; nothing written. */
+static void test_tokenizer_model(void **state) {
+    (void)state;
+    if (!tmv_require_shared()) return;
+    tm_err e;
+    spm_checkpoint(tmp("spm"), " \"unk_token_id\": 0,");
+    if (convert(tmp("spm"), "spm.gguf", TM_GGML_F32, NULL, NULL, &e)) fail_msg("%s", e.msg);
+    same_tensors(tmp("spm.gguf"), VOCAB, 1);
+    tm_gguf_kvlist *got = NULL, *want = NULL;
+    assert_int_equal(tm_gguf_kvlist_read(tmp("spm.gguf"), &got, NULL), TM_OK);
+    assert_int_equal(tm_gguf_kvlist_read(VOCAB, &want, NULL), TM_OK);
+    int64_t last = -1, n_want = 0, n_got = 0;
+    for (int64_t i = 0; i < tm_gguf_kvlist_count(want); i++) {
+        const char *k = tm_gguf_kvlist_key(want, i);
+        if (strncmp(k, "tokenizer.", 10)) continue;
+        n_want++;
+        int64_t j = tm_gguf_kvlist_find(got, k);
+        if (j < 0) fail_msg("converted file has no %s", k);
+        assert_true(j > last); /* the reference's order */
+        last = j;
+        assert_int_equal(tm_gguf_kvlist_type(got, j), tm_gguf_kvlist_type(want, i));
+        size_t na, nb;
+        const void *a = tm_gguf_kvlist_raw(got, j, &na), *b = tm_gguf_kvlist_raw(want, i, &nb);
+        if (na != nb || memcmp(a, b, na)) fail_msg("%s differs from %s's", k, VOCAB);
+    }
+    for (int64_t i = 0; i < tm_gguf_kvlist_count(got); i++) n_got += !strncmp(tm_gguf_kvlist_key(got, i), "tokenizer.", 10);
+    assert_int_equal(n_want, 7);
+    assert_int_equal(n_got, n_want + 1);
+    char *pre = tm_gguf_kvlist_get_str(got, "tokenizer.ggml.pre");
+    assert_non_null(pre);
+    assert_string_equal(pre, "default");
+    free(pre);
+    assert_int_equal(tm_gguf_kvlist_find(got, "tokenizer.ggml.pre"), tm_gguf_kvlist_find(got, "tokenizer.ggml.model") + 1);
+    tm_gguf_kvlist_free(got);
+    tm_gguf_kvlist_free(want);
+    /* config.json as ../shared has it (bos 1, eos 2, no unk id); tokenizer_config.json's
+    ** added_tokens_decoder (special -> CONTROL, else USER_DEFINED, score -1000) and add_bos_token */
+    spm_checkpoint(tmp("spm2"), "");
+    assert_int_equal(tmt_run(NULL, "printf '%%s' '{\"add_bos_token\": true, \"add_eos_token\": false, \"added_tokens_decoder\": "
+                             "{\"2\": {\"content\": \"</s>\", \"special\": true}, \"300\": {\"content\": \"\\u2581hi\", \"special\": false}, "
+                             "\"301\": {\"content\": \"<|im_end|>\", \"special\": false}}}' > %s/tokenizer_config.json", tmp("spm2")), 0);
+    if (convert(tmp("spm2"), "spm2.gguf", TM_GGML_F32, NULL, NULL, &e)) fail_msg("%s", e.msg);
+    assert_int_equal(tm_gguf_kvlist_read(tmp("spm2.gguf"), &got, NULL), TM_OK);
+    assert_int_equal(tm_gguf_kvlist_find(got, "tokenizer.ggml.unknown_token_id"), -1);
+    int found = 0;
+    assert_int_equal(tm_gguf_kvlist_get_int(got, "tokenizer.ggml.bos_token_id", &found), 1);
+    assert_int_equal(tm_gguf_kvlist_get_int(got, "tokenizer.ggml.eos_token_id", &found), 2);
+    assert_int_equal(tm_gguf_kvlist_get_int(got, "tokenizer.ggml.add_bos_token", &found), 1);
+    assert_true(found);
+    assert_int_equal(tm_gguf_kvlist_get_int(got, "tokenizer.ggml.add_eos_token", &found), 0);
+    assert_true(found);
+    uint64_t nt;
+    const uint8_t *ty = kv_array(got, "tokenizer.ggml.token_type", TM_GGUF_I32, &nt);
+    const uint8_t *sc = kv_array(got, "tokenizer.ggml.scores", TM_GGUF_F32, &nt);
+    int32_t t2, t300, t301, t3;
+    float s300, s3;
+    memcpy(&t2, ty + 8, 4);
+    memcpy(&t3, ty + 12, 4);
+    memcpy(&t300, ty + 1200, 4);
+    memcpy(&t301, ty + 1204, 4);
+    memcpy(&s300, sc + 1200, 4);
+    memcpy(&s3, sc + 12, 4);
+    assert_int_equal(t2, 3);
+    assert_int_equal(t3, 6);     /* <0x00>: BYTE, untouched */
+    assert_int_equal(t300, 4);   /* USER_DEFINED */
+    assert_int_equal(t301, 3);   /* <|...|> looks special: CONTROL */
+    assert_true(s300 == -1000.0f && s3 == 0.0f);
+    const uint8_t *tok = kv_array(got, "tokenizer.ggml.tokens", TM_GGUF_STRING, &nt);
+    for (int i = 0; i < 300; i++) {
+        uint64_t l;
+        memcpy(&l, tok, 8);
+        tok += 8 + l;
+    }
+    uint64_t l300;
+    memcpy(&l300, tok, 8);
+    assert_int_equal(l300, 3);
+    assert_memory_equal(tok + 8, " hi", 3); /* U+2581 written as a space */
+    tm_gguf_kvlist_free(got);
+    /* refusals */
+    assert_int_equal(tmt_run(NULL, "cd %s && mv tokenizer.model t.bak && echo '{}' > tokenizer.json", tmp("spm2")), 0);
+    assert_int_equal(convert(tmp("spm2"), "bad.gguf", TM_GGML_F32, NULL, NULL, &e), TM_E_UNSUPPORTED);
+    assert_non_null(strstr(e.msg, "tokenizer.json but no tokenizer.model"));
+    assert_non_null(strstr(e.msg, "--vocab-from"));
+    assert_int_equal(tmt_run(NULL, "cd %s && cp t.bak tokenizer.model", tmp("spm2")), 0);
+    assert_int_equal(convert(tmp("spm2"), "bad.gguf", TM_GGML_F32, NULL, NULL, &e), TM_E_UNSUPPORTED);
+    assert_non_null(strstr(e.msg, "tokenizer.json beside tokenizer.model"));
+    assert_int_equal(tmt_run(NULL, "cd %s && rm tokenizer.json && head -c 1001 t.bak > tokenizer.model", tmp("spm2")), 0);
+    assert_int_equal(convert(tmp("spm2"), "bad.gguf", TM_GGML_F32, NULL, NULL, &e), TM_E_CORRUPT);
+    assert_non_null(strstr(e.msg, "tokenizer.model: byte "));
+    char p[4200];
+    snprintf(p, sizeof p, "%s/tokenizer.model", tmp("spm2"));
+    write_spm(VOCAB, p, 1); /* <unk> as NORMAL: no UNKNOWN piece */
+    assert_int_equal(convert(tmp("spm2"), "bad.gguf", TM_GGML_F32, NULL, NULL, &e), TM_E_CORRUPT);
+    assert_non_null(strstr(e.msg, "no UNKNOWN piece"));
+    char *o = NULL;
+    assert_int_equal(tmt_run(&o, "%s convert %s -o %s 2>&1", tmt_bin(), tmp("spm2"), tmp("bad.gguf")), 3);
+    assert_non_null(strstr(o, "no UNKNOWN piece"));
+    free(o);
+    assert_false(tmt_exists(tmp("bad.gguf")));
+}
+
 /* The CLI: convert (--json, exit codes, --force) and quantize DIR -o X.gguf through convert;
 ** a bare .safetensors file keeps the raw path with a warning. */
 static void test_cli(void **state) {
@@ -460,12 +653,20 @@ static void test_cli(void **state) {
     assert_int_equal(tmt_run(NULL, "%s quantize %s -o %s -t Q4_K_M --vocab-from %s -q --no-checksums", tmt_bin(), st, tmp("qz.gguf"), VOCAB), 0);
     assert_int_equal(tmt_run(NULL, "%s convert %s -o %s -t Q4_K_M --vocab-from %s -q --no-checksums", tmt_bin(), st, tmp("cz.gguf"), VOCAB), 0);
     assert_int_equal(tmt_run(NULL, "cmp %s %s", tmp("qz.gguf"), tmp("cz.gguf")), 0);
-    /* without a tokenizer the LLM checkpoint keeps today's raw file, never silently */
+    /* an LLM checkpoint with no tokenizer and no --vocab-from: exit 3 naming --vocab-from, nothing written */
     char *o = NULL;
-    assert_int_equal(tmt_run(&o, "%s quantize %s -o %s -t Q4_K_M --no-checksums 2>&1 >/dev/null", tmt_bin(), st, tmp("qn.gguf")), 0);
-    assert_non_null(strstr(o, "no --vocab-from was given"));
-    assert_non_null(strstr(o, "llama.cpp will not load"));
+    assert_int_equal(tmt_run(&o, "%s quantize %s -o %s -t Q4_K_M --no-checksums 2>&1 >/dev/null", tmt_bin(), st, tmp("qn.gguf")), 3);
+    assert_non_null(strstr(o, "no tokenizer"));
+    assert_non_null(strstr(o, "--vocab-from"));
     free(o);
+    assert_false(tmt_exists(tmp("qn.gguf")));
+    assert_false(tmt_exists(tmp("qn.gguf.manifest.json")));
+    /* with its tokenizer.model: converted (llama.cpp names, its tokenizer), as convert --type */
+    spm_checkpoint(tmp("qspm"), " \"unk_token_id\": 0,");
+    assert_int_equal(tmt_run(NULL, "%s quantize %s -o %s -t Q4_K_M -q --no-checksums", tmt_bin(), tmp("qspm"), tmp("qt.gguf")), 0);
+    assert_int_equal(tmt_run(NULL, "%s convert %s -o %s -t Q4_K_M -q --no-checksums", tmt_bin(), tmp("qspm"), tmp("ct.gguf")), 0);
+    assert_int_equal(tmt_run(NULL, "cmp %s %s", tmp("qt.gguf"), tmp("ct.gguf")), 0);
+    same_tensors(tmp("qt.gguf"), tmp("cz.gguf"), 1);
     /* --vocab-from with a GGUF input: nothing to convert, a usage error */
     assert_int_equal(tmt_run(NULL, "%s quantize %s -o %s -t Q8_0 --vocab-from %s -q 2>/dev/null", tmt_bin(), VOCAB, tmp("g.gguf"), VOCAB), 2);
     /* a bare .safetensors file (no config.json): today's raw path, HF names, and a warning */
@@ -511,6 +712,19 @@ static void test_llama_cpp_loads(void **state) {
     assert_true(json_number_value(json_object_get(r, "max_abs_dp")) == 0.0);
     json_decref(r);
     free(o);
+    /* the tokenizer read from a tokenizer.model (written from the GGUF's vocabulary): llama.cpp
+    ** tokenizes the text the same way and gives the same distributions (KLD 0) */
+    spm_checkpoint(tmp("spmk"), "");
+    if (convert(tmp("spmk"), "spmk.gguf", TM_GGML_F32, NULL, NULL, &e)) fail_msg("%s", e.msg);
+    rc = tmt_run(&o, "node %s/tests/unit/convert_kld.mjs %s %s %s 2>&1", getenv("TM_SRC"), mods, VOCAB, tmp("spmk.gguf"));
+    if (rc) fail_msg("node: rc %d: %s", rc, o ? o : "");
+    r = json_loads(o, 0, NULL);
+    if (!r) fail_msg("not JSON: %s", o);
+    assert_true(json_integer_value(json_object_get(r, "positions")) >= 16);
+    assert_true(json_number_value(json_object_get(r, "max_kld")) == 0.0);
+    assert_true(json_number_value(json_object_get(r, "max_abs_dp")) == 0.0);
+    json_decref(r);
+    free(o);
     /* aidreams260K (4 heads of 16, a second real model) from BF16 safetensors against gguf-py's F16
     ** conversion of its F32 weights: only the BF16 vs F16 rounding differs (measured max KLD 2.9e-4
     ** over 60 positions; its Q4_K_M gives 0.057), so a wrong row order or hyper-parameter shows */
@@ -547,6 +761,7 @@ int main(void) {
         cmocka_unit_test(test_compressed_tensors),
         cmocka_unit_test(test_gptq),
         cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_tokenizer_model),
         cmocka_unit_test(test_cli),
         cmocka_unit_test(test_llama_cpp_loads),
     };

@@ -29,6 +29,7 @@
 
 #include "tensormorph.h"
 #include "tensormorph/evidence_llm.h"
+#include "tensormorph/gguf_write.h"
 #include "core/jschema.h"
 #include "helpers/cli_run.h"
 #include "helpers/vectors.h"
@@ -147,6 +148,96 @@ static void write_file(const char *path, const char *text, size_t n) {
     assert_non_null(f);
     assert_int_equal(fwrite(text, 1, n, f), n);
     assert_int_equal(fclose(f), 0);
+}
+
+
+/* append n_extra entries to a raw GGUF array value (u32 type, u64 count, elements) */
+static uint8_t *grow_array(const uint8_t *v, size_t n, int n_extra, size_t *out_n) {
+    uint32_t et;
+    uint64_t c;
+    memcpy(&et, v, 4);
+    memcpy(&c, v + 4, 8);
+    uint8_t *b = malloc(n + (size_t)n_extra * 32);
+    assert_non_null(b);
+    memcpy(b, v, n);
+    size_t o = n;
+    for (int i = 0; i < n_extra; i++) {
+        if (et == 8) { /* string */
+            char t[24];
+            int l = snprintf(t, sizeof t, "[EXTRA%d]", i);
+            uint64_t ll = (uint64_t)l;
+            memcpy(b + o, &ll, 8);
+            memcpy(b + o + 8, t, (size_t)l);
+            o += 8 + (size_t)l;
+        } else if (et == 6) { /* f32 score */
+            float f = -1000.0f;
+            memcpy(b + o, &f, 4);
+            o += 4;
+        } else { /* i32 token type: USER_DEFINED */
+            int32_t t = 4;
+            memcpy(b + o, &t, 4);
+            o += 4;
+        }
+    }
+    c += (uint64_t)n_extra;
+    memcpy(b + 4, &c, 8);
+    *out_n = o;
+    return b;
+}
+
+/* stories260K-F32.gguf with 8 more tokens (a vocabulary of 520, token_embd padded with zero rows;
+** llama.cpp loads it), written with the library's GGUF writer. */
+static void write_vocab520(const char *out) {
+    char src[1200];
+    snprintf(src, sizeof src, "%s/stories260K-F32.gguf", g_gguf);
+    tm_gguf_kvlist *kv = NULL;
+    assert_int_equal(tm_gguf_kvlist_read(src, &kv, NULL), TM_OK);
+    static const char *const arr[] = {"tokenizer.ggml.tokens", "tokenizer.ggml.scores", "tokenizer.ggml.token_type"};
+    for (int a = 0; a < 3; a++) {
+        int64_t i = tm_gguf_kvlist_find(kv, arr[a]);
+        assert_true(i >= 0);
+        size_t n, m;
+        const uint8_t *v = tm_gguf_kvlist_raw(kv, i, &n);
+        uint8_t *g = grow_array(v, n, 8, &m);
+        assert_int_equal(tm_gguf_kvlist_set_raw(kv, arr[a], TM_GGUF_ARRAY, g, m, NULL), TM_OK);
+        free(g);
+    }
+    assert_int_equal(tm_gguf_kvlist_set_u32(kv, "llama.vocab_size", 520, NULL), TM_OK);
+    tm_file *f = NULL;
+    assert_int_equal(tm_open(src, NULL, &f, NULL), TM_OK);
+    int64_t n = tm_file_n_tensors(f);
+    tm_gguf_wtensor *wt = calloc((size_t)n, sizeof *wt);
+    for (int64_t i = 0; i < n; i++) {
+        const tm_tensor *t = tm_file_tensor(f, i);
+        wt[i].name = t->name;
+        wt[i].type = 0; /* F32 */
+        wt[i].n_dims = t->ndim;
+        wt[i].ne[0] = t->shape[t->ndim - 1];
+        wt[i].ne[1] = t->ndim == 2 ? t->shape[0] : 1;
+        wt[i].ne[2] = wt[i].ne[3] = 1;
+        if (!strcmp(t->name, "token_embd.weight")) {
+            assert_int_equal(wt[i].ne[1], 512);
+            wt[i].ne[1] = 520;
+        }
+    }
+    tm_gguf_writer *w = NULL;
+    assert_int_equal(tm_gguf_writer_open(out, kv, wt, n, &w, NULL), TM_OK);
+    for (int64_t i = 0; i < n; i++) {
+        const tm_tensor *t = tm_file_tensor(f, i);
+        assert_int_equal(t->dtype, TM_F32);
+        const void *d;
+        assert_int_equal(tm_tensor_data(f, i, 0, t->n_bytes, &d, NULL), TM_OK);
+        assert_int_equal(tm_gguf_writer_write(w, i, 0, d, (size_t)t->n_bytes, NULL), TM_OK);
+        if (wt[i].ne[1] == 520) {
+            static const float zero[64 * 8];
+            assert_int_equal(tm_gguf_writer_write(w, i, t->n_bytes, zero, sizeof zero, NULL), TM_OK);
+        }
+    }
+    assert_int_equal(tm_gguf_writer_finish(w, NULL), TM_OK);
+    tm_gguf_writer_free(w);
+    free(wt);
+    tm_close(f);
+    tm_gguf_kvlist_free(kv);
 }
 
 /* ---- tests ------------------------------------------------------------------------------ */
@@ -364,21 +455,46 @@ static void test_bad_inputs(void **state) {
     assert_non_null(strstr(e, "text too short"));
     assert_non_null(strstr(e, "need 256"));
     free(e);
-    /* equal vocabulary sizes, different tokens */
-    snprintf(extra, sizeof extra, "--text '%s' --chunks 2", g_text);
+    /* equal vocabulary sizes, different tokens: exit 3, nothing at -o */
+    char outp[400];
+    snprintf(outp, sizeof outp, "%s/vocab_ev.json", g_tmp);
+    snprintf(extra, sizeof extra, "--text '%s' --chunks 2 -o '%s'", g_text, outp);
     json_decref(evid(3, "stories260K-F32.gguf", "aidreams260K-F16.gguf", extra));
     e = stderr_text();
     assert_non_null(strstr(e, "vocabularies differ"));
     assert_non_null(strstr(e, "both have 512 tokens"));
     free(e);
+    assert_false(tmt_exists(outp));
+    /* sizes that differ (a loadable stories260K with 8 more tokens): both sizes named, nothing at -o */
+    char v520[400];
+    snprintf(v520, sizeof v520, "%s/vocab520.gguf", g_tmp);
+    write_vocab520(v520);
+    char *out = NULL, nm[1024];
+    node_modules(nm, sizeof nm);
+    int rc = tmt_run(&out, "'%s' evidence '%s/stories260K-F32.gguf' '%s' --ctx 128 --chunks 2 --text '%s' -o '%s' --json 2>'%s/stderr.txt'",
+                     tmt_bin(), g_gguf, v520, g_text, outp, g_tmp);
+    assert_int_equal(rc, 3);
+    assert_non_null(strstr(out, "\"code\": 3"));
+    free(out);
+    e = stderr_text();
+    assert_non_null(strstr(e, "vocabularies differ"));
+    assert_non_null(strstr(e, "has 512 tokens"));
+    assert_non_null(strstr(e, "has 520"));
+    free(e);
+    assert_false(tmt_exists(outp));
+    /* the runner's own check, behind the header check: llama.cpp loads it with 520 tokens */
+    rc = tmt_run(NULL, "node -e \"import('file://%s/node-llama-cpp/dist/index.js').then(async m => {const l = await "
+                 "m.getLlama({gpu: false, build: 'never', logLevel: 'error'}); const md = await l.loadModel({modelPath: '%s'}); "
+                 "process.exit(md.tokens.bos === 1 && md.fileInfo.metadata.tokenizer.ggml.tokens.length === 520 && md.tokens.eos === 2 ? 0 : 1);})\" 2>/dev/null", nm, v520);
+    assert_int_equal(rc, 0);
     /* a vocabulary-only GGUF: llama.cpp refuses it */
     json_decref(evid(3, "stories260K-F32.gguf", "ggml-vocab-llama-spm.gguf", extra));
     e = stderr_text();
     assert_non_null(strstr(e, "ggml-vocab-llama-spm.gguf"));
     free(e);
     /* not a checkpoint at all: the conversion says so */
-    char *out = NULL;
-    int rc = tmt_run(&out, "'%s' evidence '%s/stories260K-F32.gguf' '%s' --text '%s' 2>'%s/stderr.txt'", tmt_bin(),
+    out = NULL;
+    rc = tmt_run(&out, "'%s' evidence '%s/stories260K-F32.gguf' '%s' --text '%s' 2>'%s/stderr.txt'", tmt_bin(),
                      g_gguf, g_text, g_text, g_tmp);
     free(out);
     assert_int_equal(rc, 3);

@@ -3,7 +3,8 @@
 ** Anchor: stories260K-F32 vs stories260K-Q4_K_M on ../shared/models/text/stories260K-eval.txt with
 ** ctx 128 agrees with llama.cpp's own llama-perplexity figures (models/text/README.md): mean KLD
 ** within 3% relative (or 3e-5 absolute), same top-1 within 0.5 points, base PPL within 1%. A
-** model against itself: exactly 0 KLD, 100% top-1, PPL ratio 1. The other GGUF types order
+** model against itself: exactly 0 KLD, 100% top-1, PPL ratio 1, for every format ../shared holds
+** (GGUF types as they are, safetensors/.pt/compressed-tensors/aidreams260K converted first). The other GGUF types order
 ** plausibly (F16 < Q8_0 <= Q6_K < Q5_K_M < Q4_K_M < Q2_K, gguf-py Q4_0 > Q4_K_M in mean KLD), through one base cache
 ** (hit, same numbers; another text refused; a truncated cache refused). Slices: each equals a
 ** separate run on its text; overall is token-weighted. Bad input: a text shorter than two
@@ -410,6 +411,65 @@ static void test_converted_checkpoint(void **state) {
     free(e);
 }
 
+
+/* Every format ../shared holds stories260K (and aidreams260K) in runs in evidence against itself
+** with exactly 0 KLD, 100% top-1 and PPL ratio 1: the GGUF types as they are, the other formats
+** converted first (safetensors F16/BF16/2 shards, the .pt state dict with its config.json,
+** compressed-tensors int8 made by `quantize`, aidreams260K BF16 safetensors). Lean: ctx 128, 2
+** chunks, no decode timing. */
+static void test_every_format_self(void **state) {
+    (void)state;
+    if (!require_llama()) return;
+    char models[1200];
+    snprintf(models, sizeof models, "%s/..", g_gguf);
+    char ptd[400], pt[500], ct[400];
+    snprintf(ptd, sizeof ptd, "%s/pt", g_tmp);
+    snprintf(pt, sizeof pt, "%s/stories260K_state_dict.pt", ptd);
+    snprintf(ct, sizeof ct, "%s/ct", g_tmp);
+    assert_int_equal(tmt_run(NULL, "mkdir -p '%s' && cp '%s/torch/stories260K_state_dict.pt' '%s/safetensors/stories260K-f32/config.json' '%s/'",
+                             ptd, models, models, ptd), 0);
+    assert_int_equal(tmt_run(NULL, "'%s' quantize '%s/safetensors/stories260K-f32' -o '%s' -t int8 --no-checksums -q", tmt_bin(), models, ct), 0);
+    struct { const char *path; const char *vocab; } m[] = {
+        {"gguf/stories260K-F16.gguf", NULL},        {"gguf/stories260K-Q8_0-ggufpy.gguf", NULL},
+        {"gguf/stories260K-Q4_0-ggufpy.gguf", NULL}, {"gguf/stories260K-Q4_K_M.gguf", NULL},
+        {"gguf/stories260K-Q5_K_M.gguf", NULL},     {"gguf/stories260K-Q6_K.gguf", NULL},
+        {"gguf/stories260K-Q2_K.gguf", NULL},       {"gguf/aidreams260K-F16.gguf", NULL},
+        {"gguf/aidreams260K-Q4_K_M.gguf", NULL},
+        {"safetensors/stories260K-f16", "stories260K-F32.gguf"},
+        {"safetensors/stories260K-bf16", "stories260K-F32.gguf"},
+        {"safetensors/stories260K-f32-2shards", "stories260K-F32.gguf"},
+        {"safetensors/aidreams260K-bf16", "aidreams260K-F16.gguf"},
+        {pt, "stories260K-F32.gguf"},
+        {ct, "stories260K-F32.gguf"},
+    };
+    for (size_t i = 0; i < sizeof m / sizeof m[0]; i++) {
+        char path[1400], vf[1400] = "", *out = NULL;
+        if (m[i].path[0] == '/') snprintf(path, sizeof path, "%s", m[i].path);
+        else snprintf(path, sizeof path, "%s/%s", models, m[i].path);
+        if (m[i].vocab) snprintf(vf, sizeof vf, "--vocab-from '%s/%s'", g_gguf, m[i].vocab);
+        int rc = tmt_run(&out, "'%s' evidence '%s' '%s' --text '%s' --ctx 128 --chunks 2 --gen 0 --warmup 0 %s --json 2>'%s/stderr.txt'",
+                         tmt_bin(), path, path, g_text, vf, g_tmp);
+        if (rc) {
+            char *e = stderr_text();
+            fail_msg("%s: exit %d: %s", m[i].path, rc, e);
+        }
+        json_t *d = json_loads(out, 0, NULL);
+        free(out);
+        assert_non_null(d);
+        check_schema(d);
+        print_message("%-40s mean KLD %g  max %g  same top-1 %g\n", m[i].path, stat_of(d, NULL, "kld.mean"),
+                      stat_of(d, NULL, "kld.max"), stat_of(d, NULL, "same_top1"));
+        assert_true(stat_of(d, NULL, "kld.mean") == 0);
+        assert_true(stat_of(d, NULL, "kld.max") == 0);
+        assert_true(stat_of(d, NULL, "same_top1") == 1);
+        assert_true(stat_of(d, NULL, "ppl_ratio") == 1);
+        assert_int_equal((int)stat_of(d, NULL, "scored_tokens"), 2 * 63);
+        json_t *c = json_object_get(json_object_get(d, "models"), "candidate");
+        assert_int_equal(json_is_true(json_object_get(c, "latency_representative")), m[i].vocab == NULL);
+        json_decref(d);
+    }
+}
+
 /* Two slices: each equals a separate run on its own text; overall is token-weighted. */
 static void test_slices(void **state) {
     (void)state;
@@ -613,11 +673,13 @@ int main(void) {
         cmocka_unit_test(test_self_is_zero),
         cmocka_unit_test(test_types_order_and_cache),
         cmocka_unit_test(test_slices),
+        cmocka_unit_test(test_every_format_self),
         cmocka_unit_test(test_converted_checkpoint),
         cmocka_unit_test(test_bad_inputs),
         cmocka_unit_test(test_nan_logits),
         cmocka_unit_test(test_runner_crash),
         cmocka_unit_test(test_interrupt),
     };
+    if (getenv("TM_TEST_FILTER")) cmocka_set_test_filter(getenv("TM_TEST_FILTER")); /* e.g. test_every_format_self */
     return cmocka_run_group_tests(tests, setup, teardown);
 }

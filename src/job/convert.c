@@ -504,12 +504,12 @@ static json_t *manifest_body(json_t *man, const cv_job *j, const tm_convert_para
 
 /* Write the converted GGUF at `path` (the writer stages it as path.tmp.<pid> and renames). */
 static tm_status write_gguf(tm_file *in, cv_job *j, const char *path, volatile const int *cancel,
-                            tm__pipe *pp, int no_checksums, tm_err *err) {
+                            tm__pipe *pp, int no_checksums, unsigned wflags, tm_err *err) {
     tm_gguf_wtensor *wt = tm__calloc((size_t)j->n, sizeof *wt);
     if (!wt) return tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
     for (int64_t i = 0; i < j->n; i++) wt[i] = j->it[i].wt;
     tm_gguf_writer *w = NULL;
-    tm_status s = tm_gguf_writer_open(path, j->kv, wt, j->n, &w, err);
+    tm_status s = tm_gguf_writer_open_ex(path, j->kv, wt, j->n, wflags, &w, err);
     free(wt);
     if (!s && pp) s = tm__pipe_hash_start(pp, no_checksums, err);
     if (!s) s = write_data(in, j->it, j->n, w, cancel, err);
@@ -523,7 +523,10 @@ static tm_status convert_plain(tm_file *in, cv_job *j, const char *out_path, con
                                tm_convert_result **out, tm_err *err) {
     tm__pipe pp;
     tm_status s = tm__pipe_begin(&pp, in, out_path, TM__PIPE_FILE, "a GGUF output", p->force, 1, p->cancel, err);
-    if (!s) s = write_gguf(in, j, pp.stage, p->cancel, &pp, p->no_checksums, err);
+    /* written once, front to back: sequential mode (O_DIRECT, no copy into the page cache) unless
+    ** the output is read back for its sha256 right after, which the page cache then serves */
+    if (!s) s = write_gguf(in, j, pp.stage, p->cancel, &pp, p->no_checksums,
+                           p->no_checksums ? TM_GGUF_WRITE_SEQUENTIAL : 0, err);
     if (!s) s = tm__pipe_phase(&pp, "fsync", err);
     tm_convert_result *r = NULL;
     json_t *man = NULL;
@@ -561,7 +564,7 @@ static tm_status convert_quant(tm_file *in, cv_job *j, const char *out_path, con
     char tmp[4200];
     snprintf(tmp, sizeof tmp, "%s.convert.%ld.gguf", out_path, (long)getpid());
     tm__outputs_hold(1); /* the intermediate GGUF beside OUT, until it is removed below */
-    s = write_gguf(in, j, tmp, p->cancel, NULL, 1, err);
+    s = write_gguf(in, j, tmp, p->cancel, NULL, 1, 0, err); /* the quantizer reads it next: page cache */
     tm_file *mid = NULL;
     if (!s) s = tm_open(tmp, NULL, &mid, err);
     tm_gguf_quantize_result *qr = NULL;

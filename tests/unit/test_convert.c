@@ -680,6 +680,62 @@ static void test_cli(void **state) {
     tm_close(f);
 }
 
+
+/* The GGUF writer's sequential mode (what convert writes with): the same bytes as the ordinary
+** writer for tensors of odd sizes, one of them larger than the 8 MiB stage, with O_DIRECT (the
+** test's /tmp) and without (/dev/shm, tmpfs refuses O_DIRECT); a write before the last refused. */
+static void write_seq_file(const char *path, unsigned flags, int out_of_order) {
+    tm_gguf_kvlist *kv = tm_gguf_kvlist_new();
+    assert_int_equal(tm_gguf_kvlist_set_str(kv, "general.architecture", "test", NULL), TM_OK);
+    static const int64_t ne[3] = {3, 2621447, 5};
+    tm_gguf_wtensor t[3];
+    char names[3][8];
+    for (int i = 0; i < 3; i++) {
+        snprintf(names[i], sizeof names[i], "t%d", i);
+        t[i] = (tm_gguf_wtensor){names[i], TM_GGML_F32, 1, {ne[i], 1, 1, 1}};
+    }
+    tm_gguf_writer *w = NULL;
+    assert_int_equal(tm_gguf_writer_open_ex(path, kv, t, 3, flags, &w, NULL), TM_OK);
+    float *x = malloc((size_t)ne[1] * 4);
+    for (int64_t k = 0; k < ne[1]; k++) x[k] = (float)k * 0.25f - 7.0f;
+    for (int i = 0; i < 3; i++) {
+        /* in two pieces, the second from an offset inside the tensor */
+        size_t half = (size_t)(ne[i] / 2) * 4, all = (size_t)ne[i] * 4;
+        assert_int_equal(tm_gguf_writer_write(w, i, 0, x, half, NULL), TM_OK);
+        assert_int_equal(tm_gguf_writer_write(w, i, half, (const char *)x + half, all - half, NULL), TM_OK);
+        if (out_of_order && i == 1) {
+            tm_err e;
+            assert_int_equal(tm_gguf_writer_write(w, 0, 0, x, 4, &e), TM_E_INVALID_ARG);
+            assert_non_null(strstr(e.msg, "sequential mode"));
+        }
+    }
+    assert_int_equal(tm_gguf_writer_finish(w, NULL), TM_OK);
+    tm_gguf_writer_free(w);
+    tm_gguf_kvlist_free(kv);
+    free(x);
+}
+
+static void test_sequential_writer(void **state) {
+    (void)state;
+    char shm[64] = "";
+    struct stat st;
+    if (stat("/dev/shm", &st) == 0 && S_ISDIR(st.st_mode)) snprintf(shm, sizeof shm, "/dev/shm/tm_seq_%ld.gguf", (long)getpid());
+    write_seq_file(tmp("plain.gguf"), 0, 0);
+    write_seq_file(tmp("seq.gguf"), TM_GGUF_WRITE_SEQUENTIAL, 1);
+    assert_int_equal(tmt_run(NULL, "cmp %s %s", tmp("plain.gguf"), tmp("seq.gguf")), 0);
+    if (shm[0]) {
+        write_seq_file(shm, TM_GGUF_WRITE_SEQUENTIAL, 0);
+        assert_int_equal(tmt_run(NULL, "cmp %s %s", tmp("plain.gguf"), shm), 0);
+        unlink(shm);
+    }
+    tm_file *f;
+    assert_int_equal(tm_open(tmp("seq.gguf"), NULL, &f, NULL), TM_OK);
+    float v[3];
+    assert_int_equal(tm_tensor_read_f32(f, 2, 0, 3, v, NULL), TM_OK);
+    assert_true(v[0] == -7.0f && v[2] == -6.5f);
+    tm_close(f);
+}
+
 /* llama.cpp (node-llama-cpp 3.21.1) loads the converted file and its next-token distributions
 ** equal those of gguf-py's stories260K-F32.gguf (KLD 0). Skipped without node-llama-cpp unless
 ** TM_REQUIRE_LLAMA=1. */
@@ -763,6 +819,7 @@ int main(void) {
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_tokenizer_model),
         cmocka_unit_test(test_cli),
+        cmocka_unit_test(test_sequential_writer),
         cmocka_unit_test(test_llama_cpp_loads),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

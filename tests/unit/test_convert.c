@@ -380,10 +380,12 @@ static void test_compressed_tensors(void **state) {
 /* A GPTQ v1 checkpoint of stories260K (AutoGPTQ's layout, docs/formats.md "GPTQ and AWQ"): the
 ** attention projections (64 input columns) 4-bit symmetric in groups of 32, round to nearest,
 ** qweight I32 [K/8, N], qzeros I32 [G, N/8] holding z - 1 = 7, scales F16 [G, N]; the rest dense
-** (modules_to_not_convert). Convert must give s * (q - 8) in llama.cpp's row order. */
-static void test_gptq(void **state) {
-    (void)state;
-    if (!tmv_require_shared()) return;
+** (modules_to_not_convert). Convert must give s * (q - 8) in llama.cpp's row order. The same
+** weights in AutoAWQ's GEMM layout (qweight I32 [K, N/8] with the nibble order 0 2 4 6 1 3 5 7,
+** qzeros I32 [G, N/8] holding z = 8 in the same order, scales F16 [G, N]) give the same values. */
+static void gptq_or_awq(int awq) {
+    static const int order[8] = {0, 2, 4, 6, 1, 3, 5, 7}; /* AWQ: nibble i holds column order[i] */
+    const char *dir = awq ? "awq" : "gptq";
     tm_file *src;
     assert_int_equal(tm_open(model("safetensors/stories260K-f32"), NULL, &src, NULL), TM_OK);
     int64_t n = tm_file_n_tensors(src);
@@ -407,7 +409,7 @@ static void test_gptq(void **state) {
         int64_t N = t->shape[0], K = t->shape[1], G = K / 32;
         assert_int_equal(K % 32, 0);
         assert_int_equal(N % 8, 0);
-        uint32_t *qw = calloc((size_t)(K / 8 * N), 4), *qz = calloc((size_t)(G * N / 8), 4);
+        uint32_t *qw = calloc((size_t)(K / 8 * N), 4), *qz = calloc((size_t)(G * N / 8), 4); /* both layouts: K*N/8, G*N/8 words */
         uint16_t *sc = calloc((size_t)(G * N), 2);
         want[i] = malloc((size_t)t->n_elems * 4);
         for (int64_t g = 0; g < G; g++)
@@ -418,18 +420,23 @@ static void test_gptq(void **state) {
                 if (tm_f16_to_f32(h) < 2.0f * amax / 15.0f) h++;
                 sc[g * N + r] = h;
                 float s1 = tm_f16_to_f32(h);
-                qz[g * (N / 8) + r / 8] |= 7u << (4 * (r % 8));
+                int nib = 0; /* AWQ: the nibble of column r within its word */
+                while (awq && order[nib] != r % 8) nib++;
+                if (awq) qz[g * (N / 8) + r / 8] |= 8u << (4 * nib);
+                else qz[g * (N / 8) + r / 8] |= 7u << (4 * (r % 8));
                 for (int64_t k = g * 32; k < g * 32 + 32; k++) {
                     long c = lrintf(w[r * K + k] / s1) + 8;
                     c = c < 0 ? 0 : c > 15 ? 15 : c;
-                    qw[(k / 8) * N + r] |= (uint32_t)c << (4 * (k % 8));
+                    if (awq) qw[k * (N / 8) + r / 8] |= (uint32_t)c << (4 * nib);
+                    else qw[(k / 8) * N + r] |= (uint32_t)c << (4 * (k % 8));
                     want[i][r * K + k] = s1 * (float)(c - 8);
                 }
             }
         char base[128];
         snprintf(base, sizeof base, "%.*s", (int)(strlen(t->name) - 7), t->name); /* without ".weight" */
         const struct { const char *suf; tm_dtype dt; int64_t r, c; void *d; size_t b; } parts[] = {
-            {"qweight", TM_I32, K / 8, N, qw, (size_t)(K / 8 * N) * 4}, {"qzeros", TM_I32, G, N / 8, qz, (size_t)(G * N / 8) * 4},
+            {"qweight", TM_I32, awq ? K : K / 8, awq ? N / 8 : N, qw, (size_t)(K / 8 * N) * 4},
+            {"qzeros", TM_I32, G, N / 8, qz, (size_t)(G * N / 8) * 4},
             {"scales", TM_F16, G, N, sc, (size_t)(G * N) * 2}};
         for (int p = 0; p < 3; p++) {
             snprintf(names[m], 128, "%.100s.%.20s", base, parts[p].suf);
@@ -441,19 +448,34 @@ static void test_gptq(void **state) {
         n_q++;
     }
     assert_int_equal(n_q, 20);
-    assert_int_equal(tmt_run(NULL, "mkdir -p %s", tmp("gptq")), 0);
+    char mpath[4200];
+    snprintf(mpath, sizeof mpath, "%s/model.safetensors", tmp(dir));
+    assert_int_equal(tmt_run(NULL, "mkdir -p %s", tmp(dir)), 0);
     tm_st_writer *w;
-    assert_int_equal(tm_st_writer_open(tmp("gptq/model.safetensors"), ent, m, NULL, &w, NULL), TM_OK);
+    assert_int_equal(tm_st_writer_open(mpath, ent, m, NULL, &w, NULL), TM_OK);
     for (int64_t k = 0; k < m; k++) assert_int_equal(tm_st_writer_write(w, k, 0, data[k], bytes[k], NULL), TM_OK);
     assert_int_equal(tm_st_writer_finish(w, NULL), TM_OK);
     tm_st_writer_free(w);
-    assert_int_equal(tmt_run(NULL, "sed 's/\"use_cache\": true,/\"use_cache\": true, \"quantization_config\": {\"quant_method\": \"gptq\", "
-                                   "\"bits\": 4, \"group_size\": 32, \"sym\": true, \"desc_act\": false, \"checkpoint_format\": \"gptq\"},/' %s > %s",
-                             model("safetensors/stories260K-f32/config.json"), tmp("gptq/config.json")), 0);
+    const char *qc = awq ? "\"quant_method\": \"awq\", \"bits\": 4, \"group_size\": 32, \"version\": \"gemm\", \"zero_point\": true"
+                         : "\"quant_method\": \"gptq\", \"bits\": 4, \"group_size\": 32, \"sym\": true, \"desc_act\": false, "
+                           "\"checkpoint_format\": \"gptq\"";
+    assert_int_equal(tmt_run(NULL, "sed 's/\"use_cache\": true,/\"use_cache\": true, \"quantization_config\": {%s},/' %s > %s/config.json", qc,
+                             model("safetensors/stories260K-f32/config.json"), tmp(dir)), 0);
     tm_err e;
-    if (convert(tmp("gptq"), "gptq.gguf", TM_GGML_F32, VOCAB, NULL, &e)) fail_msg("%s", e.msg);
+    char outn[32];
+    snprintf(outn, sizeof outn, "%s.gguf", dir);
+    if (convert(tmp(dir), outn, TM_GGML_F32, VOCAB, NULL, &e)) fail_msg("%s", e.msg);
     tm_file *g;
-    assert_int_equal(tm_open(tmp("gptq.gguf"), NULL, &g, NULL), TM_OK);
+    assert_int_equal(tm_open(tmp(outn), NULL, &g, NULL), TM_OK);
+    {   /* the source opened as the layout it is */
+        tm_file *q;
+        assert_int_equal(tm_open(tmp(dir), NULL, &q, NULL), TM_OK);
+        int64_t qi = tm_file_find(q, "model.layers.0.self_attn.q_proj.weight");
+        assert_true(qi >= 0);
+        assert_non_null(tm_file_tensor(q, qi)->quant);
+        assert_string_equal(tm_file_tensor(q, qi)->quant->layout, awq ? "awq/gemm" : "gptq");
+        tm_close(q);
+    }
     assert_int_equal(tm_file_n_tensors(g), 47);
     int n_checked = 0;
     for (int64_t i = 0; i < n; i++) {
@@ -480,6 +502,18 @@ static void test_gptq(void **state) {
     for (int64_t i = 0; i < n; i++) free(want[i]);
     free(ent); free(names); free(data); free(bytes); free(want);
     tm_close(src);
+}
+
+static void test_gptq(void **state) {
+    (void)state;
+    if (!tmv_require_shared()) return;
+    gptq_or_awq(0);
+}
+
+static void test_awq(void **state) {
+    (void)state;
+    if (!tmv_require_shared()) return;
+    gptq_or_awq(1);
 }
 
 /* Refusals: another architecture (named, exit 3), no tokenizer (naming --vocab-from), a vocabulary
@@ -816,6 +850,7 @@ int main(void) {
         cmocka_unit_test(test_type_equals_quantize),
         cmocka_unit_test(test_compressed_tensors),
         cmocka_unit_test(test_gptq),
+        cmocka_unit_test(test_awq),
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_tokenizer_model),
         cmocka_unit_test(test_cli),

@@ -561,6 +561,19 @@ static void test_bad_inputs(void **state) {
     e = stderr_text();
     assert_non_null(strstr(e, "conversion to GGUF (tensormorph convert"));
     free(e);
+    /* an unsupported architecture: the conversion refuses it by name, exit 3 */
+    char gpt2[400];
+    snprintf(gpt2, sizeof gpt2, "%s/gpt2", g_tmp);
+    rc = tmt_run(NULL, "mkdir -p '%s' && cp '%s/../safetensors/stories260K-f32/model.safetensors' '%s/' && "
+                 "sed 's/LlamaForCausalLM/GPT2LMHeadModel/' '%s/../safetensors/stories260K-f32/config.json' > '%s/config.json'",
+                 gpt2, g_gguf, gpt2, g_gguf, gpt2);
+    assert_int_equal(rc, 0);
+    rc = tmt_run(NULL, "'%s' evidence '%s/stories260K-F32.gguf' '%s' --text '%s' --vocab-from '%s/stories260K-F32.gguf' 2>'%s/stderr.txt'",
+                 tmt_bin(), g_gguf, gpt2, g_text, g_gguf, g_tmp);
+    assert_int_equal(rc, 3);
+    e = stderr_text();
+    assert_non_null(strstr(e, "architecture 'GPT2LMHeadModel' is not supported"));
+    free(e);
     /* GGUF without --text: usage */
     rc = tmt_run(&out, "'%s' evidence '%s/stories260K-F32.gguf' '%s/stories260K-F32.gguf' 2>/dev/null", tmt_bin(), g_gguf, g_gguf);
     free(out);

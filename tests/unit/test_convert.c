@@ -2,8 +2,10 @@
 ** ../shared holds becomes the llama GGUF that gguf-py made from the same weights (PROVENANCE.md
 ** [D2]): same tensor names, order, types, shapes and bytes; --type Q4_K_M gives the tensors of
 ** quantizing stories260K-F32.gguf; compressed-tensors made by `quantize` convert to their
-** dequantized values; the refusals (architecture, tokenizer, lossy --outtype); the CLI and the
-** `quantize DIR -o X.gguf` route. */
+** dequantized values (and GPTQ/AWQ ones built here); a sentencepiece tokenizer.model written from
+** stories260K-F32.gguf's vocabulary gives its tokenizer.* keys (+ tokenizer.ggml.pre) and KLD 0;
+** the refusals (architecture, tokenizer, lossy --outtype); the CLI and the `quantize DIR -o
+** X.gguf` route (no tokenizer: exit 3); the GGUF writer's sequential mode. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>

@@ -556,6 +556,26 @@ static tm_status convert_plain(tm_file *in, cv_job *j, const char *out_path, con
     return TM_OK;
 }
 
+/* The quantizer's result borrows its tensor names from its input, the intermediate file closed
+** below: copy them to the end of the result's own tensors block (freed with it). */
+static tm_status own_names(tm_gguf_quantize_result *qr, tm_err *err) {
+    if (!qr || qr->n <= 0 || !qr->tensors) return TM_OK;
+    size_t arr = (size_t)qr->n * sizeof *qr->tensors, names = 0;
+    for (int64_t k = 0; k < qr->n; k++) names += strlen(qr->tensors[k].name ? qr->tensors[k].name : "") + 1;
+    tm_gguf_quantize_tensor *t = realloc(qr->tensors, arr + names);
+    if (!t) return tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
+    qr->tensors = t;
+    char *p = (char *)t + arr;
+    for (int64_t k = 0; k < qr->n; k++) {
+        const char *nm = t[k].name ? t[k].name : "";
+        size_t l = strlen(nm) + 1;
+        memcpy(p, nm, l);
+        t[k].name = p;
+        p += l;
+    }
+    return TM_OK;
+}
+
 /* --type: an F32 GGUF beside OUT, then the GGUF quantizer into OUT (its manifest: the source). */
 static tm_status convert_quant(tm_file *in, cv_job *j, const char *out_path, const tm_convert_params *p,
                                tm_convert_result **out, tm_err *err) {
@@ -576,6 +596,7 @@ static tm_status convert_quant(tm_file *in, cv_job *j, const char *out_path, con
         if (!qp.command_line) qp.command_line = p->command_line;
         if (!qp.cancel) qp.cancel = p->cancel;
         s = tm_gguf_quantize(mid, out_path, &qp, &qr, err);
+        if (!s) s = own_names(qr, err);
     }
     tm_close(mid);
     unlink(tmp);

@@ -336,7 +336,7 @@ static int looks_special(const char *s) {
 #define ENDS(x) (n >= strlen(x) && !strcmp(s + n - strlen(x), x))
 #define STARTS(x) (!strncmp(s, x, strlen(x)))
     return !strcmp(s, "<pad>") || !strcmp(s, "<mask>") || !strcmp(s, "<2mass>") || !strcmp(s, "[@BOS@]") ||
-           (STARTS("<|") && ENDS("|>") && n >= 4) || (STARTS("<\xef\xbd\x9c") && ENDS("\xef\xbd\x9c>") && n >= 8) ||
+           (STARTS("<|") && ENDS("|>")) || (STARTS("<\xef\xbd\x9c") && ENDS("\xef\xbd\x9c>")) || /* may overlap, as Python's */
            (STARTS("<unused") && ENDS(">"));
 #undef ENDS
 #undef STARTS

@@ -15,7 +15,7 @@ int cmd_convert(const cli_cmd *cmd, cli_args *a);
 const cli_opt opts_convert[] = {
     CLI_OPT_OUTPUT("OUT.gguf", "the GGUF file to write (OUT.gguf.manifest.json goes beside it)"),
     CLI_OPT_TYPE("then quantize with llama-quantize's rules: Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 IQ4_NL Q2_K Q3_K_S/M/L Q4_K_S/M Q5_K_S/M Q6_K"),
-    CLI_OPT_VOCAB_FROM("copy every tokenizer.* key from this GGUF (needed: tokenizer.model/json are not read)"),
+    CLI_OPT_VOCAB_FROM("copy every tokenizer.* key from this GGUF (default: read IN's tokenizer.model)"),
     {"outtype", 0, "T", 0, "f32 (default), f16 or bf16: refused, naming the tensor, when a value would round"},
     CLI_OPT_FORCE,
     CLI_OPT_NO_CHECKSUMS,
@@ -28,7 +28,9 @@ const char details_convert[] =
     "config.json beside it. OUT is a llama GGUF as llama.cpp's convert_hf_to_gguf.py writes it:\n"
     "hyper-parameters from config.json, llama.cpp tensor names, q/k rows permuted for RoPE, every\n"
     "value dequantized through the tensor view; no output.weight when embeddings are tied.\n"
-    "The tokenizer comes from --vocab-from (every tokenizer.* key). Another architecture exits 3.\n"
+    "The tokenizer comes from --vocab-from (every tokenizer.* key), else from IN's sentencepiece\n"
+    "tokenizer.model (with config.json's token ids, tokenizer_config.json's added tokens), as\n"
+    "convert_hf_to_gguf.py writes it; with neither, exit 3. Another architecture exits 3.\n"
     "--type T converts, then quantizes with the GGUF quantizer's llama-quantize rules\n"
     "(docs/convert.md, docs/gguf-quantize.md).";
 

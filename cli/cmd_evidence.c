@@ -64,7 +64,8 @@ const char details_evidence[] =
     "(docs/evidence.md \"LLM evidence\"). --warmup defaults to 1 here. Exit 3 also for vocabularies\n"
     "that differ, a text shorter than two chunks, NaN probabilities (the evidence is still written,\n"
     "its statistics null), a runner crash (its stderr kept in a named file). A non-GGUF BASE or CAND\n"
-    "is converted first (tensormorph convert, tokenizer from --vocab-from X.gguf); its latency is\n"
+    "is converted first (tensormorph convert, tokenizer from --vocab-from X.gguf or its\n"
+    "tokenizer.model); its latency is\n"
     "then marked latency_representative: false.";
 
 static int is_file(const char *p) {

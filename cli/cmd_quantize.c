@@ -67,8 +67,9 @@ const char details_quantize[] =
     "legacy or GGUF file) weights the K-quant/IQ searches as llama-quantize --imatrix does; with\n"
     "llama-quantize's --include/--exclude-weights, --output-tensor-type, --token-embedding-type,\n"
     "--allow-requantize, --override-kv, --keep-split. An LLM checkpoint (config.json of\n"
-    "a LLaMA/Mistral model) is converted first, as `convert --type` does (llama.cpp names, --vocab-from);\n"
-    "any other non-GGUF source keeps its tensor names, with a warning (docs/convert.md).\n"
+    "a LLaMA/Mistral model) is converted first, as `convert --type` does (llama.cpp names; tokenizer\n"
+    "from --vocab-from or its tokenizer.model, else exit 3); any other non-GGUF source keeps its\n"
+    "tensor names, with a warning that llama.cpp will not load it as a model (docs/convert.md).\n"
     "IN an ONNX model and OUT ending in .onnx: weight-only DequantizeLinear quantization of the\n"
     "Conv/ConvTranspose/MatMul/Gemm weights (int8 uint8 int4; tensor, channel, group:N),\n"
     "OUT.onnx.manifest.json beside it (docs/onnx-quantize.md).";

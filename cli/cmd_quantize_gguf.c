@@ -84,23 +84,17 @@ static int cmp_rows(const void *pa, const void *pb) {
     return i < j ? -1 : i > j;
 }
 
-/* An LLM checkpoint (config.json of an architecture convert handles) with --vocab-from is
-** converted first (tm_convert_gguf with the quantizer's parameters); a GGUF is quantized as it
-** is; any other source, and an LLM checkpoint without a tokenizer, keeps its tensor names, which
-** llama.cpp does not load as a model: said on stderr. */
+/* An LLM checkpoint (config.json of an architecture convert handles) is converted first
+** (tm_convert_gguf with the quantizer's parameters; the tokenizer from --vocab-from, else the
+** checkpoint's tokenizer.model, else exit 3 naming --vocab-from: never an unloadable model
+** GGUF); a GGUF is quantized as it is; any other source keeps its tensor names, which llama.cpp
+** does not load as a model: said on stderr. */
 static tm_status quantize_any(tm_file *in, const char *in_path, const char *out, const tm_gguf_quantize_params *p,
                               const char *vocab_from, tm_gguf_quantize_result **res, tm_err *err) {
     char *cfg = tm_file_format(in) == TM_FMT_GGUF ? NULL : tm_convert_config(in, in_path);
     char arch[64];
     int llm = cfg && tm_convert_supported(cfg, arch, sizeof arch);
     free(cfg);
-    if (llm && !vocab_from) { /* no tokenizer to write: today's raw file, said loudly */
-        if (!g_cli.quiet)
-            fprintf(stderr, "tensormorph: warning: %s is a %s checkpoint but no --vocab-from was given: tensor names are kept "
-                    "as they are and llama.cpp will not load %s as a model; pass --vocab-from X.gguf (the tokenizer) to "
-                    "convert it first (docs/convert.md)\n", in_path, arch, out);
-        return tm_gguf_quantize(in, out, p, res, err);
-    }
     if (llm) {
         tm_convert_params cp = tm_convert_params_default();
         cp.quant = p;

@@ -29,8 +29,8 @@ struct tm_gguf_quantize_params;
 struct tm_gguf_quantize_result;
 
 typedef struct tm_convert_params {
-    const char *vocab_from;    /* a GGUF whose tokenizer.* keys are copied; NULL: none (refused:
-                                  reading tokenizer.model / tokenizer.json is not implemented)  */
+    const char *vocab_from;    /* a GGUF whose tokenizer.* keys are copied; NULL: the checkpoint's
+                                  tokenizer.model is read (tm_convert_tokenizer_kv), else refused */
     int         outtype;       /* TM_GGML_F32 (default), TM_GGML_F16 or TM_GGML_BF16            */
     const struct tm_gguf_quantize_params *quant; /* non-NULL: then quantize with these parameters (the
                                   GGUF quantizer and its llama-quantize mixture rules, run on
@@ -90,6 +90,32 @@ int tm_convert_supported(const char *config_json, char *arch, size_t arch_size);
 tm_status tm_convert_gguf(tm_file *in, const char *in_path, const char *out_path,
                           const tm_convert_params *p, tm_convert_result **out, tm_err *err);
 void      tm_convert_result_free(tm_convert_result *r);
+
+struct tm_gguf_kvlist;
+
+/* tm_convert_tokenizer_kv: append to kv the tokenizer.* keys llama.cpp's convert_hf_to_gguf.py
+** writes for a llama SentencePiece tokenizer in the checkpoint folder dir (LlamaModel.set_vocab ->
+** _set_vocab_sentencepiece, _create_vocab_sentencepiece, gguf-py SpecialVocab), in its order:
+**   tokenizer.ggml.model "llama", tokenizer.ggml.pre "default", tokenizer.ggml.tokens (string[]),
+**   tokenizer.ggml.scores (f32[]), tokenizer.ggml.token_type (i32[]) with vocab_size entries:
+**   tokenizer.model's pieces (type UNKNOWN 2, CONTROL 3, UNUSED 5, BYTE 6, else NORMAL 1), ids it
+**   does not define "[PAD<id>]" score -10000 UNUSED; added_tokens.json entries USER_DEFINED 4
+**   score -1000; tokenizer_config.json added_tokens_decoder entries score -1000, CONTROL when
+**   "special" or the text looks special (<|...|>, <pad>, <mask>, <unused...>), else USER_DEFINED
+**   with U+2581 written as a space; then the <typ>_token_id of config_json (bos, eos, unk, sep,
+**   pad, cls, mask -> tokenizer.ggml.bos_token_id, eos_token_id, unknown_token_id,
+**   seperator_token_id, padding_token_id, cls_token_id, mask_token_id; u32; ids >= vocab_size
+**   left out), tokenizer_config.json's add_bos_token / add_eos_token (bool) and chat_template.
+** tokenizer.model is sentencepiece's ModelProto, read by a bounded protobuf wire reader with the
+** checks sentencepiece's loader makes (one UNKNOWN piece, unique pieces, BYTE pieces only with
+** byte_fallback, non-empty UTF-8 pieces).
+** Returns TM_OK | TM_E_UNSUPPORTED (no tokenizer.model, the message naming --vocab-from and saying
+** why a tokenizer.json alone is not read; a tokenizer.json beside it (its added tokens and
+** post-processor would change the special keys); more pieces than vocab_size; a chat_template
+** that is not a string) | TM_E_CORRUPT (file, byte offset and reason) | TM_E_IO | TM_E_NOMEM |
+** TM_E_LIMIT | TM_E_INVALID_ARG (vocab_size < 1). On error kv may hold some of the keys. */
+tm_status tm_convert_tokenizer_kv(const char *dir, const char *config_json, int64_t vocab_size,
+                                  struct tm_gguf_kvlist *kv, tm_err *err);
 
 #ifdef __cplusplus
 }

@@ -83,6 +83,13 @@ typedef struct tm_gguf_writer tm_gguf_writer;
 
 /* tm_gguf_writer_open_ex flags */
 #define TM_GGUF_WRITE_LONG_NAMES 1u  /* write names of TM_GGUF_MAX_NAME bytes or more           */
+/* Sequential mode: tm_gguf_writer_write must come in file order (tensor by tensor, each from its
+** start, no overlap; what is skipped is zero padding). The writer stages the file in 8 MiB
+** pieces (the header first) and writes each with one pwrite, through an O_DIRECT descriptor
+** where the file system takes it (no copy into the page cache; else the ordinary one), the last
+** piece rounded up to 4 KiB and the file cut back to its size in finish. For a writer that
+** produces the file once, front to back (convert); not thread-safe. */
+#define TM_GGUF_WRITE_SEQUENTIAL 2u
 
 /* tm_gguf_writer_open: fix the whole layout (header, each tensor's offset) and create
 ** "<path>.tmp.<pid>" (O_EXCL) of the final size holding the header; padding is zero.
@@ -103,7 +110,8 @@ tm_status tm_gguf_writer_open_ex(const char *path, const tm_gguf_kvlist *kv,
 /* Bytes of tensor i's data (without padding); 0 when i is out of range. */
 uint64_t  tm_gguf_writer_tensor_bytes(const tm_gguf_writer *w, int64_t i);
 /* tm_gguf_writer_write: n bytes at offset off of tensor i's data (pwrite; thread-safe for
-** disjoint ranges). Returns TM_OK | TM_E_INVALID_ARG (range) | TM_E_IO. */
+** disjoint ranges; with TM_GGUF_WRITE_SEQUENTIAL staged, in file order only).
+** Returns TM_OK | TM_E_INVALID_ARG (range; sequential mode: a write before the last) | TM_E_IO. */
 tm_status tm_gguf_writer_write(tm_gguf_writer *w, int64_t i, uint64_t off, const void *data,
                                size_t n, tm_err *err);
 /* tm_gguf_writer_finish: fsync, rename onto path, fsync the directory. On error the

@@ -6,8 +6,10 @@
 ** with O_EXCL, sizes it with ftruncate (so every padding byte reads as zero) and writes the
 ** header. Tensor data then arrives by pwrite at fixed offsets, in any order, from any thread.
 ** Finish fsyncs, renames onto the target and fsyncs the directory: a killed run leaves at most
-** a temporary file, never a half-written target.
+** a temporary file, never a half-written target. TM_GGUF_WRITE_SEQUENTIAL stages the file
+** instead and writes it front to back in 8 MiB pieces, with O_DIRECT where it is taken.
 */
+#define _GNU_SOURCE 1 /* O_DIRECT (fcntl.h) */
 #include "file.h"
 #include "../core/fsutil.h"
 #include "tensormorph/gguf_write.h"
@@ -298,7 +300,17 @@ struct tm_gguf_writer {
     int64_t   n;
     uint64_t *offset;  /* absolute file offset of each tensor's data */
     uint64_t *n_bytes;
+    /* TM_GGUF_WRITE_SEQUENTIAL: the file is staged in `stage` (SEQ_STAGE bytes, SEQ_ALIGN-aligned)
+    ** and written in whole pieces, through dfd (O_DIRECT) when the file system takes it, else fd */
+    int       seq, dfd;
+    uint8_t  *stage;
+    size_t    fill;      /* bytes staged                                              */
+    uint64_t  stage_pos; /* file offset of stage[0]                                   */
+    uint64_t  total;     /* the file's size                                           */
 };
+
+#define SEQ_ALIGN 4096u            /* O_DIRECT: buffer, offset and length alignment     */
+#define SEQ_STAGE (8u << 20)       /* bytes per write in sequential mode                */
 
 typedef struct obuf { uint8_t *p; size_t n, cap; int oom; } obuf;
 
@@ -326,12 +338,52 @@ static int cmp_str(const void *a, const void *b) {
 void tm_gguf_writer_free(tm_gguf_writer *w) {
     if (!w) return;
     if (w->fd >= 0) close(w->fd);
+    if (w->dfd >= 0) close(w->dfd);
+    free(w->stage);
     if (w->created && !w->ok) unlink(w->tmp);
     free(w->target);
     free(w->tmp);
     free(w->offset);
     free(w->n_bytes);
     free(w);
+}
+
+/* Sequential mode: write the first `len` staged bytes (a multiple of SEQ_ALIGN) at stage_pos,
+** through dfd while the file system takes O_DIRECT, else through fd. */
+static tm_status seq_flush(tm_gguf_writer *w, size_t len, tm_err *err) {
+    size_t done = 0;
+    while (done < len) {
+        int fd = w->dfd >= 0 ? w->dfd : w->fd;
+        ssize_t r = pwrite(fd, w->stage + done, len - done, (off_t)(w->stage_pos + done));
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0 && errno == EINVAL && w->dfd >= 0) { /* O_DIRECT refused at write time */
+            close(w->dfd);
+            w->dfd = -1;
+            continue;
+        }
+        if (r <= 0) return tm__err_sys(err, errno, "%s: cannot write", w->tmp);
+        done += (size_t)r;
+    }
+    w->stage_pos += len;
+    w->fill = 0;
+    return TM_OK;
+}
+
+/* Sequential mode: append n bytes (NULL: zeros) at file offset stage_pos + fill. */
+static tm_status seq_put(tm_gguf_writer *w, const void *data, size_t n, tm_err *err) {
+    while (n) {
+        size_t k = SEQ_STAGE - w->fill < n ? SEQ_STAGE - w->fill : n;
+        if (data) memcpy(w->stage + w->fill, data, k);
+        else memset(w->stage + w->fill, 0, k);
+        w->fill += k;
+        n -= k;
+        if (data) data = (const char *)data + k;
+        if (w->fill == SEQ_STAGE) {
+            tm_status s = seq_flush(w, SEQ_STAGE, err);
+            if (s) return s;
+        }
+    }
+    return TM_OK;
 }
 
 tm_status tm_gguf_writer_open(const char *path, const tm_gguf_kvlist *kv,
@@ -359,6 +411,7 @@ tm_status tm_gguf_writer_open_ex(const char *path, const tm_gguf_kvlist *kv,
     tm_gguf_writer *w = calloc(1, sizeof *w);
     if (!w) return tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
     w->fd = -1;
+    w->dfd = -1;
     w->n = n;
     w->target = tm__strdup(path);
     w->tmp = tm__aprintf("%s.tmp.%ld", path, (long)getpid());
@@ -452,7 +505,18 @@ tm_status tm_gguf_writer_open_ex(const char *path, const tm_gguf_kvlist *kv,
         else w->created = 1;
     }
     if (!s && ftruncate(w->fd, (off_t)total) != 0) s = tm__err_sys(err, errno, "%s: cannot size to %llu bytes", w->tmp, (unsigned long long)total);
-    if (!s) {
+    w->total = total;
+    if (!s && (flags & TM_GGUF_WRITE_SEQUENTIAL)) { /* the header is the first staged bytes */
+        w->seq = 1;
+        void *st = NULL;
+        if (posix_memalign(&st, SEQ_ALIGN, SEQ_STAGE) != 0) s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
+        w->stage = st;
+#ifdef O_DIRECT
+        if (!s) w->dfd = open(w->tmp, O_WRONLY | O_DIRECT | O_CLOEXEC); /* -1 (e.g. tmpfs): fd */
+#endif
+        if (!s) s = seq_put(w, hb.p, hb.n, err);
+    }
+    if (!s && !w->seq) {
         size_t done = 0;
         while (done < hb.n && !s) {
             ssize_t r = pwrite(w->fd, hb.p + done, hb.n - done, (off_t)done);
@@ -479,6 +543,14 @@ tm_status tm_gguf_writer_write(tm_gguf_writer *w, int64_t i, uint64_t off, const
                                size_t n, tm_err *err) {
     if (!w || w->finished || i < 0 || i >= w->n || off > w->n_bytes[i] || n > w->n_bytes[i] - off)
         return tm__err_set(err, TM_E_INVALID_ARG, -1, "gguf writer: write outside tensor %lld", (long long)i);
+    if (w->seq) { /* in file order only; the gap before it is zero padding */
+        uint64_t at = w->offset[i] + off, pos = w->stage_pos + w->fill;
+        if (at < pos)
+            return tm__err_set(err, TM_E_INVALID_ARG, -1, "gguf writer: sequential mode: tensor %lld offset %llu comes "
+                               "before what is already written", (long long)i, (unsigned long long)off);
+        tm_status s = seq_put(w, NULL, (size_t)(at - pos), err);
+        return s ? s : seq_put(w, data, n, err);
+    }
     size_t done = 0;
     while (done < n) {
         ssize_t r = pwrite(w->fd, (const char *)data + done, n - done,
@@ -494,7 +566,17 @@ tm_status tm_gguf_writer_finish(tm_gguf_writer *w, tm_err *err) {
     if (!w || w->finished) return tm__err_set(err, TM_E_INVALID_ARG, -1, "gguf writer: already finished");
     w->finished = 1;
     tm_status s = TM_OK;
-    if (fsync(w->fd) != 0) s = tm__err_sys(err, errno, "%s: fsync failed", w->tmp);
+    if (w->seq) { /* the rest: zeros to the end, the last piece rounded up, then the exact size */
+        uint64_t pos = w->stage_pos + w->fill;
+        if (pos < w->total) s = seq_put(w, NULL, (size_t)(w->total - pos), err);
+        if (!s && w->fill) {
+            size_t len = (w->fill + SEQ_ALIGN - 1) & ~(size_t)(SEQ_ALIGN - 1);
+            memset(w->stage + w->fill, 0, len - w->fill);
+            s = seq_flush(w, len, err);
+        }
+        if (!s && ftruncate(w->fd, (off_t)w->total) != 0) s = tm__err_sys(err, errno, "%s: cannot size", w->tmp);
+    }
+    if (!s && fsync(w->fd) != 0) s = tm__err_sys(err, errno, "%s: fsync failed", w->tmp);
     if (close(w->fd) != 0 && !s) s = tm__err_sys(err, errno, "%s: close failed", w->tmp);
     w->fd = -1;
     if (!s && rename(w->tmp, w->target) != 0) s = tm__err_sys(err, errno, "%s: cannot rename into place", w->target);

@@ -166,7 +166,7 @@ static int64_t array_len(const tm_gguf_kvlist *l, const char *key) {
 }
 
 static tm_status build_kv(const cv_hparams *h, const char *name, const tm_convert_params *p, int file_type,
-                          tm_gguf_kvlist **out, tm_err *err) {
+                          const char *dir, const char *cfg, tm_gguf_kvlist **out, tm_err *err) {
     tm_gguf_kvlist *kv = tm_gguf_kvlist_new(), *voc = NULL;
     if (!kv) return tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
     tm_status s = tm_gguf_kvlist_set_str(kv, "general.architecture", "llama", err);
@@ -192,11 +192,17 @@ static tm_status build_kv(const cv_hparams *h, const char *name, const tm_conver
     }
     if (!s) s = tm_gguf_kvlist_set_u32(kv, "llama.vocab_size", (uint32_t)h->vocab, err);
     if (!s) s = tm_gguf_kvlist_set_u32(kv, "general.file_type", (uint32_t)file_type, err);
-    /* the tokenizer: every tokenizer.* key of vocab_from, raw */
-    if (!s && !p->vocab_from)
-        s = tm__err_set(err, TM_E_UNSUPPORTED, -1,
-                        "no tokenizer: pass --vocab-from X.gguf (a GGUF with this model's tokenizer.* keys); "
-                        "reading tokenizer.model / tokenizer.json is not supported");
+    /* the tokenizer: the checkpoint's tokenizer.model (convert_vocab.c), or every tokenizer.* key
+    ** of vocab_from, raw */
+    if (!s && !p->vocab_from) {
+        s = tm_convert_tokenizer_kv(dir, cfg, h->vocab, kv, err);
+        if (s) {
+            tm_gguf_kvlist_free(kv);
+            return s;
+        }
+        *out = kv;
+        return TM_OK;
+    }
     if (!s) s = tm_gguf_kvlist_read(p->vocab_from, &voc, err);
     int64_t n_tok = 0;
     for (int64_t i = 0; !s && i < tm_gguf_kvlist_count(voc); i++) {
@@ -400,6 +406,18 @@ static void model_name(const char *in_path, char *out, size_t size) {
     snprintf(out, size, "%s", b && b[1] ? b + 1 : buf);
 }
 
+/* The folder of the checkpoint: in_path when it is a directory, else its directory. */
+static void checkpoint_dir(const char *in_path, char *out, size_t size) {
+    struct stat st;
+    if (stat(in_path, &st) == 0 && S_ISDIR(st.st_mode)) {
+        snprintf(out, size, "%s", in_path);
+        return;
+    }
+    const char *sl = strrchr(in_path, '/');
+    if (sl) snprintf(out, size, "%.*s", (int)(sl - in_path > 0 ? sl - in_path : 1), in_path);
+    else snprintf(out, size, ".");
+}
+
 static tm_status prepare(tm_file *in, const char *in_path, const tm_convert_params *p, cv_job *j, tm_err *err) {
     memset(j, 0, sizeof *j);
     if (tm_file_format(in) == TM_FMT_GGUF)
@@ -414,11 +432,12 @@ static tm_status prepare(tm_file *in, const char *in_path, const tm_convert_para
         s = tm__err_set(err, TM_E_UNSUPPORTED, -1, "%s: architecture '%s' is not supported by convert (LlamaForCausalLM, MistralForCausalLM)",
                         in_path, j->arch[0] ? j->arch : "(none in config.json)");
     if (!s) s = read_hparams(cfg, in_path, &j->h, err);
-    free(cfg);
-    char name[256];
+    char name[256], dir[4096];
     model_name(in_path, name, sizeof name);
+    checkpoint_dir(in_path, dir, sizeof dir);
     int ft = p->outtype == TM_GGML_F16 ? TM_FTYPE_F16 : p->outtype == TM_GGML_BF16 ? TM_FTYPE_BF16 : TM_FTYPE_F32;
-    if (!s) s = build_kv(&j->h, name, p, ft, &j->kv, err);
+    if (!s) s = build_kv(&j->h, name, p, ft, dir, cfg, &j->kv, err);
+    free(cfg);
     if (!s) s = plan(in, &j->h, p->outtype, &j->it, &j->n, &j->n_skipped, err);
     return s;
 }
@@ -485,12 +504,12 @@ static json_t *manifest_body(json_t *man, const cv_job *j, const tm_convert_para
 
 /* Write the converted GGUF at `path` (the writer stages it as path.tmp.<pid> and renames). */
 static tm_status write_gguf(tm_file *in, cv_job *j, const char *path, volatile const int *cancel,
-                            tm__pipe *pp, int no_checksums, tm_err *err) {
+                            tm__pipe *pp, int no_checksums, unsigned wflags, tm_err *err) {
     tm_gguf_wtensor *wt = tm__calloc((size_t)j->n, sizeof *wt);
     if (!wt) return tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
     for (int64_t i = 0; i < j->n; i++) wt[i] = j->it[i].wt;
     tm_gguf_writer *w = NULL;
-    tm_status s = tm_gguf_writer_open(path, j->kv, wt, j->n, &w, err);
+    tm_status s = tm_gguf_writer_open_ex(path, j->kv, wt, j->n, wflags, &w, err);
     free(wt);
     if (!s && pp) s = tm__pipe_hash_start(pp, no_checksums, err);
     if (!s) s = write_data(in, j->it, j->n, w, cancel, err);
@@ -504,7 +523,10 @@ static tm_status convert_plain(tm_file *in, cv_job *j, const char *out_path, con
                                tm_convert_result **out, tm_err *err) {
     tm__pipe pp;
     tm_status s = tm__pipe_begin(&pp, in, out_path, TM__PIPE_FILE, "a GGUF output", p->force, 1, p->cancel, err);
-    if (!s) s = write_gguf(in, j, pp.stage, p->cancel, &pp, p->no_checksums, err);
+    /* written once, front to back: sequential mode (O_DIRECT, no copy into the page cache) unless
+    ** the output is read back for its sha256 right after, which the page cache then serves */
+    if (!s) s = write_gguf(in, j, pp.stage, p->cancel, &pp, p->no_checksums,
+                           p->no_checksums ? TM_GGUF_WRITE_SEQUENTIAL : 0, err);
     if (!s) s = tm__pipe_phase(&pp, "fsync", err);
     tm_convert_result *r = NULL;
     json_t *man = NULL;
@@ -534,6 +556,26 @@ static tm_status convert_plain(tm_file *in, cv_job *j, const char *out_path, con
     return TM_OK;
 }
 
+/* The quantizer's result borrows its tensor names from its input, the intermediate file closed
+** below: copy them to the end of the result's own tensors block (freed with it). */
+static tm_status own_names(tm_gguf_quantize_result *qr, tm_err *err) {
+    if (!qr || qr->n <= 0 || !qr->tensors) return TM_OK;
+    size_t arr = (size_t)qr->n * sizeof *qr->tensors, names = 0;
+    for (int64_t k = 0; k < qr->n; k++) names += strlen(qr->tensors[k].name ? qr->tensors[k].name : "") + 1;
+    tm_gguf_quantize_tensor *t = realloc(qr->tensors, arr + names);
+    if (!t) return tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
+    qr->tensors = t;
+    char *p = (char *)t + arr;
+    for (int64_t k = 0; k < qr->n; k++) {
+        const char *nm = t[k].name ? t[k].name : "";
+        size_t l = strlen(nm) + 1;
+        memcpy(p, nm, l);
+        t[k].name = p;
+        p += l;
+    }
+    return TM_OK;
+}
+
 /* --type: an F32 GGUF beside OUT, then the GGUF quantizer into OUT (its manifest: the source). */
 static tm_status convert_quant(tm_file *in, cv_job *j, const char *out_path, const tm_convert_params *p,
                                tm_convert_result **out, tm_err *err) {
@@ -542,7 +584,7 @@ static tm_status convert_quant(tm_file *in, cv_job *j, const char *out_path, con
     char tmp[4200];
     snprintf(tmp, sizeof tmp, "%s.convert.%ld.gguf", out_path, (long)getpid());
     tm__outputs_hold(1); /* the intermediate GGUF beside OUT, until it is removed below */
-    s = write_gguf(in, j, tmp, p->cancel, NULL, 1, err);
+    s = write_gguf(in, j, tmp, p->cancel, NULL, 1, 0, err); /* the quantizer reads it next: page cache */
     tm_file *mid = NULL;
     if (!s) s = tm_open(tmp, NULL, &mid, err);
     tm_gguf_quantize_result *qr = NULL;
@@ -554,6 +596,7 @@ static tm_status convert_quant(tm_file *in, cv_job *j, const char *out_path, con
         if (!qp.command_line) qp.command_line = p->command_line;
         if (!qp.cancel) qp.cancel = p->cancel;
         s = tm_gguf_quantize(mid, out_path, &qp, &qr, err);
+        if (!s) s = own_names(qr, err);
     }
     tm_close(mid);
     unlink(tmp);

@@ -8,6 +8,7 @@
 #include "../core/fsutil.h"
 #include "../core/jschema.h"
 #include "tensormorph/convert.h"
+#include "tensormorph/gguf_write.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -516,6 +517,53 @@ static tm_status score_all(const tm_evidence_llm_params *p, const llm_run *b, co
     return s;
 }
 
+/* Before running anything: the tokenizer.ggml.tokens of the two GGUFs (read from their headers)
+** must be one vocabulary, as same_vocab checks the runner's afterwards: a size that differs (both
+** named) or a token that differs is refused at once, with no runner started and nothing written.
+** A GGUF without a tokens array is left to the runner (llama.cpp's own refusal). */
+static tm_status same_vocab_header(const tm_evidence_llm_params *p, const char *const path[2], tm_err *err) {
+    tm_gguf_kvlist *kv[2] = {NULL, NULL};
+    const uint8_t *v[2] = {NULL, NULL};
+    size_t n[2] = {0, 0};
+    uint64_t cnt[2] = {0, 0};
+    tm_status s = TM_OK;
+    for (int i = 0; i < 2 && !s; i++) {
+        s = tm_gguf_kvlist_read(path[i], &kv[i], err);
+        int64_t k = s ? -1 : tm_gguf_kvlist_find(kv[i], "tokenizer.ggml.tokens");
+        if (k >= 0 && tm_gguf_kvlist_type(kv[i], k) == TM_GGUF_ARRAY) v[i] = tm_gguf_kvlist_raw(kv[i], k, &n[i]);
+        uint32_t et = 0;
+        if (v[i] && n[i] >= 12) memcpy(&et, v[i], 4);
+        if (v[i] && n[i] >= 12 && et == TM_GGUF_STRING) memcpy(&cnt[i], v[i] + 4, 8);
+        else v[i] = NULL;
+    }
+    if (!s && v[0] && v[1] && cnt[0] != cnt[1])
+        s = tm__err_set(err, TM_E_CORRUPT, -1, "the vocabularies differ: baseline %s has %llu tokens, candidate %s has %llu "
+                        "(KL divergence compares distributions over one vocabulary)", p->baseline,
+                        (unsigned long long)cnt[0], p->candidate, (unsigned long long)cnt[1]);
+    if (!s && v[0] && v[1]) { /* the elements: u64 length + bytes each, checked by the kv reader */
+        size_t o[2] = {12, 12};
+        for (uint64_t t = 0; t < cnt[0] && !s; t++) {
+            uint64_t l[2];
+            int in = 1;
+            for (int i = 0; i < 2; i++) {
+                in = in && o[i] + 8 <= n[i];
+                if (in) memcpy(&l[i], v[i] + o[i], 8);
+                in = in && l[i] <= n[i] - o[i] - 8;
+            }
+            if (!in) break; /* cannot happen after the reader's checks; the runner checks again */
+            if (l[0] != l[1] || memcmp(v[0] + o[0] + 8, v[1] + o[1] + 8, (size_t)l[0]))
+                s = tm__err_set(err, TM_E_CORRUPT, -1, "the vocabularies differ: both have %llu tokens but token %llu is "
+                                "'%.*s' in baseline %s and '%.*s' in candidate %s", (unsigned long long)cnt[0],
+                                (unsigned long long)t, (int)(l[0] < 40 ? l[0] : 40), (const char *)v[0] + o[0] + 8, p->baseline,
+                                (int)(l[1] < 40 ? l[1] : 40), (const char *)v[1] + o[1] + 8, p->candidate);
+            for (int i = 0; i < 2; i++) o[i] += 8 + (size_t)l[i];
+        }
+    }
+    tm_gguf_kvlist_free(kv[0]);
+    tm_gguf_kvlist_free(kv[1]);
+    return s;
+}
+
 tm_status tm_evidence_llm_run(const tm_evidence_llm_params *p, char **json_out, tm_err *err) {
     *json_out = NULL;
     tm_status s = check_params(p, err);
@@ -543,6 +591,7 @@ tm_status tm_evidence_llm_run(const tm_evidence_llm_params *p, char **json_out, 
     for (int i = 0; !s && i < 2; i++) /* a non-GGUF checkpoint runs as the GGUF it converts to */
         if (!tm_is_gguf_file(path[i]) && !(s = convert_model(p, phase[i], path[i], scratch, &conv[i], &source[i], err)))
             path[i] = conv[i];
+    if (!s) s = same_vocab_header(p, path, err);
     if (!s) s = tm_sha256_file(path[0], sha[0], &bytes[0], err);
     if (!s) s = tm_sha256_file(path[1], sha[1], &bytes[1], err);
     char *joined = tm__calloc((size_t)p->n_texts, 64);

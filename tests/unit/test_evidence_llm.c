@@ -3,7 +3,8 @@
 ** Anchor: stories260K-F32 vs stories260K-Q4_K_M on ../shared/models/text/stories260K-eval.txt with
 ** ctx 128 agrees with llama.cpp's own llama-perplexity figures (models/text/README.md): mean KLD
 ** within 3% relative (or 3e-5 absolute), same top-1 within 0.5 points, base PPL within 1%. A
-** model against itself: exactly 0 KLD, 100% top-1, PPL ratio 1. The other GGUF types order
+** model against itself: exactly 0 KLD, 100% top-1, PPL ratio 1, for every format ../shared holds
+** (GGUF types as they are, safetensors/.pt/compressed-tensors/aidreams260K converted first). The other GGUF types order
 ** plausibly (F16 < Q8_0 <= Q6_K < Q5_K_M < Q4_K_M < Q2_K, gguf-py Q4_0 > Q4_K_M in mean KLD), through one base cache
 ** (hit, same numbers; another text refused; a truncated cache refused). Slices: each equals a
 ** separate run on its text; overall is token-weighted. Bad input: a text shorter than two
@@ -29,6 +30,7 @@
 
 #include "tensormorph.h"
 #include "tensormorph/evidence_llm.h"
+#include "tensormorph/gguf_write.h"
 #include "core/jschema.h"
 #include "helpers/cli_run.h"
 #include "helpers/vectors.h"
@@ -147,6 +149,96 @@ static void write_file(const char *path, const char *text, size_t n) {
     assert_non_null(f);
     assert_int_equal(fwrite(text, 1, n, f), n);
     assert_int_equal(fclose(f), 0);
+}
+
+
+/* append n_extra entries to a raw GGUF array value (u32 type, u64 count, elements) */
+static uint8_t *grow_array(const uint8_t *v, size_t n, int n_extra, size_t *out_n) {
+    uint32_t et;
+    uint64_t c;
+    memcpy(&et, v, 4);
+    memcpy(&c, v + 4, 8);
+    uint8_t *b = malloc(n + (size_t)n_extra * 32);
+    assert_non_null(b);
+    memcpy(b, v, n);
+    size_t o = n;
+    for (int i = 0; i < n_extra; i++) {
+        if (et == 8) { /* string */
+            char t[24];
+            int l = snprintf(t, sizeof t, "[EXTRA%d]", i);
+            uint64_t ll = (uint64_t)l;
+            memcpy(b + o, &ll, 8);
+            memcpy(b + o + 8, t, (size_t)l);
+            o += 8 + (size_t)l;
+        } else if (et == 6) { /* f32 score */
+            float f = -1000.0f;
+            memcpy(b + o, &f, 4);
+            o += 4;
+        } else { /* i32 token type: USER_DEFINED */
+            int32_t t = 4;
+            memcpy(b + o, &t, 4);
+            o += 4;
+        }
+    }
+    c += (uint64_t)n_extra;
+    memcpy(b + 4, &c, 8);
+    *out_n = o;
+    return b;
+}
+
+/* stories260K-F32.gguf with 8 more tokens (a vocabulary of 520, token_embd padded with zero rows;
+** llama.cpp loads it), written with the library's GGUF writer. */
+static void write_vocab520(const char *out) {
+    char src[1200];
+    snprintf(src, sizeof src, "%s/stories260K-F32.gguf", g_gguf);
+    tm_gguf_kvlist *kv = NULL;
+    assert_int_equal(tm_gguf_kvlist_read(src, &kv, NULL), TM_OK);
+    static const char *const arr[] = {"tokenizer.ggml.tokens", "tokenizer.ggml.scores", "tokenizer.ggml.token_type"};
+    for (int a = 0; a < 3; a++) {
+        int64_t i = tm_gguf_kvlist_find(kv, arr[a]);
+        assert_true(i >= 0);
+        size_t n, m;
+        const uint8_t *v = tm_gguf_kvlist_raw(kv, i, &n);
+        uint8_t *g = grow_array(v, n, 8, &m);
+        assert_int_equal(tm_gguf_kvlist_set_raw(kv, arr[a], TM_GGUF_ARRAY, g, m, NULL), TM_OK);
+        free(g);
+    }
+    assert_int_equal(tm_gguf_kvlist_set_u32(kv, "llama.vocab_size", 520, NULL), TM_OK);
+    tm_file *f = NULL;
+    assert_int_equal(tm_open(src, NULL, &f, NULL), TM_OK);
+    int64_t n = tm_file_n_tensors(f);
+    tm_gguf_wtensor *wt = calloc((size_t)n, sizeof *wt);
+    for (int64_t i = 0; i < n; i++) {
+        const tm_tensor *t = tm_file_tensor(f, i);
+        wt[i].name = t->name;
+        wt[i].type = 0; /* F32 */
+        wt[i].n_dims = t->ndim;
+        wt[i].ne[0] = t->shape[t->ndim - 1];
+        wt[i].ne[1] = t->ndim == 2 ? t->shape[0] : 1;
+        wt[i].ne[2] = wt[i].ne[3] = 1;
+        if (!strcmp(t->name, "token_embd.weight")) {
+            assert_int_equal(wt[i].ne[1], 512);
+            wt[i].ne[1] = 520;
+        }
+    }
+    tm_gguf_writer *w = NULL;
+    assert_int_equal(tm_gguf_writer_open(out, kv, wt, n, &w, NULL), TM_OK);
+    for (int64_t i = 0; i < n; i++) {
+        const tm_tensor *t = tm_file_tensor(f, i);
+        assert_int_equal(t->dtype, TM_F32);
+        const void *d;
+        assert_int_equal(tm_tensor_data(f, i, 0, t->n_bytes, &d, NULL), TM_OK);
+        assert_int_equal(tm_gguf_writer_write(w, i, 0, d, (size_t)t->n_bytes, NULL), TM_OK);
+        if (wt[i].ne[1] == 520) {
+            static const float zero[64 * 8];
+            assert_int_equal(tm_gguf_writer_write(w, i, t->n_bytes, zero, sizeof zero, NULL), TM_OK);
+        }
+    }
+    assert_int_equal(tm_gguf_writer_finish(w, NULL), TM_OK);
+    tm_gguf_writer_free(w);
+    free(wt);
+    tm_close(f);
+    tm_gguf_kvlist_free(kv);
 }
 
 /* ---- tests ------------------------------------------------------------------------------ */
@@ -319,6 +411,65 @@ static void test_converted_checkpoint(void **state) {
     free(e);
 }
 
+
+/* Every format ../shared holds stories260K (and aidreams260K) in runs in evidence against itself
+** with exactly 0 KLD, 100% top-1 and PPL ratio 1: the GGUF types as they are, the other formats
+** converted first (safetensors F16/BF16/2 shards, the .pt state dict with its config.json,
+** compressed-tensors int8 made by `quantize`, aidreams260K BF16 safetensors). Lean: ctx 128, 2
+** chunks, no decode timing. */
+static void test_every_format_self(void **state) {
+    (void)state;
+    if (!require_llama()) return;
+    char models[1200];
+    snprintf(models, sizeof models, "%s/..", g_gguf);
+    char ptd[400], pt[500], ct[400];
+    snprintf(ptd, sizeof ptd, "%s/pt", g_tmp);
+    snprintf(pt, sizeof pt, "%s/stories260K_state_dict.pt", ptd);
+    snprintf(ct, sizeof ct, "%s/ct", g_tmp);
+    assert_int_equal(tmt_run(NULL, "mkdir -p '%s' && cp '%s/torch/stories260K_state_dict.pt' '%s/safetensors/stories260K-f32/config.json' '%s/'",
+                             ptd, models, models, ptd), 0);
+    assert_int_equal(tmt_run(NULL, "'%s' quantize '%s/safetensors/stories260K-f32' -o '%s' -t int8 --no-checksums -q", tmt_bin(), models, ct), 0);
+    struct { const char *path; const char *vocab; } m[] = {
+        {"gguf/stories260K-F16.gguf", NULL},        {"gguf/stories260K-Q8_0-ggufpy.gguf", NULL},
+        {"gguf/stories260K-Q4_0-ggufpy.gguf", NULL}, {"gguf/stories260K-Q4_K_M.gguf", NULL},
+        {"gguf/stories260K-Q5_K_M.gguf", NULL},     {"gguf/stories260K-Q6_K.gguf", NULL},
+        {"gguf/stories260K-Q2_K.gguf", NULL},       {"gguf/aidreams260K-F16.gguf", NULL},
+        {"gguf/aidreams260K-Q4_K_M.gguf", NULL},
+        {"safetensors/stories260K-f16", "stories260K-F32.gguf"},
+        {"safetensors/stories260K-bf16", "stories260K-F32.gguf"},
+        {"safetensors/stories260K-f32-2shards", "stories260K-F32.gguf"},
+        {"safetensors/aidreams260K-bf16", "aidreams260K-F16.gguf"},
+        {pt, "stories260K-F32.gguf"},
+        {ct, "stories260K-F32.gguf"},
+    };
+    for (size_t i = 0; i < sizeof m / sizeof m[0]; i++) {
+        char path[1400], vf[1400] = "", *out = NULL;
+        if (m[i].path[0] == '/') snprintf(path, sizeof path, "%s", m[i].path);
+        else snprintf(path, sizeof path, "%s/%s", models, m[i].path);
+        if (m[i].vocab) snprintf(vf, sizeof vf, "--vocab-from '%s/%s'", g_gguf, m[i].vocab);
+        int rc = tmt_run(&out, "'%s' evidence '%s' '%s' --text '%s' --ctx 128 --chunks 2 --gen 0 --warmup 0 %s --json 2>'%s/stderr.txt'",
+                         tmt_bin(), path, path, g_text, vf, g_tmp);
+        if (rc) {
+            char *e = stderr_text();
+            fail_msg("%s: exit %d: %s", m[i].path, rc, e);
+        }
+        json_t *d = json_loads(out, 0, NULL);
+        free(out);
+        assert_non_null(d);
+        check_schema(d);
+        print_message("%-40s mean KLD %g  max %g  same top-1 %g\n", m[i].path, stat_of(d, NULL, "kld.mean"),
+                      stat_of(d, NULL, "kld.max"), stat_of(d, NULL, "same_top1"));
+        assert_true(stat_of(d, NULL, "kld.mean") == 0);
+        assert_true(stat_of(d, NULL, "kld.max") == 0);
+        assert_true(stat_of(d, NULL, "same_top1") == 1);
+        assert_true(stat_of(d, NULL, "ppl_ratio") == 1);
+        assert_int_equal((int)stat_of(d, NULL, "scored_tokens"), 2 * 63);
+        json_t *c = json_object_get(json_object_get(d, "models"), "candidate");
+        assert_int_equal(json_is_true(json_object_get(c, "latency_representative")), m[i].vocab == NULL);
+        json_decref(d);
+    }
+}
+
 /* Two slices: each equals a separate run on its own text; overall is token-weighted. */
 static void test_slices(void **state) {
     (void)state;
@@ -364,26 +515,64 @@ static void test_bad_inputs(void **state) {
     assert_non_null(strstr(e, "text too short"));
     assert_non_null(strstr(e, "need 256"));
     free(e);
-    /* equal vocabulary sizes, different tokens */
-    snprintf(extra, sizeof extra, "--text '%s' --chunks 2", g_text);
+    /* equal vocabulary sizes, different tokens: exit 3, nothing at -o */
+    char outp[400];
+    snprintf(outp, sizeof outp, "%s/vocab_ev.json", g_tmp);
+    snprintf(extra, sizeof extra, "--text '%s' --chunks 2 -o '%s'", g_text, outp);
     json_decref(evid(3, "stories260K-F32.gguf", "aidreams260K-F16.gguf", extra));
     e = stderr_text();
     assert_non_null(strstr(e, "vocabularies differ"));
     assert_non_null(strstr(e, "both have 512 tokens"));
     free(e);
+    assert_false(tmt_exists(outp));
+    /* sizes that differ (a loadable stories260K with 8 more tokens): both sizes named, nothing at -o */
+    char v520[400];
+    snprintf(v520, sizeof v520, "%s/vocab520.gguf", g_tmp);
+    write_vocab520(v520);
+    char *out = NULL, nm[1024];
+    node_modules(nm, sizeof nm);
+    int rc = tmt_run(&out, "'%s' evidence '%s/stories260K-F32.gguf' '%s' --ctx 128 --chunks 2 --text '%s' -o '%s' --json 2>'%s/stderr.txt'",
+                     tmt_bin(), g_gguf, v520, g_text, outp, g_tmp);
+    assert_int_equal(rc, 3);
+    assert_non_null(strstr(out, "\"code\": 3"));
+    free(out);
+    e = stderr_text();
+    assert_non_null(strstr(e, "vocabularies differ"));
+    assert_non_null(strstr(e, "has 512 tokens"));
+    assert_non_null(strstr(e, "has 520"));
+    free(e);
+    assert_false(tmt_exists(outp));
+    /* the runner's own check, behind the header check: llama.cpp loads it with 520 tokens */
+    rc = tmt_run(NULL, "node -e \"import('file://%s/node-llama-cpp/dist/index.js').then(async m => {const l = await "
+                 "m.getLlama({gpu: false, build: 'never', logLevel: 'error'}); const md = await l.loadModel({modelPath: '%s'}); "
+                 "process.exit(md.tokens.bos === 1 && md.fileInfo.metadata.tokenizer.ggml.tokens.length === 520 && md.tokens.eos === 2 ? 0 : 1);})\" 2>/dev/null", nm, v520);
+    assert_int_equal(rc, 0);
     /* a vocabulary-only GGUF: llama.cpp refuses it */
     json_decref(evid(3, "stories260K-F32.gguf", "ggml-vocab-llama-spm.gguf", extra));
     e = stderr_text();
     assert_non_null(strstr(e, "ggml-vocab-llama-spm.gguf"));
     free(e);
     /* not a checkpoint at all: the conversion says so */
-    char *out = NULL;
-    int rc = tmt_run(&out, "'%s' evidence '%s/stories260K-F32.gguf' '%s' --text '%s' 2>'%s/stderr.txt'", tmt_bin(),
+    out = NULL;
+    rc = tmt_run(&out, "'%s' evidence '%s/stories260K-F32.gguf' '%s' --text '%s' 2>'%s/stderr.txt'", tmt_bin(),
                      g_gguf, g_text, g_text, g_tmp);
     free(out);
     assert_int_equal(rc, 3);
     e = stderr_text();
     assert_non_null(strstr(e, "conversion to GGUF (tensormorph convert"));
+    free(e);
+    /* an unsupported architecture: the conversion refuses it by name, exit 3 */
+    char gpt2[400];
+    snprintf(gpt2, sizeof gpt2, "%s/gpt2", g_tmp);
+    rc = tmt_run(NULL, "mkdir -p '%s' && cp '%s/../safetensors/stories260K-f32/model.safetensors' '%s/' && "
+                 "sed 's/LlamaForCausalLM/GPT2LMHeadModel/' '%s/../safetensors/stories260K-f32/config.json' > '%s/config.json'",
+                 gpt2, g_gguf, gpt2, g_gguf, gpt2);
+    assert_int_equal(rc, 0);
+    rc = tmt_run(NULL, "'%s' evidence '%s/stories260K-F32.gguf' '%s' --text '%s' --vocab-from '%s/stories260K-F32.gguf' 2>'%s/stderr.txt'",
+                 tmt_bin(), g_gguf, gpt2, g_text, g_gguf, g_tmp);
+    assert_int_equal(rc, 3);
+    e = stderr_text();
+    assert_non_null(strstr(e, "architecture 'GPT2LMHeadModel' is not supported"));
     free(e);
     /* GGUF without --text: usage */
     rc = tmt_run(&out, "'%s' evidence '%s/stories260K-F32.gguf' '%s/stories260K-F32.gguf' 2>/dev/null", tmt_bin(), g_gguf, g_gguf);
@@ -497,11 +686,13 @@ int main(void) {
         cmocka_unit_test(test_self_is_zero),
         cmocka_unit_test(test_types_order_and_cache),
         cmocka_unit_test(test_slices),
+        cmocka_unit_test(test_every_format_self),
         cmocka_unit_test(test_converted_checkpoint),
         cmocka_unit_test(test_bad_inputs),
         cmocka_unit_test(test_nan_logits),
         cmocka_unit_test(test_runner_crash),
         cmocka_unit_test(test_interrupt),
     };
+    if (getenv("TM_TEST_FILTER")) cmocka_set_test_filter(getenv("TM_TEST_FILTER")); /* e.g. test_every_format_self */
     return cmocka_run_group_tests(tests, setup, teardown);
 }

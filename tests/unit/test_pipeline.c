@@ -41,6 +41,8 @@
 
 static char g_tmp[256];
 static char g_demo[320];
+static char g_bare[320]; /* the demo's model.safetensors alone: no config.json, so `quantize -o X.gguf`
+                            takes the raw GGUF path (an LLM checkpoint without a tokenizer is refused) */
 static char g_onnx[512];
 
 static int setup_all(void **state) {
@@ -50,6 +52,8 @@ static int setup_all(void **state) {
     snprintf(g_demo, sizeof g_demo, "%s/demo", g_tmp);
     tm_err err;
     if (tm_write_demo_checkpoint(g_demo, TM_F32, 1, &err)) return -1;
+    snprintf(g_bare, sizeof g_bare, "%s/bare/model.safetensors", g_tmp);
+    if (tmt_run(NULL, "mkdir -p %s/bare && cp %s/model.safetensors %s", g_tmp, g_demo, g_bare)) return -1;
     const char *sh = tmv_shared_dir();
     if (sh) snprintf(g_onnx, sizeof g_onnx, "%s/models/onnx/npm/paddleocr/ch_ppocr_mobile_v2.0_cls_infer.onnx", sh);
     return 0;
@@ -338,7 +342,7 @@ static void race(int form) {
     static const char *const ox_types[N] = {"int8", "uint8", "int8", "uint8"};
     static const char *const ox_gran[N] = {"channel", "channel", "tensor", "tensor"};
     const char *bin = tmt_bin();
-    const char *src = form == F_ONNX ? g_onnx : g_demo;
+    const char *src = form == F_ONNX ? g_onnx : form == F_GGUF ? g_bare : g_demo;
     const char *ext = form == F_CT ? "" : form == F_GGUF ? ".gguf" : ".onnx";
     char *ref_sha[N];
     for (int i = 0; i < N; i++) { /* each run's output, alone */
@@ -592,7 +596,7 @@ static void test_threads_used(void **state) {
     int n = tm_usable_cpus();
     struct { const char *src, *ext, *man, *type; int onnx; } forms[] = {
         {g_demo, "", "/tensormorph-manifest.json", "int8", 0},
-        {g_demo, ".gguf", ".manifest.json", "Q8_0", 0},
+        {g_bare, ".gguf", ".manifest.json", "Q8_0", 0},
         {g_onnx, ".onnx", ".manifest.json", "int8", 1},
     };
     for (int f = 0; f < 3; f++) {

@@ -5,6 +5,7 @@
 # node-llama-cpp 3.21.1 with its prebuilt linux-x64 CPU binaries, llama.cpp for the evidence of
 # GGUF language models, about 83 MB: --omit=optional keeps npm from pulling the CUDA/Vulkan
 # variants, over 600 MB).
+# Then web/'s build tools (esbuild, @dagrejs/dagre, axe-core) with `npm ci` from web/package-lock.json.
 # Usage: scripts/setup.sh [--test]   (--test adds clang + libFuzzer runtime, chromium and
 # playwright-core for the browser test; there a failed npm install is an error, not a warning)
 set -euo pipefail
@@ -51,6 +52,20 @@ if [[ ! -f "$root/runner/node_modules/onnxruntime-node/package.json" ||
     if [[ "${1:-}" == "--test" ]]; then echo "setup: npm install in runner/ failed" >&2; exit 1; fi
     echo "setup: warning: npm install in runner/ failed; 'tensormorph evidence' needs it" \
          "(cd runner && npm install --ignore-scripts --omit=optional)" >&2
+  fi
+fi
+# The web UI's build tools, into web/node_modules (ignored by git), exactly as web/package-lock.json
+# pins them: esbuild 0.28.2 (+ its @esbuild/<platform> binary, an optional dependency, so no
+# --omit=optional) bundles web/arch/ with @dagrejs/dagre 3.1.3 at `cmake --build` time; axe-core
+# 4.14.1 is the browser test's accessibility check. --ignore-scripts: esbuild's install script only
+# checks the binary. Without them the build embeds the committed bundle web/dist/arch.js.
+if [[ ! -f "$root/web/node_modules/esbuild/package.json" || ! -f "$root/web/node_modules/@dagrejs/dagre/package.json" ||
+      ! -f "$root/web/node_modules/axe-core/package.json" ]]; then
+  echo "setup: npm ci --ignore-scripts in web/ (esbuild, @dagrejs/dagre, axe-core)" >&2
+  if ! (cd "$root/web" && npm ci --ignore-scripts --no-audit --no-fund >/dev/null); then
+    if [[ "${1:-}" == "--test" ]]; then echo "setup: npm ci in web/ failed" >&2; exit 1; fi
+    echo "setup: warning: npm ci in web/ failed; the build embeds the committed web/dist/arch.js" \
+         "(cd web && npm ci --ignore-scripts)" >&2
   fi
 fi
 if [[ "${1:-}" == "--test" && ! -f "$root/runner/node_modules/playwright-core/package.json" ]]; then

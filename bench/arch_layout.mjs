@@ -39,8 +39,10 @@ try {
     loads.push(Date.now() - t0);
   }
   const first = await page.evaluate(() => window.tmArch.view.timing);
+  console.log("page load -> diagram drawn: " + loads.join(", ") + " ms");
   const runs = [];
   for (let i = 0; i < N; i++) runs.push(await page.evaluate(() => { window.tmArch.view.relayout(true); return window.tmArch.view.timing; }));
+  console.log("relayouts: " + runs.map((r) => r.layout_ms.toFixed(0) + "+" + r.draw_ms.toFixed(0)).join(", ") + " ms (layout+draw)");
   const big = [];
   for (let i = 0; i < N; i++) big.push(await page.evaluate(() => {
     const v = window.tmArch.view, d = v.d, copies = 4, D = { kind: d.kind, nodes: [], edges: [], clusters: [] };
@@ -58,6 +60,7 @@ try {
     const drawn = document.querySelectorAll(".arch-svg [data-node]").length;
     return { nodes: D.nodes.length, edges: D.edges.length, layout_ms: t1 - t0, draw_ms: t2 - t1, drawn };
   }));
+  console.log("4x copy: " + big.map((r) => r.layout_ms.toFixed(0) + "+" + r.draw_ms.toFixed(0)).join(", ") + " ms (layout+draw)");
   console.log("PP-OCRv4 rec: " + first.nodes + " diagram nodes, " + first.edges + " edges (765 ONNX nodes)");
   console.log("  page load -> diagram drawn: median " + med(loads) + " ms over " + N);
   console.log("  model " + med(runs.map((r) => r.model_ms)).toFixed(0) + " ms, layout " + med(runs.map((r) => r.layout_ms)).toFixed(0) +

@@ -256,6 +256,10 @@ try {
     check(stacked === 1 && n0 === 2 + 9, "five identical layers stacked into one (" + n0 + " data-node: embedding, norm, and one layer's 9 modules)");
     check((await page.textContent(".arch-cluster.stacked .cluster-label")).includes("\u00d75"), "the stack says x5");
     await page.screenshot({ path: path.join(shots, "arch-blocks-stacked.png") });
+    check(!(await page.isVisible("#tree")) && !(await page.isVisible("#expand-all")), "the table and its toolbar are hidden behind the diagram");
+    await page.click(".arch-mode[data-mode='table']");
+    check((await page.isVisible("#tree")) && !(await page.isVisible(".arch-svg")), "Table shows the module table instead of the diagram");
+    await page.click(".arch-mode[data-mode='diagram']");
     await page.click(".arch-stack-toggle");
     await page.waitForFunction(() => document.querySelectorAll("[data-view='architecture'] [data-node]").length === 47, null, { timeout: 20000 });
     check(true, "Expand layers: 47 data-node (embedding + 5 x 9 + norm)");

@@ -5,8 +5,9 @@
 # node-llama-cpp 3.21.1 with its prebuilt linux-x64 CPU binaries, llama.cpp for the evidence of
 # GGUF language models, about 83 MB: --omit=optional keeps npm from pulling the CUDA/Vulkan
 # variants, over 600 MB).
+# Then web/'s build tools (esbuild, @dagrejs/dagre, axe-core) with `npm ci` from web/package-lock.json.
 # Usage: scripts/setup.sh [--test]   (--test adds clang + libFuzzer runtime, chromium and
-# playwright-core and axe-core 4.11.0 for the browser tests; there a failed npm install is an error,
+# playwright-core for the browser tests (axe-core comes with web/); there a failed npm install is an error,
 # not a warning)
 set -euo pipefail
 pkgs=(cmake make gcc pkg-config git libjansson-dev libssl-dev libcmocka-dev libmicrohttpd-dev libpng-dev)
@@ -54,10 +55,21 @@ if [[ ! -f "$root/runner/node_modules/onnxruntime-node/package.json" ||
          "(cd runner && npm install --ignore-scripts --omit=optional)" >&2
   fi
 fi
-# playwright-core and axe-core (pinned; the accessibility check of tests/browser/views.test.mjs),
-# in one npm call: a later --no-save install would prune the other
-if [[ "${1:-}" == "--test" && ( ! -f "$root/runner/node_modules/playwright-core/package.json" ||
-                                ! -f "$root/runner/node_modules/axe-core/axe.min.js" ) ]]; then
-  echo "setup: npm install playwright-core axe-core@4.11.0 into runner/node_modules (browser tests)" >&2
-  npm_install "$root/runner" playwright-core axe-core@4.11.0
+# The web UI's build tools, into web/node_modules (ignored by git), exactly as web/package-lock.json
+# pins them: esbuild 0.28.2 (+ its @esbuild/<platform> binary, an optional dependency, so no
+# --omit=optional) bundles web/arch/ with @dagrejs/dagre 3.1.3 at `cmake --build` time; axe-core
+# 4.14.1 is the browser test's accessibility check. --ignore-scripts: esbuild's install script only
+# checks the binary. Without them the build embeds the committed bundle web/dist/arch.js.
+if [[ ! -f "$root/web/node_modules/esbuild/package.json" || ! -f "$root/web/node_modules/@dagrejs/dagre/package.json" ||
+      ! -f "$root/web/node_modules/axe-core/package.json" ]]; then
+  echo "setup: npm ci --ignore-scripts in web/ (esbuild, @dagrejs/dagre, axe-core)" >&2
+  if ! (cd "$root/web" && npm ci --ignore-scripts --no-audit --no-fund >/dev/null); then
+    if [[ "${1:-}" == "--test" ]]; then echo "setup: npm ci in web/ failed" >&2; exit 1; fi
+    echo "setup: warning: npm ci in web/ failed; the build embeds the committed web/dist/arch.js" \
+         "(cd web && npm ci --ignore-scripts)" >&2
+  fi
+fi
+if [[ "${1:-}" == "--test" && ! -f "$root/runner/node_modules/playwright-core/package.json" ]]; then
+  echo "setup: npm install playwright-core into runner/node_modules (browser tests)" >&2
+  npm_install "$root/runner" playwright-core
 fi

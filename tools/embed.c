@@ -1,6 +1,7 @@
 /* embed.c: build-time host tool. Writes a C file holding the web UI's files as byte arrays:
 **   embed OUT.c ROOT FILE...
-** Each FILE (under ROOT) becomes one tm_asset row {"/<path below ROOT>", mime, bytes, n_bytes,
+** Each FILE (under ROOT) becomes one tm_asset row (a FILE written `:NAME=PATH` is PATH served as
+** "/NAME": a file built outside ROOT, such as the bundle of web/arch/) {"/<path below ROOT>", mime, bytes, n_bytes,
 ** etag}; the etag is the FNV-1a 64-bit hash of the bytes, quoted. The output is written to
 ** OUT.c.tmp and renamed, so a failed run never leaves a half-written file for make to trust. */
 #include <stdint.h>
@@ -21,7 +22,14 @@ static const char *mime_of(const char *path) {
     return "application/octet-stream";
 }
 
-static unsigned char *slurp(const char *path, size_t *n) {
+/* The file an argument names: PATH of ":NAME=PATH", else the argument itself. */
+static const char *file_of(const char *arg) {
+    const char *eq = arg[0] == ':' ? strchr(arg, '=') : NULL;
+    return eq ? eq + 1 : arg;
+}
+
+static unsigned char *slurp(const char *arg, size_t *n) {
+    const char *path = file_of(arg);
     FILE *f = fopen(path, "rb");
     if (!f) return NULL;
     size_t cap = 1 << 16, len = 0, r;
@@ -73,7 +81,7 @@ int main(int argc, char **argv) {
     for (int i = 3; i < argc; i++) {
         size_t len;
         unsigned char *d = slurp(argv[i], &len);
-        if (!d) { fprintf(stderr, "embed: cannot read %s\n", argv[i]); fclose(o); remove(tmp); return 1; }
+        if (!d) { fprintf(stderr, "embed: cannot read %s\n", file_of(argv[i])); fclose(o); remove(tmp); return 1; }
         fprintf(o, "static const unsigned char asset_%d[%zu] = {", i - 3, len ? len : 1);
         for (size_t k = 0; k < len; k++) fprintf(o, "%s%u,", k % 24 ? "" : "\n    ", d[k]);
         if (!len) fprintf(o, "0");
@@ -90,9 +98,13 @@ int main(int argc, char **argv) {
         for (size_t k = 0; k < len; k++) { h ^= d[k]; h *= 1099511628211ull; }
         free(d);
         const char *rel = argv[i];
-        if (!strncmp(rel, root, rl) && rel[rl] == '/') rel += rl;
         char path[1024], etag[40];
-        snprintf(path, sizeof path, "%s%s", rel[0] == '/' ? "" : "/", rel);
+        if (rel[0] == ':' && strchr(rel, '=')) {
+            snprintf(path, sizeof path, "/%.*s", (int)(strchr(rel, '=') - rel - 1), rel + 1);
+        } else {
+            if (!strncmp(rel, root, rl) && rel[rl] == '/') rel += rl;
+            snprintf(path, sizeof path, "%s%s", rel[0] == '/' ? "" : "/", rel);
+        }
         snprintf(etag, sizeof etag, "\"%016llx\"", (unsigned long long)h);
         fprintf(o, "    {");
         put_cstr(o, path);

@@ -197,7 +197,7 @@ function renderNode(node, depth, firstOfList) {
   });
   const row = el("div", {
     class: "node" + (node.boundary ? " boundary" : "") + (leaf ? " leaf" : ""),
-    role: "treeitem", "data-path": node.path, "data-boundary": node.boundary ? "1" : "0",
+    role: "treeitem", "data-path": node.path, ...(node.boundary ? { "data-boundary": "1" } : {}),  /* only where drawn */
     "aria-expanded": leaf ? "" : String(open),
     title: node.boundary ? "boundary: dtype or scheme differs from the module above" : "",
   },

@@ -415,6 +415,10 @@ json_t *serve_api(serve_ctx *c, const char *url, serve_query_fn q, void *ud, int
         return d ? d : api_error(status, 500, "out of memory");
     }
     if (!strcmp(url, "/api/v1/arch")) return api_arch(c, status);
+    if (!strcmp(url, "/api/v1/graph")) {
+        json_t *d = api_graph(c, status); /* api_graph.c */
+        return d ? d : api_error(status, 500, "the graph of %.200s cannot be walked", c->path);
+    }
     if (!strcmp(url, "/api/v1/tensor")) return api_tensor(c, q, ud, status);
     if (!strcmp(url, "/api/v1/tile")) return api_tile(c, q, ud, status);
     if (!strcmp(url, "/api/v1/scalar")) return api_scalar(c, q, ud, status);

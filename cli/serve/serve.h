@@ -76,6 +76,9 @@ json_t *api_calibrate(serve_ctx *c, serve_query_fn query, void *ud, int *status)
 ** first that cannot be read, with its message on stderr (api_calib.c). */
 int     api_calib_check_samples(const serve_ctx *c);
 json_t *api_release(serve_ctx *c, int *status); /* api_release.c */
+/* api_graph: the ONNX dataflow graph for the Architecture diagram (api_graph.c); NULL with *status
+** 500 when the graph cannot be walked. */
+json_t *api_graph(serve_ctx *c, int *status);
 void    serve_ctx_free_cache(serve_ctx *c);
 
 /* serve_run: listen on host:port (port 0: a free one), print the URL on stdout, serve until

@@ -103,6 +103,9 @@ try {
   page.on("pageerror", (e) => consoleErrors.push(String(e)));
   await page.goto(url);
   await page.waitForSelector("body[data-loaded='1']", { timeout: 15000 });
+  // the Architecture view opens on its diagram (web/arch/, tests/browser/arch.test.mjs); the table
+  // checked here is one click away
+  await page.click(".arch-mode[data-mode='table']");
 
   // ---- Architecture: opens with the first block expanded, a boundary line is drawn
   const attn = page.locator(".node[data-path='model.layers.0.self_attn']");

@@ -1,0 +1,356 @@
+// arch.test.mjs: the Architecture diagram (web/arch/, bundled into /arch.js) in a real Chromium
+// (playwright-core + Debian's chromium) at 1440x900, on real models from ../shared, each served
+// by `tensormorph serve`:
+//  - the int8 QDQ model `tensormorph quantize` makes from PaddleOCR cls: one data-node per node
+//    left after folding (node count from `tensormorph graph --json`: all nodes - Constant - the
+//    DequantizeLinear of each weight, + graph inputs + outputs), each DequantizeLinear a badge,
+//    the boundaries exactly where the flow's precision changes (graph input -> first Conv, and
+//    the Conv channel:0 weights -> the MatMul channel:1 weight);
+//  - PaddleOCR cls (float: no boundary) and PP-OCRv4 rec (765 nodes: every node drawn at the
+//    first fit, a minimap, search counts the Conv nodes and jumps), Silero VAD (its If
+//    subgraphs collapse into their node and expand);
+//  - transformer checkpoints: the int4 safetensors output of quantize (block diagram in model
+//    order, five identical layers stacked, expandable, boundaries where dense norms meet int4
+//    projections; selection by pattern, shift-click, a scheme, the recipe downloaded and
+//    accepted by `tensormorph quantize --recipe`), GGUF Q4_K_M and a PyTorch .pt state dict;
+//  - axe-core (web/node_modules, pinned): no serious or critical violation in the view.
+// Screenshots: $TM_BUILD/browser-screenshots/arch-*.png. Layout and draw times are printed
+// (the benchmark is bench/arch_layout.mjs, figures in docs/PERFORMANCE.md), never asserted.
+// Exit 77 (skipped) with a reason when chromium or playwright-core is missing, unless
+// TM_REQUIRE_BROWSER=1; "SKIP: ../shared not found" unless TM_REQUIRE_SHARED=1.
+import { spawn, execFileSync } from "node:child_process";
+import { createRequire } from "node:module";
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const src = process.env.TM_SRC || path.resolve(here, "../..");
+const build = process.env.TM_BUILD || path.join(src, "build");
+const bin = process.env.TM_BIN || path.join(build, "tensormorph");
+const chromium = process.env.TM_CHROMIUM || "/usr/bin/chromium";
+
+function skip(reason, requiredBy) {
+  if (process.env[requiredBy] === "1") { console.error("FAIL: " + reason + " (" + requiredBy + "=1)"); process.exit(1); }
+  console.log("SKIP: " + reason);
+  process.exit(77);
+}
+const shared = process.env.TM_SHARED || path.resolve(src, "../shared");
+const M = (p) => path.join(shared, "models", p);
+if (!fs.existsSync(M("onnx/npm/paddleocr/ch_ppocr_mobile_v2.0_cls_infer.onnx"))) skip("../shared not found", "TM_REQUIRE_SHARED");
+if (!fs.existsSync(chromium)) skip("chromium not found at " + chromium + " (apt-get install chromium)", "TM_REQUIRE_BROWSER");
+let chromiumApi;
+for (const b of [process.env.TM_NODE_MODULES, path.join(src, "runner", "node_modules"), path.join(here, "node_modules")].filter(Boolean)) {
+  try { const req = createRequire(path.join(b, "noop.js")); chromiumApi = req(req.resolve("playwright-core", { paths: [b] })).chromium; break; } catch (e) { /* next */ }
+}
+if (!chromiumApi) skip("playwright-core not installed (scripts/setup.sh --test)", "TM_REQUIRE_BROWSER");
+const axePath = path.join(src, "web", "node_modules", "axe-core", "axe.min.js");
+if (!fs.existsSync(axePath)) skip("axe-core not installed in web/node_modules (scripts/setup.sh)", "TM_REQUIRE_BROWSER");
+const axeSource = fs.readFileSync(axePath, "utf8");
+
+let failures = 0;
+function check(cond, what) {
+  if (cond) console.log("ok   " + what);
+  else { failures++; console.log("FAIL " + what); }
+}
+const tmp = fs.mkdtempSync(path.join(os.tmpdir(), "tm_arch_"));
+const servers = [];
+let userDir = null;
+process.on("exit", () => {
+  for (const s of servers) { try { s.kill("SIGTERM"); } catch (e) { /* gone */ } }
+  fs.rmSync(tmp, { recursive: true, force: true });
+  if (userDir) fs.rmSync(userDir, { recursive: true, force: true });
+});
+const shots = path.join(build, "browser-screenshots");
+fs.mkdirSync(shots, { recursive: true });
+const tm = (...args) => execFileSync(bin, args, { encoding: "utf8", stdio: ["ignore", "pipe", "inherit"], maxBuffer: 1 << 28 });
+
+function serve(file) {
+  const p = spawn(bin, ["serve", file, "--port", "0", "-q"], { stdio: ["ignore", "pipe", "inherit"] });
+  servers.push(p);
+  return new Promise((resolve, reject) => {
+    let buf = "";
+    const t = setTimeout(() => reject(new Error("serve printed no URL")), 20000);
+    p.stdout.on("data", (d) => { buf += d; const m = buf.match(/^(http:\/\/127\.0\.0\.1:\d+\/)\n/); if (m) { clearTimeout(t); resolve({ url: m[1], proc: p }); } });
+    p.on("exit", (c) => reject(new Error("serve exited with " + c)));
+  });
+}
+
+userDir = fs.mkdtempSync(path.join(os.tmpdir(), "tm_arch_profile_"));
+const ctx = await chromiumApi.launchPersistentContext(userDir, {
+  executablePath: chromium, headless: true, viewport: { width: 1440, height: 900 }, acceptDownloads: true,
+  args: ["--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync", "--disable-quic"],
+});
+const consoleErrors = [], external = [];
+
+/* Open the page of `file`, wait for the diagram; returns {page, stop}. */
+async function open(file) {
+  const { url, proc } = await serve(file);
+  const page = await ctx.newPage();
+  page.on("console", (m) => { if (m.type() === "error") consoleErrors.push(path.basename(file) + ": " + m.text()); });
+  page.on("pageerror", (e) => consoleErrors.push(path.basename(file) + ": " + String(e)));
+  page.on("request", (r) => { if (!r.url().startsWith(url) && !r.url().startsWith("blob:") && !r.url().startsWith("data:")) external.push(r.url()); });
+  await page.goto(url);
+  await page.waitForSelector("[data-view='architecture'] .arch-diagram[data-ready='1']", { timeout: 60000 });
+  return { page, stop: async () => { await page.close(); proc.kill("SIGTERM"); } };
+}
+const nodeCount = (page) => page.locator("[data-view='architecture'] .arch-svg [data-node]").count();
+const boundaryCount = (page) => page.locator("[data-view='architecture'] .arch-svg [data-boundary]").count();
+const timing = (page) => page.evaluate(() => window.tmArch.view.timing);
+/* Every node inside the SVG's drawn area at the first fit (the whole graph on screen). */
+const allInView = (page) => page.evaluate(() => {
+  const svg = document.querySelector(".arch-svg").getBoundingClientRect();
+  let out = 0;
+  for (const g of document.querySelectorAll(".arch-svg [data-node]")) {
+    const r = g.getBoundingClientRect();
+    if (r.left < svg.left - 1 || r.right > svg.right + 1 || r.top < svg.top - 1 || r.bottom > svg.bottom + 1) out++;
+  }
+  return out;
+});
+async function axeCheck(page, what) {
+  await page.evaluate(axeSource);
+  const res = await page.evaluate(async () => {
+    const r = await window.axe.run(document.querySelector("[data-view='architecture']"), { resultTypes: ["violations"] });
+    return r.violations.filter((v) => v.impact === "serious" || v.impact === "critical").map((v) => v.id + " (" + v.impact + ", " + v.nodes.length + "): " + v.nodes.slice(0, 2).map((n) => n.target.join(" ")).join("; "));
+  });
+  check(res.length === 0, "axe-core: no serious or critical violation in the " + what + " view" + (res.length ? ": " + res.join(" | ") : ""));
+}
+/* The diagram's expected size from `tensormorph graph --json`: nodes minus Constant nodes and
+** the DequantizeLinear of each weight, plus the graph inputs and outputs (main graph). */
+function expectedOnnx(file) {
+  const g = JSON.parse(tm("graph", file, "--json"));
+  const main = g.nodes.filter((n) => n.graph === "");
+  const produced = new Set(g.nodes.flatMap((n) => n.outputs.map((o) => o.name)));
+  const consumed = new Set(g.nodes.flatMap((n) => n.inputs.filter(Boolean).map((i) => i.name)));
+  const constOut = new Set(g.nodes.filter((n) => n.op_type === "Constant").flatMap((n) => n.outputs.map((o) => o.name)));
+  const weightDq = main.filter((n) => n.op_type === "DequantizeLinear" && n.inputs[0] && n.inputs[0].tensor);
+  const inputs = new Set();
+  for (const n of g.nodes) for (const i of n.inputs) if (i && i.name && !produced.has(i.name) && !i.tensor && !constOut.has(i.name)) inputs.add(i.name);
+  const outputs = main.flatMap((n) => n.outputs.map((o) => o.name)).filter((o) => !consumed.has(o));
+  const shown = main.filter((n) => n.op_type !== "Constant" && !weightDq.includes(n));
+  return { g, shown, weightDq, inputs: [...inputs], outputs, n: shown.length + inputs.size + outputs.length };
+}
+
+try {
+  // ---- the int8 QDQ model quantize makes from PaddleOCR cls
+  {
+    const cls = M("onnx/npm/paddleocr/ch_ppocr_mobile_v2.0_cls_infer.onnx");
+    const q8 = path.join(tmp, "cls-int8.onnx");
+    tm("quantize", cls, "-o", q8, "-q");
+    const want = expectedOnnx(q8);
+    const { page, stop } = await open(q8);
+    const n = await nodeCount(page);
+    check(want.weightDq.length === 54 && n === want.n, "cls int8 QDQ: " + n + " data-node = " + want.shown.length + " nodes left after folding " +
+      want.g.nodes.filter((x) => x.op_type === "Constant").length + " Constant and " + want.weightDq.length + " DequantizeLinear + " + want.inputs.length + " input + " + want.outputs.length + " output");
+    const dqLabels = want.weightDq.map((d) => d.inputs[0].quantization.label);
+    const qb = await page.$$eval(".arch-node .badge.q text", (t) => t.map((x) => x.textContent));
+    check(qb.length === want.weightDq.length && qb.every((t) => dqLabels.includes(t)), "each DequantizeLinear is a badge on its weight (" + qb.length + ", e.g. " + qb[0] + ")");
+    // boundaries: where the graph input meets the first int8 Conv, and where the weights' scheme
+    // changes from channel:0 (Conv) to channel:1 (the classifier's MatMul)
+    const labels = [...new Set(dqLabels)];
+    const odd = want.weightDq.filter((d) => d.inputs[0].quantization.label !== dqLabels[0]);
+    const consumerOf = (v) => want.g.nodes.filter((x) => x.inputs.some((i) => i && i.name === v)).map((x) => x.name);
+    const expectTargets = [...consumerOf(want.inputs[0]), ...odd.flatMap((d) => consumerOf(d.outputs[0].name))].sort();
+    const got = await page.$$eval(".arch-svg [data-boundary]", (b) => b.map((x) => x.getAttribute("data-boundary")));
+    const idToName = await page.$$eval("[data-node]", (g) => Object.fromEntries(g.map((x) => [x.dataset.id, x.dataset.node])));
+    const targets = got.map((b) => idToName[b.split(">")[1]]).sort();
+    check(labels.length === 2 && got.length === 2 && JSON.stringify(targets) === JSON.stringify(expectTargets),
+      "cls int8 QDQ: " + got.length + " data-boundary, into " + targets.join(", ") + " (" + labels.join(" / ") + ")");
+    check((await allInView(page)) === 0, "every node is drawn inside the view at the first fit");
+    await page.screenshot({ path: path.join(shots, "arch-onnx-cls-int8.png") });
+    await axeCheck(page, "ONNX diagram");
+    // zoom in and out around the centre, fit comes back
+    const z0 = +(await page.getAttribute(".arch-diagram", "data-zoom"));
+    await page.click("[aria-label='zoom in']");
+    const z1 = +(await page.getAttribute(".arch-diagram", "data-zoom"));
+    await page.click(".arch-fit");
+    const z2 = +(await page.getAttribute(".arch-diagram", "data-zoom"));
+    check(Math.abs(z1 / z0 - 1.25) < 1e-6 && Math.abs(z2 / z0 - 1) < 1e-6, "zoom in x1.25 (" + z0 + " -> " + z1 + "), Fit returns to " + z2);
+    // ONNX recipe: exclude the classifier's MatMul weight, give the rest int8 tensor
+    await page.fill(".arch-pattern", "^p2o\\.MatMul");
+    await page.click(".arch-select");
+    await page.selectOption(".arch-scheme", "exclude");
+    await page.click(".arch-set");
+    check((await page.locator("[data-node][data-plan='exclude']").count()) === 1, "the plan marks the excluded MatMul");
+    await page.selectOption(".arch-default", "int8-tensor");
+    const [dl] = await Promise.all([page.waitForEvent("download"), page.click(".arch-download")]);
+    const rp = path.join(tmp, "onnx-recipe.json");
+    await dl.saveAs(rp);
+    const rec = JSON.parse(fs.readFileSync(rp, "utf8"));
+    const mmWeight = odd[0].inputs[0].tensor;
+    check(rec.default && rec.default.type === "int8" && rec.default.granularity === "tensor" && rec.exclude && rec.exclude.length === 1 &&
+      new RegExp(rec.exclude[0]).test(mmWeight), "ONNX recipe: default int8 tensor, exclude " + rec.exclude);
+    await stop();
+    // the same recipe on the float model: quantize accepts it and keeps the classifier dense
+    const { page: pf, stop: stopf } = await open(cls);
+    const wf = expectedOnnx(cls);
+    check((await nodeCount(pf)) === wf.n && (await boundaryCount(pf)) === 0, "cls float: " + wf.n + " data-node, no boundary");
+    await pf.screenshot({ path: path.join(shots, "arch-onnx-cls.png") });
+    await pf.fill(".arch-pattern", "^p2o\\.MatMul");
+    await pf.click(".arch-select");
+    await pf.selectOption(".arch-scheme", "exclude");
+    await pf.click(".arch-set");
+    await pf.selectOption(".arch-default", "int8-tensor");
+    const [dl2] = await Promise.all([pf.waitForEvent("download"), pf.click(".arch-download")]);
+    const rp2 = path.join(tmp, "onnx-recipe-float.json");
+    await dl2.saveAs(rp2);
+    const out2 = path.join(tmp, "cls-recipe.onnx");
+    tm("quantize", cls, "-o", out2, "--recipe", rp2, "-q");
+    const g2 = JSON.parse(tm("graph", out2, "--json"));
+    const dq2 = g2.nodes.filter((x) => x.op_type === "DequantizeLinear");
+    check(dq2.length === 53 && dq2.every((d) => /tensor/.test(d.inputs[0].quantization.label)), "quantize --recipe (the page's): 53 weights int8 per tensor, the excluded MatMul weight dense (" + dq2[0].inputs[0].quantization.label + ")");
+    await stopf();
+  }
+  // ---- PP-OCRv4 rec: 765 nodes, minimap, search
+  {
+    const rec = M("onnx/npm/paddleocr/ch_PP-OCRv4_rec_infer.onnx");
+    const want = expectedOnnx(rec);
+    const { page, stop } = await open(rec);
+    const n = await nodeCount(page);
+    check(n === want.n, "PP-OCRv4 rec: " + n + " data-node (" + want.g.n_nodes + " ONNX nodes, " + want.g.nodes.filter((x) => x.op_type === "Constant").length + " Constant folded)");
+    check((await allInView(page)) === 0, "PP-OCRv4 rec: all " + n + " nodes inside the view at the first fit");
+    check(await page.isVisible(".arch-minimap"), "a minimap for the large graph");
+    const t = await timing(page);
+    console.log("info PP-OCRv4 rec: layout " + t.layout_ms.toFixed(0) + " ms, draw " + t.draw_ms.toFixed(0) + " ms (" + t.nodes + " nodes, " + t.edges + " edges; not a timed test)");
+    await page.screenshot({ path: path.join(shots, "arch-onnx-rec.png") });
+    const convs = want.shown.filter((x) => x.op_type === "Conv").length;
+    await page.fill(".arch-search", "conv");
+    const cnt = +(await page.getAttribute(".arch-count", "data-count"));
+    check(cnt === convs && (await page.locator("[data-node][data-match]").count()) === convs, "search 'conv' filters to the " + convs + " Conv nodes (count " + cnt + ")");
+    check((await page.locator(".arch-node.dim").count()) === n - convs, "the other " + (n - convs) + " nodes are dimmed");
+    await page.press(".arch-search", "Enter");
+    const cur = await page.locator(".arch-node.current").getAttribute("data-node");
+    const zoom = +(await page.getAttribute(".arch-diagram", "data-zoom"));
+    check(!!cur && zoom >= 1 && (await page.textContent(".arch-count")).startsWith("1 / " + convs), "Enter jumps to the first match (" + cur + ") at zoom " + zoom);
+    await page.screenshot({ path: path.join(shots, "arch-onnx-rec-search.png") });
+    await stop();
+  }
+  // ---- Silero VAD: its If subgraphs collapse into the If node and expand
+  {
+    const sil = M("onnx/npm/silero_vad/silero_vad_v5.onnx");
+    const want = expectedOnnx(sil);
+    const { page, stop } = await open(sil);
+    const n0 = await nodeCount(page);
+    check(n0 === want.n, "Silero VAD collapsed: " + n0 + " data-node (the main graph's " + want.shown.length + " nodes + inputs/outputs)");
+    const ifNode = page.locator("[data-node='If_0'] [data-toggle]");
+    check((await ifNode.count()) === 1, "the If node offers its subgraphs");
+    await ifNode.click();
+    await page.waitForFunction((k) => document.querySelectorAll("[data-view='architecture'] [data-node]").length > k, n0, { timeout: 30000 });
+    const n1 = await nodeCount(page);
+    const inner = want.g.nodes.filter((x) => x.graph !== "" && x.op_type !== "Constant" && !(x.op_type === "DequantizeLinear" && x.inputs[0] && x.inputs[0].tensor)).length;
+    check(n1 === n0 + inner, "expanded: " + n1 + " data-node (+" + inner + " subgraph nodes)");
+    await page.screenshot({ path: path.join(shots, "arch-onnx-silero.png") });
+    await stop();
+  }
+  // ---- transformer: the int4 output of quantize from stories260K (safetensors)
+  {
+    const st = M("safetensors/stories260K-f32");
+    const q4 = path.join(tmp, "q4");
+    tm("quantize", st, "-o", q4, "--type", "int4", "--granularity", "group:32", "-q");
+    const ins = JSON.parse(tm("inspect", q4, "--json"));
+    const label = new Map(ins.tensors.filter((t) => t.role === "data").map((t) => [t.name.replace(/\.weight$/, ""), t.quantization ? t.quantization.label : "dense " + t.dtype]));
+    const { page, stop } = await open(q4);
+    const stacked = await page.locator(".arch-cluster.stacked").count();
+    const n0 = await nodeCount(page);
+    check(stacked === 1 && n0 === 2 + 9, "five identical layers stacked into one (" + n0 + " data-node: embedding, norm, and one layer's 9 modules)");
+    check((await page.textContent(".arch-cluster.stacked .cluster-label")).includes("\u00d75"), "the stack says x5");
+    await page.screenshot({ path: path.join(shots, "arch-blocks-stacked.png") });
+    check(!(await page.isVisible("#tree")) && !(await page.isVisible("#expand-all")), "the table and its toolbar are hidden behind the diagram");
+    await page.click(".arch-mode[data-mode='table']");
+    check((await page.isVisible("#tree")) && !(await page.isVisible(".arch-svg")), "Table shows the module table instead of the diagram");
+    await page.click(".arch-mode[data-mode='diagram']");
+    await page.click(".arch-stack-toggle");
+    await page.waitForFunction(() => document.querySelectorAll("[data-view='architecture'] [data-node]").length === 47, null, { timeout: 20000 });
+    check(true, "Expand layers: 47 data-node (embedding + 5 x 9 + norm)");
+    // model order, top to bottom
+    const order = ["model.embed_tokens", ...[0, 4].flatMap((l) => ["input_layernorm", "self_attn.q_proj", "self_attn.o_proj", "post_attention_layernorm", "mlp.gate_proj", "mlp.down_proj"].map((m) => "model.layers." + l + "." + m)), "model.norm"];
+    // reading order: a long diagram is folded into columns (data-column), each top to bottom
+    const ys = await page.evaluate((names) => names.map((n) => { const e = document.querySelector("[data-node='" + n + "']"); return e ? [+e.dataset.column, e.getBoundingClientRect().top] : null; }), order);
+    check(ys.every((y, i) => y !== null && (i === 0 || y[0] > ys[i - 1][0] || (y[0] === ys[i - 1][0] && y[1] > ys[i - 1][1]))), "block diagram in model order: " + order.map((o) => o.replace("model.layers.", "L")).join(" > "));
+    const qy = await page.evaluate(() => ["q_proj", "k_proj", "v_proj"].map((m) => document.querySelector("[data-node='model.layers.2.self_attn." + m + "']").getBoundingClientRect().top));
+    check(qy[0] === qy[1] && qy[1] === qy[2], "q, k, v side by side");
+    // boundaries: the edges of the block chain (embedding -> norm -> q,k,v -> o -> norm -> gate,up
+    // -> down -> next layer ... -> final norm) whose two modules have different inspect labels
+    const L = (l, m) => "model.layers." + l + "." + m;
+    const chainEdges = [];
+    for (let l = 0; l < 5; l++) {
+      const qkv = ["self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj"].map((m) => L(l, m)), gu = ["mlp.gate_proj", "mlp.up_proj"].map((m) => L(l, m));
+      chainEdges.push([l ? L(l - 1, "mlp.down_proj") : "model.embed_tokens", L(l, "input_layernorm")]);
+      for (const q of qkv) chainEdges.push([L(l, "input_layernorm"), q], [q, L(l, "self_attn.o_proj")]);
+      chainEdges.push([L(l, "self_attn.o_proj"), L(l, "post_attention_layernorm")]);
+      for (const g of gu) chainEdges.push([L(l, "post_attention_layernorm"), g], [g, L(l, "mlp.down_proj")]);
+    }
+    chainEdges.push([L(4, "mlp.down_proj"), "model.norm"]);
+    const wantB = chainEdges.filter(([a, b]) => label.get(a) !== label.get(b)).map((e) => e.join(">")).sort();
+    const bnd = await page.$$eval(".arch-svg [data-boundary]", (b) => b.map((x) => x.getAttribute("data-boundary").split(">").map((s) => s.replace(/^m:/, ""))));
+    check(JSON.stringify(bnd.map((e) => e.join(">")).sort()) === JSON.stringify(wantB) && wantB.length === 40,
+      bnd.length + " boundaries, exactly the block edges whose inspect labels differ (down_proj [64, 172] stays dense: 172 is no multiple of 32)");
+    await page.screenshot({ path: path.join(shots, "arch-blocks-expanded.png") });
+    await axeCheck(page, "block diagram");
+    // search: filters, counts, jumps
+    await page.fill(".arch-search", "down_proj");
+    check((await page.getAttribute(".arch-count", "data-count")) === "5", "search 'down_proj': 5 matches");
+    await page.fill(".arch-search", "");
+    // editing: a pattern, then shift-click; a scheme each; the recipe
+    await page.fill(".arch-pattern", "mlp\\.down_proj$");
+    await page.click(".arch-select");
+    check((await page.getAttribute(".arch-diagram", "data-selected")) === "5", "pattern selects the 5 down_proj modules");
+    await page.selectOption(".arch-scheme", "exclude");
+    await page.click(".arch-set");
+    await page.click("[data-node='model.layers.0.self_attn.q_proj']");
+    await page.click("[data-node='model.layers.1.self_attn.q_proj']", { modifiers: ["Shift"] });
+    check((await page.getAttribute(".arch-diagram", "data-selected")) === "2", "click then shift-click: 2 selected");
+    await page.selectOption(".arch-scheme", "int8-channel");
+    await page.click(".arch-set");
+    await page.selectOption(".arch-default", "int4-g32");
+    const [dl] = await Promise.all([page.waitForEvent("download"), page.click(".arch-download")]);
+    const rp = path.join(tmp, "recipe.json");
+    await dl.saveAs(rp);
+    const r = JSON.parse(fs.readFileSync(rp, "utf8"));
+    check(r.default.type === "int4" && r.default.granularity === "group:32" && r.ignore.length === 5 && r.ignore.includes("^model\\.layers\\.3\\.mlp\\.down_proj(\\.|$)") &&
+      r.targets.length === 2 && r.targets.every((t) => t.scheme.type === "int8" && t.scheme.granularity === "channel"), "recipe: default int4 group:32, 5 ignored, 2 int8 targets");
+    const qr = JSON.parse(tm("quantize", st, "-o", path.join(tmp, "q_recipe"), "--recipe", rp, "--json", "-q"));
+    const dec = (nm) => qr.manifest.tensors.find((t) => t.name === nm);
+    check(dec("model.layers.3.mlp.down_proj.weight").decision === "kept" && dec("model.layers.1.self_attn.q_proj.weight").decision === "quantized",
+      "tensormorph quantize --recipe accepts it: down_proj kept, q_proj quantized");
+    const ql = JSON.parse(tm("inspect", path.join(tmp, "q_recipe"), "--json")).tensors;
+    const lab = (nm) => (ql.find((t) => t.name === nm).quantization || {}).label;
+    check(/^I8 channel/.test(lab("model.layers.1.self_attn.q_proj.weight")) && /^I4 group:32/.test(lab("model.layers.2.self_attn.q_proj.weight")),
+      "q_proj of layers 0-1 int8 channel, the rest int4 group:32 (" + lab("model.layers.1.self_attn.q_proj.weight") + ")");
+    await stop();
+  }
+  // ---- GGUF Q4_K_M and a PyTorch state dict: blocks in model order
+  for (const [file, first, last, what] of [["gguf/stories260K-Q4_K_M.gguf", "token_embd", "output_norm", "GGUF Q4_K_M"],
+                                          ["torch/stories260K_state_dict.pt", "model.embed_tokens", "model.norm", "PyTorch .pt"]]) {
+    const f = M(file);
+    const ins = JSON.parse(tm("inspect", f, "--json"));
+    const mods = new Set(ins.tensors.filter((t) => !t.role || t.role === "data").map((t) => t.name.replace(/\.(weight|bias)$/, "")));
+    const { page, stop } = await open(f);
+    if (await page.locator(".arch-stack-toggle:visible").count()) {
+      const txt = await page.textContent(".arch-stack-toggle");
+      if (/Expand/.test(txt)) await page.click(".arch-stack-toggle");
+    }
+    await page.waitForFunction((k) => document.querySelectorAll("[data-view='architecture'] [data-node]").length === k, mods.size, { timeout: 20000 }).catch(() => {});
+    const n = await nodeCount(page);
+    check(n === mods.size, what + ": one data-node per module (" + n + " of " + mods.size + ")");
+    const names = await page.$$eval(".arch-svg [data-node]", (g) => g.map((x) => [x.dataset.node, +x.dataset.column * 1e6 + x.getBoundingClientRect().top]));
+    const top = names.reduce((a, b) => (b[1] < a[1] ? b : a)), bottom = names.reduce((a, b) => (b[1] > a[1] ? b : a));
+    check(top[0] === first && bottom[0] === last, what + ": " + top[0] + " on top, " + bottom[0] + " at the bottom");
+    if (what.startsWith("GGUF")) {
+      const nb = await boundaryCount(page);
+      check(nb > 0, "GGUF Q4_K_M: " + nb + " boundaries where the ggml types change (Q4_K / Q6_K / F32 norms)");
+      await page.screenshot({ path: path.join(shots, "arch-blocks-gguf.png") });
+    }
+    await stop();
+  }
+  check(external.length === 0, "the page loads nothing from the network" + (external.length ? ": " + external.slice(0, 3).join(", ") : ""));
+  check(consoleErrors.length === 0, "no console errors (CSP included)" + (consoleErrors.length ? ": " + [...new Set(consoleErrors)].slice(0, 3).join("; ").slice(0, 600) : ""));
+} catch (e) {
+  failures++;
+  console.log("FAIL " + (e && e.stack ? e.stack : e));
+} finally {
+  await ctx.close();
+}
+console.log(failures ? failures + " check(s) failed" : "all checks passed; screenshots in " + shots);
+process.exit(failures ? 1 : 0);

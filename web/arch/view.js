@@ -1,0 +1,494 @@
+// view.js: the Architecture Editor's diagram: one SVG <g data-node> per node (all drawn at the
+// first fit), zoom (wheel, +/-), pan (drag), fit, a minimap for large graphs, search that dims
+// what does not match, counts the matches and jumps between them, selection (click, shift-click,
+// a name pattern), a scheme set on the selection and the recipe download. Test hooks: the view
+// root carries data-view="architecture", each node data-node, each drawn boundary data-boundary.
+import { onnxDiagram, blockDiagram } from "./model.js";
+import { layoutDiagram } from "./layout.js";
+import { SCHEMES, schemesFor, buildRecipe } from "./recipe.js";
+
+const SVG = "http://www.w3.org/2000/svg";
+const MINIMAP_FROM = 40;      // nodes: a minimap from this many on
+const MINIMAP_W = 200, MINIMAP_H = 150;
+
+function h(tag, attrs, ...kids) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (k === "class") e.className = v;
+    else if (k === "text") e.textContent = v;
+    else if (k.startsWith("on")) e.addEventListener(k.slice(2), v);
+    else e.setAttribute(k, v);
+  }
+  for (const k of kids) if (k != null) e.append(k);
+  return e;
+}
+function s(tag, attrs) {
+  const e = document.createElementNS(SVG, tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (k === "text") e.textContent = v;
+    else e.setAttribute(k, v);
+  }
+  return e;
+}
+async function getJSON(path) {
+  const r = await fetch(path, { headers: { Accept: "application/json" } });
+  const j = await r.json();
+  if (!r.ok) throw new Error(j.error || "HTTP " + r.status);
+  return j;
+}
+
+export class ArchView {
+  constructor(section) {
+    this.section = section;
+    this.expanded = new Set();     // ONNX subgraph owners / checkpoint layer stacks shown open
+    this.selected = new Set();     // node names
+    this.plan = new Map();         // module path or weight name -> scheme key
+    this.view = { k: 1, tx: 0, ty: 0 };
+    this.matches = [];
+    this.matchAt = -1;
+  }
+
+  async load() {
+    this.build();
+    try {
+      const g = await getJSON("/api/v1/graph");
+      if (g.n_nodes > 0) { this.kind = "onnx"; this.graph = g; }
+      else { this.kind = "blocks"; this.inspect = await getJSON("/api/v1/inspect"); }
+      this.fillSchemes();
+      this.relayout(true);
+      this.root.setAttribute("data-ready", "1");
+    } catch (e) {
+      this.status.textContent = "The diagram could not be built: " + (e && e.message ? e.message : e);
+      this.status.classList.add("arch-error");
+    }
+  }
+
+  /* ---- DOM ---------------------------------------------------------------------------------- */
+  build() {
+    const sec = this.section;
+    sec.setAttribute("data-view", "architecture");
+    const tab = document.getElementById("tab-arch");
+    if (tab && !tab.hasAttribute("data-tab")) tab.setAttribute("data-tab", "architecture");
+    this.tableParts = [...sec.children];
+    this.modeDiagram = h("button", { class: "arch-mode active", type: "button", "aria-pressed": "true", "data-mode": "diagram", text: "Diagram" });
+    this.modeTable = h("button", { class: "arch-mode", type: "button", "aria-pressed": "false", "data-mode": "table", text: "Table" });
+    this.modeDiagram.addEventListener("click", () => this.setMode("diagram"));
+    this.modeTable.addEventListener("click", () => this.setMode("table"));
+    const modes = h("div", { class: "arch-modes", role: "group", "aria-label": "Architecture as" }, this.modeDiagram, this.modeTable);
+    this.search = h("input", { type: "search", class: "arch-search", "data-input": "arch-search", "aria-label": "search nodes (a name or an op type; /regex/)", placeholder: "search (name, op, /re/)", autocomplete: "off" });
+    this.count = h("span", { class: "arch-count", "aria-live": "polite", "data-count": "" });
+    const prev = h("button", { type: "button", title: "previous match (Shift+Enter)", "aria-label": "previous match", text: "\u2191" });
+    const next = h("button", { type: "button", title: "next match (Enter)", "aria-label": "next match", text: "\u2193" });
+    this.search.addEventListener("input", () => this.runSearch());
+    this.search.addEventListener("keydown", (ev) => { if (ev.key === "Enter") { ev.preventDefault(); this.jump(ev.shiftKey ? -1 : 1); } });
+    prev.addEventListener("click", () => this.jump(-1));
+    next.addEventListener("click", () => this.jump(1));
+    const zin = h("button", { type: "button", "aria-label": "zoom in", title: "zoom in", text: "+" });
+    const zout = h("button", { type: "button", "aria-label": "zoom out", title: "zoom out", text: "\u2212" });
+    const fit = h("button", { type: "button", class: "arch-fit", text: "Fit" });
+    zin.addEventListener("click", () => this.zoomBy(1.25));
+    zout.addEventListener("click", () => this.zoomBy(0.8));
+    fit.addEventListener("click", () => this.fit());
+    this.stackBtn = h("button", { type: "button", class: "arch-stack-toggle", text: "Expand all" });
+    this.stackBtn.addEventListener("click", () => this.toggleAllStacks());
+    this.pattern = h("input", { type: "text", class: "arch-pattern", "aria-label": "select nodes whose name matches this regular expression", placeholder: "select by name (regex)", autocomplete: "off", size: "16" });
+    const selBtn = h("button", { type: "button", class: "arch-select", text: "Select" });
+    selBtn.addEventListener("click", () => this.selectPattern(this.pattern.value));
+    this.pattern.addEventListener("keydown", (ev) => { if (ev.key === "Enter") this.selectPattern(this.pattern.value); });
+    this.scheme = h("select", { class: "arch-scheme", "aria-label": "scheme for the selected nodes" });
+    const setBtn = h("button", { type: "button", class: "arch-set", text: "Set scheme" });
+    setBtn.addEventListener("click", () => this.setScheme(this.scheme.value));
+    const clearBtn = h("button", { type: "button", class: "arch-clear", text: "Clear plan" });
+    clearBtn.addEventListener("click", () => { this.plan.clear(); this.paintPlan(); });
+    this.defScheme = h("select", { class: "arch-default", "aria-label": "default scheme of the recipe" });
+    const dl = h("button", { type: "button", class: "arch-download", title: "the plan as a recipe for tensormorph quantize --recipe FILE", text: "Download recipe" });
+    dl.addEventListener("click", () => this.download());
+    this.status = h("span", { class: "arch-status", role: "status" });
+    const bar = h("div", { class: "toolbar arch-toolbar" }, modes, this.search, this.count, prev, next,
+      h("span", { class: "arch-sep" }), zout, zin, fit, this.stackBtn, h("span", { class: "arch-sep" }),
+      this.pattern, selBtn, this.scheme, setBtn, clearBtn, h("label", {}, "default ", this.defScheme), dl);
+    this.svg = s("svg", { class: "arch-svg", role: "img", "aria-label": "architecture diagram", tabindex: "0" });
+    this.vp = s("g", { class: "arch-viewport" });
+    this.svg.append(this.vp);
+    this.mini = s("svg", { class: "arch-minimap", width: MINIMAP_W, height: MINIMAP_H, role: "img", "aria-label": "minimap: click to move the view" });
+    this.info = h("aside", { class: "arch-info", "aria-label": "selected node" });
+    this.canvas = h("div", { class: "arch-canvas" }, this.svg, this.mini);
+    this.root = h("div", { class: "arch-diagram" }, bar, h("div", { class: "arch-line" }, this.status), h("div", { class: "arch-body" }, this.canvas, this.info));
+    sec.prepend(this.root);
+    for (const p of this.tableParts) p.hidden = true;
+    this.wirePanZoom();
+  }
+
+  setMode(m) {
+    const d = m === "diagram";
+    this.root.querySelector(".arch-body").hidden = !d;
+    for (const el of this.root.querySelectorAll(".arch-toolbar > :not(.arch-modes), .arch-line")) el.hidden = !d;
+    for (const p of this.tableParts) p.hidden = d;
+    this.modeDiagram.classList.toggle("active", d);
+    this.modeTable.classList.toggle("active", !d);
+    this.modeDiagram.setAttribute("aria-pressed", String(d));
+    this.modeTable.setAttribute("aria-pressed", String(!d));
+    if (d) this.fit();
+  }
+
+  fillSchemes() {
+    this.scheme.textContent = "";
+    this.defScheme.textContent = "";
+    this.defScheme.append(h("option", { value: "", text: "(tensormorph's)" }));
+    for (const k of schemesFor(this.kind === "onnx" ? "onnx" : "ct")) {
+      this.scheme.append(h("option", { value: k, text: SCHEMES[k].label }));
+      if (k !== "exclude") this.defScheme.append(h("option", { value: k, text: SCHEMES[k].label }));
+    }
+  }
+
+  /* ---- model -> layout -> SVG ---------------------------------------------------------------- */
+  relayout(first) {
+    const t0 = performance.now();
+    this.d = this.kind === "onnx" ? onnxDiagram(this.graph, { expanded: this.expanded }) : blockDiagram(this.inspect, { expanded: this.expanded });
+    const t1 = performance.now();
+    const sz = this.size();
+    this.L = layoutDiagram(this.d, { aspect: Math.max(0.5, sz.w / Math.max(1, sz.h)) });
+    const t2 = performance.now();
+    this.render();
+    const t3 = performance.now();
+    this.timing = { model_ms: t1 - t0, layout_ms: t2 - t1, draw_ms: t3 - t2, nodes: this.d.nodes.length, edges: this.d.edges.length };
+    this.root.dataset.layoutMs = (t2 - t1).toFixed(1);
+    this.root.dataset.drawMs = (t3 - t2).toFixed(1);
+    const nb = this.d.edges.filter((e) => e.boundary).length;
+    const stacks = this.d.clusters.filter((c) => c.stack);
+    this.stackBtn.hidden = this.kind === "onnx" ? !this.d.nodes.some((n) => n.collapsible) : !stacks.length;
+    this.stackBtn.textContent = this.anyCollapsed() ? (this.kind === "onnx" ? "Expand subgraphs" : "Expand layers") : (this.kind === "onnx" ? "Collapse subgraphs" : "Stack layers");
+    this.status.textContent = (this.kind === "onnx" ? "ONNX graph: " : "Blocks in model order: ") + this.d.nodes.length + " nodes, " + this.d.edges.length +
+      " edges, " + nb + " quantization boundar" + (nb === 1 ? "y" : "ies") + " (red bars: the dtype or scheme changes along the flow). " +
+      "Click selects, Shift+click adds, double-click opens a tensor's heatmap." + (this.kind === "onnx" ? " Constants and initializers are folded into their consumer, DequantizeLinear into its weight's badge." : "");
+    if (first) this.fit(); else this.apply();
+    this.runSearch();
+    this.paintSelection();
+    this.paintPlan();
+  }
+
+  anyCollapsed() {
+    if (this.kind === "onnx") return this.d.nodes.some((n) => n.collapsible && !n.expanded);
+    return this.d.clusters.some((c) => c.stacked);
+  }
+
+  toggleAllStacks() {
+    const open = this.anyCollapsed();
+    if (this.kind === "onnx") { for (const n of this.d.nodes) if (n.collapsible) { if (open) this.expanded.add(n.index); else this.expanded.delete(n.index); } }
+    else { for (const c of this.d.clusters) if (c.stack) { if (open) this.expanded.add(c.stack); else this.expanded.delete(c.stack); } }
+    this.relayout(true);
+  }
+
+  render() {
+    const vp = this.vp, d = this.d, L = this.L;
+    vp.textContent = "";
+    this.nodeEls = new Map();
+    const gc = s("g", { class: "arch-clusters" }), ge = s("g", { class: "arch-edges" }), gb = s("g", { class: "arch-boundaries" }), gn = s("g", { class: "arch-nodes" });
+    for (const c of d.clusters) {
+      const r = L.clusters.get(c.id);
+      if (!r) continue;
+      const g = s("g", { class: "arch-cluster" + (c.stacked ? " stacked" : ""), "data-cluster": c.id });
+      g.append(s("rect", { x: r.x, y: r.y, width: r.w, height: r.h, rx: 8 }));
+      if (c.stacked) { g.append(s("rect", { class: "stack-shadow", x: r.x + 5, y: r.y + 5, width: r.w, height: r.h, rx: 8 })); g.firstChild.before(g.lastChild); }
+      const label = s("text", { x: r.x + 10, y: r.y + 16, class: "cluster-label" + (c.stack ? " toggle" : ""), text: (c.stack ? (c.stacked ? "\u25b8 " : "\u25be ") : "") + c.label });
+      if (c.stack) {
+        label.setAttribute("data-stack", c.stack);
+        label.addEventListener("click", (ev) => { ev.stopPropagation(); if (this.expanded.has(c.stack)) this.expanded.delete(c.stack); else this.expanded.add(c.stack); this.relayout(false); });
+      }
+      g.append(label);
+      gc.append(g);
+    }
+    d.edges.forEach((e, i) => {
+      const segs = L.edges[i].segments.filter((sg) => sg.length);
+      if (!segs.length) return;
+      const dstr = segs.map((sg) => "M" + sg.map((p) => p.x.toFixed(1) + "," + p.y.toFixed(1)).join("L")).join("");
+      const pts = segs[segs.length - 1];   // the piece that enters the target: badges and bars go there
+      const p = s("path", { d: dstr, class: "arch-edge" + (e.boundary ? " boundary" : "") + (e.badge ? " qact" : "") });
+      ge.append(p);
+      if (e.badge || e.boundary) {
+        const m = pts[Math.floor((pts.length - 1) / 2)], m2 = pts[Math.floor((pts.length - 1) / 2) + 1] || m;
+        const cx = (m.x + m2.x) / 2, cy = (m.y + m2.y) / 2;
+        if (e.boundary) {
+          const dx = m2.x - m.x, dy = m2.y - m.y, len = Math.hypot(dx, dy) || 1, nx = -dy / len * 14, ny = dx / len * 14;
+          const b = s("g", { class: "arch-boundary", "data-boundary": e.from + ">" + e.to });
+          b.append(s("title", { text: e.title || "boundary" }));
+          b.append(s("line", { x1: (cx - nx).toFixed(1), y1: (cy - ny).toFixed(1), x2: (cx + nx).toFixed(1), y2: (cy + ny).toFixed(1) }));
+          gb.append(b);
+        }
+        if (e.badge) {
+          const w = 10 + e.badge.text.length * 6.2;
+          const b = s("g", { class: "arch-edge-badge", transform: "translate(" + (cx + 6).toFixed(1) + "," + (cy - 8).toFixed(1) + ")" });
+          b.append(s("title", { text: e.badge.title }));
+          b.append(s("rect", { width: w.toFixed(1), height: 15, rx: 7 }));
+          b.append(s("text", { x: 5, y: 11, text: e.badge.text }));
+          gb.append(b);
+        }
+      }
+    });
+    for (const n of d.nodes) {
+      const r = L.nodes.get(n.id);
+      const g = s("g", { class: "arch-node kind-" + n.kind + (n.quantized ? " q" : ""), "data-node": n.name, "data-id": n.id, "data-column": r.column || 0, transform: "translate(" + r.x.toFixed(1) + "," + r.y.toFixed(1) + ")" });
+      g.append(s("title", { text: n.name + (n.key ? "\n" + n.key : "") + (n.modules && n.modules.length > 1 ? "\n" + n.modules.length + " modules: " + n.modules[0] + " \u2026 " + n.modules[n.modules.length - 1] : "") }));
+      g.append(s("rect", { class: "box", width: r.w, height: r.h, rx: n.kind === "op" || n.kind === "module" ? 5 : 14 }));
+      g.append(s("text", { class: "title", x: 8, y: 16, text: n.title }));
+      if (n.sub) {
+        const t = s("text", { class: "sub" + (n.collapsible ? " toggle" : ""), x: 8, y: 30, text: n.sub });
+        if (n.collapsible) {
+          t.setAttribute("data-toggle", n.id);
+          t.addEventListener("click", (ev) => { ev.stopPropagation(); if (this.expanded.has(n.index)) this.expanded.delete(n.index); else this.expanded.add(n.index); this.relayout(false); });
+        }
+        g.append(t);
+      }
+      let bx = 8;
+      for (const b of n.badges.slice(0, 2)) {
+        const w = 8 + b.text.length * 6.2;
+        const bg = s("g", { class: "badge" + (b.quantized ? " q" : ""), transform: "translate(" + bx + "," + (r.h - 19) + ")" });
+        bg.append(s("rect", { width: w.toFixed(1), height: 15, rx: 7 }));
+        bg.append(s("text", { x: 4, y: 11, text: b.text }));
+        g.append(bg);
+        bx += w + 4;
+      }
+      const plan = s("text", { class: "plan", x: r.w - 6, y: 16, "text-anchor": "end" });
+      g.append(plan);
+      this.nodeEls.set(n.id, g);
+      gn.append(g);
+    }
+    vp.append(gc, ge, gb, gn);
+    this.byName = new Map(d.nodes.map((n) => [n.name, n]));
+    this.byId = new Map(d.nodes.map((n) => [n.id, n]));
+    this.drawMinimap();
+  }
+
+  /* ---- pan / zoom / fit / minimap ----------------------------------------------------------- */
+  size() { const r = this.svg.getBoundingClientRect(); return { w: r.width || 800, h: r.height || 600 }; }
+  apply() {
+    const v = this.view;
+    this.vp.setAttribute("transform", "translate(" + v.tx.toFixed(2) + "," + v.ty.toFixed(2) + ") scale(" + v.k.toFixed(5) + ")");
+    this.root.dataset.zoom = v.k.toPrecision(8);
+    this.drawMiniView();
+  }
+  fit() {
+    if (!this.L) return;
+    this.moved = false;
+    const { w, h } = this.size();
+    const k = Math.min((w - 20) / this.L.width, (h - 20) / this.L.height, 1.5);
+    this.view = { k, tx: (w - this.L.width * k) / 2, ty: Math.max(10, (h - this.L.height * k) / 2) };
+    this.apply();
+  }
+  zoomBy(f, cx, cy) {
+    const { w, h } = this.size();
+    if (cx === undefined) { cx = w / 2; cy = h / 2; }
+    const v = this.view, k = Math.max(0.005, Math.min(8, v.k * f));
+    v.tx = cx - (cx - v.tx) * (k / v.k);
+    v.ty = cy - (cy - v.ty) * (k / v.k);
+    v.k = k;
+    this.apply();
+  }
+  centerOn(x, y, k) {
+    const { w, h } = this.size();
+    if (k) this.view.k = k;
+    this.view.tx = w / 2 - x * this.view.k;
+    this.view.ty = h / 2 - y * this.view.k;
+    this.apply();
+  }
+  wirePanZoom() {
+    const svg = this.svg;
+    svg.addEventListener("wheel", (ev) => {
+      ev.preventDefault();
+      const r = svg.getBoundingClientRect();
+      this.zoomBy(ev.deltaY < 0 ? 1.15 : 1 / 1.15, ev.clientX - r.left, ev.clientY - r.top);
+    }, { passive: false });
+    let drag = null;
+    svg.addEventListener("mousedown", (ev) => { drag = { x: ev.clientX, y: ev.clientY, tx: this.view.tx, ty: this.view.ty, moved: false }; });
+    window.addEventListener("mousemove", (ev) => {
+      if (!drag) return;
+      const dx = ev.clientX - drag.x, dy = ev.clientY - drag.y;
+      if (Math.abs(dx) + Math.abs(dy) > 3) drag.moved = true;
+      if (drag.moved) { this.view.tx = drag.tx + dx; this.view.ty = drag.ty + dy; this.apply(); }
+    });
+    window.addEventListener("mouseup", (ev) => {
+      const dd = drag;
+      drag = null;
+      if (!dd || dd.moved) return;
+      const g = ev.target.closest && ev.target.closest(".arch-node");
+      if (g && svg.contains(g)) this.clickNode(this.byId.get(g.dataset.id), ev.shiftKey);
+      else if (svg.contains(ev.target) && !ev.shiftKey) { this.selected.clear(); this.paintSelection(); }
+    });
+    svg.addEventListener("dblclick", (ev) => {
+      const g = ev.target.closest && ev.target.closest(".arch-node");
+      const n = g && this.byId.get(g.dataset.id);
+      const t = n && (n.tensor || (n.weights && n.weights[0] && n.weights[0].name));
+      if (t && typeof window.openHeatmap === "function") window.openHeatmap(t);
+    });
+    svg.addEventListener("keydown", (ev) => {
+      const step = 60, m = { ArrowLeft: [step, 0], ArrowRight: [-step, 0], ArrowUp: [0, step], ArrowDown: [0, -step] }[ev.key];
+      if (m) { ev.preventDefault(); this.view.tx += m[0]; this.view.ty += m[1]; this.apply(); }
+      else if (ev.key === "+" || ev.key === "=") this.zoomBy(1.25);
+      else if (ev.key === "-") this.zoomBy(0.8);
+      else if (ev.key === "0" || ev.key === "f") this.fit();
+    });
+    const miniGo = (ev) => {
+      if (!this.L || !this.mini.dataset.scale) return;
+      const r = this.mini.getBoundingClientRect(), sc = +this.mini.dataset.scale;
+      this.centerOn((ev.clientX - r.left - +this.mini.dataset.ox) / sc, (ev.clientY - r.top - +this.mini.dataset.oy) / sc);
+    };
+    let miniDrag = false;
+    this.mini.addEventListener("mousedown", (ev) => { ev.stopPropagation(); miniDrag = true; miniGo(ev); });
+    this.mini.addEventListener("mousemove", (ev) => { if (miniDrag) miniGo(ev); });
+    window.addEventListener("mouseup", () => { miniDrag = false; });
+    window.addEventListener("resize", () => this.apply());
+    // drawn while hidden (another view opened first) or resized before the user moved it: fit again
+    if (typeof ResizeObserver === "function")
+      new ResizeObserver(() => { if (!this.moved && this.L && svg.clientWidth > 0) this.fit(); }).observe(svg);
+    for (const ev of ["wheel", "mousedown", "keydown"]) svg.addEventListener(ev, () => { this.moved = true; });
+  }
+  drawMinimap() {
+    const m = this.mini, L = this.L;
+    m.textContent = "";
+    const show = this.d.nodes.length >= MINIMAP_FROM;
+    m.style.display = show ? "" : "none";
+    if (!show) { delete m.dataset.scale; return; }
+    const sc = Math.min((MINIMAP_W - 8) / L.width, (MINIMAP_H - 8) / L.height);
+    const ox = (MINIMAP_W - L.width * sc) / 2, oy = (MINIMAP_H - L.height * sc) / 2;
+    m.dataset.scale = sc; m.dataset.ox = ox; m.dataset.oy = oy;
+    let dq = "", dd = "";
+    for (const n of this.d.nodes) {
+      const r = L.nodes.get(n.id);
+      const part = "M" + (ox + r.x * sc).toFixed(1) + "," + (oy + r.y * sc).toFixed(1) + "h" + Math.max(1, r.w * sc).toFixed(1) + "v" + Math.max(1, r.h * sc).toFixed(1) + "h" + (-Math.max(1, r.w * sc)).toFixed(1) + "z";
+      if (n.quantized) dq += part; else dd += part;
+    }
+    m.append(s("rect", { class: "mini-bg", width: MINIMAP_W, height: MINIMAP_H }));
+    m.append(s("path", { class: "mini-dense", d: dd || "M0,0" }), s("path", { class: "mini-q", d: dq || "M0,0" }));
+    this.miniView = s("rect", { class: "mini-view" });
+    m.append(this.miniView);
+    this.drawMiniView();
+  }
+  drawMiniView() {
+    if (!this.miniView || !this.mini.dataset.scale) return;
+    const sc = +this.mini.dataset.scale, ox = +this.mini.dataset.ox, oy = +this.mini.dataset.oy, v = this.view, { w, h } = this.size();
+    this.miniView.setAttribute("x", (ox + (-v.tx / v.k) * sc).toFixed(1));
+    this.miniView.setAttribute("y", (oy + (-v.ty / v.k) * sc).toFixed(1));
+    this.miniView.setAttribute("width", Math.max(2, (w / v.k) * sc).toFixed(1));
+    this.miniView.setAttribute("height", Math.max(2, (h / v.k) * sc).toFixed(1));
+  }
+
+  /* ---- search ------------------------------------------------------------------------------ */
+  matcher(q) {
+    q = q.trim();
+    if (!q) return null;
+    const re = /^\/(.+)\/$/.exec(q);
+    if (re) { try { const r = new RegExp(re[1], "i"); return (t) => r.test(t); } catch (e) { return () => false; } }
+    const lq = q.toLowerCase();
+    return (t) => t.toLowerCase().includes(lq);
+  }
+  nodeText(n) { return [n.name, n.title, ...(n.modules || []), ...(n.weights || []).map((w) => w.name), n.key || ""].join("\n"); }
+  runSearch() {
+    if (!this.d) return;
+    const f = this.matcher(this.search.value);
+    // a match hidden in a stack or a collapsed subgraph: open it
+    if (f && this.kind === "blocks") {
+      const all = blockDiagram(this.inspect, { expanded: new Set(this.d.clusters.filter((c) => c.stack).map((c) => c.stack).concat([...this.expanded])) });
+      let grew = false;
+      for (const n of all.nodes) if (f(n.name) && !this.byName.has(n.name)) {
+        const c = all.clusters.find((cc) => cc.id === n.cluster);
+        if (c && c.stack && !this.expanded.has(c.stack)) { this.expanded.add(c.stack); grew = true; }
+      }
+      if (grew) { this.relayout(false); return; }
+    }
+    this.matches = [];
+    for (const n of this.d.nodes) {
+      const el = this.nodeEls.get(n.id), hit = f ? f(this.nodeText(n)) : false;
+      el.classList.toggle("match", hit);
+      el.classList.toggle("dim", !!f && !hit);
+      if (hit) { this.matches.push(n); el.setAttribute("data-match", "1"); } else el.removeAttribute("data-match");
+    }
+    this.vp.classList.toggle("filtering", !!f);
+    this.matchAt = -1;
+    this.count.textContent = f ? this.matches.length + " of " + this.d.nodes.length + " nodes" : "";
+    this.count.setAttribute("data-count", f ? String(this.matches.length) : "");
+  }
+  jump(dir) {
+    if (!this.matches.length) return;
+    this.matchAt = (this.matchAt + dir + this.matches.length) % this.matches.length;
+    const n = this.matches[this.matchAt], r = this.L.nodes.get(n.id);
+    for (const el of this.vp.querySelectorAll(".arch-node.current")) el.classList.remove("current");
+    this.nodeEls.get(n.id).classList.add("current");
+    this.centerOn(r.x + r.w / 2, r.y + r.h / 2, Math.max(this.view.k, 1));
+    this.count.textContent = (this.matchAt + 1) + " / " + this.matches.length + " of " + this.d.nodes.length + " nodes";
+    this.showInfo(n);
+  }
+
+  /* ---- selection, plan, recipe --------------------------------------------------------------- */
+  clickNode(n, add) {
+    if (!n) return;
+    if (add) { if (this.selected.has(n.name)) this.selected.delete(n.name); else this.selected.add(n.name); }
+    else { this.selected.clear(); this.selected.add(n.name); }
+    this.paintSelection();
+    this.showInfo(n);
+  }
+  selectPattern(p) {
+    let re;
+    try { re = new RegExp(p); } catch (e) { this.status.textContent = "not a regular expression: " + e.message; return; }
+    this.selected.clear();
+    for (const n of this.d.nodes) if (n.kind !== "input" && n.kind !== "output" && (re.test(n.name) || (n.modules || []).some((m) => re.test(m)))) this.selected.add(n.name);
+    this.paintSelection();
+  }
+  paintSelection() {
+    if (!this.d) return;
+    for (const n of this.d.nodes) {
+      const el = this.nodeEls.get(n.id), on = this.selected.has(n.name);
+      el.classList.toggle("selected", on);
+      if (on) el.setAttribute("data-selected", "1"); else el.removeAttribute("data-selected");
+    }
+    this.root.dataset.selected = String(this.selected.size);
+  }
+  /* What a node's plan entry names: its modules (checkpoints) or its weights (ONNX). */
+  planKeys(n) {
+    if (this.kind === "onnx") return (n.weights || []).filter((w) => w.n_elems >= 16).map((w) => w.name);
+    return n.modules || [];
+  }
+  setScheme(key) {
+    let n = 0;
+    for (const name of this.selected) {
+      const nd = this.byName.get(name);
+      if (!nd) continue;
+      for (const k of this.planKeys(nd)) { this.plan.set(k, key); n++; }
+    }
+    this.status.textContent = "plan: " + SCHEMES[key].label + " on " + n + (this.kind === "onnx" ? " weight" : " module") + (n === 1 ? "" : "s") + " (" + this.plan.size + " in the plan)";
+    this.paintPlan();
+  }
+  paintPlan() {
+    if (!this.d) return;
+    for (const n of this.d.nodes) {
+      const el = this.nodeEls.get(n.id), keys = this.planKeys(n).map((k) => this.plan.get(k)).filter(Boolean);
+      const t = el.querySelector("text.plan");
+      const k = keys.length ? keys[0] : null;
+      t.textContent = k ? "\u2192 " + (k === "exclude" ? "dense" : SCHEMES[k].label) : "";
+      if (k) el.setAttribute("data-plan", k); else el.removeAttribute("data-plan");
+    }
+  }
+  recipe() { return buildRecipe(this.kind === "onnx" ? "onnx" : "ct", this.plan, this.defScheme.value); }
+  download() {
+    const r = this.recipe();
+    if (r.error) { this.status.textContent = r.error; return; }
+    const text = JSON.stringify(r.recipe, null, 2) + "\n";
+    const url = URL.createObjectURL(new Blob([text], { type: "application/json" }));
+    const a = h("a", { href: url, download: "recipe.json" });
+    document.body.append(a);
+    a.click();
+    a.remove();
+    setTimeout(() => URL.revokeObjectURL(url), 1000);
+  }
+  showInfo(n) {
+    const box = this.info;
+    box.textContent = "";
+    box.append(h("h2", { text: n.title }), h("p", { class: "arch-info-name", text: n.name }));
+    const rows = [["precision", n.key || "-"]];
+    if (n.modules && n.modules.length > 1) rows.push(["stands for", n.modules.length + " modules (" + n.modules[0] + " \u2026)"]);
+    for (const w of n.weights || []) rows.push(["weight", w.name + ": " + w.scheme]);
+    if (n.tensor) rows.push(["tensor", n.tensor]);
+    const tb = h("tbody");
+    for (const [k, v] of rows) tb.append(h("tr", {}, h("th", { scope: "row", text: k }), h("td", { text: v })));
+    box.append(h("table", {}, tb));
+  }
+}

@@ -27,6 +27,7 @@ const cli_opt opts_quantize[] = {
     {"allow-nonfinite", 0, NULL, 0, "accept NaN/Inf: left out of ranges, NaN stored as the zero point, Inf clamped"},
     CLI_OPT_NO_CHECKSUMS,
     {"max-shard-size", 0, "SIZE", 0, "split the safetensors output into shards (e.g. 5GB, 500MiB)"},
+    {"shard", 0, "I/N", 0, "write only part I of N (0 <= I < N; $SLURM_ARRAY_TASK_ID/$SLURM_ARRAY_TASK_COUNT): the directory OUT.part-I-of-N, for `tensormorph merge OUT` (docs/scale-out.md); compressed-tensors output"},
     {"strict", 0, NULL, 0, "fail on a tensor the output layout cannot hold instead of keeping it dense"},
     {"allow-empty", 0, NULL, 0, "write OUT even when no tensor gets quantized (else exit 2/3 saying why)"},
     CLI_OPT_FORCE,
@@ -312,6 +313,12 @@ int cmd_quantize(const cli_cmd *cmd, cli_args *a) {
     if (frc) return frc;
     if ((v = cli_get(a, "max-shard-size")) && !(p.max_shard_bytes = cli_parse_size(v)))
         return cli_usage_error(cmd, "--max-shard-size: cannot parse '%s'", v);
+    if ((v = cli_get(a, "shard"))) {
+        int used = 0;
+        if (sscanf(v, "%d/%d%n", &p.shard_index, &p.shard_count, &used) != 2 || v[used] || p.shard_count < 1 ||
+            p.shard_count > 100000 || p.shard_index < 0 || p.shard_index >= p.shard_count)
+            return cli_usage_error(cmd, "--shard: '%s' is not I/N with 0 <= I < N (e.g. --shard 0/4)", v);
+    }
     int top;
     int krc = cli_quantize_kernel_top(cmd, a, &p.kernels, &top);
     if (krc) return krc;

@@ -17,7 +17,7 @@ int cmd_quantize_gguf(const cli_cmd *cmd, cli_args *a);
 static const char *const ct_only[] = {"granularity", "symmetric", "asymmetric", "observer",
                                       "convention", "include", "exclude",
                                       "scale-dtype", "quantize-embeddings", "allow-nonfinite",
-                                      "max-shard-size", "allow-empty"};
+                                      "max-shard-size", "allow-empty", "shard"};
 
 static const tm_gguf_quantize_result *g_sort;
 /* quantized first, lowest SQNR first; then the copied tensors in file order */

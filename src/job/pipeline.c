@@ -48,7 +48,7 @@ static tm_status check_output_dir(const tm_file *in, const char *out_dir, int fo
     char *oabs = abs_path(out_dir);
     if (!oabs) return tm__err_sys(err, errno, "%s: cannot resolve the output path", out_dir);
     tm_status s = TM_OK;
-    for (int i = 0; !s && i < tm_file_n_paths(in); i++) {
+    for (int i = 0; !s && in && i < tm_file_n_paths(in); i++) {
         char *iabs = realpath(tm_file_path(in, i), NULL);
         if (iabs && path_within(iabs, oabs))
             s = tm__err_set(err, TM_E_INVALID_ARG, -1,
@@ -90,7 +90,7 @@ tm_status tm__check_file_output(const tm_file *in, const char *out_path, int for
     if (stat(out_path, &st) != 0) return TM_OK; /* a new path */
     if (S_ISDIR(st.st_mode))
         return tm__err_set(err, TM_E_INVALID_ARG, -1, "-o %s is a directory (%s is one file)", out_path, kind);
-    for (int i = 0; i < tm_file_n_paths(in); i++) {
+    for (int i = 0; in && i < tm_file_n_paths(in); i++) {
         struct stat is;
         if (stat(tm_file_path(in, i), &is) == 0 && is.st_dev == st.st_dev && is.st_ino == st.st_ino)
             return tm__err_set(err, TM_E_INVALID_ARG, -1, "-o %s is the input; choose another output path", out_path);
@@ -110,6 +110,12 @@ tm_status tm__check_file_output(const tm_file *in, const char *out_path, int for
 static tm_status check_out(const tm__pipe *pp, const char *kind_name, int force, tm_err *err) {
     return pp->kind == TM__PIPE_DIR ? check_output_dir(pp->in, pp->out, force, err)
                                     : tm__check_file_output(pp->in, pp->out, force, kind_name, err);
+}
+
+tm_status tm__pipe_check_target(const tm_file *in, const char *out, tm__pipe_kind kind, const char *kind_name,
+                                int force, tm_err *err) {
+    return kind == TM__PIPE_DIR ? check_output_dir(in, out, force, err)
+                                : tm__check_file_output(in, out, force, kind_name, err);
 }
 
 /* ---------------------------------------------------------------------------------------- */
@@ -244,7 +250,7 @@ tm_status tm__pipe_begin(tm__pipe *pp, const tm_file *in, const char *out, tm__p
     pp->man_stage = kind == TM__PIPE_DIR ? tm__aprintf("%s/tensormorph-manifest.json", pp->stage)
                                          : tm__aprintf("%s.manifest.json.tmp.%ld", out, pid);
     if (kind == TM__PIPE_FILE) pp->man_final = tm__aprintf("%s.manifest.json", out);
-    pp->hex = tm__calloc((size_t)tm_file_n_paths(in) + 1, sizeof *pp->hex);
+    pp->hex = tm__calloc((size_t)(in ? tm_file_n_paths(in) : 0) + 1, sizeof *pp->hex);
     if (!pp->stage || !pp->man_stage || (kind == TM__PIPE_FILE && !pp->man_final) || !pp->hex)
         return tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
     if (kind == TM__PIPE_DIR) {
@@ -271,7 +277,8 @@ static void *hash_sources(void *ud) {
     tm__pipe *pp = ud;
     pp->hstatus = TM_OK;
     for (int i = 0; i < tm_file_n_paths(pp->in) && !pp->hstatus; i++)
-        pp->hstatus = tm__sha256_file_stop(tm_file_path(pp->in, i), pp->hex[i], NULL, hash_stop, pp, &pp->herr);
+        if (!pp->source_owner || pp->source_owner[i] == pp->shard_i) /* a part hashes its share */
+            pp->hstatus = tm__sha256_file_stop(tm_file_path(pp->in, i), pp->hex[i], NULL, hash_stop, pp, &pp->herr);
     return NULL;
 }
 
@@ -432,6 +439,9 @@ void tm__pipe_end(tm__pipe *pp) {
     free(pp->man_stage);
     free(pp->man_final);
     free(pp->hex);
+    free(pp->tensor_owner);
+    free(pp->source_owner);
+    pp->tensor_owner = pp->source_owner = NULL;
     pp->lock_path = pp->stage = pp->man_stage = pp->man_final = NULL;
     pp->hex = NULL;
     if (pp->held) tm__outputs_hold(-1); /* nothing of this job is left beside OUT */

@@ -6,7 +6,8 @@
 # GGUF language models, about 83 MB: --omit=optional keeps npm from pulling the CUDA/Vulkan
 # variants, over 600 MB).
 # Usage: scripts/setup.sh [--test]   (--test adds clang + libFuzzer runtime, chromium and
-# playwright-core for the browser test; there a failed npm install is an error, not a warning)
+# playwright-core for the browser test, Slurm (slurmctld, slurmd, slurm-client) and munge for
+# the job-array test; there a failed npm install is an error, not a warning)
 set -euo pipefail
 pkgs=(cmake make gcc pkg-config git libjansson-dev libssl-dev libcmocka-dev libmicrohttpd-dev libpng-dev)
 pkgs+=(libprotobuf-c-dev protobuf-c-compiler libonnx-dev)  # ONNX reader: protoc-c + onnx.proto
@@ -16,6 +17,7 @@ command -v npm >/dev/null 2>&1 || pkgs+=(npm)
 if [[ "${1:-}" == "--test" ]]; then
   pkgs+=(chromium)  # the browser test (tests/browser)
   pkgs+=(clang libclang-rt-14-dev)
+  pkgs+=(slurmctld slurmd slurm-client munge)  # the Slurm job-array test (tests/slurm, docs/scale-out.md)
 fi
 missing=()
 for p in "${pkgs[@]}"; do

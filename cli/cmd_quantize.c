@@ -313,12 +313,7 @@ int cmd_quantize(const cli_cmd *cmd, cli_args *a) {
     if (frc) return frc;
     if ((v = cli_get(a, "max-shard-size")) && !(p.max_shard_bytes = cli_parse_size(v)))
         return cli_usage_error(cmd, "--max-shard-size: cannot parse '%s'", v);
-    if ((v = cli_get(a, "shard"))) {
-        int used = 0;
-        if (sscanf(v, "%d/%d%n", &p.shard_index, &p.shard_count, &used) != 2 || v[used] || p.shard_count < 1 ||
-            p.shard_count > 100000 || p.shard_index < 0 || p.shard_index >= p.shard_count)
-            return cli_usage_error(cmd, "--shard: '%s' is not I/N with 0 <= I < N (e.g. --shard 0/4)", v);
-    }
+    if (cli_quantize_shard(cmd, a, &p.shard_index, &p.shard_count)) return 2;
     int top;
     int krc = cli_quantize_kernel_top(cmd, a, &p.kernels, &top);
     if (krc) return krc;

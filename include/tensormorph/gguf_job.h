@@ -57,6 +57,9 @@ typedef struct tm_gguf_quantize_params {
     const tm_file *source;            /* NULL, or the checkpoint `in` was made from (convert
                                          --type: `in` is its temporary F32 GGUF): the manifest
                                          names and hashes its files, and OUT may not be one    */
+    int          shard_index, shard_count; /* --shard i/n (docs/scale-out.md): with count > 0
+                                         write only part i, the directory OUT.part-i-of-n beside
+                                         out_path, for tm_merge; 0: the whole file            */
 } tm_gguf_quantize_params;
 
 tm_gguf_quantize_params tm_gguf_quantize_params_default(void); /* Q8_0, rules on, n_threads 0 (tm_usable_cpus) */

@@ -102,6 +102,8 @@ tm_status tm_gguf_writer_open_ex(const char *path, const tm_gguf_kvlist *kv,
                                  tm_gguf_writer **out, tm_err *err);
 /* Bytes of tensor i's data (without padding); 0 when i is out of range. */
 uint64_t  tm_gguf_writer_tensor_bytes(const tm_gguf_writer *w, int64_t i);
+/* Absolute byte offset of tensor i's data in the file (fixed by open); 0 when i is out of range. */
+uint64_t  tm_gguf_writer_tensor_offset(const tm_gguf_writer *w, int64_t i);
 /* tm_gguf_writer_write: n bytes at offset off of tensor i's data (pwrite; thread-safe for
 ** disjoint ranges). Returns TM_OK | TM_E_INVALID_ARG (range) | TM_E_IO. */
 tm_status tm_gguf_writer_write(tm_gguf_writer *w, int64_t i, uint64_t off, const void *data,

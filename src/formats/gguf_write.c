@@ -475,6 +475,10 @@ uint64_t tm_gguf_writer_tensor_bytes(const tm_gguf_writer *w, int64_t i) {
     return w && i >= 0 && i < w->n ? w->n_bytes[i] : 0;
 }
 
+uint64_t tm_gguf_writer_tensor_offset(const tm_gguf_writer *w, int64_t i) {
+    return w && i >= 0 && i < w->n ? w->offset[i] : 0;
+}
+
 tm_status tm_gguf_writer_write(tm_gguf_writer *w, int64_t i, uint64_t off, const void *data,
                                size_t n, tm_err *err) {
     if (!w || w->finished || i < 0 || i >= w->n || off > w->n_bytes[i] || n > w->n_bytes[i] - off)

@@ -185,6 +185,7 @@ static tm_status take_part(merge_state *m, int i, json_t *man, json_t *rec, cons
     tm_status s = TM_OK;
     static const struct { const char *key, *what; } same[] = {
         {"format", "output format"},
+        {"kind", "output kind"},
         {"recipe_sha256", "recipe, options or tool version"},
         {"source_sha256", "source checkpoint"},
         {"layout_sha256", "output layout"},
@@ -221,13 +222,13 @@ static tm_status take_part(merge_state *m, int i, json_t *man, json_t *rec, cons
     }
     /* its tensors' manifest rows and records */
     json_t *rows = json_object_get(man, "tensors"), *mrows = json_object_get(m->man, "tensors");
-    const json_t *own = json_object_get(rec, "tensors");
+    const json_t *own = json_object_get(rec, "rows");
     if (!s && (!json_is_array(rows) || (int64_t)json_array_size(rows) != m->n_tensors || !json_is_array(own)))
         s = tm__err_set(err, TM_E_CORRUPT, -1, "merge %s: %s: its manifest's tensors do not match part 0's", m->out, pp);
     for (size_t k = 0; !s && k < json_array_size(own); k++) {
         json_int_t t = json_integer_value(json_array_get(own, k));
         if (t < 0 || t >= m->n_tensors || m->tensor_part[t] >= 0) {
-            s = tm__err_set(err, TM_E_CORRUPT, -1, "merge %s: %s claims tensor %lld, %s", m->out, pp, (long long)t,
+            s = tm__err_set(err, TM_E_CORRUPT, -1, "merge %s: %s claims tensor row %lld, %s", m->out, pp, (long long)t,
                             t < 0 || t >= m->n_tensors ? "which does not exist" : "which another part owns");
             break;
         }
@@ -260,7 +261,7 @@ static tm_status take_part(merge_state *m, int i, json_t *man, json_t *rec, cons
         json_object_set(o, "command_line", json_object_get(man, "command_line"));
         json_object_set(o, "times", json_object_get(man, "times"));
         json_object_set(o, "data_bytes", json_object_get(rec, "data_bytes"));
-        json_object_set(o, "tensors", json_integer((json_int_t)json_array_size(own)));
+        json_object_set_new(o, "tensors", json_integer((json_int_t)json_array_size(own)));
         json_array_append_new(m->parts, o);
     }
     free(pp);
@@ -435,17 +436,23 @@ tm_status tm_merge(const char *out_arg, const tm_merge_params *p, tm_merge_resul
                 s = tm__err_set(err, TM_E_CORRUPT, -1, "merge %s: %s bytes at %llu: part %d has no checksum for them",
                                 m.out, m.files[f].name, (unsigned long long)m.files[f].segs[k].off,
                                 m.files[f].segs[k].owner);
-    /* OUT: checked, locked and staged as any output (pipeline.c) */
+    /* OUT: checked, locked and staged as any output (pipeline.c): a directory, or one file (GGUF)
+    ** with OUT.manifest.json beside it */
+    const char *kind = jstr(rec0, "kind");
+    const int one_file = kind && !strcmp(kind, "file");
+    if (!s && one_file && (m.n_files != 1 || strcmp(m.files[0].name, m.base)))
+        s = tm__err_set(err, TM_E_CORRUPT, -1, "merge %s: part 0 of a single-file output lists other files than %s",
+                        m.out, m.base);
     if (!s) {
         began = 1;
-        s = tm__pipe_begin(&pp, NULL, m.out, TM__PIPE_DIR, "a merged output", p ? p->force : 0, 1,
-                           p ? p->cancel : NULL, err);
+        s = tm__pipe_begin(&pp, NULL, m.out, one_file ? TM__PIPE_FILE : TM__PIPE_DIR,
+                           one_file ? "a merged file" : "a merged output", p ? p->force : 0, 1, p ? p->cancel : NULL, err);
     }
     uint64_t copied = 0;
     uint8_t *buf = s ? NULL : tm__malloc_n(COPY_BUF, 1);
     if (!s && !buf) s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
     for (int64_t f = 0; !s && f < m.n_files; f++) {
-        char *dst = tm__aprintf("%s/%s", pp.stage, m.files[f].name);
+        char *dst = one_file ? tm__strdup(pp.stage) : tm__aprintf("%s/%s", pp.stage, m.files[f].name);
         s = dst ? copy_file(&m, &m.files[f], dst, buf, p, &copied, err) : tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
         free(dst);
     }
@@ -458,7 +465,7 @@ tm_status tm_merge(const char *out_arg, const tm_merge_params *p, tm_merge_resul
     for (size_t k = 0; !s && !no_ck && k < json_array_size(ofiles); k++) {
         json_t *o = json_array_get(ofiles, k);
         const char *nm = jstr(o, "file");
-        char *fp = nm && !strchr(nm, '/') ? tm__aprintf("%s/%s", pp.stage, nm) : NULL;
+        char *fp = !nm || strchr(nm, '/') ? NULL : one_file ? tm__strdup(pp.stage) : tm__aprintf("%s/%s", pp.stage, nm);
         char hex[65];
         uint64_t nb = 0;
         s = fp ? tm__sha256_file_stop(fp, hex, &nb, NULL, NULL, err)

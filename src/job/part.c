@@ -275,7 +275,12 @@ tm_status tm__part_record(tm__pipe *pp, const tm__qwriter *w, void *job, json_t 
         }
         json_object_set_new(rid, "format", json_string(w->format));
         json_object_set_new(rid, "n_tensors", json_integer((json_int_t)nt));
-        json_t *owned = json_array(), *trec = json_array();
+        json_t *owned = json_array(), *trec = json_array(), *rows = json_array();
+        json_t *mrows = json_object_get(man, "tensors");
+        for (size_t r = 0; r < json_array_size(mrows); r++) {
+            int64_t t = w->row_tensor ? w->row_tensor(job, (int64_t)r) : (int64_t)r;
+            if (t >= 0 && t < nt && pp->tensor_owner[t] == pp->shard_i) json_array_append_new(rows, json_integer((json_int_t)r));
+        }
         for (int64_t t = 0; t < nt; t++) {
             if (pp->tensor_owner[t] != pp->shard_i) continue;
             json_array_append_new(owned, json_integer((json_int_t)t));
@@ -287,6 +292,7 @@ tm_status tm__part_record(tm__pipe *pp, const tm__qwriter *w, void *job, json_t 
         json_object_set_new(rec, "index", json_integer(pp->shard_i));
         json_object_set_new(rec, "count", json_integer(pp->shard_n));
         json_object_set_new(rec, "format", json_string(w->format));
+        json_object_set_new(rec, "kind", json_string(w->kind == TM__PIPE_FILE ? "file" : "directory"));
         json_object_set_new(rec, "recipe_sha256", hash_json(rid));
         json_object_set_new(rec, "source_sha256", hash_json(ident));
         ident = NULL;
@@ -297,6 +303,7 @@ tm_status tm__part_record(tm__pipe *pp, const tm__qwriter *w, void *job, json_t 
         json_object_set_new(rec, "files", files);
         files = NULL;
         json_object_set_new(rec, "tensors", owned);
+        json_object_set_new(rec, "rows", rows);
         json_object_set_new(rec, "tensor_records", trec);
         json_object_set_new(rec, "data_bytes", json_integer((json_int_t)data_bytes));
         /* the manifest names OUT, not the part; the rollback list holds the sha256 this part made */

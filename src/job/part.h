@@ -20,7 +20,7 @@
 **   without checksums), sources [{bytes, probe_sha256, sha256 (the full sha256 from the part
 **   that hashed it, else null)}], files [{file, bytes, segments [[offset, length, owner part,
 **   crc32c of the bytes when this part owns them, else -1]]}], tensors [the indices this part
-**   owns], tensor_records [{index, record}] (the form's extra per-tensor data), data_bytes.
+**   owns], rows [the rows of the manifest's "tensors" that are its tensors'], tensor_records [{index, record}] (the form's extra per-tensor data), data_bytes.
 ** Segments tile each file exactly, in offset order.
 */
 #ifndef TM_JOB_PART_H

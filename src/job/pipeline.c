@@ -262,6 +262,15 @@ tm_status tm__pipe_begin(tm__pipe *pp, const tm_file *in, const char *out, tm__p
     return TM_OK;
 }
 
+const char *tm__pipe_file_target(tm__pipe *pp) {
+    if (!pp->part_of_file) return pp->stage;
+    if (!pp->part_file) {
+        const char *b = strrchr(pp->final_out, '/') ? strrchr(pp->final_out, '/') + 1 : pp->final_out;
+        pp->part_file = tm__aprintf("%s/%s", pp->stage, b);
+    }
+    return pp->part_file;
+}
+
 tm_status tm__pipe_phase(tm__pipe *pp, const char *phase, tm_err *err) {
     if (tm__pipe_phase_hook) tm__pipe_phase_hook(phase, tm__pipe_phase_hook_ud);
     if (pp->cancel && *pp->cancel) return tm__err_set(err, TM_E_CANCELLED, -1, "interrupted");
@@ -441,6 +450,8 @@ void tm__pipe_end(tm__pipe *pp) {
     free(pp->hex);
     free(pp->tensor_owner);
     free(pp->source_owner);
+    free(pp->part_file);
+    pp->part_file = NULL;
     pp->tensor_owner = pp->source_owner = NULL;
     pp->lock_path = pp->stage = pp->man_stage = pp->man_final = NULL;
     pp->hex = NULL;

@@ -67,6 +67,9 @@ typedef struct tm__pipe {
     const char    *final_out;  /* OUT as the caller named it (borrowed)                        */
     int           *tensor_owner; /* [n_tensors of in]: the part that quantizes each tensor     */
     int           *source_owner; /* [tm_file_n_paths(in)]: the part that hashes each source    */
+    int            part_of_file; /* the part of a single-file output (a GGUF): written as OUT's
+                                    name inside the part's directory (tm__pipe_file_target)     */
+    char          *part_file;
 } tm__pipe;
 
 /* Does this run write source tensor t? Always, unless it is a part that does not own t. */
@@ -99,6 +102,10 @@ tm_status tm__pipe_check_target(const tm_file *in, const char *out, tm__pipe_kin
 tm_status tm__pipe_begin(tm__pipe *pp, const tm_file *in, const char *out, tm__pipe_kind kind,
                          const char *kind_name, int force, int n_threads, volatile const int *cancel,
                          tm_err *err);
+
+/* Where a single-file writer (GGUF, ONNX) writes: pp->stage, or in a part (part.h) the file
+** named as OUT inside the part's staging directory. Borrowed from pp. */
+const char *tm__pipe_file_target(tm__pipe *pp);
 
 /* TM_E_CANCELLED ("interrupted") when the cancel flag is raised, after the test hook. */
 tm_status tm__pipe_phase(tm__pipe *pp, const char *phase, tm_err *err);
@@ -199,6 +206,8 @@ typedef struct tm__qwriter {
     /* Optional: what merge needs of tensor t besides its manifest row to finish the manifest
     ** (merge.c hands it to the form's merge fix-up); NULL when nothing. New reference. */
     json_t *(*part_tensor)(void *job, int64_t t);
+    /* Optional: the source tensor of row r of the manifest's "tensors" (NULL: r itself). */
+    int64_t (*row_tensor)(void *job, int64_t r);
 } tm__qwriter;
 
 /* The options every job has. */

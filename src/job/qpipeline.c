@@ -18,7 +18,7 @@ tm_status tm__qpipe_run(const tm__qwriter *w, void *job, const tm_file *in, cons
         if (o->shard_i < 0 || o->shard_i >= o->shard_n)
             s = tm__err_set(err, TM_E_INVALID_ARG, -1, "--shard %d/%d: the index must be in 0..%d", o->shard_i,
                             o->shard_n, o->shard_n - 1);
-        else if (!w->tensor_spans || w->kind != TM__PIPE_DIR)
+        else if (!w->tensor_spans)
             s = tm__err_set(err, TM_E_UNSUPPORTED, -1, "--shard: %s cannot be written in parts yet", w->kind_name);
         if (!s) s = tm__pipe_check_target(in, out, w->kind, w->kind_name, o->force, err);
         if (!s && !(part_path = tm__part_path(out, o->shard_i, o->shard_n)))
@@ -35,6 +35,7 @@ tm_status tm__qpipe_run(const tm__qwriter *w, void *job, const tm_file *in, cons
         pp.shard_i = o->shard_i;
         pp.shard_n = o->shard_n;
         pp.final_out = out;
+        pp.part_of_file = w->kind == TM__PIPE_FILE;
         if (!s) s = tm__part_begin(&pp, in, err);
     }
     /* hash the sources in a thread beside the work */
@@ -52,8 +53,9 @@ tm_status tm__qpipe_run(const tm__qwriter *w, void *job, const tm_file *in, cons
     }
     if (!s) s = w->manifest_add(job, man, err);
     if (!s) {
-        const char *const *files = (const char *const *)&pp.stage;
-        int n_files = w->kind == TM__PIPE_DIR ? w->output_files(job, &files) : 1;
+        const char *file1 = tm__pipe_file_target(&pp);
+        const char *const *files = &file1;
+        int n_files = w->kind == TM__PIPE_DIR ? w->output_files(job, &files) : (file1 ? 1 : -1);
         s = n_files < 0 ? tm__err_set(err, TM_E_NOMEM, -1, "out of memory")
                         : tm__pipe_add_output(&pp, man, w->format, files, n_files, o->no_checksums || part,
                                               &tot.out_bytes, err); /* a part's files: merge hashes them */
@@ -61,7 +63,8 @@ tm_status tm__qpipe_run(const tm__qwriter *w, void *job, const tm_file *in, cons
     if (!s) {
         json_t *sum = tm__manifest_results_new(tot.n_tensors, tot.n_quantized);
         s = w->summary(job, man, sum, err);
-        if (!s && w->kind == TM__PIPE_FILE && !(tot.manifest_path = tm__strdup(pp.man_final)))
+        if (!s && w->kind == TM__PIPE_FILE &&
+            !(tot.manifest_path = part ? tm__aprintf("%s/tensormorph-manifest.json", pp.out) : tm__strdup(pp.man_final)))
             s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
         if (!s && part) s = tm__part_record(&pp, w, job, man, err);
         if (s) json_decref(sum);

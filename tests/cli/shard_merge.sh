@@ -124,7 +124,7 @@ echo "ok: missing (exit 4), damaged (exit 3), other recipe (exit 3) parts refuse
 "$T" quantize demo -o x --shard 1 -q 2>/dev/null; [ $? = 2 ] || fail "--shard 1 not refused with exit 2"
 "$T" quantize demo -o out --shard 0/2 -q 2>/dev/null; [ $? = 2 ] || fail "a part for an existing OUT without --force not refused"
 [ -e out.part-0-of-2 ] && fail "a refused part left its directory"
-"$T" quantize demo -o x.gguf --shard 0/2 -q 2>/dev/null; [ $? = 2 ] || fail "--shard for GGUF output not refused with exit 2"
+"$T" quantize demo -o x.onnx --shard 0/2 -q 2>/dev/null; [ $? = 2 ] || fail "--shard for ONNX output not refused with exit 2"
 "$T" merge nothing -q 2>/dev/null; [ $? = 4 ] || fail "merge without parts: not exit 4"
 echo "ok: usage refusals"
 
@@ -133,6 +133,28 @@ S="${TM_SHARED:-}/models/safetensors/stories260K-f32-2shards"
 if [ -n "${TM_SHARED:-}" ] && [ -d "$S" ]; then
     check_roundtrip "$S" 4 --max-shard-size 200KB
     check_roundtrip "$S" 3 --type int4 --granularity group:16
+    # GGUF: one file OUT.gguf + OUT.gguf.manifest.json
+    G="$TM_SHARED/models/gguf/stories260K-F32.gguf"
+    for n in 3 5; do
+        rm -rf ref.gguf* out.gguf*
+        "$T" quantize "$G" -o out.gguf --type Q4_K_M -q || fail "GGUF one run"
+        mv out.gguf ref.gguf && mv out.gguf.manifest.json ref.gguf.manifest.json
+        for ((i = 0; i < n; i++)); do "$T" quantize "$G" -o out.gguf --type Q4_K_M --shard $i/$n -q || fail "GGUF part $i/$n"; done
+        [ -e out.gguf ] && fail "a GGUF part wrote OUT"
+        "$T" merge out.gguf -q || fail "GGUF merge of $n parts"
+        cmp ref.gguf out.gguf || fail "GGUF merged from $n parts differs from one run"
+        python3 - ref.gguf.manifest.json out.gguf.manifest.json <<'EOF' || fail "GGUF manifest differs"
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:3])
+assert len(b.pop("parts")) > 0
+for m in (a, b):
+    for k in ("times", "host", "command_line"):
+        m.pop(k, None)
+sys.exit(a != b)
+EOF
+        [ "$(ls | grep '^out\.gguf' | tr '\n' ' ')" = "out.gguf out.gguf.manifest.json " ] || fail "left beside the GGUF OUT: $(ls)"
+        echo "ok: GGUF Q4_K_M, $n parts: byte-identical"
+    done
 elif [ "${TM_REQUIRE_SHARED:-0}" = 1 ]; then
     fail "TM_REQUIRE_SHARED=1 but $S is missing"
 else

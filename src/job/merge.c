@@ -2,6 +2,7 @@
 ** parts by copying (tensormorph/merge.h; the parts: part.h). Memory: one part's manifest at a
 ** time besides the merged one, the segment table and one 4 MiB copy buffer, whatever the
 ** model's size. */
+#define _GNU_SOURCE 1 /* copy_file_range */
 #include "../core/core.h"
 #include "../core/crc32c.h"
 #include "../core/fsutil.h"
@@ -270,7 +271,39 @@ static tm_status take_part(merge_state *m, int i, json_t *man, json_t *rec, cons
 
 static int cancelled(const tm_merge_params *p) { return p && p->cancel && *p->cancel; }
 
-/* Copy file f from the parts into dst, checking each segment's CRC-32C. */
+/* Copy len bytes at off of in to the same offset of out: copy_file_range(2) (in the kernel; a
+** reflink or a server-side copy where the filesystem has one), else pread/pwrite. */
+static tm_status copy_range(int in, int out, uint64_t off, uint64_t len, uint8_t *buf, const char *src,
+                            const char *dst, tm_err *err) {
+    loff_t io = (loff_t)off, oo = (loff_t)off;
+    int kernel = 1;
+    while (len) {
+        if (kernel) {
+            ssize_t r = copy_file_range(in, &io, out, &oo, len, 0);
+            if (r > 0) { len -= (uint64_t)r; continue; }
+            if (r < 0 && errno == EINTR) continue;
+            if (r < 0 && errno != EXDEV && errno != EINVAL && errno != ENOSYS && errno != EOPNOTSUPP)
+                return tm__err_sys(err, errno, "%s -> %s: copy failed at byte %llu", src, dst, (unsigned long long)io);
+            if (r == 0) return tm__err_set(err, TM_E_IO, -1, "%s: ends before byte %llu", src, (unsigned long long)io);
+            kernel = 0; /* not here: copy through user space */
+        }
+        size_t want = len < COPY_BUF ? (size_t)len : COPY_BUF;
+        ssize_t r = pread(in, buf, want, io);
+        if (r != (ssize_t)want) return tm__err_sys(err, r < 0 ? errno : EIO, "%s: cannot read at byte %llu", src, (unsigned long long)io);
+        for (size_t w = 0; w < want;) {
+            ssize_t q = pwrite(out, buf + w, want - w, oo + (loff_t)w);
+            if (q < 0 && errno == EINTR) continue;
+            if (q <= 0) return tm__err_sys(err, errno, "%s: write failed", dst);
+            w += (size_t)q;
+        }
+        io += (loff_t)want;
+        oo += (loff_t)want;
+        len -= want;
+    }
+    return TM_OK;
+}
+
+/* Copy file f from the parts into dst (each segment from its owner part). */
 static tm_status copy_file(merge_state *m, const mfile *mf, const char *dst, uint8_t *buf, const tm_merge_params *p,
                            uint64_t *copied, tm_err *err) {
     int out = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
@@ -306,37 +339,56 @@ static tm_status copy_file(merge_state *m, const mfile *mf, const char *dst, uin
                 break;
             }
         }
-        uint32_t crc = 0;
-        for (uint64_t at = sg->off, left = sg->len; !s && left;) {
-            size_t want = left < COPY_BUF ? (size_t)left : COPY_BUF;
-            ssize_t r = pread(in, buf, want, (off_t)at);
-            if (r != (ssize_t)want) {
-                s = tm__err_sys(err, r < 0 ? errno : EIO, "%s: cannot read at byte %llu", src, (unsigned long long)at);
-                break;
-            }
-            crc = tm__crc32c(crc, buf, want);
-            for (size_t w = 0; w < want;) {
-                ssize_t q = pwrite(out, buf + w, want - w, (off_t)(at + w));
-                if (q < 0 && errno == EINTR) continue;
-                if (q <= 0) { s = tm__err_sys(err, errno, "%s: write failed", dst); break; }
-                w += (size_t)q;
-            }
-            *copied += want;
-            at += want;
-            left -= want;
-        }
-        if (!s && (int64_t)crc != sg->crc)
-            s = tm__err_set(err, TM_E_CORRUPT, -1,
-                            "merge %s: %s: bytes [%llu, %llu) do not match the checksum its part recorded (crc32c "
-                            "%08x, recorded %08llx): the part is damaged; re-run --shard %d/%d", m->out, src,
-                            (unsigned long long)sg->off, (unsigned long long)(sg->off + sg->len), crc,
-                            (unsigned long long)sg->crc, sg->owner, m->n);
+        s = copy_range(in, out, sg->off, sg->len, buf, src, dst, err);
+        if (!s) *copied += sg->len;
     }
     if (in >= 0) close(in);
     free(src);
+    if (!s && ftruncate(out, (off_t)mf->bytes) != 0) s = tm__err_sys(err, errno, "%s: cannot size", dst);
     if (!s && fsync(out) != 0) s = tm__err_sys(err, errno, "%s: fsync failed", dst);
     close(out);
     return s;
+}
+
+/* The read of a copied file that checks every segment's CRC-32C (and, beside it, its sha256). */
+typedef struct verify_state {
+    merge_state        *m;
+    const mfile        *mf;
+    const tm_merge_params *p;
+    int64_t             k;     /* current segment */
+    uint32_t            crc;
+} verify_state;
+
+static tm_status verify_block(void *ud, const uint8_t *buf, size_t n, uint64_t off, tm_err *err) {
+    verify_state *v = ud;
+    const mfile *mf = v->mf;
+    if (cancelled(v->p)) return tm__err_set(err, TM_E_CANCELLED, -1, "interrupted");
+    while (n) {
+        if (v->k >= mf->n_segs) return tm__err_set(err, TM_E_INTERNAL, -1, "%s: longer than its segments", mf->name);
+        const mseg *sg = &mf->segs[v->k];
+        uint64_t end = sg->off + sg->len;
+        size_t take = end - off < n ? (size_t)(end - off) : n;
+        v->crc = tm__crc32c(v->crc, buf, take);
+        buf += take;
+        n -= take;
+        off += take;
+        if (off == end) {
+            if ((int64_t)v->crc != sg->crc) {
+                char *pp = tm__part_path(v->m->out, sg->owner, v->m->n);
+                tm_status s = tm__err_set(err, TM_E_CORRUPT, -1,
+                                          "merge %s: %s/%s: bytes [%llu, %llu) do not match the checksum its part "
+                                          "recorded (crc32c %08x, recorded %08llx): the part is damaged; re-run "
+                                          "--shard %d/%d", v->m->out, pp ? pp : "?", mf->name,
+                                          (unsigned long long)sg->off, (unsigned long long)end, v->crc,
+                                          (unsigned long long)sg->crc, sg->owner, v->m->n);
+                free(pp);
+                return s;
+            }
+            v->crc = 0;
+            v->k++;
+        }
+    }
+    return TM_OK;
 }
 
 /* After OUT is in place: the parts, and the lock and staging paths of parts no process holds. */
@@ -457,20 +509,26 @@ tm_status tm_merge(const char *out_arg, const tm_merge_params *p, tm_merge_resul
         free(dst);
     }
     free(buf);
-    /* the output's sha256, as a one-machine run computes them */
+    /* one read of each copied file: every segment's CRC-32C, and the sha256 of the files the
+    ** manifest lists, as a one-machine run computes them */
     const char *ck = jstr(m.man, "checksums");
     int no_ck = ck && strcmp(ck, "sha256");
     json_t *ofiles = json_object_get(json_object_get(m.man, "output"), "files");
     if (!s) s = tm__pipe_phase(&pp, "checksum", err);
-    for (size_t k = 0; !s && !no_ck && k < json_array_size(ofiles); k++) {
-        json_t *o = json_array_get(ofiles, k);
-        const char *nm = jstr(o, "file");
-        char *fp = !nm || strchr(nm, '/') ? NULL : one_file ? tm__strdup(pp.stage) : tm__aprintf("%s/%s", pp.stage, nm);
+    for (int64_t f = 0; !s && f < m.n_files; f++) {
+        json_t *listed = NULL;
+        for (size_t k = 0; k < json_array_size(ofiles) && !listed; k++) {
+            const char *nm = jstr(json_array_get(ofiles, k), "file");
+            if (nm && !strcmp(nm, m.files[f].name)) listed = json_array_get(ofiles, k);
+        }
+        char *fp = one_file ? tm__strdup(pp.stage) : tm__aprintf("%s/%s", pp.stage, m.files[f].name);
         char hex[65];
-        uint64_t nb = 0;
-        s = fp ? tm__sha256_file_stop(fp, hex, &nb, NULL, NULL, err)
-               : tm__err_set(err, TM_E_CORRUPT, -1, "merge %s: part 0's output.files[%zu] has no file name", m.out, k);
-        if (!s) json_object_set_new(o, "sha256", json_string(hex));
+        verify_state v = {&m, &m.files[f], p, 0, 0};
+        s = fp ? tm__sha256_file_visit(fp, listed && !no_ck ? hex : NULL, NULL, verify_block, &v, err)
+               : tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
+        if (!s && v.k != m.files[f].n_segs)
+            s = tm__err_set(err, TM_E_INTERNAL, -1, "%s: shorter than its segments", m.files[f].name);
+        if (!s && listed && !no_ck) json_object_set_new(listed, "sha256", json_string(hex));
         free(fp);
     }
     /* the manifest: what depends on every tensor, the rollback list, the parts */

@@ -119,6 +119,26 @@ same_output ref out
 rm -f saved
 echo "ok: missing (exit 4), damaged (exit 3), other recipe (exit 3) parts refused; re-run parts merged"
 
+# a part run killed with -9 leaves its lock (a dead pid) and staging directory: the re-run takes
+# them over, and merge removes a stale staging path of a part that was re-run elsewhere
+rm -rf ref out out.part-*
+"$T" quantize demo -o out -q && mv out ref
+run_parts demo 3
+dead=999999
+while kill -0 $dead 2>/dev/null; do dead=$((dead - 1)); done
+rm -rf out.part-1-of-3
+echo $dead > out.part-1-of-3.lock
+mkdir out.part-1-of-3.tmp.$dead && echo partial > out.part-1-of-3.tmp.$dead/model.safetensors
+mkdir out.part-2-of-3.tmp.$((dead - 7))   # another node's killed run of part 2 (no lock here)
+"$T" merge out -q 2>/dev/null; [ $? = 4 ] || fail "merge with part 1 killed: not exit 4"
+"$T" quantize demo -o out --shard 1/3 -q || fail "re-run of the killed part 1"
+[ -e out.part-1-of-3.tmp.$dead ] && fail "the re-run left the killed run's staging directory"
+[ -e out.part-1-of-3.lock ] && fail "the re-run left the lock file"
+"$T" merge out -q || fail "merge after the re-run of the killed part"
+same_output ref out
+[ "$(ls | grep -v -E '^(demo|saved)$' | sort | tr '\n' ' ')" = "out ref " ] || fail "left beside OUT after the merge: $(ls)"
+echo "ok: a killed part (lock of a dead pid, staging left) re-run and merged; stale staging removed"
+
 # usage: bad --shard, an existing OUT without --force, other output forms
 "$T" quantize demo -o x --shard 4/4 -q 2>/dev/null; [ $? = 2 ] || fail "--shard 4/4 not refused with exit 2"
 "$T" quantize demo -o x --shard 1 -q 2>/dev/null; [ $? = 2 ] || fail "--shard 1 not refused with exit 2"

@@ -57,6 +57,10 @@ typedef struct tm_gguf_quantize_params {
     const tm_file *source;            /* NULL, or the checkpoint `in` was made from (convert
                                          --type: `in` is its temporary F32 GGUF): the manifest
                                          names and hashes its files, and OUT may not be one    */
+    uint64_t     max_shard_bytes;     /* 0: one file; else llama.cpp gguf-split files
+                                         OUT-00001-of-0000N.gguf ... of at most this many data
+                                         bytes each (tm_gguf_writer_open_split) beside
+                                         OUT.manifest.json; OUT itself is not written        */
     int          shard_index, shard_count; /* --shard i/n (docs/scale-out.md): with count > 0
                                          write only part i, the directory OUT.part-i-of-n beside
                                          out_path, for tm_merge; 0: the whole file            */

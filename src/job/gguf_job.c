@@ -386,6 +386,7 @@ typedef struct gjob {
     int                   shard_i;
     int64_t              *plan_of;              /* parts: source tensor -> its plan (spans)  */
     const char           *target;               /* the file the writer writes (pipeline.h)   */
+    const char          **ofiles;               /* gguf_output_files                         */
 } gjob;
 
 /* Progress: the callback runs under the job's lock, so it is never called concurrently. */
@@ -698,8 +699,10 @@ static tm_status gguf_plan(void *ctx, tm__pipe *pp, int64_t *n_tasks, tm_err *er
         j->shard_i = pp->shard_i;
         if (p->source) s = tm__err_set(err, TM_E_UNSUPPORTED, -1, "--shard: a GGUF output converted from another checkpoint cannot be written in parts yet");
     }
+    if (!s && p->max_shard_bytes) s = tm__pipe_make_file_set(pp, err); /* llama.cpp split files */
     j->target = tm__pipe_file_target(pp);
-    if (!s) s = tm_gguf_writer_open_ex(j->target, kv, wt, n, p->allow_long_names ? TM_GGUF_WRITE_LONG_NAMES : 0, &j->w, err);
+    if (!s) s = tm_gguf_writer_open_split(j->target, kv, wt, n, p->max_shard_bytes,
+                                                p->allow_long_names ? TM_GGUF_WRITE_LONG_NAMES : 0, &j->w, err);
     for (int64_t i = 0; i < n && !s; i++) {
         gplan *pl = &plans[i];
         const tm_tensor *t = tm_file_tensor(in, pl->src);
@@ -865,10 +868,21 @@ static int gguf_tensor_spans(void *ctx, int64_t t, tm__span *sp, int max) {
     }
     int64_t i = t >= 0 && t < tm_file_n_tensors(j->in) ? j->plan_of[t] : -1;
     if (i < 0 || max < 1) return 0; /* a source tensor the output does not hold */
-    sp[0].file = j->target;
+    sp[0].file = tm_gguf_writer_file(j->w, tm_gguf_writer_tensor_file(j->w, i));
     sp[0].off = tm_gguf_writer_tensor_offset(j->w, i);
     sp[0].len = tm_gguf_writer_tensor_bytes(j->w, i);
     return 1;
+}
+
+/* The files the manifest lists: OUT, or the split files (staged). */
+static int gguf_output_files(void *ctx, const char *const **files) {
+    gjob *j = ctx;
+    int nf = tm_gguf_writer_n_files(j->w);
+    free(j->ofiles);
+    if (!(j->ofiles = tm__calloc((size_t)nf + 1, sizeof *j->ofiles))) return -1;
+    for (int k = 0; k < nf; k++) j->ofiles[k] = tm_gguf_writer_file(j->w, k);
+    *files = j->ofiles;
+    return nf;
 }
 
 static int64_t gguf_row_tensor(void *ctx, int64_t r) { /* the manifest's rows are the plans */
@@ -880,7 +894,7 @@ static const tm__qwriter gguf_writer = {
     .kind = TM__PIPE_FILE, .kind_name = "a GGUF output", .format = "gguf", .plan = gguf_plan,
     .run_task = run_item, .write = gguf_write, .results = gguf_results,
     .manifest_add = gguf_manifest, .summary = gguf_summary, .tensor_spans = gguf_tensor_spans,
-    .row_tensor = gguf_row_tensor,
+    .row_tensor = gguf_row_tensor, .output_files = gguf_output_files,
 };
 
 tm_status tm_gguf_quantize(tm_file *in, const char *out_path, const tm_gguf_quantize_params *p,
@@ -904,6 +918,7 @@ tm_status tm_gguf_quantize(tm_file *in, const char *out_path, const tm_gguf_quan
     tm_status s = tm__qpipe_run(&gguf_writer, &j, p->source ? p->source : in, out_path, &o, err);
     free_run_bufs(&j);
     free(j.plan_of);
+    free(j.ofiles);
     tm_gguf_writer_free(j.w);
     pthread_mutex_destroy(&j.mu);
     free(j.wt);

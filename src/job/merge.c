@@ -491,14 +491,15 @@ tm_status tm_merge(const char *out_arg, const tm_merge_params *p, tm_merge_resul
     /* OUT: checked, locked and staged as any output (pipeline.c): a directory, or one file (GGUF)
     ** with OUT.manifest.json beside it */
     const char *kind = jstr(rec0, "kind");
-    const int one_file = kind && !strcmp(kind, "file");
+    const int one_file = kind && !strcmp(kind, "file"), file_set = kind && !strcmp(kind, "files");
     if (!s && one_file && (m.n_files != 1 || strcmp(m.files[0].name, m.base)))
         s = tm__err_set(err, TM_E_CORRUPT, -1, "merge %s: part 0 of a single-file output lists other files than %s",
                         m.out, m.base);
     if (!s) {
         began = 1;
-        s = tm__pipe_begin(&pp, NULL, m.out, one_file ? TM__PIPE_FILE : TM__PIPE_DIR,
+        s = tm__pipe_begin(&pp, NULL, m.out, one_file || file_set ? TM__PIPE_FILE : TM__PIPE_DIR,
                            one_file ? "a merged file" : "a merged output", p ? p->force : 0, 1, p ? p->cancel : NULL, err);
+        if (!s && file_set) s = tm__pipe_make_file_set(&pp, err); /* GGUF split files */
     }
     uint64_t copied = 0;
     uint8_t *buf = s ? NULL : tm__malloc_n(COPY_BUF, 1);

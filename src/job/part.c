@@ -292,7 +292,9 @@ tm_status tm__part_record(tm__pipe *pp, const tm__qwriter *w, void *job, json_t 
         json_object_set_new(rec, "index", json_integer(pp->shard_i));
         json_object_set_new(rec, "count", json_integer(pp->shard_n));
         json_object_set_new(rec, "format", json_string(w->format));
-        json_object_set_new(rec, "kind", json_string(w->kind == TM__PIPE_FILE ? "file" : "directory"));
+        const char *ob = strrchr(pp->final_out, '/') ? strrchr(pp->final_out, '/') + 1 : pp->final_out;
+        json_object_set_new(rec, "kind", json_string(w->kind != TM__PIPE_FILE ? "directory"
+                                                     : nfiles == 1 && !strcmp(names[0], ob) ? "file" : "files"));
         json_object_set_new(rec, "recipe_sha256", hash_json(rid));
         json_object_set_new(rec, "source_sha256", hash_json(ident));
         ident = NULL;

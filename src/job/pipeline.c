@@ -228,6 +228,7 @@ tm_status tm__pipe_begin(tm__pipe *pp, const tm_file *in, const char *out, tm__p
     pp->out = own;
     out = own;
     pp->kind = kind;
+    pp->force = force;
     pp->err = err;
     pp->cancel = cancel;
     pp->lock_fd = -1;
@@ -263,12 +264,21 @@ tm_status tm__pipe_begin(tm__pipe *pp, const tm_file *in, const char *out, tm__p
 }
 
 const char *tm__pipe_file_target(tm__pipe *pp) {
-    if (!pp->part_of_file) return pp->stage;
+    if (!pp->part_of_file && !pp->file_set) return pp->stage;
     if (!pp->part_file) {
-        const char *b = strrchr(pp->final_out, '/') ? strrchr(pp->final_out, '/') + 1 : pp->final_out;
+        const char *o = pp->part_of_file ? pp->final_out : pp->out;
+        const char *b = strrchr(o, '/') ? strrchr(o, '/') + 1 : o;
         pp->part_file = tm__aprintf("%s/%s", pp->stage, b);
     }
     return pp->part_file;
+}
+
+tm_status tm__pipe_make_file_set(tm__pipe *pp, tm_err *err) {
+    if (pp->part_of_file || pp->kind != TM__PIPE_FILE || pp->file_set) return TM_OK;
+    tm__rm_rf(pp->stage);
+    if (mkdir(pp->stage, 0755) != 0) return tm__err_sys(err, errno, "%s: cannot create directory", pp->stage);
+    pp->file_set = 1;
+    return TM_OK;
 }
 
 tm_status tm__pipe_phase(tm__pipe *pp, const char *phase, tm_err *err) {
@@ -344,7 +354,7 @@ tm_status tm__pipe_add_output(tm__pipe *pp, json_t *man, const char *format, con
     json_t *outs = json_array();
     for (int f = 0; f < n_files && !s; f++) {
         const char *fp = files[f];
-        const char *name = pp->kind == TM__PIPE_FILE ? pp->out : fp;
+        const char *name = pp->kind == TM__PIPE_FILE && !pp->file_set ? pp->out : fp;
         const char *base = strrchr(name, '/') ? strrchr(name, '/') + 1 : name;
         json_t *o = json_object();
         char hex[65];
@@ -388,11 +398,44 @@ static tm_status publish_dir(tm__pipe *pp, tm_err *err) {
     return s;
 }
 
+/* A file set: every staged file renamed beside OUT (names checked first: a file there that is
+** not a previous output's, i.e. without OUT.manifest.json and force, is never replaced). */
+static tm_status publish_set(tm__pipe *pp, int had_manifest, tm_err *err) {
+    DIR *d = opendir(pp->stage);
+    if (!d) return tm__err_sys(err, errno, "%s: cannot list", pp->stage);
+    char *dir = tm__dirname(pp->out);
+    tm_status s = dir ? TM_OK : tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
+    struct dirent *de;
+    for (int pass = 0; pass < 2 && !s; pass++) {
+        rewinddir(d);
+        while (!s && (de = readdir(d)) != NULL) {
+            if (de->d_name[0] == '.') continue;
+            char *from = tm__aprintf("%s/%s", pp->stage, de->d_name), *to = tm__aprintf("%s/%s", dir, de->d_name);
+            struct stat st;
+            if (!from || !to) s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
+            else if (pass == 0 && lstat(to, &st) == 0 && !(pp->force && had_manifest))
+                s = tm__err_set(err, TM_E_INVALID_ARG, -1, "-o %s: %s exists; tensormorph never replaces a file it did "
+                                "not write (--force replaces a previous output's)", pp->out, to);
+            else if (pass == 1 && rename(from, to) != 0) s = tm__err_sys(err, errno, "%s: cannot rename into place", to);
+            free(from);
+            free(to);
+        }
+    }
+    closedir(d);
+    free(dir);
+    if (!s) rmdir(pp->stage);
+    return s;
+}
+
 static tm_status publish_file(tm__pipe *pp, tm_err *err) {
     struct stat st;
-    if (lstat(pp->man_final, &st) == 0 && unlink(pp->man_final) != 0)
+    int had_manifest = lstat(pp->man_final, &st) == 0;
+    if (had_manifest && unlink(pp->man_final) != 0)
         return tm__err_sys(err, errno, "%s: cannot remove the previous manifest", pp->man_final);
-    if (rename(pp->stage, pp->out) != 0) return tm__err_sys(err, errno, "%s: cannot rename into place", pp->out);
+    if (pp->file_set) {
+        tm_status s = publish_set(pp, had_manifest, err);
+        if (s) return s;
+    } else if (rename(pp->stage, pp->out) != 0) return tm__err_sys(err, errno, "%s: cannot rename into place", pp->out);
     pp->published = 1;
     if (rename(pp->man_stage, pp->man_final) != 0)
         return tm__err_sys(err, errno, "%s: cannot rename into place", pp->man_final);
@@ -436,7 +479,7 @@ void tm__pipe_end(tm__pipe *pp) {
     atomic_store(&pp->hstop, 1);
     hash_join(pp);
     if (!pp->published && pp->stage) {
-        if (pp->kind == TM__PIPE_DIR) tm__rm_rf(pp->stage);
+        if (pp->kind == TM__PIPE_DIR || pp->file_set) tm__rm_rf(pp->stage);
         else unlink(pp->stage);
     }
     if (pp->kind == TM__PIPE_FILE && pp->man_stage) unlink(pp->man_stage);

@@ -67,6 +67,9 @@ typedef struct tm__pipe {
     const char    *final_out;  /* OUT as the caller named it (borrowed)                        */
     int           *tensor_owner; /* [n_tensors of in]: the part that quantizes each tensor     */
     int           *source_owner; /* [tm_file_n_paths(in)]: the part that hashes each source    */
+    int            force;
+    int            file_set;     /* FILE: the output is a set of files (GGUF split files) staged in
+                                    the directory pp->stage, each renamed beside OUT at the end  */
     int            part_of_file; /* the part of a single-file output (a GGUF): written as OUT's
                                     name inside the part's directory (tm__pipe_file_target)     */
     char          *part_file;
@@ -106,6 +109,12 @@ tm_status tm__pipe_begin(tm__pipe *pp, const tm_file *in, const char *out, tm__p
 /* Where a single-file writer (GGUF, ONNX) writes: pp->stage, or in a part (part.h) the file
 ** named as OUT inside the part's staging directory. Borrowed from pp. */
 const char *tm__pipe_file_target(tm__pipe *pp);
+
+/* A FILE output written as a set of files (GGUF split files, named by the writer from
+** tm__pipe_file_target): pp->stage becomes a directory; publishing renames each file in it
+** beside OUT (refusing to replace a file that is not a previous tensormorph output's without
+** force), then OUT.manifest.json. Call before tm__pipe_file_target. No-op in a part. */
+tm_status tm__pipe_make_file_set(tm__pipe *pp, tm_err *err);
 
 /* TM_E_CANCELLED ("interrupted") when the cancel flag is raised, after the test hook. */
 tm_status tm__pipe_phase(tm__pipe *pp, const char *phase, tm_err *err);

@@ -55,7 +55,7 @@ tm_status tm__qpipe_run(const tm__qwriter *w, void *job, const tm_file *in, cons
     if (!s) {
         const char *file1 = tm__pipe_file_target(&pp);
         const char *const *files = &file1;
-        int n_files = w->kind == TM__PIPE_DIR ? w->output_files(job, &files) : (file1 ? 1 : -1);
+        int n_files = w->output_files ? w->output_files(job, &files) : (file1 ? 1 : -1);
         s = n_files < 0 ? tm__err_set(err, TM_E_NOMEM, -1, "out of memory")
                         : tm__pipe_add_output(&pp, man, w->format, files, n_files, o->no_checksums || part,
                                               &tot.out_bytes, err); /* a part's files: merge hashes them */

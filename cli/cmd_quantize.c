@@ -26,7 +26,8 @@ const cli_opt opts_quantize[] = {
     {"quantize-embeddings", 0, NULL, 0, "also quantize embeddings and lm_head (kept dense by default)"},
     {"allow-nonfinite", 0, NULL, 0, "accept NaN/Inf: left out of ranges, NaN stored as the zero point, Inf clamped"},
     CLI_OPT_NO_CHECKSUMS,
-    {"max-shard-size", 0, "SIZE", 0, "split the safetensors output into shards (e.g. 5GB, 500MiB)"},
+    {"max-shard-size", 0, "SIZE", 0, "split the safetensors output into shards (e.g. 5GB, 500MiB); GGUF: llama.cpp gguf-split files OUT-00001-of-0000N.gguf"},
+    {"shard", 0, "I/N", 0, "write only part I of N (0 <= I < N; $SLURM_ARRAY_TASK_ID/$SLURM_ARRAY_TASK_COUNT): the directory OUT.part-I-of-N, for `tensormorph merge OUT` (docs/scale-out.md); compressed-tensors and GGUF output"},
     {"strict", 0, NULL, 0, "fail on a tensor the output layout cannot hold instead of keeping it dense"},
     {"allow-empty", 0, NULL, 0, "write OUT even when no tensor gets quantized (else exit 2/3 saying why)"},
     CLI_OPT_FORCE,
@@ -329,6 +330,7 @@ int cmd_quantize(const cli_cmd *cmd, cli_args *a) {
     if (frc) return frc;
     if ((v = cli_get(a, "max-shard-size")) && !(p.max_shard_bytes = cli_parse_size(v)))
         return cli_usage_error(cmd, "--max-shard-size: cannot parse '%s'", v);
+    if (cli_quantize_shard(cmd, a, &p.shard_index, &p.shard_count)) return 2;
     int top;
     int krc = cli_quantize_kernel_top(cmd, a, &p.kernels, &top);
     if (krc) return krc;

@@ -20,7 +20,7 @@ int cmd_quantize_gguf(const cli_cmd *cmd, cli_args *a);
 static const char *const ct_only[] = {"granularity", "symmetric", "asymmetric", "observer",
                                       "convention", "include", "exclude",
                                       "scale-dtype", "quantize-embeddings", "allow-nonfinite",
-                                      "max-shard-size", "allow-empty"};
+                                      "allow-empty"};
 
 /* --override-kv KEY=TYPE:VALUE as llama.cpp's string_parse_kv_override reads it (common/common.cpp
 ** at c392e509): KEY under 128 bytes; int (written as INT32, as llama_model_quantize_impl's
@@ -369,6 +369,10 @@ int cmd_quantize_gguf(const cli_cmd *cmd, cli_args *a) {
         p.kv_overrides = ovr;
     }
     CLI_QUANTIZE_COMMON(p, a);
+    if (cli_quantize_shard(cmd, a, &p.shard_index, &p.shard_count)) return 2;
+    const char *mss = cli_get(a, "max-shard-size");
+    if (mss && !(p.max_shard_bytes = cli_parse_size(mss)))
+        return cli_usage_error(cmd, "--max-shard-size: cannot parse '%s'", mss);
     p.allow_long_names = cli_has(a, "allow-long-names");
     p.n_threads = g_cli.threads;
     p.progress = cli_progress_cb;

@@ -15,7 +15,7 @@
 int cmd_quantize_onnx(const cli_cmd *cmd, cli_args *a);
 
 /* Options of the other output forms that mean nothing for ONNX output. */
-static const char *const not_onnx[] = {"quantize-embeddings", "max-shard-size",
+static const char *const not_onnx[] = {"quantize-embeddings", "max-shard-size", "shard",
                                        "strict", "pure", "leave-output-tensor", "tensor-type", "tensor-type-exact", "imatrix", "include-weights",
                                        "exclude-weights", "output-tensor-type", "token-embedding-type",
                                        "allow-requantize", "override-kv", "keep-split",

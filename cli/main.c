@@ -7,6 +7,7 @@
 
 int cmd_inspect(const cli_cmd *cmd, cli_args *a);
 int cmd_quantize(const cli_cmd *cmd, cli_args *a);
+int cmd_merge(const cli_cmd *cmd, cli_args *a);
 int cmd_convert(const cli_cmd *cmd, cli_args *a);
 int cmd_qdiff(const cli_cmd *cmd, cli_args *a);
 int cmd_scalar(const cli_cmd *cmd, cli_args *a);
@@ -40,6 +41,8 @@ extern const char details_serve[];
 
 extern const cli_opt opts_convert[];
 extern const char details_convert[];
+extern const cli_opt opts_merge[];
+extern const char details_merge[];
 extern const cli_opt opts_inspect[], opts_quantize[], opts_qdiff[], opts_scalar[], opts_diff[],
     opts_demo[], opts_none[];
 extern const char details_quantize[], details_qdiff[], details_inspect[], details_scalar[],
@@ -52,6 +55,8 @@ const cli_cmd cli_commands[] = {
      "inspect PATH [options]", details_inspect, opts_inspect, 1, 1},
     {"quantize", cmd_quantize, "Quantize a checkpoint and report the Quantization Diff.",
      "quantize IN -o OUT [options]", details_quantize, opts_quantize, 1, 1},
+    {"merge", cmd_merge, "Assemble the output of a sharded quantize run (--shard I/N) from its parts.",
+     "merge OUT [options]", details_merge, opts_merge, 1, 1},
     {"convert", cmd_convert, "Convert a LLaMA/Mistral checkpoint into a llama GGUF that llama.cpp loads (optionally quantized).",
      "convert IN -o OUT.gguf [options]", details_convert, opts_convert, 1, 1},
     {"qdiff", cmd_qdiff, "Quantization Diff: error of each quantized tensor in units of its own scale.",

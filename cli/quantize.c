@@ -6,6 +6,19 @@
 #include <stdio.h>
 #include <string.h>
 
+int cli_quantize_shard(const cli_cmd *cmd, cli_args *a, int *index, int *count) {
+    const char *v = cli_get(a, "shard");
+    *index = *count = 0;
+    if (!v) return 0;
+    int used = 0;
+    if (sscanf(v, "%d/%d%n", index, count, &used) != 2 || v[used] || *count < 1 || *count > 100000 || *index < 0 ||
+        *index >= *count) {
+        *index = *count = 0;
+        return cli_usage_error(cmd, "--shard: '%s' is not I/N with 0 <= I < N (e.g. --shard 0/4)", v);
+    }
+    return 0;
+}
+
 int cli_quantize_run(const cli_qform *f, void *ctx, const char *in_path, const char *out, int top) {
     tm_file *in;
     int rc = cli_open(in_path, &in);

@@ -54,6 +54,10 @@ typedef struct cli_qform {
         (p).cancel = &g_cli_interrupted;                    \
     } while (0)
 
+/* --shard I/N into *index, *count (0, 0 without it). Returns 0, or 2 after a usage error
+** (not I/N with 0 <= I < N <= 100000). */
+int cli_quantize_shard(const cli_cmd *cmd, cli_args *a, int *index, int *count);
+
 /* Open in_path, run f on it into out and report. Returns 0 or the exit code (cli_open's, or
 ** cli_fail's for the job's status: docs/exit-codes.md). */
 int cli_quantize_run(const cli_qform *f, void *ctx, const char *in_path, const char *out, int top);

@@ -509,6 +509,7 @@ void tm_qspec_range(const tm_qspec *spec, int64_t *qmin, int64_t *qmax);
 #include "tensormorph/gguf_job.h"     /* quantize to GGUF with llama-quantize's rules   job */
 #include "tensormorph/convert.h"      /* a LLaMA checkpoint -> a llama.cpp GGUF         job */
 #include "tensormorph/demo.h"         /* the built-in demo checkpoint                   job */
+#include "tensormorph/merge.h"        /* merge the parts of a sharded quantize run      job */
 #include "tensormorph/evidence.h"     /* evidence runs of a quantized model             job */
 #include "tensormorph/gate.h"         /* the release gate over evidence                 job */
 #include "tensormorph/job.h"          /* compatibility: includes the job.h split above      */

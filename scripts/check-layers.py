@@ -45,7 +45,7 @@ PUBLIC_LAYER = {
     "qview.h": "view",
     "errstats.h": "analysis", "qdiff.h": "analysis", "diff.h": "analysis", "names.h": "analysis",
     "calib.h": "analysis", "explore.h": "analysis", "compat.h": "analysis",
-    "qjob.h": "job", "gguf_job.h": "job", "convert.h": "job", "onnx_quant.h": "job", "demo.h": "job",
+    "qjob.h": "job", "gguf_job.h": "job", "convert.h": "job", "onnx_quant.h": "job", "demo.h": "job", "merge.h": "job",
     "evidence.h": "job", "evidence_llm.h": "job", "sensitivity.h": "job", "gate.h": "job", "job.h": "job",
     # test-only entry points of several layers, declared beside the layer they come from; the
     # files defining them include it (any layer may); nothing in the library calls them

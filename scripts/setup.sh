@@ -7,8 +7,8 @@
 # variants, over 600 MB).
 # Then web/'s build tools (esbuild, @dagrejs/dagre, axe-core) with `npm ci` from web/package-lock.json.
 # Usage: scripts/setup.sh [--test]   (--test adds clang + libFuzzer runtime, chromium and
-# playwright-core for the browser tests (axe-core comes with web/); there a failed npm install is an error,
-# not a warning)
+# playwright-core for the browser tests (axe-core comes with web/), Slurm (slurmctld, slurmd,
+# slurm-client) and munge for the job-array test; there a failed npm install is an error, not a warning)
 set -euo pipefail
 pkgs=(cmake make gcc pkg-config git libjansson-dev libssl-dev libcmocka-dev libmicrohttpd-dev libpng-dev)
 pkgs+=(libprotobuf-c-dev protobuf-c-compiler libonnx-dev)  # ONNX reader: protoc-c + onnx.proto
@@ -18,6 +18,7 @@ command -v npm >/dev/null 2>&1 || pkgs+=(npm)
 if [[ "${1:-}" == "--test" ]]; then
   pkgs+=(chromium)  # the browser test (tests/browser)
   pkgs+=(clang libclang-rt-14-dev)
+  pkgs+=(slurmctld slurmd slurm-client munge)  # the Slurm job-array test (tests/slurm, docs/scale-out.md)
 fi
 missing=()
 for p in "${pkgs[@]}"; do

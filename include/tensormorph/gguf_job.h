@@ -88,6 +88,13 @@ typedef struct tm_gguf_quantize_params {
                                          type (else F16, as above). 0: llama-quantize's behaviour,
                                          an override only where no fallback happened. Recipe key
                                          "tensor_types_exact" (docs/recipe.md); sensitivity plans */
+    uint64_t     max_shard_bytes;     /* 0: one file; else llama.cpp gguf-split files
+                                         OUT-00001-of-0000N.gguf ... of at most this many data
+                                         bytes each (tm_gguf_writer_open_split) beside
+                                         OUT.manifest.json; OUT itself is not written        */
+    int          shard_index, shard_count; /* --shard i/n (docs/scale-out.md): with count > 0
+                                         write only part i, the directory OUT.part-i-of-n beside
+                                         out_path, for tm_merge; 0: the whole file            */
 } tm_gguf_quantize_params;
 
 tm_gguf_quantize_params tm_gguf_quantize_params_default(void); /* Q8_0, rules on, n_threads 0 (tm_usable_cpus) */

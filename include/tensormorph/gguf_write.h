@@ -109,6 +109,28 @@ tm_status tm_gguf_writer_open_ex(const char *path, const tm_gguf_kvlist *kv,
                                  tm_gguf_writer **out, tm_err *err);
 /* Bytes of tensor i's data (without padding); 0 when i is out of range. */
 uint64_t  tm_gguf_writer_tensor_bytes(const tm_gguf_writer *w, int64_t i);
+/* Absolute byte offset of tensor i's data in its file (fixed by open); 0 when i is out of range. */
+uint64_t  tm_gguf_writer_tensor_offset(const tm_gguf_writer *w, int64_t i);
+
+/* tm_gguf_writer_open_split: the same tensors as a set of files as llama.cpp's gguf-split
+** writes them (examples/gguf-split/gguf-split.cpp, split_strategy, and llama_split_path's
+** "%s-%05d-of-%05d.gguf", llama.cpp@0043213c), with
+** max_split_bytes 0 exactly tm_gguf_writer_open_ex at path. Else: path "NAME.gguf" gives files
+** "NAME-00001-of-0000N.gguf" ... (1-based, 5 digits), tensors in order, a tensor starting a new
+** file when the file's data (each tensor padded to the alignment) plus it would exceed
+** max_split_bytes (a file holds at least one tensor, so one larger tensor gets its own);
+** each file is a whole GGUF v3: the first holds every key of kv, the others only
+** general.alignment (when kv has it), then every file split.no (u16, 0-based), split.count
+** (u16, N) and split.tensors.count (i32, all n tensors), the keys llama.cpp's loader reads
+** (LLM_KV_SPLIT_*). The writer's tensor indices stay those of t; each file is written, fsynced
+** and renamed by finish as one file is. Returns as tm_gguf_writer_open_ex | TM_E_LIMIT (more
+** than 65535 files). */
+tm_status tm_gguf_writer_open_split(const char *path, const tm_gguf_kvlist *kv, const tm_gguf_wtensor *t, int64_t n,
+                                    uint64_t max_split_bytes, unsigned flags, tm_gguf_writer **out, tm_err *err);
+/* The files of the writer (1 unless split), file k's final path, and the file tensor i is in. */
+int         tm_gguf_writer_n_files(const tm_gguf_writer *w);
+const char *tm_gguf_writer_file(const tm_gguf_writer *w, int k);
+int         tm_gguf_writer_tensor_file(const tm_gguf_writer *w, int64_t i);
 /* tm_gguf_writer_write: n bytes at offset off of tensor i's data (pwrite; thread-safe for
 ** disjoint ranges; with TM_GGUF_WRITE_SEQUENTIAL staged, in file order only).
 ** Returns TM_OK | TM_E_INVALID_ARG (range; sequential mode: a write before the last) | TM_E_IO. */

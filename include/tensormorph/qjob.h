@@ -44,6 +44,9 @@ typedef struct tm_ct_quantize_params {
     void (*progress)(void *ud, const char *phase, uint64_t done, uint64_t total);
     void *progress_ud;
     volatile const int *cancel;
+    int             shard_index, shard_count; /* --shard i/n (docs/scale-out.md): with count > 0
+                                      write only part i of count, the directory OUT.part-i-of-n
+                                      beside out_dir, for tm_merge; 0: the whole output         */
 } tm_ct_quantize_params;
 
 tm_ct_quantize_params tm_ct_quantize_params_default(void);

@@ -50,6 +50,11 @@ tm_status tm_st_writer_finish(tm_st_writer *w, tm_err *err);
 int         tm_st_writer_n_files(const tm_st_writer *w);
 const char *tm_st_writer_file(const tm_st_writer *w, int i);
 
+/* tm_st_writer_entry_span: where entry `entry`'s data lies once written: *file, an index for
+** tm_st_writer_file (its shard), *off the absolute byte offset in that file, *n its length in
+** bytes. Fixed by open (any time before free). Returns TM_OK | TM_E_INVALID_ARG (no such entry). */
+tm_status tm_st_writer_entry_span(const tm_st_writer *w, int64_t entry, int *file, uint64_t *off, uint64_t *n);
+
 /* tm_st_writer_free: remove temporary files if finish did not succeed, and free. NULL no-op. */
 void tm_st_writer_free(tm_st_writer *w);
 

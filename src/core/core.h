@@ -70,6 +70,14 @@ char *tm__strdup(const char *s);
 char *tm__strndup(const char *s, size_t n);
 /* tm__sprintf_alloc: malloc'd formatted string, NULL on failure. */
 char *tm__aprintf(const char *fmt, ...) TM_PRINTF(1, 2);
+/* One sequential read of the file at path in 4 MiB blocks: each block is handed to visit (may
+** be NULL; off its byte offset; a status other than TM_OK stops the read and is returned, its
+** message set by visit) and, when hex_out is not NULL, hashed into its sha256 (FIPS 180-4,
+** OpenSSL EVP). *n_bytes: the bytes read (may be NULL). Returns TM_OK | TM_E_IO | TM_E_NOMEM
+** | visit's status. */
+tm_status tm__sha256_file_visit(const char *path, char hex_out[65], uint64_t *n_bytes,
+                                tm_status (*visit)(void *ud, const uint8_t *buf, size_t n, uint64_t off, tm_err *err),
+                                void *ud, tm_err *err);
 /* tm_sha256_file that asks stop(stop_ud) before each 1 MiB block and returns TM_E_CANCELLED
 ** ("interrupted") when it says 1: a cancelled hash ends within one block (a few ms). stop may
 ** be NULL. Used by the quantize jobs' source and output checksums (src/job/pipeline.c). */

@@ -64,6 +64,45 @@ tm_status tm__sha256_file_stop(const char *path, char hex_out[65], uint64_t *n_b
     return TM_OK;
 }
 
+tm_status tm__sha256_file_visit(const char *path, char hex_out[65], uint64_t *n_bytes,
+                                tm_status (*visit)(void *ud, const uint8_t *buf, size_t n, uint64_t off, tm_err *err),
+                                void *ud, tm_err *err) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return tm__err_sys(err, errno, "%s: cannot open", path);
+#ifdef POSIX_FADV_SEQUENTIAL
+    posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+#endif
+    EVP_MD_CTX *ctx = hex_out ? EVP_MD_CTX_new() : NULL;
+    const size_t bufsz = 4 << 20;
+    unsigned char *buf = malloc(bufsz);
+    if ((hex_out && (!ctx || EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) != 1)) || !buf) {
+        EVP_MD_CTX_free(ctx); free(buf); close(fd);
+        return tm__err_set(err, TM_E_NOMEM, -1, "sha256: cannot initialise");
+    }
+    uint64_t total = 0;
+    tm_status s = TM_OK;
+    for (;;) {
+        ssize_t r = read(fd, buf, bufsz);
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) { s = tm__err_sys(err, errno, "%s: read failed at byte %llu", path, (unsigned long long)total); break; }
+        if (r == 0) break;
+        if (visit && (s = visit(ud, buf, (size_t)r, total, err)) != TM_OK) break;
+        if (ctx) EVP_DigestUpdate(ctx, buf, (size_t)r);
+        total += (uint64_t)r;
+    }
+    if (!s && ctx) {
+        unsigned char md[32];
+        unsigned mdlen = 0;
+        EVP_DigestFinal_ex(ctx, md, &mdlen);
+        to_hex(md, mdlen, hex_out);
+    }
+    EVP_MD_CTX_free(ctx);
+    free(buf);
+    close(fd);
+    if (!s && n_bytes) *n_bytes = total;
+    return s;
+}
+
 void tm_sha256_buffer(const void *data, size_t n, char hex_out[65]) {
     unsigned char md[32];
     unsigned mdlen = 0;

@@ -307,6 +307,11 @@ struct tm_gguf_writer {
     size_t    fill;      /* bytes staged                                              */
     uint64_t  stage_pos; /* file offset of stage[0]                                   */
     uint64_t  total;     /* the file's size                                           */
+    /* a split set (tm_gguf_writer_open_split): one writer per file, tensor -> (file, index) */
+    int              n_sub;
+    tm_gguf_writer **sub;
+    int             *sub_of;
+    int64_t         *local;
 };
 
 #define SEQ_ALIGN 4096u            /* O_DIRECT: buffer, offset and length alignment     */
@@ -337,6 +342,10 @@ static int cmp_str(const void *a, const void *b) {
 
 void tm_gguf_writer_free(tm_gguf_writer *w) {
     if (!w) return;
+    for (int k = 0; k < w->n_sub; k++) tm_gguf_writer_free(w->sub[k]);
+    free(w->sub);
+    free(w->sub_of);
+    free(w->local);
     if (w->fd >= 0) close(w->fd);
     if (w->dfd >= 0) close(w->dfd);
     free(w->stage);
@@ -536,11 +545,34 @@ tm_status tm_gguf_writer_open_ex(const char *path, const tm_gguf_kvlist *kv,
 }
 
 uint64_t tm_gguf_writer_tensor_bytes(const tm_gguf_writer *w, int64_t i) {
+    if (w && w->n_sub) return i >= 0 && i < w->n ? tm_gguf_writer_tensor_bytes(w->sub[w->sub_of[i]], w->local[i]) : 0;
     return w && i >= 0 && i < w->n ? w->n_bytes[i] : 0;
+}
+
+uint64_t tm_gguf_writer_tensor_offset(const tm_gguf_writer *w, int64_t i) {
+    if (w && w->n_sub) return i >= 0 && i < w->n ? tm_gguf_writer_tensor_offset(w->sub[w->sub_of[i]], w->local[i]) : 0;
+    return w && i >= 0 && i < w->n ? w->offset[i] : 0;
+}
+
+int tm_gguf_writer_n_files(const tm_gguf_writer *w) { return !w ? 0 : w->n_sub ? w->n_sub : 1; }
+
+const char *tm_gguf_writer_file(const tm_gguf_writer *w, int k) {
+    if (!w || k < 0 || k >= tm_gguf_writer_n_files(w)) return NULL;
+    return w->n_sub ? w->sub[k]->target : w->target;
+}
+
+int tm_gguf_writer_tensor_file(const tm_gguf_writer *w, int64_t i) {
+    if (!w || i < 0 || i >= w->n) return -1;
+    return w->n_sub ? w->sub_of[i] : 0;
 }
 
 tm_status tm_gguf_writer_write(tm_gguf_writer *w, int64_t i, uint64_t off, const void *data,
                                size_t n, tm_err *err) {
+    if (w && w->n_sub) {
+        if (i < 0 || i >= w->n)
+            return tm__err_set(err, TM_E_INVALID_ARG, -1, "gguf writer: write outside tensor %lld", (long long)i);
+        return tm_gguf_writer_write(w->sub[w->sub_of[i]], w->local[i], off, data, n, err);
+    }
     if (!w || w->finished || i < 0 || i >= w->n || off > w->n_bytes[i] || n > w->n_bytes[i] - off)
         return tm__err_set(err, TM_E_INVALID_ARG, -1, "gguf writer: write outside tensor %lld", (long long)i);
     if (w->seq) { /* in file order only; the gap before it is zero padding */
@@ -565,6 +597,12 @@ tm_status tm_gguf_writer_write(tm_gguf_writer *w, int64_t i, uint64_t off, const
 tm_status tm_gguf_writer_finish(tm_gguf_writer *w, tm_err *err) {
     if (!w || w->finished) return tm__err_set(err, TM_E_INVALID_ARG, -1, "gguf writer: already finished");
     w->finished = 1;
+    if (w->n_sub) {
+        tm_status s = TM_OK;
+        for (int k = 0; k < w->n_sub && !s; k++) s = tm_gguf_writer_finish(w->sub[k], err);
+        w->ok = !s;
+        return s;
+    }
     tm_status s = TM_OK;
     if (w->seq) { /* the rest: zeros to the end, the last piece rounded up, then the exact size */
         uint64_t pos = w->stage_pos + w->fill;
@@ -593,4 +631,97 @@ tm_status tm_gguf_writer_finish(tm_gguf_writer *w, tm_err *err) {
         w->created = 0;
     }
     return s;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* split sets (llama.cpp gguf-split)                                                         */
+/* ---------------------------------------------------------------------------------------- */
+
+tm_status tm_gguf_writer_open_split(const char *path, const tm_gguf_kvlist *kv, const tm_gguf_wtensor *t, int64_t n,
+                                    uint64_t max_split_bytes, unsigned flags, tm_gguf_writer **out, tm_err *err) {
+    if (!max_split_bytes) return tm_gguf_writer_open_ex(path, kv, t, n, flags, out, err);
+    *out = NULL;
+    if (!path || !*path || n < 1 || !t)
+        return tm__err_set(err, TM_E_INVALID_ARG, -1, "gguf writer: a split set needs a path and tensors");
+    int found = 0;
+    int64_t a = tm_gguf_kvlist_get_int(kv, "general.alignment", &found);
+    uint64_t align = found && a > 0 && (a & (a - 1)) == 0 ? (uint64_t)a : GGUF_DEFAULT_ALIGNMENT;
+    tm_gguf_writer *w = calloc(1, sizeof *w);
+    if (!w) return tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
+    w->fd = -1;
+    w->n = n;
+    w->sub_of = tm__calloc((size_t)n, sizeof *w->sub_of);
+    w->local = tm__calloc((size_t)n, sizeof *w->local);
+    tm_status s = !w->sub_of || !w->local ? tm__err_set(err, TM_E_NOMEM, -1, "out of memory") : TM_OK;
+    /* gguf-split's rule: a tensor starts a new file when the data so far (each tensor padded to
+    ** the alignment) plus it would exceed the limit; a file holds at least one tensor */
+    int n_files = 1;
+    uint64_t cur = 0;
+    int64_t in_file = 0;
+    for (int64_t i = 0; i < n && !s; i++) {
+        const tm_ggml_type_info *ti = tm_ggml_type_info_get(t[i].type);
+        uint64_t ne = 1;
+        for (int d = 0; ti && d < t[i].n_dims && d < 4; d++) ne *= (uint64_t)(t[i].ne[d] > 0 ? t[i].ne[d] : 0);
+        uint64_t nb = ti && ti->block_size ? ne / (uint64_t)ti->block_size * ti->type_size : 0;
+        uint64_t padded = (nb + align - 1) & ~(align - 1);
+        if (in_file > 0 && cur + padded > max_split_bytes) {
+            n_files++;
+            cur = 0;
+            in_file = 0;
+        }
+        cur += padded;
+        w->sub_of[i] = n_files - 1;
+        w->local[i] = in_file++;
+    }
+    if (!s && n_files > 65535)
+        s = tm__err_set(err, TM_E_LIMIT, -1, "%s: %d split files; split.count is a u16 (at most 65535)", path, n_files);
+    if (!s && n > INT32_MAX) s = tm__err_set(err, TM_E_LIMIT, -1, "%s: split.tensors.count is an i32", path);
+    if (!s && !(w->sub = tm__calloc((size_t)n_files, sizeof *w->sub))) s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
+    size_t pl = strlen(path);
+    if (pl > 5 && !strcmp(path + pl - 5, ".gguf")) pl -= 5;
+    tm_gguf_wtensor *sub_t = s ? NULL : tm__malloc_n((size_t)n, sizeof *sub_t);
+    if (!s && !sub_t) s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
+    for (int k = 0; k < n_files && !s; k++) {
+        /* the first file: every key and the split keys; the others: the split keys only (and the
+        ** alignment, so their data is laid out as the first's) */
+        tm_gguf_kvlist *sk = tm_gguf_kvlist_new();
+        if (!sk) { s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory"); break; }
+        for (int64_t e = 0; e < tm_gguf_kvlist_count(kv) && !s; e++) {
+            const char *key = tm_gguf_kvlist_key(kv, e);
+            if (k > 0 && strcmp(key, "general.alignment")) continue;
+            if (!strncmp(key, "split.", 6)) continue; /* a split input's own keys */
+            size_t vn;
+            const void *v = tm_gguf_kvlist_raw(kv, e, &vn);
+            s = tm_gguf_kvlist_set_raw(sk, key, tm_gguf_kvlist_type(kv, e), v, vn, err);
+        }
+        uint16_t no = (uint16_t)k, cnt = (uint16_t)n_files;
+        int32_t nt = (int32_t)n;
+        uint8_t b2[2], b4[4];
+        b2[0] = (uint8_t)no; b2[1] = (uint8_t)(no >> 8);
+        if (!s) s = tm_gguf_kvlist_set_raw(sk, "split.no", TM_GGUF_U16, b2, 2, err);
+        b2[0] = (uint8_t)cnt; b2[1] = (uint8_t)(cnt >> 8);
+        if (!s) s = tm_gguf_kvlist_set_raw(sk, "split.count", TM_GGUF_U16, b2, 2, err);
+        for (int q = 0; q < 4; q++) b4[q] = (uint8_t)((uint32_t)nt >> (8 * q));
+        if (!s) s = tm_gguf_kvlist_set_raw(sk, "split.tensors.count", TM_GGUF_I32, b4, 4, err);
+        int64_t m = 0;
+        for (int64_t i = 0; i < n; i++)
+            if (w->sub_of[i] == k) sub_t[m++] = t[i];
+        /* llama.cpp's llama_split_path: "%s-%05d-of-%05d.gguf", numbered from 1 */
+        char *fp = s ? NULL : tm__aprintf("%.*s-%05d-of-%05d.gguf", (int)pl, path, k + 1, n_files);
+        if (!s && !fp) s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
+        if (!s) s = tm_gguf_writer_open_ex(fp, sk, sub_t, m, flags, &w->sub[k], err);
+        if (!s) w->n_sub = k + 1;
+        free(fp);
+        tm_gguf_kvlist_free(sk);
+    }
+    free(sub_t);
+    if (s) {
+        for (int k = 0; w->sub && k < n_files; k++)
+            if (k >= w->n_sub) tm_gguf_writer_free(w->sub[k]), w->sub[k] = NULL;
+        if (!w->n_sub) { free(w->sub); w->sub = NULL; }
+        tm_gguf_writer_free(w);
+        return s;
+    }
+    *out = w;
+    return TM_OK;
 }

@@ -485,3 +485,12 @@ const char *tm_st_writer_file(const tm_st_writer *w, int i) {
     if (i == w->n_shards && w->index_path) return w->index_path;
     return NULL;
 }
+
+tm_status tm_st_writer_entry_span(const tm_st_writer *w, int64_t entry, int *file, uint64_t *off, uint64_t *n) {
+    if (!w || entry < 0 || entry >= w->n_entries)
+        return tm__err_set(NULL, TM_E_INVALID_ARG, -1, "entry out of range");
+    *file = w->shard_of[entry];
+    *off = w->offset[entry];
+    *n = w->n_bytes[entry];
+    return TM_OK;
+}

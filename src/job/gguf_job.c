@@ -517,6 +517,11 @@ typedef struct gjob {
     tm_gguf_wtensor      *wt;
     qstate                qs;
     tm_gguf_quantize_result      *res;
+    const int            *shard_owner;          /* a part (--shard, part.h): each tensor's part */
+    int                   shard_i;
+    int64_t              *plan_of;              /* parts: source tensor -> its plan (spans)  */
+    const char           *target;               /* the file the writer writes (pipeline.h)   */
+    const char          **ofiles;               /* gguf_output_files                         */
 } gjob;
 
 /* Progress: the callback runs under the job's lock, so it is never called concurrently. */
@@ -651,6 +656,7 @@ static tm_status run_item(void *ctx, int64_t task, int thread, tm_err *err) {
     gjob *j = ctx;
     const int64_t pi = j->task_plan[task], ci = task - j->first_task[pi];
     gplan *pl = &j->plans[pi];
+    if (j->shard_owner && j->shard_owner[pl->src] != j->shard_i) return TM_OK; /* another part's */
     wbuf *b = &j->bufs[thread];
     return pl->quantize ? do_quant_chunk(j, pl, ci, b, err) : do_copy_chunk(j, pl, ci, b, err);
 }
@@ -980,7 +986,15 @@ static tm_status gguf_plan(void *ctx, tm__pipe *pp, int64_t *n_tasks, tm_err *er
         wt[i].n_dims = plans[i].n_dims;
         memcpy(wt[i].ne, plans[i].ne, sizeof wt[i].ne);
     }
-    if (!s) s = tm_gguf_writer_open_ex(pp->stage, kv, wt, n, p->allow_long_names ? TM_GGUF_WRITE_LONG_NAMES : 0, &j->w, err);
+    if (!s && pp->shard_n) { /* a part: only its own tensors (part.h) */
+        j->shard_owner = pp->tensor_owner;
+        j->shard_i = pp->shard_i;
+        if (p->source) s = tm__err_set(err, TM_E_UNSUPPORTED, -1, "--shard: a GGUF output converted from another checkpoint cannot be written in parts yet");
+    }
+    if (!s && p->max_shard_bytes) s = tm__pipe_make_file_set(pp, err); /* llama.cpp split files */
+    j->target = tm__pipe_file_target(pp);
+    if (!s) s = tm_gguf_writer_open_split(j->target, kv, wt, n, p->max_shard_bytes,
+                                                p->allow_long_names ? TM_GGUF_WRITE_LONG_NAMES : 0, &j->w, err);
     for (int64_t i = 0; i < n && !s; i++) {
         gplan *pl = &plans[i];
         const tm_tensor *t = tm_file_tensor(in, pl->src);
@@ -1161,10 +1175,45 @@ static tm_status gguf_summary(void *ctx, json_t *man, json_t *sum, tm_err *err) 
     return TM_OK;
 }
 
+/* Parts (part.h): the data bytes of source tensor t (its padding belongs to part 0). */
+static int gguf_tensor_spans(void *ctx, int64_t t, tm__span *sp, int max) {
+    gjob *j = ctx;
+    if (!j->plan_of) {
+        int64_t nt = tm_file_n_tensors(j->in);
+        if (!(j->plan_of = tm__malloc_n((size_t)nt + 1, sizeof *j->plan_of))) return -1;
+        for (int64_t k = 0; k < nt; k++) j->plan_of[k] = -1;
+        for (int64_t i = 0; i < j->n; i++)
+            if (j->plans[i].src >= 0 && j->plans[i].src < nt) j->plan_of[j->plans[i].src] = i;
+    }
+    int64_t i = t >= 0 && t < tm_file_n_tensors(j->in) ? j->plan_of[t] : -1;
+    if (i < 0 || max < 1) return 0; /* a source tensor the output does not hold */
+    sp[0].file = tm_gguf_writer_file(j->w, tm_gguf_writer_tensor_file(j->w, i));
+    sp[0].off = tm_gguf_writer_tensor_offset(j->w, i);
+    sp[0].len = tm_gguf_writer_tensor_bytes(j->w, i);
+    return 1;
+}
+
+/* The files the manifest lists: OUT, or the split files (staged). */
+static int gguf_output_files(void *ctx, const char *const **files) {
+    gjob *j = ctx;
+    int nf = tm_gguf_writer_n_files(j->w);
+    free(j->ofiles);
+    if (!(j->ofiles = tm__calloc((size_t)nf + 1, sizeof *j->ofiles))) return -1;
+    for (int k = 0; k < nf; k++) j->ofiles[k] = tm_gguf_writer_file(j->w, k);
+    *files = j->ofiles;
+    return nf;
+}
+
+static int64_t gguf_row_tensor(void *ctx, int64_t r) { /* the manifest's rows are the plans */
+    gjob *j = ctx;
+    return r >= 0 && r < j->n ? j->plans[r].src : -1;
+}
+
 static const tm__qwriter gguf_writer = {
     .kind = TM__PIPE_FILE, .kind_name = "a GGUF output", .format = "gguf", .plan = gguf_plan,
     .run_task = run_item, .write = gguf_write, .results = gguf_results,
-    .manifest_add = gguf_manifest, .summary = gguf_summary,
+    .manifest_add = gguf_manifest, .summary = gguf_summary, .tensor_spans = gguf_tensor_spans,
+    .row_tensor = gguf_row_tensor, .output_files = gguf_output_files,
 };
 
 tm_status tm_gguf_quantize(tm_file *in, const char *out_path, const tm_gguf_quantize_params *p,
@@ -1182,9 +1231,13 @@ tm_status tm_gguf_quantize(tm_file *in, const char *out_path, const tm_gguf_quan
     j.def_type = def_type;
     pthread_mutex_init(&j.mu, NULL);
     /* nothing is lost: OUT is a new path, or (with force) a previous tensormorph output */
-    const tm__qpipe_opts o = TM__QPIPE_OPTS_OF(p, p->n_threads);
+    tm__qpipe_opts o = TM__QPIPE_OPTS_OF(p, p->n_threads);
+    o.shard_i = p->shard_index;
+    o.shard_n = p->shard_count;
     tm_status s = tm__qpipe_run(&gguf_writer, &j, p->source ? p->source : in, out_path, &o, err);
     free_run_bufs(&j);
+    free(j.plan_of);
+    free(j.ofiles);
     tm_gguf_writer_free(j.w);
     pthread_mutex_destroy(&j.mu);
     free(j.wt);

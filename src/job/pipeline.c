@@ -48,7 +48,7 @@ static tm_status check_output_dir(const tm_file *in, const char *out_dir, int fo
     char *oabs = abs_path(out_dir);
     if (!oabs) return tm__err_sys(err, errno, "%s: cannot resolve the output path", out_dir);
     tm_status s = TM_OK;
-    for (int i = 0; !s && i < tm_file_n_paths(in); i++) {
+    for (int i = 0; !s && in && i < tm_file_n_paths(in); i++) {
         char *iabs = realpath(tm_file_path(in, i), NULL);
         if (iabs && path_within(iabs, oabs))
             s = tm__err_set(err, TM_E_INVALID_ARG, -1,
@@ -90,7 +90,7 @@ tm_status tm__check_file_output(const tm_file *in, const char *out_path, int for
     if (stat(out_path, &st) != 0) return TM_OK; /* a new path */
     if (S_ISDIR(st.st_mode))
         return tm__err_set(err, TM_E_INVALID_ARG, -1, "-o %s is a directory (%s is one file)", out_path, kind);
-    for (int i = 0; i < tm_file_n_paths(in); i++) {
+    for (int i = 0; in && i < tm_file_n_paths(in); i++) {
         struct stat is;
         if (stat(tm_file_path(in, i), &is) == 0 && is.st_dev == st.st_dev && is.st_ino == st.st_ino)
             return tm__err_set(err, TM_E_INVALID_ARG, -1, "-o %s is the input; choose another output path", out_path);
@@ -110,6 +110,12 @@ tm_status tm__check_file_output(const tm_file *in, const char *out_path, int for
 static tm_status check_out(const tm__pipe *pp, const char *kind_name, int force, tm_err *err) {
     return pp->kind == TM__PIPE_DIR ? check_output_dir(pp->in, pp->out, force, err)
                                     : tm__check_file_output(pp->in, pp->out, force, kind_name, err);
+}
+
+tm_status tm__pipe_check_target(const tm_file *in, const char *out, tm__pipe_kind kind, const char *kind_name,
+                                int force, tm_err *err) {
+    return kind == TM__PIPE_DIR ? check_output_dir(in, out, force, err)
+                                : tm__check_file_output(in, out, force, kind_name, err);
 }
 
 /* ---------------------------------------------------------------------------------------- */
@@ -222,6 +228,7 @@ tm_status tm__pipe_begin(tm__pipe *pp, const tm_file *in, const char *out, tm__p
     pp->out = own;
     out = own;
     pp->kind = kind;
+    pp->force = force;
     pp->err = err;
     pp->cancel = cancel;
     pp->lock_fd = -1;
@@ -244,7 +251,7 @@ tm_status tm__pipe_begin(tm__pipe *pp, const tm_file *in, const char *out, tm__p
     pp->man_stage = kind == TM__PIPE_DIR ? tm__aprintf("%s/tensormorph-manifest.json", pp->stage)
                                          : tm__aprintf("%s.manifest.json.tmp.%ld", out, pid);
     if (kind == TM__PIPE_FILE) pp->man_final = tm__aprintf("%s.manifest.json", out);
-    pp->hex = tm__calloc((size_t)tm_file_n_paths(in) + 1, sizeof *pp->hex);
+    pp->hex = tm__calloc((size_t)(in ? tm_file_n_paths(in) : 0) + 1, sizeof *pp->hex);
     if (!pp->stage || !pp->man_stage || (kind == TM__PIPE_FILE && !pp->man_final) || !pp->hex)
         return tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
     if (kind == TM__PIPE_DIR) {
@@ -253,6 +260,24 @@ tm_status tm__pipe_begin(tm__pipe *pp, const tm_file *in, const char *out, tm__p
     } else {
         unlink(pp->stage);
     }
+    return TM_OK;
+}
+
+const char *tm__pipe_file_target(tm__pipe *pp) {
+    if (!pp->part_of_file && !pp->file_set) return pp->stage;
+    if (!pp->part_file) {
+        const char *o = pp->part_of_file ? pp->final_out : pp->out;
+        const char *b = strrchr(o, '/') ? strrchr(o, '/') + 1 : o;
+        pp->part_file = tm__aprintf("%s/%s", pp->stage, b);
+    }
+    return pp->part_file;
+}
+
+tm_status tm__pipe_make_file_set(tm__pipe *pp, tm_err *err) {
+    if (pp->part_of_file || pp->kind != TM__PIPE_FILE || pp->file_set) return TM_OK;
+    tm__rm_rf(pp->stage);
+    if (mkdir(pp->stage, 0755) != 0) return tm__err_sys(err, errno, "%s: cannot create directory", pp->stage);
+    pp->file_set = 1;
     return TM_OK;
 }
 
@@ -271,7 +296,8 @@ static void *hash_sources(void *ud) {
     tm__pipe *pp = ud;
     pp->hstatus = TM_OK;
     for (int i = 0; i < tm_file_n_paths(pp->in) && !pp->hstatus; i++)
-        pp->hstatus = tm__sha256_file_stop(tm_file_path(pp->in, i), pp->hex[i], NULL, hash_stop, pp, &pp->herr);
+        if (!pp->source_owner || pp->source_owner[i] == pp->shard_i) /* a part hashes its share */
+            pp->hstatus = tm__sha256_file_stop(tm_file_path(pp->in, i), pp->hex[i], NULL, hash_stop, pp, &pp->herr);
     return NULL;
 }
 
@@ -328,7 +354,7 @@ tm_status tm__pipe_add_output(tm__pipe *pp, json_t *man, const char *format, con
     json_t *outs = json_array();
     for (int f = 0; f < n_files && !s; f++) {
         const char *fp = files[f];
-        const char *name = pp->kind == TM__PIPE_FILE ? pp->out : fp;
+        const char *name = pp->kind == TM__PIPE_FILE && !pp->file_set ? pp->out : fp;
         const char *base = strrchr(name, '/') ? strrchr(name, '/') + 1 : name;
         json_t *o = json_object();
         char hex[65];
@@ -372,11 +398,44 @@ static tm_status publish_dir(tm__pipe *pp, tm_err *err) {
     return s;
 }
 
+/* A file set: every staged file renamed beside OUT (names checked first: a file there that is
+** not a previous output's, i.e. without OUT.manifest.json and force, is never replaced). */
+static tm_status publish_set(tm__pipe *pp, int had_manifest, tm_err *err) {
+    DIR *d = opendir(pp->stage);
+    if (!d) return tm__err_sys(err, errno, "%s: cannot list", pp->stage);
+    char *dir = tm__dirname(pp->out);
+    tm_status s = dir ? TM_OK : tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
+    struct dirent *de;
+    for (int pass = 0; pass < 2 && !s; pass++) {
+        rewinddir(d);
+        while (!s && (de = readdir(d)) != NULL) {
+            if (de->d_name[0] == '.') continue;
+            char *from = tm__aprintf("%s/%s", pp->stage, de->d_name), *to = tm__aprintf("%s/%s", dir, de->d_name);
+            struct stat st;
+            if (!from || !to) s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
+            else if (pass == 0 && lstat(to, &st) == 0 && !(pp->force && had_manifest))
+                s = tm__err_set(err, TM_E_INVALID_ARG, -1, "-o %s: %s exists; tensormorph never replaces a file it did "
+                                "not write (--force replaces a previous output's)", pp->out, to);
+            else if (pass == 1 && rename(from, to) != 0) s = tm__err_sys(err, errno, "%s: cannot rename into place", to);
+            free(from);
+            free(to);
+        }
+    }
+    closedir(d);
+    free(dir);
+    if (!s) rmdir(pp->stage);
+    return s;
+}
+
 static tm_status publish_file(tm__pipe *pp, tm_err *err) {
     struct stat st;
-    if (lstat(pp->man_final, &st) == 0 && unlink(pp->man_final) != 0)
+    int had_manifest = lstat(pp->man_final, &st) == 0;
+    if (had_manifest && unlink(pp->man_final) != 0)
         return tm__err_sys(err, errno, "%s: cannot remove the previous manifest", pp->man_final);
-    if (rename(pp->stage, pp->out) != 0) return tm__err_sys(err, errno, "%s: cannot rename into place", pp->out);
+    if (pp->file_set) {
+        tm_status s = publish_set(pp, had_manifest, err);
+        if (s) return s;
+    } else if (rename(pp->stage, pp->out) != 0) return tm__err_sys(err, errno, "%s: cannot rename into place", pp->out);
     pp->published = 1;
     if (rename(pp->man_stage, pp->man_final) != 0)
         return tm__err_sys(err, errno, "%s: cannot rename into place", pp->man_final);
@@ -420,7 +479,7 @@ void tm__pipe_end(tm__pipe *pp) {
     atomic_store(&pp->hstop, 1);
     hash_join(pp);
     if (!pp->published && pp->stage) {
-        if (pp->kind == TM__PIPE_DIR) tm__rm_rf(pp->stage);
+        if (pp->kind == TM__PIPE_DIR || pp->file_set) tm__rm_rf(pp->stage);
         else unlink(pp->stage);
     }
     if (pp->kind == TM__PIPE_FILE && pp->man_stage) unlink(pp->man_stage);
@@ -432,6 +491,11 @@ void tm__pipe_end(tm__pipe *pp) {
     free(pp->man_stage);
     free(pp->man_final);
     free(pp->hex);
+    free(pp->tensor_owner);
+    free(pp->source_owner);
+    free(pp->part_file);
+    pp->part_file = NULL;
+    pp->tensor_owner = pp->source_owner = NULL;
     pp->lock_path = pp->stage = pp->man_stage = pp->man_final = NULL;
     pp->hex = NULL;
     if (pp->held) tm__outputs_hold(-1); /* nothing of this job is left beside OUT */

@@ -61,7 +61,24 @@ typedef struct tm__pipe {
     atomic_int     hstop;
     tm_status      hstatus;
     tm_err         herr;
+    /* A part of a sharded run (--shard i/n, part.c): 0 parts when not. The pipeline's `out` is
+    ** then the part's path OUT.part-i-of-n; final_out the OUT that merge builds. */
+    int            shard_i, shard_n;
+    const char    *final_out;  /* OUT as the caller named it (borrowed)                        */
+    int           *tensor_owner; /* [n_tensors of in]: the part that quantizes each tensor     */
+    int           *source_owner; /* [tm_file_n_paths(in)]: the part that hashes each source    */
+    int            force;
+    int            file_set;     /* FILE: the output is a set of files (GGUF split files) staged in
+                                    the directory pp->stage, each renamed beside OUT at the end  */
+    int            part_of_file; /* the part of a single-file output (a GGUF): written as OUT's
+                                    name inside the part's directory (tm__pipe_file_target)     */
+    char          *part_file;
 } tm__pipe;
+
+/* Does this run write source tensor t? Always, unless it is a part that does not own t. */
+static inline int tm__pipe_owns(const tm__pipe *pp, int64_t t) {
+    return !pp->shard_n || !pp->tensor_owner || pp->tensor_owner[t] == pp->shard_i;
+}
 
 /* Test hook: when set, called with the phase name ("hash", "fsync", "checksum", "manifest",
 ** "publish") before the phase checks the cancel flag, so a test can raise the flag there. */
@@ -76,6 +93,10 @@ extern void *tm__pipe_phase_hook_ud;
 tm_status tm__check_file_output(const tm_file *in, const char *out_path, int force, const char *kind,
                                 tm_err *err);
 
+/* The refusals of tm__pipe_begin alone, without a lock (a part's early check of OUT; merge). */
+tm_status tm__pipe_check_target(const tm_file *in, const char *out, tm__pipe_kind kind, const char *kind_name,
+                                int force, tm_err *err);
+
 /* Check that OUT may be written (FILE: tm__check_file_output with kind_name, e.g. "a GGUF
 ** output"; DIR: a new path, an empty directory, or with force a previous tensormorph output,
 ** never a directory that holds the input), take OUT.lock, check again under it, and create the
@@ -84,6 +105,16 @@ tm_status tm__check_file_output(const tm_file *in, const char *out_path, int for
 tm_status tm__pipe_begin(tm__pipe *pp, const tm_file *in, const char *out, tm__pipe_kind kind,
                          const char *kind_name, int force, int n_threads, volatile const int *cancel,
                          tm_err *err);
+
+/* Where a single-file writer (GGUF, ONNX) writes: pp->stage, or in a part (part.h) the file
+** named as OUT inside the part's staging directory. Borrowed from pp. */
+const char *tm__pipe_file_target(tm__pipe *pp);
+
+/* A FILE output written as a set of files (GGUF split files, named by the writer from
+** tm__pipe_file_target): pp->stage becomes a directory; publishing renames each file in it
+** beside OUT (refusing to replace a file that is not a previous tensormorph output's without
+** force), then OUT.manifest.json. Call before tm__pipe_file_target. No-op in a part. */
+tm_status tm__pipe_make_file_set(tm__pipe *pp, tm_err *err);
 
 /* TM_E_CANCELLED ("interrupted") when the cancel flag is raised, after the test hook. */
 tm_status tm__pipe_phase(tm__pipe *pp, const char *phase, tm_err *err);
@@ -153,6 +184,12 @@ typedef struct tm__qtotals {
         (t)->at.manifest_json = &(r)->manifest_json; \
     } while (0)
 
+/* One byte range of a staged output file: `file` a path inside pp->stage (borrowed). */
+typedef struct tm__span {
+    const char *file;
+    uint64_t    off, len;
+} tm__span;
+
 typedef struct tm__qwriter {
     tm__pipe_kind kind;               /* DIR: compressed-tensors; FILE: GGUF, ONNX              */
     const char   *kind_name;          /* "a GGUF output", in refusals                           */
@@ -172,11 +209,20 @@ typedef struct tm__qwriter {
     /* After "output": the job's keys of the manifest and of its "results" object. On failure
     ** the job frees the result its results callback made (the driver never owns it). */
     tm_status (*summary)(void *job, json_t *man, json_t *results, tm_err *err);
+    /* Parts (--shard i/n, part.c); NULL: the form cannot be sharded. The byte ranges source
+    ** tensor t occupies in the staged output (at most max; returns how many, -1 on error). */
+    int (*tensor_spans)(void *job, int64_t t, tm__span *spans, int max);
+    /* Optional: what merge needs of tensor t besides its manifest row to finish the manifest
+    ** (merge.c hands it to the form's merge fix-up); NULL when nothing. New reference. */
+    json_t *(*part_tensor)(void *job, int64_t t);
+    /* Optional: the source tensor of row r of the manifest's "tensors" (NULL: r itself). */
+    int64_t (*row_tensor)(void *job, int64_t r);
 } tm__qwriter;
 
 /* The options every job has. */
 typedef struct tm__qpipe_opts {
     int                 force, n_threads, no_checksums;
+    int                 shard_i, shard_n;  /* --shard i/n; shard_n 0: one whole run          */
     const char         *command_line;
     volatile const int *cancel;
 } tm__qpipe_opts;

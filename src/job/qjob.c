@@ -20,6 +20,7 @@
 #include "../formats/ctensors_write.h"
 #include "../view/layout.h"
 #include "pipeline.h"
+#include "qjob_part.h"
 
 #include <stdarg.h>
 #include <jansson.h>
@@ -270,6 +271,9 @@ static tm_status run_slices(job_t *j, plan_t *pl, const tm_tensor *t, const tm_q
 
 static tm_status run_task_inner(void *vctx, int64_t task, int thread, tm_err *err);
 static tm_status run_task(void *vctx, int64_t task, int thread, tm_err *err) {
+    const job_t *jo = vctx;
+    if (jo->shard_owner && jo->shard_owner[jo->plans[jo->task_plan[task]].src] != jo->shard_i)
+        return TM_OK; /* another part's tensor (part.h) */
     tm_status s = run_task_inner(vctx, task, thread, err);
     if (s && s != TM_E_NONFINITE && s != TM_E_CANCELLED) {
         job_t *j = vctx;
@@ -657,6 +661,7 @@ typedef struct ctjob {
     char           *stpath;      /* pp->stage/model.safetensors                           */
     const char    **ofiles;      /* the staged safetensors files, for the manifest        */
     tm_qdiff_result qr;          /* the quantized tensors' statistics and flags           */
+    int64_t        *qr_of;       /* parts: tensor -> its entry of qr, -1 (ct_part_tensor)  */
     tm_ct_quantize_result *res;
 } ctjob;
 
@@ -671,6 +676,10 @@ static tm_status ct_plan(void *ctx, tm__pipe *pp, int64_t *n_tasks, tm_err *err)
     int64_t n = tm_file_n_tensors(in);
     tm_status s = tm__qjob_plan(jp, &cj->entries, &cj->names, &cj->n_entries, &cj->ne, err);
     if (s) return s;
+    if (pp->shard_n) { /* a part: only its own tensors are quantized and written (part.h) */
+        jp->shard_owner = pp->tensor_owner;
+        jp->shard_i = pp->shard_i;
+    }
     /* tasks */
     size_t max_chunk_elems = 1;
     uint64_t max_chunk_packed = 1; /* packed bytes of the largest chunk: rows x row_bytes, which
@@ -745,7 +754,8 @@ static tm_status ct_plan(void *ctx, tm__pipe *pp, int64_t *n_tasks, tm_err *err)
     }
     /* the per-tensor observations (over the whole tensor) before the chunks */
     for (int64_t i = 0; i < n && !s; i++)
-        if (jp->plans[i].kind != OUT_COPY && jp->plans[i].spec.gran.kind == TM_GRAN_TENSOR)
+        if (jp->plans[i].kind != OUT_COPY && jp->plans[i].spec.gran.kind == TM_GRAN_TENSOR &&
+            tm__pipe_owns(pp, jp->plans[i].src))
             s = observe_whole(jp, &jp->plans[i], err);
     *n_tasks = s ? 0 : jp->n_tasks;
     return s;
@@ -898,10 +908,42 @@ static tm_status ct_summary(void *ctx, json_t *man, json_t *sum, tm_err *err) {
     return TM_OK;
 }
 
+/* Parts (part.h): the output bytes of source tensor t, its writer entries (contiguous). */
+static int ct_tensor_spans(void *ctx, int64_t t, tm__span *sp, int max) {
+    ctjob *cj = ctx;
+    if (t < 0 || t >= cj->j.n_plans || cj->j.plans[t].src != t) return -1;
+    const plan_t *pl = &cj->j.plans[t];
+    const int64_t e[] = {pl->e_codes, pl->e_scale, pl->e_shape, pl->e_zp, pl->e_copy};
+    int k = 0;
+    for (int q = 0; q < 5; q++) {
+        if (e[q] < 0) continue;
+        int f;
+        if (k == max || tm_st_writer_entry_span(cj->j.w, e[q], &f, &sp[k].off, &sp[k].len)) return -1;
+        sp[k++].file = tm_st_writer_file(cj->j.w, f);
+    }
+    return k;
+}
+
+/* What merge needs to flag tensors over the whole model (qjob_part.c): the full error summary,
+** the scheme label and whether clipping is expected, of a quantized tensor. */
+static json_t *ct_part_tensor(void *ctx, int64_t t) {
+    ctjob *cj = ctx;
+    if (!cj->qr_of) { /* tensor -> its qdiff entry, once */
+        if (!(cj->qr_of = tm__malloc_n((size_t)cj->j.n_plans + 1, sizeof *cj->qr_of))) return NULL;
+        for (int64_t k = 0; k < cj->j.n_plans; k++) cj->qr_of[k] = -1;
+        for (int64_t k = 0; k < cj->qr.n; k++)
+            if (cj->qr.entries[k].q_index >= 0 && cj->qr.entries[k].q_index < cj->j.n_plans)
+                cj->qr_of[cj->qr.entries[k].q_index] = k;
+    }
+    if (t < 0 || t >= cj->j.n_plans || cj->qr_of[t] < 0) return NULL;
+    return tm__ct_part_qentry(&cj->qr.entries[cj->qr_of[t]]);
+}
+
 static const tm__qwriter ct_writer = {
     .kind = TM__PIPE_DIR, .kind_name = "a compressed-tensors output", .format = "compressed-tensors",
     .plan = ct_plan, .run_task = run_task, .write = ct_write, .results = ct_results,
     .manifest_add = ct_manifest, .output_files = ct_output_files, .summary = ct_summary,
+    .tensor_spans = ct_tensor_spans, .part_tensor = ct_part_tensor,
 };
 
 tm_status tm_ct_quantize(tm_file *in, const char *out_dir, const tm_ct_quantize_params *p,
@@ -916,10 +958,13 @@ tm_status tm_ct_quantize(tm_file *in, const char *out_dir, const tm_ct_quantize_
     pthread_mutex_init(&cj.j.prog_mu, NULL);
     pthread_mutex_init(&cj.j.alloc_mu, NULL);
     atomic_init(&cj.j.done_bytes, 0);
-    const tm__qpipe_opts o = TM__QPIPE_OPTS_OF(p, p->n_threads);
+    tm__qpipe_opts o = TM__QPIPE_OPTS_OF(p, p->n_threads);
+    o.shard_i = p->shard_index;
+    o.shard_n = p->shard_count;
     tm_status s = tm__qpipe_run(&ct_writer, &cj, in, out_dir, &o, err);
     free(cj.ofiles);
     free(cj.qr.entries);
+    free(cj.qr_of);
     tm_st_writer_free(cj.j.w);
     free(cj.stpath);
     for (int64_t k = 0; cj.names && k < cj.n_entries; k++) free(cj.names[k]);

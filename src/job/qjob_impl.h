@@ -62,6 +62,8 @@ typedef struct job_t {
     int64_t             **ibuf;       /* per thread: param index per element                    */
     size_t                buf_elems;
     tm__srcread           src;        /* pread of the sources (srcread.h)                       */
+    const int            *shard_owner;/* a part (--shard): the part of each tensor, else NULL    */
+    int                   shard_i;    /* this part                                              */
 } job_t;
 
 /* Plan every tensor of j->in (j->p, j->in set; j->plans allocated here, j->n_plans, each plan's

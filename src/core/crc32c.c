@@ -1,0 +1,59 @@
+/* crc32c.c: CRC-32C, table-driven (slicing by 8) and with the SSE4.2 CRC32 instruction
+** (crc32c.h). */
+#include "crc32c.h"
+
+#include <stdatomic.h>
+
+static uint32_t g_tab[8][256];
+static atomic_int g_tab_ready;
+
+static void make_table(void) {
+    if (atomic_load(&g_tab_ready)) return;
+    for (uint32_t i = 0; i < 256; i++) {
+        uint32_t c = i;
+        for (int k = 0; k < 8; k++) c = c & 1u ? (c >> 1) ^ 0x82F63B78u : c >> 1;
+        g_tab[0][i] = c;
+    }
+    for (uint32_t i = 0; i < 256; i++)
+        for (int t = 1; t < 8; t++) g_tab[t][i] = (g_tab[t - 1][i] >> 8) ^ g_tab[0][g_tab[t - 1][i] & 0xFFu];
+    atomic_store(&g_tab_ready, 1); /* every thread computes the same values: a race is harmless */
+}
+
+uint32_t tm__crc32c_ref(uint32_t crc, const void *p, size_t n) {
+    make_table();
+    const uint8_t *b = p;
+    uint32_t c = ~crc;
+    while (n >= 8) {
+        uint32_t lo = c ^ ((uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24);
+        c = g_tab[7][lo & 0xFF] ^ g_tab[6][(lo >> 8) & 0xFF] ^ g_tab[5][(lo >> 16) & 0xFF] ^ g_tab[4][lo >> 24] ^
+            g_tab[3][b[4]] ^ g_tab[2][b[5]] ^ g_tab[1][b[6]] ^ g_tab[0][b[7]];
+        b += 8;
+        n -= 8;
+    }
+    while (n--) c = (c >> 8) ^ g_tab[0][(c ^ *b++) & 0xFFu];
+    return ~c;
+}
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <string.h>
+__attribute__((target("sse4.2"))) static uint32_t crc_sse42(uint32_t crc, const uint8_t *b, size_t n) {
+    uint64_t c = ~crc;
+    while (n >= 8) {
+        uint64_t v;
+        memcpy(&v, b, 8);
+        c = __builtin_ia32_crc32di(c, v);
+        b += 8;
+        n -= 8;
+    }
+    uint32_t c32 = (uint32_t)c;
+    while (n--) c32 = __builtin_ia32_crc32qi(c32, *b++);
+    return ~c32;
+}
+#endif
+
+uint32_t tm__crc32c(uint32_t crc, const void *p, size_t n) {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+    if (__builtin_cpu_supports("sse4.2")) return crc_sse42(crc, p, n);
+#endif
+    return tm__crc32c_ref(crc, p, n);
+}

@@ -1,0 +1,50 @@
+/*
+** part.h: the parts of a sharded quantize run (`quantize IN -o OUT --shard i/n`) and what
+** merge (merge.c) reads of them. docs/scale-out.md says the same to users.
+**
+** Partition. The source tensors are dealt to the n parts by bytes (tm__shard_assign: largest
+** first, each to the part with the fewest bytes so far, ties to the lower index and part), from
+** the tensor list and sizes alone: the same on every machine, for any thread count and any
+** output sharding. The source files are dealt the same way for their sha256.
+**
+** A part is a directory OUT.part-i-of-n beside OUT, built and published by the pipeline like any
+** output (staged as OUT.part-i-of-n.tmp.<pid>, fsynced, renamed, under OUT.part-i-of-n.lock). The
+** writer writes the whole layout of the output (every header, every offset fixed by the plan)
+** but only the bytes of the part's own tensors; the part keeps the staged output files it owns
+** bytes of (sparse where other parts' tensors lie), and part 0 also keeps every byte no tensor
+** owns (headers, the index, config.json, side files). Its tensormorph-manifest.json is the
+** manifest a whole run writes, its own tensors' rows filled, plus "part":
+**   schema "tensormorph.part/1", out (OUT as given), index i, count n, format,
+**   recipe_sha256 (recipe, calibration, tool, checksums mode), source_sha256 (each source's size
+**   and the sha256 of its first and last MiB), layout_sha256 (the files and segments below
+**   without checksums), sources [{bytes, probe_sha256, sha256 (the full sha256 from the part
+**   that hashed it, else null)}], files [{file, bytes, segments [[offset, length, owner part,
+**   crc32c of the bytes when this part owns them, else -1]]}], tensors [the indices this part
+**   owns], rows [the rows of the manifest's "tensors" that are its tensors'], tensor_records [{index, record}] (the form's extra per-tensor data), data_bytes.
+** Segments tile each file exactly, in offset order.
+*/
+#ifndef TM_JOB_PART_H
+#define TM_JOB_PART_H
+#include "pipeline.h"
+
+/* Deal n_items weights (bytes) to n_parts: owner[k] in 0..n_parts-1 (the rule above). Returns
+** TM_OK | TM_E_NOMEM. */
+tm_status tm__shard_assign(const uint64_t *bytes, int64_t n_items, int n_parts, int *owner, tm_err *err);
+
+/* "OUT.part-i-of-n" (malloc'd; NULL when out of memory). */
+char *tm__part_path(const char *out, int i, int n);
+
+/* A part run: fill pp->tensor_owner / source_owner for in (pp->shard_i, shard_n set). */
+tm_status tm__part_begin(tm__pipe *pp, const tm_file *in, tm_err *err);
+
+/* After the whole manifest of the part is built (before tm__pipe_finish): compute the layout of
+** the staged files from w->tensor_spans, checksum the part's own segments, remove the staged
+** files it owns nothing of, set output.path to OUT and null the sources it did not hash, and
+** add the "part" record (job's part_tensor records included). */
+tm_status tm__part_record(tm__pipe *pp, const tm__qwriter *w, void *job, json_t *man, tm_err *err);
+
+/* The sha256 of a source's first and last MiB (all of it when smaller), for the source's
+** identity across parts. */
+tm_status tm__part_probe(const char *path, uint64_t bytes, char hex[65], tm_err *err);
+
+#endif

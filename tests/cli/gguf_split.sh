@@ -1,0 +1,111 @@
+#!/bin/bash
+# gguf_split.sh: GGUF output with --max-shard-size writes llama.cpp's gguf-split files
+# (NAME-00001-of-0000N.gguf; split.no u16, split.count u16, split.tensors.count i32; every other
+# key in the first file only), which llama.cpp (node-llama-cpp) loads from the first file with
+# the same next-token probabilities as the one-file GGUF; sharded (--shard I/N + merge) the split
+# files are byte-identical to one run's. Needs ../shared (stories260K-F32.gguf).
+set -u
+T="${TM_BIN:?TM_BIN: the tensormorph binary}"
+G="${TM_SHARED:-}/models/gguf/stories260K-F32.gguf"
+if [ -z "${TM_SHARED:-}" ] || [ ! -f "$G" ]; then
+    [ "${TM_REQUIRE_SHARED:-0}" = 1 ] && { echo "FAIL: TM_REQUIRE_SHARED=1 but $G is missing"; exit 1; }
+    echo "SKIP: ../shared not found (set TM_SHARED)"; exit 77
+fi
+W=$(mktemp -d "${TMPDIR:-/tmp}/tm_gsplit.XXXXXX")
+trap 'rm -rf "$W"' EXIT
+cd "$W" || exit 1
+fail() { echo "FAIL: $*"; exit 1; }
+
+"$T" quantize "$G" -o one.gguf --type Q8_0 -q || fail "one-file run"
+"$T" quantize "$G" -o m.gguf --type Q8_0 --max-shard-size 300KB -q || fail "split run"
+[ -e m.gguf ] && fail "a split run wrote m.gguf itself"
+[ "$(ls m-*-of-*.gguf | tr '\n' ' ')" = "m-00001-of-00002.gguf m-00002-of-00002.gguf " ] || fail "split files: $(ls)"
+python3 - one.gguf m-00001-of-00002.gguf m-00002-of-00002.gguf <<'EOF' || fail "split files' keys or tensors"
+import struct, sys
+SZ = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
+def read(p):
+    b = open(p, "rb").read()
+    assert b[:4] == b"GGUF" and struct.unpack_from("<I", b, 4)[0] == 3
+    nt, nkv = struct.unpack_from("<QQ", b, 8)
+    off, kv, names = 24, {}, []
+    def s():
+        nonlocal off
+        (n,) = struct.unpack_from("<Q", b, off); off += 8; off += n
+        return b[off - n:off].decode()
+    for _ in range(nkv):
+        k = s(); (t,) = struct.unpack_from("<I", b, off); off += 4
+        if t == 8: v = s()
+        elif t == 9:
+            et, cnt = struct.unpack_from("<IQ", b, off); off += 12
+            if et == 8: v = [s() for _ in range(cnt)]
+            else: v = b[off:off + cnt * SZ[et]]; off += cnt * SZ[et]
+        else:
+            fmt = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q", 12: "d"}[t]
+            (v,) = struct.unpack_from("<" + fmt, b, off); off += SZ[t]
+        kv[k] = (t, v)
+    for _ in range(nt):
+        names.append(s()); (nd,) = struct.unpack_from("<I", b, off); off += 4 + 8 * nd + 4 + 8
+    return kv, names
+one_kv, one_names = read(sys.argv[1])
+parts = [read(p) for p in sys.argv[2:]]
+n = len(parts)
+for i, (kv, names) in enumerate(parts):
+    assert kv["split.no"] == (2, i), kv.get("split.no")           # u16
+    assert kv["split.count"] == (2, n), kv.get("split.count")     # u16
+    assert kv["split.tensors.count"] == (5, len(one_names))       # i32
+    other = set(kv) - {"split.no", "split.count", "split.tensors.count"}
+    assert other == (set(one_kv) if i == 0 else set()), (i, sorted(other ^ set(one_kv))[:5])
+assert all(parts[0][0][k] == one_kv[k] for k in one_kv), "the first file's keys differ from the one file's"
+assert sum((p[1] for p in parts), []) == one_names, "tensors not split in order"
+assert all(len(p[1]) > 0 for p in parts)
+print("keys ok:", n, "files,", len(one_names), "tensors")
+EOF
+echo "ok: split files with llama.cpp's split keys"
+
+# llama.cpp loads the split set, with the one file's probabilities
+NM="${TM_NODE_MODULES:-}"
+if [ -n "$NM" ] && [ -f "$NM/node-llama-cpp/package.json" ] && command -v node > /dev/null; then
+    a=$(timeout 300 node "${TM_SRC:?}/tests/llama/load_probs.mjs" "$NM" one.gguf) || fail "llama.cpp cannot load one.gguf"
+    b=$(timeout 300 node "$TM_SRC/tests/llama/load_probs.mjs" "$NM" m-00001-of-00002.gguf) || fail "llama.cpp cannot load the split files"
+    [ -n "$a" ] && [ "$a" = "$b" ] || fail "llama.cpp: split files give other probabilities: $a / $b"
+    echo "ok: llama.cpp loads the split files: $b"
+elif [ "${TM_REQUIRE_LLAMA:-0}" = 1 ]; then
+    fail "TM_REQUIRE_LLAMA=1 but node-llama-cpp is not in TM_NODE_MODULES='$NM'"
+else
+    echo "SKIP (part): node-llama-cpp not found (TM_NODE_MODULES): llama.cpp load not run"
+fi
+
+# a file with a split file's name that tensormorph did not write is never replaced
+"$T" quantize "$G" -o x.gguf --type Q8_0 --max-shard-size 300KB -q || fail "x split"
+rm x.gguf.manifest.json
+"$T" quantize "$G" -o x.gguf --type Q8_0 --max-shard-size 300KB -q --force 2> /dev/null; rc=$?
+[ $rc = 2 ] || fail "replacing foreign split files: exit $rc, not 2"
+[ -e x.gguf.manifest.json ] && fail "a refused run left a manifest"
+echo "ok: foreign files at the split names refused"
+
+# sharded: the same split files
+mkdir sh && cd sh || fail cd
+"$T" quantize "$G" -o m.gguf --type Q4_K_M --max-shard-size 200KB -q || fail "one run"
+mkdir ref && mv m-*.gguf m.gguf.manifest.json ref/
+n_files=$(ls ref | grep -c -- '-of-')
+[ "$n_files" -ge 2 ] || fail "fewer than 2 split files: $(ls ref)"
+for i in 0 1 2 3 4; do "$T" quantize "$G" -o m.gguf --type Q4_K_M --max-shard-size 200KB --shard $i/5 -q || fail "part $i"; done
+ls m-*.gguf > /dev/null 2>&1 && fail "a part wrote split files beside OUT"
+"$T" merge m.gguf -q || fail "merge of the split parts"
+for f in $(ls ref); do
+    [ "$f" = m.gguf.manifest.json ] && continue
+    cmp "ref/$f" "$f" || fail "$f differs from the one run's"
+done
+python3 - ref/m.gguf.manifest.json m.gguf.manifest.json <<'EOF' || fail "manifest differs"
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:3])
+assert len(b.pop("parts")) == 5
+for m in (a, b):
+    for k in ("times", "host", "command_line"):
+        m.pop(k, None)
+assert len(a["output"]["files"]) >= 2
+sys.exit(a != b)
+EOF
+[ "$(ls | grep -v '^ref$' | wc -l)" = $((n_files + 1)) ] || fail "left beside OUT: $(ls)"
+echo "ok: $n_files split files merged from 5 parts: byte-identical"
+echo PASS

@@ -1,0 +1,183 @@
+#!/bin/bash
+# shard_merge.sh: `quantize --shard I/N` + `merge OUT` give the bytes of one run (docs/scale-out.md).
+# Compressed-tensors output of the built-in demo checkpoint (no download) without and with
+# --max-shard-size (N below and above the number of output shards), a real two-file checkpoint
+# of ../shared when present; a missing, a damaged and a mismatched part each fail the merge
+# naming it (exit 4, 3, 3) and leave the parts as they were; re-running that part alone is
+# enough; afterwards only OUT is left.
+set -u
+T="${TM_BIN:?TM_BIN: the tensormorph binary}"
+W=$(mktemp -d "${TMPDIR:-/tmp}/tm_shard.XXXXXX")
+trap 'rm -rf "$W"' EXIT
+cd "$W" || exit 1
+fail() { echo "FAIL: $*"; exit 1; }
+
+# same_output REF OUT: every file byte-identical, the manifests equal but for times, host,
+# command_line and the merge's "parts"
+same_output() {
+    local a=$1 b=$2 f
+    [ "$(cd "$a" && ls | sort)" = "$(cd "$b" && ls | sort)" ] || fail "$b: other files than $a: $(ls "$a") / $(ls "$b")"
+    for f in $(cd "$a" && ls); do
+        [ "$f" = tensormorph-manifest.json ] && continue
+        cmp -s "$a/$f" "$b/$f" || fail "$b/$f differs from the one-machine run's"
+    done
+    python3 - "$a/tensormorph-manifest.json" "$b/tensormorph-manifest.json" <<'EOF' || fail "$b: manifest differs"
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:3])
+assert "parts" in b and "parts" not in a, "merged manifest has no parts record"
+assert len(b["parts"]) >= 1 and all("index" in p and "data_bytes" in p for p in b["parts"])
+for m in (a, b):
+    for k in ("times", "host", "command_line", "parts"):
+        m.pop(k, None)
+if a != b:
+    for k in sorted(set(a) | set(b)):
+        if a.get(k) != b.get(k): print("key differs:", k)
+    sys.exit(1)
+assert all(s["sha256"] and len(s["sha256"]) == 64 for s in b["sources"]), "a source without sha256"
+assert all(f["sha256"] and len(f["sha256"]) == 64 for f in b["output"]["files"]), "an output file without sha256"
+EOF
+}
+
+# run_parts SRC N ARGS...: quantize every part of N into out
+run_parts() {
+    local src=$1 n=$2 i
+    shift 2
+    for ((i = 0; i < n; i++)); do
+        "$T" quantize "$src" -o out --shard "$i/$n" -q "$@" || fail "part $i/$n: exit $?"
+    done
+}
+
+check_roundtrip() { # SRC N ARGS...: one run vs N parts + merge
+    local src=$1 n=$2
+    shift 2
+    rm -rf ref out
+    "$T" quantize "$src" -o out -q "$@" || fail "one run: exit $?"
+    mv out ref
+    run_parts "$src" "$n" "$@"
+    [ -e out ] && fail "a part wrote into OUT itself"
+    [ "$(ls -d out.part-*-of-"$n" | wc -l)" = "$n" ] || fail "not $n parts: $(ls)"
+    "$T" merge out -q || fail "merge of $n parts ($*): exit $?"
+    same_output ref out
+    [ "$(ls | grep -v "^demo$" | sort | tr "\n" " ")" = "out ref " ] || fail "left beside OUT after the merge: $(ls)"
+    echo "ok: $src, $n parts $*: byte-identical"
+}
+
+"$T" demo -o demo -q || fail "demo"
+check_roundtrip demo 4
+check_roundtrip demo 3 --max-shard-size 1MB
+check_roundtrip demo 9 --max-shard-size 1MB --threads 1
+[ "$(ls ref | grep -c 'model-0.*-of-.*safetensors')" -ge 3 ] || fail "--max-shard-size 1MB gave fewer than 3 output shards: $(ls ref)"
+check_roundtrip demo 2 --type int4 --granularity group:32 --max-shard-size 700KB
+check_roundtrip demo 64 # more parts than tensors: some parts hold no tensor
+
+# --- refusals: each names the part; the parts stay; re-running the part is enough ---
+rm -rf ref out
+"$T" quantize demo -o out -q && mv out ref
+run_parts demo 4
+rm -rf out.part-2-of-4
+out_msg=$("$T" merge out 2>&1); rc=$?
+[ $rc = 4 ] || fail "merge with part 2 missing: exit $rc, not 4 ($out_msg)"
+echo "$out_msg" | grep -q "out.part-2-of-4" || fail "the missing part is not named: $out_msg"
+echo "$out_msg" | grep -q -- "--shard 2/4" || fail "the --shard to re-run is not named: $out_msg"
+[ -e out ] && fail "a failed merge left OUT"
+[ "$(ls -d out.part-* | wc -l)" = 3 ] || fail "a failed merge touched the parts: $(ls)"
+"$T" quantize demo -o out --shard 2/4 -q || fail "re-run of part 2"
+
+# damage a byte that part 1 owns (a segment of its own)
+seg=$(python3 - <<'EOF'
+import json
+r = json.load(open("out.part-1-of-4/tensormorph-manifest.json"))["part"]
+for f in r["files"]:
+    for off, ln, owner, crc in f["segments"]:
+        if owner == 1 and ln > 16:
+            print(f["file"], off + ln // 2); raise SystemExit
+EOF
+)
+set -- $seg
+[ -n "${2:-}" ] || fail "part 1 owns no segment"
+cp "out.part-1-of-4/$1" saved
+python3 -c "import sys; f=open(sys.argv[1],'r+b'); f.seek(int(sys.argv[2])); b=f.read(1); f.seek(int(sys.argv[2])); f.write(bytes([b[0]^0x5a]))" "out.part-1-of-4/$1" "$2"
+out_msg=$("$T" merge out 2>&1); rc=$?
+[ $rc = 3 ] || fail "merge with a damaged part 1: exit $rc, not 3 ($out_msg)"
+echo "$out_msg" | grep -q "out.part-1-of-4/$1" || fail "the damaged part is not named: $out_msg"
+echo "$out_msg" | grep -q "checksum" || fail "no checksum named: $out_msg"
+[ -e out ] && fail "a failed merge left OUT"
+"$T" quantize demo -o out --shard 1/4 -q || fail "re-run of part 1"
+
+# a part of another recipe
+"$T" quantize demo -o out --shard 3/4 -q --observer mse || fail "part 3 with --observer mse"
+out_msg=$("$T" merge out --json 2>/dev/null); rc=$?
+[ $rc = 3 ] || fail "merge with part 3 of another recipe: exit $rc, not 3"
+echo "$out_msg" | python3 -c "import json,sys; d=json.load(sys.stdin); assert d['error']['code']==3 and 'out.part-3-of-4' in d['error']['message'] and 'recipe' in d['error']['message'], d" \
+    || fail "--json error document does not name part 3 and the recipe: $out_msg"
+"$T" quantize demo -o out --shard 3/4 -q || fail "re-run of part 3"
+doc=$("$T" merge out --json) || fail "merge after the re-runs: exit $?"
+echo "$doc" | python3 -c "import json,sys; d=json.load(sys.stdin); assert d['schema']=='tensormorph.merge/1' and d['n_parts']==4 and d['manifest']['parts'][3]['index']==3, d" \
+    || fail "merge --json document: $doc"
+same_output ref out
+[ "$(ls | sort | tr '\n' ' ')" = "demo out ref saved " ] || fail "left beside OUT after the merge: $(ls)"
+rm -f saved
+echo "ok: missing (exit 4), damaged (exit 3), other recipe (exit 3) parts refused; re-run parts merged"
+
+# a part run killed with -9 leaves its lock (a dead pid) and staging directory: the re-run takes
+# them over, and merge removes a stale staging path of a part that was re-run elsewhere
+rm -rf ref out out.part-*
+"$T" quantize demo -o out -q && mv out ref
+run_parts demo 3
+dead=999999
+while kill -0 $dead 2>/dev/null; do dead=$((dead - 1)); done
+rm -rf out.part-1-of-3
+echo $dead > out.part-1-of-3.lock
+mkdir out.part-1-of-3.tmp.$dead && echo partial > out.part-1-of-3.tmp.$dead/model.safetensors
+mkdir out.part-2-of-3.tmp.$((dead - 7))   # another node's killed run of part 2 (no lock here)
+"$T" merge out -q 2>/dev/null; [ $? = 4 ] || fail "merge with part 1 killed: not exit 4"
+"$T" quantize demo -o out --shard 1/3 -q || fail "re-run of the killed part 1"
+[ -e out.part-1-of-3.tmp.$dead ] && fail "the re-run left the killed run's staging directory"
+[ -e out.part-1-of-3.lock ] && fail "the re-run left the lock file"
+"$T" merge out -q || fail "merge after the re-run of the killed part"
+same_output ref out
+[ "$(ls | grep -v -E '^(demo|saved)$' | sort | tr '\n' ' ')" = "out ref " ] || fail "left beside OUT after the merge: $(ls)"
+echo "ok: a killed part (lock of a dead pid, staging left) re-run and merged; stale staging removed"
+
+# usage: bad --shard, an existing OUT without --force, other output forms
+"$T" quantize demo -o x --shard 4/4 -q 2>/dev/null; [ $? = 2 ] || fail "--shard 4/4 not refused with exit 2"
+"$T" quantize demo -o x --shard 1 -q 2>/dev/null; [ $? = 2 ] || fail "--shard 1 not refused with exit 2"
+"$T" quantize demo -o out --shard 0/2 -q 2>/dev/null; [ $? = 2 ] || fail "a part for an existing OUT without --force not refused"
+[ -e out.part-0-of-2 ] && fail "a refused part left its directory"
+"$T" quantize demo -o x.onnx --shard 0/2 -q 2>/dev/null; [ $? = 2 ] || fail "--shard for ONNX output not refused with exit 2"
+"$T" merge nothing -q 2>/dev/null; [ $? = 4 ] || fail "merge without parts: not exit 4"
+echo "ok: usage refusals"
+
+# a real two-file checkpoint: each part hashes its share of the sources
+S="${TM_SHARED:-}/models/safetensors/stories260K-f32-2shards"
+if [ -n "${TM_SHARED:-}" ] && [ -d "$S" ]; then
+    check_roundtrip "$S" 4 --max-shard-size 200KB
+    check_roundtrip "$S" 3 --type int4 --granularity group:16
+    # GGUF: one file OUT.gguf + OUT.gguf.manifest.json
+    G="$TM_SHARED/models/gguf/stories260K-F32.gguf"
+    for n in 3 5; do
+        rm -rf ref.gguf* out.gguf*
+        "$T" quantize "$G" -o out.gguf --type Q4_K_M -q || fail "GGUF one run"
+        mv out.gguf ref.gguf && mv out.gguf.manifest.json ref.gguf.manifest.json
+        for ((i = 0; i < n; i++)); do "$T" quantize "$G" -o out.gguf --type Q4_K_M --shard $i/$n -q || fail "GGUF part $i/$n"; done
+        [ -e out.gguf ] && fail "a GGUF part wrote OUT"
+        "$T" merge out.gguf -q || fail "GGUF merge of $n parts"
+        cmp ref.gguf out.gguf || fail "GGUF merged from $n parts differs from one run"
+        python3 - ref.gguf.manifest.json out.gguf.manifest.json <<'EOF' || fail "GGUF manifest differs"
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:3])
+assert len(b.pop("parts")) > 0
+for m in (a, b):
+    for k in ("times", "host", "command_line"):
+        m.pop(k, None)
+sys.exit(a != b)
+EOF
+        [ "$(ls | grep '^out\.gguf' | tr '\n' ' ')" = "out.gguf out.gguf.manifest.json " ] || fail "left beside the GGUF OUT: $(ls)"
+        echo "ok: GGUF Q4_K_M, $n parts: byte-identical"
+    done
+elif [ "${TM_REQUIRE_SHARED:-0}" = 1 ]; then
+    fail "TM_REQUIRE_SHARED=1 but $S is missing"
+else
+    echo "SKIP (part): ../shared not found (set TM_SHARED): stories260K-f32-2shards not run"
+fi
+echo "PASS"

@@ -1,0 +1,90 @@
+/* test_part.c: the pieces of a sharded quantize run (src/job/part.c, src/core/crc32c.c):
+**   - CRC-32C: the check value of RFC 3720 / the Castagnoli polynomial, "123456789" ->
+**     0xE3069283, 32 zero bytes -> 0x8A9136AA (RFC 3720 B.4), and the SSE4.2 path equal to the
+**     table for every length 0..300 and every start alignment, also continued in pieces;
+**   - the partition (tm__shard_assign): largest first to the least loaded part, ties to the
+**     lower index, worked out by hand; the same for a permuted tie order; n > items;
+**   - the part path name. (quantize --shard + merge end to end: tests/cli/shard_merge.sh.) */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "tensormorph.h"
+#include "core/core.h"
+#include "core/crc32c.h"
+#include "job/part.h"
+
+static void test_crc32c_values(void **state) {
+    (void)state;
+    assert_int_equal(tm__crc32c(0, "123456789", 9), 0xE3069283u);
+    assert_int_equal(tm__crc32c_ref(0, "123456789", 9), 0xE3069283u);
+    uint8_t z[32] = {0}, ff[32];
+    memset(ff, 0xff, sizeof ff);
+    assert_int_equal(tm__crc32c(0, z, 32), 0x8A9136AAu);  /* RFC 3720 B.4: 32 bytes of zeros */
+    assert_int_equal(tm__crc32c(0, ff, 32), 0x62A8AB43u); /* RFC 3720 B.4: 32 bytes of 0xff */
+    assert_int_equal(tm__crc32c(0, NULL, 0), 0u);
+}
+
+static void test_crc32c_paths_agree(void **state) {
+    (void)state;
+    uint8_t buf[320];
+    uint32_t x = 12345;
+    for (size_t k = 0; k < sizeof buf; k++) buf[k] = (uint8_t)((x = x * 1103515245u + 12345u) >> 16);
+    for (size_t off = 0; off < 8; off++)
+        for (size_t n = 0; n + off <= 300; n++) {
+            uint32_t a = tm__crc32c(0, buf + off, n), b = tm__crc32c_ref(0, buf + off, n);
+            assert_int_equal(a, b);
+            size_t h = n / 3; /* continued over two pieces */
+            assert_int_equal(tm__crc32c(tm__crc32c(0, buf + off, h), buf + off + h, n - h), a);
+        }
+}
+
+static void test_shard_assign(void **state) {
+    (void)state;
+    /* 10 -> p0, 9 -> p1, 8 -> p2, 7 -> p2 (8 is least), 6 -> p1 (9), 5 -> p0 (10), 1 -> p0
+    ** (all at 15: the lowest index) */
+    const uint64_t b[] = {10, 9, 8, 7, 6, 5, 1};
+    const int want[] = {0, 1, 2, 2, 1, 0, 0};
+    int own[7];
+    assert_int_equal(tm__shard_assign(b, 7, 3, own, NULL), TM_OK);
+    for (int k = 0; k < 7; k++) assert_int_equal(own[k], want[k]);
+    /* ties in bytes go by item index: items 1 and 3 (both 4) */
+    const uint64_t c[] = {1, 4, 2, 4};
+    int oc[4];
+    assert_int_equal(tm__shard_assign(c, 4, 2, oc, NULL), TM_OK);
+    /* #1 -> p0, #3 -> p1, #2 (2) -> p0 (tie 4/4: lowest), #0 (1) -> p1 (6 vs 4) */
+    assert_int_equal(oc[1], 0);
+    assert_int_equal(oc[3], 1);
+    assert_int_equal(oc[2], 0);
+    assert_int_equal(oc[0], 1);
+    /* more parts than items: each item alone, in size order */
+    int od[3];
+    const uint64_t d[] = {5, 7, 6};
+    assert_int_equal(tm__shard_assign(d, 3, 8, od, NULL), TM_OK);
+    assert_int_equal(od[1], 0);
+    assert_int_equal(od[2], 1);
+    assert_int_equal(od[0], 2);
+    assert_int_equal(tm__shard_assign(d, 3, 0, od, NULL), TM_E_INVALID_ARG);
+}
+
+static void test_part_path(void **state) {
+    (void)state;
+    char *p = tm__part_path("/data/out", 3, 16);
+    assert_string_equal(p, "/data/out.part-3-of-16");
+    free(p);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_crc32c_values),
+        cmocka_unit_test(test_crc32c_paths_agree),
+        cmocka_unit_test(test_shard_assign),
+        cmocka_unit_test(test_part_path),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -22,6 +22,7 @@
 
 #include "core/jschema.h"
 #include "helpers/cli_run.h"
+#include "helpers/llama_rt.h"
 #include "helpers/vectors.h"
 #include "tensormorph.h"
 #include "tensormorph/gguf_write.h"
@@ -778,18 +779,8 @@ static void test_sequential_writer(void **state) {
 static void test_llama_cpp_loads(void **state) {
     (void)state;
     if (!tmv_require_shared()) return;
-    const char *nm = getenv("TM_NODE_MODULES");
-    char mods[4096];
-    snprintf(mods, sizeof mods, "%s", nm && *nm ? nm : "");
-    if (!mods[0] && getenv("TM_SRC")) snprintf(mods, sizeof mods, "%s/runner/node_modules", getenv("TM_SRC"));
-    char probe[4200];
-    snprintf(probe, sizeof probe, "%s/node-llama-cpp/package.json", mods);
-    const char *req = getenv("TM_REQUIRE_LLAMA");
-    if (!tmt_exists(probe) || tmt_run(NULL, "node --version >/dev/null 2>&1")) {
-        if (req && !strcmp(req, "1")) fail_msg("TM_REQUIRE_LLAMA=1 but node-llama-cpp is not in %s", mods[0] ? mods : "(TM_NODE_MODULES unset)");
-        printf("SKIP: node-llama-cpp not installed (TM_NODE_MODULES=%s; scripts/setup.sh)\n", mods);
-        skip();
-    }
+    const char *mods = tmt_llama_modules();
+    if (!mods) skip();
     tm_err e;
     if (convert("safetensors/stories260K-f32-2shards", "ll.gguf", TM_GGML_F32, VOCAB, NULL, &e)) fail_msg("%s", e.msg);
     char *o = NULL;

@@ -33,6 +33,7 @@
 #include "tensormorph/gguf_write.h"
 #include "core/jschema.h"
 #include "helpers/cli_run.h"
+#include "helpers/llama_rt.h"
 #include "helpers/vectors.h"
 
 static char g_tmp[256];
@@ -65,15 +66,7 @@ static int require_llama(void) {
     char p[1200];
     snprintf(p, sizeof p, "%s/stories260K-F32.gguf", g_gguf);
     if (access(p, R_OK) != 0 || access(g_text, R_OK) != 0) { skip_or_fail("stories260K GGUF or eval text not in ../shared", "TM_REQUIRE_SHARED"); return 0; }
-    if (tmt_run(NULL, "node --version >/dev/null 2>&1") != 0) { skip_or_fail("node (Node.js) not found on PATH", "TM_REQUIRE_LLAMA"); return 0; }
-    char nm[1024];
-    node_modules(nm, sizeof nm);
-    if (!tm_evidence_llm_runtime_present(nm)) {
-        char why[1200];
-        snprintf(why, sizeof why, "node-llama-cpp not installed in %s (scripts/setup.sh)", nm);
-        skip_or_fail(why, "TM_REQUIRE_LLAMA");
-        return 0;
-    }
+    if (!tmt_llama_modules()) { skip(); return 0; }
     return 1;
 }
 

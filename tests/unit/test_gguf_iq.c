@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "helpers/cli_run.h"
+#include "helpers/llama_rt.h"
 #include "helpers/vectors.h"
 #include "quant/ggml_traits.h"
 #include "tensormorph.h"
@@ -441,21 +442,7 @@ static void test_iq3_xxs_grouping(void **state) {
 
 /* node-llama-cpp's modules directory, or NULL (then the test skips, or fails under
 ** TM_REQUIRE_LLAMA=1). */
-static const char *llama_modules(void) {
-    static char mods[2048];
-    const char *nm = getenv("TM_NODE_MODULES");
-    snprintf(mods, sizeof mods, "%s", nm && *nm ? nm : "");
-    if (!mods[0] && getenv("TM_SRC")) snprintf(mods, sizeof mods, "%s/runner/node_modules", getenv("TM_SRC"));
-    char probe[2200];
-    snprintf(probe, sizeof probe, "%s/node-llama-cpp/package.json", mods);
-    if (!tmt_exists(probe) || tmt_run(NULL, "node --version >/dev/null 2>&1")) {
-        const char *req = getenv("TM_REQUIRE_LLAMA");
-        if (req && !strcmp(req, "1")) fail_msg("TM_REQUIRE_LLAMA=1 but node-llama-cpp is not in %s", mods);
-        printf("SKIP: node-llama-cpp not installed (TM_NODE_MODULES=%s; scripts/setup.sh)\n", mods);
-        return NULL;
-    }
-    return mods;
-}
+static const char *llama_modules(void) { return tmt_llama_modules(); }
 
 /* `src` (a file of ../shared/models/gguf/imatrix, or "../NAME" one folder up) quantized by the
 ** job with file type `ft`, the --tensor-type overrides (n_tt pattern/type pairs) and the imatrix

@@ -32,6 +32,7 @@
 #include <unistd.h>
 
 #include "helpers/cli_run.h"
+#include "helpers/llama_rt.h"
 #include "helpers/vectors.h"
 #include "quant/ggml_quant_iq2.h"
 #include "quant/ggml_traits.h"
@@ -411,21 +412,7 @@ static void test_refusals(void **state) {
 
 /* node-llama-cpp's modules directory, or NULL (the test then skips, or fails under
 ** TM_REQUIRE_LLAMA=1). */
-static const char *llama_modules(void) {
-    static char mods[2048];
-    const char *nm = getenv("TM_NODE_MODULES");
-    snprintf(mods, sizeof mods, "%s", nm && *nm ? nm : "");
-    if (!mods[0] && getenv("TM_SRC")) snprintf(mods, sizeof mods, "%s/runner/node_modules", getenv("TM_SRC"));
-    char probe[2200];
-    snprintf(probe, sizeof probe, "%s/node-llama-cpp/package.json", mods);
-    if (!tmt_exists(probe) || tmt_run(NULL, "node --version >/dev/null 2>&1")) {
-        const char *req = getenv("TM_REQUIRE_LLAMA");
-        if (req && !strcmp(req, "1")) fail_msg("TM_REQUIRE_LLAMA=1 but node-llama-cpp is not in %s", mods);
-        printf("SKIP: node-llama-cpp not installed (TM_NODE_MODULES=%s; scripts/setup.sh)\n", mods);
-        return NULL;
-    }
-    return mods;
-}
+static const char *llama_modules(void) { return tmt_llama_modules(); }
 
 /* max KL divergence of cand's next-token distributions to ref's (tests/unit/convert_kld.mjs). */
 static double max_kld(const char *mods, const char *ref, const char *cand) {

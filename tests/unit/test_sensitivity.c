@@ -34,6 +34,7 @@
 #include "tensormorph/sensitivity.h"
 #include "core/jschema.h"
 #include "helpers/cli_run.h"
+#include "helpers/llama_rt.h"
 #include "helpers/vectors.h"
 
 static char g_tmp[256];
@@ -65,17 +66,7 @@ static int require_model(void) {
 
 static int require_llama(void) {
     if (!require_model()) return 0;
-    if (tmt_run(NULL, "node --version >/dev/null 2>&1") != 0) { skip_or_fail("node (Node.js) not found on PATH", "TM_REQUIRE_LLAMA"); return 0; }
-    const char *e = getenv("TM_NODE_MODULES"), *src = getenv("TM_SRC");
-    char nm[1024];
-    if (e && *e) snprintf(nm, sizeof nm, "%s", e);
-    else snprintf(nm, sizeof nm, "%s/runner/node_modules", src ? src : ".");
-    if (!tm_evidence_llm_runtime_present(nm)) {
-        char why[1200];
-        snprintf(why, sizeof why, "node-llama-cpp not installed in %s (scripts/setup.sh)", nm);
-        skip_or_fail(why, "TM_REQUIRE_LLAMA");
-        return 0;
-    }
+    if (!tmt_llama_modules()) { skip(); return 0; }
     return 1;
 }
 

@@ -155,7 +155,12 @@ try {
     if (!urls.has(key)) urls.set(key, await serve(row.model, row.ref));
     await page.goto(urls.get(key) + "#view=heatmap&tensor=" + encodeURIComponent(row.tensor) + "&index=" + row.index);
     await page.waitForSelector("body[data-loaded='1']", { timeout: 20000 });
-    await page.waitForSelector("#inspector[data-flat] [data-field='value']", { timeout: 20000 });
+    // rows of one model share a URL, so goto is a hash change in the same document: the page is
+    // already loaded and the previous row's inspector is still there; wait for this row's element
+    await page.waitForFunction((w) => {
+      const f = (k) => { const td = document.querySelector("#inspector[data-flat] td[data-field='" + k + "']"); return td && td.textContent; };
+      return f("tensor") === w.tensor && f("index") === "[" + w.index.split(",").join(", ") + "]" && f("value") !== null;
+    }, { tensor: row.tensor, index: row.index }, { timeout: 20000 }).catch(() => { /* the comparison below says what is shown */ });
     const want = tmJson("scalar", row.model, row.tensor, row.index, "--json", ...(row.ref ? ["--ref", row.ref] : []));
     const cells = await page.$$eval("#inspector td[data-field]", (tds) => Object.fromEntries(tds.map((t) => [t.dataset.field, t.dataset.full !== undefined ? t.dataset.full : t.textContent])));
     const bad = [];

@@ -4,6 +4,7 @@
 ** parses the LLM options, finds runner/llm_evidence.js and node-llama-cpp, and prints or writes
 ** the evidence. */
 #include "cli.h"
+#include "text_slice.h"
 #include "tensormorph/evidence.h"
 #include "tensormorph/evidence_llm.h"
 
@@ -74,25 +75,6 @@ static int int_opt(const cli_cmd *cmd, const cli_args *a, const char *name, long
     return rc;
 }
 
-/* --text [NAME=]FILE: a bare FILE is named after its base name without its extension. */
-static int parse_text(const cli_cmd *cmd, const char *s, tm_evidence_llm_text *t, char **name_out) {
-    const char *eq = strchr(s, '=');
-    struct stat st;
-    if (eq && eq > s && stat(s, &st) != 0) {
-        *name_out = strndup(s, (size_t)(eq - s));
-        t->path = eq + 1;
-    } else {
-        const char *base = strrchr(s, '/');
-        base = base ? base + 1 : s;
-        const char *dot = strrchr(base, '.');
-        *name_out = strndup(base, dot && dot > base ? (size_t)(dot - base) : strlen(base));
-        t->path = s;
-    }
-    t->name = *name_out;
-    if (!*name_out || !**name_out || !*t->path)
-        return cli_usage_error(cmd, "--text must be FILE or NAME=FILE, got '%s'", s);
-    return 0;
-}
 
 static void summary(const char *doc_text, const char *out_path) {
     json_t *d = json_loads(doc_text, 0, NULL);
@@ -143,7 +125,7 @@ int cmd_evidence_llm(const cli_cmd *cmd, cli_args *a) {
     tm_evidence_llm_text *texts = calloc((size_t)n, sizeof *texts);
     char **names = calloc((size_t)n, sizeof *names);
     if (!texts || !names) { free(texts); free(names); fprintf(stderr, "tensormorph: out of memory\n"); return EXIT_IO; }
-    for (int i = 0; i < n && !rc; i++) rc = parse_text(cmd, cli_get_i(a, "text", i), &texts[i], &names[i]);
+    for (int i = 0; i < n && !rc; i++) rc = cli_parse_text_slice(cmd, cli_get_i(a, "text", i), &texts[i], &names[i]);
     p.texts = texts;
     p.n_texts = n;
 

@@ -3,6 +3,7 @@
 ** docs/sensitivity.md): parses the options, runs the job, prints the ranking and the plan table
 ** or the JSON document. */
 #include "cli.h"
+#include "text_slice.h"
 #include "recipe.h"
 #include "tensormorph/gguf_job.h"
 #include "tensormorph/sensitivity.h"
@@ -56,23 +57,6 @@ const char details_sensitivity[] =
     "reached is written, met false). `sensitivity merge PART...` combines --probe i/n parts into the\n"
     "result of one run. --threads T: llama.cpp and quantizer threads per probe. docs/sensitivity.md.";
 
-static int parse_text(const cli_cmd *cmd, const char *s, tm_evidence_llm_text *t, char **name_out) {
-    const char *eq = strchr(s, '=');
-    struct stat st;
-    if (eq && eq > s && stat(s, &st) != 0) {
-        *name_out = strndup(s, (size_t)(eq - s));
-        t->path = eq + 1;
-    } else {
-        const char *base = strrchr(s, '/');
-        base = base ? base + 1 : s;
-        const char *dot = strrchr(base, '.');
-        *name_out = strndup(base, dot && dot > base ? (size_t)(dot - base) : strlen(base));
-        t->path = s;
-    }
-    t->name = *name_out;
-    if (!*name_out || !**name_out || !*t->path) return cli_usage_error(cmd, "--text must be FILE or NAME=FILE, got '%s'", s);
-    return 0;
-}
 
 static int dbl_opt(const cli_cmd *cmd, const cli_args *a, const char *name, double lo, double hi, double *out) {
     const char *v = cli_get(a, name);
@@ -256,7 +240,7 @@ int cmd_sensitivity(const cli_cmd *cmd, cli_args *a) {
     tm_evidence_llm_text *texts = calloc((size_t)n, sizeof *texts);
     char **names = calloc((size_t)n, sizeof *names);
     if (!texts || !names) { free(texts); free(names); return cli_error(EXIT_IO, "out of memory"); }
-    for (int i = 0; i < n && !rc; i++) rc = parse_text(cmd, cli_get_i(a, "text", i), &texts[i], &names[i]);
+    for (int i = 0; i < n && !rc; i++) rc = cli_parse_text_slice(cmd, cli_get_i(a, "text", i), &texts[i], &names[i]);
     p.ev.texts = texts;
     p.ev.n_texts = n;
     char share[PATH_MAX + 64], script[PATH_MAX + 128], nm[PATH_MAX + 128], runner_dir[PATH_MAX + 64];

@@ -20,6 +20,8 @@
 //    gives the KLD range; "Start from this plan" then Download recipe gives the plan's recipe
 //    (OUT.gguf.recipe.json, its comment aside), which `quantize --recipe` turns into the plan's
 //    artifact byte for byte; the same JSON loaded from the page's file input colours the same;
+//    the compressed-tensors form (stories260K safetensors, int4 channel -> int8 channel): the
+//    plan's rules downloaded as they are, and `quantize --recipe` gives its model.safetensors;
 //  - keyboard (issue 15): Tab reaches the roving node, real arrow presses move to the successor,
 //    a sibling and back, Enter selects, Shift+Enter adds, Escape clears, the focus ring is
 //    drawn, also in the dark theme;
@@ -210,6 +212,16 @@ try {
     const g2 = JSON.parse(tm("graph", out2, "--json"));
     const dq2 = g2.nodes.filter((x) => x.op_type === "DequantizeLinear");
     check(dq2.length === 53 && dq2.every((d) => /tensor/.test(d.inputs[0].quantization.label)), "quantize --recipe (the page's): 53 weights int8 per tensor, the excluded MatMul weight dense (" + dq2[0].inputs[0].quantization.label + ")");
+    // keyboard on the ONNX graph: Tab reaches the first node, each ArrowDown follows an edge of the diagram
+    await pf.focus(".arch-svg");
+    await pf.keyboard.press("Tab");
+    const path4 = [await pf.evaluate(() => document.activeElement.dataset.node || null)];
+    for (let i = 0; i < 4; i++) { await pf.keyboard.press("ArrowDown"); path4.push(await pf.evaluate(() => document.activeElement.dataset.node || null)); }
+    const followsEdges = await pf.evaluate((names) => {
+      const v = window.tmArch.view, id = (n) => (v.byName.get(n) || {}).id;
+      return names[0] === v.d.nodes[0].name && names.every((n, i) => i === 0 || v.d.edges.some((e) => e.from === id(names[i - 1]) && e.to === id(n)));
+    }, path4);
+    check(followsEdges, "ONNX keyboard: Tab then ArrowDown x4 walks the dataflow " + path4.map((n) => (n || "").split(" ")[0]).join(" > "));
     await stopf();
   }
   // ---- PP-OCRv4 rec: 765 nodes, minimap, search
@@ -468,6 +480,36 @@ try {
       const want2 = S.units.flatMap((u) => u.tensors.map((t) => t.replace(/\.weight$/, "") + "=" + u.rank + ":" + String(u.kld_mean_only)));
       check(JSON.stringify(n2.sort()) === JSON.stringify(want2.sort()) && (await p2.isVisible(".arch-start-plan")), "loaded from the file input: the same " + n2.length + " modules coloured, Start from this plan offered");
       await stop2();
+    }
+  }
+  // ---- sensitivity, compressed-tensors form: int4 channel -> int8 channel on the safetensors
+  {
+    const st = M("safetensors/stories260K-f32"), text = M("text/stories260K-eval.txt");
+    const nm = [process.env.TM_NODE_MODULES, path.join(src, "runner", "node_modules")].filter(Boolean)
+      .find((b) => fs.existsSync(path.join(b, "node-llama-cpp", "package.json")));
+    if (nm) {
+      fs.mkdirSync(path.join(tmp, "ctsens"));
+      const out = path.join(tmp, "ctsens", "plan");
+      const t0 = Date.now();
+      execFileSync(bin, ["sensitivity", st, "--vocab-from", M("gguf/stories260K-F32.gguf"), "--text", text, "--ctx", "64", "--chunks", "2", "-t", "int4", "-g", "channel", "--budget", "0.045", "-o", out, "--jobs", "2"],
+        { stdio: ["ignore", "ignore", "inherit"], env: Object.assign({}, process.env, { TM_NODE_MODULES: nm }) });
+      console.log("     sensitivity run (compressed-tensors form): " + ((Date.now() - t0) / 1000).toFixed(1) + " s");
+      const S = JSON.parse(fs.readFileSync(out + ".sensitivity.json", "utf8"));
+      const { page, stop } = await open(st, ["--sensitivity", out + ".sensitivity.json"]);
+      await page.waitForSelector("[data-sens-unit]", { timeout: 20000 }).catch(() => {});
+      const n = await page.$$eval("[data-sens-unit]", (g) => g.map((x) => x.dataset.node + "=" + x.dataset.sensUnit + ":" + x.dataset.sensScheme));
+      const want = S.units.flatMap((u) => u.tensors.map((t) => t.replace(/\.weight$/, "") + "=" + u.name + ":" + S.plan.assignments[u.name]));
+      check(JSON.stringify(n.sort()) === JSON.stringify(want.sort()), "compressed-tensors form: the " + want.length + " modules of the " + S.units.length + " layers carry their unit and planned scheme (" + S.plan.assignments[S.units[0].name] + ", ...)");
+      await page.click(".arch-start-plan");
+      const [dl] = await Promise.all([page.waitForEvent("download"), page.click(".arch-download")]);
+      const rp = path.join(tmp, "ctsens", "from-plan.recipe.json");
+      await dl.saveAs(rp);
+      const got = JSON.parse(fs.readFileSync(rp, "utf8")), wantR = JSON.parse(fs.readFileSync(out + ".recipe.json", "utf8"));
+      check(JSON.stringify(got.rules) === JSON.stringify(wantR.rules), "Start from this plan, Download recipe: the plan's " + wantR.rules.length + " rules (the rest dense)");
+      const re = path.join(tmp, "ctsens", "re");
+      tm("quantize", st, "-o", re, "--recipe", rp, "-q");
+      check(Buffer.compare(fs.readFileSync(path.join(re, "model.safetensors")), fs.readFileSync(path.join(out, "model.safetensors"))) === 0, "quantize --recipe (the downloaded one) gives the plan's model.safetensors byte for byte");
+      await stop();
     }
   }
   check(external.length === 0, "the page loads nothing from the network" + (external.length ? ": " + external.slice(0, 3).join(", ") : ""));

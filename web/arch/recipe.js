@@ -8,6 +8,9 @@
 //  - GGUF sources (.gguf output): "file_type" (the default, a llama-quantize file type) and
 //    "tensor_types" [{pattern "^<tensor>$", type}] in plan order with "tensor_types_exact" (an
 //    override applies even where the file type's rules fell back, as sensitivity plans do).
+//  - "ct-rules" (a compressed-tensors plan started from a sensitivity plan): "rules" [{pattern
+//    "^<tensor>$", ignore, scheme}] in plan order, then {".*", ignore: true} (the rest dense), or
+//    "default" (the rest gets it) when one is chosen.
 // planFromSensitivity turns a `tensormorph sensitivity --budget` plan (docs/sensitivity.md) into
 // such a plan, so that the download gives the plan's own recipe back.
 
@@ -39,6 +42,7 @@ function reEscape(s) { return s.replace(/[.*+?^${}()|[\]\\]/g, "\\$&"); }
 export function buildRecipe(kind, plan, defaultKey) {
   if (kind === "onnx") return onnxRecipe(plan, defaultKey);
   if (kind === "gguf") return ggufRecipe(plan, defaultKey);
+  if (kind === "ct-rules") return rulesRecipe(plan, defaultKey);
   const r = {};
   if (defaultKey && SCHEMES[defaultKey] && SCHEMES[defaultKey].scheme)
     r.default = Object.assign({ observer: "minmax", convention: "onnx", scale_dtype: "f32" }, SCHEMES[defaultKey].scheme);
@@ -85,14 +89,42 @@ function exactName(pat) {
   return m ? m[1].replace(/\\(.)/g, "$1") : null;
 }
 
+/* The scheme object of an editor key, with the fields the recipe defaults name (recipe.md). */
+export function schemeObject(key) {
+  return SCHEMES[key] && SCHEMES[key].scheme ? Object.assign({}, SCHEMES[key].scheme, { observer: "minmax", convention: "onnx", scale_dtype: "f32" }) : null;
+}
+
+/* compressed-tensors rules: plan = Map tensor name -> {ignore, scheme}. */
+function rulesRecipe(plan, defaultKey) {
+  const r = { format: "compressed-tensors" };
+  const def = defaultKey ? schemeObject(defaultKey) : null;
+  if (def) r.default = def;
+  r.rules = [...plan.entries()].map(([name, e]) => (e.ignore ? { pattern: "^" + reEscape(name) + "$", ignore: true } : { pattern: "^" + reEscape(name) + "$", ignore: false, scheme: e.scheme }));
+  if (!def) r.rules.push({ pattern: ".*", ignore: true });
+  return { recipe: r };
+}
+
+function ctRulesPlan(plan) {
+  if (!Array.isArray(plan.rules)) return { error: "the plan has neither file_type nor rules" };
+  const m = new Map(), rules = plan.rules.slice();
+  const last = rules[rules.length - 1];
+  if (!last || last.pattern !== ".*" || last.ignore !== true) return { error: "the plan's rules do not end with the rest kept dense (\".*\" ignored)" };
+  rules.pop();
+  for (const r of rules) {
+    const name = exactName(r.pattern);
+    if (name === null) return { error: "the plan's rule " + r.pattern + " is not one tensor's exact name" };
+    m.set(name, r.ignore ? { ignore: true } : { ignore: false, scheme: r.scheme });
+  }
+  return { kind: "ct-rules", plan: m, defaultKey: "" };
+}
+
 /* A sensitivity plan (the "plan" object of a tensormorph.sensitivity/1 document, or of serve's
 ** /api/v1/arch "sensitivity") as the editor's plan. Returns {kind, plan, defaultKey} or {error}.
-** GGUF form only: its recipe is file_type + exact per-tensor tensor_types, which the editor
-** holds one entry per tensor; a compressed-tensors plan's rules name SCHEME objects the editor's
-** scheme list does not hold one for one (use OUT.recipe.json as it is). */
+** GGUF: file_type + exact per-tensor tensor_types, one entry per tensor. compressed-tensors: its
+** exact per-tensor rules with their scheme objects as written, then the rest dense ("ct-rules"). */
 export function planFromSensitivity(form, plan) {
   if (!plan || typeof plan !== "object") return { error: "the sensitivity result has no plan (run it with --budget)" };
-  if (form !== "gguf" && !plan.file_type) return { error: "a compressed-tensors plan is not loaded into the editor: quantize with its recipe " + (plan.recipe || "OUT.recipe.json") + " as it is" };
+  if (form !== "gguf" && !plan.file_type) return ctRulesPlan(plan);
   if (!plan.file_type) return { error: "the plan has no file_type" };
   const m = new Map();
   for (const t of plan.tensor_types || []) {

@@ -10,7 +10,7 @@
 // Enter/Space select (Shift adds), Escape clears the selection.
 import { onnxDiagram, blockDiagram } from "./model.js";
 import { layoutDiagram } from "./layout.js";
-import { SCHEMES, GGUF_FILE_TYPES, schemesFor, buildRecipe, planFromSensitivity } from "./recipe.js";
+import { SCHEMES, GGUF_FILE_TYPES, schemesFor, buildRecipe, planFromSensitivity, schemeObject } from "./recipe.js";
 import { normalizeSensitivity, sensScale, fmtNum } from "./sens.js";
 
 const SVG = "http://www.w3.org/2000/svg";
@@ -118,7 +118,11 @@ export class ArchView {
     const setBtn = h("button", { type: "button", class: "arch-set", text: "Set scheme" });
     setBtn.addEventListener("click", () => this.setScheme(this.scheme.value));
     const clearBtn = h("button", { type: "button", class: "arch-clear", text: "Clear plan" });
-    clearBtn.addEventListener("click", () => { this.plan.clear(); this.paintPlan(); });
+    clearBtn.addEventListener("click", () => {
+      this.plan.clear();
+      if (this.form === "ct-rules") { this.form = "ct"; this.fillSchemes(); delete this.root.dataset.planFrom; }
+      this.paintPlan();
+    });
     this.defScheme = h("select", { class: "arch-default", "aria-label": "default scheme of the recipe" });
     const dl = h("button", { type: "button", class: "arch-download", title: "the plan as a recipe for tensormorph quantize --recipe FILE", text: "Download recipe" });
     dl.addEventListener("click", () => this.download());
@@ -171,7 +175,7 @@ export class ArchView {
       for (const k of GGUF_FILE_TYPES) this.defScheme.append(h("option", { value: k, text: k }));
       return;
     }
-    this.defScheme.append(h("option", { value: "", text: "(tensormorph's)" }));
+    this.defScheme.append(h("option", { value: "", text: this.form === "ct-rules" ? "(the rest kept dense)" : "(tensormorph's)" }));
     for (const k of schemesFor(this.kind === "onnx" ? "onnx" : "ct")) {
       this.scheme.append(h("option", { value: k, text: SCHEMES[k].label }));
       if (k !== "exclude") this.defScheme.append(h("option", { value: k, text: SCHEMES[k].label }));
@@ -506,15 +510,19 @@ export class ArchView {
   planKeys(n) {
     if (this.kind === "onnx") return (n.weights || []).filter((w) => w.n_elems >= 16).map((w) => w.name);
     if (this.form === "gguf") return this.tensorsOf(n);
+    if (this.form === "ct-rules") return this.tensorsOf(n).filter((t) => (this.tensorNdim.get(t) || 0) >= 2);
     return n.modules || [];
   }
-  schemeLabel(k) { return this.form === "gguf" ? k : k === "exclude" ? "dense" : SCHEMES[k] ? SCHEMES[k].label : k; }
+  schemeLabel(k) {
+    if (k && typeof k === "object") return k.ignore ? "dense" : k.scheme ? k.scheme.type + " " + k.scheme.granularity : "?";
+    return this.form === "gguf" ? k : k === "exclude" ? "dense" : SCHEMES[k] ? SCHEMES[k].label : k;
+  }
   setScheme(key) {
     let n = 0;
     for (const name of this.selected) {
       const nd = this.byName.get(name);
       if (!nd) continue;
-      for (const k of this.planKeys(nd)) { this.plan.set(k, key); n++; }
+      for (const k of this.planKeys(nd)) { this.plan.set(k, this.form === "ct-rules" ? (key === "exclude" ? { ignore: true } : { ignore: false, scheme: schemeObject(key) }) : key); n++; }
     }
     this.status.textContent = "plan: " + this.schemeLabel(key) + " on " + n + (this.kind === "onnx" || this.form === "gguf" ? " tensor" : " module") + (n === 1 ? "" : "s") + " (" + this.plan.size + " in the plan)";
     this.paintPlan();
@@ -525,8 +533,8 @@ export class ArchView {
       const el = this.nodeEls.get(n.id), keys = this.planKeys(n).map((k) => this.plan.get(k)).filter(Boolean);
       const t = el.querySelector("text.plan");
       const k = keys.length ? keys[0] : null;
-      t.textContent = k ? "\u2192 " + this.schemeLabel(k) + (new Set(keys).size > 1 ? " \u2026" : "") : "";
-      if (k) el.setAttribute("data-plan", k); else el.removeAttribute("data-plan");
+      t.textContent = k ? "\u2192 " + this.schemeLabel(k) + (new Set(keys.map((x) => this.schemeLabel(x))).size > 1 ? " \u2026" : "") : "";
+      if (k) el.setAttribute("data-plan", typeof k === "object" ? this.schemeLabel(k) : k); else el.removeAttribute("data-plan");
     }
   }
   recipe() { return buildRecipe(this.form, this.plan, this.defScheme.value); }
@@ -618,8 +626,10 @@ export class ArchView {
   /* tensor names of each module (checkpoints): "<module>.<leaf>" */
   indexTensors() {
     this.modTensors = new Map();
+    this.tensorNdim = new Map();
     if (!this.inspect) return;
     for (const t of this.inspect.tensors) {
+      this.tensorNdim.set(t.name, (t.shape || []).length);
       if (t.role && t.role !== "data") continue;
       const i = t.name.lastIndexOf("."), m = i > 0 ? t.name.slice(0, i) : t.name;
       if (!this.modTensors.has(m)) this.modTensors.set(m, []);
@@ -729,13 +739,14 @@ export class ArchView {
     if (!sv) return;
     const r = planFromSensitivity(sv.form, sv.plan);
     if (r.error) { this.status.textContent = r.error; this.status.classList.add("arch-error"); return; }
+    if (r.kind === "ct-rules" && this.form === "ct") { this.form = "ct-rules"; this.fillSchemes(); }
     if (r.kind !== this.form) { this.status.textContent = "the plan is a " + r.kind + " plan; this model's recipe form is " + this.form + " (serve the plan's source)"; this.status.classList.add("arch-error"); return; }
     this.status.classList.remove("arch-error");
     this.plan = r.plan;
     if (![...this.defScheme.options].some((o) => o.value === r.defaultKey)) this.defScheme.append(h("option", { value: r.defaultKey, text: r.defaultKey }));
     this.defScheme.value = r.defaultKey;
     this.paintPlan();
-    this.status.textContent = "plan: started from the sensitivity plan (" + (sv.source || "") + "): file type " + r.defaultKey + ", " + r.plan.size + " tensor type" + (r.plan.size === 1 ? "" : "s") +
+    this.status.textContent = "plan: started from the sensitivity plan (" + (sv.source || "") + "): " + (r.kind === "gguf" ? "file type " + r.defaultKey + ", " : "") + r.plan.size + (r.kind === "gguf" ? " tensor type" : " tensor rule") + (r.plan.size === 1 ? "" : "s") + (r.kind === "ct-rules" ? ", the rest dense" : "") +
       (sv.plan.recipe ? "; the recipe it wrote: " + sv.plan.recipe : "") + ". Edit it, then Download recipe.";
     this.root.dataset.planFrom = "sensitivity";
   }

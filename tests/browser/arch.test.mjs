@@ -14,7 +14,7 @@
 //    projections; selection by pattern, shift-click, a scheme, the recipe downloaded and
 //    accepted by `tensormorph quantize --recipe`), GGUF Q4_K_M and a PyTorch .pt state dict;
 //  - sensitivity (issue 14): a real `tensormorph sensitivity --budget` run on stories260K-F32.gguf
-//    (ctx 64, 2 chunks: about 25 s on 2 cores; skipped visibly without node-llama-cpp unless
+//    (ctx 64, 2 chunks: 23 s on 2 cores, 55 s at load 6-11; skipped visibly without node-llama-cpp unless
 //    TM_REQUIRE_LLAMA=1), served with --sensitivity: every module of a unit carries its rank,
 //    KLD and planned type from the JSON, the colours' luminance falls in KLD order, the legend
 //    gives the KLD range; "Start from this plan" then Download recipe gives the plan's recipe

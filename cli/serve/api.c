@@ -224,6 +224,12 @@ static json_t *sensitivity_json(json_t *doc) {
     json_object_set_new(o, "units", units);
     json_object_set_new(o, "recipe", json_is_string(json_object_get(plan, "recipe")) ? json_copy(json_object_get(plan, "recipe")) : json_null());
     json_object_set_new(o, "met", json_is_boolean(json_object_get(plan, "met")) ? json_copy(json_object_get(plan, "met")) : json_null());
+    /* the plan as the run wrote it (file_type + tensor_types, or rules; assignments; measured
+    ** bytes, KLD, top-1), less its search steps: "start from this plan" in the view */
+    json_object_set(o, "form", json_object_get(doc, "form") ? json_object_get(doc, "form") : json_null());
+    json_t *pc = json_is_object(plan) ? json_deep_copy(plan) : json_null();
+    if (json_is_object(pc)) json_object_del(pc, "steps");
+    json_object_set_new(o, "plan", pc);
     return o;
 }
 

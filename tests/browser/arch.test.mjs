@@ -13,6 +13,18 @@
 //    order, five identical layers stacked, expandable, boundaries where dense norms meet int4
 //    projections; selection by pattern, shift-click, a scheme, the recipe downloaded and
 //    accepted by `tensormorph quantize --recipe`), GGUF Q4_K_M and a PyTorch .pt state dict;
+//  - sensitivity (issue 14): a real `tensormorph sensitivity --budget` run on stories260K-F32.gguf
+//    (ctx 64, 2 chunks: 23 s on 2 cores, 55 s at load 6-11; skipped visibly without node-llama-cpp unless
+//    TM_REQUIRE_LLAMA=1), served with --sensitivity: every module of a unit carries its rank,
+//    KLD and planned type from the JSON, the colours' luminance falls in KLD order, the legend
+//    gives the KLD range; "Start from this plan" then Download recipe gives the plan's recipe
+//    (OUT.gguf.recipe.json, its comment aside), which `quantize --recipe` turns into the plan's
+//    artifact byte for byte; the same JSON loaded from the page's file input colours the same;
+//    the compressed-tensors form (stories260K safetensors, int4 channel -> int8 channel): the
+//    plan's rules downloaded as they are, and `quantize --recipe` gives its model.safetensors;
+//  - keyboard (issue 15): Tab reaches the roving node, real arrow presses move to the successor,
+//    a sibling and back, Enter selects, Shift+Enter adds, Escape clears, the focus ring is
+//    drawn, also in the dark theme;
 //  - axe-core (web/node_modules, pinned): no serious or critical violation in the view.
 // Screenshots: $TM_BUILD/browser-screenshots/arch-*.png. Layout and draw times are printed
 // (the benchmark is bench/arch_layout.mjs, figures in docs/PERFORMANCE.md), never asserted.
@@ -66,8 +78,8 @@ const shots = path.join(build, "browser-screenshots");
 fs.mkdirSync(shots, { recursive: true });
 const tm = (...args) => execFileSync(bin, args, { encoding: "utf8", stdio: ["ignore", "pipe", "inherit"], maxBuffer: 1 << 28 });
 
-function serve(file) {
-  const p = spawn(bin, ["serve", file, "--port", "0", "-q"], { stdio: ["ignore", "pipe", "inherit"] });
+function serve(file, extra) {
+  const p = spawn(bin, ["serve", file, "--port", "0", "-q", ...(extra || [])], { stdio: ["ignore", "pipe", "inherit"] });
   servers.push(p);
   return new Promise((resolve, reject) => {
     let buf = "";
@@ -85,8 +97,8 @@ const ctx = await chromiumApi.launchPersistentContext(userDir, {
 const consoleErrors = [], external = [];
 
 /* Open the page of `file`, wait for the diagram; returns {page, stop}. */
-async function open(file) {
-  const { url, proc } = await serve(file);
+async function open(file, extra) {
+  const { url, proc } = await serve(file, extra);
   const page = await ctx.newPage();
   page.on("console", (m) => { if (m.type() === "error") consoleErrors.push(path.basename(file) + ": " + m.text()); });
   page.on("pageerror", (e) => consoleErrors.push(path.basename(file) + ": " + String(e)));
@@ -200,6 +212,16 @@ try {
     const g2 = JSON.parse(tm("graph", out2, "--json"));
     const dq2 = g2.nodes.filter((x) => x.op_type === "DequantizeLinear");
     check(dq2.length === 53 && dq2.every((d) => /tensor/.test(d.inputs[0].quantization.label)), "quantize --recipe (the page's): 53 weights int8 per tensor, the excluded MatMul weight dense (" + dq2[0].inputs[0].quantization.label + ")");
+    // keyboard on the ONNX graph: Tab reaches the first node, each ArrowDown follows an edge of the diagram
+    await pf.focus(".arch-svg");
+    await pf.keyboard.press("Tab");
+    const path4 = [await pf.evaluate(() => document.activeElement.dataset.node || null)];
+    for (let i = 0; i < 4; i++) { await pf.keyboard.press("ArrowDown"); path4.push(await pf.evaluate(() => document.activeElement.dataset.node || null)); }
+    const followsEdges = await pf.evaluate((names) => {
+      const v = window.tmArch.view, id = (n) => (v.byName.get(n) || {}).id;
+      return names[0] === v.d.nodes[0].name && names.every((n, i) => i === 0 || v.d.edges.some((e) => e.from === id(names[i - 1]) && e.to === id(n)));
+    }, path4);
+    check(followsEdges, "ONNX keyboard: Tab then ArrowDown x4 walks the dataflow " + path4.map((n) => (n || "").split(" ")[0]).join(" > "));
     await stopf();
   }
   // ---- PP-OCRv4 rec: 765 nodes, minimap, search
@@ -343,6 +365,152 @@ try {
       await page.screenshot({ path: path.join(shots, "arch-blocks-gguf.png") });
     }
     await stop();
+  }
+  // ---- sensitivity on the diagram, start from the plan; keyboard navigation (GGUF F32)
+  {
+    const gsrc = M("gguf/stories260K-F32.gguf"), text = M("text/stories260K-eval.txt");
+    const nm = [process.env.TM_NODE_MODULES, path.join(src, "runner", "node_modules")].filter(Boolean)
+      .find((b) => fs.existsSync(path.join(b, "node-llama-cpp", "package.json")));
+    let sensPath = null, out = null;
+    if (!nm) {
+      if (process.env.TM_REQUIRE_LLAMA === "1") check(false, "node-llama-cpp not found (TM_NODE_MODULES) and TM_REQUIRE_LLAMA=1");
+      else console.log("SKIP the sensitivity checks: node-llama-cpp not installed (set TM_NODE_MODULES)");
+    } else {
+      fs.mkdirSync(path.join(tmp, "sens"));
+      out = path.join(tmp, "sens", "plan.gguf");
+      const t0 = Date.now();
+      execFileSync(bin, ["sensitivity", gsrc, "--text", text, "--ctx", "64", "--chunks", "2", "-t", "Q2_K", "--ladder", "Q2_K,Q4_K_M", "--budget", "0.03", "-o", out, "--jobs", "2"],
+        { stdio: ["ignore", "ignore", "inherit"], env: Object.assign({}, process.env, { TM_NODE_MODULES: nm }) });
+      sensPath = out + ".sensitivity.json";
+      console.log("     sensitivity run: " + ((Date.now() - t0) / 1000).toFixed(1) + " s");
+    }
+    const S = sensPath ? JSON.parse(fs.readFileSync(sensPath, "utf8")) : null;
+    const { page, stop } = await open(gsrc, S ? ["--sensitivity", sensPath] : []);
+    /* per node: its sensitivity data and the computed fill of its box */
+    const nodeSens = () => page.$$eval(".arch-svg [data-node]", (g) => g.map((x) => ({ node: x.dataset.node, unit: x.dataset.sensUnit || null, rank: x.dataset.sensRank || null,
+      kld: x.dataset.sensKld || null, scheme: x.dataset.sensScheme || null, fill: getComputedStyle(x.querySelector("rect.box")).fill, title: x.querySelector("title").textContent })));
+    const lum = (css) => { const c = css.match(/\d+(\.\d+)?/g).slice(0, 3).map(Number).map((v) => { v /= 255; return v <= 0.03928 ? v / 12.92 : Math.pow((v + 0.055) / 1.055, 2.4); }); return 0.2126 * c[0] + 0.7152 * c[1] + 0.0722 * c[2]; };
+    if (S) {
+      const ins = JSON.parse(tm("inspect", gsrc, "--json"));
+      const mods = new Set(ins.tensors.filter((t) => !t.role || t.role === "data").map((t) => t.name.replace(/\.weight$/, "")));
+      await page.waitForFunction((k) => document.querySelectorAll("[data-view='architecture'] [data-node]").length === k, mods.size, { timeout: 20000 }).catch(() => {});
+      const ns = await nodeSens();
+      check(ns.length === mods.size, "with --sensitivity every layer is drawn on its own (" + ns.length + " of " + mods.size + " modules)");
+      const byMod = new Map(ns.map((x) => [x.node, x]));
+      let okData = true, nUnit = 0;
+      for (const u of S.units) for (const t of u.tensors) {
+        const x = byMod.get(t.replace(/\.weight$/, ""));
+        nUnit++;
+        if (!x || x.unit !== u.name || +x.rank !== u.rank || Number(x.kld) !== u.kld_mean_only || x.scheme !== S.plan.assignments[u.name]) { okData = false; console.log("     " + t + ": " + JSON.stringify(x)); }
+      }
+      check(okData && ns.filter((x) => x.unit).length === nUnit, "each of the " + nUnit + " modules of the " + S.units.length + " units carries its unit, rank, KLD and planned type from the JSON");
+      const r1 = S.units.find((u) => u.rank === 1), n1 = byMod.get(r1.tensors[0].replace(/\.weight$/, ""));
+      check(n1.title.includes("rank 1 of " + S.units.length) && n1.scheme === S.plan.assignments[r1.name], "the rank-1 unit " + r1.name + " (KLD " + r1.kld_mean_only.toPrecision(4) + ", plan " + n1.scheme + "): its nodes say so");
+      const rankMark = await page.textContent("[data-node='" + n1.node + "'] .sens-rank text");
+      check(rankMark === "1", "the rank is drawn on the node (" + rankMark + ")");
+      const clusterLab = await page.$$eval(".arch-cluster .cluster-label", (l) => l.map((x) => x.textContent));
+      check(clusterLab.some((l) => l.includes("#1 ") && l.includes(r1.name.replace(/^blk\./, "")) && l.includes("plan " + S.plan.assignments[r1.name])), "the layer's label shows #1 and the planned " + S.plan.assignments[r1.name]);
+      // colour order = KLD order: the relative luminance of the fill falls as the KLD rises
+      const unitLum = S.units.map((u) => ({ k: u.kld_mean_only, l: lum(byMod.get(u.tensors[0].replace(/\.weight$/, "")).fill) })).sort((a, b) => a.k - b.k);
+      check(unitLum.every((x, i) => i === 0 || x.k === unitLum[i - 1].k || x.l < unitLum[i - 1].l), "colours in KLD order (luminance " + unitLum.map((x) => x.l.toFixed(3)).join(" > ") + ")");
+      const grey = ns.filter((x) => !x.unit).map((x) => x.node);
+      check(grey.includes("token_embd") && grey.includes("output_norm") && grey.every((g) => !S.units.some((u) => u.tensors.includes(g + ".weight"))), "modules outside the units stay grey (" + grey.length + ": token_embd, norms, ...)");
+      const ticks = await page.$$eval(".arch-legend-tick", (t) => t.map((x) => +x.dataset.value));
+      const klds = S.units.map((u) => u.kld_mean_only);
+      check((await page.isVisible(".arch-legend")) && ticks[0] === Math.min(...klds) && ticks[ticks.length - 1] === Math.max(...klds) &&
+        /KLD mean, nats\/token/.test(await page.textContent(".arch-legend-title")), "legend: KLD " + ticks.map((t) => t.toPrecision(3)).join(" .. ") + " nats/token");
+      await page.screenshot({ path: path.join(shots, "arch-sensitivity.png") });
+      await axeCheck(page, "sensitivity-coloured");
+      // start from this plan: the download is the plan's recipe
+      await page.click(".arch-start-plan");
+      check((await page.getAttribute(".arch-diagram", "data-plan-from")) === "sensitivity" && (await page.inputValue(".arch-default")) === S.plan.file_type, "Start from this plan: default " + S.plan.file_type);
+      const [dl] = await Promise.all([page.waitForEvent("download"), page.click(".arch-download")]);
+      const rp = path.join(tmp, "sens", "from-plan.recipe.json");
+      await dl.saveAs(rp);
+      const got = JSON.parse(fs.readFileSync(rp, "utf8")), want = JSON.parse(fs.readFileSync(out + ".recipe.json", "utf8"));
+      delete want.comment;
+      check(JSON.stringify(got) === JSON.stringify(want), "the downloaded recipe equals the plan's " + path.basename(out) + ".recipe.json (" + (want.tensor_types || []).length + " tensor types)");
+      const rebuilt = path.join(tmp, "sens", "rebuilt.gguf");
+      tm("quantize", gsrc, "-o", rebuilt, "--recipe", rp, "-q");
+      check(Buffer.compare(fs.readFileSync(rebuilt), fs.readFileSync(out)) === 0, "quantize --recipe (the downloaded one) rebuilds the plan's artifact byte for byte");
+    }
+    // ---- keyboard: a roving tab stop, arrows along the graph, Enter / Shift+Enter / Escape
+    const active = () => page.evaluate(() => { const a = document.activeElement; return a && a.dataset ? a.dataset.node || null : null; });
+    const center = (nmd) => page.evaluate((n) => { const r = document.querySelector("[data-node='" + n + "']").getBoundingClientRect(); return [r.left + r.width / 2, r.top + r.height / 2]; }, nmd);
+    await page.focus(".arch-svg");
+    await page.keyboard.press("Tab");
+    check((await active()) === "token_embd", "Tab from the canvas reaches the diagram's tab stop: the first node (" + (await active()) + ")");
+    check((await page.locator(".arch-svg [data-node][tabindex='0']").count()) === 1, "one roving tab stop (tabindex 0) among the nodes");
+    await page.keyboard.press("ArrowDown");
+    check((await active()) === "blk.0.attn_norm", "ArrowDown: the successor blk.0.attn_norm");
+    await page.keyboard.press("ArrowDown");
+    const a1 = await active();
+    check(["blk.0.attn_q", "blk.0.attn_k", "blk.0.attn_v"].includes(a1), "ArrowDown again: one of q/k/v (" + a1 + ")");
+    await page.keyboard.press("ArrowRight");
+    const a2 = await active();
+    if (a2 === a1) await page.keyboard.press("ArrowLeft");
+    const a3 = await active();
+    check(a3 !== a1 && ["blk.0.attn_q", "blk.0.attn_k", "blk.0.attn_v"].includes(a3) && ((await center(a3))[0] - (await center(a1))[0]) * (a2 === a1 ? -1 : 1) > 0, "ArrowRight/Left: a sibling on that side (" + a1 + " -> " + a3 + ")");
+    const ring = await page.evaluate(() => { const r = document.activeElement.querySelector(".ring"); return getComputedStyle(r).stroke; });
+    check(ring !== "none" && ring !== "", "the focused node shows its focus ring (" + ring + ")");
+    await page.keyboard.press("ArrowUp");
+    check((await active()) === "blk.0.attn_norm", "ArrowUp: back to the predecessor");
+    await page.keyboard.press("Enter");
+    check((await page.getAttribute(".arch-diagram", "data-selected")) === "1" && (await page.getAttribute("[data-node='blk.0.attn_norm']", "aria-pressed")) === "true", "Enter selects the focused node (aria-pressed)");
+    await page.keyboard.press("ArrowDown");
+    await page.keyboard.press("Shift+Enter");
+    check((await page.getAttribute(".arch-diagram", "data-selected")) === "2", "Shift+Enter adds the next one: 2 selected");
+    await page.keyboard.press("Escape");
+    check((await page.getAttribute(".arch-diagram", "data-selected")) === "0" && (await active()) !== null, "Escape clears the selection, the focus stays on the node");
+    await page.evaluate(() => document.documentElement.setAttribute("data-theme", "dark"));
+    const ringDark = await page.evaluate(() => getComputedStyle(document.activeElement.querySelector(".ring")).stroke);
+    check(ringDark !== "none" && ringDark !== ring, "dark theme: the focus ring in its dark colour (" + ringDark + ")");
+    await page.screenshot({ path: path.join(shots, "arch-keyboard-dark.png") });
+    await axeCheck(page, "dark, keyboard-focused");
+    await stop();
+    if (S) {
+      // the same result loaded on the page (no --sensitivity), and a file that is not one
+      const { page: p2, stop: stop2 } = await open(gsrc);
+      await p2.setInputFiles(".arch-sens-file", out + ".recipe.json");
+      await p2.waitForSelector(".arch-status.arch-error", { timeout: 10000 }).catch(() => {});
+      check(/no units/.test(await p2.textContent(".arch-status")), "a JSON that is not a sensitivity result: its error shown (" + (await p2.textContent(".arch-status")) + ")");
+      await p2.setInputFiles(".arch-sens-file", sensPath);
+      await p2.waitForSelector("[data-sens-unit]", { timeout: 10000 }).catch(() => {});
+      const n2 = await p2.$$eval("[data-sens-unit]", (g) => g.map((x) => x.dataset.node + "=" + x.dataset.sensRank + ":" + x.dataset.sensKld));
+      const want2 = S.units.flatMap((u) => u.tensors.map((t) => t.replace(/\.weight$/, "") + "=" + u.rank + ":" + String(u.kld_mean_only)));
+      check(JSON.stringify(n2.sort()) === JSON.stringify(want2.sort()) && (await p2.isVisible(".arch-start-plan")), "loaded from the file input: the same " + n2.length + " modules coloured, Start from this plan offered");
+      await stop2();
+    }
+  }
+  // ---- sensitivity, compressed-tensors form: int4 channel -> int8 channel on the safetensors
+  {
+    const st = M("safetensors/stories260K-f32"), text = M("text/stories260K-eval.txt");
+    const nm = [process.env.TM_NODE_MODULES, path.join(src, "runner", "node_modules")].filter(Boolean)
+      .find((b) => fs.existsSync(path.join(b, "node-llama-cpp", "package.json")));
+    if (nm) {
+      fs.mkdirSync(path.join(tmp, "ctsens"));
+      const out = path.join(tmp, "ctsens", "plan");
+      const t0 = Date.now();
+      execFileSync(bin, ["sensitivity", st, "--vocab-from", M("gguf/stories260K-F32.gguf"), "--text", text, "--ctx", "64", "--chunks", "2", "-t", "int4", "-g", "channel", "--budget", "0.045", "-o", out, "--jobs", "2"],
+        { stdio: ["ignore", "ignore", "inherit"], env: Object.assign({}, process.env, { TM_NODE_MODULES: nm }) });
+      console.log("     sensitivity run (compressed-tensors form): " + ((Date.now() - t0) / 1000).toFixed(1) + " s");
+      const S = JSON.parse(fs.readFileSync(out + ".sensitivity.json", "utf8"));
+      const { page, stop } = await open(st, ["--sensitivity", out + ".sensitivity.json"]);
+      await page.waitForSelector("[data-sens-unit]", { timeout: 20000 }).catch(() => {});
+      const n = await page.$$eval("[data-sens-unit]", (g) => g.map((x) => x.dataset.node + "=" + x.dataset.sensUnit + ":" + x.dataset.sensScheme));
+      const want = S.units.flatMap((u) => u.tensors.map((t) => t.replace(/\.weight$/, "") + "=" + u.name + ":" + S.plan.assignments[u.name]));
+      check(JSON.stringify(n.sort()) === JSON.stringify(want.sort()), "compressed-tensors form: the " + want.length + " modules of the " + S.units.length + " layers carry their unit and planned scheme (" + S.plan.assignments[S.units[0].name] + ", ...)");
+      await page.click(".arch-start-plan");
+      const [dl] = await Promise.all([page.waitForEvent("download"), page.click(".arch-download")]);
+      const rp = path.join(tmp, "ctsens", "from-plan.recipe.json");
+      await dl.saveAs(rp);
+      const got = JSON.parse(fs.readFileSync(rp, "utf8")), wantR = JSON.parse(fs.readFileSync(out + ".recipe.json", "utf8"));
+      check(JSON.stringify(got.rules) === JSON.stringify(wantR.rules), "Start from this plan, Download recipe: the plan's " + wantR.rules.length + " rules (the rest dense)");
+      const re = path.join(tmp, "ctsens", "re");
+      tm("quantize", st, "-o", re, "--recipe", rp, "-q");
+      check(Buffer.compare(fs.readFileSync(path.join(re, "model.safetensors")), fs.readFileSync(path.join(out, "model.safetensors"))) === 0, "quantize --recipe (the downloaded one) gives the plan's model.safetensors byte for byte");
+      await stop();
+    }
   }
   check(external.length === 0, "the page loads nothing from the network" + (external.length ? ": " + external.slice(0, 3).join(", ") : ""));
   check(consoleErrors.length === 0, "no console errors (CSP included)" + (consoleErrors.length ? ": " + [...new Set(consoleErrors)].slice(0, 3).join("; ").slice(0, 600) : ""));

@@ -234,7 +234,9 @@ static void test_serve_field(void **state) {
         " \"units\": [{\"name\": \"blk.0\", \"rank\": 2, \"kld_mean_only\": 0.01, \"kld_mean_all_but\": 0.05, \"weight_sqnr_db\": 22.5,"
         " \"tensors\": [\"blk.0.attn_q.weight\"]}, {\"name\": \"blk.1\", \"rank\": 1, \"kld_mean_only\": 0.02,"
         " \"kld_mean_all_but\": 0.04, \"weight_sqnr_db\": 22.0, \"tensors\": [\"blk.1.attn_q.weight\"]}],"
-        " \"plan\": {\"recipe\": \"x.gguf.recipe.json\", \"met\": true, \"assignments\": {\"blk.0\": \"Q2_K\", \"blk.1\": \"Q4_K_M\"}}}";
+        " \"plan\": {\"recipe\": \"x.gguf.recipe.json\", \"met\": true, \"assignments\": {\"blk.0\": \"Q2_K\", \"blk.1\": \"Q4_K_M\"},"
+        " \"file_type\": \"Q2_K\", \"tensor_types\": [{\"pattern\": \"^blk\\\\.1\\\\.attn_q\\\\.weight$\", \"type\": \"Q5_0\"}], \"steps\": [{}]},"
+        " \"form\": \"gguf\"}";
     FILE *f = fopen(p, "w");
     assert_non_null(f);
     fputs(doc, f);
@@ -262,6 +264,13 @@ static void test_serve_field(void **state) {
     assert_string_equal(json_string_value(json_object_get(u1, "scheme")), "Q4_K_M");
     assert_string_equal(json_string_value(json_array_get(json_object_get(u1, "tensors"), 0)), "blk.1.attn_q.weight");
     assert_true(tmt_num(u1, "kld_mean_only") == 0.02);
+    /* the plan itself (for "start from this plan"), without its search steps */
+    assert_string_equal(json_string_value(json_object_get(sv, "form")), "gguf");
+    json_t *pl = json_object_get(sv, "plan");
+    assert_string_equal(json_string_value(json_object_get(pl, "file_type")), "Q2_K");
+    assert_string_equal(json_string_value(json_object_get(json_array_get(json_object_get(pl, "tensor_types"), 0), "pattern")), "^blk\\.1\\.attn_q\\.weight$");
+    assert_string_equal(json_string_value(json_object_get(json_object_get(pl, "assignments"), "blk.1")), "Q4_K_M");
+    assert_null(json_object_get(pl, "steps"));
     json_decref(d);
 }
 

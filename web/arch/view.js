@@ -3,9 +3,15 @@
 // what does not match, counts the matches and jumps between them, selection (click, shift-click,
 // a name pattern), a scheme set on the selection and the recipe download. Test hooks: the view
 // root carries data-view="architecture", each node data-node, each drawn boundary data-boundary.
+// Sensitivity (serve --sensitivity FILE, or a JSON loaded on the page): each module coloured by
+// its unit's measured KLD (legend with the numbers), its rank and the plan's precision, and
+// "Start from this plan" loads the plan into the editor. Keyboard: the nodes are one roving tab
+// stop; arrows move along the graph (Down successor, Up predecessor, Left/Right siblings),
+// Enter/Space select (Shift adds), Escape clears the selection.
 import { onnxDiagram, blockDiagram } from "./model.js";
 import { layoutDiagram } from "./layout.js";
-import { SCHEMES, schemesFor, buildRecipe } from "./recipe.js";
+import { SCHEMES, GGUF_FILE_TYPES, schemesFor, buildRecipe, planFromSensitivity, schemeObject } from "./recipe.js";
+import { normalizeSensitivity, sensScale, fmtNum } from "./sens.js";
 
 const SVG = "http://www.w3.org/2000/svg";
 const MINIMAP_FROM = 40;      // nodes: a minimap from this many on
@@ -46,6 +52,8 @@ export class ArchView {
     this.view = { k: 1, tx: 0, ty: 0 };
     this.matches = [];
     this.matchAt = -1;
+    this.sens = null;              // normalizeSensitivity(...) of the result shown, or null
+    this.focusName = null;         // the node holding the roving tab stop
   }
 
   async load() {
@@ -54,8 +62,19 @@ export class ArchView {
       const g = await getJSON("/api/v1/graph");
       if (g.n_nodes > 0) { this.kind = "onnx"; this.graph = g; }
       else { this.kind = "blocks"; this.inspect = await getJSON("/api/v1/inspect"); }
+      this.form = this.kind === "onnx" ? "onnx" : this.inspect.format === "gguf" ? "gguf" : "ct";
+      this.indexTensors();
       this.fillSchemes();
+      this.sensBar.hidden = this.kind === "onnx";
+      if (this.kind !== "onnx") {
+        // serve --sensitivity FILE: the result rides on /api/v1/arch
+        try {
+          const a = await getJSON("/api/v1/arch");
+          if (a.sensitivity) this.setSensitivity(a.sensitivity, "serve --sensitivity", false);
+        } catch (e) { this.sensError = "the sensitivity result could not be read: " + (e && e.message ? e.message : e); }
+      }
       this.relayout(true);
+      if (this.sensError) { this.status.textContent = this.sensError; this.status.classList.add("arch-error"); }
       this.root.setAttribute("data-ready", "1");
     } catch (e) {
       this.status.textContent = "The diagram could not be built: " + (e && e.message ? e.message : e);
@@ -99,7 +118,11 @@ export class ArchView {
     const setBtn = h("button", { type: "button", class: "arch-set", text: "Set scheme" });
     setBtn.addEventListener("click", () => this.setScheme(this.scheme.value));
     const clearBtn = h("button", { type: "button", class: "arch-clear", text: "Clear plan" });
-    clearBtn.addEventListener("click", () => { this.plan.clear(); this.paintPlan(); });
+    clearBtn.addEventListener("click", () => {
+      this.plan.clear();
+      if (this.form === "ct-rules") { this.form = "ct"; this.fillSchemes(); delete this.root.dataset.planFrom; }
+      this.paintPlan();
+    });
     this.defScheme = h("select", { class: "arch-default", "aria-label": "default scheme of the recipe" });
     const dl = h("button", { type: "button", class: "arch-download", title: "the plan as a recipe for tensormorph quantize --recipe FILE", text: "Download recipe" });
     dl.addEventListener("click", () => this.download());
@@ -107,13 +130,23 @@ export class ArchView {
     const bar = h("div", { class: "toolbar arch-toolbar" }, modes, this.search, this.count, prev, next,
       h("span", { class: "arch-sep" }), zout, zin, fit, this.stackBtn, h("span", { class: "arch-sep" }),
       this.pattern, selBtn, this.scheme, setBtn, clearBtn, h("label", {}, "default ", this.defScheme), dl);
-    this.svg = s("svg", { class: "arch-svg", role: "img", "aria-label": "architecture diagram", tabindex: "0" });
+    this.svg = s("svg", { class: "arch-svg", role: "group", "aria-label": "architecture diagram: Tab reaches the nodes, arrows move along the graph, Enter selects, Shift+Enter adds, Escape clears", tabindex: "0" });
     this.vp = s("g", { class: "arch-viewport" });
     this.svg.append(this.vp);
     this.mini = s("svg", { class: "arch-minimap", width: MINIMAP_W, height: MINIMAP_H, role: "img", "aria-label": "minimap: click to move the view" });
     this.info = h("aside", { class: "arch-info", "aria-label": "selected node" });
     this.canvas = h("div", { class: "arch-canvas" }, this.svg, this.mini);
-    this.root = h("div", { class: "arch-diagram" }, bar, h("div", { class: "arch-line" }, this.status), h("div", { class: "arch-body" }, this.canvas, this.info));
+    // sensitivity: a result loaded from a file, its legend, "start from this plan"
+    this.sensFile = h("input", { type: "file", class: "arch-sens-file", accept: ".json,application/json", "data-input": "sensitivity" });
+    this.sensFile.addEventListener("change", () => this.loadSensFile());
+    this.startBtn = h("button", { type: "button", class: "arch-start-plan", title: "load the sensitivity plan's precisions into the plan editor (Download recipe then gives that recipe)", text: "Start from this plan" });
+    this.startBtn.hidden = true;
+    this.startBtn.addEventListener("click", () => this.startFromPlan());
+    this.legend = h("div", { class: "arch-legend", "data-legend": "", role: "group", "aria-label": "sensitivity colour scale" });
+    this.legend.hidden = true;
+    this.sensBar = h("span", { class: "arch-sens" }, h("label", { class: "arch-sens-load" }, "sensitivity result (tensormorph sensitivity --json) ", this.sensFile), this.startBtn);
+    this.canvas.append(this.legend);   // over the canvas' top left corner, as the minimap is over its bottom right
+    this.root = h("div", { class: "arch-diagram" }, bar, h("div", { class: "arch-line" }, this.status, this.sensBar), h("div", { class: "arch-body" }, this.canvas, this.info));
     sec.prepend(this.root);
     for (const p of this.tableParts) p.hidden = true;
     this.wirePanZoom();
@@ -123,6 +156,7 @@ export class ArchView {
     const d = m === "diagram";
     this.root.querySelector(".arch-body").hidden = !d;
     for (const el of this.root.querySelectorAll(".arch-toolbar > :not(.arch-modes), .arch-line")) el.hidden = !d;
+    this.sensBar.hidden = !d || this.kind === "onnx";
     for (const p of this.tableParts) p.hidden = d;
     this.modeDiagram.classList.toggle("active", d);
     this.modeTable.classList.toggle("active", !d);
@@ -134,7 +168,14 @@ export class ArchView {
   fillSchemes() {
     this.scheme.textContent = "";
     this.defScheme.textContent = "";
-    this.defScheme.append(h("option", { value: "", text: "(tensormorph's)" }));
+    if (this.form === "gguf") {
+      // GGUF: a ggml type per tensor, a llama-quantize file type as the default
+      this.defScheme.append(h("option", { value: "", text: "(choose a file type)" }));
+      for (const k of schemesFor("gguf")) this.scheme.append(h("option", { value: k, text: k }));
+      for (const k of GGUF_FILE_TYPES) this.defScheme.append(h("option", { value: k, text: k }));
+      return;
+    }
+    this.defScheme.append(h("option", { value: "", text: this.form === "ct-rules" ? "(the rest kept dense)" : "(tensormorph's)" }));
     for (const k of schemesFor(this.kind === "onnx" ? "onnx" : "ct")) {
       this.scheme.append(h("option", { value: k, text: SCHEMES[k].label }));
       if (k !== "exclude") this.defScheme.append(h("option", { value: k, text: SCHEMES[k].label }));
@@ -143,6 +184,7 @@ export class ArchView {
 
   /* ---- model -> layout -> SVG ---------------------------------------------------------------- */
   relayout(first) {
+    const hadFocus = !!(document.activeElement && document.activeElement.classList && document.activeElement.classList.contains("arch-node") && this.svg.contains(document.activeElement));
     const t0 = performance.now();
     this.d = this.kind === "onnx" ? onnxDiagram(this.graph, { expanded: this.expanded }) : blockDiagram(this.inspect, { expanded: this.expanded });
     const t1 = performance.now();
@@ -165,6 +207,9 @@ export class ArchView {
     this.runSearch();
     this.paintSelection();
     this.paintPlan();
+    this.paintSens();
+    const fn = this.focusName && this.byName.get(this.focusName);
+    if (hadFocus && fn) this.focusNode(fn, false);
   }
 
   anyCollapsed() {
@@ -227,8 +272,12 @@ export class ArchView {
     });
     for (const n of d.nodes) {
       const r = L.nodes.get(n.id);
-      const g = s("g", { class: "arch-node kind-" + n.kind + (n.quantized ? " q" : ""), "data-node": n.name, "data-id": n.id, "data-column": r.column || 0, transform: "translate(" + r.x.toFixed(1) + "," + r.y.toFixed(1) + ")" });
-      g.append(s("title", { text: n.name + (n.key ? "\n" + n.key : "") + (n.modules && n.modules.length > 1 ? "\n" + n.modules.length + " modules: " + n.modules[0] + " \u2026 " + n.modules[n.modules.length - 1] : "") }));
+      const g = s("g", { class: "arch-node kind-" + n.kind + (n.quantized ? " q" : ""), "data-node": n.name, "data-id": n.id, "data-column": r.column || 0, transform: "translate(" + r.x.toFixed(1) + "," + r.y.toFixed(1) + ")",
+        tabindex: "-1", role: "button", "aria-pressed": "false" });   // its name: the <title> child
+      g.baseTitle = n.name + (n.key ? "\n" + n.key : "") + (n.modules && n.modules.length > 1 ? "\n" + n.modules.length + " modules: " + n.modules[0] + " \u2026 " + n.modules[n.modules.length - 1] : "");
+      g.append(s("title", { text: g.baseTitle }));
+      // the focus ring (two-tone: it reads on a light and on a dark canvas), shown on :focus-visible
+      g.append(s("rect", { class: "ring-halo", x: -5, y: -5, width: r.w + 10, height: r.h + 10, rx: 9 }), s("rect", { class: "ring", x: -5, y: -5, width: r.w + 10, height: r.h + 10, rx: 9 }));
       g.append(s("rect", { class: "box", width: r.w, height: r.h, rx: n.kind === "op" || n.kind === "module" ? 5 : 14 }));
       g.append(s("text", { class: "title", x: 8, y: 16, text: n.title }));
       if (n.sub) {
@@ -248,7 +297,8 @@ export class ArchView {
         g.append(bg);
         bx += w + 4;
       }
-      const plan = s("text", { class: "plan", x: r.w - 6, y: 16, "text-anchor": "end" });
+      // the plan's scheme: bottom right, beside the badges (top right would run into the title)
+      const plan = s("text", { class: "plan", x: r.w - 6, y: n.badges.length ? r.h - 7 : 16, "text-anchor": "end" });
       g.append(plan);
       this.nodeEls.set(n.id, g);
       gn.append(g);
@@ -256,6 +306,16 @@ export class ArchView {
     vp.append(gc, ge, gb, gn);
     this.byName = new Map(d.nodes.map((n) => [n.name, n]));
     this.byId = new Map(d.nodes.map((n) => [n.id, n]));
+    // graph neighbours for the arrow keys
+    this.succ = new Map(); this.pred = new Map();
+    for (const e of d.edges) {
+      if (!this.byId.has(e.from) || !this.byId.has(e.to)) continue;
+      if (!this.succ.has(e.from)) this.succ.set(e.from, []);
+      if (!this.pred.has(e.to)) this.pred.set(e.to, []);
+      this.succ.get(e.from).push(e.to); this.pred.get(e.to).push(e.from);
+    }
+    const tab = (this.focusName && this.byName.get(this.focusName)) || d.nodes[0];
+    if (tab) { this.nodeEls.get(tab.id).setAttribute("tabindex", "0"); this.focusName = tab.name; }
     this.drawMinimap();
   }
 
@@ -311,7 +371,7 @@ export class ArchView {
       drag = null;
       if (!dd || dd.moved) return;
       const g = ev.target.closest && ev.target.closest(".arch-node");
-      if (g && svg.contains(g)) this.clickNode(this.byId.get(g.dataset.id), ev.shiftKey);
+      if (g && svg.contains(g)) { const n = this.byId.get(g.dataset.id); this.clickNode(n, ev.shiftKey); if (n) this.focusNode(n, false); }
       else if (svg.contains(ev.target) && !ev.shiftKey) { this.selected.clear(); this.paintSelection(); }
     });
     svg.addEventListener("dblclick", (ev) => {
@@ -321,8 +381,11 @@ export class ArchView {
       if (t && typeof window.openHeatmap === "function") window.openHeatmap(t);
     });
     svg.addEventListener("keydown", (ev) => {
+      const g = ev.target !== svg && ev.target.closest && ev.target.closest(".arch-node");
+      if (g && svg.contains(g) && this.nodeKey(ev, this.byId.get(g.dataset.id))) { ev.preventDefault(); return; }
+      if (ev.key === "Escape") { this.selected.clear(); this.paintSelection(); return; }
       const step = 60, m = { ArrowLeft: [step, 0], ArrowRight: [-step, 0], ArrowUp: [0, step], ArrowDown: [0, -step] }[ev.key];
-      if (m) { ev.preventDefault(); this.view.tx += m[0]; this.view.ty += m[1]; this.apply(); }
+      if (m && !g) { ev.preventDefault(); this.view.tx += m[0]; this.view.ty += m[1]; this.apply(); }
       else if (ev.key === "+" || ev.key === "=") this.zoomBy(1.25);
       else if (ev.key === "-") this.zoomBy(0.8);
       else if (ev.key === "0" || ev.key === "f") this.fit();
@@ -438,6 +501,7 @@ export class ArchView {
     for (const n of this.d.nodes) {
       const el = this.nodeEls.get(n.id), on = this.selected.has(n.name);
       el.classList.toggle("selected", on);
+      el.setAttribute("aria-pressed", String(on));
       if (on) el.setAttribute("data-selected", "1"); else el.removeAttribute("data-selected");
     }
     this.root.dataset.selected = String(this.selected.size);
@@ -445,16 +509,22 @@ export class ArchView {
   /* What a node's plan entry names: its modules (checkpoints) or its weights (ONNX). */
   planKeys(n) {
     if (this.kind === "onnx") return (n.weights || []).filter((w) => w.n_elems >= 16).map((w) => w.name);
+    if (this.form === "gguf") return this.tensorsOf(n);
+    if (this.form === "ct-rules") return this.tensorsOf(n).filter((t) => (this.tensorNdim.get(t) || 0) >= 2);
     return n.modules || [];
+  }
+  schemeLabel(k) {
+    if (k && typeof k === "object") return k.ignore ? "dense" : k.scheme ? k.scheme.type + " " + k.scheme.granularity : "?";
+    return this.form === "gguf" ? k : k === "exclude" ? "dense" : SCHEMES[k] ? SCHEMES[k].label : k;
   }
   setScheme(key) {
     let n = 0;
     for (const name of this.selected) {
       const nd = this.byName.get(name);
       if (!nd) continue;
-      for (const k of this.planKeys(nd)) { this.plan.set(k, key); n++; }
+      for (const k of this.planKeys(nd)) { this.plan.set(k, this.form === "ct-rules" ? (key === "exclude" ? { ignore: true } : { ignore: false, scheme: schemeObject(key) }) : key); n++; }
     }
-    this.status.textContent = "plan: " + SCHEMES[key].label + " on " + n + (this.kind === "onnx" ? " weight" : " module") + (n === 1 ? "" : "s") + " (" + this.plan.size + " in the plan)";
+    this.status.textContent = "plan: " + this.schemeLabel(key) + " on " + n + (this.kind === "onnx" || this.form === "gguf" ? " tensor" : " module") + (n === 1 ? "" : "s") + " (" + this.plan.size + " in the plan)";
     this.paintPlan();
   }
   paintPlan() {
@@ -463,11 +533,11 @@ export class ArchView {
       const el = this.nodeEls.get(n.id), keys = this.planKeys(n).map((k) => this.plan.get(k)).filter(Boolean);
       const t = el.querySelector("text.plan");
       const k = keys.length ? keys[0] : null;
-      t.textContent = k ? "\u2192 " + (k === "exclude" ? "dense" : SCHEMES[k].label) : "";
-      if (k) el.setAttribute("data-plan", k); else el.removeAttribute("data-plan");
+      t.textContent = k ? "\u2192 " + this.schemeLabel(k) + (new Set(keys.map((x) => this.schemeLabel(x))).size > 1 ? " \u2026" : "") : "";
+      if (k) el.setAttribute("data-plan", typeof k === "object" ? this.schemeLabel(k) : k); else el.removeAttribute("data-plan");
     }
   }
-  recipe() { return buildRecipe(this.kind === "onnx" ? "onnx" : "ct", this.plan, this.defScheme.value); }
+  recipe() { return buildRecipe(this.form, this.plan, this.defScheme.value); }
   download() {
     const r = this.recipe();
     if (r.error) { this.status.textContent = r.error; return; }
@@ -487,8 +557,197 @@ export class ArchView {
     if (n.modules && n.modules.length > 1) rows.push(["stands for", n.modules.length + " modules (" + n.modules[0] + " \u2026)"]);
     for (const w of n.weights || []) rows.push(["weight", w.name + ": " + w.scheme]);
     if (n.tensor) rows.push(["tensor", n.tensor]);
+    const u = this.sens && this.unitOf(n);
+    if (u) {
+      rows.push(["sensitivity", "rank " + (u.rank === null ? "-" : u.rank) + " of " + this.sens.units.length + " (" + this.sens.unit + " " + u.name + ")"]);
+      rows.push(["KLD only it", fmtNum(u.kld_mean_only) + " nats/token (mean; only this unit " + (this.sens.scheme || "quantized") + ")"]);
+      rows.push(["KLD all but", fmtNum(u.kld_mean_all_but) + " nats/token (every other unit quantized)"]);
+      if (u.weight_sqnr_db !== null) rows.push(["weight SQNR", fmtNum(u.weight_sqnr_db) + " dB"]);
+      if (u.scheme) rows.push(["plan", String(typeof u.scheme === "string" ? u.scheme : JSON.stringify(u.scheme))]);
+    }
     const tb = h("tbody");
     for (const [k, v] of rows) tb.append(h("tr", {}, h("th", { scope: "row", text: k }), h("td", { text: v })));
     box.append(h("table", {}, tb));
+  }
+
+  /* ---- keyboard: one roving tab stop over the nodes -------------------------------------------- */
+  focusNode(n, reveal) {
+    const el = this.nodeEls && this.nodeEls.get(n.id);
+    if (!el) return;
+    for (const e of this.vp.querySelectorAll(".arch-node[tabindex='0']")) if (e !== el) e.setAttribute("tabindex", "-1");
+    el.setAttribute("tabindex", "0");
+    this.focusName = n.name;
+    el.focus({ preventScroll: true });
+    if (reveal) {
+      const b = el.getBoundingClientRect(), v = this.svg.getBoundingClientRect();
+      if (b.left < v.left || b.right > v.right || b.top < v.top || b.bottom > v.bottom) {
+        const r = this.L.nodes.get(n.id);
+        this.centerOn(r.x + r.w / 2, r.y + r.h / 2);
+      }
+      this.showInfo(n);
+    }
+  }
+  /* The node an arrow key moves to: Down the nearest successor, Up the nearest predecessor
+  ** (nearest in x), Left/Right the nearest sibling on that side (another successor of a
+  ** predecessor or predecessor of a successor), else the nearest node on that side in the same
+  ** row. null at the end of the graph. */
+  neighbour(n, key) {
+    const L = this.L, c = (id) => { const r = L.nodes.get(id); return [r.x + r.w / 2, r.y + r.h / 2, r.h]; };
+    const [x, y, hh] = c(n.id);
+    const near = (ids) => {
+      let best = null, bd = Infinity;
+      for (const id of ids) { const [a, b] = c(id), dd = Math.abs(a - x) + 0.001 * Math.abs(b - y); if (dd < bd) { bd = dd; best = id; } }
+      return best;
+    };
+    let id = null;
+    if (key === "ArrowDown") id = near(this.succ.get(n.id) || []);
+    else if (key === "ArrowUp") id = near(this.pred.get(n.id) || []);
+    else {
+      const side = key === "ArrowLeft" ? -1 : 1, onSide = (i) => i !== n.id && (c(i)[0] - x) * side > 0.5;
+      const sib = new Set();
+      for (const p of this.pred.get(n.id) || []) for (const q of this.succ.get(p) || []) sib.add(q);
+      for (const q of this.succ.get(n.id) || []) for (const p of this.pred.get(q) || []) sib.add(p);
+      id = near([...sib].filter(onSide));
+      if (id === null) id = near(this.d.nodes.map((m) => m.id).filter((i) => onSide(i) && Math.abs(c(i)[1] - y) < hh / 2));
+    }
+    return id === null ? null : this.byId.get(id);
+  }
+  /* A key on a focused node; true when handled. */
+  nodeKey(ev, n) {
+    if (!n) return false;
+    if (ev.key.startsWith("Arrow")) { const t = this.neighbour(n, ev.key); if (t) this.focusNode(t, true); return true; }
+    if (ev.key === "Enter" || ev.key === " ") { this.clickNode(n, ev.shiftKey); return true; }
+    if (ev.key === "Escape") { this.selected.clear(); this.paintSelection(); return true; }
+    if (ev.key === "Home" || ev.key === "End") { const t = this.d.nodes[ev.key === "Home" ? 0 : this.d.nodes.length - 1]; if (t) this.focusNode(t, true); return true; }
+    return false;
+  }
+
+  /* ---- sensitivity ------------------------------------------------------------------------------ */
+  /* tensor names of each module (checkpoints): "<module>.<leaf>" */
+  indexTensors() {
+    this.modTensors = new Map();
+    this.tensorNdim = new Map();
+    if (!this.inspect) return;
+    for (const t of this.inspect.tensors) {
+      this.tensorNdim.set(t.name, (t.shape || []).length);
+      if (t.role && t.role !== "data") continue;
+      const i = t.name.lastIndexOf("."), m = i > 0 ? t.name.slice(0, i) : t.name;
+      if (!this.modTensors.has(m)) this.modTensors.set(m, []);
+      this.modTensors.get(m).push(t.name);
+    }
+  }
+  tensorsOf(n) {
+    if (this.kind === "onnx") return (n.weights || []).map((w) => w.name);
+    const out = [];
+    for (const m of n.modules || []) for (const t of this.modTensors.get(m) || [m]) out.push(t);
+    return out;
+  }
+  /* The unit a node belongs to (the most sensitive one when it stands for several). */
+  unitOf(n) {
+    if (!this.sens) return null;
+    let best = null;
+    for (const t of this.tensorsOf(n)) {
+      const u = this.sensByTensor.get(t);
+      if (u && (!best || (u.kld_mean_only || 0) > (best.kld_mean_only || 0))) best = u;
+    }
+    return best;
+  }
+  setSensitivity(raw, source, redraw) {
+    let sv;
+    const fail = (msg) => { this.sensError = "sensitivity result (" + source + "): " + msg; this.status.textContent = this.sensError; this.status.classList.add("arch-error"); return false; };
+    try { sv = normalizeSensitivity(raw); } catch (e) { return fail(e.message); }
+    this.sensByTensor = new Map();
+    for (const u of sv.units) for (const t of u.tensors) this.sensByTensor.set(t, u);
+    const known = this.inspect ? this.inspect.tensors.filter((t) => this.sensByTensor.has(t.name)).length : 0;
+    if (!known) { this.sensByTensor = this.sens ? new Map(this.sens.units.flatMap((u) => u.tensors.map((t) => [t, u]))) : null; return fail("none of its " + sv.units.length + " units' tensors is in this model"); }
+    this.status.classList.remove("arch-error");
+    this.sensError = null;
+    this.sens = sv;
+    this.sens.source = source;
+    this.scale = sensScale(sv.units);
+    // every layer on its own: each has its own measurement
+    for (const c of blockDiagram(this.inspect, { expanded: new Set() }).clusters) if (c.stack) this.expanded.add(c.stack);
+    this.drawLegend();
+    this.startBtn.hidden = !sv.plan;
+    if (redraw) this.relayout(true);
+    return true;
+  }
+  async loadSensFile() {
+    const f = this.sensFile.files && this.sensFile.files[0];
+    if (!f) return;
+    let doc;
+    try { doc = JSON.parse(await f.text()); } catch (e) { this.status.textContent = f.name + ": not JSON (" + e.message + ")"; this.status.classList.add("arch-error"); return; }
+    if (this.setSensitivity(doc, f.name, true)) this.status.textContent = "sensitivity result " + f.name + ": " + this.sens.units.length + " units coloured";
+  }
+  drawLegend() {
+    const sv = this.sens, sc = this.scale, lg = this.legend;
+    lg.textContent = "";
+    lg.hidden = false;
+    const bar = h("span", { class: "arch-legend-bar", "aria-hidden": "true" });
+    bar.style.backgroundImage = sc.gradient;
+    const ticks = h("span", { class: "arch-legend-ticks" });
+    for (const v of sc.ticks) ticks.append(h("span", { class: "arch-legend-tick", "data-value": String(v), text: fmtNum(v) }));
+    const ranked = sv.units.filter((u) => u.rank !== null).sort((a, b) => a.rank - b.rank);
+    lg.title = "sensitivity (" + (sv.source || "") + "), " + sv.units.length + " units by rank: " + ranked.map((u) => "#" + u.rank + " " + u.name + " " + fmtNum(u.kld_mean_only)).join(", ") +
+      (sv.spearman !== null ? "\nSpearman weight error vs KLD: " + fmtNum(sv.spearman) : "") + "\nthe number on a node: its unit's rank (1 = the most sensitive); grey: not a unit (source precision)";
+    lg.append(h("span", { class: "arch-legend-title", text: "KLD mean, nats/token, only this " + (sv.unit || "unit") + " " + (sv.scheme || "quantized") + (sc.log ? " (log)" : "") }),
+      h("span", { class: "arch-legend-scale" }, bar, ticks));
+    const p = sv.plan;
+    lg.append(h("span", { class: "arch-legend-plan", "data-plan-met": String(p ? p.met : null),
+      text: (p ? "plan " + (p.bytes ? p.bytes + " B, " : "") + "KLD " + fmtNum(p.kld_mean) + (p.budget && typeof p.budget.kld_mean === "number" ? " (budget " + fmtNum(p.budget.kld_mean) + ", " + (p.met ? "met" : "NOT met") + ")" : "") + "; " : "") +
+        "#1 " + (ranked[0] ? ranked[0].name : "-") + "; grey: not a unit" }));
+  }
+  paintSens() {
+    if (!this.d) return;
+    for (const c of this.d.clusters) {
+      const lab = this.vp.querySelector("[data-cluster='" + c.id + "'] .cluster-label");
+      if (!lab) continue;
+      if (lab.baseText === undefined) lab.baseText = lab.textContent;
+      const us = this.sens ? [...new Set(this.d.nodes.filter((n) => n.cluster === c.id).map((n) => this.unitOf(n)).filter(Boolean))] : [];
+      const u = us.length === 1 ? us[0] : null;
+      lab.textContent = lab.baseText + (u ? "   #" + u.rank + "  KLD " + fmtNum(u.kld_mean_only) + (u.scheme ? "  plan " + (typeof u.scheme === "string" ? u.scheme : "mixed") : "") : "");
+    }
+    for (const n of this.d.nodes) {
+      const el = this.nodeEls.get(n.id), box = el.querySelector("rect.box"), u = this.unitOf(n);
+      for (const m of el.querySelectorAll(".sens-rank")) m.remove();
+      el.classList.toggle("sens", !!u);
+      el.classList.toggle("sens-none", !!this.sens && !u);
+      el.classList.remove("sens-dark");
+      box.style.removeProperty("fill");
+      const title = el.querySelector("title");
+      for (const k of ["sensUnit", "sensRank", "sensKld", "sensScheme", "sensColor"]) delete el.dataset[k];
+      if (!u) { title.textContent = el.baseTitle + (this.sens ? "\nsensitivity: not a unit (source precision)" : ""); continue; }
+      const kld = u.kld_mean_only;
+      if (kld !== null) {
+        box.style.setProperty("fill", this.scale.css(kld));
+        el.dataset.sensColor = this.scale.css(kld);
+        if (this.scale.dark(kld)) el.classList.add("sens-dark");
+      }
+      el.dataset.sensUnit = u.name;
+      el.dataset.sensRank = u.rank === null ? "" : String(u.rank);
+      el.dataset.sensKld = kld === null ? "" : String(kld);
+      if (u.scheme) el.dataset.sensScheme = typeof u.scheme === "string" ? u.scheme : JSON.stringify(u.scheme);
+      const mk = s("g", { class: "sens-rank", transform: "translate(-4,-4)" });
+      mk.append(s("circle", { r: 9 }), s("text", { "text-anchor": "middle", y: 3.5, text: u.rank === null ? "?" : String(u.rank) }));
+      el.append(mk);
+      title.textContent = el.baseTitle + "\nsensitivity rank " + u.rank + " of " + this.sens.units.length + " (" + u.name + "): KLD " + fmtNum(kld) +
+        " nats/token with only it quantized, " + fmtNum(u.kld_mean_all_but) + " with all but it" + (u.scheme ? "\nplan: " + el.dataset.sensScheme : "");
+    }
+  }
+  startFromPlan() {
+    const sv = this.sens;
+    if (!sv) return;
+    const r = planFromSensitivity(sv.form, sv.plan);
+    if (r.error) { this.status.textContent = r.error; this.status.classList.add("arch-error"); return; }
+    if (r.kind === "ct-rules" && this.form === "ct") { this.form = "ct-rules"; this.fillSchemes(); }
+    if (r.kind !== this.form) { this.status.textContent = "the plan is a " + r.kind + " plan; this model's recipe form is " + this.form + " (serve the plan's source)"; this.status.classList.add("arch-error"); return; }
+    this.status.classList.remove("arch-error");
+    this.plan = r.plan;
+    if (![...this.defScheme.options].some((o) => o.value === r.defaultKey)) this.defScheme.append(h("option", { value: r.defaultKey, text: r.defaultKey }));
+    this.defScheme.value = r.defaultKey;
+    this.paintPlan();
+    this.status.textContent = "plan: started from the sensitivity plan (" + (sv.source || "") + "): " + (r.kind === "gguf" ? "file type " + r.defaultKey + ", " : "") + r.plan.size + (r.kind === "gguf" ? " tensor type" : " tensor rule") + (r.plan.size === 1 ? "" : "s") + (r.kind === "ct-rules" ? ", the rest dense" : "") +
+      (sv.plan.recipe ? "; the recipe it wrote: " + sv.plan.recipe : "") + ". Edit it, then Download recipe.";
+    this.root.dataset.planFrom = "sensitivity";
   }
 }

@@ -211,6 +211,32 @@ try {
     check(n === want.n, "PP-OCRv4 rec: " + n + " data-node (" + want.g.n_nodes + " ONNX nodes, " + want.g.nodes.filter((x) => x.op_type === "Constant").length + " Constant folded)");
     check((await allInView(page)) === 0, "PP-OCRv4 rec: all " + n + " nodes inside the view at the first fit");
     check(await page.isVisible(".arch-minimap"), "a minimap for the large graph");
+    // at Fit the minimap covers no node, and the labels are readable (>= 9 px on screen) or not drawn
+    const fitLook = async () => page.evaluate(() => {
+      const m = document.querySelector(".arch-minimap").getBoundingClientRect();
+      let under = 0, shown = 0, minPx = Infinity;
+      for (const g of document.querySelectorAll(".arch-svg [data-node]")) {
+        const r = g.querySelector("rect.box").getBoundingClientRect();
+        if (r.right > m.left && r.left < m.right && r.bottom > m.top && r.top < m.bottom) under++;
+        for (const t of g.querySelectorAll("text")) {
+          if (!t.textContent || getComputedStyle(t).display === "none") continue;
+          const b = t.getBoundingClientRect();
+          if (b.height === 0) continue;
+          shown++;
+          minPx = Math.min(minPx, parseFloat(getComputedStyle(t).fontSize) * +document.querySelector(".arch-diagram").dataset.zoom);
+        }
+      }
+      return { under, shown, minPx, lod: document.querySelector(".arch-diagram").dataset.lod, zoom: +document.querySelector(".arch-diagram").dataset.zoom };
+    });
+    const f0 = await fitLook();
+    check(f0.under === 0, "PP-OCRv4 rec at Fit: the minimap covers no node (" + f0.under + " under it)");
+    check(f0.shown === 0 ? f0.lod === "boxes" : f0.minPx >= 9, "PP-OCRv4 rec at Fit (zoom " + f0.zoom.toFixed(3) + "): labels " +
+      (f0.shown ? "drawn at >= 9 px (smallest " + f0.minPx.toFixed(1) + " px)" : "hidden (level of detail '" + f0.lod + "')"));
+    await page.evaluate(() => window.tmArch.view.centerOn(200, 200, 1));
+    const f1 = await fitLook();
+    check(f1.lod === "labels" && f1.shown > 0 && f1.minPx >= 9, "zoomed to 1: labels back (" + f1.shown + " drawn, smallest " + f1.minPx.toFixed(1) + " px)");
+    await page.click(".arch-fit");
+    check((await fitLook()).under === 0, "Fit again: the minimap still covers no node");
     const t = await timing(page);
     console.log("info PP-OCRv4 rec: layout " + t.layout_ms.toFixed(0) + " ms, draw " + t.draw_ms.toFixed(0) + " ms (" + t.nodes + " nodes, " + t.edges + " edges; not a timed test)");
     await page.screenshot({ path: path.join(shots, "arch-onnx-rec.png") });

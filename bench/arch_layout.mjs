@@ -1,8 +1,9 @@
 // arch_layout.mjs: benchmark (not a test) of the Architecture diagram in Chromium: for the
 // PP-OCRv4 recognizer (765 ONNX nodes, ../shared) the time from page load to the drawn diagram,
 // then N relayouts (model = folding /api/v1/graph, layout = dagre + column fold, draw = the SVG),
-// and a 4x copy of the recognizer's diagram side by side (~1,770 nodes) through the same
-// layout and draw. Page JavaScript runs on one thread (one core). Prints the median of each.
+// then two 2,000-node cases through the same layout and draw, each with dagre's ordering and with
+// layout.js's fastOrder, interleaved: 4 copies of the recognizer side by side (1,768 nodes) and a
+// generated 2,000-node chain with skip edges. Page JavaScript runs on one thread (one core). Prints the median of each.
 //   node bench/arch_layout.mjs [build/tensormorph] [N]
 // Needs chromium, playwright-core (runner/node_modules or TM_NODE_MODULES) and ../shared.
 import { spawn } from "node:child_process";
@@ -43,30 +44,52 @@ try {
   const runs = [];
   for (let i = 0; i < N; i++) runs.push(await page.evaluate(() => { window.tmArch.view.relayout(true); return window.tmArch.view.timing; }));
   console.log("relayouts: " + runs.map((r) => r.layout_ms.toFixed(0) + "+" + r.draw_ms.toFixed(0)).join(", ") + " ms (layout+draw)");
-  const big = [];
-  for (let i = 0; i < N; i++) big.push(await page.evaluate(() => {
-    const v = window.tmArch.view, d = v.d, copies = 4, D = { kind: d.kind, nodes: [], edges: [], clusters: [] };
-    for (let c = 0; c < copies; c++) {
-      for (const n of d.nodes) D.nodes.push(Object.assign({}, n, { id: c + ":" + n.id, name: c + ":" + n.name }));
-      for (const e of d.edges) D.edges.push(Object.assign({}, e, { from: c + ":" + e.from, to: c + ":" + e.to }));
+  // 4 copies of the recognizer side by side, and a generated 2,000-node chain (2,827 edges: each
+  // op feeds the next, 30% also one 2-13 ops on, 20% one 2-3 on; a fixed seed), each laid out
+  // with dagre's ordering and with fastOrder, interleaved, then drawn
+  const bigCase = (which, order) => page.evaluate(([which, order]) => {
+    const v = window.tmArch.view, d = (window.tmArch.rec = window.tmArch.rec || v.d), D = { kind: d.kind, nodes: [], edges: [], clusters: [] };
+    if (which === "copies") {
+      for (let c = 0; c < 4; c++) {
+        for (const n of d.nodes) D.nodes.push(Object.assign({}, n, { id: c + ":" + n.id, name: c + ":" + n.name }));
+        for (const e of d.edges) D.edges.push(Object.assign({}, e, { from: c + ":" + e.from, to: c + ":" + e.to }));
+      }
+    } else {
+      let seed = 7;
+      const rnd = () => ((seed = (seed * 1103515245 + 12345) % 2147483648) / 2147483648);
+      const N = 2000;
+      for (let i = 0; i < N; i++) D.nodes.push({ id: "n" + i, name: "op" + i, title: "Conv_" + i, sub: "[1, 64, 32, 32]", kind: "op", badges: [] });
+      for (let i = 0; i < N; i++) {
+        if (i + 1 < N) D.edges.push({ from: "n" + i, to: "n" + (i + 1) });
+        if (rnd() < 0.3) { const j = i + 2 + Math.floor(rnd() * 12); if (j < N) D.edges.push({ from: "n" + i, to: "n" + j }); }
+        if (rnd() < 0.2) { const j = i + 1 + Math.floor(rnd() * 3); if (j < N && j !== i + 1) D.edges.push({ from: "n" + i, to: "n" + j }); }
+      }
     }
     const t0 = performance.now();
     v.d = D;
     const sz = v.size();
-    v.L = window.tmArch.layoutDiagram(D, { aspect: sz.w / sz.h });
+    try { v.L = window.tmArch.layoutDiagram(D, { aspect: sz.w / sz.h, order }); } catch (e) { return { nodes: D.nodes.length, edges: D.edges.length, error: String(e) }; }
     const t1 = performance.now();
     v.render();
     const t2 = performance.now();
     const drawn = document.querySelectorAll(".arch-svg [data-node]").length;
     return { nodes: D.nodes.length, edges: D.edges.length, layout_ms: t1 - t0, draw_ms: t2 - t1, drawn };
-  }));
-  console.log("4x copy: " + big.map((r) => r.layout_ms.toFixed(0) + "+" + r.draw_ms.toFixed(0)).join(", ") + " ms (layout+draw)");
+  }, [which, order]);
+  const big = {};
+  for (let i = 0; i < N; i++) for (const which of ["copies", "chain"]) for (const order of ["dagre", "fast"]) {
+    const r = await bigCase(which, order);
+    (big[which + " " + order] = big[which + " " + order] || []).push(r);
+    console.log(which + " " + order + ": " + (r.error ? "failed: " + r.error : r.layout_ms.toFixed(0) + "+" + r.draw_ms.toFixed(0) + " ms (layout+draw)"));
+  }
   console.log("PP-OCRv4 rec: " + first.nodes + " diagram nodes, " + first.edges + " edges (765 ONNX nodes)");
   console.log("  page load -> diagram drawn: median " + med(loads) + " ms over " + N);
   console.log("  model " + med(runs.map((r) => r.model_ms)).toFixed(0) + " ms, layout " + med(runs.map((r) => r.layout_ms)).toFixed(0) +
     " ms, draw " + med(runs.map((r) => r.draw_ms)).toFixed(0) + " ms (median of " + N + ")");
-  console.log("4x copy: " + big[0].nodes + " nodes, " + big[0].edges + " edges, " + big[0].drawn + " drawn: layout " +
-    med(big.map((r) => r.layout_ms)).toFixed(0) + " ms, draw " + med(big.map((r) => r.draw_ms)).toFixed(0) + " ms (median of " + N + ")");
+  for (const [k, rs] of Object.entries(big)) {
+    const ok = rs.filter((r) => !r.error);
+    console.log(k + ": " + rs[0].nodes + " nodes, " + rs[0].edges + " edges: " + (ok.length ? "layout " + med(ok.map((r) => r.layout_ms)).toFixed(0) +
+      " ms, draw " + med(ok.map((r) => r.draw_ms)).toFixed(0) + " ms (median of " + ok.length + ")" : "") + (ok.length < rs.length ? " " + (rs.length - ok.length) + " failed: " + rs.find((r) => r.error).error : ""));
+  }
 } finally {
   await ctx.close();
   server.kill("SIGTERM");

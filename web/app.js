@@ -170,7 +170,17 @@ function renderTree() {
     el("div", { class: "label", text: "module" }), el("div", { text: "dtype" }), el("div", { text: "scheme" }),
     el("div", { class: "num", text: "params" }), el("div", { class: "num", text: "bytes" }), el("div", { text: "plan" }));
   tree.append(header);
+  treeFills.clear();
   for (const c of root.children) tree.append(renderNode(c, 0, true));
+}
+
+/* A closed subtree's rows are made when it first opens (a checkpoint of 10k+ tensors would
+** otherwise build every row, each with its plan <select>, before the page shows): path -> the
+** function that fills that subtree's children. Expand all and search fill what they open. */
+const treeFills = new Map();
+function fillAncestors(path) {
+  const parts = path.split(".");
+  for (let i = 1; i < parts.length; i++) { const f = treeFills.get(parts.slice(0, i).join(".")); if (f) f(); }
 }
 
 function allNumeric(node) {
@@ -212,9 +222,16 @@ function renderNode(node, depth, firstOfList) {
     const kids = el("div", { class: "children", role: "group" });
     kids.hidden = !open;
     const numbered = allNumeric(node);
-    node.children.forEach((c, i) => kids.append(renderNode(c, depth + 1, numbered && i === 0)));
+    const fill = () => {
+      if (!treeFills.has(node.path)) return;
+      treeFills.delete(node.path);
+      node.children.forEach((c, i) => kids.append(renderNode(c, depth + 1, numbered && i === 0)));
+    };
+    treeFills.set(node.path, fill);
+    if (open) fill();
     wrap.append(kids);
     const flip = () => {
+      fill();
       kids.hidden = !kids.hidden;
       toggle.textContent = kids.hidden ? "\u25b8" : "\u25be";
       row.setAttribute("aria-expanded", String(!kids.hidden));
@@ -233,6 +250,7 @@ function isQuantized(name) {
 }
 
 function setAll(open) {
+  if (open) while (treeFills.size) for (const f of [...treeFills.values()]) f();
   for (const kids of document.querySelectorAll("#tree .children")) {
     kids.hidden = !open;
     const row = kids.previousElementSibling;
@@ -243,9 +261,15 @@ function setAll(open) {
 
 function search(q) {
   q = q.trim().toLowerCase();
-  const rows = document.querySelectorAll("#tree .node[data-path]");
+  let rows = document.querySelectorAll("#tree .node[data-path]");
   for (const r of rows) r.classList.remove("match");
   if (!q) return;
+  // rows not made yet (closed subtrees): make the ones on the way to each match
+  if (treeFills.size) {
+    const walk = (n) => { if (n.path && n.path.toLowerCase().includes(q)) fillAncestors(n.path); n.children.forEach(walk); };
+    walk(state.arch.root);
+    rows = document.querySelectorAll("#tree .node[data-path]");
+  }
   let first = null;
   for (const r of rows) {
     if (!r.getAttribute("data-path").toLowerCase().includes(q)) continue;

@@ -233,6 +233,78 @@ try {
     check(n === want.n, "PP-OCRv4 rec: " + n + " data-node (" + want.g.n_nodes + " ONNX nodes, " + want.g.nodes.filter((x) => x.op_type === "Constant").length + " Constant folded)");
     check((await allInView(page)) === 0, "PP-OCRv4 rec: all " + n + " nodes inside the view at the first fit");
     check(await page.isVisible(".arch-minimap"), "a minimap for the large graph");
+    // at Fit the minimap covers no node, and the labels are readable (>= 9 px on screen) or not drawn
+    const fitLook = async () => page.evaluate(() => {
+      const m = document.querySelector(".arch-minimap").getBoundingClientRect();
+      let under = 0, shown = 0, minPx = Infinity;
+      for (const g of document.querySelectorAll(".arch-svg [data-node]")) {
+        const r = g.querySelector("rect.box").getBoundingClientRect();
+        if (r.right > m.left && r.left < m.right && r.bottom > m.top && r.top < m.bottom) under++;
+        for (const t of g.querySelectorAll("text")) {
+          if (!t.textContent || getComputedStyle(t).display === "none") continue;
+          const b = t.getBoundingClientRect();
+          if (b.height === 0) continue;
+          shown++;
+          minPx = Math.min(minPx, parseFloat(getComputedStyle(t).fontSize) * +document.querySelector(".arch-diagram").dataset.zoom);
+        }
+      }
+      return { under, shown, minPx, lod: document.querySelector(".arch-diagram").dataset.lod, zoom: +document.querySelector(".arch-diagram").dataset.zoom };
+    });
+    const f0 = await fitLook();
+    check(f0.under === 0, "PP-OCRv4 rec at Fit: the minimap covers no node (" + f0.under + " under it)");
+    check(f0.shown === 0 ? f0.lod === "boxes" : f0.minPx >= 9, "PP-OCRv4 rec at Fit (zoom " + f0.zoom.toFixed(3) + "): labels " +
+      (f0.shown ? "drawn at >= 9 px (smallest " + f0.minPx.toFixed(1) + " px)" : "hidden (level of detail '" + f0.lod + "')"));
+    // 2,000-node layouts (layout.js fastOrder, from 600 nodes on): 4 copies of this graph and a
+    // 2,000-deep chain with skip edges (dagre's own ordering overflows the stack on it): every node
+    // placed, none overlapping another, every edge routed
+    const bigLayouts = await page.evaluate(() => {
+      const d = window.tmArch.view.d, out = [];
+      const copies = { nodes: [], edges: [], clusters: [] };
+      for (let c = 0; c < 4; c++) {
+        for (const n of d.nodes) copies.nodes.push(Object.assign({}, n, { id: c + ":" + n.id }));
+        for (const e of d.edges) copies.edges.push(Object.assign({}, e, { from: c + ":" + e.from, to: c + ":" + e.to }));
+      }
+      const chain = { nodes: [], edges: [], clusters: [] };
+      for (let i = 0; i < 2000; i++) chain.nodes.push({ id: "n" + i, name: "op" + i, title: "Add_" + i, sub: "", kind: "op", badges: [] });
+      for (let i = 0; i + 1 < 2000; i++) { chain.edges.push({ from: "n" + i, to: "n" + (i + 1) }); if (i % 3 === 0 && i + 5 < 2000) chain.edges.push({ from: "n" + i, to: "n" + (i + 5) }); }
+      for (const [what, D] of [["4 x PP-OCRv4 rec", copies], ["2,000-op chain", chain]]) {
+        let L;
+        try { L = window.tmArch.layoutDiagram(D, { aspect: 1.6 }); } catch (e) { out.push({ what, error: String(e) }); continue; }
+        const rs = D.nodes.map((n) => L.nodes.get(n.id)).filter((r) => r && isFinite(r.x) && isFinite(r.y));
+        rs.sort((a, b) => a.x - b.x);
+        let overlaps = 0;
+        for (let i = 0; i < rs.length; i++)
+          for (let j = i + 1; j < rs.length && rs[j].x < rs[i].x + rs[i].w; j++)
+            if (rs[j].y < rs[i].y + rs[i].h && rs[i].y < rs[j].y + rs[j].h) overlaps++;
+        out.push({ what, n: D.nodes.length, placed: rs.length, overlaps, routed: L.edges.filter((e) => e.points.length >= 2).length, edges: D.edges.length, order: L.order, ms: L.ms });
+      }
+      return out;
+    });
+    for (const b of bigLayouts)
+      check(!b.error && b.order === "fast" && b.placed === b.n && b.overlaps === 0 && b.routed === b.edges,
+        b.what + ": " + (b.error || b.placed + " of " + b.n + " nodes placed, " + b.overlaps + " overlapping, " + b.routed + " of " + b.edges + " edges routed, ordering " + b.order +
+        " (" + b.ms.toFixed(0) + " ms, not timed)"));
+    // a mixture of experts: each expert's w1 and w3 feed its own w2 only
+    const moe = await page.evaluate(() => {
+      const t = [];
+      const add = (name, shape) => t.push({ name, role: "data", dtype: "BF16", shape });
+      for (let l = 0; l < 2; l++) {
+        const p = "model.layers." + l + ".";
+        add(p + "input_layernorm.weight", [64]); add(p + "self_attn.q_proj.weight", [64, 64]); add(p + "self_attn.o_proj.weight", [64, 64]);
+        add(p + "post_attention_layernorm.weight", [64]);
+        for (let e = 0; e < 4; e++) for (const w of ["w1", "w2", "w3"]) add(p + "block_sparse_moe.experts." + e + "." + w + ".weight", w === "w2" ? [64, 32] : [32, 64]);
+      }
+      const d = window.tmArch.blockDiagram({ tensors: t }, { expanded: new Set(["s0"]) });
+      const into = d.edges.filter((e) => /\.w2$/.test(e.to));
+      const expert = (id) => /experts\.(\d+)\./.exec(id)[1];
+      return { n: into.length, wrong: into.filter((e) => !/experts\.\d+\.w[13]$/.test(e.from) || expert(e.from) !== expert(e.to)).length };
+    });
+    check(moe.n === 2 * 4 * 2 && moe.wrong === 0, "MoE block diagram: " + moe.n + " edges into the experts' w2 (2 layers x 4 experts x w1, w3), " + moe.wrong + " from another expert");
+    await page.evaluate(() => window.tmArch.view.centerOn(200, 200, 1));
+    const f1 = await fitLook();
+    check(f1.lod === "labels" && f1.shown > 0 && f1.minPx >= 9, "zoomed to 1: labels back (" + f1.shown + " drawn, smallest " + f1.minPx.toFixed(1) + " px)");
+    await page.click(".arch-fit");
+    check((await fitLook()).under === 0, "Fit again: the minimap still covers no node");
     const t = await timing(page);
     console.log("info PP-OCRv4 rec: layout " + t.layout_ms.toFixed(0) + " ms, draw " + t.draw_ms.toFixed(0) + " ms (" + t.nodes + " nodes, " + t.edges + " edges; not a timed test)");
     await page.screenshot({ path: path.join(shots, "arch-onnx-rec.png") });

@@ -287,7 +287,17 @@ export function blockDiagram(inspect, opts) {
     key: m.key, quantized: m.quantized, modules: members, tensor: m.tensor, cluster, weights: [],
   });
   let prev = [];               // ids the next block is fed by
-  const chain = (ids) => { for (const p of prev) for (const q of ids) edges.push({ from: p, to: q }); prev = ids; };
+  // a group feeds the next one whole (q, k, v -> o), except where both are per-expert lists of a
+  // mixture of experts (experts.N.w1, w3 -> experts.N.w2): each block then only its own parent's,
+  // not 48 x 96 edges a layer
+  const parent = (id) => id.slice(0, id.lastIndexOf("."));
+  const chain = (ids) => {
+    const from = new Map();
+    for (const p of prev) { const k = parent(p); if (!from.has(k)) from.set(k, []); from.get(k).push(p); }
+    const paired = prev.length > 1 && ids.length > 1 && from.size > 1 && ids.every((q) => from.has(parent(q)));
+    for (const q of ids) for (const p of paired ? from.get(parent(q)) : prev) edges.push({ from: p, to: q });
+    prev = ids;
+  };
   for (const m of outer.filter((m) => outerRank(m.name) < 2)) { const n = block(m, "m:" + m.name, [m.name], null); nodes.push(n); chain([n.id]); }
   for (const run of runs) {
     const stacked = run.length > 1 && !expanded.has("s" + run[0]);

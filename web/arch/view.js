@@ -15,7 +15,8 @@ import { normalizeSensitivity, sensScale, fmtNum } from "./sens.js";
 
 const SVG = "http://www.w3.org/2000/svg";
 const MINIMAP_FROM = 40;      // nodes: a minimap from this many on
-const MINIMAP_W = 200, MINIMAP_H = 150;
+const MINIMAP_W = 200, MINIMAP_H = 150, MINIMAP_GAP = 10 + 8;   // its box, its CSS offset plus a margin
+const LABEL_MIN_PX = 9;       // labels drawn at this many screen px or more, else hidden
 
 function h(tag, attrs, ...kids) {
   const e = document.createElement(tag);
@@ -325,14 +326,30 @@ export class ArchView {
     const v = this.view;
     this.vp.setAttribute("transform", "translate(" + v.tx.toFixed(2) + "," + v.ty.toFixed(2) + ") scale(" + v.k.toFixed(5) + ")");
     this.root.dataset.zoom = v.k.toPrecision(8);
+    // level of detail: where the smallest label (10 px badges, arch.css) would be drawn under
+    // LABEL_MIN_PX, no text (boxes, colours, edges and tooltips stay; zooming in brings it back)
+    const lod = 10 * v.k < LABEL_MIN_PX ? "boxes" : "labels";
+    if (this.root.dataset.lod !== lod) { this.root.dataset.lod = lod; this.vp.classList.toggle("lod-boxes", lod === "boxes"); }
     this.drawMiniView();
   }
+  /* The whole diagram in the view, clear of the minimap (bottom right): centred in the full view
+  ** when it misses the minimap's box there, else the larger of the fits into the view less the
+  ** minimap's column (left-aligned) or less its row (top-aligned). */
   fit() {
     if (!this.L) return;
     this.moved = false;
-    const { w, h } = this.size();
-    const k = Math.min((w - 20) / this.L.width, (h - 20) / this.L.height, 1.5);
-    this.view = { k, tx: (w - this.L.width * k) / 2, ty: Math.max(10, (h - this.L.height * k) / 2) };
+    const { w, h } = this.size(), W = this.L.width, H = this.L.height;
+    const kIn = (ww, hh) => Math.max(1e-4, Math.min((ww - 20) / W, (hh - 20) / H, 1.5));
+    let k = kIn(w, h), tx = (w - W * k) / 2, ty = Math.max(10, (h - H * k) / 2);
+    if (this.mini.style.display !== "none") {
+      const mx = w - MINIMAP_W - MINIMAP_GAP, my = h - MINIMAP_H - MINIMAP_GAP;   // the minimap's top-left corner
+      if (tx + W * k > mx && ty + H * k > my) {
+        const kc = kIn(mx, h), kr = kIn(w, my);
+        if (kc >= kr) { k = kc; tx = Math.max(10, (mx - W * k) / 2); ty = Math.max(10, (h - H * k) / 2); }
+        else { k = kr; tx = (w - W * k) / 2; ty = Math.max(10, (my - H * k) / 2); }
+      }
+    }
+    this.view = { k, tx, ty };
     this.apply();
   }
   zoomBy(f, cx, cy) {

@@ -3,7 +3,7 @@
 ** deterministic Gaussian-like rows of 4096 values, side by side with ggml's own quantizer when a
 ** build of it is present.
 **
-**   bench_ggml_quant [MIB] [REPS]     (defaults: 64 MiB of input, best of 3)
+**   bench_ggml_quant [MIB] [REPS] [T1,T2,...]  (defaults: 64 MiB of input, best of 3, every type)
 **
 ** The reference: ggml's public ggml_quantize_chunk (ggml.h: the call llama-quantize makes per
 ** tensor chunk), loaded at run time with dlopen from $TM_GGML_LIB_DIR/libggml-base.so (default:
@@ -86,6 +86,22 @@ static int same_name(const char *a, const char *b) {
     return *a == *b;
 }
 
+/* 1 when comma-separated list has name (case-insensitive) */
+static int in_list(const char *list, const char *name) {
+    char buf[64];
+    while (*list) {
+        size_t k = strcspn(list, ",");
+        if (k < sizeof buf) {
+            memcpy(buf, list, k);
+            buf[k] = 0;
+            if (same_name(buf, name)) return 1;
+        }
+        list += k;
+        if (*list == ',') list++;
+    }
+    return 0;
+}
+
 static uint64_t g_s = 0x9e3779b97f4a7c15ull;
 static double uni(void) {
     g_s ^= g_s << 13; g_s ^= g_s >> 7; g_s ^= g_s << 17;
@@ -96,7 +112,7 @@ int main(int argc, char **argv) {
     long mib = argc > 1 ? strtol(argv[1], NULL, 10) : 64;
     long reps = argc > 2 ? strtol(argv[2], NULL, 10) : 3;
     if (mib < 1 || reps < 1) {
-        fprintf(stderr, "usage: bench_ggml_quant [MIB] [REPS]\n");
+        fprintf(stderr, "usage: bench_ggml_quant [MIB] [REPS] [T1,T2,...]\n");
         return 2;
     }
     const int64_t ne0 = 4096;
@@ -117,7 +133,7 @@ int main(int argc, char **argv) {
     for (int64_t j = 0; j < ne0; j++) /* positive importances spread over two decades */
         imx[j] = (float)(1e-4 * exp(4.6 * uni()));
 
-    ggml_ref ref;
+    ggml_ref ref = {0};
     char where[4096];
     int have_ref = load_ref(&ref, where, sizeof where) == 0;
     double la0[3] = {0, 0, 0}, la1[3] = {0, 0, 0};
@@ -140,6 +156,7 @@ int main(int argc, char **argv) {
         const char *name = tm_ggml_type_info_get(ty)->name;
         uint64_t rb = 0;
         if (!tm_gq_writable(ty) || tm_ggml_row_bytes(ty, ne0, &rb, NULL)) continue;
+        if (argc > 3 && !in_list(argv[3], name)) continue;
         int ref_ok = have_ref && same_name(ref.type_name(ty), name) && ref.row_size(ty, ne0) == rb;
         if (have_ref && !ref_ok)
             fprintf(stderr, "%-8s reference type %d is '%s' (%zu bytes/row): not compared\n", name, ty,

@@ -463,6 +463,47 @@ static tm_status q2_k_impl(const float *x, uint8_t *y, int64_t blk, int simd, tm
 
 GQ_K_BLOCKS(q2_k)
 
+/* Q3_K's codes L (0..7) into hmask (bit k of byte m: code 32k + m > 3) and the low two bits
+** into qs (pack_2bit_k); branch-free, L is reduced to its low bits. */
+static void q3_k_pack(int8_t *L, uint8_t *hmask, uint8_t *qs) {
+    memset(hmask, 0, QK_K / 8);
+    for (int k = 0; k < 8; ++k)
+        for (int m = 0; m < QK_K / 8; ++m) {
+            const int l = L[32 * k + m];
+            hmask[m] = (uint8_t)(hmask[m] | ((l >> 2) << k));
+            L[32 * k + m] = (int8_t)(l & 3);
+        }
+    pack_2bit_k(qs, (const uint8_t *)L);
+}
+
+/* Q3_K's final codes from the stored 6-bit scales and f16 d (dh): for each sub-block j whose
+** d = dh * scale_j is not 0, L = clamp(nearest_int(x / d), -4, 3) + 4 (others keep the search's
+** codes); simd: the AVX2 lanes, same bytes. */
+static void q3_k_codes(const float *x, const uint8_t *scales, float dh, int8_t *L, int simd) {
+    float dv[QK_K / 16];
+    for (int j = 0; j < QK_K / 16; ++j) {
+        int s = j < 8 ? scales[j] & 0xF : scales[j - 8] >> 4;
+        s = (s | (((scales[8 + j % 4] >> (2 * (j / 4))) & 3) << 4)) - 32;
+        dv[j] = dh * s;
+    }
+#ifdef TM__GQ_HAVE_AVX2
+    if (simd) {
+        tm__gq_q3_k_codes_avx2(x, dv, L);
+        return;
+    }
+#else
+    (void)simd;
+#endif
+    for (int j = 0; j < QK_K / 16; ++j) {
+        const float d = dv[j];
+        if (!d) continue;
+        for (int ii = 0; ii < 16; ++ii) {
+            int l = nearest_int(x[16 * j + ii] / d);
+            L[16 * j + ii] = (int8_t)(imax(-4, imin(3, l)) + 4);
+        }
+    }
+}
+
 static tm_status q3_k_impl(const float *x, uint8_t *y, int64_t blk, int simd, tm_err *err) {
     uint8_t *hmask = y, *qs = y + 32, *scales = y + 96;
     int8_t L[QK_K];
@@ -498,28 +539,8 @@ static tm_status q3_k_impl(const float *x, uint8_t *y, int64_t blk, int simd, tm
         st = put_f16(y + 108, 0.f, "d", blk, err);
     }
     if (st) return st;
-    const float dh = get_f16(y + 108);
-    for (int j = 0; j < QK_K / 16; ++j) {
-        int s = j < 8 ? scales[j] & 0xF : scales[j - 8] >> 4;
-        s = (s | (((scales[8 + j % 4] >> (2 * (j / 4))) & 3) << 4)) - 32;
-        float d = dh * s;
-        if (!d) continue;
-        for (int ii = 0; ii < 16; ++ii) {
-            int l = nearest_int(x[16 * j + ii] / d);
-            L[16 * j + ii] = (int8_t)(imax(-4, imin(3, l)) + 4);
-        }
-    }
-    memset(hmask, 0, QK_K / 8);
-    int m = 0;
-    uint8_t hm = 1;
-    for (int j = 0; j < QK_K; ++j) {
-        if (L[j] > 3) {
-            hmask[m] = (uint8_t)(hmask[m] | hm);
-            L[j] = (int8_t)(L[j] - 4);
-        }
-        if (++m == QK_K / 8) { m = 0; hm = (uint8_t)(hm << 1); }
-    }
-    pack_2bit_k(qs, (const uint8_t *)L);
+    q3_k_codes(x, scales, get_f16(y + 108), L, simd);
+    q3_k_pack(L, hmask, qs);
     return TM_OK;
 }
 
@@ -941,28 +962,8 @@ static tm_status q3_k_block_imx(const float *x, const float *qw, uint8_t *y, int
     }
     tm_status st = put_f16(y + 108, d_block, "d", blk, err);
     if (st) return st;
-    const float dh = get_f16(y + 108);
-    for (int j = 0; j < QK_K / 16; ++j) {
-        int s = j < 8 ? scales[j] & 0xF : scales[j - 8] >> 4;
-        s = (s | (((scales[8 + j % 4] >> (2 * (j / 4))) & 3) << 4)) - 32;
-        float d = dh * s;
-        if (!d) continue;
-        for (int ii = 0; ii < 16; ++ii) {
-            int l = nearest_int(x[16 * j + ii] / d);
-            L[16 * j + ii] = (int8_t)(imax(-4, imin(3, l)) + 4);
-        }
-    }
-    memset(hmask, 0, QK_K / 8);
-    int m = 0;
-    uint8_t hm = 1;
-    for (int j = 0; j < QK_K; ++j) {
-        if (L[j] > 3) {
-            hmask[m] = (uint8_t)(hmask[m] | hm);
-            L[j] = (int8_t)(L[j] - 4);
-        }
-        if (++m == QK_K / 8) { m = 0; hm = (uint8_t)(hm << 1); }
-    }
-    pack_2bit_k(qs, (const uint8_t *)L);
+    q3_k_codes(x, scales, get_f16(y + 108), L, simd);
+    q3_k_pack(L, hmask, qs);
     return TM_OK;
 }
 

@@ -71,10 +71,13 @@ TM_AVX2 void tm__gq_err_lanes_avx2(tm__gq_err *a, const float *x, const float *d
     err_store(&r, a);
 }
 
-TM_AVX2 TM_INLINE void q6_k_codes(const float *x, const float *d, int8_t *L, tm__gq_err *acc, const int with_err) {
+/* The final codes of one super-block of 16 sub-blocks of 16: L = clamp(nearest_int(x / d[j]),
+** -nmax, nmax - 1) + nmax where d[j] != 0 (Q6_K: nmax 32, Q3_K: 4). */
+TM_AVX2 TM_INLINE void k_codes(const float *x, const float *d, int8_t *L, tm__gq_err *acc, const int with_err,
+                               const int nmax) {
     err_regs r;
     if (with_err) err_load(&r, acc);
-    const __m256i lo = _mm256_set1_epi32(-32), hi = _mm256_set1_epi32(31), off = _mm256_set1_epi32(32);
+    const __m256i lo = _mm256_set1_epi32(-nmax), hi = _mm256_set1_epi32(nmax - 1), off = _mm256_set1_epi32(nmax);
     for (int j = 0; j < 16; j++) {
         const __m256 vd = _mm256_broadcast_ss(&d[j]);
         for (int h = 0; h < 2; h++) {
@@ -87,7 +90,7 @@ TM_AVX2 TM_INLINE void q6_k_codes(const float *x, const float *d, int8_t *L, tm_
                 const __m256i s = _mm256_castps_si256(_mm256_add_ps(_mm256_div_ps(xv, vd), _mm256_set1_ps(12582912.f)));
                 l = _mm256_sub_epi32(_mm256_and_si256(s, _mm256_set1_epi32(0x007fffff)), _mm256_set1_epi32(0x00400000));
                 l = _mm256_min_epi32(_mm256_max_epi32(l, lo), hi);
-                /* 8 codes in [0, 64) to bytes */
+                /* 8 codes in [0, 2 nmax) to bytes */
                 const __m256i c = _mm256_add_epi32(l, off);
                 const __m128i w = _mm_packs_epi32(_mm256_castsi256_si128(c), _mm256_extracti128_si256(c, 1));
                 _mm_storel_epi64((__m128i *)(void *)lp, _mm_packs_epi16(w, w));
@@ -101,8 +104,12 @@ TM_AVX2 TM_INLINE void q6_k_codes(const float *x, const float *d, int8_t *L, tm_
 }
 
 TM_AVX2 void tm__gq_q6_k_codes_avx2(const float *x, const float *d, int8_t *L, tm__gq_err *acc) {
-    if (acc) q6_k_codes(x, d, L, acc, 1);
-    else q6_k_codes(x, d, L, NULL, 0);
+    if (acc) k_codes(x, d, L, acc, 1, 32);
+    else k_codes(x, d, L, NULL, 0, 32);
+}
+
+TM_AVX2 void tm__gq_q3_k_codes_avx2(const float *x, const float *d, int8_t *L) {
+    k_codes(x, d, L, NULL, 0, 4);
 }
 
 /* ---------------------------------------------------------------------------------------- */

@@ -51,6 +51,9 @@ int64_t tm__gq_q4_0_avx2(const float *x, int64_t nb, uint8_t *y, tm__gq_err *acc
 ** their L), as the scalar q6_k code; with acc non-NULL (x lane-aligned as above), the error of
 ** dq = d[j] * (float)(L - 32), the dequantizer's product, added for all 256 values. */
 void tm__gq_q6_k_codes_avx2(const float *x, const float *d, int8_t *L, tm__gq_err *acc);
+/* Q3_K's final codes of one super-block the same way: L = clamp(nearest_int(x / d[j]), -4, 3)
+** + 4 where d[j] != 0, as the scalar q3_k code (no error sums). */
+void tm__gq_q3_k_codes_avx2(const float *x, const float *d, int8_t *L);
 /* tm__gq_err_add's lanes in AVX2 registers (n a multiple of 8). */
 void tm__gq_err_lanes_avx2(tm__gq_err *a, const float *x, const float *dq, int64_t n);
 /* make_qkx2_quants (ggml_quant.c) on the 8 sub-blocks of n (16 or 32) values at x (weights w,

@@ -582,4 +582,85 @@ TM_AVX2 void tm__gq_q3_x8_avx2(const float *x, int n, int nmax, int8_t *L, float
         for (int k = 0; k < 8; k++) L[k * n + i] = (int8_t)l[k];
     }
 }
+/* The same search on whole Q3_K super-blocks (16 sub-blocks of 16, nmax 4 each): G groups of
+** 8 lanes (sub-blocks 0-7, 8-15, ...; G 2: one super-block, 4: two) interleaved, so the G
+** dependency chains of the
+** coordinate descent (each element's step needs the sums of the previous one) overlap. Each
+** lane is still the scalar make_q3_quants; a group's passes stop when none of its lanes
+** changed (a further pass over an unchanged lane changes nothing, as above). */
+TM_AVX2 TM_INLINE void q3_xg(const float *x, int8_t *L, float *scales, const int G) {
+    enum { N = 16, NMAX = 4, GMAX = 4 };
+    __m256 xt[GMAX][N], wt[GMAX][N], wx[GMAX][N], Lf[GMAX][N];
+    const __m256i idx = _mm256_setr_epi32(0, N, 2 * N, 3 * N, 4 * N, 5 * N, 6 * N, 7 * N);
+    const __m256 sign = _mm256_set1_ps(-0.0f), zero = _mm256_setzero_ps();
+    const __m256i lo = _mm256_set1_epi32(-NMAX), hi = _mm256_set1_epi32(NMAX - 1);
+    __m256 allzero[GMAX], sumlx[GMAX], suml2[GMAX];
+    for (int g = 0; g < G; g++) {
+        __m256 amax = zero, max = zero;
+        for (int i = 0; i < N; i++) {
+            xt[g][i] = _mm256_i32gather_ps(x + 8 * N * g + i, idx, 4);
+            wt[g][i] = _mm256_mul_ps(xt[g][i], xt[g][i]);
+            wx[g][i] = _mm256_mul_ps(wt[g][i], xt[g][i]); /* w*x, the first product of w*x*l */
+            __m256 ax = _mm256_andnot_ps(sign, xt[g][i]);
+            __m256 gt = _mm256_cmp_ps(ax, amax, _CMP_GT_OQ);
+            amax = _mm256_blendv_ps(amax, ax, gt);
+            max = _mm256_blendv_ps(max, xt[g][i], gt);
+        }
+        allzero[g] = _mm256_cmp_ps(amax, _mm256_set1_ps(1e-15f), _CMP_LT_OQ);
+        const __m256 iscale = _mm256_div_ps(_mm256_set1_ps((float)-NMAX), max);
+        __m256 slx = zero, sl2 = zero;
+        for (int i = 0; i < N; i++) {
+            __m256i l = _mm256_min_epi32(_mm256_max_epi32(nearest_int8(_mm256_mul_ps(iscale, xt[g][i])), lo), hi);
+            Lf[g][i] = _mm256_cvtepi32_ps(l);
+            slx = _mm256_add_ps(slx, _mm256_mul_ps(wx[g][i], Lf[g][i]));
+            sl2 = _mm256_add_ps(sl2, _mm256_mul_ps(_mm256_mul_ps(wt[g][i], Lf[g][i]), Lf[g][i]));
+        }
+        sumlx[g] = slx;
+        suml2[g] = sl2;
+    }
+    int active[GMAX] = {1, 1, 1, 1}; /* a group none of whose lanes changed in a pass is done */
+    for (int itry = 0; itry < 5; ++itry) {
+        __m256 changed[GMAX] = {zero, zero, zero, zero};
+        for (int i = 0; i < N; i++) {
+            for (int g = 0; g < G; g++) {
+                if (!active[g]) continue;
+                const __m256 li = Lf[g][i], sx = sumlx[g], s2 = suml2[g];
+                __m256 slx = _mm256_sub_ps(sx, _mm256_mul_ps(wx[g][i], li));
+                __m256 ok = _mm256_cmp_ps(slx, zero, _CMP_GT_OQ);
+                __m256 sl2 = _mm256_sub_ps(s2, _mm256_mul_ps(_mm256_mul_ps(wt[g][i], li), li));
+                __m256i nl = nearest_int8(_mm256_div_ps(_mm256_mul_ps(xt[g][i], sl2), slx));
+                __m256 nlf = _mm256_cvtepi32_ps(_mm256_min_epi32(_mm256_max_epi32(nl, lo), hi));
+                ok = _mm256_and_ps(ok, _mm256_cmp_ps(nlf, li, _CMP_NEQ_OQ));
+                slx = _mm256_add_ps(slx, _mm256_mul_ps(wx[g][i], nlf));
+                sl2 = _mm256_add_ps(sl2, _mm256_mul_ps(_mm256_mul_ps(wt[g][i], nlf), nlf));
+                __m256 better = _mm256_cmp_ps(_mm256_mul_ps(_mm256_mul_ps(slx, slx), s2),
+                                              _mm256_mul_ps(_mm256_mul_ps(sx, sx), sl2), _CMP_GT_OQ);
+                ok = _mm256_and_ps(ok, _mm256_and_ps(_mm256_cmp_ps(sl2, zero, _CMP_GT_OQ), better));
+                Lf[g][i] = _mm256_blendv_ps(li, nlf, ok);
+                sumlx[g] = _mm256_blendv_ps(sx, slx, ok);
+                suml2[g] = _mm256_blendv_ps(s2, sl2, ok);
+                changed[g] = _mm256_or_ps(changed[g], _mm256_andnot_ps(allzero[g], ok));
+            }
+        }
+        int any = 0;
+        for (int g = 0; g < G; g++) {
+            active[g] = active[g] && _mm256_movemask_ps(changed[g]) != 0;
+            any |= active[g];
+        }
+        if (!any) break;
+    }
+    for (int g = 0; g < G; g++) {
+        _mm256_storeu_ps(scales + 8 * g, _mm256_andnot_ps(allzero[g], _mm256_div_ps(sumlx[g], suml2[g])));
+        const __m256i az = _mm256_castps_si256(allzero[g]);
+        for (int i = 0; i < N; i++) {
+            int32_t l[8];
+            __m256i v = _mm256_add_epi32(_mm256_cvtps_epi32(Lf[g][i]), _mm256_set1_epi32(NMAX));
+            _mm256_storeu_si256((__m256i *)(void *)l, _mm256_andnot_si256(az, v));
+            for (int k = 0; k < 8; k++) L[8 * N * g + k * N + i] = (int8_t)l[k];
+        }
+    }
+}
+
+TM_AVX2 void tm__gq_q3_x16_avx2(const float *x, int8_t *L, float *scales) { q3_xg(x, L, scales, 2); }
+TM_AVX2 void tm__gq_q3_x32_avx2(const float *x, int8_t *L, float *scales) { q3_xg(x, L, scales, 4); }
 #endif

@@ -591,14 +591,14 @@ TM_AVX2 void tm__gq_q3_x8_avx2(const float *x, int n, int nmax, int8_t *L, float
 TM_AVX2 TM_INLINE void q3_xg(const float *x, int8_t *L, float *scales, const int G) {
     enum { N = 16, NMAX = 4, GMAX = 4 };
     __m256 xt[GMAX][N], wt[GMAX][N], wx[GMAX][N], Lf[GMAX][N];
-    const __m256i idx = _mm256_setr_epi32(0, N, 2 * N, 3 * N, 4 * N, 5 * N, 6 * N, 7 * N);
     const __m256 sign = _mm256_set1_ps(-0.0f), zero = _mm256_setzero_ps();
     const __m256i lo = _mm256_set1_epi32(-NMAX), hi = _mm256_set1_epi32(NMAX - 1);
     __m256 allzero[GMAX], sumlx[GMAX], suml2[GMAX];
     for (int g = 0; g < G; g++) {
         __m256 amax = zero, max = zero;
+        transpose8(x + 8 * N * g, N, xt[g]); /* lane k = sub-block k */
+        transpose8(x + 8 * N * g + 8, N, xt[g] + 8);
         for (int i = 0; i < N; i++) {
-            xt[g][i] = _mm256_i32gather_ps(x + 8 * N * g + i, idx, 4);
             wt[g][i] = _mm256_mul_ps(xt[g][i], xt[g][i]);
             wx[g][i] = _mm256_mul_ps(wt[g][i], xt[g][i]); /* w*x, the first product of w*x*l */
             __m256 ax = _mm256_andnot_ps(sign, xt[g][i]);
@@ -652,11 +652,17 @@ TM_AVX2 TM_INLINE void q3_xg(const float *x, int8_t *L, float *scales, const int
     for (int g = 0; g < G; g++) {
         _mm256_storeu_ps(scales + 8 * g, _mm256_andnot_ps(allzero[g], _mm256_div_ps(sumlx[g], suml2[g])));
         const __m256i az = _mm256_castps_si256(allzero[g]);
-        for (int i = 0; i < N; i++) {
-            int32_t l[8];
-            __m256i v = _mm256_add_epi32(_mm256_cvtps_epi32(Lf[g][i]), _mm256_set1_epi32(NMAX));
-            _mm256_storeu_si256((__m256i *)(void *)l, _mm256_andnot_si256(az, v));
-            for (int k = 0; k < 8; k++) L[8 * N * g + k * N + i] = (int8_t)l[k];
+        for (int h = 0; h < 2; h++) { /* codes 8h..8h+7 of each lane: transpose back, to bytes */
+            __m256 v[8], r[8];
+            for (int i = 0; i < 8; i++)
+                v[i] = _mm256_castsi256_ps(_mm256_andnot_si256(
+                    az, _mm256_add_epi32(_mm256_cvtps_epi32(Lf[g][8 * h + i]), _mm256_set1_epi32(NMAX))));
+            transpose8r(v, r);
+            for (int k = 0; k < 8; k++) {
+                const __m256i c = _mm256_castps_si256(r[k]);
+                const __m128i w = _mm_packs_epi32(_mm256_castsi256_si128(c), _mm256_extracti128_si256(c, 1));
+                _mm_storel_epi64((__m128i *)(void *)(L + 8 * N * g + k * N + 8 * h), _mm_packs_epi16(w, w));
+            }
         }
     }
 }

@@ -464,8 +464,16 @@ static tm_status q2_k_impl(const float *x, uint8_t *y, int64_t blk, int simd, tm
 GQ_K_BLOCKS(q2_k)
 
 /* Q3_K's codes L (0..7) into hmask (bit k of byte m: code 32k + m > 3) and the low two bits
-** into qs (pack_2bit_k); branch-free, L is reduced to its low bits. */
-static void q3_k_pack(int8_t *L, uint8_t *hmask, uint8_t *qs) {
+** into qs (pack_2bit_k); branch-free, L is reduced to its low bits (simd: AVX2, L unchanged). */
+static void q3_k_pack(int8_t *L, uint8_t *hmask, uint8_t *qs, int simd) {
+#ifdef TM__GQ_HAVE_AVX2
+    if (simd) {
+        tm__gq_q3_k_pack_avx2(L, hmask, qs);
+        return;
+    }
+#else
+    (void)simd;
+#endif
     memset(hmask, 0, QK_K / 8);
     for (int k = 0; k < 8; ++k)
         for (int m = 0; m < QK_K / 8; ++m) {
@@ -532,7 +540,7 @@ static tm_status q3_k_finish(const float *x, uint8_t *y, int8_t *L, const float 
     }
     if (st) return st;
     q3_k_codes(x, scales, get_f16(y + 108), L, simd);
-    q3_k_pack(L, hmask, qs);
+    q3_k_pack(L, hmask, qs, simd);
     return TM_OK;
 }
 
@@ -966,7 +974,7 @@ static tm_status q3_k_block_imx(const float *x, const float *qw, uint8_t *y, int
     tm_status st = put_f16(y + 108, d_block, "d", blk, err);
     if (st) return st;
     q3_k_codes(x, scales, get_f16(y + 108), L, simd);
-    q3_k_pack(L, hmask, qs);
+    q3_k_pack(L, hmask, qs, simd);
     return TM_OK;
 }
 

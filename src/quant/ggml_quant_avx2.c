@@ -669,4 +669,22 @@ TM_AVX2 TM_INLINE void q3_xg(const float *x, int8_t *L, float *scales, const int
 
 TM_AVX2 void tm__gq_q3_x16_avx2(const float *x, int8_t *L, float *scales) { q3_xg(x, L, scales, 2); }
 TM_AVX2 void tm__gq_q3_x32_avx2(const float *x, int8_t *L, float *scales) { q3_xg(x, L, scales, 4); }
+
+/* Q3_K's codes L[256] (0..7) into hmask[32] (bit k of byte m: code 32k + m > 3) and qs[64] (the
+** low two bits, pack_2bit_k's layout: code j + 32k of each 128 in bits 2k..2k+1 of byte j). */
+TM_AVX2 void tm__gq_q3_k_pack_avx2(const int8_t *L, uint8_t *hmask, uint8_t *qs) {
+    const __m256i three = _mm256_set1_epi8(3);
+    __m256i hm = _mm256_setzero_si256(), lo[8];
+    for (int k = 0; k < 8; k++) {
+        const __m256i v = _mm256_loadu_si256((const __m256i *)(const void *)(L + 32 * k));
+        hm = _mm256_or_si256(hm, _mm256_and_si256(_mm256_cmpgt_epi8(v, three), _mm256_set1_epi8((char)(1 << k))));
+        lo[k] = _mm256_and_si256(v, three);
+    }
+    _mm256_storeu_si256((__m256i *)(void *)hmask, hm);
+    for (int h = 0; h < 2; h++) { /* bytes stay below 256: each 2-bit code moves inside its byte */
+        __m256i q = _mm256_or_si256(lo[4 * h], _mm256_slli_epi16(lo[4 * h + 1], 2));
+        q = _mm256_or_si256(q, _mm256_or_si256(_mm256_slli_epi16(lo[4 * h + 2], 4), _mm256_slli_epi16(lo[4 * h + 3], 6)));
+        _mm256_storeu_si256((__m256i *)(void *)(qs + 32 * h), q);
+    }
+}
 #endif

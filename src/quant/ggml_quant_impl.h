@@ -54,6 +54,8 @@ void tm__gq_q6_k_codes_avx2(const float *x, const float *d, int8_t *L, tm__gq_er
 /* Q3_K's final codes of one super-block the same way: L = clamp(nearest_int(x / d[j]), -4, 3)
 ** + 4 where d[j] != 0, as the scalar q3_k code (no error sums). */
 void tm__gq_q3_k_codes_avx2(const float *x, const float *d, int8_t *L);
+/* Q3_K's codes L[256] (0..7) into hmask[32] and qs[64], as the scalar q3_k_pack (L unchanged). */
+void tm__gq_q3_k_pack_avx2(const int8_t *L, uint8_t *hmask, uint8_t *qs);
 /* tm__gq_err_add's lanes in AVX2 registers (n a multiple of 8). */
 void tm__gq_err_lanes_avx2(tm__gq_err *a, const float *x, const float *dq, int64_t n);
 /* make_qkx2_quants (ggml_quant.c) on the 8 sub-blocks of n (16 or 32) values at x (weights w,

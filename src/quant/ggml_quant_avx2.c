@@ -521,68 +521,13 @@ TM_AVX2 void tm__gq_qx_x8_avx2(const float *x, const float *w, int n, int nmax, 
 #endif
 
 #ifdef TM__GQ_HAVE_AVX2
-/* make_q3_quants with rmse (Q3_K: n 16, nmax 4) on 8 sub-blocks, one per lane. The scalar code
+/* make_q3_quants with rmse (Q3_K: n 16, nmax 4), one sub-block per lane. The scalar code
 ** stops its coordinate-descent passes when a pass changes nothing; a lane that has stopped
 ** changing would change nothing in a further pass either (the pass depends only on the state,
-** which is unchanged), so running all lanes until no lane changes gives every lane the scalar
-** result. */
-TM_AVX2 void tm__gq_q3_x8_avx2(const float *x, int n, int nmax, int8_t *L, float *scales) {
-    __m256 xt[32], wt[32], wx[32], Lf[32];
-    const __m256i idx = _mm256_setr_epi32(0, n, 2 * n, 3 * n, 4 * n, 5 * n, 6 * n, 7 * n);
-    const __m256 sign = _mm256_set1_ps(-0.0f), zero = _mm256_setzero_ps();
-    const __m256i lo = _mm256_set1_epi32(-nmax), hi = _mm256_set1_epi32(nmax - 1);
-    __m256 amax = zero, max = zero;
-    xt[0] = wt[0] = zero;
-    for (int i = 0; i < n; i++) {
-        xt[i] = _mm256_i32gather_ps(x + i, idx, 4);
-        wt[i] = _mm256_mul_ps(xt[i], xt[i]);
-        wx[i] = _mm256_mul_ps(wt[i], xt[i]); /* w*x, the first product of w*x*l */
-        __m256 ax = _mm256_andnot_ps(sign, xt[i]);
-        __m256 gt = _mm256_cmp_ps(ax, amax, _CMP_GT_OQ);
-        amax = _mm256_blendv_ps(amax, ax, gt);
-        max = _mm256_blendv_ps(max, xt[i], gt);
-    }
-    const __m256 allzero = _mm256_cmp_ps(amax, _mm256_set1_ps(1e-15f), _CMP_LT_OQ);
-    const __m256 iscale = _mm256_div_ps(_mm256_set1_ps((float)-nmax), max);
-    __m256 sumlx = zero, suml2 = zero;
-    for (int i = 0; i < n; i++) {
-        __m256i l = _mm256_min_epi32(_mm256_max_epi32(nearest_int8(_mm256_mul_ps(iscale, xt[i])), lo), hi);
-        Lf[i] = _mm256_cvtepi32_ps(l);
-        sumlx = _mm256_add_ps(sumlx, _mm256_mul_ps(wx[i], Lf[i]));
-        suml2 = _mm256_add_ps(suml2, _mm256_mul_ps(_mm256_mul_ps(wt[i], Lf[i]), Lf[i]));
-    }
-    for (int itry = 0; itry < 5; ++itry) {
-        __m256 changed = zero;
-        for (int i = 0; i < n; i++) {
-            __m256 slx = _mm256_sub_ps(sumlx, _mm256_mul_ps(wx[i], Lf[i]));
-            __m256 ok = _mm256_cmp_ps(slx, zero, _CMP_GT_OQ);
-            if (_mm256_movemask_ps(ok) == 0) continue;
-            __m256 sl2 = _mm256_sub_ps(suml2, _mm256_mul_ps(_mm256_mul_ps(wt[i], Lf[i]), Lf[i]));
-            __m256i nl = nearest_int8(_mm256_div_ps(_mm256_mul_ps(xt[i], sl2), slx));
-            __m256 nlf = _mm256_cvtepi32_ps(_mm256_min_epi32(_mm256_max_epi32(nl, lo), hi));
-            ok = _mm256_and_ps(ok, _mm256_cmp_ps(nlf, Lf[i], _CMP_NEQ_OQ));
-            slx = _mm256_add_ps(slx, _mm256_mul_ps(wx[i], nlf));
-            sl2 = _mm256_add_ps(sl2, _mm256_mul_ps(_mm256_mul_ps(wt[i], nlf), nlf));
-            __m256 better = _mm256_cmp_ps(_mm256_mul_ps(_mm256_mul_ps(slx, slx), suml2),
-                                          _mm256_mul_ps(_mm256_mul_ps(sumlx, sumlx), sl2), _CMP_GT_OQ);
-            ok = _mm256_and_ps(ok, _mm256_and_ps(_mm256_cmp_ps(sl2, zero, _CMP_GT_OQ), better));
-            Lf[i] = _mm256_blendv_ps(Lf[i], nlf, ok);
-            sumlx = _mm256_blendv_ps(sumlx, slx, ok);
-            suml2 = _mm256_blendv_ps(suml2, sl2, ok);
-            changed = _mm256_or_ps(changed, ok);
-        }
-        if (_mm256_movemask_ps(_mm256_andnot_ps(allzero, changed)) == 0) break;
-    }
-    _mm256_storeu_ps(scales, _mm256_andnot_ps(allzero, _mm256_div_ps(sumlx, suml2)));
-    __m256i az = _mm256_castps_si256(allzero);
-    for (int i = 0; i < n; i++) {
-        int32_t l[8];
-        __m256i v = _mm256_add_epi32(_mm256_cvtps_epi32(Lf[i]), _mm256_set1_epi32(nmax));
-        _mm256_storeu_si256((__m256i *)(void *)l, _mm256_andnot_si256(az, v));
-        for (int k = 0; k < 8; k++) L[k * n + i] = (int8_t)l[k];
-    }
-}
-/* The same search on whole Q3_K super-blocks (16 sub-blocks of 16, nmax 4 each): G groups of
+** which is unchanged), so running a group of lanes until none of them changes gives every lane
+** the scalar result. Likewise an element at which no lane has a new code to try changes nothing
+** and is skipped. */
+/* The search on whole Q3_K super-blocks (16 sub-blocks of 16, nmax 4 each): G groups of
 ** 8 lanes (sub-blocks 0-7, 8-15, ...; G 2: one super-block, 4: two) interleaved, so the G
 ** dependency chains of the
 ** coordinate descent (each element's step needs the sums of the previous one) overlap. Each
@@ -631,6 +576,7 @@ TM_AVX2 TM_INLINE void q3_xg(const float *x, int8_t *L, float *scales, const int
                 __m256i nl = nearest_int8(_mm256_div_ps(_mm256_mul_ps(xt[g][i], sl2), slx));
                 __m256 nlf = _mm256_cvtepi32_ps(_mm256_min_epi32(_mm256_max_epi32(nl, lo), hi));
                 ok = _mm256_and_ps(ok, _mm256_cmp_ps(nlf, li, _CMP_NEQ_OQ));
+                if (!_mm256_movemask_ps(ok)) continue; /* no lane has a new code to try: nothing changes */
                 slx = _mm256_add_ps(slx, _mm256_mul_ps(wx[g][i], nlf));
                 sl2 = _mm256_add_ps(sl2, _mm256_mul_ps(_mm256_mul_ps(wt[g][i], nlf), nlf));
                 __m256 better = _mm256_cmp_ps(_mm256_mul_ps(_mm256_mul_ps(slx, slx), s2),

@@ -68,11 +68,9 @@ void tm__gq_qkx2_x8_avx2(const float *x, const float *w, int n, int nmax, float 
 ** NULL: x^2, Q6_K without importance matrix): codes (already offset by nmax) into L[8 n] and
 ** scales[8], as 8 scalar calls give them. */
 void tm__gq_qx_x8_avx2(const float *x, const float *w, int n, int nmax, int8_t *L, float *scales);
-/* make_q3_quants with rmse (Q3_K) on 8 sub-blocks of n values, one per lane; codes offset by
-** nmax into L[8 n], scales[8]; all-zero sub-blocks give codes 0 and scale 0 as the scalar. */
-void tm__gq_q3_x8_avx2(const float *x, int n, int nmax, int8_t *L, float *scales);
-/* The same on one whole Q3_K super-block (16 sub-blocks of 16, nmax 4), two groups of 8 lanes
-** interleaved: L[256] and scales[16] as 16 scalar calls give them. */
+/* make_q3_quants with rmse (Q3_K: 16 values, nmax 4) on one whole super-block's 16 sub-blocks,
+** one per lane, two groups of 8 lanes interleaved: codes (offset by 4) into L[256], scales[16],
+** as 16 scalar calls give them; all-zero sub-blocks give codes 0 and scale 0 as the scalar. */
 void tm__gq_q3_x16_avx2(const float *x, int8_t *L, float *scales);
 /* The same on two consecutive super-blocks (512 values), four groups interleaved: L[512],
 ** scales[32]. */

@@ -1,7 +1,7 @@
 /* bench_gguf_job.c: end-to-end throughput and peak memory of `tensormorph quantize IN.gguf -o
 ** OUT.gguf --type T` on a synthetic LLaMA-shaped F32 GGUF (and its F16 twin).
 **
-**   bench_gguf_job [--layers L] [--reps N] [--types T1,T2,...] [--keep] [--no-gen]
+**   bench_gguf_job [--layers L] [--reps N] [--types T1,T2,...] [--keep] [--no-gen] [--imatrix | --reference]
 **                  TENSORMORPH_BIN SCRATCH_DIR
 **
 ** 1. writes SCRATCH_DIR/model-f32.gguf and model-f16.gguf through the library's GGUF writer
@@ -24,13 +24,23 @@
 ** blk.* weight, deterministic positive importances) and runs every type with --imatrix, F32
 ** source, one thread, once with the default kernels and once with --kernel ref (the scalar
 ** reference: ggml's own weighted algorithm, what llama-quantize runs), printing the ratio.
+** --reference: side by side with llama.cpp's llama_model_quantize (llama.h, the function behind
+** llama-quantize), loaded with dlopen at run time from $TM_GGML_LIB_DIR (default: node-llama-cpp's
+** prebuilt llama.cpp in runner/node_modules) in a forked child: every type of --types from the F32
+** source, one thread each (our --threads 1, its nthread 1), interleaved (ours, reference, ...),
+** best of N after one untimed run each, peak RSS of each child, and whether the two output files
+** are identical (else whether their data sections, every tensor's bytes, are). Without the
+** library it says so and stops. Nothing of llama.cpp is linked into the library or the CLI.
 ** Output: JSON Lines on stdout, a table on stderr. A benchmark, never a test: exit status 0
 ** whether or not figures meet any target. GB = 1e9 bytes of the SOURCE file per second. */
 #include <tensormorph.h>
 
+#include <dirent.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -68,6 +78,11 @@ static int write_model(const char *path, int type, int layers) {
     tm_gguf_kvlist_set_u32(kv, "llama.embedding_length", 2048, NULL);
     tm_gguf_kvlist_set_u32(kv, "llama.attention.head_count", 16, NULL);
     tm_gguf_kvlist_set_u32(kv, "llama.attention.head_count_kv", 4, NULL);
+    /* hparams newer llama.cpp loaders require before llama_model_quantize runs */
+    tm_gguf_kvlist_set_u32(kv, "llama.context_length", 4096, NULL);
+    tm_gguf_kvlist_set_u32(kv, "llama.feed_forward_length", 5632, NULL);
+    const float rms_eps = 1e-5f; /* GGUF value type 6: float32, little-endian on x86-64 */
+    tm_gguf_kvlist_set_raw(kv, "llama.attention.layer_norm_rms_epsilon", 6, &rms_eps, sizeof rms_eps, NULL);
     tm_gguf_kvlist_set_u32(kv, "general.file_type", type == TM_GGML_F32 ? 0 : 1, NULL);
     static const struct { const char *n; int64_t rows, cols; } per_layer[] = {
         {"attn_norm", 1, 2048}, {"attn_q", 2048, 2048}, {"attn_k", 512, 2048}, {"attn_v", 512, 2048},
@@ -199,8 +214,184 @@ static double run_one(const char *bin, const char *in, const char *out, const ch
     return dt;
 }
 
+#ifndef TM_DEFAULT_GGML_LIB_DIR
+#define TM_DEFAULT_GGML_LIB_DIR "runner/node_modules/@node-llama-cpp/linux-x64/bins/linux-x64"
+#endif
+
+/* llama.h's llama_model_quantize_params as that release documents it (the fields in order); the
+** library fills it through llama_model_quantize_default_params (returned through a hidden
+** pointer, so the padding only leaves room should a build have more fields). */
+typedef struct {
+    int32_t nthread;
+    int ftype;                /* enum llama_ftype: tm_gguf_ftype_from_name's numbers */
+    int output_tensor_type;   /* enum ggml_type */
+    int token_embedding_type; /* enum ggml_type */
+    bool allow_requantize, quantize_output_tensor, only_copy, pure, keep_split, dry_run;
+    const void *imatrix, *kv_overrides, *tt_overrides;
+    const int32_t *prune_layers;
+    size_t max_buf_size;
+    unsigned char pad[512];
+} ref_quantize_params;
+
+/* The directory's libllama*.so (node-llama-cpp names it libllama.v0.4.0.so) into path. */
+static int find_libllama(const char *dir, char *path, size_t n) {
+    DIR *d = opendir(dir);
+    if (!d) return -1;
+    struct dirent *e;
+    int found = -1;
+    while ((e = readdir(d)))
+        if (!strncmp(e->d_name, "libllama", 8) && strstr(e->d_name, ".so") && !strstr(e->d_name, "common")) {
+            snprintf(path, n, "%s/%s", dir, e->d_name);
+            found = 0;
+            break;
+        }
+    closedir(d);
+    return found;
+}
+
+/* In a child: llama_model_quantize(in, out, {nthread 1, ftype}); wall seconds, peak RSS, CPU
+** seconds as run_one; -1 on failure (the child's exit status: 0 ok, 3 no library, else its rc). */
+static double run_ref(const char *lib, const char *in, const char *out, int ftype, long *maxrss_kib, double *cpu_s) {
+    double t0 = now_s();
+    pid_t pid = fork();
+    if (pid == 0) {
+        int dn = open("/dev/null", O_WRONLY);
+        if (dn >= 0) { dup2(dn, 1); dup2(dn, 2); } /* its progress log */
+        void *h = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
+        if (!h) _exit(3);
+        void (*backend_init)(void);
+        ref_quantize_params (*defaults)(void);
+        uint32_t (*quantize)(const char *, const char *, const ref_quantize_params *);
+        *(void **)&backend_init = dlsym(h, "llama_backend_init");
+        *(void **)&defaults = dlsym(h, "llama_model_quantize_default_params");
+        *(void **)&quantize = dlsym(h, "llama_model_quantize");
+        if (!backend_init || !defaults || !quantize) _exit(3);
+        backend_init();
+        ref_quantize_params p = defaults();
+        p.nthread = 1;
+        p.ftype = ftype;
+        _exit(quantize(in, out, &p) ? 4 : 0);
+    }
+    if (pid < 0) return -1;
+    int st;
+    struct rusage ru;
+    if (wait4(pid, &st, 0, &ru) < 0) return -1;
+    double dt = now_s() - t0;
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) return -1;
+    *maxrss_kib = ru.ru_maxrss;
+    *cpu_s = (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec * 1e-6 + (double)ru.ru_stime.tv_sec +
+             ru.ru_stime.tv_usec * 1e-6;
+    return dt;
+}
+
+/* Compare bytes [a_off, end) of file a with [b_off, end) of b: 1 equal, 0 not, -1 unreadable. */
+static int same_bytes(const char *a, uint64_t a_off, const char *b, uint64_t b_off) {
+    FILE *fa = fopen(a, "rb"), *fb = fopen(b, "rb");
+    int r = -1;
+    if (fa && fb && !fseeko(fa, (off_t)a_off, SEEK_SET) && !fseeko(fb, (off_t)b_off, SEEK_SET)) {
+        static unsigned char ba[1 << 20], bb[1 << 20];
+        r = 1;
+        for (;;) {
+            size_t na = fread(ba, 1, sizeof ba, fa), nb = fread(bb, 1, sizeof bb, fb);
+            if (na != nb || memcmp(ba, bb, na)) { r = 0; break; }
+            if (na == 0) break;
+        }
+    }
+    if (fa) fclose(fa);
+    if (fb) fclose(fb);
+    return r;
+}
+
+/* "file identical", "tensor data identical" (the data sections agree, the headers not) or
+** "DIFFER". */
+static const char *compare_outputs(const char *ours, const char *ref) {
+    if (same_bytes(ours, 0, ref, 0) == 1) return "file identical";
+    uint64_t d[2] = {0, 0};
+    const char *p[2] = {ours, ref};
+    for (int k = 0; k < 2; k++) {
+        tm_file *f = NULL;
+        if (tm_open(p[k], NULL, &f, NULL) == TM_OK) {
+            tm_gguf_info(f, NULL, NULL, &d[k]);
+            tm_close(f);
+        }
+        if (!d[k]) return "DIFFER (unreadable)";
+    }
+    return same_bytes(ours, d[0], ref, d[1]) == 1 ? "tensor data identical" : "DIFFER";
+}
+
+static int reference_mode(const char *bin, const char *dir, const char *types, int layers, int reps, int no_gen,
+                          int keep) {
+    const char *ldir = getenv("TM_GGML_LIB_DIR");
+    if (!ldir || !*ldir) ldir = TM_DEFAULT_GGML_LIB_DIR;
+    char lib[4096];
+    if (find_libllama(ldir, lib, sizeof lib)) {
+        fprintf(stderr, "bench_gguf_job --reference: no libllama*.so in %s (set TM_GGML_LIB_DIR); nothing to compare\n", ldir);
+        return 0;
+    }
+    char src[4096], out[4096], ref_out[4096];
+    snprintf(src, sizeof src, "%s/model-f32.gguf", dir);
+    snprintf(out, sizeof out, "%s/out.gguf", dir);
+    snprintf(ref_out, sizeof ref_out, "%s/out-ref.gguf", dir);
+    if (!no_gen && write_model(src, TM_GGML_F32, layers)) return 1;
+    uint64_t size = 0;
+    double rr = read_rate(src, &size);
+    double la[3] = {0, 0, 0};
+    if (getloadavg(la, 3) < 0) la[0] = -1;
+    fprintf(stderr, "reference: %s, llama_model_quantize nthread 1; F32 %.2f GB (page-cache read %.2f GB/s); "
+                    "best of %d, interleaved; load average %.2f %.2f %.2f\n",
+            lib, (double)size / 1e9, rr, reps, la[0], la[1], la[2]);
+    fprintf(stderr, "%-8s %9s %9s %7s %9s %9s %7s %8s %8s  %s\n", "type", "ours GB/s", "ref GB/s", "ratio", "ours cpu",
+            "ref cpu", "r/cpu", "ours MB", "ref MB", "bytes");
+    const char *p = types;
+    while (*p) {
+        char ty[32];
+        size_t k = strcspn(p, ",");
+        snprintf(ty, sizeof ty, "%.*s", (int)k, p);
+        p += k + (p[k] == ',');
+        const int ftype = tm_gguf_ftype_from_name(ty);
+        if (ftype < 0) {
+            fprintf(stderr, "bench_gguf_job: unknown type %s\n", ty);
+            return 2;
+        }
+        double best[2] = {1e30, 1e30}, cpu[2] = {0, 0};
+        long rss[2] = {0, 0};
+        for (int r = 0; r <= reps; r++) /* run 0: untimed */
+            for (int side = 0; side < 2; side++) {
+                long rs = 0;
+                double c = 0;
+                double dt = side ? run_ref(lib, src, ref_out, ftype, &rs, &c)
+                                 : run_one(bin, src, out, ty, 0, 1, NULL, NULL, &rs, &c);
+                if (dt < 0) {
+                    fprintf(stderr, "bench_gguf_job: %s %s failed\n", side ? "llama_model_quantize" : bin, ty);
+                    return 1;
+                }
+                if (r && dt < best[side]) { best[side] = dt; cpu[side] = c; }
+                if (rs > rss[side]) rss[side] = rs;
+            }
+        const char *same = compare_outputs(out, ref_out);
+        printf("{\"op\": \"reference\", \"type\": \"%s\", \"threads\": 1, \"seconds\": %.3f, \"gb_per_s\": %.4f, "
+               "\"cpu_s\": %.3f, \"peak_rss_mb\": %.1f, \"ref_seconds\": %.3f, \"ref_gb_per_s\": %.4f, \"ref_cpu_s\": %.3f, "
+               "\"ref_peak_rss_mb\": %.1f, \"ratio\": %.3f, \"ratio_cpu\": %.3f, \"bytes\": \"%s\"}\n",
+               ty, best[0], (double)size / best[0] / 1e9, cpu[0], rss[0] / 1024.0, best[1], (double)size / best[1] / 1e9,
+               cpu[1], rss[1] / 1024.0, best[1] / best[0], cpu[1] / cpu[0], same);
+        fflush(stdout);
+        fprintf(stderr, "%-8s %9.4f %9.4f %6.2fx %9.2f %9.2f %6.2fx %8.1f %8.1f  %s\n", ty, (double)size / best[0] / 1e9,
+                (double)size / best[1] / 1e9, best[1] / best[0], cpu[0], cpu[1], cpu[1] / cpu[0], rss[0] / 1024.0,
+                rss[1] / 1024.0, same);
+    }
+    if (getloadavg(la, 3) < 0) la[0] = -1;
+    fprintf(stderr, "load average after: %.2f %.2f %.2f\n", la[0], la[1], la[2]);
+    if (!keep) unlink(src);
+    unlink(out);
+    unlink(ref_out);
+    char mp[4200];
+    snprintf(mp, sizeof mp, "%s.manifest.json", out);
+    unlink(mp);
+    return 0;
+}
+
 int main(int argc, char **argv) {
-    int layers = 5, reps = 1, keep = 0, no_gen = 0, use_imx = 0;
+    int layers = 5, reps = 1, keep = 0, no_gen = 0, use_imx = 0, use_ref = 0;
     const char *types = "Q8_0,Q4_0,Q6_K,Q4_K_M";
     int i = 1;
     for (; i < argc && argv[i][0] == '-'; i++) {
@@ -210,14 +401,16 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--keep")) keep = 1; /* leave the sources (profiling input) */
         else if (!strcmp(argv[i], "--no-gen")) no_gen = 1; /* reuse the sources of a --keep run */
         else if (!strcmp(argv[i], "--imatrix")) use_imx = 1;
+        else if (!strcmp(argv[i], "--reference")) use_ref = 1;
         else break;
     }
     if (argc - i != 2 || layers < 1 || reps < 1) {
-        fprintf(stderr, "usage: bench_gguf_job [--layers L] [--reps N] [--types T[:pure],...] [--keep] [--no-gen] [--imatrix]\n"
+        fprintf(stderr, "usage: bench_gguf_job [--layers L] [--reps N] [--types T[:pure],...] [--keep] [--no-gen] [--imatrix | --reference]\n"
                         "                      TENSORMORPH_BIN SCRATCH_DIR\n");
         return 2;
     }
     const char *bin = argv[i], *dir = argv[i + 1];
+    if (use_ref) return reference_mode(bin, dir, types, layers, reps, no_gen, keep);
     char src[2][4096], out[4096];
     snprintf(src[0], sizeof src[0], "%s/model-f32.gguf", dir);
     snprintf(src[1], sizeof src[1], "%s/model-f16.gguf", dir);

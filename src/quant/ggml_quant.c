@@ -463,21 +463,62 @@ static tm_status q2_k_impl(const float *x, uint8_t *y, int64_t blk, int simd, tm
 
 GQ_K_BLOCKS(q2_k)
 
-static tm_status q3_k_impl(const float *x, uint8_t *y, int64_t blk, int simd, tm_err *err) {
-    uint8_t *hmask = y, *qs = y + 32, *scales = y + 96;
-    int8_t L[QK_K];
-    float sc[QK_K / 16];
-    float max_scale = 0, amax = 0;
+/* Q3_K's codes L (0..7) into hmask (bit k of byte m: code 32k + m > 3) and the low two bits
+** into qs (pack_2bit_k); branch-free, L is reduced to its low bits (simd: AVX2, L unchanged). */
+static void q3_k_pack(int8_t *L, uint8_t *hmask, uint8_t *qs, int simd) {
 #ifdef TM__GQ_HAVE_AVX2
     if (simd) {
-        tm__gq_q3_x8_avx2(x, 16, 4, L, sc);
-        tm__gq_q3_x8_avx2(x + 128, 16, 4, L + 128, sc + 8);
+        tm__gq_q3_k_pack_avx2(L, hmask, qs);
+        return;
+    }
+#else
+    (void)simd;
+#endif
+    memset(hmask, 0, QK_K / 8);
+    for (int k = 0; k < 8; ++k)
+        for (int m = 0; m < QK_K / 8; ++m) {
+            const int l = L[32 * k + m];
+            hmask[m] = (uint8_t)(hmask[m] | ((l >> 2) << k));
+            L[32 * k + m] = (int8_t)(l & 3);
+        }
+    pack_2bit_k(qs, (const uint8_t *)L);
+}
+
+/* Q3_K's final codes from the stored 6-bit scales and f16 d (dh): for each sub-block j whose
+** d = dh * scale_j is not 0, L = clamp(nearest_int(x / d), -4, 3) + 4 (others keep the search's
+** codes); simd: the AVX2 lanes, same bytes. */
+static void q3_k_codes(const float *x, const uint8_t *scales, float dh, int8_t *L, int simd) {
+    float dv[QK_K / 16];
+    for (int j = 0; j < QK_K / 16; ++j) {
+        int s = j < 8 ? scales[j] & 0xF : scales[j - 8] >> 4;
+        s = (s | (((scales[8 + j % 4] >> (2 * (j / 4))) & 3) << 4)) - 32;
+        dv[j] = dh * s;
+    }
+#ifdef TM__GQ_HAVE_AVX2
+    if (simd) {
+        tm__gq_q3_k_codes_avx2(x, dv, L);
+        return;
     }
 #else
     (void)simd;
 #endif
     for (int j = 0; j < QK_K / 16; ++j) {
-        if (!simd) sc[j] = make_q3_quants(16, 4, x + 16 * j, L + 16 * j);
+        const float d = dv[j];
+        if (!d) continue;
+        for (int ii = 0; ii < 16; ++ii) {
+            int l = nearest_int(x[16 * j + ii] / d);
+            L[16 * j + ii] = (int8_t)(imax(-4, imin(3, l)) + 4);
+        }
+    }
+}
+
+/* quantize_row_q3_K_ref after the sub-block searches (codes L offset by 4, scales sc): the 16
+** scales into 6-bit codes and d, the codes again from the stored scales, packed into y. */
+static tm_status q3_k_finish(const float *x, uint8_t *y, int8_t *L, const float *sc, int64_t blk, int simd,
+                             tm_err *err) {
+    uint8_t *hmask = y, *qs = y + 32, *scales = y + 96;
+    float max_scale = 0, amax = 0;
+    for (int j = 0; j < QK_K / 16; ++j) {
         float scale = fabsf(sc[j]);
         if (scale > amax) { amax = scale; max_scale = sc[j]; }
     }
@@ -498,29 +539,20 @@ static tm_status q3_k_impl(const float *x, uint8_t *y, int64_t blk, int simd, tm
         st = put_f16(y + 108, 0.f, "d", blk, err);
     }
     if (st) return st;
-    const float dh = get_f16(y + 108);
-    for (int j = 0; j < QK_K / 16; ++j) {
-        int s = j < 8 ? scales[j] & 0xF : scales[j - 8] >> 4;
-        s = (s | (((scales[8 + j % 4] >> (2 * (j / 4))) & 3) << 4)) - 32;
-        float d = dh * s;
-        if (!d) continue;
-        for (int ii = 0; ii < 16; ++ii) {
-            int l = nearest_int(x[16 * j + ii] / d);
-            L[16 * j + ii] = (int8_t)(imax(-4, imin(3, l)) + 4);
-        }
-    }
-    memset(hmask, 0, QK_K / 8);
-    int m = 0;
-    uint8_t hm = 1;
-    for (int j = 0; j < QK_K; ++j) {
-        if (L[j] > 3) {
-            hmask[m] = (uint8_t)(hmask[m] | hm);
-            L[j] = (int8_t)(L[j] - 4);
-        }
-        if (++m == QK_K / 8) { m = 0; hm = (uint8_t)(hm << 1); }
-    }
-    pack_2bit_k(qs, (const uint8_t *)L);
+    q3_k_codes(x, scales, get_f16(y + 108), L, simd);
+    q3_k_pack(L, hmask, qs, simd);
     return TM_OK;
+}
+
+static tm_status q3_k_impl(const float *x, uint8_t *y, int64_t blk, int simd, tm_err *err) {
+    int8_t L[QK_K];
+    float sc[QK_K / 16];
+#ifdef TM__GQ_HAVE_AVX2
+    if (simd) tm__gq_q3_x16_avx2(x, L, sc);
+#endif
+    if (!simd)
+        for (int j = 0; j < QK_K / 16; ++j) sc[j] = make_q3_quants(16, 4, x + 16 * j, L + 16 * j);
+    return q3_k_finish(x, y, L, sc, blk, simd, err);
 }
 
 GQ_K_BLOCKS(q3_k)
@@ -941,28 +973,8 @@ static tm_status q3_k_block_imx(const float *x, const float *qw, uint8_t *y, int
     }
     tm_status st = put_f16(y + 108, d_block, "d", blk, err);
     if (st) return st;
-    const float dh = get_f16(y + 108);
-    for (int j = 0; j < QK_K / 16; ++j) {
-        int s = j < 8 ? scales[j] & 0xF : scales[j - 8] >> 4;
-        s = (s | (((scales[8 + j % 4] >> (2 * (j / 4))) & 3) << 4)) - 32;
-        float d = dh * s;
-        if (!d) continue;
-        for (int ii = 0; ii < 16; ++ii) {
-            int l = nearest_int(x[16 * j + ii] / d);
-            L[16 * j + ii] = (int8_t)(imax(-4, imin(3, l)) + 4);
-        }
-    }
-    memset(hmask, 0, QK_K / 8);
-    int m = 0;
-    uint8_t hm = 1;
-    for (int j = 0; j < QK_K; ++j) {
-        if (L[j] > 3) {
-            hmask[m] = (uint8_t)(hmask[m] | hm);
-            L[j] = (int8_t)(L[j] - 4);
-        }
-        if (++m == QK_K / 8) { m = 0; hm = (uint8_t)(hm << 1); }
-    }
-    pack_2bit_k(qs, (const uint8_t *)L);
+    q3_k_codes(x, scales, get_f16(y + 108), L, simd);
+    q3_k_pack(L, hmask, qs, simd);
     return TM_OK;
 }
 
@@ -1108,7 +1120,27 @@ GQ_ROWS_IMX(tm__gq_rows_q6_k, q6_k_block, TM_GGML_Q6_K, k_row_imx)
 #ifdef TM__GQ_HAVE_AVX2
 /* the AVX2 variants also take the importance-matrix paths with the eight-lane searches */
 GQ_ROWS_IMX_S(tm__gq_rows_q2_k_avx2, q2_k_block_avx2, TM_GGML_Q2_K, k_row_imx, 1)
-GQ_ROWS_IMX_S(tm__gq_rows_q3_k_avx2, q3_k_block_avx2, TM_GGML_Q3_K, k_row_imx, 1)
+/* Q3_K without an importance matrix: the searches of two super-blocks at once (four groups of
+** lanes interleaved), then each block finished in order (the first failing one stops the row) */
+tm_status tm__gq_rows_q3_k_avx2(const tm_ggml_type_info *t, const float *x, const float *imatrix, int64_t b0,
+                                int64_t nb, uint8_t *y, int64_t *bad_block, tm_err *err) {
+    if (imatrix) return k_row_imx(TM_GGML_Q3_K, t, x, imatrix, nb, y, bad_block, 1, err);
+    int64_t b = b0;
+    for (; b + 1 < nb; b += 2) {
+        int8_t L[2 * QK_K];
+        float sc[2 * QK_K / 16];
+        tm__gq_q3_x32_avx2(x + b * QK_K, L, sc);
+        for (int h = 0; h < 2; h++) {
+            tm_status st = q3_k_finish(x + (b + h) * QK_K, y + (size_t)(b + h) * t->type_size, L + h * QK_K,
+                                       sc + h * (QK_K / 16), b + h, 1, err);
+            if (st) {
+                if (bad_block) *bad_block = b + h;
+                return st;
+            }
+        }
+    }
+    return run_blocks(q3_k_block_avx2, t, x, b, nb, y, bad_block, err);
+}
 GQ_ROWS_IMX_S(tm__gq_rows_q4_k_avx2, q4_k0_block_avx2, TM_GGML_Q4_K, k_row_imx, 1)
 GQ_ROWS_IMX_S(tm__gq_rows_q5_k_avx2, q5_k0_block_avx2, TM_GGML_Q5_K, k_row_imx, 1)
 GQ_ROWS_IMX_S(tm__gq_rows_q4_1_avx2, q4_1_block, TM_GGML_Q4_1, legacy_row_imx, 1)

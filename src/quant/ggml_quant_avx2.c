@@ -71,10 +71,13 @@ TM_AVX2 void tm__gq_err_lanes_avx2(tm__gq_err *a, const float *x, const float *d
     err_store(&r, a);
 }
 
-TM_AVX2 TM_INLINE void q6_k_codes(const float *x, const float *d, int8_t *L, tm__gq_err *acc, const int with_err) {
+/* The final codes of one super-block of 16 sub-blocks of 16: L = clamp(nearest_int(x / d[j]),
+** -nmax, nmax - 1) + nmax where d[j] != 0 (Q6_K: nmax 32, Q3_K: 4). */
+TM_AVX2 TM_INLINE void k_codes(const float *x, const float *d, int8_t *L, tm__gq_err *acc, const int with_err,
+                               const int nmax) {
     err_regs r;
     if (with_err) err_load(&r, acc);
-    const __m256i lo = _mm256_set1_epi32(-32), hi = _mm256_set1_epi32(31), off = _mm256_set1_epi32(32);
+    const __m256i lo = _mm256_set1_epi32(-nmax), hi = _mm256_set1_epi32(nmax - 1), off = _mm256_set1_epi32(nmax);
     for (int j = 0; j < 16; j++) {
         const __m256 vd = _mm256_broadcast_ss(&d[j]);
         for (int h = 0; h < 2; h++) {
@@ -87,7 +90,7 @@ TM_AVX2 TM_INLINE void q6_k_codes(const float *x, const float *d, int8_t *L, tm_
                 const __m256i s = _mm256_castps_si256(_mm256_add_ps(_mm256_div_ps(xv, vd), _mm256_set1_ps(12582912.f)));
                 l = _mm256_sub_epi32(_mm256_and_si256(s, _mm256_set1_epi32(0x007fffff)), _mm256_set1_epi32(0x00400000));
                 l = _mm256_min_epi32(_mm256_max_epi32(l, lo), hi);
-                /* 8 codes in [0, 64) to bytes */
+                /* 8 codes in [0, 2 nmax) to bytes */
                 const __m256i c = _mm256_add_epi32(l, off);
                 const __m128i w = _mm_packs_epi32(_mm256_castsi256_si128(c), _mm256_extracti128_si256(c, 1));
                 _mm_storel_epi64((__m128i *)(void *)lp, _mm_packs_epi16(w, w));
@@ -101,8 +104,12 @@ TM_AVX2 TM_INLINE void q6_k_codes(const float *x, const float *d, int8_t *L, tm_
 }
 
 TM_AVX2 void tm__gq_q6_k_codes_avx2(const float *x, const float *d, int8_t *L, tm__gq_err *acc) {
-    if (acc) q6_k_codes(x, d, L, acc, 1);
-    else q6_k_codes(x, d, L, NULL, 0);
+    if (acc) k_codes(x, d, L, acc, 1, 32);
+    else k_codes(x, d, L, NULL, 0, 32);
+}
+
+TM_AVX2 void tm__gq_q3_k_codes_avx2(const float *x, const float *d, int8_t *L) {
+    k_codes(x, d, L, NULL, 0, 4);
 }
 
 /* ---------------------------------------------------------------------------------------- */
@@ -514,65 +521,116 @@ TM_AVX2 void tm__gq_qx_x8_avx2(const float *x, const float *w, int n, int nmax, 
 #endif
 
 #ifdef TM__GQ_HAVE_AVX2
-/* make_q3_quants with rmse (Q3_K: n 16, nmax 4) on 8 sub-blocks, one per lane. The scalar code
+/* make_q3_quants with rmse (Q3_K: n 16, nmax 4), one sub-block per lane. The scalar code
 ** stops its coordinate-descent passes when a pass changes nothing; a lane that has stopped
 ** changing would change nothing in a further pass either (the pass depends only on the state,
-** which is unchanged), so running all lanes until no lane changes gives every lane the scalar
-** result. */
-TM_AVX2 void tm__gq_q3_x8_avx2(const float *x, int n, int nmax, int8_t *L, float *scales) {
-    __m256 xt[32], wt[32], wx[32], Lf[32];
-    const __m256i idx = _mm256_setr_epi32(0, n, 2 * n, 3 * n, 4 * n, 5 * n, 6 * n, 7 * n);
+** which is unchanged), so running a group of lanes until none of them changes gives every lane
+** the scalar result. Likewise an element at which no lane has a new code to try changes nothing
+** and is skipped. */
+/* The search on whole Q3_K super-blocks (16 sub-blocks of 16, nmax 4 each): G groups of
+** 8 lanes (sub-blocks 0-7, 8-15, ...; G 2: one super-block, 4: two) interleaved, so the G
+** dependency chains of the
+** coordinate descent (each element's step needs the sums of the previous one) overlap. Each
+** lane is still the scalar make_q3_quants; a group's passes stop when none of its lanes
+** changed (a further pass over an unchanged lane changes nothing, as above). */
+TM_AVX2 TM_INLINE void q3_xg(const float *x, int8_t *L, float *scales, const int G) {
+    enum { N = 16, NMAX = 4, GMAX = 4 };
+    __m256 xt[GMAX][N], wt[GMAX][N], wx[GMAX][N], Lf[GMAX][N];
     const __m256 sign = _mm256_set1_ps(-0.0f), zero = _mm256_setzero_ps();
-    const __m256i lo = _mm256_set1_epi32(-nmax), hi = _mm256_set1_epi32(nmax - 1);
-    __m256 amax = zero, max = zero;
-    xt[0] = wt[0] = zero;
-    for (int i = 0; i < n; i++) {
-        xt[i] = _mm256_i32gather_ps(x + i, idx, 4);
-        wt[i] = _mm256_mul_ps(xt[i], xt[i]);
-        wx[i] = _mm256_mul_ps(wt[i], xt[i]); /* w*x, the first product of w*x*l */
-        __m256 ax = _mm256_andnot_ps(sign, xt[i]);
-        __m256 gt = _mm256_cmp_ps(ax, amax, _CMP_GT_OQ);
-        amax = _mm256_blendv_ps(amax, ax, gt);
-        max = _mm256_blendv_ps(max, xt[i], gt);
-    }
-    const __m256 allzero = _mm256_cmp_ps(amax, _mm256_set1_ps(1e-15f), _CMP_LT_OQ);
-    const __m256 iscale = _mm256_div_ps(_mm256_set1_ps((float)-nmax), max);
-    __m256 sumlx = zero, suml2 = zero;
-    for (int i = 0; i < n; i++) {
-        __m256i l = _mm256_min_epi32(_mm256_max_epi32(nearest_int8(_mm256_mul_ps(iscale, xt[i])), lo), hi);
-        Lf[i] = _mm256_cvtepi32_ps(l);
-        sumlx = _mm256_add_ps(sumlx, _mm256_mul_ps(wx[i], Lf[i]));
-        suml2 = _mm256_add_ps(suml2, _mm256_mul_ps(_mm256_mul_ps(wt[i], Lf[i]), Lf[i]));
-    }
-    for (int itry = 0; itry < 5; ++itry) {
-        __m256 changed = zero;
-        for (int i = 0; i < n; i++) {
-            __m256 slx = _mm256_sub_ps(sumlx, _mm256_mul_ps(wx[i], Lf[i]));
-            __m256 ok = _mm256_cmp_ps(slx, zero, _CMP_GT_OQ);
-            if (_mm256_movemask_ps(ok) == 0) continue;
-            __m256 sl2 = _mm256_sub_ps(suml2, _mm256_mul_ps(_mm256_mul_ps(wt[i], Lf[i]), Lf[i]));
-            __m256i nl = nearest_int8(_mm256_div_ps(_mm256_mul_ps(xt[i], sl2), slx));
-            __m256 nlf = _mm256_cvtepi32_ps(_mm256_min_epi32(_mm256_max_epi32(nl, lo), hi));
-            ok = _mm256_and_ps(ok, _mm256_cmp_ps(nlf, Lf[i], _CMP_NEQ_OQ));
-            slx = _mm256_add_ps(slx, _mm256_mul_ps(wx[i], nlf));
-            sl2 = _mm256_add_ps(sl2, _mm256_mul_ps(_mm256_mul_ps(wt[i], nlf), nlf));
-            __m256 better = _mm256_cmp_ps(_mm256_mul_ps(_mm256_mul_ps(slx, slx), suml2),
-                                          _mm256_mul_ps(_mm256_mul_ps(sumlx, sumlx), sl2), _CMP_GT_OQ);
-            ok = _mm256_and_ps(ok, _mm256_and_ps(_mm256_cmp_ps(sl2, zero, _CMP_GT_OQ), better));
-            Lf[i] = _mm256_blendv_ps(Lf[i], nlf, ok);
-            sumlx = _mm256_blendv_ps(sumlx, slx, ok);
-            suml2 = _mm256_blendv_ps(suml2, sl2, ok);
-            changed = _mm256_or_ps(changed, ok);
+    const __m256i lo = _mm256_set1_epi32(-NMAX), hi = _mm256_set1_epi32(NMAX - 1);
+    __m256 allzero[GMAX], sumlx[GMAX], suml2[GMAX];
+    for (int g = 0; g < G; g++) {
+        __m256 amax = zero, max = zero;
+        transpose8(x + 8 * N * g, N, xt[g]); /* lane k = sub-block k */
+        transpose8(x + 8 * N * g + 8, N, xt[g] + 8);
+        for (int i = 0; i < N; i++) {
+            wt[g][i] = _mm256_mul_ps(xt[g][i], xt[g][i]);
+            wx[g][i] = _mm256_mul_ps(wt[g][i], xt[g][i]); /* w*x, the first product of w*x*l */
+            __m256 ax = _mm256_andnot_ps(sign, xt[g][i]);
+            __m256 gt = _mm256_cmp_ps(ax, amax, _CMP_GT_OQ);
+            amax = _mm256_blendv_ps(amax, ax, gt);
+            max = _mm256_blendv_ps(max, xt[g][i], gt);
         }
-        if (_mm256_movemask_ps(_mm256_andnot_ps(allzero, changed)) == 0) break;
+        allzero[g] = _mm256_cmp_ps(amax, _mm256_set1_ps(1e-15f), _CMP_LT_OQ);
+        const __m256 iscale = _mm256_div_ps(_mm256_set1_ps((float)-NMAX), max);
+        __m256 slx = zero, sl2 = zero;
+        for (int i = 0; i < N; i++) {
+            __m256i l = _mm256_min_epi32(_mm256_max_epi32(nearest_int8(_mm256_mul_ps(iscale, xt[g][i])), lo), hi);
+            Lf[g][i] = _mm256_cvtepi32_ps(l);
+            slx = _mm256_add_ps(slx, _mm256_mul_ps(wx[g][i], Lf[g][i]));
+            sl2 = _mm256_add_ps(sl2, _mm256_mul_ps(_mm256_mul_ps(wt[g][i], Lf[g][i]), Lf[g][i]));
+        }
+        sumlx[g] = slx;
+        suml2[g] = sl2;
     }
-    _mm256_storeu_ps(scales, _mm256_andnot_ps(allzero, _mm256_div_ps(sumlx, suml2)));
-    __m256i az = _mm256_castps_si256(allzero);
-    for (int i = 0; i < n; i++) {
-        int32_t l[8];
-        __m256i v = _mm256_add_epi32(_mm256_cvtps_epi32(Lf[i]), _mm256_set1_epi32(nmax));
-        _mm256_storeu_si256((__m256i *)(void *)l, _mm256_andnot_si256(az, v));
-        for (int k = 0; k < 8; k++) L[k * n + i] = (int8_t)l[k];
+    int active[GMAX] = {1, 1, 1, 1}; /* a group none of whose lanes changed in a pass is done */
+    for (int itry = 0; itry < 5; ++itry) {
+        __m256 changed[GMAX] = {zero, zero, zero, zero};
+        for (int i = 0; i < N; i++) {
+            for (int g = 0; g < G; g++) {
+                if (!active[g]) continue;
+                const __m256 li = Lf[g][i], sx = sumlx[g], s2 = suml2[g];
+                __m256 slx = _mm256_sub_ps(sx, _mm256_mul_ps(wx[g][i], li));
+                __m256 ok = _mm256_cmp_ps(slx, zero, _CMP_GT_OQ);
+                __m256 sl2 = _mm256_sub_ps(s2, _mm256_mul_ps(_mm256_mul_ps(wt[g][i], li), li));
+                __m256i nl = nearest_int8(_mm256_div_ps(_mm256_mul_ps(xt[g][i], sl2), slx));
+                __m256 nlf = _mm256_cvtepi32_ps(_mm256_min_epi32(_mm256_max_epi32(nl, lo), hi));
+                ok = _mm256_and_ps(ok, _mm256_cmp_ps(nlf, li, _CMP_NEQ_OQ));
+                if (!_mm256_movemask_ps(ok)) continue; /* no lane has a new code to try: nothing changes */
+                slx = _mm256_add_ps(slx, _mm256_mul_ps(wx[g][i], nlf));
+                sl2 = _mm256_add_ps(sl2, _mm256_mul_ps(_mm256_mul_ps(wt[g][i], nlf), nlf));
+                __m256 better = _mm256_cmp_ps(_mm256_mul_ps(_mm256_mul_ps(slx, slx), s2),
+                                              _mm256_mul_ps(_mm256_mul_ps(sx, sx), sl2), _CMP_GT_OQ);
+                ok = _mm256_and_ps(ok, _mm256_and_ps(_mm256_cmp_ps(sl2, zero, _CMP_GT_OQ), better));
+                Lf[g][i] = _mm256_blendv_ps(li, nlf, ok);
+                sumlx[g] = _mm256_blendv_ps(sx, slx, ok);
+                suml2[g] = _mm256_blendv_ps(s2, sl2, ok);
+                changed[g] = _mm256_or_ps(changed[g], _mm256_andnot_ps(allzero[g], ok));
+            }
+        }
+        int any = 0;
+        for (int g = 0; g < G; g++) {
+            active[g] = active[g] && _mm256_movemask_ps(changed[g]) != 0;
+            any |= active[g];
+        }
+        if (!any) break;
+    }
+    for (int g = 0; g < G; g++) {
+        _mm256_storeu_ps(scales + 8 * g, _mm256_andnot_ps(allzero[g], _mm256_div_ps(sumlx[g], suml2[g])));
+        const __m256i az = _mm256_castps_si256(allzero[g]);
+        for (int h = 0; h < 2; h++) { /* codes 8h..8h+7 of each lane: transpose back, to bytes */
+            __m256 v[8], r[8];
+            for (int i = 0; i < 8; i++)
+                v[i] = _mm256_castsi256_ps(_mm256_andnot_si256(
+                    az, _mm256_add_epi32(_mm256_cvtps_epi32(Lf[g][8 * h + i]), _mm256_set1_epi32(NMAX))));
+            transpose8r(v, r);
+            for (int k = 0; k < 8; k++) {
+                const __m256i c = _mm256_castps_si256(r[k]);
+                const __m128i w = _mm_packs_epi32(_mm256_castsi256_si128(c), _mm256_extracti128_si256(c, 1));
+                _mm_storel_epi64((__m128i *)(void *)(L + 8 * N * g + k * N + 8 * h), _mm_packs_epi16(w, w));
+            }
+        }
+    }
+}
+
+TM_AVX2 void tm__gq_q3_x16_avx2(const float *x, int8_t *L, float *scales) { q3_xg(x, L, scales, 2); }
+TM_AVX2 void tm__gq_q3_x32_avx2(const float *x, int8_t *L, float *scales) { q3_xg(x, L, scales, 4); }
+
+/* Q3_K's codes L[256] (0..7) into hmask[32] (bit k of byte m: code 32k + m > 3) and qs[64] (the
+** low two bits, pack_2bit_k's layout: code j + 32k of each 128 in bits 2k..2k+1 of byte j). */
+TM_AVX2 void tm__gq_q3_k_pack_avx2(const int8_t *L, uint8_t *hmask, uint8_t *qs) {
+    const __m256i three = _mm256_set1_epi8(3);
+    __m256i hm = _mm256_setzero_si256(), lo[8];
+    for (int k = 0; k < 8; k++) {
+        const __m256i v = _mm256_loadu_si256((const __m256i *)(const void *)(L + 32 * k));
+        hm = _mm256_or_si256(hm, _mm256_and_si256(_mm256_cmpgt_epi8(v, three), _mm256_set1_epi8((char)(1 << k))));
+        lo[k] = _mm256_and_si256(v, three);
+    }
+    _mm256_storeu_si256((__m256i *)(void *)hmask, hm);
+    for (int h = 0; h < 2; h++) { /* bytes stay below 256: each 2-bit code moves inside its byte */
+        __m256i q = _mm256_or_si256(lo[4 * h], _mm256_slli_epi16(lo[4 * h + 1], 2));
+        q = _mm256_or_si256(q, _mm256_or_si256(_mm256_slli_epi16(lo[4 * h + 2], 4), _mm256_slli_epi16(lo[4 * h + 3], 6)));
+        _mm256_storeu_si256((__m256i *)(void *)(qs + 32 * h), q);
     }
 }
 #endif

@@ -51,6 +51,11 @@ int64_t tm__gq_q4_0_avx2(const float *x, int64_t nb, uint8_t *y, tm__gq_err *acc
 ** their L), as the scalar q6_k code; with acc non-NULL (x lane-aligned as above), the error of
 ** dq = d[j] * (float)(L - 32), the dequantizer's product, added for all 256 values. */
 void tm__gq_q6_k_codes_avx2(const float *x, const float *d, int8_t *L, tm__gq_err *acc);
+/* Q3_K's final codes of one super-block the same way: L = clamp(nearest_int(x / d[j]), -4, 3)
+** + 4 where d[j] != 0, as the scalar q3_k code (no error sums). */
+void tm__gq_q3_k_codes_avx2(const float *x, const float *d, int8_t *L);
+/* Q3_K's codes L[256] (0..7) into hmask[32] and qs[64], as the scalar q3_k_pack (L unchanged). */
+void tm__gq_q3_k_pack_avx2(const int8_t *L, uint8_t *hmask, uint8_t *qs);
 /* tm__gq_err_add's lanes in AVX2 registers (n a multiple of 8). */
 void tm__gq_err_lanes_avx2(tm__gq_err *a, const float *x, const float *dq, int64_t n);
 /* make_qkx2_quants (ggml_quant.c) on the 8 sub-blocks of n (16 or 32) values at x (weights w,
@@ -63,9 +68,13 @@ void tm__gq_qkx2_x8_avx2(const float *x, const float *w, int n, int nmax, float 
 ** NULL: x^2, Q6_K without importance matrix): codes (already offset by nmax) into L[8 n] and
 ** scales[8], as 8 scalar calls give them. */
 void tm__gq_qx_x8_avx2(const float *x, const float *w, int n, int nmax, int8_t *L, float *scales);
-/* make_q3_quants with rmse (Q3_K) on 8 sub-blocks of n values, one per lane; codes offset by
-** nmax into L[8 n], scales[8]; all-zero sub-blocks give codes 0 and scale 0 as the scalar. */
-void tm__gq_q3_x8_avx2(const float *x, int n, int nmax, int8_t *L, float *scales);
+/* make_q3_quants with rmse (Q3_K: 16 values, nmax 4) on one whole super-block's 16 sub-blocks,
+** one per lane, two groups of 8 lanes interleaved: codes (offset by 4) into L[256], scales[16],
+** as 16 scalar calls give them; all-zero sub-blocks give codes 0 and scale 0 as the scalar. */
+void tm__gq_q3_x16_avx2(const float *x, int8_t *L, float *scales);
+/* The same on two consecutive super-blocks (512 values), four groups interleaved: L[512],
+** scales[32]. */
+void tm__gq_q3_x32_avx2(const float *x, int8_t *L, float *scales);
 #endif
 
 #endif

@@ -482,6 +482,39 @@ static void test_err_fused_matches_ref(void **state) {
     printf("fused error sums: %d rows checked\n", checked);
 }
 
+/* The K-quant AVX2 kernels (the Q3_K search on 16 sub-blocks, Q3_K's final codes and packing)
+** against the scalar code, with and without an importance matrix: every data kind of fill(),
+** rows of 1 to 16 super-blocks, same status, block and bytes. */
+static void test_k_simd_imatrix_matches_ref(void **state) {
+    (void)state;
+    enum { MAXN = 16 * 256 };
+    static float x[MAXN], qw[MAXN], dq[MAXN];
+    static uint8_t a[MAXN * 2], b[MAXN * 2];
+    const int types[] = {TM_GGML_Q2_K, TM_GGML_Q3_K, TM_GGML_Q4_K, TM_GGML_Q5_K, TM_GGML_Q6_K};
+    int checked = 0;
+    for (size_t k = 0; k < sizeof types / sizeof types[0]; k++)
+        for (int kind = 0; kind < 12; kind++)
+            for (int nb = 1; nb <= 16; nb += 5)
+                for (int with = 0; with < 2; with++) {
+                    const int64_t n = (int64_t)nb * 256;
+                    fill(x, n, kind);
+                    for (int64_t i = 0; i < n; i++) qw[i] = (float)(unit() + 0.5) * (i % 11 ? 1.0f : 1e-3f);
+                    int64_t b1 = -1, b2 = -1;
+                    tm_err e1, e2;
+                    tm_status s1 = tm__gq_quantize_row_err(types[k], x, n, with ? qw : NULL, n, a, dq, NULL, &b1, NULL, &e1);
+                    tm_status s2 = tm__gq_quantize_row_err(types[k], x, n, with ? qw : NULL, n, b, dq, NULL, &b2,
+                                                           &tm__kernels_ref, &e2);
+                    assert_int_equal(s1, s2);
+                    assert_int_equal(b1, b2);
+                    if (s1 == TM_OK) {
+                        assert_memory_equal(a, b, (size_t)row_bytes(types[k], n));
+                        checked++;
+                    }
+                }
+    assert_true(checked > 400); /* of 480: a few kinds overflow f16 */
+    printf("K-quant SIMD vs scalar: %d rows checked\n", checked);
+}
+
 /* NaN / inf / an f16-overflowing block anywhere in a row, with and without an accumulator:
 ** the SIMD path gives the reference's status, block, message and bytes before the block. */
 static void test_simd_nonfinite_and_overflow(void **state) {
@@ -642,6 +675,7 @@ int main(void) {
         cmocka_unit_test(test_iq4_nl_properties),
         cmocka_unit_test(test_simd_matches_ref),
         cmocka_unit_test(test_err_fused_matches_ref),
+        cmocka_unit_test(test_k_simd_imatrix_matches_ref),
         cmocka_unit_test(test_simd_nonfinite_and_overflow),
         cmocka_unit_test(test_f16c_scale_matches_ref),
         cmocka_unit_test(test_f16_widening_ragged),

@@ -719,12 +719,14 @@ static void test_cli(void **state) {
 
 
 /* The GGUF writer's sequential mode (what convert writes with): the same bytes as the ordinary
-** writer for tensors of odd sizes, one of them larger than the 8 MiB stage, with O_DIRECT (the
-** test's /tmp) and without (/dev/shm, tmpfs refuses O_DIRECT); a write before the last refused. */
+** writer for tensors of odd sizes, one of them over three 8 MiB pieces (so each of the two stage
+** buffers is refilled while the I/O thread writes the other; every value differs, so a piece
+** overwritten before it was written shows), with O_DIRECT (the test's /tmp) and without
+** (/dev/shm, tmpfs refuses O_DIRECT); a write before the last refused. */
 static void write_seq_file(const char *path, unsigned flags, int out_of_order) {
     tm_gguf_kvlist *kv = tm_gguf_kvlist_new();
     assert_int_equal(tm_gguf_kvlist_set_str(kv, "general.architecture", "test", NULL), TM_OK);
-    static const int64_t ne[3] = {3, 2621447, 5};
+    static const int64_t ne[3] = {3, 6815747, 5};
     tm_gguf_wtensor t[3];
     char names[3][8];
     for (int i = 0; i < 3; i++) {

@@ -311,6 +311,7 @@ struct tm_gguf_writer {
     uint8_t  *buf[2];
     int       cur;
     size_t    fill;      /* bytes staged                                              */
+    size_t    span;      /* bytes at stage + fill the last span handed out (0: none)   */
     uint64_t  stage_pos; /* file offset of stage[0]                                   */
     uint64_t  total;     /* the file's size                                           */
     pthread_t       io;
@@ -480,6 +481,7 @@ static tm_status seq_flush(tm_gguf_writer *w, size_t len, tm_err *err) {
 
 /* Sequential mode: append n bytes (NULL: zeros) at file offset stage_pos + fill. */
 static tm_status seq_put(tm_gguf_writer *w, const void *data, size_t n, tm_err *err) {
+    w->span = 0;
     while (n) {
         size_t k = SEQ_STAGE - w->fill < n ? SEQ_STAGE - w->fill : n;
         if (data) memcpy(w->stage + w->fill, data, k);
@@ -692,6 +694,33 @@ tm_status tm_gguf_writer_write(tm_gguf_writer *w, int64_t i, uint64_t off, const
         done += (size_t)r;
     }
     return TM_OK;
+}
+
+tm_status tm_gguf_writer_span(tm_gguf_writer *w, int64_t i, uint64_t off, size_t n, void **p, size_t *avail,
+                              tm_err *err) {
+    *p = NULL;
+    *avail = 0;
+    if (!w || w->n_sub || !w->seq || w->finished || i < 0 || i >= w->n || n == 0 || off > w->n_bytes[i] ||
+        n > w->n_bytes[i] - off)
+        return tm__err_set(err, TM_E_INVALID_ARG, -1, "gguf writer: span outside tensor %lld (or not sequential mode)",
+                           (long long)i);
+    uint64_t at = w->offset[i] + off, pos = w->stage_pos + w->fill;
+    if (at < pos)
+        return tm__err_set(err, TM_E_INVALID_ARG, -1, "gguf writer: sequential mode: tensor %lld offset %llu comes "
+                           "before what is already written", (long long)i, (unsigned long long)off);
+    tm_status s = seq_put(w, NULL, (size_t)(at - pos), err); /* the padding before it */
+    if (s) return s;
+    *p = w->stage + w->fill;
+    *avail = w->span = SEQ_STAGE - w->fill < n ? SEQ_STAGE - w->fill : n;
+    return TM_OK;
+}
+
+tm_status tm_gguf_writer_commit(tm_gguf_writer *w, size_t k, tm_err *err) {
+    if (!w || w->n_sub || !w->seq || w->finished || k > w->span)
+        return tm__err_set(err, TM_E_INVALID_ARG, -1, "gguf writer: commit of %zu bytes outside the span", k);
+    w->span = 0;
+    w->fill += k;
+    return w->fill == SEQ_STAGE ? seq_flush(w, SEQ_STAGE, err) : TM_OK;
 }
 
 tm_status tm_gguf_writer_finish(tm_gguf_writer *w, tm_err *err) {

@@ -160,7 +160,7 @@ async function main() {
       }
       if (bad) { rows.fill(NaN, o, o + V); nan++; }
     }
-    ctx.removeTokenCellsFromSequence(id, 0, N);
+    if (!ctx.removeTokenCellsFromSequence(id, 0, N)) throw new Error('llama.cpp cannot clear the sequence after a chunk');
   }
   if (direct) {
     const { LlamaSampler } = await import(pathToFileURL(path.join(pkgDir, 'dist', 'evaluator', 'LlamaContext', 'LlamaSampler.js')).href);
@@ -228,6 +228,7 @@ async function main() {
     peak_rss_bytes: process.resourceUsage().maxRSS * 1024,
   };
   try { fs.writeFileSync(path.join(job.out_dir, 'result.json'), JSON.stringify(result)); } catch (e) { die(4, e.message); }
+  if (sampler) sampler.dispose();
   await context.dispose();
   await model.dispose();
   process.exit(0);

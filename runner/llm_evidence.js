@@ -14,14 +14,18 @@
  * JOB.json (written by src/job/evidence_llm_run.c):
  *   {"node_modules": DIR holding node-llama-cpp, "model": PATH, "threads": T, "ctx": N,
  *    "chunks": K (0: every full chunk), "gen": G, "warmup": W, "probs": true|false,
- *    "out_dir": DIR, "texts": [{"name": NAME, "file": PATH}, ...]}
+ *    "out_dir": DIR, "texts": [{"name": NAME, "file": PATH}, ...]; optional "direct": false}
  * Protocol per text: tokenized once with BOS first (model.tokenize(text) after the BOS token,
  * as llama-perplexity's common_tokenize(add_special=true); both only when the vocabulary adds
  * BOS, model.tokens.shouldPrependBosToken); chunk c is tokens [c*N, (c+1)*N) with its first
  * token overwritten by BOS; each chunk is evaluated on a cleared sequence in one
  * batch of N (contextSize N, batchSize N, flashAttention false); positions N/2 .. N-2 ask for
  * the whole next-token distribution (generateNext.probabilities, temperature 0: the softmax of
- * the logits as llama.cpp's sampler computes it, in float).
+ * the logits as llama.cpp's sampler computes it, in float). With node-llama-cpp 3.21.1 the
+ * scored chunk is evaluated through the same addon calls controlledEvaluate makes (initBatch,
+ * addToBatch, decodeBatch, sampleToken(..., probabilities) per scored position), without its
+ * per-position JavaScript (bit-identical rows; half the CPU of the probabilities); "direct":
+ * false, or any other version, uses controlledEvaluate itself.
  * OUT_DIR/probs.bin (when "probs"): for each text, chunk and scored position in that order,
  * vocab_size little-endian float32 probabilities indexed by token id (N/2-1 rows per chunk).
  * Latency: W untimed evaluations of the first chunk, then, for each chunk, its first N/2 tokens
@@ -128,30 +132,72 @@ async function main() {
     await seq.clearHistory();
     await seq.controlledEvaluate(chunkOf(texts[0], 0));
   }
+  /* The scored evaluation straight on node-llama-cpp 3.21.1's addon (the calls controlledEvaluate
+   * makes, without its per-position JS: the sampler config resolved and applied once, not per
+   * position; no Map of each distribution; the flat [id, p, id, p, ...] array read as it comes).
+   * Same native calls, same batch (N tokens, outputs at positions first..N-2), same greedy
+   * sampler and softmax, so the same float32 rows. Only for the pinned version, whose internals
+   * these are (context._ctx, sequence._sequenceId, LlamaSampler._sampler); any other version, or
+   * "direct": false in the job, takes controlledEvaluate. */
+  const direct = job.probs && job.direct !== false && version === '3.21.1' && context._ctx &&
+    typeof context._ctx.sampleToken === 'function' && typeof context._ctx.addToBatch === 'function' &&
+    Number.isInteger(seq._sequenceId) && typeof seq._resolveSamplerConfig === 'function';
+  let sampler = null;
+  const outIdx = Uint32Array.from({ length: N - 1 - first }, (_, k) => first + k);
+  async function scoredDirect(chunk) {
+    const ctx = context._ctx, id = seq._sequenceId;
+    ctx.initBatch(N);
+    const bl = ctx.addToBatch(id, 0, Uint32Array.from(chunk), outIdx);
+    await ctx.decodeBatch();
+    for (let k = 0; k < bl.length; k++) {
+      const r = await ctx.sampleToken(bl[k], sampler._sampler, true, false);
+      const pr = r && r[1], o = k * V;
+      let bad = !pr;
+      if (pr) for (let j = 1; j < pr.length; j += 2) {
+        const t = pr[j - 1], v = pr[j];
+        if (t >= 0 && t < V) rows[o + t] = v;
+        if (!(v === v)) bad = true;
+      }
+      if (bad) { rows.fill(NaN, o, o + V); nan++; }
+    }
+    if (!ctx.removeTokenCellsFromSequence(id, 0, N)) throw new Error('llama.cpp cannot clear the sequence after a chunk');
+  }
+  if (direct) {
+    const { LlamaSampler } = await import(pathToFileURL(path.join(pkgDir, 'dist', 'evaluator', 'LlamaContext', 'LlamaSampler.js')).href);
+    sampler = new LlamaSampler(model);
+    sampler.applyConfig(seq._resolveSamplerConfig({}));
+  }
   const decodeMs = [];
   let promptMs = 0, promptTok = 0;
   for (const t of texts) {
     for (let c = 0; c < t.chunks; c++) {
       const chunk = chunkOf(t, c);
       await seq.clearHistory();
-      const input = chunk.map((tok, i) =>
-        (job.probs && i >= first && i <= N - 2) ? [tok, { generateNext: { probabilities: true } }] : tok);
       const t0 = performance.now();
-      let res;
-      try { res = await seq.controlledEvaluate(input); } catch (e) { die(3, job.model + ': evaluation failed: ' + e.message); }
-      evalMs += performance.now() - t0;
-      evalTok += N;
-      if (job.probs) {
+      if (direct) {
         rows.fill(0);
-        for (let i = first; i <= N - 2; i++) {
-          const pr = res[i] && res[i].next && res[i].next.probabilities;
-          const o = (i - first) * V;
-          let bad = !pr;
-          if (pr) for (const [k, v] of pr) { if (k >= 0 && k < V) rows[o + k] = v; if (!(v === v)) bad = true; }
-          if (bad) { rows.fill(NaN, o, o + V); nan++; }
-        }
+        try { await scoredDirect(chunk); } catch (e) { die(3, job.model + ': evaluation failed: ' + e.message); }
+        evalMs += performance.now() - t0;
         fs.writeSync(fd, rowsBuf);
+      } else {
+        const input = chunk.map((tok, i) =>
+          (job.probs && i >= first && i <= N - 2) ? [tok, { generateNext: { probabilities: true } }] : tok);
+        let res;
+        try { res = await seq.controlledEvaluate(input); } catch (e) { die(3, job.model + ': evaluation failed: ' + e.message); }
+        evalMs += performance.now() - t0;
+        if (job.probs) {
+          rows.fill(0);
+          for (let i = first; i <= N - 2; i++) {
+            const pr = res[i] && res[i].next && res[i].next.probabilities;
+            const o = (i - first) * V;
+            let bad = !pr;
+            if (pr) for (const [k, v] of pr) { if (k >= 0 && k < V) rows[o + k] = v; if (!(v === v)) bad = true; }
+            if (bad) { rows.fill(NaN, o, o + V); nan++; }
+          }
+          fs.writeSync(fd, rowsBuf);
+        }
       }
+      evalTok += N;
       if (job.gen > 0) {
         await seq.clearHistory();
         const t1 = performance.now();
@@ -182,6 +228,7 @@ async function main() {
     peak_rss_bytes: process.resourceUsage().maxRSS * 1024,
   };
   try { fs.writeFileSync(path.join(job.out_dir, 'result.json'), JSON.stringify(result)); } catch (e) { die(4, e.message); }
+  if (sampler) sampler.dispose();
   await context.dispose();
   await model.dispose();
   process.exit(0);

@@ -87,8 +87,11 @@ typedef struct tm_gguf_writer tm_gguf_writer;
 ** start, no overlap; what is skipped is zero padding). The writer stages the file in 8 MiB
 ** pieces (the header first) and writes each with one pwrite, through an O_DIRECT descriptor
 ** where the file system takes it (no copy into the page cache; else the ordinary one), the last
-** piece rounded up to 4 KiB and the file cut back to its size in finish. For a writer that
-** produces the file once, front to back (convert); not thread-safe. */
+** piece rounded up to 4 KiB and the file cut back to its size in finish. Two 8 MiB stage
+** buffers and one I/O thread (started at the first full piece): the caller fills one piece while
+** the previous is written; a write error is returned by the next call that hands over a piece,
+** or by finish (the file offset in the message). For a writer that produces the file once,
+** front to back (convert); the calls are not thread-safe (one caller thread). */
 #define TM_GGUF_WRITE_SEQUENTIAL 2u
 
 /* tm_gguf_writer_open: fix the whole layout (header, each tensor's offset) and create
@@ -136,6 +139,18 @@ int         tm_gguf_writer_tensor_file(const tm_gguf_writer *w, int64_t i);
 ** Returns TM_OK | TM_E_INVALID_ARG (range; sequential mode: a write before the last) | TM_E_IO. */
 tm_status tm_gguf_writer_write(tm_gguf_writer *w, int64_t i, uint64_t off, const void *data,
                                size_t n, tm_err *err);
+/* tm_gguf_writer_span / tm_gguf_writer_commit (TM_GGUF_WRITE_SEQUENTIAL only): produce bytes in
+** place instead of copying them in. span zero-pads up to byte `off` of tensor i (in file order,
+** as tm_gguf_writer_write) and returns in *p the staging memory where that byte goes and in
+** *avail how many of the next n bytes (n >= 1) fit there contiguously: 1..n, at most one 8 MiB
+** piece. The caller writes k <= *avail bytes at *p, then commit(w, k) stages them (and hands a
+** full piece to the I/O thread; *p is then no longer valid). span then commit(k) gives the same
+** file as tm_gguf_writer_write of those k bytes.
+** Returns TM_OK | TM_E_INVALID_ARG (not sequential mode, a split set, range, order, k > span) |
+** TM_E_IO (a previous piece could not be written). */
+tm_status tm_gguf_writer_span(tm_gguf_writer *w, int64_t i, uint64_t off, size_t n, void **p,
+                              size_t *avail, tm_err *err);
+tm_status tm_gguf_writer_commit(tm_gguf_writer *w, size_t k, tm_err *err);
 /* tm_gguf_writer_finish: fsync, rename onto path, fsync the directory. On error the
 ** temporary file is removed. Returns TM_OK | TM_E_IO. */
 tm_status tm_gguf_writer_finish(tm_gguf_writer *w, tm_err *err);

@@ -7,7 +7,8 @@
 ** header. Tensor data then arrives by pwrite at fixed offsets, in any order, from any thread.
 ** Finish fsyncs, renames onto the target and fsyncs the directory: a killed run leaves at most
 ** a temporary file, never a half-written target. TM_GGUF_WRITE_SEQUENTIAL stages the file
-** instead and writes it front to back in 8 MiB pieces, with O_DIRECT where it is taken.
+** instead and writes it front to back in 8 MiB pieces, with O_DIRECT where it is taken: two
+** stage buffers and one I/O thread, so the caller fills one piece while the last is written.
 */
 #define _GNU_SOURCE 1 /* O_DIRECT (fcntl.h) */
 #include "file.h"
@@ -16,6 +17,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -301,12 +303,25 @@ struct tm_gguf_writer {
     uint64_t *offset;  /* absolute file offset of each tensor's data */
     uint64_t *n_bytes;
     /* TM_GGUF_WRITE_SEQUENTIAL: the file is staged in `stage` (SEQ_STAGE bytes, SEQ_ALIGN-aligned)
-    ** and written in whole pieces, through dfd (O_DIRECT) when the file system takes it, else fd */
+    ** and written in whole pieces, through dfd (O_DIRECT) when the file system takes it, else fd.
+    ** Two buffers: the caller fills buf[cur] while the I/O thread writes the other (io_busy);
+    ** without the thread (pthread_create failed) pieces are written inline. */
     int       seq, dfd;
-    uint8_t  *stage;
+    uint8_t  *stage;     /* = buf[cur]                                                */
+    uint8_t  *buf[2];
+    int       cur;
     size_t    fill;      /* bytes staged                                              */
+    size_t    span;      /* bytes at stage + fill the last span handed out (0: none)   */
     uint64_t  stage_pos; /* file offset of stage[0]                                   */
     uint64_t  total;     /* the file's size                                           */
+    pthread_t       io;
+    pthread_mutex_t mu;
+    pthread_cond_t  cv;
+    int             io_tried, io_on;
+    int             io_busy, io_quit, io_errno;        /* guarded by mu             */
+    const uint8_t  *io_p;                              /* the queued piece           */
+    size_t          io_len;
+    uint64_t        io_pos;
     /* a split set (tm_gguf_writer_open_split): one writer per file, tensor -> (file, index) */
     int              n_sub;
     tm_gguf_writer **sub;
@@ -346,9 +361,20 @@ void tm_gguf_writer_free(tm_gguf_writer *w) {
     free(w->sub);
     free(w->sub_of);
     free(w->local);
+    if (w->io_on) { /* the piece in flight finishes; the thread ends */
+        pthread_mutex_lock(&w->mu);
+        w->io_quit = 1;
+        pthread_cond_broadcast(&w->cv);
+        pthread_mutex_unlock(&w->mu);
+        pthread_join(w->io, NULL);
+        pthread_cond_destroy(&w->cv);
+        pthread_mutex_destroy(&w->mu);
+        w->io_on = 0;
+    }
     if (w->fd >= 0) close(w->fd);
     if (w->dfd >= 0) close(w->dfd);
-    free(w->stage);
+    free(w->buf[0]);
+    free(w->buf[1]);
     if (w->created && !w->ok) unlink(w->tmp);
     free(w->target);
     free(w->tmp);
@@ -357,21 +383,96 @@ void tm_gguf_writer_free(tm_gguf_writer *w) {
     free(w);
 }
 
-/* Sequential mode: write the first `len` staged bytes (a multiple of SEQ_ALIGN) at stage_pos,
-** through dfd while the file system takes O_DIRECT, else through fd. */
-static tm_status seq_flush(tm_gguf_writer *w, size_t len, tm_err *err) {
+/* Sequential mode: pwrite len bytes of p at file offset pos, through dfd while the file system
+** takes O_DIRECT, else through fd. Returns 0 or the errno. Only one thread writes at a time
+** (the I/O thread, or the caller when there is none), and only it touches dfd meanwhile. */
+static int seq_pwrite(tm_gguf_writer *w, const uint8_t *p, size_t len, uint64_t pos) {
     size_t done = 0;
     while (done < len) {
         int fd = w->dfd >= 0 ? w->dfd : w->fd;
-        ssize_t r = pwrite(fd, w->stage + done, len - done, (off_t)(w->stage_pos + done));
+        ssize_t r = pwrite(fd, p + done, len - done, (off_t)(pos + done));
         if (r < 0 && errno == EINTR) continue;
         if (r < 0 && errno == EINVAL && w->dfd >= 0) { /* O_DIRECT refused at write time */
             close(w->dfd);
             w->dfd = -1;
             continue;
         }
-        if (r <= 0) return tm__err_sys(err, errno, "%s: cannot write", w->tmp);
+        if (r < 0) return errno;
+        if (r == 0) return EIO;
         done += (size_t)r;
+    }
+    return 0;
+}
+
+/* The I/O thread: write each queued piece, clear io_busy, until io_quit with nothing queued. */
+static void *seq_io_main(void *arg) {
+    tm_gguf_writer *w = arg;
+    pthread_mutex_lock(&w->mu);
+    for (;;) {
+        while (!w->io_busy && !w->io_quit) pthread_cond_wait(&w->cv, &w->mu);
+        if (!w->io_busy) break;
+        const uint8_t *p = w->io_p;
+        size_t len = w->io_len;
+        uint64_t pos = w->io_pos;
+        pthread_mutex_unlock(&w->mu);
+        int e = w->io_errno ? 0 : seq_pwrite(w, p, len, pos); /* after an error: nothing more */
+        pthread_mutex_lock(&w->mu);
+        if (e && !w->io_errno) {
+            w->io_errno = e;
+            w->io_pos = pos;
+        }
+        w->io_busy = 0;
+        pthread_cond_broadcast(&w->cv);
+    }
+    pthread_mutex_unlock(&w->mu);
+    return NULL;
+}
+
+/* Sequential mode: wait until no piece is in flight; TM_E_IO when one failed. */
+static tm_status seq_wait(tm_gguf_writer *w, tm_err *err) {
+    if (!w->io_on) return TM_OK;
+    pthread_mutex_lock(&w->mu);
+    while (w->io_busy) pthread_cond_wait(&w->cv, &w->mu);
+    int e = w->io_errno;
+    uint64_t at = w->io_pos;
+    pthread_mutex_unlock(&w->mu);
+    return e ? tm__err_sys(err, e, "%s: cannot write at offset %llu", w->tmp, (unsigned long long)at) : TM_OK;
+}
+
+/* Sequential mode: write the first `len` staged bytes (a multiple of SEQ_ALIGN) at stage_pos:
+** hand them to the I/O thread once the previous piece is written, and stage into the other
+** buffer (inline, without the thread). */
+static tm_status seq_flush(tm_gguf_writer *w, size_t len, tm_err *err) {
+    if (!w->io_tried) { /* the first full piece: the second buffer and the thread (a file of one
+                        ** piece never needs them); on failure pieces are written inline */
+        w->io_tried = 1;
+        void *st = NULL;
+        if (posix_memalign(&st, SEQ_ALIGN, SEQ_STAGE) == 0) {
+            w->buf[1] = st;
+            if (pthread_mutex_init(&w->mu, NULL) == 0) {
+                if (pthread_cond_init(&w->cv, NULL) != 0) pthread_mutex_destroy(&w->mu);
+                else if (pthread_create(&w->io, NULL, seq_io_main, w) != 0) {
+                    pthread_cond_destroy(&w->cv);
+                    pthread_mutex_destroy(&w->mu);
+                } else w->io_on = 1;
+            }
+        }
+    }
+    if (!w->io_on) {
+        int e = seq_pwrite(w, w->stage, len, w->stage_pos);
+        if (e) return tm__err_sys(err, e, "%s: cannot write at offset %llu", w->tmp, (unsigned long long)w->stage_pos);
+    } else {
+        tm_status s = seq_wait(w, err);
+        if (s) return s;
+        pthread_mutex_lock(&w->mu);
+        w->io_p = w->stage;
+        w->io_len = len;
+        w->io_pos = w->stage_pos;
+        w->io_busy = 1;
+        pthread_cond_broadcast(&w->cv);
+        pthread_mutex_unlock(&w->mu);
+        w->cur ^= 1;
+        w->stage = w->buf[w->cur];
     }
     w->stage_pos += len;
     w->fill = 0;
@@ -380,6 +481,7 @@ static tm_status seq_flush(tm_gguf_writer *w, size_t len, tm_err *err) {
 
 /* Sequential mode: append n bytes (NULL: zeros) at file offset stage_pos + fill. */
 static tm_status seq_put(tm_gguf_writer *w, const void *data, size_t n, tm_err *err) {
+    w->span = 0;
     while (n) {
         size_t k = SEQ_STAGE - w->fill < n ? SEQ_STAGE - w->fill : n;
         if (data) memcpy(w->stage + w->fill, data, k);
@@ -519,7 +621,7 @@ tm_status tm_gguf_writer_open_ex(const char *path, const tm_gguf_kvlist *kv,
         w->seq = 1;
         void *st = NULL;
         if (posix_memalign(&st, SEQ_ALIGN, SEQ_STAGE) != 0) s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
-        w->stage = st;
+        w->stage = w->buf[0] = st;
 #ifdef O_DIRECT
         if (!s) w->dfd = open(w->tmp, O_WRONLY | O_DIRECT | O_CLOEXEC); /* -1 (e.g. tmpfs): fd */
 #endif
@@ -594,6 +696,33 @@ tm_status tm_gguf_writer_write(tm_gguf_writer *w, int64_t i, uint64_t off, const
     return TM_OK;
 }
 
+tm_status tm_gguf_writer_span(tm_gguf_writer *w, int64_t i, uint64_t off, size_t n, void **p, size_t *avail,
+                              tm_err *err) {
+    *p = NULL;
+    *avail = 0;
+    if (!w || w->n_sub || !w->seq || w->finished || i < 0 || i >= w->n || n == 0 || off > w->n_bytes[i] ||
+        n > w->n_bytes[i] - off)
+        return tm__err_set(err, TM_E_INVALID_ARG, -1, "gguf writer: span outside tensor %lld (or not sequential mode)",
+                           (long long)i);
+    uint64_t at = w->offset[i] + off, pos = w->stage_pos + w->fill;
+    if (at < pos)
+        return tm__err_set(err, TM_E_INVALID_ARG, -1, "gguf writer: sequential mode: tensor %lld offset %llu comes "
+                           "before what is already written", (long long)i, (unsigned long long)off);
+    tm_status s = seq_put(w, NULL, (size_t)(at - pos), err); /* the padding before it */
+    if (s) return s;
+    *p = w->stage + w->fill;
+    *avail = w->span = SEQ_STAGE - w->fill < n ? SEQ_STAGE - w->fill : n;
+    return TM_OK;
+}
+
+tm_status tm_gguf_writer_commit(tm_gguf_writer *w, size_t k, tm_err *err) {
+    if (!w || w->n_sub || !w->seq || w->finished || k > w->span)
+        return tm__err_set(err, TM_E_INVALID_ARG, -1, "gguf writer: commit of %zu bytes outside the span", k);
+    w->span = 0;
+    w->fill += k;
+    return w->fill == SEQ_STAGE ? seq_flush(w, SEQ_STAGE, err) : TM_OK;
+}
+
 tm_status tm_gguf_writer_finish(tm_gguf_writer *w, tm_err *err) {
     if (!w || w->finished) return tm__err_set(err, TM_E_INVALID_ARG, -1, "gguf writer: already finished");
     w->finished = 1;
@@ -612,6 +741,7 @@ tm_status tm_gguf_writer_finish(tm_gguf_writer *w, tm_err *err) {
             memset(w->stage + w->fill, 0, len - w->fill);
             s = seq_flush(w, len, err);
         }
+        if (!s) s = seq_wait(w, err); /* the last piece on disk before the size and fsync */
         if (!s && ftruncate(w->fd, (off_t)w->total) != 0) s = tm__err_sys(err, errno, "%s: cannot size", w->tmp);
     }
     if (!s && fsync(w->fd) != 0) s = tm__err_sys(err, errno, "%s: fsync failed", w->tmp);

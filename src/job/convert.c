@@ -335,7 +335,11 @@ static int same_value(float a, float b) {
     return (isnan(a) && isnan(b)) || memcmp(&a, &b, sizeof a) == 0;
 }
 
-static tm_status write_data(const tm_file *in, cv_item *it, int64_t n, tm_gguf_writer *w,
+/* Tensor data in file order. In sequential mode (`seq`) each chunk is produced in the writer's
+** stage (tm_gguf_writer_span/commit): read, permuted and narrowed in place, no copy after; a
+** chunk the piece boundary cuts short is shortened, and a value that would straddle it (or a
+** stage position not aligned for the type) goes through x/h and tm_gguf_writer_write. */
+static tm_status write_data(const tm_file *in, cv_item *it, int64_t n, tm_gguf_writer *w, int seq,
                             volatile const int *cancel, tm_err *err) {
     float *x = malloc(CV_CHUNK * sizeof *x);
     uint16_t *h = malloc(CV_CHUNK * sizeof *h);
@@ -348,15 +352,25 @@ static tm_status write_data(const tm_file *in, cv_item *it, int64_t n, tm_gguf_w
         const tm_tensor *t = tm_file_tensor(in, it[i].src);
         int type = it[i].wt.type;
         size_t esz = type == TM_GGML_F32 ? 4 : 2;
-        for (int64_t e = 0; e < t->n_elems && !s; e += CV_CHUNK) {
-            int64_t m = t->n_elems - e < CV_CHUNK ? t->n_elems - e : CV_CHUNK;
-            s = tm_tensor_pair_read_f32(in, &it[i].pair, e, m, x, err);
+        for (int64_t e = 0, m = 0; e < t->n_elems && !s; e += m) {
+            m = t->n_elems - e < CV_CHUNK ? t->n_elems - e : CV_CHUNK;
+            void *dst = NULL;
+            if (seq) {
+                size_t av = 0;
+                s = tm_gguf_writer_span(w, i, (uint64_t)e * esz, (size_t)m * esz, &dst, &av, err);
+                if (s) break;
+                if (av < esz || (uintptr_t)dst % esz) dst = NULL, m = 1;
+                else if ((int64_t)(av / esz) < m) m = (int64_t)(av / esz);
+            }
+            float *xf = dst && type == TM_GGML_F32 ? (float *)dst : x;
+            uint16_t *hf = dst ? (uint16_t *)dst : h;
+            s = tm_tensor_pair_read_f32(in, &it[i].pair, e, m, xf, err);
             if (s) break;
             const void *data = x;
             if (type != TM_GGML_F32) {
                 for (int64_t j = 0; j < m; j++) {
-                    h[j] = type == TM_GGML_F16 ? tm_f32_to_f16(x[j]) : tm_f32_to_bf16(x[j]);
-                    float back = type == TM_GGML_F16 ? tm_f16_to_f32(h[j]) : tm_bf16_to_f32(h[j]);
+                    uint16_t v = type == TM_GGML_F16 ? tm_f32_to_f16(x[j]) : tm_f32_to_bf16(x[j]);
+                    float back = type == TM_GGML_F16 ? tm_f16_to_f32(v) : tm_bf16_to_f32(v);
                     if (!same_value(back, x[j])) {
                         s = tm__err_set(err, TM_E_UNSUPPORTED, -1,
                                         "%s: tensor '%s': element %lld (%.9g) is not exact in %s; --outtype %s would round it "
@@ -365,10 +379,13 @@ static tm_status write_data(const tm_file *in, cv_item *it, int64_t n, tm_gguf_w
                                         type == TM_GGML_F16 ? "F16" : "BF16", type == TM_GGML_F16 ? "f16" : "bf16");
                         break;
                     }
+                    hf[j] = v;
                 }
                 data = h;
             }
-            if (!s) s = tm_gguf_writer_write(w, i, (uint64_t)e * esz, data, (size_t)m * esz, err);
+            if (s) break;
+            s = dst ? tm_gguf_writer_commit(w, (size_t)m * esz, err)
+                    : tm_gguf_writer_write(w, i, (uint64_t)e * esz, data, (size_t)m * esz, err);
         }
         if (!t->quant) tm_tensor_release(in, it[i].src, 0, t->n_bytes);
         it[i].info.bytes = tm_gguf_writer_tensor_bytes(w, i);
@@ -512,7 +529,7 @@ static tm_status write_gguf(tm_file *in, cv_job *j, const char *path, volatile c
     tm_status s = tm_gguf_writer_open_ex(path, j->kv, wt, j->n, wflags, &w, err);
     free(wt);
     if (!s && pp) s = tm__pipe_hash_start(pp, no_checksums, err);
-    if (!s) s = write_data(in, j->it, j->n, w, cancel, err);
+    if (!s) s = write_data(in, j->it, j->n, w, (wflags & TM_GGUF_WRITE_SEQUENTIAL) != 0, cancel, err);
     if (!s && pp) s = tm__pipe_hash_wait(pp, err);
     if (!s) s = tm_gguf_writer_finish(w, err);
     tm_gguf_writer_free(w);

@@ -719,12 +719,15 @@ static void test_cli(void **state) {
 
 
 /* The GGUF writer's sequential mode (what convert writes with): the same bytes as the ordinary
-** writer for tensors of odd sizes, one of them larger than the 8 MiB stage, with O_DIRECT (the
-** test's /tmp) and without (/dev/shm, tmpfs refuses O_DIRECT); a write before the last refused. */
+** writer for tensors of odd sizes, one of them over three 8 MiB pieces (so each of the two stage
+** buffers is refilled while the I/O thread writes the other; every value differs, so a piece
+** overwritten before it was written shows), with O_DIRECT (the test's /tmp) and without
+** (/dev/shm, tmpfs refuses O_DIRECT), with the big tensor's second half through span/commit
+** (produced in the stage); a write before the last refused. */
 static void write_seq_file(const char *path, unsigned flags, int out_of_order) {
     tm_gguf_kvlist *kv = tm_gguf_kvlist_new();
     assert_int_equal(tm_gguf_kvlist_set_str(kv, "general.architecture", "test", NULL), TM_OK);
-    static const int64_t ne[3] = {3, 2621447, 5};
+    static const int64_t ne[3] = {3, 6815747, 5};
     tm_gguf_wtensor t[3];
     char names[3][8];
     for (int i = 0; i < 3; i++) {
@@ -739,7 +742,25 @@ static void write_seq_file(const char *path, unsigned flags, int out_of_order) {
         /* in two pieces, the second from an offset inside the tensor */
         size_t half = (size_t)(ne[i] / 2) * 4, all = (size_t)ne[i] * 4;
         assert_int_equal(tm_gguf_writer_write(w, i, 0, x, half, NULL), TM_OK);
-        assert_int_equal(tm_gguf_writer_write(w, i, half, (const char *)x + half, all - half, NULL), TM_OK);
+        if (!(flags & TM_GGUF_WRITE_SEQUENTIAL) && i == 0) { /* span is for sequential mode only */
+            void *p;
+            size_t av;
+            assert_int_equal(tm_gguf_writer_span(w, i, half, 4, &p, &av, NULL), TM_E_INVALID_ARG);
+        }
+        if ((flags & TM_GGUF_WRITE_SEQUENTIAL) && i == 1) { /* the second half produced in place */
+            for (size_t at = half; at < all;) {
+                void *p = NULL;
+                size_t av = 0;
+                assert_int_equal(tm_gguf_writer_span(w, i, at, all - at, &p, &av, NULL), TM_OK);
+                assert_true(av >= 1 && av <= all - at && av <= (8u << 20));
+                tm_err e;
+                assert_int_equal(tm_gguf_writer_commit(w, av + 1, &e), TM_E_INVALID_ARG); /* past the span */
+                memcpy(p, (const char *)x + at, av);
+                assert_int_equal(tm_gguf_writer_commit(w, av, NULL), TM_OK);
+                at += av;
+            }
+        } else
+            assert_int_equal(tm_gguf_writer_write(w, i, half, (const char *)x + half, all - half, NULL), TM_OK);
         if (out_of_order && i == 1) {
             tm_err e;
             assert_int_equal(tm_gguf_writer_write(w, 0, 0, x, 4, &e), TM_E_INVALID_ARG);

@@ -311,6 +311,35 @@ static void test_self_is_zero(void **state) {
     json_decref(d);
 }
 
+/* The runner's direct path (node-llama-cpp 3.21.1's addon calls, what evidence uses) writes the
+** same probs.bin bytes as controlledEvaluate ("direct": false), for a quantized model. */
+static void test_runner_direct_same_rows(void **state) {
+    (void)state;
+    if (!require_llama()) return;
+    char nm[1024], model[1200];
+    node_modules(nm, sizeof nm);
+    snprintf(model, sizeof model, "%s/stories260K-Q4_K_M.gguf", g_gguf);
+    const char *src = getenv("TM_SRC");
+    for (int d = 0; d < 2; d++) {
+        char dir[400], job[500], txt[4096];
+        snprintf(dir, sizeof dir, "%s/direct%d", g_tmp, d);
+        snprintf(job, sizeof job, "%s/job.json", dir);
+        assert_int_equal(mkdir(dir, 0700), 0);
+        int n = snprintf(txt, sizeof txt, "{\"node_modules\":\"%s\",\"model\":\"%s\",\"threads\":1,\"ctx\":128,"
+                         "\"chunks\":3,\"gen\":0,\"warmup\":1,\"probs\":true,\"direct\":%s,\"out_dir\":\"%s\","
+                         "\"texts\":[{\"name\":\"t\",\"file\":\"%s\"}]}", nm, model, d ? "true" : "false", dir, g_text);
+        assert_true(n > 0 && (size_t)n < sizeof txt);
+        write_file(job, txt, (size_t)n);
+        assert_int_equal(tmt_run(NULL, "node '%s/runner/llm_evidence.js' '%s' >/dev/null", src ? src : ".", job), 0);
+    }
+    struct stat st;
+    char p0[400];
+    snprintf(p0, sizeof p0, "%s/direct0/probs.bin", g_tmp);
+    assert_int_equal(stat(p0, &st), 0);
+    assert_int_equal((long long)st.st_size, 3LL * 63 * 512 * 4); /* 3 chunks x 63 rows x 512 float32 */
+    assert_int_equal(tmt_run(NULL, "cmp '%s' '%s/direct1/probs.bin'", p0, g_tmp), 0);
+}
+
 /* Every other GGUF type of stories260K against F32, through one base cache. */
 static void test_types_order_and_cache(void **state) {
     (void)state;
@@ -676,6 +705,7 @@ static void test_interrupt(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_anchor_q4_k_m),
+        cmocka_unit_test(test_runner_direct_same_rows),
         cmocka_unit_test(test_self_is_zero),
         cmocka_unit_test(test_types_order_and_cache),
         cmocka_unit_test(test_slices),

@@ -1,5 +1,5 @@
 /*
-** ggml_quant_iq_avx2.c: AVX2 variants of the IQ4_NL and IQ4_XS quantizers of ggml_quant_iq.c
+** ggml_quant_iq_avx2.c: AVX2 variants of the IQ4_NL, IQ4_XS, IQ3_XXS and IQ3_S quantizers of ggml_quant_iq.c
 ** (the scalar specification, byte for byte llama-quantize's quantize_iq4_nl / quantize_iq4_xs
 ** at c392e509). Compiled for every x86-64 build with __attribute__((target("avx2"))) (never
 ** -march, never FMA); reached only through the type table's quantize_simd column, which
@@ -17,10 +17,17 @@
 **     x - v[lo] < v[lo+1] - x as the scalar iq4_index; x is first clamped to v[15] with
 **     min(x, 113), which maps NaN and +inf to 15 as the scalar code does;
 **   - the weights qw sqrt(sigma2 + x^2) (correctly rounded square roots) or x^2.
+** IQ3_XXS / IQ3_S (tm__iq3_trials_avx2): the scale trials 8 to a register, each lane the scalar
+** trial; the best neighbour of an off-grid key with the rows of its list in lanes.
 ** tests/unit/test_gguf_iq_simd.c compares the two paths on random and edge rows.
 */
 #include "core/core.h"
 #include "ggml_traits.h"
+#include "ggml_quant_iq.h"
+
+#include <float.h>
+#include <pthread.h>
+#include <stdlib.h>
 
 #ifdef TM__GQ_HAVE_AVX2
 #include <immintrin.h>
@@ -246,5 +253,187 @@ TM_AVX2 tm_status tm__gq_rows_iq4_xs_avx2(const tm_ggml_type_info *ti, const flo
         }
     }
     return TM_OK;
+}
+/* ---------------------------------------------------------------------------------------- */
+/* IQ3_XXS / IQ3_S: the scale trials, 8 to a register                                        */
+/* ---------------------------------------------------------------------------------------- */
+
+/* The neighbour lists as candidate values side by side: for off-grid key u of grid g,
+** cq[off[u] + i * n8 + j] is the value 2l + 1 at position i (0..3) of the list's j-th row
+** (n8 = the list's length rounded up to 8; padding repeats the last row and is masked). Built
+** once per grid from tm__iq3_tables (thread-safe); NULL on allocation failure. */
+typedef struct iq3_cand {
+    int32_t off[4096];
+    int8_t *cq;
+} iq3_cand;
+
+static iq3_cand g_cand[2];
+static int g_cand_ok[2];
+static pthread_once_t g_cand_once[2] = {PTHREAD_ONCE_INIT, PTHREAD_ONCE_INIT};
+static const tm__iq3_tables *g_cand_src[2];
+
+static void cand_build(int which) {
+    const tm__iq3_tables *t = g_cand_src[which];
+    iq3_cand *c = &g_cand[which];
+    size_t total = 0;
+    for (int u = 0; u < 4096; u++)
+        if (t->map[u] < 0) total += 4 * (size_t)((t->nb[-t->map[u] - 1] + 7) & ~7);
+    c->cq = malloc(total ? total : 1);
+    if (!c->cq) return;
+    size_t at = 0;
+    for (int u = 0; u < 4096; u++) {
+        c->off[u] = -1;
+        if (t->map[u] >= 0) continue;
+        const uint16_t *nb = t->nb + (-t->map[u] - 1);
+        const int n = nb[0], n8 = (n + 7) & ~7;
+        c->off[u] = (int32_t)at;
+        for (int i = 0; i < 4; i++)
+            for (int j = 0; j < n8; j++) c->cq[at + (size_t)i * n8 + j] = t->grid[nb[1 + (j < n ? j : n - 1)]][i];
+        at += 4 * (size_t)n8;
+    }
+    g_cand_ok[which] = 1;
+}
+static void cand_once0(void) { cand_build(0); }
+static void cand_once1(void) { cand_build(1); }
+
+static const iq3_cand *cand_get(const tm__iq3_tables *t) {
+    const int which = t->rows == 256 ? 0 : 1;
+    g_cand_src[which] = t;
+    pthread_once(&g_cand_once[which], which ? cand_once1 : cand_once0);
+    return g_cand_ok[which] ? &g_cand[which] : NULL;
+}
+
+/* iq3_best_neighbour (ggml_quant_iq.c) of off-grid key u with the list's rows in lanes: each
+** lane's d2 = sum over i = 0..3 of (waux_i (s q - x_i)) (s q - x_i) as the scalar loop, then the
+** first strict minimum below FLT_MAX (NaN never chosen), else the list's first row. */
+TM_AVX2 TM_INLINE int iq3_best_row_avx2(const tm__iq3_tables *t, const iq3_cand *c, int u, const __m256 *xi,
+                                        const __m256 *wa, float scale) {
+    const uint16_t *nb = t->nb + (-t->map[u] - 1);
+    const int n = nb[0], n8 = (n + 7) & ~7;
+    if (!c) { /* no candidate tables (out of memory): the scalar walk */
+        float bd = FLT_MAX, xs[4], ws[4];
+        int br = nb[1];
+        for (int i = 0; i < 4; i++) {
+            xs[i] = _mm256_cvtss_f32(xi[i]);
+            ws[i] = _mm256_cvtss_f32(wa[i]);
+        }
+        for (int j = 1; j <= n; j++) {
+            float d2 = 0;
+            for (int i = 0; i < 4; i++) {
+                float diff = scale * t->gridf[nb[j]][i] - xs[i];
+                d2 += ws[i] * diff * diff;
+            }
+            if (d2 < bd) {
+                bd = d2;
+                br = nb[j];
+            }
+        }
+        return br;
+    }
+    const int8_t *cq = c->cq + c->off[u];
+    const __m256 s = _mm256_set1_ps(scale), inf = _mm256_set1_ps(INFINITY);
+    float best_d2 = FLT_MAX;
+    int best = 0;
+    for (int j0 = 0; j0 < n8; j0 += 8) {
+        __m256 d2 = _mm256_setzero_ps();
+        for (int i = 0; i < 4; i++) {
+            const __m128i b8 = _mm_loadl_epi64((const __m128i *)(cq + (size_t)i * n8 + j0));
+            const __m256 q = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b8));
+            const __m256 diff = _mm256_sub_ps(_mm256_mul_ps(s, q), xi[i]);
+            d2 = _mm256_add_ps(d2, _mm256_mul_ps(_mm256_mul_ps(wa[i], diff), diff));
+        }
+        const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+        const __m256 live = _mm256_and_ps(_mm256_cmp_ps(d2, d2, _CMP_ORD_Q),
+                                          _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(n - j0), lane)));
+        d2 = _mm256_blendv_ps(inf, d2, live);
+        __m256 m = _mm256_min_ps(d2, _mm256_permute2f128_ps(d2, d2, 1));
+        m = _mm256_min_ps(m, _mm256_shuffle_ps(m, m, _MM_SHUFFLE(1, 0, 3, 2)));
+        m = _mm256_min_ps(m, _mm256_shuffle_ps(m, m, _MM_SHUFFLE(2, 3, 0, 1)));
+        const float mn = _mm256_cvtss_f32(m);
+        if (mn < best_d2) {
+            best_d2 = mn;
+            best = j0 + __builtin_ctz((unsigned)_mm256_movemask_ps(_mm256_cmp_ps(d2, m, _CMP_EQ_OQ)));
+        }
+    }
+    return nb[1 + best];
+}
+
+/* tm__iq3_trials_fn (ggml_quant_iq.h) with trial is = -nis + 8 v + lane in lane `lane` of
+** register v (the last register's spare lanes repeat trial nis and are never chosen). Each lane
+** does the scalar trial: levels clamp(nearest_int(0.5 (id x - 1)), 0, 7) by the float adder's
+** rounding, the key's row (vpgatherdd from map), for lanes off the grid the best neighbour
+** (iq3_best_row_avx2: the list's rows in lanes), then sumqx += (w x) q and sumq2 += (w q) q over
+** the 32 values in index order. The choice among the trials runs in scalar code in trial order. */
+TM_AVX2 void tm__iq3_trials_avx2(const tm__iq3_tables *t, const float *xval, const float *weight,
+                                 const float *waux, float max, int nis, float *scale, int8_t *L, bool *on) {
+    const int ntr = 2 * nis + 1, nv = (ntr + 7) / 8;
+    float ids[32], scs[32], sqx[32], sq2[32];
+    int32_t rows[4][8][8], offs[4][8][8]; /* [register][group][lane] */
+    for (int k = 0; k < 8 * nv; k++) {
+        const int is = k < ntr ? -nis + k : nis;
+        ids[k] = (15 + is * 0.2f) / max;
+        scs[k] = 1 / ids[k];
+    }
+    const __m256 half = _mm256_set1_ps(0.5f), one = _mm256_set1_ps(1.0f), magic = _mm256_set1_ps(12582912.f);
+    const __m256i mant = _mm256_set1_epi32(0x007fffff), bias = _mm256_set1_epi32(0x00400000);
+    const __m256i zero = _mm256_setzero_si256(), seven = _mm256_set1_epi32(7);
+    const iq3_cand *c = cand_get(t);
+    for (int v = 0; v < nv; v++) {
+        const __m256 idv = _mm256_loadu_ps(ids + 8 * v);
+        __m256 a = _mm256_setzero_ps(), b = _mm256_setzero_ps();
+        for (int k = 0; k < 8; k++) {
+            __m256 xi[4], wa[4];
+            __m256i l[4];
+            for (int i = 0; i < 4; i++) {
+                xi[i] = _mm256_set1_ps(xval[4 * k + i]);
+                const __m256 f = _mm256_mul_ps(half, _mm256_sub_ps(_mm256_mul_ps(idv, xi[i]), one));
+                __m256i n = _mm256_sub_epi32(_mm256_and_si256(_mm256_castps_si256(_mm256_add_ps(f, magic)), mant), bias);
+                l[i] = _mm256_min_epi32(_mm256_max_epi32(n, zero), seven);
+            }
+            const __m256i u = _mm256_or_si256(_mm256_or_si256(l[0], _mm256_slli_epi32(l[1], 3)),
+                                              _mm256_or_si256(_mm256_slli_epi32(l[2], 6), _mm256_slli_epi32(l[3], 9)));
+            __m256i r = _mm256_i32gather_epi32(t->map, u, 4);
+            const __m256i off = _mm256_cmpgt_epi32(zero, r);
+            __m256 q[4];
+            for (int i = 0; i < 4; i++)
+                q[i] = _mm256_cvtepi32_ps(_mm256_add_epi32(_mm256_add_epi32(l[i], l[i]), _mm256_set1_epi32(1)));
+            if (_mm256_movemask_epi8(off)) {
+                int32_t r8[8], u8[8];
+                _mm256_storeu_si256((__m256i *)r8, r);
+                _mm256_storeu_si256((__m256i *)u8, u);
+                for (int i = 0; i < 4; i++) wa[i] = _mm256_set1_ps(waux[4 * k + i]);
+                for (int e = 0; e < 8; e++)
+                    if (r8[e] < 0) r8[e] = iq3_best_row_avx2(t, c, u8[e], xi, wa, scs[8 * v + e]);
+                r = _mm256_loadu_si256((const __m256i *)r8);
+                const __m256i r4 = _mm256_slli_epi32(r, 2);
+                for (int i = 0; i < 4; i++)
+                    q[i] = _mm256_blendv_ps(q[i], _mm256_i32gather_ps(&t->gridf[0][0], _mm256_add_epi32(r4, _mm256_set1_epi32(i)), 4),
+                                            _mm256_castsi256_ps(off));
+            }
+            _mm256_storeu_si256((__m256i *)rows[v][k], r);
+            _mm256_storeu_si256((__m256i *)offs[v][k], off);
+            for (int i = 0; i < 4; i++) {
+                const __m256 w = _mm256_set1_ps(weight[4 * k + i]);
+                a = _mm256_add_ps(a, _mm256_mul_ps(_mm256_mul_ps(w, xi[i]), q[i]));
+                b = _mm256_add_ps(b, _mm256_mul_ps(_mm256_mul_ps(w, q[i]), q[i]));
+            }
+        }
+        _mm256_storeu_ps(sqx + 8 * v, a);
+        _mm256_storeu_ps(sq2 + 8 * v, b);
+    }
+    float best = 0;
+    int kept = -1;
+    for (int k = 0; k < ntr; k++)
+        if (sq2[k] > 0 && sqx[k] * sqx[k] > best * sq2[k]) {
+            *scale = sqx[k] / sq2[k];
+            best = *scale * sqx[k];
+            kept = k;
+        }
+    if (kept < 0) return;
+    for (int g = 0; g < 8; g++) {
+        const int row = rows[kept / 8][g][kept % 8];
+        for (int i = 0; i < 4; i++) L[4 * g + i] = (int8_t)((t->grid[row][i] - 1) / 2);
+        on[g] = !offs[kept / 8][g][kept % 8];
+    }
 }
 #endif

@@ -177,6 +177,11 @@ tm_status tm__gq_rows_iq4_nl_avx2(const tm_ggml_type_info *, const float *, cons
                            int64_t *, tm_err *);
 tm_status tm__gq_rows_iq4_xs_avx2(const tm_ggml_type_info *, const float *, const float *, int64_t, int64_t, uint8_t *,
                            int64_t *, tm_err *);
+/* IQ3_XXS / IQ3_S with the scale trials in AVX2 lanes (tm__iq3_trials_avx2, ggml_quant_iq.c). */
+tm_status tm__gq_rows_iq3_xxs_avx2(const tm_ggml_type_info *, const float *, const float *, int64_t, int64_t, uint8_t *,
+                           int64_t *, tm_err *);
+tm_status tm__gq_rows_iq3_s_avx2(const tm_ggml_type_info *, const float *, const float *, int64_t, int64_t, uint8_t *,
+                           int64_t *, tm_err *);
 /* Q6_K with the AVX2 scale search and final codes, measuring the error as it makes them
 ** (ggml_quant.c); tm__gq_q8_0_avx2 / tm__gq_q4_0_avx2 (ggml_quant_avx2.c) are the others of
 ** the quantize_err column. */

@@ -22,7 +22,7 @@
 #include "tensormorph.h"
 
 /* The types that have a SIMD quantizer (each must have one in an x86-64 build). */
-static const int kTypes[] = {TM_GGML_IQ4_NL, TM_GGML_IQ4_XS};
+static const int kTypes[] = {TM_GGML_IQ4_NL, TM_GGML_IQ4_XS, TM_GGML_IQ3_XXS, TM_GGML_IQ3_S};
 
 enum { N = 4096, NROW = 1024, NKINDS = 14, NIMX = 5 };
 

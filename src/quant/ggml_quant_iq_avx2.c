@@ -1,5 +1,6 @@
 /*
-** ggml_quant_iq_avx2.c: AVX2 variants of the IQ4_NL, IQ4_XS, IQ3_XXS and IQ3_S quantizers of ggml_quant_iq.c
+** ggml_quant_iq_avx2.c: AVX2 variants of the IQ4_NL, IQ4_XS, IQ3_XXS, IQ3_S, TQ1_0 and TQ2_0
+** quantizers of ggml_quant_iq.c
 ** (the scalar specification, byte for byte llama-quantize's quantize_iq4_nl / quantize_iq4_xs
 ** at c392e509). Compiled for every x86-64 build with __attribute__((target("avx2"))) (never
 ** -march, never FMA); reached only through the type table's quantize_simd column, which
@@ -19,6 +20,7 @@
 **   - the weights qw sqrt(sigma2 + x^2) (correctly rounded square roots) or x^2.
 ** IQ3_XXS / IQ3_S (tm__iq3_trials_avx2): the scale trials 8 to a register, each lane the scalar
 ** trial; the best neighbour of an off-grid key with the rows of its list in lanes.
+** TQ1_0 / TQ2_0: the block maximum and the trits 8 to a register, the packing on bytes.
 ** tests/unit/test_gguf_iq_simd.c compares the two paths on random and edge rows.
 */
 #include "core/core.h"
@@ -435,5 +437,96 @@ TM_AVX2 void tm__iq3_trials_avx2(const tm__iq3_tables *t, const float *xval, con
         for (int i = 0; i < 4; i++) L[4 * g + i] = (int8_t)((t->grid[row][i] - 1) / 2);
         on[g] = !offs[kept / 8][g][kept % 8];
     }
+}
+/* ---------------------------------------------------------------------------------------- */
+/* TQ1_0 / TQ2_0                                                                             */
+/* ---------------------------------------------------------------------------------------- */
+
+/* d = max |x| (order-free) and the 256 trits lroundf(x / d) + 1 (x times id = 1/d, rounded half
+** away from zero: the truncation plus the sign where the exact remainder x - trunc(x) has
+** magnitude >= 1/2; a non-finite product gives trit 1 as the scalar code) into t; returns d. */
+TM_AVX2 static float tq_trits_avx2(const float *x, uint8_t *t) {
+    const __m256 absm = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    __m256 m = _mm256_setzero_ps();
+    for (int j = 0; j < QK_K; j += 8) m = _mm256_max_ps(m, _mm256_and_ps(_mm256_loadu_ps(x + j), absm));
+    m = _mm256_max_ps(m, _mm256_permute2f128_ps(m, m, 1));
+    m = _mm256_max_ps(m, _mm256_shuffle_ps(m, m, _MM_SHUFFLE(1, 0, 3, 2)));
+    m = _mm256_max_ps(m, _mm256_shuffle_ps(m, m, _MM_SHUFFLE(2, 3, 0, 1)));
+    const float d = _mm256_cvtss_f32(m);
+    const __m256 id = _mm256_set1_ps(d ? 1.0f / d : 0.0f), half = _mm256_set1_ps(0.5f);
+    const __m256 signm = _mm256_castsi256_ps(_mm256_set1_epi32((int)0x80000000u)), one = _mm256_set1_ps(1.0f);
+    for (int j = 0; j < QK_K; j += 32) {
+        __m256i r[4];
+        for (int h = 0; h < 4; h++) {
+            const __m256 v = _mm256_mul_ps(_mm256_loadu_ps(x + j + 8 * h), id);
+            const __m256 tr = _mm256_round_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+            const __m256 up = _mm256_cmp_ps(_mm256_and_ps(_mm256_sub_ps(v, tr), absm), half, _CMP_GE_OQ);
+            const __m256 fin = _mm256_cmp_ps(_mm256_and_ps(v, absm), _mm256_set1_ps(FLT_MAX), _CMP_LE_OQ);
+            /* +-inf and NaN (a subnormal block's id = 1/d overflows): 0, what the scalar
+            ** (int)lroundf gives on x86-64 (LONG_MIN, whose low 32 bits are 0) */
+            const __m256 rv = _mm256_and_ps(fin, _mm256_add_ps(tr, _mm256_and_ps(up, _mm256_or_ps(one, _mm256_and_ps(v, signm)))));
+            r[h] = _mm256_add_epi32(_mm256_cvtps_epi32(rv), _mm256_set1_epi32(1));
+        }
+        const __m256i w01 = _mm256_packs_epi32(r[0], r[1]), w23 = _mm256_packs_epi32(r[2], r[3]);
+        const __m256i b = _mm256_permutevar8x32_epi32(_mm256_packs_epi16(w01, w23), _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+        _mm256_storeu_si256((__m256i *)(t + j), b);
+    }
+    return d;
+}
+
+/* 5 (or 4, padded) trits, most significant first, as a byte: ceil(q 256 / 243). */
+static inline uint8_t tq1_byte(unsigned q) { return (uint8_t)((q * 256 + (243 - 1)) / 243); }
+
+TM_AVX2 static tm_status tq1_0_block_avx2(const float *x, uint8_t *y, int64_t blk, tm_err *err) {
+    uint8_t t[QK_K];
+    const float d = tq_trits_avx2(x, t);
+    for (int m = 0; m < 32; m++)
+        y[m] = tq1_byte(81u * t[m] + 27u * t[m + 32] + 9u * t[m + 64] + 3u * t[m + 96] + t[m + 128]);
+    for (int m = 0; m < 16; m++)
+        y[32 + m] = tq1_byte(81u * t[160 + m] + 27u * t[176 + m] + 9u * t[192 + m] + 3u * t[208 + m] + t[224 + m]);
+    for (int j = 0; j < 4; j++)
+        y[48 + j] = tq1_byte(3u * (27u * t[240 + j] + 9u * t[244 + j] + 3u * t[248 + j] + t[252 + j]));
+    return put_f16(y + 52, d, blk, err);
+}
+
+TM_AVX2 static tm_status tq2_0_block_avx2(const float *x, uint8_t *y, int64_t blk, tm_err *err) {
+    uint8_t t[QK_K];
+    const float d = tq_trits_avx2(x, t);
+    for (int c = 0; c < 2; c++) {
+        const uint8_t *tc = t + 128 * c;
+        /* trits <= 2: the 16-bit shifts never carry across bytes */
+        __m256i v = _mm256_loadu_si256((const __m256i *)tc);
+        v = _mm256_or_si256(v, _mm256_slli_epi16(_mm256_loadu_si256((const __m256i *)(tc + 32)), 2));
+        v = _mm256_or_si256(v, _mm256_slli_epi16(_mm256_loadu_si256((const __m256i *)(tc + 64)), 4));
+        v = _mm256_or_si256(v, _mm256_slli_epi16(_mm256_loadu_si256((const __m256i *)(tc + 96)), 6));
+        _mm256_storeu_si256((__m256i *)(y + 32 * c), v);
+    }
+    return put_f16(y + 64, d, blk, err);
+}
+
+typedef tm_status (*tq_block_fn)(const float *x, uint8_t *y, int64_t blk, tm_err *err);
+
+static tm_status tq_rows(tq_block_fn fn, const tm_ggml_type_info *ti, const float *x, int64_t b0, int64_t nb,
+                         uint8_t *y, int64_t *bad_block, tm_err *err) {
+    for (int64_t b = b0; b < nb; b++) {
+        tm_status st = fn(x + b * QK_K, y + (size_t)b * ti->type_size, b, err);
+        if (st) {
+            if (bad_block) *bad_block = b;
+            return st;
+        }
+    }
+    return TM_OK;
+}
+
+tm_status tm__gq_rows_tq1_0_avx2(const tm_ggml_type_info *ti, const float *x, const float *imatrix, int64_t b0,
+                                 int64_t nb, uint8_t *y, int64_t *bad_block, tm_err *err) {
+    (void)imatrix; /* quantize_tq1_0 ignores its quant_weights */
+    return tq_rows(tq1_0_block_avx2, ti, x, b0, nb, y, bad_block, err);
+}
+
+tm_status tm__gq_rows_tq2_0_avx2(const tm_ggml_type_info *ti, const float *x, const float *imatrix, int64_t b0,
+                                 int64_t nb, uint8_t *y, int64_t *bad_block, tm_err *err) {
+    (void)imatrix;
+    return tq_rows(tq2_0_block_avx2, ti, x, b0, nb, y, bad_block, err);
 }
 #endif

@@ -182,6 +182,11 @@ tm_status tm__gq_rows_iq3_xxs_avx2(const tm_ggml_type_info *, const float *, con
                            int64_t *, tm_err *);
 tm_status tm__gq_rows_iq3_s_avx2(const tm_ggml_type_info *, const float *, const float *, int64_t, int64_t, uint8_t *,
                            int64_t *, tm_err *);
+/* TQ1_0 / TQ2_0 with the trits in AVX2 lanes (ggml_quant_iq_avx2.c). */
+tm_status tm__gq_rows_tq1_0_avx2(const tm_ggml_type_info *, const float *, const float *, int64_t, int64_t, uint8_t *,
+                           int64_t *, tm_err *);
+tm_status tm__gq_rows_tq2_0_avx2(const tm_ggml_type_info *, const float *, const float *, int64_t, int64_t, uint8_t *,
+                           int64_t *, tm_err *);
 /* Q6_K with the AVX2 scale search and final codes, measuring the error as it makes them
 ** (ggml_quant.c); tm__gq_q8_0_avx2 / tm__gq_q4_0_avx2 (ggml_quant_avx2.c) are the others of
 ** the quantize_err column. */

@@ -81,9 +81,11 @@ const tm__ggml_traits tm__ggml_traits_table[] = {
                          .prepare = tm__ggml_iq_init, .quantize_ref = tm__gq_rows_iq2, .uses_imatrix = 1, .code_step = tm__ggml_step_iq1},
     [TM_GGML_BF16]    = {INFO(BF16, 1, 2, 0, TM_BF16, 1, 0, 16, 0, 0), .quantize_ref = tm__gq_rows_bf16},
     [TM_GGML_TQ1_0]   = {INFO(TQ1_0, QK, 54, 1, -1, QK, 0, 2, 0, 2), .dequantize = tm__ggml_dq_tq1_0,
-                         .quantize_ref = tm__gq_rows_tq1_0},
+                         .quantize_ref = tm__gq_rows_tq1_0,
+                         .quantize_simd = TM__GQ_SIMD(tm__gq_rows_tq1_0_avx2)},
     [TM_GGML_TQ2_0]   = {INFO(TQ2_0, QK, 66, 1, -1, QK, 0, 2, 0, 3), .dequantize = tm__ggml_dq_tq2_0,
-                         .quantize_ref = tm__gq_rows_tq2_0},
+                         .quantize_ref = tm__gq_rows_tq2_0,
+                         .quantize_simd = TM__GQ_SIMD(tm__gq_rows_tq2_0_avx2)},
     [TM_GGML_TYPE_COUNT - 1] = {{0}}, /* 36-38: removed (IQ4_NL_4_4/4_8/8_8), empty rows */
 };
 _Static_assert(sizeof tm__ggml_traits_table / sizeof tm__ggml_traits_table[0] == TM_GGML_TYPE_COUNT,

@@ -4,7 +4,7 @@
 ** kTypes, with every kernel set the CPU accepts besides "ref", on random and edge rows (zeros,
 ** zero sub-blocks, constants, near-zero and subnormal blocks, integer and half-integer values on
 ** the code grid's midpoints, outliers, equal magnitudes of both signs, wide dynamic range, values
-** whose scale overflows float16), without and with an importance matrix (random, with zero
+** whose scale overflows float16, ratios to the block maximum at the ternary rounding ties), without and with an importance matrix (random, with zero
 ** columns, all zero, wide range): the same status, bad block, message and bytes. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -22,9 +22,10 @@
 #include "tensormorph.h"
 
 /* The types that have a SIMD quantizer (each must have one in an x86-64 build). */
-static const int kTypes[] = {TM_GGML_IQ4_NL, TM_GGML_IQ4_XS, TM_GGML_IQ3_XXS, TM_GGML_IQ3_S};
+static const int kTypes[] = {TM_GGML_IQ4_NL, TM_GGML_IQ4_XS, TM_GGML_IQ3_XXS, TM_GGML_IQ3_S,
+                             TM_GGML_TQ1_0,  TM_GGML_TQ2_0};
 
-enum { N = 4096, NROW = 1024, NKINDS = 14, NIMX = 5 };
+enum { N = 4096, NROW = 1024, NKINDS = 15, NIMX = 5 };
 
 static uint64_t g_rng = 0x243f6a8885a308d3ull;
 static uint64_t rnd(void) {
@@ -56,7 +57,12 @@ static void fill_row(int k, float *x) {
         case 10: v = (i % 2 ? -1.0f : 1.0f) * (float)(1 + (i / 2) % 3); break;  /* |x| ties of both signs */
         case 11: v = (float)(gauss() * pow(2.0, (double)(rnd() % 40) - 20.0)); break;
         case 12: v = (float)(gauss() * 2e4); if (blk % 9 == 4) v *= 1e3f; break; /* some scales overflow f16 */
-        default: v = (rnd() % 4) ? 0.0f : (float)gauss(); break;                /* sparse                */
+        case 13: v = (rnd() % 4) ? 0.0f : (float)gauss(); break;                /* sparse                */
+        default: { /* x / max exactly at and around the rounding ties of TQ's trits (max a power of 2) */
+            static const float h[] = {1, -1, 0.5f, -0.5f, 0.49999997f, -0.49999997f, 0.50000006f, -0.50000006f, 0, 0.25f};
+            v = (i % 256 == 0 ? 1.0f : h[rnd() % 10]) * ldexpf(1.0f, (int)(i / 256) - 8);
+            break;
+        }
         }
         x[i] = v;
     }

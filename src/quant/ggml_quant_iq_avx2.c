@@ -20,12 +20,14 @@
 **   - the weights qw sqrt(sigma2 + x^2) (correctly rounded square roots) or x^2.
 ** IQ3_XXS / IQ3_S (tm__iq3_trials_avx2): the scale trials 8 to a register, each lane the scalar
 ** trial; the best neighbour of an off-grid key with the rows of its list in lanes.
+** IQ2_XXS / IQ2_XS / IQ2_S (tm__iq2_best_avx2): the best neighbour with the candidates in lanes.
 ** TQ1_0 / TQ2_0: the block maximum and the trits 8 to a register, the packing on bytes.
 ** tests/unit/test_gguf_iq_simd.c compares the two paths on random and edge rows.
 */
 #include "core/core.h"
 #include "ggml_traits.h"
 #include "ggml_quant_iq.h"
+#include "ggml_quant_iq2.h"
 
 #include <float.h>
 #include <pthread.h>
@@ -528,5 +530,46 @@ tm_status tm__gq_rows_tq2_0_avx2(const tm_ggml_type_info *ti, const float *x, co
                                  int64_t nb, uint8_t *y, int64_t *bad_block, tm_err *err) {
     (void)imatrix;
     return tq_rows(tq2_0_block_avx2, ti, x, b0, nb, y, bad_block, err);
+}
+/* ---------------------------------------------------------------------------------------- */
+/* IQ2_XXS / IQ2_XS / IQ2_S: the best neighbour                                              */
+/* ---------------------------------------------------------------------------------------- */
+
+/* best_neighbour of ggml_quant_iq2.c with 8 candidates a register: each lane's d2 = sum over
+** i = 0..7 of (w_i (s q - x_i)) (s q - x_i) in that order, then the first strict minimum below
+** FLT_MAX (NaN never chosen), else the list's first row. */
+TM_AVX2 int tm__iq2_best_avx2(const tm__iq2_tab *t, int u, const float *xval, const float *w, float scale,
+                              int8_t *L) {
+    const uint16_t *nb = t->nbr + (-t->map[u] - 1);
+    const int n = nb[0], n8 = (n + 7) & ~7;
+    const int8_t *tq = t->tq + t->tqo[u];
+    const __m256 s = _mm256_set1_ps(scale), inf = _mm256_set1_ps(INFINITY);
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    float best_d2 = FLT_MAX;
+    int bj = 0;
+    for (int j0 = 0; j0 < n8; j0 += 8) {
+        __m256 d2 = _mm256_setzero_ps();
+        for (int i = 0; i < 8; i++) {
+            const __m128i b8 = _mm_loadl_epi64((const __m128i *)(tq + (size_t)i * n8 + j0));
+            const __m256 q = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b8));
+            const __m256 diff = _mm256_sub_ps(_mm256_mul_ps(s, q), _mm256_set1_ps(xval[i]));
+            d2 = _mm256_add_ps(d2, _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(w[i]), diff), diff));
+        }
+        const __m256 live = _mm256_and_ps(_mm256_cmp_ps(d2, d2, _CMP_ORD_Q),
+                                          _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(n - j0), lane)));
+        d2 = _mm256_blendv_ps(inf, d2, live);
+        __m256 m = _mm256_min_ps(d2, _mm256_permute2f128_ps(d2, d2, 1));
+        m = _mm256_min_ps(m, _mm256_shuffle_ps(m, m, _MM_SHUFFLE(1, 0, 3, 2)));
+        m = _mm256_min_ps(m, _mm256_shuffle_ps(m, m, _MM_SHUFFLE(2, 3, 0, 1)));
+        const float mn = _mm256_cvtss_f32(m);
+        if (mn < best_d2) {
+            best_d2 = mn;
+            bj = j0 + __builtin_ctz((unsigned)_mm256_movemask_ps(_mm256_cmp_ps(d2, m, _CMP_EQ_OQ)));
+        }
+    }
+    const int gi = nb[1 + bj];
+    const int8_t *pg = t->pos[gi];
+    for (int i = 0; i < 8; i++) L[i] = (int8_t)((pg[i] - 1) / 2);
+    return gi;
 }
 #endif

@@ -31,6 +31,9 @@ struct tm__iq2_tab {
     /* NULL (the built tables): the scalar best-neighbour search of ggml_quant_iq2.c; a copy of
     ** the tables may name a SIMD variant with the same results (tm__iq2_best_avx2) */
     int (*best)(const tm__iq2_tab *t, int u, const float *xval, const float *w, float scale, int8_t *L);
+    /* NULL: IQ1_S's scalar split search (iq1s_splits of ggml_quant_iq2.c), else a SIMD variant
+    ** with the same results (tm__iq1s_splits_avx2) */
+    void (*iq1s_splits)(const float *sumx, const float *sumw, float *scale, int *bi1, int *bi2, int *bshift);
 };
 
 /* Which grid: the four 8-value grids of the five types (IQ1_S and IQ1_M share one). */
@@ -66,6 +69,10 @@ tm_status tm__gq_rows_iq2w(const struct tm_ggml_type_info *t, const float *x, in
 ** as the scalar search. */
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 int tm__iq2_best_avx2(const tm__iq2_tab *t, int u, const float *xval, const float *w, float scale, int8_t *L);
+/* iq1s_splits with 8 values of i2 in AVX2 lanes: a chunk none of whose 16 candidates passes the
+** test against the running best is skipped (the scalar walk would keep nothing in it), any
+** other replayed in order from the lanes' sums. */
+void tm__iq1s_splits_avx2(const float *sumx, const float *sumw, float *scale, int *bi1, int *bi2, int *bshift);
 #endif
 /* The same with the table's signature (ggml_traits.h tm__gq_rows_fn: imatrix before b0). */
 tm_status tm__gq_rows_iq2(const struct tm_ggml_type_info *t, const float *x, const float *imatrix,

@@ -21,6 +21,7 @@
 ** IQ3_XXS / IQ3_S (tm__iq3_trials_avx2): the scale trials 8 to a register, each lane the scalar
 ** trial; the best neighbour of an off-grid key with the rows of its list in lanes.
 ** IQ2_XXS / IQ2_XS / IQ2_S (tm__iq2_best_avx2): the best neighbour with the candidates in lanes.
+** IQ1_S (tm__iq1s_splits_avx2): the split search, 8 values of i2 in lanes.
 ** TQ1_0 / TQ2_0: the block maximum and the trits 8 to a register, the packing on bytes.
 ** tests/unit/test_gguf_iq_simd.c compares the two paths on random and edge rows.
 */
@@ -571,5 +572,70 @@ TM_AVX2 int tm__iq2_best_avx2(const tm__iq2_tab *t, int u, const float *xval, co
     const int8_t *pg = t->pos[gi];
     for (int i = 0; i < 8; i++) L[i] = (int8_t)((pg[i] - 1) / 2);
     return gi;
+}
+/* ---------------------------------------------------------------------------------------- */
+/* IQ1_S: the split search                                                                   */
+/* ---------------------------------------------------------------------------------------- */
+
+TM_AVX2 void tm__iq1s_splits_avx2(const float *sumx, const float *sumw, float *scale, int *bi1, int *bi2,
+                                  int *bshift) {
+    enum { BS = 32 };
+    const float d = 0.125f; /* IQ1S_DELTA of ggml_quant_iq2.c */
+    const float x_p[3] = {-1 + d, d, 1 + d};
+    const float x_m[3] = {-1 - d, -d, 1 - d};
+    float sx[BS + 1 + 8], sw[BS + 1 + 8]; /* padded for the last chunk's loads */
+    memcpy(sx, sumx, (BS + 1) * sizeof *sx);
+    memcpy(sw, sumw, (BS + 1) * sizeof *sw);
+    for (int i = BS + 1; i < BS + 1 + 8; i++) sx[i] = sw[i] = 0;
+    const __m256 p0 = _mm256_set1_ps(x_p[0]), p1 = _mm256_set1_ps(x_p[1]), p2 = _mm256_set1_ps(x_p[2]);
+    const __m256 m0 = _mm256_set1_ps(x_m[0]), m1 = _mm256_set1_ps(x_m[1]), m2 = _mm256_set1_ps(x_m[2]);
+    const __m256 zero = _mm256_setzero_ps(), sxe = _mm256_set1_ps(sx[BS]), swe = _mm256_set1_ps(sw[BS]);
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    float best_score = -FLT_MAX;
+    for (int i1 = 0; i1 <= BS; ++i1) {
+        const __m256 ax = _mm256_set1_ps(sx[i1] - sx[0]), aw = _mm256_set1_ps(sw[i1] - sw[0]);
+        const __m256 sx1 = _mm256_set1_ps(sx[i1]), sw1 = _mm256_set1_ps(sw[i1]);
+        const __m256 apx = _mm256_mul_ps(ax, p0), amx = _mm256_mul_ps(ax, m0);
+        const __m256 apw = _mm256_mul_ps(_mm256_mul_ps(aw, p0), p0), amw = _mm256_mul_ps(_mm256_mul_ps(aw, m0), m0);
+        for (int c = i1; c <= BS; c += 8) {
+            const __m256 x2 = _mm256_loadu_ps(sx + c), w2 = _mm256_loadu_ps(sw + c);
+            const __m256 bx = _mm256_sub_ps(x2, sx1), cx = _mm256_sub_ps(sxe, x2);
+            const __m256 bw = _mm256_sub_ps(w2, sw1), cw = _mm256_sub_ps(swe, w2);
+            const __m256 qxp = _mm256_add_ps(_mm256_add_ps(apx, _mm256_mul_ps(bx, p1)), _mm256_mul_ps(cx, p2));
+            const __m256 q2p = _mm256_add_ps(_mm256_add_ps(apw, _mm256_mul_ps(_mm256_mul_ps(bw, p1), p1)),
+                                             _mm256_mul_ps(_mm256_mul_ps(cw, p2), p2));
+            const __m256 qxm = _mm256_add_ps(_mm256_add_ps(amx, _mm256_mul_ps(bx, m1)), _mm256_mul_ps(cx, m2));
+            const __m256 q2m = _mm256_add_ps(_mm256_add_ps(amw, _mm256_mul_ps(_mm256_mul_ps(bw, m1), m1)),
+                                             _mm256_mul_ps(_mm256_mul_ps(cw, m2), m2));
+            const __m256 bs = _mm256_set1_ps(best_score);
+            const __m256 valid = _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(BS + 1 - c), lane));
+            const __m256 okp = _mm256_and_ps(_mm256_cmp_ps(q2p, zero, _CMP_GT_OQ),
+                                             _mm256_cmp_ps(_mm256_mul_ps(qxp, qxp), _mm256_mul_ps(bs, q2p), _CMP_GT_OQ));
+            const __m256 okm = _mm256_and_ps(_mm256_cmp_ps(q2m, zero, _CMP_GT_OQ),
+                                             _mm256_cmp_ps(_mm256_mul_ps(qxm, qxm), _mm256_mul_ps(bs, q2m), _CMP_GT_OQ));
+            if (!_mm256_movemask_ps(_mm256_and_ps(valid, _mm256_or_ps(okp, okm)))) continue;
+            float vxp[8], v2p[8], vxm[8], v2m[8];
+            _mm256_storeu_ps(vxp, qxp);
+            _mm256_storeu_ps(v2p, q2p);
+            _mm256_storeu_ps(vxm, qxm);
+            _mm256_storeu_ps(v2m, q2m);
+            for (int e = 0; e < 8 && c + e <= BS; e++) {
+                if (v2p[e] > 0 && vxp[e] * vxp[e] > best_score * v2p[e]) {
+                    *scale = vxp[e] / v2p[e];
+                    best_score = *scale * vxp[e];
+                    *bi1 = i1;
+                    *bi2 = c + e;
+                    *bshift = 1;
+                }
+                if (v2m[e] > 0 && vxm[e] * vxm[e] > best_score * v2m[e]) {
+                    *scale = vxm[e] / v2m[e];
+                    best_score = *scale * vxm[e];
+                    *bi1 = i1;
+                    *bi2 = c + e;
+                    *bshift = -1;
+                }
+            }
+        }
+    }
 }
 #endif

@@ -278,7 +278,7 @@ static pthread_once_t g_cand_once[2] = {PTHREAD_ONCE_INIT, PTHREAD_ONCE_INIT};
 static const tm__iq3_tables *g_cand_src[2];
 
 static void cand_build(int which) {
-    const tm__iq3_tables *t = g_cand_src[which];
+    const tm__iq3_tables *t = __atomic_load_n(&g_cand_src[which], __ATOMIC_ACQUIRE);
     iq3_cand *c = &g_cand[which];
     size_t total = 0;
     for (int u = 0; u < 4096; u++)
@@ -303,7 +303,7 @@ static void cand_once1(void) { cand_build(1); }
 
 static const iq3_cand *cand_get(const tm__iq3_tables *t) {
     const int which = t->rows == 256 ? 0 : 1;
-    g_cand_src[which] = t;
+    __atomic_store_n(&g_cand_src[which], t, __ATOMIC_RELEASE); /* always the same tables: threads may race here */
     pthread_once(&g_cand_once[which], which ? cand_once1 : cand_once0);
     return g_cand_ok[which] ? &g_cand[which] : NULL;
 }

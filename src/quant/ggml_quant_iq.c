@@ -28,6 +28,7 @@
 */
 #include "core/core.h"
 #include "ggml_traits.h"
+#include "ggml_quant_iq.h"
 
 #include <float.h>
 #include <math.h>
@@ -207,21 +208,8 @@ static tm_status iq4_xs_block(const float *x, const float *qw, uint8_t *y, int64
 /* IQ3 grids: the search tables (iq3xs_init_impl's rule)                                     */
 /* ---------------------------------------------------------------------------------------- */
 
-/* A grid row holds 4 values, each one of 8 levels (the 8 distinct values of the grid, in
-** ascending order: IQ3_XXS 4 12 20 28 36 44 52 62, IQ3_S 1 3 5 7 9 11 13 15). The search works
-** on the odd numbers 2l + 1 of the levels l and keys a 4-tuple of levels by u = l0 | l1 << 3 |
-** l2 << 6 | l3 << 9 (the index of ggml's kgrid_256 / kgrid_512 lists, which are these keys of
-** the grid rows in row order, ascending). map[u] is the grid row of key u; for a key off the
-** grid, -(1 + the position of its neighbour list in nb): the list's length, then the rows at
-** the nwant smallest distinct squared distances sum (2l - 2l')^2 (nwant 2 for the 256-row grid,
-** 3 for the 512-row grid), by distance, then row. */
-typedef struct iq3_tables {
-    int       rows;
-    int8_t    grid[512][4]; /* 2l + 1 of each value of each row                          */
-    float     gridf[512][4];/* the same as float32 (exact; the search's products use it) */
-    int32_t   map[4096];
-    uint16_t *nb;           /* neighbour lists                                           */
-} iq3_tables;
+/* The tables (tm__iq3_tables, ggml_quant_iq.h). */
+typedef tm__iq3_tables iq3_tables;
 
 static iq3_tables g_iq3[2]; /* [0]: IQ3_XXS (256 rows), [1]: IQ3_S (512 rows) */
 static int g_iq3_ok;
@@ -297,7 +285,8 @@ static int iq3_build(iq3_tables *t, const uint8_t (*src)[4], int rows, int nwant
         t->map[u] = -(int32_t)(at + 1);
         at += 1 + (size_t)n;
     }
-    uint16_t *trimmed = realloc(t->nb, at * sizeof *t->nb);
+    t->nb[at] = 0; /* the spare entry (ggml_quant_iq.h) */
+    uint16_t *trimmed = realloc(t->nb, (at + 1) * sizeof *t->nb);
     if (trimmed) t->nb = trimmed;
     return 1;
 }
@@ -381,6 +370,29 @@ static void iq3_sums(int n, const float *w, const float *xval, const int8_t *L, 
     *sumq2 = b;
 }
 
+/* tm__iq3_trials_fn (ggml_quant_iq.h), the specification: one trial after the other. */
+static void iq3_trials_ref(const iq3_tables *t, const float *xval, const float *weight, const float *waux,
+                           float max, int nis, float *scale, int8_t *L, bool *on) {
+    const int kMaxQ = 8;
+    int8_t Laux[32];
+    bool on_aux[8];
+    float best = 0;
+    for (int is = -nis; is <= nis; ++is) {
+        float id = (2 * kMaxQ - 1 + is * 0.2f) / max;
+        float this_scale = 1 / id;
+        for (int k = 0; k < 8; k++)
+            iq3_group(t, xval + 4 * k, waux + 4 * k, id, this_scale, Laux + 4 * k, &on_aux[k]);
+        float sumqx, sumq2;
+        iq3_sums(32, weight, xval, Laux, &sumqx, &sumq2);
+        if (sumq2 > 0 && sumqx * sumqx > best * sumq2) {
+            *scale = sumqx / sumq2;
+            best = *scale * sumqx;
+            memcpy(L, Laux, 32);
+            memcpy(on, on_aux, sizeof on_aux);
+        }
+    }
+}
+
 /* The reference keeps L and the on-grid flags of IQ3_XXS in locals of the row function that a
 ** sub-block whose scale search never improves (all weights zero, or sums underflowing) reads
 ** without writing (uninitialised on a row's first sub-block). We carry them over from the
@@ -398,12 +410,12 @@ typedef struct iq3_carry {
 ** least-squares fit improves; the groups off the grid are then re-quantized at the fitted scale
 ** and the scale refitted. d = max_scale/31 (stored times 1.0125), 4-bit sub-block scales
 ** clamp(nearest_int((s/d - 1)/2), 0, 15). */
-static tm_status iq3_xxs_block(const iq3_tables *t, const float *x, const float *qw, uint8_t *y, iq3_carry *c,
+static tm_status iq3_xxs_block(const iq3_tables *t, tm__iq3_trials_fn trials, const float *x, const float *qw, uint8_t *y, iq3_carry *c,
                                int64_t blk, tm_err *err) {
     const int kMaxQ = 8;
     float scales[8], weight[32], xval[32], waux[32];
-    int8_t Laux[32], *L = c->L;
-    bool *on = c->on, on_aux[8];
+    int8_t *L = c->L;
+    bool *on = c->on;
     uint8_t q3[64], block_signs[4];
     uint32_t ss[8];
     memset(q3, 0, sizeof q3);
@@ -450,22 +462,8 @@ static tm_status iq3_xxs_block(const iq3_tables *t, const float *x, const float 
             memset(L, 0, 32);
             continue;
         }
-        float best = 0;
         float scale = max / (2 * kMaxQ - 1);
-        for (int is = -15; is <= 15; ++is) {
-            float id = (2 * kMaxQ - 1 + is * 0.2f) / max;
-            float this_scale = 1 / id;
-            for (int k = 0; k < 8; k++)
-                iq3_group(t, xval + 4 * k, waux + 4 * k, id, this_scale, Laux + 4 * k, &on_aux[k]);
-            float sumqx, sumq2;
-            iq3_sums(32, weight, xval, Laux, &sumqx, &sumq2);
-            if (sumq2 > 0 && sumqx * sumqx > best * sumq2) {
-                scale = sumqx / sumq2;
-                best = scale * sumqx;
-                memcpy(L, Laux, 32);
-                memcpy(on, on_aux, sizeof on_aux);
-            }
-        }
+        trials(t, xval, weight, waux, max, 15, &scale, L, on);
         int n_off = 0;
         for (int k = 0; k < 8; k++) n_off += !on[k];
         if (n_off > 0 && scale > 0) {
@@ -518,12 +516,12 @@ static tm_status iq3_xxs_block(const iq3_tables *t, const float *x, const float 
 ** re-quantized at the fitted scale and the scale refitted; d = max_scale/31 (stored times 1.033),
 ** 4-bit scales as IQ3_XXS's. As in the reference, an all-zero sub-block writes no qs/signs and
 ** the following sub-blocks' qs and signs move up into its place (qh and scales stay by index). */
-static tm_status iq3_s_block(const iq3_tables *t, const float *x, const float *qw, uint8_t *y, int64_t blk,
+static tm_status iq3_s_block(const iq3_tables *t, tm__iq3_trials_fn trials, const float *x, const float *qw, uint8_t *y, int64_t blk,
                              tm_err *err) {
     const int kMaxQ = 8;
     float scales[8], weight[32], xval[32], waux[32];
-    int8_t L[32], Laux[32];
-    bool on[8], on_aux[8];
+    int8_t L[32];
+    bool on[8];
     uint8_t block_signs[4];
     memset(y, 0, 110);
     memset(L, 0, sizeof L);
@@ -554,23 +552,9 @@ static tm_status iq3_s_block(const iq3_tables *t, const float *x, const float *q
             scales[ib] = 0;
             continue;
         }
-        float best = 0;
         float scale = max / (2 * kMaxQ - 1);
         for (int k = 0; k < 8; k++) on[k] = false;
-        for (int is = -9; is <= 9; ++is) {
-            float id = (2 * kMaxQ - 1 + is * 0.2f) / max;
-            float this_scale = 1 / id;
-            for (int k = 0; k < 8; k++)
-                iq3_group(t, xval + 4 * k, waux + 4 * k, id, this_scale, Laux + 4 * k, &on_aux[k]);
-            float sumqx, sumq2;
-            iq3_sums(32, weight, xval, Laux, &sumqx, &sumq2);
-            if (sumq2 > 0 && sumqx * sumqx > best * sumq2) {
-                scale = sumqx / sumq2;
-                best = scale * sumqx;
-                memcpy(L, Laux, 32);
-                memcpy(on, on_aux, sizeof on_aux);
-            }
-        }
+        trials(t, xval, weight, waux, max, 9, &scale, L, on);
         int n_off = 0;
         for (int k = 0; k < 8; k++) n_off += !on[k];
         if (n_off > 0 && scale > 0) {
@@ -690,7 +674,7 @@ static tm_status run_blocks(iq_block_fn fn, const tm_ggml_type_info *t, const fl
 ** function and reset at its start; without one the call may hold several rows whose bounds are
 ** not known here, so the state is reset at every super-block (the bytes then never depend on
 ** how rows are grouped into calls). */
-static tm_status run_iq3(int rows, const tm_ggml_type_info *t, const float *x, const float *imatrix, int64_t b0,
+static tm_status run_iq3(int rows, tm__iq3_trials_fn trials, const tm_ggml_type_info *t, const float *x, const float *imatrix, int64_t b0,
                          int64_t nb, uint8_t *y, int64_t *bad_block, tm_err *err) {
     const iq3_tables *g = iq3_tables_get(rows);
     if (!g) return tm__err_set(err, TM_E_INTERNAL, -1, "the IQ3 grid tables are unusable");
@@ -700,8 +684,8 @@ static tm_status run_iq3(int rows, const tm_ggml_type_info *t, const float *x, c
         if (!imatrix) memset(&c, 0, sizeof c);
         const float *w = imatrix ? imatrix + b * QK_K : NULL;
         uint8_t *yb = y + (size_t)b * t->type_size;
-        tm_status st = rows == 256 ? iq3_xxs_block(g, x + b * QK_K, w, yb, &c, b, err)
-                                   : iq3_s_block(g, x + b * QK_K, w, yb, b, err);
+        tm_status st = rows == 256 ? iq3_xxs_block(g, trials, x + b * QK_K, w, yb, &c, b, err)
+                                   : iq3_s_block(g, trials, x + b * QK_K, w, yb, b, err);
         if (st) {
             if (bad_block) *bad_block = b;
             return st;
@@ -722,12 +706,12 @@ tm_status tm__gq_rows_iq4_xs(const tm_ggml_type_info *t, const float *x, const f
 
 tm_status tm__gq_rows_iq3_xxs(const tm_ggml_type_info *t, const float *x, const float *imatrix, int64_t b0,
                               int64_t nb, uint8_t *y, int64_t *bad_block, tm_err *err) {
-    return run_iq3(256, t, x, imatrix, b0, nb, y, bad_block, err);
+    return run_iq3(256, iq3_trials_ref, t, x, imatrix, b0, nb, y, bad_block, err);
 }
 
 tm_status tm__gq_rows_iq3_s(const tm_ggml_type_info *t, const float *x, const float *imatrix, int64_t b0,
                             int64_t nb, uint8_t *y, int64_t *bad_block, tm_err *err) {
-    return run_iq3(512, t, x, imatrix, b0, nb, y, bad_block, err);
+    return run_iq3(512, iq3_trials_ref, t, x, imatrix, b0, nb, y, bad_block, err);
 }
 
 tm_status tm__gq_rows_tq1_0(const tm_ggml_type_info *t, const float *x, const float *imatrix, int64_t b0,
@@ -741,3 +725,17 @@ tm_status tm__gq_rows_tq2_0(const tm_ggml_type_info *t, const float *x, const fl
     (void)imatrix;
     return run_blocks(tq2_0_block, t, x, NULL, b0, nb, y, bad_block, err);
 }
+
+#ifdef TM__GQ_HAVE_AVX2
+/* IQ3_XXS / IQ3_S with the scale trials in AVX2 lanes (tm__iq3_trials_avx2); the rest of each
+** block as above. The same bytes as the two functions above. */
+tm_status tm__gq_rows_iq3_xxs_avx2(const tm_ggml_type_info *t, const float *x, const float *imatrix, int64_t b0,
+                                   int64_t nb, uint8_t *y, int64_t *bad_block, tm_err *err) {
+    return run_iq3(256, tm__iq3_trials_avx2, t, x, imatrix, b0, nb, y, bad_block, err);
+}
+
+tm_status tm__gq_rows_iq3_s_avx2(const tm_ggml_type_info *t, const float *x, const float *imatrix, int64_t b0,
+                                 int64_t nb, uint8_t *y, int64_t *bad_block, tm_err *err) {
+    return run_iq3(512, tm__iq3_trials_avx2, t, x, imatrix, b0, nb, y, bad_block, err);
+}
+#endif

@@ -91,6 +91,9 @@ static int best_neighbour(const tm__iq2_tab *t, int u, const float *xval, const 
     return gi;
 }
 
+/* The search of t (its SIMD variant where the tables name one). */
+#define BEST_NEIGHBOUR(t, ...) ((t)->best ? (t)->best : best_neighbour)((t), __VA_ARGS__)
+
 /* Fold the signs of 8 values into xval (|x|) and return the 7 stored sign bits; an odd count of
 ** negatives flips the value with the least w x^2 back (the first on ties). */
 static uint8_t fold_signs8(const float *xb, const float *w, float *xval) {
@@ -244,7 +247,7 @@ int64_t tm__gq_iq2_xxs(const tm__iq2_tab *t, const float *x, uint8_t *y, int64_t
                         Laux[8 * k + i] = (int8_t)imax(0, imin(kMaxQ - 1, l));
                     }
                     const int u = key8(Laux + 8 * k);
-                    if (t->map[u] < 0) best_neighbour(t, u, xval + 8 * k, waux + 8 * k, this_scale, Laux + 8 * k);
+                    if (t->map[u] < 0) BEST_NEIGHBOUR(t, u, xval + 8 * k, waux + 8 * k, this_scale, Laux + 8 * k);
                 }
                 float sumqx, sumq2;
                 fit_sums(32, weight, xval, Laux, &sumqx, &sumq2);
@@ -264,7 +267,7 @@ int64_t tm__gq_iq2_xxs(const tm__iq2_tab *t, const float *x, uint8_t *y, int64_t
                     }
                     const int u = key8(Lk);
                     int32_t gi = t->map[u];
-                    if (gi < 0) gi = best_neighbour(t, u, xval + 8 * k, waux + 8 * k, scale, L + 8 * k);
+                    if (gi < 0) gi = BEST_NEIGHBOUR(t, u, xval + 8 * k, waux + 8 * k, scale, L + 8 * k);
                     const int8_t *pg = t->pos[gi];
                     for (int i = 0; i < 8; i++) L[8 * k + i] = (int8_t)((pg[i] - 1) / 2);
                 }
@@ -323,7 +326,7 @@ static float search16(const tm__iq2_tab *t, const float *weight, const float *wa
             on_grid_aux[k] = 1;
             if (t->map[u] < 0) {
                 on_grid_aux[k] = 0;
-                best_neighbour(t, u, xval + 8 * k, waux + 8 * k, this_scale, Laux + 8 * k);
+                BEST_NEIGHBOUR(t, u, xval + 8 * k, waux + 8 * k, this_scale, Laux + 8 * k);
             }
         }
         float sumqx, sumq2;
@@ -346,7 +349,7 @@ static float search16(const tm__iq2_tab *t, const float *weight, const float *wa
                 L[8 * k + i] = (int8_t)l;
             }
             const int u = key8(L + 8 * k);
-            if (t->map[u] < 0) best_neighbour(t, u, xval + 8 * k, waux + 8 * k, scale, L + 8 * k);
+            if (t->map[u] < 0) BEST_NEIGHBOUR(t, u, xval + 8 * k, waux + 8 * k, scale, L + 8 * k);
         }
         float sumqx, sumq2;
         fit_sums(16, weight, xval, L, &sumqx, &sumq2);
@@ -517,6 +520,41 @@ static int best_neighbour1(const tm__iq2_tab *t, int32_t m, const float *xval, c
     return gi;
 }
 
+/* IQ1_S's search of one sub-block of 32 over the two boundaries (i1, i2) splitting the sorted
+** values into the levels -1, 0, 1 with the delta +-1/8 (shift +1: x_p, -1: x_m), from the prefix
+** sums sumx / sumw [33] of the sorted values: each split and shift kept when sumq2 > 0 and
+** sumqx^2 > best sumq2 (best = scale sumqx, from -FLT_MAX), in the order (i1, i2, +1, -1). On the
+** last kept one: *scale, *bi1, *bi2, *bshift; none kept leaves them. tm__iq2_tab.iq1s_splits may
+** name a SIMD variant with the same results. */
+static void iq1s_splits(const float *sumx, const float *sumw, float *scale, int *bi1, int *bi2, int *bshift) {
+    enum { BS = 32 };
+    const float x_p[3] = {-1 + IQ1S_DELTA, IQ1S_DELTA, 1 + IQ1S_DELTA};
+    const float x_m[3] = {-1 - IQ1S_DELTA, -IQ1S_DELTA, 1 - IQ1S_DELTA};
+    float best_score = -FLT_MAX;
+    for (int i1 = 0; i1 <= BS; ++i1) {
+        for (int i2 = i1; i2 <= BS; ++i2) {
+            float sumqx = (sumx[i1] - sumx[0]) * x_p[0] + (sumx[i2] - sumx[i1]) * x_p[1] +
+                          (sumx[BS] - sumx[i2]) * x_p[2];
+            float sumq2 = (sumw[i1] - sumw[0]) * x_p[0] * x_p[0] +
+                          (sumw[i2] - sumw[i1]) * x_p[1] * x_p[1] +
+                          (sumw[BS] - sumw[i2]) * x_p[2] * x_p[2];
+            if (sumq2 > 0 && sumqx * sumqx > best_score * sumq2) {
+                *scale = sumqx / sumq2; best_score = *scale * sumqx;
+                *bi1 = i1; *bi2 = i2; *bshift = 1;
+            }
+            sumqx = (sumx[i1] - sumx[0]) * x_m[0] + (sumx[i2] - sumx[i1]) * x_m[1] +
+                    (sumx[BS] - sumx[i2]) * x_m[2];
+            sumq2 = (sumw[i1] - sumw[0]) * x_m[0] * x_m[0] +
+                    (sumw[i2] - sumw[i1]) * x_m[1] * x_m[1] +
+                    (sumw[BS] - sumw[i2]) * x_m[2] * x_m[2];
+            if (sumq2 > 0 && sumqx * sumqx > best_score * sumq2) {
+                *scale = sumqx / sumq2; best_score = *scale * sumqx;
+                *bi1 = i1; *bi2 = i2; *bshift = -1;
+            }
+        }
+    }
+}
+
 int64_t tm__gq_iq1_s(const tm__iq2_tab *t, const float *x, uint8_t *y, int64_t n, const float *qw) {
     enum { BS = 32 };
     const float x_p[3] = {-1 + IQ1S_DELTA, IQ1S_DELTA, 1 + IQ1S_DELTA};
@@ -552,30 +590,9 @@ int64_t tm__gq_iq1_s(const tm__iq2_tab *t, const float *x, uint8_t *y, int64_t n
                 sumx[j + 1] = sumx[j] + weight[i] * xb[i];
                 sumw[j + 1] = sumw[j] + weight[i];
             }
-            float best_score = -FLT_MAX, scale = max;
+            float scale = max;
             int besti1 = -1, besti2 = -1, best_shift = 0;
-            for (int i1 = 0; i1 <= BS; ++i1) {
-                for (int i2 = i1; i2 <= BS; ++i2) {
-                    float sumqx = (sumx[i1] - sumx[0]) * x_p[0] + (sumx[i2] - sumx[i1]) * x_p[1] +
-                                  (sumx[BS] - sumx[i2]) * x_p[2];
-                    float sumq2 = (sumw[i1] - sumw[0]) * x_p[0] * x_p[0] +
-                                  (sumw[i2] - sumw[i1]) * x_p[1] * x_p[1] +
-                                  (sumw[BS] - sumw[i2]) * x_p[2] * x_p[2];
-                    if (sumq2 > 0 && sumqx * sumqx > best_score * sumq2) {
-                        scale = sumqx / sumq2; best_score = scale * sumqx;
-                        besti1 = i1; besti2 = i2; best_shift = 1;
-                    }
-                    sumqx = (sumx[i1] - sumx[0]) * x_m[0] + (sumx[i2] - sumx[i1]) * x_m[1] +
-                            (sumx[BS] - sumx[i2]) * x_m[2];
-                    sumq2 = (sumw[i1] - sumw[0]) * x_m[0] * x_m[0] +
-                            (sumw[i2] - sumw[i1]) * x_m[1] * x_m[1] +
-                            (sumw[BS] - sumw[i2]) * x_m[2] * x_m[2];
-                    if (sumq2 > 0 && sumqx * sumqx > best_score * sumq2) {
-                        scale = sumqx / sumq2; best_score = scale * sumqx;
-                        besti1 = i1; besti2 = i2; best_shift = -1;
-                    }
-                }
-            }
+            (t->iq1s_splits ? t->iq1s_splits : iq1s_splits)(sumx, sumw, &scale, &besti1, &besti2, &best_shift);
             if (besti1 < 0 || besti2 < 0 || best_shift == 0) {
                 scales[ib] = 0;
                 shifts[ib] = 1;
@@ -806,8 +823,8 @@ int64_t tm__gq_iq1_m(const tm__iq2_tab *t, const float *x, uint8_t *y, int64_t n
 
 /* ---- rows of the type table (ggml_traits.h) --------------------------------------------- */
 
-tm_status tm__gq_rows_iq2w(const tm_ggml_type_info *t, const float *x, int64_t b0, int64_t nb,
-                           uint8_t *y, const float *qw, int64_t *bad_block, tm_err *err) {
+static tm_status rows_iq2(const tm_ggml_type_info *t, const float *x, int64_t b0, int64_t nb, uint8_t *y,
+                          const float *qw, int64_t *bad_block, int simd, tm_err *err) {
     int g;
     int64_t (*fn)(const tm__iq2_tab *, const float *, uint8_t *, int64_t, const float *);
     int need_w = 1;
@@ -825,6 +842,17 @@ tm_status tm__gq_rows_iq2w(const tm_ggml_type_info *t, const float *x, int64_t b
                            "%s needs an importance matrix (llama.cpp: \"missing quantization weights\")", t->name);
     const tm__iq2_tab *tab = tm__iq2_tab_get(g);
     if (!tab) return tm__err_set(err, TM_E_NOMEM, -1, "%s: cannot build the grid search tables", t->name);
+    tm__iq2_tab view = *tab;
+#ifdef TM__GQ_HAVE_AVX2
+    if (simd) {
+        view.best = tm__iq2_best_avx2;
+        view.iq1s_splits = tm__iq1s_splits_avx2;
+        tab = &view;
+    }
+#else
+    (void)simd;
+    (void)view;
+#endif
     if (nb <= b0) return TM_OK;
     const int64_t v0 = b0 * QK_K;
     const int64_t bad = fn(tab, x + v0, y + b0 * t->type_size, (nb - b0) * QK_K, qw ? qw + v0 : NULL);
@@ -836,7 +864,22 @@ tm_status tm__gq_rows_iq2w(const tm_ggml_type_info *t, const float *x, int64_t b
     return TM_OK;
 }
 
+tm_status tm__gq_rows_iq2w(const tm_ggml_type_info *t, const float *x, int64_t b0, int64_t nb,
+                           uint8_t *y, const float *qw, int64_t *bad_block, tm_err *err) {
+    return rows_iq2(t, x, b0, nb, y, qw, bad_block, 0, err);
+}
+
 tm_status tm__gq_rows_iq2(const tm_ggml_type_info *t, const float *x, const float *imatrix,
                           int64_t b0, int64_t nb, uint8_t *y, int64_t *bad_block, tm_err *err) {
-    return tm__gq_rows_iq2w(t, x, b0, nb, y, imatrix, bad_block, err);
+    return rows_iq2(t, x, b0, nb, y, imatrix, bad_block, 0, err);
 }
+
+#ifdef TM__GQ_HAVE_AVX2
+/* The same with the best-neighbour search of IQ2_XXS / IQ2_XS / IQ2_S (tm__iq2_best_avx2) and
+** IQ1_S's split search (tm__iq1s_splits_avx2) in AVX2 lanes; IQ1_M runs the scalar code. Same
+** bytes. */
+tm_status tm__gq_rows_iq2_avx2(const tm_ggml_type_info *t, const float *x, const float *imatrix,
+                               int64_t b0, int64_t nb, uint8_t *y, int64_t *bad_block, tm_err *err) {
+    return rows_iq2(t, x, b0, nb, y, imatrix, bad_block, 1, err);
+}
+#endif

@@ -17,7 +17,8 @@
 **                 (pos - (2 l_k + 1))^2 is one of the `nwant` smallest distinct distances (2 for
 **                 IQ2_XXS/XS, 1 for IQ2_S, 3 for IQ1), ordered by (distance, grid index). */
 #define TM__IQ2_KMAP 43692
-typedef struct tm__iq2_tab {
+typedef struct tm__iq2_tab tm__iq2_tab;
+struct tm__iq2_tab {
     int            ngrid;
     const int8_t (*pos)[8];
     const int32_t *map;
@@ -27,7 +28,13 @@ typedef struct tm__iq2_tab {
     ** n8 = n rounded up to 8, tq[tqo[u] + k n8 + j] = pos[neighbour j][k] */
     const int8_t   *tq;
     const uint32_t *tqo;
-} tm__iq2_tab;
+    /* NULL (the built tables): the scalar best-neighbour search of ggml_quant_iq2.c; a copy of
+    ** the tables may name a SIMD variant with the same results (tm__iq2_best_avx2) */
+    int (*best)(const tm__iq2_tab *t, int u, const float *xval, const float *w, float scale, int8_t *L);
+    /* NULL: IQ1_S's scalar split search (iq1s_splits of ggml_quant_iq2.c), else a SIMD variant
+    ** with the same results (tm__iq1s_splits_avx2) */
+    void (*iq1s_splits)(const float *sumx, const float *sumw, float *scale, int *bi1, int *bi2, int *bshift);
+};
 
 /* Which grid: the four 8-value grids of the five types (IQ1_S and IQ1_M share one). */
 enum { TM__IQ2_GRID_XXS = 0, TM__IQ2_GRID_XS = 1, TM__IQ2_GRID_S = 2, TM__IQ2_GRID_1S = 3 };
@@ -57,6 +64,16 @@ int64_t tm__gq_iq1_m(const tm__iq2_tab *tab, const float *x, uint8_t *y, int64_t
 struct tm_ggml_type_info;
 tm_status tm__gq_rows_iq2w(const struct tm_ggml_type_info *t, const float *x, int64_t b0, int64_t nb,
                            uint8_t *y, const float *qw, int64_t *bad_block, tm_err *err);
+/* iq2_find_best_neighbour of off-grid key u (8 values xval, weights w) at `scale`, with the
+** candidates in AVX2 lanes (ggml_quant_iq_avx2.c): the grid index, its levels into L, exactly
+** as the scalar search. */
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+int tm__iq2_best_avx2(const tm__iq2_tab *t, int u, const float *xval, const float *w, float scale, int8_t *L);
+/* iq1s_splits with 8 values of i2 in AVX2 lanes: a chunk none of whose 16 candidates passes the
+** test against the running best is skipped (the scalar walk would keep nothing in it), any
+** other replayed in order from the lanes' sums. */
+void tm__iq1s_splits_avx2(const float *sumx, const float *sumw, float *scale, int *bi1, int *bi2, int *bshift);
+#endif
 /* The same with the table's signature (ggml_traits.h tm__gq_rows_fn: imatrix before b0). */
 tm_status tm__gq_rows_iq2(const struct tm_ggml_type_info *t, const float *x, const float *imatrix,
                           int64_t b0, int64_t nb, uint8_t *y, int64_t *bad_block, tm_err *err);

@@ -171,6 +171,26 @@ tm_status tm__gq_rows_q4_1_avx2(const tm_ggml_type_info *, const float *, const 
                            int64_t *, tm_err *);
 tm_status tm__gq_rows_q5_1_avx2(const tm_ggml_type_info *, const float *, const float *, int64_t, int64_t, uint8_t *,
                            int64_t *, tm_err *);
+/* IQ4_NL / IQ4_XS with the scale search's 16 trials in AVX2 lanes (ggml_quant_iq_avx2.c), with
+** and without importance matrix; the same bytes as tm__gq_rows_iq4_nl / tm__gq_rows_iq4_xs. */
+tm_status tm__gq_rows_iq4_nl_avx2(const tm_ggml_type_info *, const float *, const float *, int64_t, int64_t, uint8_t *,
+                           int64_t *, tm_err *);
+tm_status tm__gq_rows_iq4_xs_avx2(const tm_ggml_type_info *, const float *, const float *, int64_t, int64_t, uint8_t *,
+                           int64_t *, tm_err *);
+/* IQ3_XXS / IQ3_S with the scale trials in AVX2 lanes (tm__iq3_trials_avx2, ggml_quant_iq.c). */
+tm_status tm__gq_rows_iq3_xxs_avx2(const tm_ggml_type_info *, const float *, const float *, int64_t, int64_t, uint8_t *,
+                           int64_t *, tm_err *);
+tm_status tm__gq_rows_iq3_s_avx2(const tm_ggml_type_info *, const float *, const float *, int64_t, int64_t, uint8_t *,
+                           int64_t *, tm_err *);
+/* TQ1_0 / TQ2_0 with the trits in AVX2 lanes (ggml_quant_iq_avx2.c). */
+tm_status tm__gq_rows_tq1_0_avx2(const tm_ggml_type_info *, const float *, const float *, int64_t, int64_t, uint8_t *,
+                           int64_t *, tm_err *);
+tm_status tm__gq_rows_tq2_0_avx2(const tm_ggml_type_info *, const float *, const float *, int64_t, int64_t, uint8_t *,
+                           int64_t *, tm_err *);
+/* IQ2_XXS / IQ2_XS / IQ2_S / IQ1_S / IQ1_M with the IQ2 best-neighbour search in AVX2 lanes
+** (ggml_quant_iq2.c, tm__iq2_best_avx2); the same bytes as tm__gq_rows_iq2. */
+tm_status tm__gq_rows_iq2_avx2(const tm_ggml_type_info *, const float *, const float *, int64_t, int64_t, uint8_t *,
+                           int64_t *, tm_err *);
 /* Q6_K with the AVX2 scale search and final codes, measuring the error as it makes them
 ** (ggml_quant.c); tm__gq_q8_0_avx2 / tm__gq_q4_0_avx2 (ggml_quant_avx2.c) are the others of
 ** the quantize_err column. */

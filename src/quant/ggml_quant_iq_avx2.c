@@ -1,0 +1,641 @@
+/*
+** ggml_quant_iq_avx2.c: AVX2 variants of the IQ4_NL, IQ4_XS, IQ3_XXS, IQ3_S, TQ1_0 and TQ2_0
+** quantizers of ggml_quant_iq.c
+** (the scalar specification, byte for byte llama-quantize's quantize_iq4_nl / quantize_iq4_xs
+** at c392e509). Compiled for every x86-64 build with __attribute__((target("avx2"))) (never
+** -march, never FMA); reached only through the type table's quantize_simd column, which
+** ggml_row.c takes with a kernel set whose ggml_simd is set ("avx2", "avx512": the CPU checked
+** at run time, kernels.c).
+**
+** Same bytes as the scalar code because every lane does the scalar float32 arithmetic:
+**   - the scale search of a sub-block of 32 (iq4_subblock_scale): its 16 trial inverse scales
+**     (the first fit's 1/d, then (t - 127)/max for t = -7..7) sit in the 16 lanes of two
+**     registers; every lane walks j = 0..31 in order and accumulates sumqx += (w q) x and
+**     sumq2 += (w q) q as the scalar loop does (no reduction is reordered, no product fused);
+**     the choice among the trials then runs in scalar code in the reference's order;
+**   - the nearest code (best_index_int8 on kvalues_iq4nl): the bracket v[lo] <= x < v[lo+1]
+**     by a 4-step bisection on lane-wise table look-ups (vpermps), then the same comparison
+**     x - v[lo] < v[lo+1] - x as the scalar iq4_index; x is first clamped to v[15] with
+**     min(x, 113), which maps NaN and +inf to 15 as the scalar code does;
+**   - the weights qw sqrt(sigma2 + x^2) (correctly rounded square roots) or x^2.
+** IQ3_XXS / IQ3_S (tm__iq3_trials_avx2): the scale trials 8 to a register, each lane the scalar
+** trial; the best neighbour of an off-grid key with the rows of its list in lanes.
+** IQ2_XXS / IQ2_XS / IQ2_S (tm__iq2_best_avx2): the best neighbour with the candidates in lanes.
+** IQ1_S (tm__iq1s_splits_avx2): the split search, 8 values of i2 in lanes.
+** TQ1_0 / TQ2_0: the block maximum and the trits 8 to a register, the packing on bytes.
+** tests/unit/test_gguf_iq_simd.c compares the two paths on random and edge rows.
+*/
+#include "core/core.h"
+#include "ggml_traits.h"
+#include "ggml_quant_iq.h"
+#include "ggml_quant_iq2.h"
+
+#include <float.h>
+#include <pthread.h>
+#include <stdlib.h>
+
+#ifdef TM__GQ_HAVE_AVX2
+#include <immintrin.h>
+#include <math.h>
+
+#define TM_AVX2 __attribute__((target("avx2")))
+#define TM_INLINE static inline __attribute__((always_inline))
+#define QK_K 256
+#define GROUP_MAX_EPS 1e-15f /* as ggml_quant_iq.c */
+
+/* kvalues_iq4nl (ggml-common.h) as float32. */
+static const float kv[16] = {-127.f, -104.f, -83.f, -65.f, -49.f, -35.f, -22.f, -10.f,
+                             1.f,    13.f,   25.f,  38.f,  53.f,  69.f,  89.f,  113.f};
+
+/* The look-up tables of the bisection, each indexed lane-wise by vpermps (low 3 bits). */
+typedef struct iq4_lut {
+    __m256 lo, hi;   /* v[0..7], v[8..15]                                              */
+    __m256 nlo, nhi; /* v[1..8], v[9..15] and 256 (above every clamped x)              */
+    __m256 s3;       /* step 3, indexed by lo/2 (lo in {0,4,8,12}): v[lo + 2]          */
+    __m256 s4;       /* step 4, indexed by lo/2 (lo even): v[lo + 1]                   */
+    __m256 v4, v8, v12, vmax;
+} iq4_lut;
+
+TM_AVX2 TM_INLINE void iq4_lut_init(iq4_lut *t) {
+    t->lo = _mm256_loadu_ps(kv);
+    t->hi = _mm256_loadu_ps(kv + 8);
+    t->nlo = _mm256_loadu_ps(kv + 1);
+    t->nhi = _mm256_setr_ps(kv[9], kv[10], kv[11], kv[12], kv[13], kv[14], kv[15], 256.f);
+    t->s3 = _mm256_setr_ps(kv[2], 0, kv[6], 0, kv[10], 0, kv[14], 0);
+    t->s4 = _mm256_setr_ps(kv[1], kv[3], kv[5], kv[7], kv[9], kv[11], kv[13], kv[15]);
+    t->v4 = _mm256_set1_ps(kv[4]);
+    t->v8 = _mm256_set1_ps(kv[8]);
+    t->v12 = _mm256_set1_ps(kv[12]);
+    t->vmax = _mm256_set1_ps(kv[15]);
+}
+
+/* The nearest code of each lane of x (as iq4_index): its value into *q, its index returned. */
+TM_AVX2 TM_INLINE __m256i iq4_nearest(const iq4_lut *t, __m256 x, __m256 *q) {
+    x = _mm256_min_ps(x, t->vmax); /* x < 113 ? x : 113: NaN and x >= 113 -> 113 */
+    const __m256 m8 = _mm256_cmp_ps(x, t->v8, _CMP_GE_OQ);
+    __m256i lo = _mm256_and_si256(_mm256_castps_si256(m8), _mm256_set1_epi32(8));
+    const __m256 m4 = _mm256_cmp_ps(x, _mm256_blendv_ps(t->v4, t->v12, m8), _CMP_GE_OQ);
+    lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_castps_si256(m4), _mm256_set1_epi32(4)));
+    const __m256 m2 = _mm256_cmp_ps(x, _mm256_permutevar8x32_ps(t->s3, _mm256_srli_epi32(lo, 1)), _CMP_GE_OQ);
+    lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_castps_si256(m2), _mm256_set1_epi32(2)));
+    const __m256 m1 = _mm256_cmp_ps(x, _mm256_permutevar8x32_ps(t->s4, _mm256_srli_epi32(lo, 1)), _CMP_GE_OQ);
+    lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_castps_si256(m1), _mm256_set1_epi32(1)));
+    const __m256 vlo = _mm256_blendv_ps(_mm256_permutevar8x32_ps(t->lo, lo), _mm256_permutevar8x32_ps(t->hi, lo), m8);
+    const __m256 vhi = _mm256_blendv_ps(_mm256_permutevar8x32_ps(t->nlo, lo), _mm256_permutevar8x32_ps(t->nhi, lo), m8);
+    const __m256 below = _mm256_cmp_ps(_mm256_sub_ps(x, vlo), _mm256_sub_ps(vhi, x), _CMP_LT_OQ);
+    *q = _mm256_blendv_ps(vhi, vlo, below);
+    /* lo + 1, less one where the lower value is nearer (below is -1 there) */
+    return _mm256_add_epi32(_mm256_add_epi32(lo, _mm256_set1_epi32(1)), _mm256_castps_si256(below));
+}
+
+/* iq4_subblock_scale (ggml_quant_iq.c) with the 16 trials in lanes. */
+TM_AVX2 static float iq4_scale_avx2(const iq4_lut *t, const float *xb, const float *w) {
+    float amax = 0, max = 0;
+    for (int j = 0; j < 32; j++) {
+        float ax = fabsf(xb[j]);
+        if (ax > amax) {
+            amax = ax;
+            max = xb[j];
+        }
+    }
+    if (amax < GROUP_MAX_EPS) return 0.0f;
+    float ids[16];
+    ids[0] = 1 / (-max / kv[0]);
+    for (int itry = -7; itry <= 7; itry++) ids[itry + 8] = (itry + kv[0]) / max;
+    const __m256 ida = _mm256_loadu_ps(ids), idb = _mm256_loadu_ps(ids + 8);
+    __m256 qxa = _mm256_setzero_ps(), q2a = qxa, qxb = qxa, q2b = qxa;
+    for (int j = 0; j < 32; j++) {
+        const __m256 xj = _mm256_set1_ps(xb[j]), wj = _mm256_set1_ps(w[j]);
+        __m256 qa, qb;
+        (void)iq4_nearest(t, _mm256_mul_ps(ida, xj), &qa);
+        (void)iq4_nearest(t, _mm256_mul_ps(idb, xj), &qb);
+        const __m256 wqa = _mm256_mul_ps(wj, qa), wqb = _mm256_mul_ps(wj, qb);
+        qxa = _mm256_add_ps(qxa, _mm256_mul_ps(wqa, xj));
+        q2a = _mm256_add_ps(q2a, _mm256_mul_ps(wqa, qa));
+        qxb = _mm256_add_ps(qxb, _mm256_mul_ps(wqb, xj));
+        q2b = _mm256_add_ps(q2b, _mm256_mul_ps(wqb, qb));
+    }
+    float sqx[16], sq2[16];
+    _mm256_storeu_ps(sqx, qxa);
+    _mm256_storeu_ps(sqx + 8, qxb);
+    _mm256_storeu_ps(sq2, q2a);
+    _mm256_storeu_ps(sq2 + 8, q2b);
+    float d = sqx[0] / sq2[0];
+    float best = d * sqx[0];
+    for (int k = 1; k < 16; k++)
+        if (sq2[k] > 0 && sqx[k] * sqx[k] > best * sq2[k]) {
+            d = sqx[k] / sq2[k];
+            best = d * sqx[k];
+        }
+    return d;
+}
+
+/* The codes of 32 values x at inverse scale id, packed as IQ4_NL's qs (code j in the low
+** nibble of byte j, code j + 16 in its high nibble). */
+TM_AVX2 TM_INLINE void iq4_codes_avx2(const iq4_lut *t, const float *x, float id, uint8_t *qs) {
+    const __m256 idv = _mm256_set1_ps(id);
+    __m256 q;
+    const __m256i c0 = iq4_nearest(t, _mm256_mul_ps(idv, _mm256_loadu_ps(x)), &q);
+    const __m256i c1 = iq4_nearest(t, _mm256_mul_ps(idv, _mm256_loadu_ps(x + 8)), &q);
+    const __m256i c2 = iq4_nearest(t, _mm256_mul_ps(idv, _mm256_loadu_ps(x + 16)), &q);
+    const __m256i c3 = iq4_nearest(t, _mm256_mul_ps(idv, _mm256_loadu_ps(x + 24)), &q);
+    const __m256i b0 = _mm256_or_si256(c0, _mm256_slli_epi32(c2, 4)); /* bytes 0..7  */
+    const __m256i b1 = _mm256_or_si256(c1, _mm256_slli_epi32(c3, 4)); /* bytes 8..15 */
+    /* 16 int32 (each < 256) -> 16 bytes in order */
+    const __m256i w16 = _mm256_permute4x64_epi64(_mm256_packus_epi32(b0, b1), 0xd8);
+    const __m128i p = _mm_packus_epi16(_mm256_castsi256_si128(w16), _mm256_extracti128_si256(w16, 1));
+    _mm_storeu_si128((__m128i *)qs, p);
+}
+
+/* The weights of 32 values (subblock_weights of ggml_quant_iq.c). */
+TM_AVX2 TM_INLINE void iq4_weights_avx2(const float *xb, const float *qw, float sigma2, float *w) {
+    const __m256 s2 = _mm256_set1_ps(sigma2);
+    for (int j = 0; j < 32; j += 8) {
+        const __m256 x = _mm256_loadu_ps(xb + j), x2 = _mm256_mul_ps(x, x);
+        const __m256 v = qw ? _mm256_mul_ps(_mm256_loadu_ps(qw + j), _mm256_sqrt_ps(_mm256_add_ps(s2, x2))) : x2;
+        _mm256_storeu_ps(w + j, v);
+    }
+}
+
+/* f16 of f at p, or TM_E_RANGE where it overflows (put_f16 of ggml_quant_iq.c). */
+static tm_status put_f16(uint8_t *p, float f, int64_t blk, tm_err *err) {
+    uint16_t h = tm_f32_to_f16(f);
+    if ((h & 0x7c00u) == 0x7c00u && (h & 0x03ffu) == 0)
+        return tm__err_set(err, TM_E_RANGE, -1, "block %lld: d = %g does not fit float16 (largest 65504)",
+                           (long long)blk, (double)f);
+    tm__st16(p, h);
+    return TM_OK;
+}
+
+static inline int nearest_int(float fval) {
+    float val = fval + 12582912.f;
+    int32_t i;
+    memcpy(&i, &val, sizeof i);
+    return (i & 0x007fffff) - 0x00400000;
+}
+
+/* iq4_nl_block of ggml_quant_iq.c. */
+TM_AVX2 static tm_status iq4_nl_block_avx2(const iq4_lut *t, const float *x, const float *qw, uint8_t *y,
+                                           int64_t blk, tm_err *err) {
+    float w[32];
+    float sigma2 = 0;
+    for (int j = 0; j < 32; j++) sigma2 += x[j] * x[j];
+    sigma2 *= 2.f / 32;
+    iq4_weights_avx2(x, qw, sigma2, w);
+    float d = iq4_scale_avx2(t, x, w);
+    if (!isfinite(d)) d = 0.0f; /* the scalar code's deviation (docs/gguf-quantize.md) */
+    tm_status st = put_f16(y, d, blk, err);
+    if (st) return st;
+    float id = d ? 1 / d : 0;
+    if (isinf(id)) id = 0;
+    iq4_codes_avx2(t, x, id, y + 2);
+    return TM_OK;
+}
+
+/* iq4_xs_block of ggml_quant_iq.c. */
+TM_AVX2 static tm_status iq4_xs_block_avx2(const iq4_lut *t, const float *x, const float *qw, uint8_t *y,
+                                           int64_t blk, tm_err *err) {
+    float scales[8], w[32];
+    float sigma2 = 0;
+    for (int j = 0; j < QK_K; j++) sigma2 += x[j] * x[j];
+    sigma2 *= 2.f / QK_K;
+    float max_scale = 0, amax_scale = 0;
+    for (int ib = 0; ib < 8; ib++) {
+        iq4_weights_avx2(x + 32 * ib, qw ? qw + 32 * ib : NULL, sigma2, w);
+        scales[ib] = iq4_scale_avx2(t, x + 32 * ib, w);
+        float ad = fabsf(scales[ib]);
+        if (ad > amax_scale) {
+            amax_scale = ad;
+            max_scale = scales[ib];
+        }
+    }
+    const float d = -max_scale / 32;
+    tm_status st = put_f16(y, d, blk, err);
+    if (st) return st;
+    const float id = d ? 1 / d : 0.f;
+    uint16_t sh = 0;
+    uint8_t *sl = y + 4, *qs = y + 8;
+    memset(sl, 0, 4);
+    for (int ib = 0; ib < 8; ib++) {
+        int l = nearest_int(id * scales[ib]);
+        l = l < -32 ? -32 : l > 31 ? 31 : l;
+        float dl = d * l;
+        float idl = dl ? 1 / dl : 0.f;
+        iq4_codes_avx2(t, x + 32 * ib, idl, qs + 16 * ib);
+        l += 32;
+        sl[ib / 2] |= (uint8_t)((l & 0xf) << 4 * (ib % 2));
+        sh |= (uint16_t)((l >> 4) << 2 * ib);
+    }
+    tm__st16(y + 2, sh);
+    return TM_OK;
+}
+
+TM_AVX2 tm_status tm__gq_rows_iq4_nl_avx2(const tm_ggml_type_info *ti, const float *x, const float *imatrix,
+                                          int64_t b0, int64_t nb, uint8_t *y, int64_t *bad_block, tm_err *err) {
+    iq4_lut t;
+    iq4_lut_init(&t);
+    for (int64_t b = b0; b < nb; b++) {
+        tm_status st = iq4_nl_block_avx2(&t, x + b * 32, imatrix ? imatrix + b * 32 : NULL,
+                                         y + (size_t)b * ti->type_size, b, err);
+        if (st) {
+            if (bad_block) *bad_block = b;
+            return st;
+        }
+    }
+    return TM_OK;
+}
+
+TM_AVX2 tm_status tm__gq_rows_iq4_xs_avx2(const tm_ggml_type_info *ti, const float *x, const float *imatrix,
+                                          int64_t b0, int64_t nb, uint8_t *y, int64_t *bad_block, tm_err *err) {
+    iq4_lut t;
+    iq4_lut_init(&t);
+    for (int64_t b = b0; b < nb; b++) {
+        tm_status st = iq4_xs_block_avx2(&t, x + b * QK_K, imatrix ? imatrix + b * QK_K : NULL,
+                                         y + (size_t)b * ti->type_size, b, err);
+        if (st) {
+            if (bad_block) *bad_block = b;
+            return st;
+        }
+    }
+    return TM_OK;
+}
+/* ---------------------------------------------------------------------------------------- */
+/* IQ3_XXS / IQ3_S: the scale trials, 8 to a register                                        */
+/* ---------------------------------------------------------------------------------------- */
+
+/* The neighbour lists as candidate values side by side: for off-grid key u of grid g,
+** cq[off[u] + i * n8 + j] is the value 2l + 1 at position i (0..3) of the list's j-th row
+** (n8 = the list's length rounded up to 8; padding repeats the last row and is masked). Built
+** once per grid from tm__iq3_tables (thread-safe); NULL on allocation failure. */
+typedef struct iq3_cand {
+    int32_t off[4096];
+    int8_t *cq;
+} iq3_cand;
+
+static iq3_cand g_cand[2];
+static int g_cand_ok[2];
+static pthread_once_t g_cand_once[2] = {PTHREAD_ONCE_INIT, PTHREAD_ONCE_INIT};
+static const tm__iq3_tables *g_cand_src[2];
+
+static void cand_build(int which) {
+    const tm__iq3_tables *t = __atomic_load_n(&g_cand_src[which], __ATOMIC_ACQUIRE);
+    iq3_cand *c = &g_cand[which];
+    size_t total = 0;
+    for (int u = 0; u < 4096; u++)
+        if (t->map[u] < 0) total += 4 * (size_t)((t->nb[-t->map[u] - 1] + 7) & ~7);
+    c->cq = malloc(total ? total : 1);
+    if (!c->cq) return;
+    size_t at = 0;
+    for (int u = 0; u < 4096; u++) {
+        c->off[u] = -1;
+        if (t->map[u] >= 0) continue;
+        const uint16_t *nb = t->nb + (-t->map[u] - 1);
+        const int n = nb[0], n8 = (n + 7) & ~7;
+        c->off[u] = (int32_t)at;
+        for (int i = 0; i < 4; i++)
+            for (int j = 0; j < n8; j++) c->cq[at + (size_t)i * n8 + j] = t->grid[nb[1 + (j < n ? j : n - 1)]][i];
+        at += 4 * (size_t)n8;
+    }
+    g_cand_ok[which] = 1;
+}
+static void cand_once0(void) { cand_build(0); }
+static void cand_once1(void) { cand_build(1); }
+
+static const iq3_cand *cand_get(const tm__iq3_tables *t) {
+    const int which = t->rows == 256 ? 0 : 1;
+    __atomic_store_n(&g_cand_src[which], t, __ATOMIC_RELEASE); /* always the same tables: threads may race here */
+    pthread_once(&g_cand_once[which], which ? cand_once1 : cand_once0);
+    return g_cand_ok[which] ? &g_cand[which] : NULL;
+}
+
+/* iq3_best_neighbour (ggml_quant_iq.c) of off-grid key u with the list's rows in lanes: each
+** lane's d2 = sum over i = 0..3 of (waux_i (s q - x_i)) (s q - x_i) as the scalar loop, then the
+** first strict minimum below FLT_MAX (NaN never chosen), else the list's first row. */
+TM_AVX2 TM_INLINE int iq3_best_row_avx2(const tm__iq3_tables *t, const iq3_cand *c, int u, const __m256 *xi,
+                                        const __m256 *wa, float scale) {
+    const uint16_t *nb = t->nb + (-t->map[u] - 1);
+    const int n = nb[0], n8 = (n + 7) & ~7;
+    if (!c) { /* no candidate tables (out of memory): the scalar walk */
+        float bd = FLT_MAX, xs[4], ws[4];
+        int br = nb[1];
+        for (int i = 0; i < 4; i++) {
+            xs[i] = _mm256_cvtss_f32(xi[i]);
+            ws[i] = _mm256_cvtss_f32(wa[i]);
+        }
+        for (int j = 1; j <= n; j++) {
+            float d2 = 0;
+            for (int i = 0; i < 4; i++) {
+                float diff = scale * t->gridf[nb[j]][i] - xs[i];
+                d2 += ws[i] * diff * diff;
+            }
+            if (d2 < bd) {
+                bd = d2;
+                br = nb[j];
+            }
+        }
+        return br;
+    }
+    const int8_t *cq = c->cq + c->off[u];
+    const __m256 s = _mm256_set1_ps(scale), inf = _mm256_set1_ps(INFINITY);
+    float best_d2 = FLT_MAX;
+    int best = 0;
+    for (int j0 = 0; j0 < n8; j0 += 8) {
+        __m256 d2 = _mm256_setzero_ps();
+        for (int i = 0; i < 4; i++) {
+            const __m128i b8 = _mm_loadl_epi64((const __m128i *)(cq + (size_t)i * n8 + j0));
+            const __m256 q = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b8));
+            const __m256 diff = _mm256_sub_ps(_mm256_mul_ps(s, q), xi[i]);
+            d2 = _mm256_add_ps(d2, _mm256_mul_ps(_mm256_mul_ps(wa[i], diff), diff));
+        }
+        const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+        const __m256 live = _mm256_and_ps(_mm256_cmp_ps(d2, d2, _CMP_ORD_Q),
+                                          _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(n - j0), lane)));
+        d2 = _mm256_blendv_ps(inf, d2, live);
+        __m256 m = _mm256_min_ps(d2, _mm256_permute2f128_ps(d2, d2, 1));
+        m = _mm256_min_ps(m, _mm256_shuffle_ps(m, m, _MM_SHUFFLE(1, 0, 3, 2)));
+        m = _mm256_min_ps(m, _mm256_shuffle_ps(m, m, _MM_SHUFFLE(2, 3, 0, 1)));
+        const float mn = _mm256_cvtss_f32(m);
+        if (mn < best_d2) {
+            best_d2 = mn;
+            best = j0 + __builtin_ctz((unsigned)_mm256_movemask_ps(_mm256_cmp_ps(d2, m, _CMP_EQ_OQ)));
+        }
+    }
+    return nb[1 + best];
+}
+
+/* tm__iq3_trials_fn (ggml_quant_iq.h) with trial is = -nis + 8 v + lane in lane `lane` of
+** register v (the last register's spare lanes repeat trial nis and are never chosen). Each lane
+** does the scalar trial: levels clamp(nearest_int(0.5 (id x - 1)), 0, 7) by the float adder's
+** rounding, the key's row (vpgatherdd from map), for lanes off the grid the best neighbour
+** (iq3_best_row_avx2: the list's rows in lanes), then sumqx += (w x) q and sumq2 += (w q) q over
+** the 32 values in index order. The choice among the trials runs in scalar code in trial order. */
+TM_AVX2 void tm__iq3_trials_avx2(const tm__iq3_tables *t, const float *xval, const float *weight,
+                                 const float *waux, float max, int nis, float *scale, int8_t *L, bool *on) {
+    const int ntr = 2 * nis + 1, nv = (ntr + 7) / 8;
+    float ids[32], scs[32], sqx[32], sq2[32];
+    int32_t rows[4][8][8], offs[4][8][8]; /* [register][group][lane] */
+    for (int k = 0; k < 8 * nv; k++) {
+        const int is = k < ntr ? -nis + k : nis;
+        ids[k] = (15 + is * 0.2f) / max;
+        scs[k] = 1 / ids[k];
+    }
+    const __m256 half = _mm256_set1_ps(0.5f), one = _mm256_set1_ps(1.0f), magic = _mm256_set1_ps(12582912.f);
+    const __m256i mant = _mm256_set1_epi32(0x007fffff), bias = _mm256_set1_epi32(0x00400000);
+    const __m256i zero = _mm256_setzero_si256(), seven = _mm256_set1_epi32(7);
+    const iq3_cand *c = cand_get(t);
+    for (int v = 0; v < nv; v++) {
+        const __m256 idv = _mm256_loadu_ps(ids + 8 * v);
+        __m256 a = _mm256_setzero_ps(), b = _mm256_setzero_ps();
+        for (int k = 0; k < 8; k++) {
+            __m256 xi[4], wa[4];
+            __m256i l[4];
+            for (int i = 0; i < 4; i++) {
+                xi[i] = _mm256_set1_ps(xval[4 * k + i]);
+                const __m256 f = _mm256_mul_ps(half, _mm256_sub_ps(_mm256_mul_ps(idv, xi[i]), one));
+                __m256i n = _mm256_sub_epi32(_mm256_and_si256(_mm256_castps_si256(_mm256_add_ps(f, magic)), mant), bias);
+                l[i] = _mm256_min_epi32(_mm256_max_epi32(n, zero), seven);
+            }
+            const __m256i u = _mm256_or_si256(_mm256_or_si256(l[0], _mm256_slli_epi32(l[1], 3)),
+                                              _mm256_or_si256(_mm256_slli_epi32(l[2], 6), _mm256_slli_epi32(l[3], 9)));
+            __m256i r = _mm256_i32gather_epi32(t->map, u, 4);
+            const __m256i off = _mm256_cmpgt_epi32(zero, r);
+            __m256 q[4];
+            for (int i = 0; i < 4; i++)
+                q[i] = _mm256_cvtepi32_ps(_mm256_add_epi32(_mm256_add_epi32(l[i], l[i]), _mm256_set1_epi32(1)));
+            if (_mm256_movemask_epi8(off)) {
+                int32_t r8[8], u8[8];
+                _mm256_storeu_si256((__m256i *)r8, r);
+                _mm256_storeu_si256((__m256i *)u8, u);
+                for (int i = 0; i < 4; i++) wa[i] = _mm256_set1_ps(waux[4 * k + i]);
+                for (int e = 0; e < 8; e++)
+                    if (r8[e] < 0) r8[e] = iq3_best_row_avx2(t, c, u8[e], xi, wa, scs[8 * v + e]);
+                r = _mm256_loadu_si256((const __m256i *)r8);
+                const __m256i r4 = _mm256_slli_epi32(r, 2);
+                for (int i = 0; i < 4; i++)
+                    q[i] = _mm256_blendv_ps(q[i], _mm256_i32gather_ps(&t->gridf[0][0], _mm256_add_epi32(r4, _mm256_set1_epi32(i)), 4),
+                                            _mm256_castsi256_ps(off));
+            }
+            _mm256_storeu_si256((__m256i *)rows[v][k], r);
+            _mm256_storeu_si256((__m256i *)offs[v][k], off);
+            for (int i = 0; i < 4; i++) {
+                const __m256 w = _mm256_set1_ps(weight[4 * k + i]);
+                a = _mm256_add_ps(a, _mm256_mul_ps(_mm256_mul_ps(w, xi[i]), q[i]));
+                b = _mm256_add_ps(b, _mm256_mul_ps(_mm256_mul_ps(w, q[i]), q[i]));
+            }
+        }
+        _mm256_storeu_ps(sqx + 8 * v, a);
+        _mm256_storeu_ps(sq2 + 8 * v, b);
+    }
+    float best = 0;
+    int kept = -1;
+    for (int k = 0; k < ntr; k++)
+        if (sq2[k] > 0 && sqx[k] * sqx[k] > best * sq2[k]) {
+            *scale = sqx[k] / sq2[k];
+            best = *scale * sqx[k];
+            kept = k;
+        }
+    if (kept < 0) return;
+    for (int g = 0; g < 8; g++) {
+        const int row = rows[kept / 8][g][kept % 8];
+        for (int i = 0; i < 4; i++) L[4 * g + i] = (int8_t)((t->grid[row][i] - 1) / 2);
+        on[g] = !offs[kept / 8][g][kept % 8];
+    }
+}
+/* ---------------------------------------------------------------------------------------- */
+/* TQ1_0 / TQ2_0                                                                             */
+/* ---------------------------------------------------------------------------------------- */
+
+/* d = max |x| (order-free) and the 256 trits lroundf(x / d) + 1 (x times id = 1/d, rounded half
+** away from zero: the truncation plus the sign where the exact remainder x - trunc(x) has
+** magnitude >= 1/2; a non-finite product gives trit 1 as the scalar code) into t; returns d. */
+TM_AVX2 static float tq_trits_avx2(const float *x, uint8_t *t) {
+    const __m256 absm = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    __m256 m = _mm256_setzero_ps();
+    for (int j = 0; j < QK_K; j += 8) m = _mm256_max_ps(m, _mm256_and_ps(_mm256_loadu_ps(x + j), absm));
+    m = _mm256_max_ps(m, _mm256_permute2f128_ps(m, m, 1));
+    m = _mm256_max_ps(m, _mm256_shuffle_ps(m, m, _MM_SHUFFLE(1, 0, 3, 2)));
+    m = _mm256_max_ps(m, _mm256_shuffle_ps(m, m, _MM_SHUFFLE(2, 3, 0, 1)));
+    const float d = _mm256_cvtss_f32(m);
+    const __m256 id = _mm256_set1_ps(d ? 1.0f / d : 0.0f), half = _mm256_set1_ps(0.5f);
+    const __m256 signm = _mm256_castsi256_ps(_mm256_set1_epi32((int)0x80000000u)), one = _mm256_set1_ps(1.0f);
+    for (int j = 0; j < QK_K; j += 32) {
+        __m256i r[4];
+        for (int h = 0; h < 4; h++) {
+            const __m256 v = _mm256_mul_ps(_mm256_loadu_ps(x + j + 8 * h), id);
+            const __m256 tr = _mm256_round_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+            const __m256 up = _mm256_cmp_ps(_mm256_and_ps(_mm256_sub_ps(v, tr), absm), half, _CMP_GE_OQ);
+            const __m256 fin = _mm256_cmp_ps(_mm256_and_ps(v, absm), _mm256_set1_ps(FLT_MAX), _CMP_LE_OQ);
+            /* +-inf and NaN (a subnormal block's id = 1/d overflows): 0, what the scalar
+            ** (int)lroundf gives on x86-64 (LONG_MIN, whose low 32 bits are 0) */
+            const __m256 rv = _mm256_and_ps(fin, _mm256_add_ps(tr, _mm256_and_ps(up, _mm256_or_ps(one, _mm256_and_ps(v, signm)))));
+            r[h] = _mm256_add_epi32(_mm256_cvtps_epi32(rv), _mm256_set1_epi32(1));
+        }
+        const __m256i w01 = _mm256_packs_epi32(r[0], r[1]), w23 = _mm256_packs_epi32(r[2], r[3]);
+        const __m256i b = _mm256_permutevar8x32_epi32(_mm256_packs_epi16(w01, w23), _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+        _mm256_storeu_si256((__m256i *)(t + j), b);
+    }
+    return d;
+}
+
+/* 5 (or 4, padded) trits, most significant first, as a byte: ceil(q 256 / 243). */
+static inline uint8_t tq1_byte(unsigned q) { return (uint8_t)((q * 256 + (243 - 1)) / 243); }
+
+TM_AVX2 static tm_status tq1_0_block_avx2(const float *x, uint8_t *y, int64_t blk, tm_err *err) {
+    uint8_t t[QK_K];
+    const float d = tq_trits_avx2(x, t);
+    for (int m = 0; m < 32; m++)
+        y[m] = tq1_byte(81u * t[m] + 27u * t[m + 32] + 9u * t[m + 64] + 3u * t[m + 96] + t[m + 128]);
+    for (int m = 0; m < 16; m++)
+        y[32 + m] = tq1_byte(81u * t[160 + m] + 27u * t[176 + m] + 9u * t[192 + m] + 3u * t[208 + m] + t[224 + m]);
+    for (int j = 0; j < 4; j++)
+        y[48 + j] = tq1_byte(3u * (27u * t[240 + j] + 9u * t[244 + j] + 3u * t[248 + j] + t[252 + j]));
+    return put_f16(y + 52, d, blk, err);
+}
+
+TM_AVX2 static tm_status tq2_0_block_avx2(const float *x, uint8_t *y, int64_t blk, tm_err *err) {
+    uint8_t t[QK_K];
+    const float d = tq_trits_avx2(x, t);
+    for (int c = 0; c < 2; c++) {
+        const uint8_t *tc = t + 128 * c;
+        /* trits <= 2: the 16-bit shifts never carry across bytes */
+        __m256i v = _mm256_loadu_si256((const __m256i *)tc);
+        v = _mm256_or_si256(v, _mm256_slli_epi16(_mm256_loadu_si256((const __m256i *)(tc + 32)), 2));
+        v = _mm256_or_si256(v, _mm256_slli_epi16(_mm256_loadu_si256((const __m256i *)(tc + 64)), 4));
+        v = _mm256_or_si256(v, _mm256_slli_epi16(_mm256_loadu_si256((const __m256i *)(tc + 96)), 6));
+        _mm256_storeu_si256((__m256i *)(y + 32 * c), v);
+    }
+    return put_f16(y + 64, d, blk, err);
+}
+
+typedef tm_status (*tq_block_fn)(const float *x, uint8_t *y, int64_t blk, tm_err *err);
+
+static tm_status tq_rows(tq_block_fn fn, const tm_ggml_type_info *ti, const float *x, int64_t b0, int64_t nb,
+                         uint8_t *y, int64_t *bad_block, tm_err *err) {
+    for (int64_t b = b0; b < nb; b++) {
+        tm_status st = fn(x + b * QK_K, y + (size_t)b * ti->type_size, b, err);
+        if (st) {
+            if (bad_block) *bad_block = b;
+            return st;
+        }
+    }
+    return TM_OK;
+}
+
+tm_status tm__gq_rows_tq1_0_avx2(const tm_ggml_type_info *ti, const float *x, const float *imatrix, int64_t b0,
+                                 int64_t nb, uint8_t *y, int64_t *bad_block, tm_err *err) {
+    (void)imatrix; /* quantize_tq1_0 ignores its quant_weights */
+    return tq_rows(tq1_0_block_avx2, ti, x, b0, nb, y, bad_block, err);
+}
+
+tm_status tm__gq_rows_tq2_0_avx2(const tm_ggml_type_info *ti, const float *x, const float *imatrix, int64_t b0,
+                                 int64_t nb, uint8_t *y, int64_t *bad_block, tm_err *err) {
+    (void)imatrix;
+    return tq_rows(tq2_0_block_avx2, ti, x, b0, nb, y, bad_block, err);
+}
+/* ---------------------------------------------------------------------------------------- */
+/* IQ2_XXS / IQ2_XS / IQ2_S: the best neighbour                                              */
+/* ---------------------------------------------------------------------------------------- */
+
+/* best_neighbour of ggml_quant_iq2.c with 8 candidates a register: each lane's d2 = sum over
+** i = 0..7 of (w_i (s q - x_i)) (s q - x_i) in that order, then the first strict minimum below
+** FLT_MAX (NaN never chosen), else the list's first row. */
+TM_AVX2 int tm__iq2_best_avx2(const tm__iq2_tab *t, int u, const float *xval, const float *w, float scale,
+                              int8_t *L) {
+    const uint16_t *nb = t->nbr + (-t->map[u] - 1);
+    const int n = nb[0], n8 = (n + 7) & ~7;
+    const int8_t *tq = t->tq + t->tqo[u];
+    const __m256 s = _mm256_set1_ps(scale), inf = _mm256_set1_ps(INFINITY);
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    float best_d2 = FLT_MAX;
+    int bj = 0;
+    for (int j0 = 0; j0 < n8; j0 += 8) {
+        __m256 d2 = _mm256_setzero_ps();
+        for (int i = 0; i < 8; i++) {
+            const __m128i b8 = _mm_loadl_epi64((const __m128i *)(tq + (size_t)i * n8 + j0));
+            const __m256 q = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b8));
+            const __m256 diff = _mm256_sub_ps(_mm256_mul_ps(s, q), _mm256_set1_ps(xval[i]));
+            d2 = _mm256_add_ps(d2, _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(w[i]), diff), diff));
+        }
+        const __m256 live = _mm256_and_ps(_mm256_cmp_ps(d2, d2, _CMP_ORD_Q),
+                                          _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(n - j0), lane)));
+        d2 = _mm256_blendv_ps(inf, d2, live);
+        __m256 m = _mm256_min_ps(d2, _mm256_permute2f128_ps(d2, d2, 1));
+        m = _mm256_min_ps(m, _mm256_shuffle_ps(m, m, _MM_SHUFFLE(1, 0, 3, 2)));
+        m = _mm256_min_ps(m, _mm256_shuffle_ps(m, m, _MM_SHUFFLE(2, 3, 0, 1)));
+        const float mn = _mm256_cvtss_f32(m);
+        if (mn < best_d2) {
+            best_d2 = mn;
+            bj = j0 + __builtin_ctz((unsigned)_mm256_movemask_ps(_mm256_cmp_ps(d2, m, _CMP_EQ_OQ)));
+        }
+    }
+    const int gi = nb[1 + bj];
+    const int8_t *pg = t->pos[gi];
+    for (int i = 0; i < 8; i++) L[i] = (int8_t)((pg[i] - 1) / 2);
+    return gi;
+}
+/* ---------------------------------------------------------------------------------------- */
+/* IQ1_S: the split search                                                                   */
+/* ---------------------------------------------------------------------------------------- */
+
+TM_AVX2 void tm__iq1s_splits_avx2(const float *sumx, const float *sumw, float *scale, int *bi1, int *bi2,
+                                  int *bshift) {
+    enum { BS = 32 };
+    const float d = 0.125f; /* IQ1S_DELTA of ggml_quant_iq2.c */
+    const float x_p[3] = {-1 + d, d, 1 + d};
+    const float x_m[3] = {-1 - d, -d, 1 - d};
+    float sx[BS + 1 + 8], sw[BS + 1 + 8]; /* padded for the last chunk's loads */
+    memcpy(sx, sumx, (BS + 1) * sizeof *sx);
+    memcpy(sw, sumw, (BS + 1) * sizeof *sw);
+    for (int i = BS + 1; i < BS + 1 + 8; i++) sx[i] = sw[i] = 0;
+    const __m256 p0 = _mm256_set1_ps(x_p[0]), p1 = _mm256_set1_ps(x_p[1]), p2 = _mm256_set1_ps(x_p[2]);
+    const __m256 m0 = _mm256_set1_ps(x_m[0]), m1 = _mm256_set1_ps(x_m[1]), m2 = _mm256_set1_ps(x_m[2]);
+    const __m256 zero = _mm256_setzero_ps(), sxe = _mm256_set1_ps(sx[BS]), swe = _mm256_set1_ps(sw[BS]);
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    float best_score = -FLT_MAX;
+    for (int i1 = 0; i1 <= BS; ++i1) {
+        const __m256 ax = _mm256_set1_ps(sx[i1] - sx[0]), aw = _mm256_set1_ps(sw[i1] - sw[0]);
+        const __m256 sx1 = _mm256_set1_ps(sx[i1]), sw1 = _mm256_set1_ps(sw[i1]);
+        const __m256 apx = _mm256_mul_ps(ax, p0), amx = _mm256_mul_ps(ax, m0);
+        const __m256 apw = _mm256_mul_ps(_mm256_mul_ps(aw, p0), p0), amw = _mm256_mul_ps(_mm256_mul_ps(aw, m0), m0);
+        for (int c = i1; c <= BS; c += 8) {
+            const __m256 x2 = _mm256_loadu_ps(sx + c), w2 = _mm256_loadu_ps(sw + c);
+            const __m256 bx = _mm256_sub_ps(x2, sx1), cx = _mm256_sub_ps(sxe, x2);
+            const __m256 bw = _mm256_sub_ps(w2, sw1), cw = _mm256_sub_ps(swe, w2);
+            const __m256 qxp = _mm256_add_ps(_mm256_add_ps(apx, _mm256_mul_ps(bx, p1)), _mm256_mul_ps(cx, p2));
+            const __m256 q2p = _mm256_add_ps(_mm256_add_ps(apw, _mm256_mul_ps(_mm256_mul_ps(bw, p1), p1)),
+                                             _mm256_mul_ps(_mm256_mul_ps(cw, p2), p2));
+            const __m256 qxm = _mm256_add_ps(_mm256_add_ps(amx, _mm256_mul_ps(bx, m1)), _mm256_mul_ps(cx, m2));
+            const __m256 q2m = _mm256_add_ps(_mm256_add_ps(amw, _mm256_mul_ps(_mm256_mul_ps(bw, m1), m1)),
+                                             _mm256_mul_ps(_mm256_mul_ps(cw, m2), m2));
+            const __m256 bs = _mm256_set1_ps(best_score);
+            const __m256 valid = _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(BS + 1 - c), lane));
+            const __m256 okp = _mm256_and_ps(_mm256_cmp_ps(q2p, zero, _CMP_GT_OQ),
+                                             _mm256_cmp_ps(_mm256_mul_ps(qxp, qxp), _mm256_mul_ps(bs, q2p), _CMP_GT_OQ));
+            const __m256 okm = _mm256_and_ps(_mm256_cmp_ps(q2m, zero, _CMP_GT_OQ),
+                                             _mm256_cmp_ps(_mm256_mul_ps(qxm, qxm), _mm256_mul_ps(bs, q2m), _CMP_GT_OQ));
+            if (!_mm256_movemask_ps(_mm256_and_ps(valid, _mm256_or_ps(okp, okm)))) continue;
+            float vxp[8], v2p[8], vxm[8], v2m[8];
+            _mm256_storeu_ps(vxp, qxp);
+            _mm256_storeu_ps(v2p, q2p);
+            _mm256_storeu_ps(vxm, qxm);
+            _mm256_storeu_ps(v2m, q2m);
+            for (int e = 0; e < 8 && c + e <= BS; e++) {
+                if (v2p[e] > 0 && vxp[e] * vxp[e] > best_score * v2p[e]) {
+                    *scale = vxp[e] / v2p[e];
+                    best_score = *scale * vxp[e];
+                    *bi1 = i1;
+                    *bi2 = c + e;
+                    *bshift = 1;
+                }
+                if (v2m[e] > 0 && vxm[e] * vxm[e] > best_score * v2m[e]) {
+                    *scale = vxm[e] / v2m[e];
+                    best_score = *scale * vxm[e];
+                    *bi1 = i1;
+                    *bi2 = c + e;
+                    *bshift = -1;
+                }
+            }
+        }
+    }
+}
+#endif

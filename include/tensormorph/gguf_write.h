@@ -90,6 +90,15 @@ typedef struct tm_gguf_writer tm_gguf_writer;
 ** piece rounded up to 4 KiB and the file cut back to its size in finish. For a writer that
 ** produces the file once, front to back (convert); not thread-safe. */
 #define TM_GGUF_WRITE_SEQUENTIAL 2u
+/* Shared mode (the parts of a sharded run, src/job/part.h): several processes write disjoint
+** tensors of one file. The file is opened at path itself (O_CREAT without O_EXCL or O_TRUNC: the
+** first writer creates it, the others open it) and sized to the layout; finish fsyncs it and
+** renames nothing; nothing is removed on error. Only a writer with TM_GGUF_WRITE_HEADER too
+** writes the header and every byte no tensor owns (the zero padding after the header and after
+** each tensor), so that a file left by an earlier run of the same size holds this layout's bytes
+** once every tensor is written. Not with TM_GGUF_WRITE_SEQUENTIAL. */
+#define TM_GGUF_WRITE_SHARED 4u
+#define TM_GGUF_WRITE_HEADER 8u
 
 /* tm_gguf_writer_open: fix the whole layout (header, each tensor's offset) and create
 ** "<path>.tmp.<pid>" (O_EXCL) of the final size holding the header; padding is zero.

@@ -303,6 +303,7 @@ struct tm_gguf_writer {
     /* TM_GGUF_WRITE_SEQUENTIAL: the file is staged in `stage` (SEQ_STAGE bytes, SEQ_ALIGN-aligned)
     ** and written in whole pieces, through dfd (O_DIRECT) when the file system takes it, else fd */
     int       seq, dfd;
+    int       shared;    /* TM_GGUF_WRITE_SHARED: fd is the target itself             */
     uint8_t  *stage;
     size_t    fill;      /* bytes staged                                              */
     uint64_t  stage_pos; /* file offset of stage[0]                                   */
@@ -508,7 +509,16 @@ tm_status tm_gguf_writer_open_ex(const char *path, const tm_gguf_kvlist *kv,
             s = tm__err_set(err, TM_E_LIMIT, -1, "%s: file size overflows", path);
         for (int64_t i = 0; i < n && !s; i++) w->offset[i] += data_start;
     }
-    if (!s) {
+    const int shared = (flags & TM_GGUF_WRITE_SHARED) != 0;
+    if (!s && shared && (flags & TM_GGUF_WRITE_SEQUENTIAL))
+        s = tm__err_set(err, TM_E_INVALID_ARG, -1, "%s: a shared file is not written sequentially", path);
+    if (!s && shared) { /* the parts' file (part.h): no temporary name, never removed here */
+        w->shared = 1;
+        free(w->tmp);
+        if (!(w->tmp = tm__strdup(path))) s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
+        else if ((w->fd = open(w->tmp, O_WRONLY | O_CREAT | O_CLOEXEC, 0644)) < 0)
+            s = tm__err_sys(err, errno, "%s: cannot open", w->tmp);
+    } else if (!s) {
         w->fd = open(w->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
         if (w->fd < 0) s = tm__err_sys(err, errno, "%s: cannot create", w->tmp);
         else w->created = 1;
@@ -525,7 +535,22 @@ tm_status tm_gguf_writer_open_ex(const char *path, const tm_gguf_kvlist *kv,
 #endif
         if (!s) s = seq_put(w, hb.p, hb.n, err);
     }
-    if (!s && !w->seq) {
+    if (!s && shared && (flags & TM_GGUF_WRITE_HEADER)) { /* the bytes no tensor owns: zeros */
+        static const uint8_t zero[256];
+        uint64_t at = hb.n;
+        for (int64_t i = 0; i <= n && !s; i++) {
+            uint64_t end = i < n ? w->offset[i] : total;
+            while (at < end && !s) {
+                size_t k = end - at < sizeof zero ? (size_t)(end - at) : sizeof zero;
+                ssize_t r = pwrite(w->fd, zero, k, (off_t)at);
+                if (r < 0 && errno == EINTR) continue;
+                if (r <= 0) s = tm__err_sys(err, errno, "%s: cannot write the padding at byte %llu", w->tmp, (unsigned long long)at);
+                else at += (uint64_t)r;
+            }
+            if (i < n) at = w->offset[i] + w->n_bytes[i];
+        }
+    }
+    if (!s && !w->seq && (!shared || (flags & TM_GGUF_WRITE_HEADER))) {
         size_t done = 0;
         while (done < hb.n && !s) {
             ssize_t r = pwrite(w->fd, hb.p + done, hb.n - done, (off_t)done);
@@ -617,6 +642,10 @@ tm_status tm_gguf_writer_finish(tm_gguf_writer *w, tm_err *err) {
     if (!s && fsync(w->fd) != 0) s = tm__err_sys(err, errno, "%s: fsync failed", w->tmp);
     if (close(w->fd) != 0 && !s) s = tm__err_sys(err, errno, "%s: close failed", w->tmp);
     w->fd = -1;
+    if (w->shared) { /* the parts' file: stays where it is (part.h) */
+        w->ok = !s;
+        return s;
+    }
     if (!s && rename(w->tmp, w->target) != 0) s = tm__err_sys(err, errno, "%s: cannot rename into place", w->target);
     if (!s) {
         w->ok = 1;

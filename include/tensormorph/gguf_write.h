@@ -136,6 +136,14 @@ uint64_t  tm_gguf_writer_tensor_offset(const tm_gguf_writer *w, int64_t i);
 ** than 65535 files). */
 tm_status tm_gguf_writer_open_split(const char *path, const tm_gguf_kvlist *kv, const tm_gguf_wtensor *t, int64_t n,
                                     uint64_t max_split_bytes, unsigned flags, tm_gguf_writer **out, tm_err *err);
+/* tm_gguf_writer_open_split_as: the same set of files with tensor i in file file_of[i] (0-based,
+** < n_files; each file's tensors in the order of t), as llama-quantize --keep-split keeps an
+** input's splits (llama.cpp src/llama-quant.cpp: the output tensor's split is the input
+** tensor's, files named by llama_split_path from OUT without ".gguf"). A file may hold no
+** tensor. Returns as tm_gguf_writer_open_split | TM_E_INVALID_ARG (file_of out of range). */
+tm_status tm_gguf_writer_open_split_as(const char *path, const tm_gguf_kvlist *kv, const tm_gguf_wtensor *t, int64_t n,
+                                       const int *file_of, int n_files, unsigned flags, tm_gguf_writer **out,
+                                       tm_err *err);
 /* The files of the writer (1 unless split), file k's final path, and the file tensor i is in. */
 int         tm_gguf_writer_n_files(const tm_gguf_writer *w);
 const char *tm_gguf_writer_file(const tm_gguf_writer *w, int k);

@@ -1,7 +1,9 @@
 /* merge.c: `tensormorph merge OUT`: the output of a sharded quantize run assembled from its
-** parts by copying (tensormorph/merge.h; the parts: part.h). Memory: one part's manifest at a
-** time besides the merged one, the segment table and one 4 MiB copy buffer, whatever the
-** model's size. */
+** parts (tensormorph/merge.h; the parts: part.h): the files all parts wrote in OUT.parts-of-n
+** hard-linked into OUT's staging path (copied where the file system has no links), part 0's
+** small files copied, every segment's CRC-32C checked against its owner's record in one read
+** that also computes the sha256. Memory: one part's manifest at a time besides the merged one,
+** the segment table and one 4 MiB buffer, whatever the model's size. */
 #define _GNU_SOURCE 1 /* copy_file_range */
 #include "../core/core.h"
 #include "../core/crc32c.h"

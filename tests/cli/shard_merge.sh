@@ -4,7 +4,8 @@
 # --max-shard-size (N below and above the number of output shards), a real two-file checkpoint
 # of ../shared when present; a missing, a damaged and a mismatched part each fail the merge
 # naming it (exit 4, 3, 3) and leave the parts as they were; re-running that part alone is
-# enough; afterwards only OUT is left.
+# enough (also a re-run killed mid-write, and an unmerged run of another layout before);
+# afterwards only OUT is left.
 set -u
 T="${TM_BIN:?TM_BIN: the tensormorph binary}"
 W=$(mktemp -d "${TMPDIR:-/tmp}/tm_shard.XXXXXX")
@@ -183,6 +184,11 @@ if [ -n "${TM_SHARED:-}" ] && [ -d "$S" ]; then
         rm -rf ref.gguf* out.gguf*
         "$T" quantize "$G" -o out.gguf --type Q4_K_M -q || fail "GGUF one run"
         mv out.gguf ref.gguf && mv out.gguf.manifest.json ref.gguf.manifest.json
+        if [ $n = 3 ]; then # an earlier run of another layout (Q8_0: a larger file), never merged,
+            # left its shared file and records: this run's parts rewrite them, merge gives one run's bytes
+            for ((i = 0; i < n; i++)); do "$T" quantize "$G" -o out.gguf --type Q8_0 --shard $i/$n -q || fail "GGUF Q8_0 part $i/$n"; done
+            [ -f out.gguf.parts-of-3/out.gguf ] || fail "no shared file out.gguf.parts-of-3/out.gguf: $(ls)"
+        fi
         for ((i = 0; i < n; i++)); do "$T" quantize "$G" -o out.gguf --type Q4_K_M --shard $i/$n -q || fail "GGUF part $i/$n"; done
         [ -e out.gguf ] && fail "a GGUF part wrote OUT"
         "$T" merge out.gguf -q || fail "GGUF merge of $n parts"
@@ -197,7 +203,7 @@ for m in (a, b):
 sys.exit(a != b)
 EOF
         [ "$(ls | grep '^out\.gguf' | tr '\n' ' ')" = "out.gguf out.gguf.manifest.json " ] || fail "left beside the GGUF OUT: $(ls)"
-        echo "ok: GGUF Q4_K_M, $n parts: byte-identical"
+        echo "ok: GGUF Q4_K_M, $n parts: byte-identical$([ $n = 3 ] && echo ' (over the shared file of an unmerged Q8_0 run)')"
     done
 elif [ "${TM_REQUIRE_SHARED:-0}" = 1 ]; then
     fail "TM_REQUIRE_SHARED=1 but $S is missing"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # bench/shard_bench.sh: the cost of a sharded quantize run (docs/scale-out.md) on this machine:
-# the CPU time (user + system) of `quantize --shard I/4` x 4 + `merge` against one `quantize`,
+# the CPU time (user + system, and user alone) of `quantize --shard I/4` x 4 + `merge` against one `quantize`,
 # and merge's own wall time and peak RSS, for two model sizes (merge's memory must not grow
 # with the model). Figures: docs/PERFORMANCE.md "Sharded quantize".
 #   bash bench/shard_bench.sh [MB ...]      (default: 128 512; F32 source size in MB)
@@ -52,10 +52,10 @@ json.dump({"architectures": ["LlamaForCausalLM"], "model_type": "llama"}, open(o
 EOF
 }
 
-# cpu CMD...: run CMD, print "wall user+sys maxrss_kb"
+# cpu CMD...: run CMD, print "wall user+sys maxrss_kb user"
 cpu() {
     /usr/bin/time -f "%e %U %S %M" -o "$S/time" "$@" > /dev/null
-    awk '{printf "%.3f %.3f %d\n", $1, $2 + $3, $4}' "$S/time"
+    awk '{printf "%.3f %.3f %d %.3f\n", $1, $2 + $3, $4, $2}' "$S/time"
 }
 
 median() { sort -n | awk '{a[NR] = $1} END {print a[int((NR + 1) / 2)]}'; }
@@ -67,22 +67,24 @@ for mb in "${sizes[@]}"; do
     "$T" quantize "$M" -o "$S/warm" -q && rm -rf "$S/warm" # page cache warm for every run
     : > "$S/rows"
     for ((r = 0; r < REPS; r++)); do
-        read -r w1 c1 m1 < <(cpu "$T" quantize "$M" -o "$S/one" -q)
-        cp_sum=0
+        read -r w1 c1 m1 u1 < <(cpu "$T" quantize "$M" -o "$S/one" -q)
+        cp_sum=0 up_sum=0
         for i in 0 1 2 3; do
-            read -r wp cp mp < <(cpu "$T" quantize "$M" -o "$S/out" --shard $i/4 -q)
+            read -r wp cp mp up < <(cpu "$T" quantize "$M" -o "$S/out" --shard $i/4 -q)
             cp_sum=$(awk -v a="$cp_sum" -v b="$cp" 'BEGIN {print a + b}')
+            up_sum=$(awk -v a="$up_sum" -v b="$up" 'BEGIN {print a + b}')
         done
-        read -r wm cm mm < <(cpu "$T" merge "$S/out" -q)
+        read -r wm cm mm um < <(cpu "$T" merge "$S/out" -q)
         for f in $(ls "$S/one"); do
             [ "$f" = tensormorph-manifest.json ] || cmp -s "$S/one/$f" "$S/out/$f" || { echo "DIFFERENT: $f" >&2; exit 1; }
         done
         rm -rf "$S/one" "$S/out"
         ov=$(awk -v p="$cp_sum" -v m="$cm" -v o="$c1" 'BEGIN {printf "%.1f", 100 * ((p + m) / o - 1)}')
-        echo "${mb}MB rep $r: one run cpu ${c1}s (wall ${w1}s); 4 parts cpu ${cp_sum}s + merge cpu ${cm}s = overhead ${ov}%; merge wall ${wm}s, peak RSS $((mm / 1024)) MiB"
-        echo "$c1 $cp_sum $cm $wm $mm $ov" >> "$S/rows"
+        ou=$(awk -v p="$up_sum" -v m="$um" -v o="$u1" 'BEGIN {printf "%.1f", 100 * ((p + m) / o - 1)}')
+        echo "${mb}MB rep $r: one run cpu ${c1}s (user ${u1}s, wall ${w1}s); 4 parts cpu ${cp_sum}s (user ${up_sum}s) + merge cpu ${cm}s (user ${um}s) = overhead ${ov}% (user alone ${ou}%); merge wall ${wm}s, peak RSS $((mm / 1024)) MiB"
+        echo "$c1 $cp_sum $cm $wm $mm $ov $ou" >> "$S/rows"
     done
-    echo "${mb}MB median: one run cpu $(awk '{print $1}' "$S/rows" | median)s; parts cpu $(awk '{print $2}' "$S/rows" | median)s; merge cpu $(awk '{print $3}' "$S/rows" | median)s; overhead $(awk '{print $6}' "$S/rows" | median)%; merge wall $(awk '{print $4}' "$S/rows" | median)s; merge peak RSS $(($(awk '{print $5}' "$S/rows" | median) / 1024)) MiB"
+    echo "${mb}MB median: one run cpu $(awk '{print $1}' "$S/rows" | median)s; parts cpu $(awk '{print $2}' "$S/rows" | median)s; merge cpu $(awk '{print $3}' "$S/rows" | median)s; overhead $(awk '{print $6}' "$S/rows" | median)% (user time alone $(awk '{print $7}' "$S/rows" | median)%); merge wall $(awk '{print $4}' "$S/rows" | median)s; merge peak RSS $(($(awk '{print $5}' "$S/rows" | median) / 1024)) MiB"
     rm -rf "$M"
 done
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -16,10 +16,11 @@ const cli_opt opts_merge[] = {
 const char details_merge[] =
     "Finds the parts OUT.part-I-of-N beside OUT that `tensormorph quantize IN -o OUT --shard I/N`\n"
     "wrote (every part records N), checks each (present; the same tool, recipe, options and\n"
-    "source checkpoint as part 0; the same layout; the CRC-32C of every byte range as it is\n"
-    "copied), builds OUT by copying in OUT.tmp.<pid> beside it, computes the output's sha256,\n"
+    "source checkpoint as part 0; the same layout; the CRC-32C of every byte range it wrote into\n"
+    "the shared output files OUT.parts-of-N), builds OUT in OUT.tmp.<pid> beside it (those files\n"
+    "hard-linked, copied where links fail), computes the output's sha256,\n"
     "writes the whole manifest (a one-machine run's, but times, host and command_line, plus\n"
-    "\"parts\"), renames it into place and only then removes the parts: afterwards only OUT is\n"
+    "\"parts\"), renames it into place and only then removes the parts and OUT.parts-of-N: afterwards only OUT is\n"
     "left. OUT is byte-identical to one `quantize IN -o OUT` with the same options. A missing\n"
     "part fails with exit 4, a damaged or mismatched one with exit 3, each naming the part and\n"
     "the --shard to re-run; the parts stay as they were. docs/scale-out.md.";

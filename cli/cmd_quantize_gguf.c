@@ -374,6 +374,9 @@ int cmd_quantize_gguf(const cli_cmd *cmd, cli_args *a) {
     if (mss && !(p.max_shard_bytes = cli_parse_size(mss)))
         return cli_usage_error(cmd, "--max-shard-size: cannot parse '%s'", mss);
     p.allow_long_names = cli_has(a, "allow-long-names");
+    p.keep_split = cli_has(a, "keep-split");
+    if (p.keep_split && mss) return cli_usage_error(cmd, "--keep-split keeps the input's split files; --max-shard-size "
+                                                    "makes new ones: give one of them");
     p.n_threads = g_cli.threads;
     p.progress = cli_progress_cb;
     gguf_ctx ctx = {p, in_path, cli_get(a, "vocab-from")};

@@ -92,6 +92,11 @@ typedef struct tm_gguf_quantize_params {
                                          OUT-00001-of-0000N.gguf ... of at most this many data
                                          bytes each (tm_gguf_writer_open_split) beside
                                          OUT.manifest.json; OUT itself is not written        */
+    int          keep_split;          /* --keep-split: a split GGUF input (gguf-split files, read
+                                         as one model) gives the same number of split files, each
+                                         holding the tensors of its input file, named as above
+                                         (tm_gguf_writer_open_split_as); a single-file input one
+                                         file. Not with max_shard_bytes (TM_E_INVALID_ARG)     */
     int          shard_index, shard_count; /* --shard i/n (docs/scale-out.md): with count > 0
                                          write only part i, the directory OUT.part-i-of-n beside
                                          out_path, for tm_merge; 0: the whole file            */

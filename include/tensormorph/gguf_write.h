@@ -93,6 +93,15 @@ typedef struct tm_gguf_writer tm_gguf_writer;
 ** or by finish (the file offset in the message). For a writer that produces the file once,
 ** front to back (convert); the calls are not thread-safe (one caller thread). */
 #define TM_GGUF_WRITE_SEQUENTIAL 2u
+/* Shared mode (the parts of a sharded run, src/job/part.h): several processes write disjoint
+** tensors of one file. The file is opened at path itself (O_CREAT without O_EXCL or O_TRUNC: the
+** first writer creates it, the others open it) and sized to the layout; finish fsyncs it and
+** renames nothing; nothing is removed on error. Only a writer with TM_GGUF_WRITE_HEADER too
+** writes the header and every byte no tensor owns (the zero padding after the header and after
+** each tensor), so that a file left by an earlier run of the same size holds this layout's bytes
+** once every tensor is written. Not with TM_GGUF_WRITE_SEQUENTIAL. */
+#define TM_GGUF_WRITE_SHARED 4u
+#define TM_GGUF_WRITE_HEADER 8u
 
 /* tm_gguf_writer_open: fix the whole layout (header, each tensor's offset) and create
 ** "<path>.tmp.<pid>" (O_EXCL) of the final size holding the header; padding is zero.
@@ -130,6 +139,14 @@ uint64_t  tm_gguf_writer_tensor_offset(const tm_gguf_writer *w, int64_t i);
 ** than 65535 files). */
 tm_status tm_gguf_writer_open_split(const char *path, const tm_gguf_kvlist *kv, const tm_gguf_wtensor *t, int64_t n,
                                     uint64_t max_split_bytes, unsigned flags, tm_gguf_writer **out, tm_err *err);
+/* tm_gguf_writer_open_split_as: the same set of files with tensor i in file file_of[i] (0-based,
+** < n_files; each file's tensors in the order of t), as llama-quantize --keep-split keeps an
+** input's splits (llama.cpp src/llama-quant.cpp: the output tensor's split is the input
+** tensor's, files named by llama_split_path from OUT without ".gguf"). A file may hold no
+** tensor. Returns as tm_gguf_writer_open_split | TM_E_INVALID_ARG (file_of out of range). */
+tm_status tm_gguf_writer_open_split_as(const char *path, const tm_gguf_kvlist *kv, const tm_gguf_wtensor *t, int64_t n,
+                                       const int *file_of, int n_files, unsigned flags, tm_gguf_writer **out,
+                                       tm_err *err);
 /* The files of the writer (1 unless split), file k's final path, and the file tensor i is in. */
 int         tm_gguf_writer_n_files(const tm_gguf_writer *w);
 const char *tm_gguf_writer_file(const tm_gguf_writer *w, int k);

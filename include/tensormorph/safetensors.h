@@ -21,6 +21,14 @@ typedef struct tm_st_write_params {
     const char *const  *meta_keys;       /* __metadata__ string pairs, may be NULL              */
     const char *const  *meta_values;
     int64_t             n_meta;
+    /* Shared files (the parts of a sharded run, src/job/part.h): several processes write
+    ** disjoint tensors of the same files. Each file is opened at its target itself (O_CREAT
+    ** without O_EXCL or O_TRUNC) and sized to the layout; finish fsyncs and renames nothing;
+    ** nothing is removed on error. Only a writer with shared_header writes the headers (8-byte
+    ** length + JSON, which with the tensors' data tile each file); every writer writes the
+    ** index (atomically, at index_dir when given). */
+    int                 shared, shared_header;
+    const char         *index_dir;       /* sharded: the index's directory; NULL: the files' */
 } tm_st_write_params;
 
 typedef struct tm_st_writer tm_st_writer;

@@ -438,6 +438,7 @@ static tm_status add_meta(tm_file *f, gguf_state *gs, const char *key, sbuf *tb,
 }
 
 static tm_status gguf_parse(tm_file *f, int mi, tm_err *err) {
+    const int64_t first = f->n_tensors;
     const tm__map *m = &f->maps[mi];
     cur c = {m->base, m->size, 0, m->path, err, 0};
     const char *path = m->path;
@@ -683,8 +684,8 @@ static tm_status gguf_parse(tm_file *f, int mi, tm_err *err) {
         s = tm__file_add_tensor(f, &t, &idx, err);
         free(nb.s);
         if (s) break;
-        gs->tensor_type[idx] = (int)g->type;
-        gs->n_tensors = idx + 1;
+        gs->tensor_type[idx - first] = (int)g->type; /* first: the tensors of earlier splits */
+        gs->n_tensors = idx - first + 1;
         if (g->name_len >= TM_GGUF_MAX_NAME) { /* llama.cpp's reader refuses it (GGML_MAX_NAME) */
             char nm[256];
             name_for_msg(nm, sizeof nm, g->name, g->name_len);
@@ -727,8 +728,76 @@ static tm_status gguf_parse(tm_file *f, int mi, tm_err *err) {
     return s;
 }
 
+/* The integer value of metadata key `key` from entry k0 on (-1: absent or not a number). */
+static long long meta_int(const tm_file *f, int64_t k0, const char *key) {
+    for (int64_t k = k0; k < f->n_meta; k++)
+        if (!strcmp(f->meta_keys[k], key)) {
+            char *end;
+            long long v = strtoll(f->meta_values[k], &end, 10);
+            return *f->meta_values[k] && !*end && v >= 0 ? v : -1;
+        }
+    return -1;
+}
+
+/* A split set (llama.cpp's gguf-split convention, examples/gguf-split and llama_split_prefix /
+** llama_split_path "%s-%05d-of-%05d.gguf", split.no numbered from 0): file 0 at mi holds
+** split.count N > 1; files 1..N-1 are PREFIX-0000k-of-0000N.gguf beside it. Each is parsed and
+** its tensors appended (their file_index its own map); its metadata is checked (split.no k,
+** split.count N) and dropped (file 0's is the model's). The tensors of all files must number
+** file 0's split.tensors.count and have unique names. */
+static tm_status gguf_open_splits(tm_file *f, int mi, tm_err *err) {
+    const char *path = f->maps[mi].path;
+    long long n = meta_int(f, 0, "split.count"), no = meta_int(f, 0, "split.no");
+    long long total = meta_int(f, 0, "split.tensors.count");
+    if (n <= 1) return TM_OK;
+    if (n > 65535 || no != 0)
+        return tm__err_set(err, TM_E_CORRUPT, -1, "%s: split.no %lld of split.count %lld: open the first file of the "
+                           "split set (split.no 0, NAME-00001-of-%05lld.gguf)", path, no, n, n);
+    size_t pl = strlen(path);
+    char tail[32];
+    snprintf(tail, sizeof tail, "-00001-of-%05lld.gguf", n);
+    size_t tl = strlen(tail);
+    if (pl <= tl || strcmp(path + pl - tl, tail))
+        return tm__err_set(err, TM_E_CORRUPT, -1, "%s: the first of %lld split files, but not named "
+                           "PREFIX%s (llama.cpp's gguf-split convention), so the others cannot be found",
+                           path, n, tail);
+    gguf_state *g0 = f->fmt_state;
+    tm_status s = TM_OK;
+    for (long long k = 1; k < n && !s; k++) {
+        char *pk = tm__aprintf("%.*s-%05lld-of-%05lld.gguf", (int)(pl - tl), path, k + 1, n);
+        int mk = -1;
+        s = pk ? tm__file_map(f, pk, &mk, err) : tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
+        free(pk);
+        if (s) break;
+        int64_t meta0 = f->n_meta, t0 = f->n_tensors;
+        f->fmt_state = NULL; /* this file's own state, merged into file 0's below */
+        s = gguf_parse(f, mk, err);
+        gguf_state *gk = f->fmt_state;
+        f->fmt_state = g0;
+        long long kno = meta_int(f, meta0, "split.no"), kn = meta_int(f, meta0, "split.count");
+        if (!s && (kno != k || kn != n))
+            s = tm__err_set(err, TM_E_CORRUPT, -1, "%s: split.no %lld, split.count %lld; the split set of %s needs "
+                            "split.no %lld of %lld", f->maps[mk].path, kno, kn, path, k, n);
+        int *tt = s ? NULL : realloc(g0->tensor_type, (size_t)(f->n_tensors ? f->n_tensors : 1) * sizeof *tt);
+        if (!s && !tt) s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
+        if (!s) {
+            g0->tensor_type = tt;
+            memcpy(tt + t0, gk->tensor_type, (size_t)(f->n_tensors - t0) * sizeof *tt);
+            g0->n_tensors = f->n_tensors;
+        }
+        gguf_state_free(gk);
+        for (int64_t q = meta0; q < f->n_meta; q++) { free(f->meta_keys[q]); free(f->meta_values[q]); }
+        f->n_meta = meta0;
+    }
+    if (!s && total >= 0 && total != f->n_tensors)
+        s = tm__err_set(err, TM_E_CORRUPT, -1, "%s: split.tensors.count %lld, but the %lld files hold %lld tensors",
+                        path, total, n, (long long)f->n_tensors);
+    return s;
+}
+
 static tm_status gguf_open_map(tm_file *f, int mi, tm_err *err) {
     tm_status s = gguf_parse(f, mi, err);
+    if (s == TM_OK && f->maps[mi].owned == 1) s = gguf_open_splits(f, mi, err); /* files only, not buffers */
     if (s == TM_OK) s = tm__file_finish(f, err);
     return s;
 }

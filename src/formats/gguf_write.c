@@ -307,6 +307,7 @@ struct tm_gguf_writer {
     ** Two buffers: the caller fills buf[cur] while the I/O thread writes the other (io_busy);
     ** without the thread (pthread_create failed) pieces are written inline. */
     int       seq, dfd;
+    int       shared;    /* TM_GGUF_WRITE_SHARED: fd is the target itself             */
     uint8_t  *stage;     /* = buf[cur]                                                */
     uint8_t  *buf[2];
     int       cur;
@@ -610,7 +611,16 @@ tm_status tm_gguf_writer_open_ex(const char *path, const tm_gguf_kvlist *kv,
             s = tm__err_set(err, TM_E_LIMIT, -1, "%s: file size overflows", path);
         for (int64_t i = 0; i < n && !s; i++) w->offset[i] += data_start;
     }
-    if (!s) {
+    const int shared = (flags & TM_GGUF_WRITE_SHARED) != 0;
+    if (!s && shared && (flags & TM_GGUF_WRITE_SEQUENTIAL))
+        s = tm__err_set(err, TM_E_INVALID_ARG, -1, "%s: a shared file is not written sequentially", path);
+    if (!s && shared) { /* the parts' file (part.h): no temporary name, never removed here */
+        w->shared = 1;
+        free(w->tmp);
+        if (!(w->tmp = tm__strdup(path))) s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
+        else if ((w->fd = open(w->tmp, O_WRONLY | O_CREAT | O_CLOEXEC, 0644)) < 0)
+            s = tm__err_sys(err, errno, "%s: cannot open", w->tmp);
+    } else if (!s) {
         w->fd = open(w->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
         if (w->fd < 0) s = tm__err_sys(err, errno, "%s: cannot create", w->tmp);
         else w->created = 1;
@@ -627,7 +637,22 @@ tm_status tm_gguf_writer_open_ex(const char *path, const tm_gguf_kvlist *kv,
 #endif
         if (!s) s = seq_put(w, hb.p, hb.n, err);
     }
-    if (!s && !w->seq) {
+    if (!s && shared && (flags & TM_GGUF_WRITE_HEADER)) { /* the bytes no tensor owns: zeros */
+        static const uint8_t zero[256];
+        uint64_t at = hb.n;
+        for (int64_t i = 0; i <= n && !s; i++) {
+            uint64_t end = i < n ? w->offset[i] : total;
+            while (at < end && !s) {
+                size_t k = end - at < sizeof zero ? (size_t)(end - at) : sizeof zero;
+                ssize_t r = pwrite(w->fd, zero, k, (off_t)at);
+                if (r < 0 && errno == EINTR) continue;
+                if (r <= 0) s = tm__err_sys(err, errno, "%s: cannot write the padding at byte %llu", w->tmp, (unsigned long long)at);
+                else at += (uint64_t)r;
+            }
+            if (i < n) at = w->offset[i] + w->n_bytes[i];
+        }
+    }
+    if (!s && !w->seq && (!shared || (flags & TM_GGUF_WRITE_HEADER))) {
         size_t done = 0;
         while (done < hb.n && !s) {
             ssize_t r = pwrite(w->fd, hb.p + done, hb.n - done, (off_t)done);
@@ -747,6 +772,10 @@ tm_status tm_gguf_writer_finish(tm_gguf_writer *w, tm_err *err) {
     if (!s && fsync(w->fd) != 0) s = tm__err_sys(err, errno, "%s: fsync failed", w->tmp);
     if (close(w->fd) != 0 && !s) s = tm__err_sys(err, errno, "%s: close failed", w->tmp);
     w->fd = -1;
+    if (w->shared) { /* the parts' file: stays where it is (part.h) */
+        w->ok = !s;
+        return s;
+    }
     if (!s && rename(w->tmp, w->target) != 0) s = tm__err_sys(err, errno, "%s: cannot rename into place", w->target);
     if (!s) {
         w->ok = 1;
@@ -776,33 +805,59 @@ tm_status tm_gguf_writer_open_split(const char *path, const tm_gguf_kvlist *kv, 
     int found = 0;
     int64_t a = tm_gguf_kvlist_get_int(kv, "general.alignment", &found);
     uint64_t align = found && a > 0 && (a & (a - 1)) == 0 ? (uint64_t)a : GGUF_DEFAULT_ALIGNMENT;
-    tm_gguf_writer *w = calloc(1, sizeof *w);
-    if (!w) return tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
-    w->fd = -1;
-    w->n = n;
-    w->sub_of = tm__calloc((size_t)n, sizeof *w->sub_of);
-    w->local = tm__calloc((size_t)n, sizeof *w->local);
-    tm_status s = !w->sub_of || !w->local ? tm__err_set(err, TM_E_NOMEM, -1, "out of memory") : TM_OK;
+    int *file_of = tm__calloc((size_t)n, sizeof *file_of);
+    if (!file_of) return tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
     /* gguf-split's rule: a tensor starts a new file when the data so far (each tensor padded to
     ** the alignment) plus it would exceed the limit; a file holds at least one tensor */
     int n_files = 1;
     uint64_t cur = 0;
     int64_t in_file = 0;
-    for (int64_t i = 0; i < n && !s; i++) {
+    for (int64_t i = 0; i < n; i++) {
         const tm_ggml_type_info *ti = tm_ggml_type_info_get(t[i].type);
         uint64_t ne = 1;
         for (int d = 0; ti && d < t[i].n_dims && d < 4; d++) ne *= (uint64_t)(t[i].ne[d] > 0 ? t[i].ne[d] : 0);
         uint64_t nb = ti && ti->block_size ? ne / (uint64_t)ti->block_size * ti->type_size : 0;
         uint64_t padded = (nb + align - 1) & ~(align - 1);
         if (in_file > 0 && cur + padded > max_split_bytes) {
-            n_files++;
+            n_files = n_files < 65536 ? n_files + 1 : n_files; /* refused below */
             cur = 0;
             in_file = 0;
         }
         cur += padded;
-        w->sub_of[i] = n_files - 1;
-        w->local[i] = in_file++;
+        file_of[i] = n_files - 1;
+        in_file++;
     }
+    tm_status s = n_files > 65535 ? tm__err_set(err, TM_E_LIMIT, -1, "%s: more than 65535 split files; split.count is "
+                                                "a u16 (at most 65535)", path)
+                                  : tm_gguf_writer_open_split_as(path, kv, t, n, file_of, n_files, flags, out, err);
+    free(file_of);
+    return s;
+}
+
+tm_status tm_gguf_writer_open_split_as(const char *path, const tm_gguf_kvlist *kv, const tm_gguf_wtensor *t, int64_t n,
+                                       const int *file_of, int n_files, unsigned flags, tm_gguf_writer **out,
+                                       tm_err *err) {
+    *out = NULL;
+    if (!path || !*path || n < 1 || !t || !file_of || n_files < 1)
+        return tm__err_set(err, TM_E_INVALID_ARG, -1, "gguf writer: a split set needs a path and tensors");
+    tm_gguf_writer *w = calloc(1, sizeof *w);
+    if (!w) return tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
+    w->fd = -1;
+    w->n = n;
+    w->sub_of = tm__calloc((size_t)n, sizeof *w->sub_of);
+    w->local = tm__calloc((size_t)n, sizeof *w->local);
+    int64_t *count = tm__calloc((size_t)n_files, sizeof *count);
+    tm_status s = !w->sub_of || !w->local || !count ? tm__err_set(err, TM_E_NOMEM, -1, "out of memory") : TM_OK;
+    for (int64_t i = 0; i < n && !s; i++) {
+        if (file_of[i] < 0 || file_of[i] >= n_files) {
+            s = tm__err_set(err, TM_E_INVALID_ARG, -1, "%s: tensor '%s' in split file %d of %d", path, t[i].name,
+                            file_of[i], n_files);
+            break;
+        }
+        w->sub_of[i] = file_of[i];
+        w->local[i] = count[file_of[i]]++;
+    }
+    free(count);
     if (!s && n_files > 65535)
         s = tm__err_set(err, TM_E_LIMIT, -1, "%s: %d split files; split.count is a u16 (at most 65535)", path, n_files);
     if (!s && n > INT32_MAX) s = tm__err_set(err, TM_E_LIMIT, -1, "%s: split.tensors.count is an i32", path);

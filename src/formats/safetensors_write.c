@@ -41,6 +41,7 @@ struct tm_st_writer {
     char      *index_text;   /* its JSON, written at finish          */
     int        finished;     /* 1 after finish (either outcome)      */
     int        ok;           /* 1 when finish succeeded              */
+    int        shared, shared_header; /* tm_st_write_params                */
 };
 
 static int name_cmp(const void *a, const void *b) {
@@ -331,7 +332,7 @@ tm_status tm_st_writer_open(const char *path, const tm_st_entry *entries, int64_
                 goto fail;
             }
         }
-        w->index_path = tm__aprintf("%s/%s.safetensors.index.json", dir, stem);
+        w->index_path = tm__aprintf("%s/%s.safetensors.index.json", p && p->index_dir ? p->index_dir : dir, stem);
         if (!w->index_path) {
             s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
             goto fail;
@@ -353,19 +354,22 @@ tm_status tm_st_writer_open(const char *path, const tm_st_entry *entries, int64_
             off += w->n_bytes[i];
         }
         sh->size = off;
-        sh->tmp = tm__aprintf("%s.tmp.%ld", sh->target, (long)getpid());
+        const int shared = p && p->shared, header = !shared || p->shared_header;
+        w->shared = shared;
+        w->shared_header = header;
+        sh->tmp = shared ? tm__strdup(sh->target) : tm__aprintf("%s.tmp.%ld", sh->target, (long)getpid());
         if (!sh->tmp) {
             free(hdr);
             s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
             goto fail;
         }
-        sh->fd = open(sh->tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+        sh->fd = open(sh->tmp, O_RDWR | O_CREAT | (shared ? 0 : O_EXCL) | O_CLOEXEC, 0644);
         if (sh->fd < 0) {
             free(hdr);
             s = tm__err_sys(err, errno, "%s: cannot create", sh->tmp);
             goto fail;
         }
-        sh->created = 1;
+        sh->created = !shared; /* a shared file is never removed here */
         if (ftruncate(sh->fd, (off_t)sh->size) != 0) {
             free(hdr);
             s = tm__err_sys(err, errno, "%s: cannot size to %llu bytes", sh->tmp,
@@ -374,8 +378,8 @@ tm_status tm_st_writer_open(const char *path, const tm_st_entry *entries, int64_
         }
         uint8_t len8[8];
         tm__st64(len8, (uint64_t)hlen);
-        s = pwrite_all(sh->fd, len8, 8, 0, sh->tmp, err);
-        if (s == TM_OK) s = pwrite_all(sh->fd, hdr, hlen, 8, sh->tmp, err);
+        if (header) s = pwrite_all(sh->fd, len8, 8, 0, sh->tmp, err);
+        if (s == TM_OK && header) s = pwrite_all(sh->fd, hdr, hlen, 8, sh->tmp, err);
         free(hdr);
         if (s != TM_OK) goto fail;
     }
@@ -454,6 +458,7 @@ tm_status tm_st_writer_finish(tm_st_writer *w, tm_err *err) {
     }
     for (int k = 0; k < w->n_shards && s == TM_OK; k++) {
         st_wshard *sh = &w->shards[k];
+        if (w->shared) continue; /* the parts' files stay where they are */
         if (rename(sh->tmp, sh->target) != 0)
             s = tm__err_sys(err, errno, "%s: cannot rename into place", sh->target);
         else

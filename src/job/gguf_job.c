@@ -991,10 +991,21 @@ static tm_status gguf_plan(void *ctx, tm__pipe *pp, int64_t *n_tasks, tm_err *er
         j->shard_i = pp->shard_i;
         if (p->source) s = tm__err_set(err, TM_E_UNSUPPORTED, -1, "--shard: a GGUF output converted from another checkpoint cannot be written in parts yet");
     }
-    if (!s && p->max_shard_bytes) s = tm__pipe_make_file_set(pp, err); /* llama.cpp split files */
+    /* --keep-split: the input's split files, each output tensor in its input tensor's file */
+    const int keep = p->keep_split && tm_file_format(in) == TM_FMT_GGUF && tm_file_n_paths(in) > 1;
+    if (!s && p->keep_split && p->max_shard_bytes)
+        s = tm__err_set(err, TM_E_INVALID_ARG, -1, "--keep-split and --max-shard-size exclude each other");
+    int *file_of = !s && keep ? tm__calloc((size_t)n, sizeof *file_of) : NULL;
+    if (!s && keep && !file_of) s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
+    for (int64_t i = 0; file_of && i < n; i++) file_of[i] = tm_file_tensor(in, plans[i].src)->file_index;
+    if (!s && (p->max_shard_bytes || keep)) s = tm__pipe_make_file_set(pp, err); /* llama.cpp split files */
     j->target = tm__pipe_file_target(pp);
-    if (!s) s = tm_gguf_writer_open_split(j->target, kv, wt, n, p->max_shard_bytes,
-                                                p->allow_long_names ? TM_GGUF_WRITE_LONG_NAMES : 0, &j->w, err);
+    /* a part writes into the file(s) every part shares, the header part 0 only (part.h) */
+    unsigned wflags = (p->allow_long_names ? TM_GGUF_WRITE_LONG_NAMES : 0) |
+                      (pp->shared ? TM_GGUF_WRITE_SHARED | (pp->shard_i == 0 ? TM_GGUF_WRITE_HEADER : 0) : 0);
+    if (!s && keep) s = tm_gguf_writer_open_split_as(j->target, kv, wt, n, file_of, tm_file_n_paths(in), wflags, &j->w, err);
+    else if (!s) s = tm_gguf_writer_open_split(j->target, kv, wt, n, p->max_shard_bytes, wflags, &j->w, err);
+    free(file_of);
     for (int64_t i = 0; i < n && !s; i++) {
         gplan *pl = &plans[i];
         const tm_tensor *t = tm_file_tensor(in, pl->src);

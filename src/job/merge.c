@@ -1,7 +1,9 @@
 /* merge.c: `tensormorph merge OUT`: the output of a sharded quantize run assembled from its
-** parts by copying (tensormorph/merge.h; the parts: part.h). Memory: one part's manifest at a
-** time besides the merged one, the segment table and one 4 MiB copy buffer, whatever the
-** model's size. */
+** parts (tensormorph/merge.h; the parts: part.h): the files all parts wrote in OUT.parts-of-n
+** hard-linked into OUT's staging path (copied where the file system has no links), part 0's
+** small files copied, every segment's CRC-32C checked against its owner's record in one read
+** that also computes the sha256. Memory: one part's manifest at a time besides the merged one,
+** the segment table and one 4 MiB buffer, whatever the model's size. */
 #define _GNU_SOURCE 1 /* copy_file_range */
 #include "../core/core.h"
 #include "../core/crc32c.h"
@@ -31,6 +33,7 @@ typedef struct mfile {
     uint64_t bytes;
     mseg    *segs;
     int64_t  n_segs;
+    int      shared;   /* in OUT.parts-of-n (written there by every part), else in part 0's */
 } mfile;
 
 typedef struct merge_state {
@@ -156,6 +159,7 @@ static tm_status read_layout(merge_state *m, const json_t *rec, tm_err *err) {
                                m->out, (long long)f);
         mf->name = tm__strdup(nm);
         mf->bytes = (uint64_t)json_integer_value(json_object_get(fo, "bytes"));
+        mf->shared = json_is_true(json_object_get(fo, "shared"));
         mf->n_segs = (int64_t)json_array_size(segs);
         mf->segs = tm__calloc((size_t)mf->n_segs + 1, sizeof *mf->segs);
         if (!mf->name || !mf->segs) return tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
@@ -350,6 +354,38 @@ static tm_status copy_file(merge_state *m, const mfile *mf, const char *dst, uin
     return s;
 }
 
+/* A shared file (OUT.parts-of-n/NAME, every part's bytes at their offsets) into dst: a hard link
+** (no copy), else, where the file system has none, a copy. */
+static tm_status place_shared(merge_state *m, const mfile *mf, const char *dst, uint8_t *buf, uint64_t *copied,
+                              tm_err *err) {
+    char *src = tm__aprintf("%s.parts-of-%d/%s", m->out, m->n, mf->name);
+    if (!src) return tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
+    tm_status s = TM_OK;
+    struct stat st;
+    if (lstat(src, &st) != 0 || !S_ISREG(st.st_mode))
+        s = tm__err_set(err, TM_E_CORRUPT, -1, "merge %s: %s, where the parts write %s, is missing; re-run every part",
+                        m->out, src, mf->name);
+    else if ((uint64_t)st.st_size != mf->bytes)
+        s = tm__err_set(err, TM_E_CORRUPT, -1, "merge %s: %s has %lld bytes, not %llu as the parts planned; re-run "
+                        "every part", m->out, src, (long long)st.st_size, (unsigned long long)mf->bytes);
+    else if (link(src, dst) != 0) {
+        if (errno != EPERM && errno != EXDEV && errno != EOPNOTSUPP && errno != EMLINK && errno != ENOSYS)
+            s = tm__err_sys(err, errno, "%s -> %s: cannot link", src, dst);
+        else { /* no hard links here: copy */
+            int in = open(src, O_RDONLY | O_CLOEXEC);
+            int out = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+            if (in < 0 || out < 0) s = tm__err_sys(err, errno, "%s: cannot open", in < 0 ? src : dst);
+            if (!s) s = copy_range(in, out, 0, mf->bytes, buf, src, dst, err);
+            if (!s && fsync(out) != 0) s = tm__err_sys(err, errno, "%s: fsync failed", dst);
+            if (!s) *copied += mf->bytes;
+            if (in >= 0) close(in);
+            if (out >= 0) close(out);
+        }
+    }
+    free(src);
+    return s;
+}
+
 /* The read of a copied file that checks every segment's CRC-32C (and, beside it, its sha256). */
 typedef struct verify_state {
     merge_state        *m;
@@ -375,12 +411,15 @@ static tm_status verify_block(void *ud, const uint8_t *buf, size_t n, uint64_t o
         if (off == end) {
             if ((int64_t)v->crc != sg->crc) {
                 char *pp = tm__part_path(v->m->out, sg->owner, v->m->n);
+                char *where = mf->shared ? tm__aprintf("%s.parts-of-%d", v->m->out, v->m->n) : NULL;
                 tm_status s = tm__err_set(err, TM_E_CORRUPT, -1,
-                                          "merge %s: %s/%s: bytes [%llu, %llu) do not match the checksum its part "
-                                          "recorded (crc32c %08x, recorded %08llx): the part is damaged; re-run "
-                                          "--shard %d/%d", v->m->out, pp ? pp : "?", mf->name,
-                                          (unsigned long long)sg->off, (unsigned long long)end, v->crc,
-                                          (unsigned long long)sg->crc, sg->owner, v->m->n);
+                                          "merge %s: %s/%s: bytes [%llu, %llu) of part %d (%s) do not match the "
+                                          "checksum that part recorded (crc32c %08x, recorded %08llx): the part is "
+                                          "damaged or its last run did not finish writing; re-run --shard %d/%d",
+                                          v->m->out, where ? where : pp ? pp : "?", mf->name,
+                                          (unsigned long long)sg->off, (unsigned long long)end, sg->owner,
+                                          pp ? pp : "?", v->crc, (unsigned long long)sg->crc, sg->owner, v->m->n);
+                free(where);
                 free(pp);
                 return s;
             }
@@ -393,6 +432,9 @@ static tm_status verify_block(void *ud, const uint8_t *buf, size_t n, uint64_t o
 
 /* After OUT is in place: the parts, and the lock and staging paths of parts no process holds. */
 static void remove_parts(merge_state *m) {
+    char *sh = tm__aprintf("%s.parts-of-%d", m->out, m->n);
+    if (sh) tm__rm_rf(sh); /* OUT's files are links to its files, or copies */
+    free(sh);
     for (int i = 0; i < m->n; i++) {
         char *pp = tm__part_path(m->out, i, m->n);
         if (!pp) continue;
@@ -506,7 +548,9 @@ tm_status tm_merge(const char *out_arg, const tm_merge_params *p, tm_merge_resul
     if (!s && !buf) s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
     for (int64_t f = 0; !s && f < m.n_files; f++) {
         char *dst = one_file ? tm__strdup(pp.stage) : tm__aprintf("%s/%s", pp.stage, m.files[f].name);
-        s = dst ? copy_file(&m, &m.files[f], dst, buf, p, &copied, err) : tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
+        s = !dst ? tm__err_set(err, TM_E_NOMEM, -1, "out of memory")
+            : m.files[f].shared ? place_shared(&m, &m.files[f], dst, buf, &copied, err)
+                                : copy_file(&m, &m.files[f], dst, buf, p, &copied, err);
         free(dst);
     }
     free(buf);

@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -68,6 +69,15 @@ tm_status tm__part_begin(tm__pipe *pp, const tm_file *in, tm_err *err) {
     for (int f = 0; f < nf; f++) b[f] = tm_file_size(in, f);
     if (!s) s = tm__shard_assign(b, nf, pp->shard_n, pp->source_owner, err);
     free(b);
+    /* the directory of the output files every part writes into: made by the first part */
+    if (!s && !(pp->shared = tm__aprintf("%s.parts-of-%d", pp->final_out, pp->shard_n)))
+        s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
+    struct stat st;
+    if (!s && mkdir(pp->shared, 0755) != 0 && errno != EEXIST)
+        s = tm__err_sys(err, errno, "%s: cannot create directory", pp->shared);
+    if (!s && (lstat(pp->shared, &st) != 0 || !S_ISDIR(st.st_mode)))
+        s = tm__err_set(err, TM_E_INVALID_ARG, -1, "%s exists and is not a directory (the parts' shared output); "
+                        "remove it", pp->shared);
     return s;
 }
 
@@ -140,9 +150,20 @@ static tm_status stage_files(const char *dir, char ***names, int *n, tm_err *err
     return s;
 }
 
+/* CRC-32C of len bytes at off of the file: through a map of the page cache (no copy), else,
+** where the file cannot be mapped, with pread into buf. */
 static tm_status crc_range(int fd, const char *path, uint64_t off, uint64_t len, uint8_t *buf, size_t bufn,
                            uint32_t *crc, tm_err *err) {
     uint32_t c = 0;
+    const uint64_t pg = (uint64_t)sysconf(_SC_PAGESIZE), a = off & ~(pg - 1);
+    if (len && len + (off - a) <= (uint64_t)SIZE_MAX) {
+        void *m = mmap(NULL, (size_t)(len + (off - a)), PROT_READ, MAP_SHARED, fd, (off_t)a);
+        if (m != MAP_FAILED) {
+            *crc = tm__crc32c(0, (const uint8_t *)m + (off - a), (size_t)len);
+            munmap(m, (size_t)(len + (off - a)));
+            return TM_OK;
+        }
+    }
     while (len) {
         size_t k = len < bufn ? (size_t)len : bufn;
         ssize_t r = pread(fd, buf, k, (off_t)off);
@@ -165,20 +186,56 @@ static json_t *hash_json(json_t *v) { /* sha256 of v's compact, key-sorted text;
     return json_string(hex);
 }
 
+/* The writer's files that lie in the shared directory (their names, appended to *names). */
+static tm_status shared_files(tm__pipe *pp, const tm__qwriter *w, void *job, char ***names, int *n, tm_err *err) {
+    const char *file1 = tm__pipe_file_target(pp);
+    const char *const *files = &file1;
+    int nf = w->output_files ? w->output_files(job, &files) : (file1 ? 1 : 0);
+    if (nf < 0) return tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
+    size_t dl = strlen(pp->shared);
+    char **nn = realloc(*names, (size_t)(*n + nf + 1) * sizeof *nn);
+    if (!nn) return tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
+    *names = nn;
+    for (int k = 0; k < nf; k++) {
+        if (!files[k] || strncmp(files[k], pp->shared, dl) || files[k][dl] != '/' || strchr(files[k] + dl + 1, '/'))
+            continue; /* in the part's own directory */
+        if (!((*names)[*n] = tm__strdup(files[k] + dl + 1))) return tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
+        (*n)++;
+    }
+    return TM_OK;
+}
+
+/* Is names[f] one of the shared files? (the first n_own names are the part's own) */
+#define IS_SHARED(f) ((f) >= n_own)
+
 tm_status tm__part_record(tm__pipe *pp, const tm__qwriter *w, void *job, json_t *man, tm_err *err) {
     const tm_file *in = pp->in;
     int64_t nt = tm_file_n_tensors(in);
     char **names = NULL;
-    int nfiles = 0;
+    int nfiles = 0, n_own = 0;
     seg *sg = NULL;
     int64_t ns = 0, cap = 0;
     uint64_t *fsize = NULL;
     uint8_t *buf = NULL;
     json_t *rec = json_object(), *files = json_array(), *layout = json_array();
+    /* the files: the part's own (small ones: the index, config.json, side files), then those of
+    ** the shared directory, each list sorted by name */
     tm_status s = stage_files(pp->stage, &names, &nfiles, err);
+    n_own = nfiles;
+    if (!s && pp->shared) {
+        s = shared_files(pp, w, job, &names, &nfiles, err);
+        if (!s) qsort(names + n_own, (size_t)(nfiles - n_own), sizeof *names, str_cmp);
+        if (!s) s = tm__fsync_dir(pp->shared, err);
+    }
+    for (int f = 0; !s && f < nfiles; f++)
+        for (int g = 0; g < f; g++)
+            if (!strcmp(names[f], names[g])) {
+                s = tm__err_set(err, TM_E_INTERNAL, -1, "%s: in the part and in %s", names[f], pp->shared);
+                break;
+            }
     if (!s && !(fsize = tm__calloc((size_t)nfiles + 1, sizeof *fsize))) s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
     for (int f = 0; !s && f < nfiles; f++) {
-        char *p = tm__aprintf("%s/%s", pp->stage, names[f]);
+        char *p = tm__aprintf("%s/%s", IS_SHARED(f) ? pp->shared : pp->stage, names[f]);
         struct stat st;
         if (!p || stat(p, &st) != 0) s = tm__err_sys(err, errno, "%s: cannot stat", p ? p : names[f]);
         else fsize[f] = (uint64_t)st.st_size;
@@ -213,7 +270,7 @@ tm_status tm__part_record(tm__pipe *pp, const tm__qwriter *w, void *job, json_t 
     uint64_t data_bytes = 0;
     int64_t k = 0;
     for (int f = 0; !s && f < nfiles; f++) {
-        char *p = tm__aprintf("%s/%s", pp->stage, names[f]);
+        char *p = tm__aprintf("%s/%s", IS_SHARED(f) ? pp->shared : pp->stage, names[f]);
         int fd = p ? open(p, O_RDONLY | O_CLOEXEC) : -1;
         if (fd < 0) { s = tm__err_sys(err, errno, "%s: cannot open", p ? p : names[f]); free(p); break; }
         json_t *segs = json_array(), *lsegs = json_array();
@@ -247,10 +304,12 @@ tm_status tm__part_record(tm__pipe *pp, const tm__qwriter *w, void *job, json_t 
             at = cur.off + cur.len;
         }
         close(fd);
-        if (!s && !mine && pp->shard_i != 0 && unlink(p) != 0) s = tm__err_sys(err, errno, "%s: cannot remove", p);
+        if (!s && !mine && !IS_SHARED(f) && pp->shard_i != 0 && unlink(p) != 0) s = tm__err_sys(err, errno, "%s: cannot remove", p);
         free(p);
-        json_array_append_new(files, json_pack("{sssIso}", "file", names[f], "bytes", (json_int_t)fsize[f], "segments", segs));
-        json_array_append_new(layout, json_pack("{sssIso}", "file", names[f], "bytes", (json_int_t)fsize[f], "segments", lsegs));
+        json_array_append_new(files, json_pack("{sssIsosb}", "file", names[f], "bytes", (json_int_t)fsize[f], "segments", segs,
+                                               "shared", IS_SHARED(f)));
+        json_array_append_new(layout, json_pack("{sssIsosb}", "file", names[f], "bytes", (json_int_t)fsize[f], "segments", lsegs,
+                                                "shared", IS_SHARED(f)));
     }
     /* identity of the recipe and the sources */
     json_t *srcs = json_array(), *ident = json_array();

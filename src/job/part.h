@@ -7,19 +7,23 @@
 ** the tensor list and sizes alone: the same on every machine, for any thread count and any
 ** output sharding. The source files are dealt the same way for their sha256.
 **
-** A part is a directory OUT.part-i-of-n beside OUT, built and published by the pipeline like any
-** output (staged as OUT.part-i-of-n.tmp.<pid>, fsynced, renamed, under OUT.part-i-of-n.lock). The
-** writer writes the whole layout of the output (every header, every offset fixed by the plan)
-** but only the bytes of the part's own tensors; the part keeps the staged output files it owns
-** bytes of (sparse where other parts' tensors lie), and part 0 also keeps every byte no tensor
-** owns (headers, the index, config.json, side files). Its tensormorph-manifest.json is the
+** The output files (safetensors shards, the GGUF file or its split files) are written by every
+** part together in the directory OUT.parts-of-n beside OUT (pp->shared, made by the first part):
+** each part opens each file there without O_EXCL or O_TRUNC, sizes it to the plan, writes only
+** its own tensors' bytes at their final offsets (every offset is fixed by the plan) and fsyncs
+** it; part 0 also writes every byte no tensor owns (headers, GGUF padding). No lock: the ranges
+** are disjoint. A part's record is a directory OUT.part-i-of-n beside OUT, built and published
+** by the pipeline like any output (staged as OUT.part-i-of-n.tmp.<pid>, fsynced, renamed, under
+** OUT.part-i-of-n.lock) after its bytes in the shared files are fsynced: it holds the small
+** files every part writes whole (the safetensors index; part 0 keeps them, with config.json and
+** the side files) and its tensormorph-manifest.json, the
 ** manifest a whole run writes, its own tensors' rows filled, plus "part":
 **   schema "tensormorph.part/1", out (OUT as given), index i, count n, format,
 **   recipe_sha256 (recipe, calibration, tool, checksums mode), source_sha256 (each source's size
 **   and the sha256 of its first and last MiB), layout_sha256 (the files and segments below
 **   without checksums), sources [{bytes, probe_sha256, sha256 (the full sha256 from the part
 **   that hashed it, else null)}], files [{file, bytes, segments [[offset, length, owner part,
-**   crc32c of the bytes when this part owns them, else -1]]}], tensors [the indices this part
+**   crc32c of the bytes when this part owns them, else -1]], shared (in OUT.parts-of-n)}], tensors [the indices this part
 **   owns], rows [the rows of the manifest's "tensors" that are its tensors'], tensor_records [{index, record}] (the form's extra per-tensor data), data_bytes.
 ** Segments tile each file exactly, in offset order.
 */

@@ -268,7 +268,7 @@ const char *tm__pipe_file_target(tm__pipe *pp) {
     if (!pp->part_file) {
         const char *o = pp->part_of_file ? pp->final_out : pp->out;
         const char *b = strrchr(o, '/') ? strrchr(o, '/') + 1 : o;
-        pp->part_file = tm__aprintf("%s/%s", pp->stage, b);
+        pp->part_file = tm__aprintf("%s/%s", pp->shared ? pp->shared : pp->stage, b);
     }
     return pp->part_file;
 }
@@ -494,7 +494,8 @@ void tm__pipe_end(tm__pipe *pp) {
     free(pp->tensor_owner);
     free(pp->source_owner);
     free(pp->part_file);
-    pp->part_file = NULL;
+    free(pp->shared);
+    pp->part_file = pp->shared = NULL;
     pp->tensor_owner = pp->source_owner = NULL;
     pp->lock_path = pp->stage = pp->man_stage = pp->man_final = NULL;
     pp->hex = NULL;

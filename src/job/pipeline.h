@@ -73,6 +73,8 @@ typedef struct tm__pipe {
     int            part_of_file; /* the part of a single-file output (a GGUF): written as OUT's
                                     name inside the part's directory (tm__pipe_file_target)     */
     char          *part_file;
+    char          *shared;       /* a part: OUT.parts-of-n, the directory of the output files every
+                                    part writes its own bytes into (part.h); else NULL          */
 } tm__pipe;
 
 /* Does this run write source tensor t? Always, unless it is a part that does not own t. */

@@ -740,7 +740,8 @@ static tm_status ct_plan(void *ctx, tm__pipe *pp, int64_t *n_tasks, tm_err *err)
 
     /* ---- output: built in pp->stage beside the target, renamed at the end (pipeline.c) ---- */
     if (!s) {
-        cj->stpath = tm__aprintf("%s/model.safetensors", pp->stage);
+        /* a part writes the shards into the directory every part shares, the index into its own (part.h) */
+        cj->stpath = tm__aprintf("%s/model.safetensors", pp->shared ? pp->shared : pp->stage);
         const char *mk[] = {"format", "quantized_by"};
         const char *mv[] = {"pt", "tensormorph " TM_VERSION_STRING};
         tm_st_write_params wp;
@@ -749,6 +750,9 @@ static tm_status ct_plan(void *ctx, tm__pipe *pp, int64_t *n_tasks, tm_err *err)
         wp.meta_keys = mk;
         wp.meta_values = mv;
         wp.n_meta = 2;
+        wp.shared = pp->shared != NULL;
+        wp.shared_header = pp->shard_i == 0;
+        wp.index_dir = pp->shared ? pp->stage : NULL;
         s = cj->stpath ? tm_st_writer_open(cj->stpath, cj->entries, cj->ne, &wp, &jp->w, err)
                    : tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
     }
@@ -888,6 +892,7 @@ static tm_status ct_manifest(void *ctx, json_t *man, tm_err *err) {
 static int ct_output_files(void *ctx, const char *const **files) {
     ctjob *cj = ctx;
     int nf = tm_st_writer_n_files(cj->j.w);
+    free(cj->ofiles);
     cj->ofiles = tm__calloc((size_t)nf + 1, sizeof *cj->ofiles);
     if (!cj->ofiles) return -1;
     for (int f = 0; f < nf; f++) cj->ofiles[f] = tm_st_writer_file(cj->j.w, f);

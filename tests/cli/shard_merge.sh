@@ -4,7 +4,8 @@
 # --max-shard-size (N below and above the number of output shards), a real two-file checkpoint
 # of ../shared when present; a missing, a damaged and a mismatched part each fail the merge
 # naming it (exit 4, 3, 3) and leave the parts as they were; re-running that part alone is
-# enough; afterwards only OUT is left.
+# enough (also a re-run killed mid-write, and an unmerged run of another layout before);
+# afterwards only OUT is left.
 set -u
 T="${TM_BIN:?TM_BIN: the tensormorph binary}"
 W=$(mktemp -d "${TMPDIR:-/tmp}/tm_shard.XXXXXX")
@@ -83,26 +84,51 @@ echo "$out_msg" | grep -q -- "--shard 2/4" || fail "the --shard to re-run is not
 [ "$(ls -d out.part-* | wc -l)" = 3 ] || fail "a failed merge touched the parts: $(ls)"
 "$T" quantize demo -o out --shard 2/4 -q || fail "re-run of part 2"
 
-# damage a byte that part 1 owns (a segment of its own)
-seg=$(python3 - <<'EOF'
-import json
-r = json.load(open("out.part-1-of-4/tensormorph-manifest.json"))["part"]
+# own_segment I: "FILE OFFSET LENGTH" of a segment of part I (of 4) of at least 17 bytes, FILE
+# as it lies (out.parts-of-4/NAME: the files every part writes into; else in the part)
+own_segment() {
+    python3 - "$1" <<'EOF'
+import json, sys
+i = int(sys.argv[1])
+r = json.load(open(f"out.part-{i}-of-4/tensormorph-manifest.json"))["part"]
 for f in r["files"]:
     for off, ln, owner, crc in f["segments"]:
-        if owner == 1 and ln > 16:
-            print(f["file"], off + ln // 2); raise SystemExit
+        if owner == i and ln > 16:
+            d = "out.parts-of-4" if f.get("shared") else f"out.part-{i}-of-4"
+            print(f"{d}/{f['file']}", off, ln); raise SystemExit
 EOF
-)
-set -- $seg
+}
+# damage a byte that part 1 owns (a segment of its own)
+set -- $(own_segment 1)
 [ -n "${2:-}" ] || fail "part 1 owns no segment"
-cp "out.part-1-of-4/$1" saved
-python3 -c "import sys; f=open(sys.argv[1],'r+b'); f.seek(int(sys.argv[2])); b=f.read(1); f.seek(int(sys.argv[2])); f.write(bytes([b[0]^0x5a]))" "out.part-1-of-4/$1" "$2"
+case "$1" in out.parts-of-4/*) ;; *) fail "part 1's tensor bytes are not in the shared out.parts-of-4: $1" ;; esac
+python3 -c "import sys; f=open(sys.argv[1],'r+b'); f.seek(int(sys.argv[2])); b=f.read(1); f.seek(int(sys.argv[2])); f.write(bytes([b[0]^0x5a]))" "$1" $(($2 + $3 / 2))
 out_msg=$("$T" merge out 2>&1); rc=$?
 [ $rc = 3 ] || fail "merge with a damaged part 1: exit $rc, not 3 ($out_msg)"
-echo "$out_msg" | grep -q "out.part-1-of-4/$1" || fail "the damaged part is not named: $out_msg"
+echo "$out_msg" | grep -q "$1" || fail "the damaged file is not named: $out_msg"
+echo "$out_msg" | grep -q "out.part-1-of-4" || fail "the damaged part is not named: $out_msg"
+echo "$out_msg" | grep -q -- "--shard 1/4" || fail "the --shard to re-run is not named: $out_msg"
 echo "$out_msg" | grep -q "checksum" || fail "no checksum named: $out_msg"
 [ -e out ] && fail "a failed merge left OUT"
 "$T" quantize demo -o out --shard 1/4 -q || fail "re-run of part 1"
+
+# a re-run of part 2 that crashed (kill -9) mid-write: its lock (a dead pid), its staging
+# directory, its record of the run before, and the second half of its bytes in the shared file
+# not yet rewritten (here: zeros); the merge refuses naming part 2, its re-run is enough
+set -- $(own_segment 2)
+[ -n "${2:-}" ] || fail "part 2 owns no segment"
+dead=999999
+while kill -0 $dead 2>/dev/null; do dead=$((dead - 1)); done
+echo $dead > out.part-2-of-4.lock
+mkdir out.part-2-of-4.tmp.$dead
+python3 -c "import sys; f=open(sys.argv[1],'r+b'); o,n=int(sys.argv[2]),int(sys.argv[3]); f.seek(o+n//2); f.write(bytes(n-n//2))" "$1" "$2" "$3"
+out_msg=$("$T" merge out 2>&1); rc=$?
+[ $rc = 3 ] || fail "merge with part 2 killed mid-write: exit $rc, not 3 ($out_msg)"
+echo "$out_msg" | grep -q "out.part-2-of-4" || fail "the killed part is not named: $out_msg"
+echo "$out_msg" | grep -q -- "--shard 2/4" || fail "the --shard to re-run is not named: $out_msg"
+[ -e out ] && fail "a failed merge left OUT"
+"$T" quantize demo -o out --shard 2/4 -q || fail "re-run of the killed part 2"
+[ -e out.part-2-of-4.tmp.$dead ] && fail "the re-run left the killed run's staging directory"
 
 # a part of another recipe
 "$T" quantize demo -o out --shard 3/4 -q --observer mse || fail "part 3 with --observer mse"
@@ -115,9 +141,8 @@ doc=$("$T" merge out --json) || fail "merge after the re-runs: exit $?"
 echo "$doc" | python3 -c "import json,sys; d=json.load(sys.stdin); assert d['schema']=='tensormorph.merge/1' and d['n_parts']==4 and d['manifest']['parts'][3]['index']==3, d" \
     || fail "merge --json document: $doc"
 same_output ref out
-[ "$(ls | sort | tr '\n' ' ')" = "demo out ref saved " ] || fail "left beside OUT after the merge: $(ls)"
-rm -f saved
-echo "ok: missing (exit 4), damaged (exit 3), other recipe (exit 3) parts refused; re-run parts merged"
+[ "$(ls | sort | tr '\n' ' ')" = "demo out ref " ] || fail "left beside OUT after the merge: $(ls)"
+echo "ok: missing (exit 4), damaged (exit 3), killed mid-write (exit 3), other recipe (exit 3) parts refused; re-run parts merged"
 
 # a part run killed with -9 leaves its lock (a dead pid) and staging directory: the re-run takes
 # them over, and merge removes a stale staging path of a part that was re-run elsewhere
@@ -159,6 +184,11 @@ if [ -n "${TM_SHARED:-}" ] && [ -d "$S" ]; then
         rm -rf ref.gguf* out.gguf*
         "$T" quantize "$G" -o out.gguf --type Q4_K_M -q || fail "GGUF one run"
         mv out.gguf ref.gguf && mv out.gguf.manifest.json ref.gguf.manifest.json
+        if [ $n = 3 ]; then # an earlier run of another layout (Q8_0: a larger file), never merged,
+            # left its shared file and records: this run's parts rewrite them, merge gives one run's bytes
+            for ((i = 0; i < n; i++)); do "$T" quantize "$G" -o out.gguf --type Q8_0 --shard $i/$n -q || fail "GGUF Q8_0 part $i/$n"; done
+            [ -f out.gguf.parts-of-3/out.gguf ] || fail "no shared file out.gguf.parts-of-3/out.gguf: $(ls)"
+        fi
         for ((i = 0; i < n; i++)); do "$T" quantize "$G" -o out.gguf --type Q4_K_M --shard $i/$n -q || fail "GGUF part $i/$n"; done
         [ -e out.gguf ] && fail "a GGUF part wrote OUT"
         "$T" merge out.gguf -q || fail "GGUF merge of $n parts"
@@ -173,7 +203,7 @@ for m in (a, b):
 sys.exit(a != b)
 EOF
         [ "$(ls | grep '^out\.gguf' | tr '\n' ' ')" = "out.gguf out.gguf.manifest.json " ] || fail "left beside the GGUF OUT: $(ls)"
-        echo "ok: GGUF Q4_K_M, $n parts: byte-identical"
+        echo "ok: GGUF Q4_K_M, $n parts: byte-identical$([ $n = 3 ] && echo ' (over the shared file of an unmerged Q8_0 run)')"
     done
 elif [ "${TM_REQUIRE_SHARED:-0}" = 1 ]; then
     fail "TM_REQUIRE_SHARED=1 but $S is missing"

@@ -44,6 +44,25 @@ static void test_crc32c_paths_agree(void **state) {
         }
 }
 
+/* lengths past the three-lane blocks (3 x 4096 bytes) of the SSE4.2 path, at odd offsets */
+static void test_crc32c_long(void **state) {
+    (void)state;
+    enum { N = 3 * 3 * 4096 + 77 };
+    uint8_t *buf = malloc(N + 8);
+    assert_non_null(buf);
+    uint32_t x = 777;
+    for (size_t k = 0; k < N + 8; k++) buf[k] = (uint8_t)((x = x * 1103515245u + 12345u) >> 16);
+    const size_t lens[] = {12287, 12288, 12289, 24576, 24583, N};
+    for (size_t q = 0; q < sizeof lens / sizeof lens[0]; q++)
+        for (size_t off = 0; off < 8; off += 3) {
+            uint32_t a = tm__crc32c(0, buf + off, lens[q]), b = tm__crc32c_ref(0, buf + off, lens[q]);
+            assert_int_equal(a, b);
+            assert_int_equal(tm__crc32c(tm__crc32c(0xDEADBEEFu, buf + off, 5000), buf + off + 5000, lens[q] - 5000),
+                             tm__crc32c_ref(tm__crc32c_ref(0xDEADBEEFu, buf + off, 5000), buf + off + 5000, lens[q] - 5000));
+        }
+    free(buf);
+}
+
 static void test_shard_assign(void **state) {
     (void)state;
     /* 10 -> p0, 9 -> p1, 8 -> p2, 7 -> p2 (8 is least), 6 -> p1 (9), 5 -> p0 (10), 1 -> p0
@@ -83,6 +102,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_crc32c_values),
         cmocka_unit_test(test_crc32c_paths_agree),
+        cmocka_unit_test(test_crc32c_long),
         cmocka_unit_test(test_shard_assign),
         cmocka_unit_test(test_part_path),
     };

@@ -28,7 +28,7 @@ static void test_roundtrip_single(void **state) {
     const char *dir = *state;
     char *path = tmst_path(dir, "model.safetensors");
     const char *mk[] = {"format", "note"}, *mv[] = {"pt", "h\xc3\xa9llo \"quoted\""};
-    tm_st_write_params wp = {0, mk, mv, 2};
+    tm_st_write_params wp = {0, mk, mv, 2, 0, 0, NULL};
     tmst_write_all(path, tmst_entries, tmst_n_entries, &wp);
     assert_int_equal(tmst_count_dir_entries(dir, ".tmp."), 0);
 
@@ -88,7 +88,7 @@ static void test_roundtrip_sharded(void **state) {
     char *path = tmst_path(dir, "model.safetensors");
     const char *mk[] = {"format"}, *mv[] = {"pt"};
     /* 60+10+2+0+7+3+32+24+9+2+1+12+8+8+8+8 = 194 bytes; cap 64 -> several shards */
-    tm_st_write_params wp = {64, mk, mv, 1};
+    tm_st_write_params wp = {64, mk, mv, 1, 0, 0, NULL};
     tm_st_writer *w = NULL;
     tm_err e;
     assert_int_equal(tm_st_writer_open(path, tmst_entries, tmst_n_entries, &wp, &w, &e), TM_OK);
@@ -229,7 +229,7 @@ static void test_writer_rejects_bad_plans(void **state) {
     tm_st_entry meta_name[] = {{"__metadata__", TM_F32, 1, {1}}};
     assert_int_equal(tm_st_writer_open(path, meta_name, 1, NULL, &w, &e), TM_E_INVALID_ARG);
     const char *mk[] = {"k", "k"}, *mv[] = {"1", "2"};
-    tm_st_write_params wp = {0, mk, mv, 2};
+    tm_st_write_params wp = {0, mk, mv, 2, 0, 0, NULL};
     assert_int_equal(tm_st_writer_open(path, dup, 2, &wp, &w, &e), TM_E_INVALID_ARG);
     assert_non_null(strstr(e.msg, "duplicate metadata key 'k'"));
     assert_int_equal(tmst_count_dir_entries(dir, NULL), 0);

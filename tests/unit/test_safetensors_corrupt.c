@@ -361,7 +361,7 @@ static void test_open_directory_rules(void **state) {
 static void test_stray_beside_index(void **state) {
     const char *dir = *state;
     char *path = tmst_path(dir, "model.safetensors");
-    tm_st_write_params wp = {64, NULL, NULL, 0};
+    tm_st_write_params wp = {64, NULL, NULL, 0, 0, 0, NULL};
     tmst_write_all(path, tmst_entries, tmst_n_entries, &wp); /* shards + model.safetensors.index.json */
     put_shard(dir, "model.safetensors", "stray_a,layer.0.weight");
     put_shard(dir, "model-00009-of-00009.safetensors", "stray_b");

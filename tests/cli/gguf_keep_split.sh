@@ -1,0 +1,100 @@
+#!/bin/bash
+# gguf_keep_split.sh: `quantize SPLIT-00001-of-0000N.gguf -o OUT.gguf --keep-split` (as
+# llama-quantize --keep-split): a split GGUF input (gguf-split files, here made by our own
+# --max-shard-size from a real model) is read as one model, and the output is the same number of
+# split files OUT-0000k-of-0000N.gguf, each holding the tensors of its input file in order, with
+# llama.cpp's split keys; every tensor's bytes (type, shape, data) equal those of a one-file run
+# from the same input, the first file's other keys equal the one file's; llama.cpp
+# (node-llama-cpp) loads the set with the one file's probabilities. Needs ../shared.
+set -u
+T="${TM_BIN:?TM_BIN: the tensormorph binary}"
+G="${TM_SHARED:-}/models/gguf/stories260K-F32.gguf"
+if [ -z "${TM_SHARED:-}" ] || [ ! -f "$G" ]; then
+    [ "${TM_REQUIRE_SHARED:-0}" = 1 ] && { echo "FAIL: TM_REQUIRE_SHARED=1 but $G is missing"; exit 1; }
+    echo "SKIP: ../shared not found (set TM_SHARED)"; exit 77
+fi
+W=$(mktemp -d "${TMPDIR:-/tmp}/tm_keepsplit.XXXXXX")
+trap 'rm -rf "$W"' EXIT
+cd "$W" || exit 1
+fail() { echo "FAIL: $*"; exit 1; }
+
+# the split input: F16, three files
+"$T" quantize "$G" -o in.gguf --type F16 --max-shard-size 200KB -q || fail "making the split input"
+[ "$(ls in-*-of-*.gguf | wc -l)" = 3 ] || fail "the split input is not 3 files: $(ls)"
+"$T" inspect in-00001-of-00003.gguf | grep -q "^files: *3 " || fail "the split input is not read as 3 files: $("$T" inspect in-00001-of-00003.gguf | head -4)"
+"$T" inspect in-00002-of-00003.gguf > /dev/null 2> msg && fail "opening the second split file was accepted"
+grep -q "00001-of-00003" msg || fail "opening the second split file: no pointer to the first: $(cat msg)"
+
+"$T" quantize in-00001-of-00003.gguf -o one.gguf --type Q8_0 -q || fail "one-file run from the split input"
+"$T" quantize in-00001-of-00003.gguf -o k.gguf --type Q8_0 --keep-split -q || fail "--keep-split run"
+[ -e k.gguf ] && fail "a --keep-split run wrote k.gguf itself"
+[ "$(ls k-*-of-*.gguf | tr '\n' ' ')" = "k-00001-of-00003.gguf k-00002-of-00003.gguf k-00003-of-00003.gguf " ] \
+    || fail "--keep-split files: $(ls)"
+"$T" quantize in-00001-of-00003.gguf -o x.gguf --type Q8_0 --keep-split --max-shard-size 1MB -q 2> /dev/null
+[ $? = 2 ] || fail "--keep-split with --max-shard-size: not a usage error"
+python3 - one.gguf in-0000{1,2,3}-of-00003.gguf k-0000{1,2,3}-of-00003.gguf <<'EOF' || fail "--keep-split files' tensors, bytes or keys"
+import struct, sys
+SZ = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
+def read(p):
+    b = open(p, "rb").read()
+    assert b[:4] == b"GGUF" and struct.unpack_from("<I", b, 4)[0] == 3
+    nt, nkv = struct.unpack_from("<QQ", b, 8)
+    off, kv, ts = 24, {}, []
+    def s():
+        nonlocal off
+        (n,) = struct.unpack_from("<Q", b, off); off += 8; off += n
+        return b[off - n:off].decode()
+    for _ in range(nkv):
+        k = s(); (t,) = struct.unpack_from("<I", b, off); off += 4
+        if t == 8: v = s()
+        elif t == 9:
+            et, cnt = struct.unpack_from("<IQ", b, off); off += 12
+            if et == 8: v = [s() for _ in range(cnt)]
+            else: v = b[off:off + cnt * SZ[et]]; off += cnt * SZ[et]
+        else:
+            fmt = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q", 12: "d"}[t]
+            (v,) = struct.unpack_from("<" + fmt, b, off); off += SZ[t]
+        kv[k] = (t, v)
+    for _ in range(nt):
+        name = s(); (nd,) = struct.unpack_from("<I", b, off); off += 4
+        ne = struct.unpack_from("<%dQ" % nd, b, off); off += 8 * nd
+        ty, o = struct.unpack_from("<IQ", b, off); off += 12
+        ts.append([name, ne, ty, o])
+    align = kv.get("general.alignment", (4, 32))[1]
+    start = (off + align - 1) // align * align
+    ends = sorted(t[3] for t in ts) + [len(b) - start]
+    for t in ts:  # the tensor's bytes: to the next tensor's offset (the padding is zeros either way)
+        nxt = min(e for e in ends if e > t[3]) if any(e > t[3] for e in ends) else len(b) - start
+        t.append(b[start + t[3]:start + nxt].rstrip(b"\0"))
+    return kv, ts
+one_kv, one_t = read(sys.argv[1])
+ins = [read(p) for p in sys.argv[2:5]]
+outs = [read(p) for p in sys.argv[5:8]]
+one = {t[0]: t for t in one_t}
+n = len(outs)
+for i, ((ikv, its), (kv, ts)) in enumerate(zip(ins, outs)):
+    assert [t[0] for t in ts] == [t[0] for t in its], f"file {i}: other tensors than input file {i}"
+    assert kv["split.no"] == (2, i) and kv["split.count"] == (2, n), (kv.get("split.no"), kv.get("split.count"))
+    assert kv["split.tensors.count"] == (5, len(one_t)), kv.get("split.tensors.count")
+    other = set(kv) - {"split.no", "split.count", "split.tensors.count"}
+    assert other == (set(one_kv) if i == 0 else set(k for k in ("general.alignment",) if k in one_kv)), (i, sorted(other ^ set(one_kv))[:5])
+    for t in ts:
+        o = one[t[0]]
+        assert t[1] == o[1] and t[2] == o[2], f"{t[0]}: shape/type {t[1:3]} vs {o[1:3]}"
+        assert t[4] == o[4], f"{t[0]}: other bytes than the one-file run's"
+assert all(outs[0][0][k] == one_kv[k] for k in one_kv), "the first file's keys differ from the one file's"
+print("ok:", n, "files;", [len(o[1]) for o in outs], "tensors per file as the input's; bytes as the one file's")
+EOF
+echo "ok: --keep-split keeps the input's split files, tensors and bytes as a one-file run's"
+
+NM="${TM_NODE_MODULES:-}"
+if [ -n "$NM" ] && [ -f "$NM/node-llama-cpp/package.json" ] && command -v node > /dev/null; then
+    a=$(timeout 300 node "${TM_SRC:?}/tests/llama/load_probs.mjs" "$NM" one.gguf) || fail "llama.cpp cannot load one.gguf"
+    b=$(timeout 300 node "$TM_SRC/tests/llama/load_probs.mjs" "$NM" k-00001-of-00003.gguf) || fail "llama.cpp cannot load the --keep-split files"
+    [ -n "$a" ] && [ "$a" = "$b" ] || fail "llama.cpp: the --keep-split files give other probabilities: $a / $b"
+    echo "ok: llama.cpp loads the --keep-split files: $b"
+elif [ "${TM_REQUIRE_LLAMA:-0}" = 1 ]; then
+    fail "TM_REQUIRE_LLAMA=1 but node-llama-cpp is not in TM_NODE_MODULES='$NM'"
+else
+    echo "SKIP (part): node-llama-cpp not found (TM_NODE_MODULES): llama.cpp load not run"
+fi

@@ -38,6 +38,8 @@ const cli_opt opts_sensitivity[] = {
     {"jobs", 0, "N", 0, "probes run at once (default 1)"},
     {"probe", 0, "i/n", 0, "only probe items k with k % n == i (i from 0); writes a partial result for `sensitivity merge`"},
     {"base-cache", 0, "FILE", 0, "base distributions cached here (default: one in the scratch folder)"},
+    {"no-cache", 0, NULL, 0, "quantize every candidate from SRC again (default: quantized tensors are reused between probes)"},
+    {"cache-mb", 0, "MIB", 0, "quantized tensors kept in memory (default 1024; 0: all spill); the rest spill to the scratch folder"},
     CLI_OPT_FORCE,
     CLI_OPT_END,
 };
@@ -223,6 +225,9 @@ int cmd_sensitivity(const cli_cmd *cmd, cli_args *a) {
     p.ev.chunks = (int)v;
     if ((rc = cli_opt_long(cmd, a, "jobs", 1, 1, 256, &v))) return rc;
     p.jobs = (int)v;
+    p.no_cache = cli_has(a, "no-cache");
+    if ((rc = cli_opt_long(cmd, a, "cache-mb", 1024, 0, 1 << 30, &v))) return rc;
+    p.cache_mb = (int)v;
     if ((rc = dbl_opt(cmd, a, "budget", 0, 1e300, &p.budget_kld)) || (rc = dbl_opt(cmd, a, "budget-p99", 0, 1e300, &p.budget_p99)) ||
         (rc = dbl_opt(cmd, a, "min-top1", 0, 1, &p.min_top1)))
         return rc;

@@ -59,6 +59,10 @@ typedef struct tm_sensitivity_params {
     int         jobs;           /* probes run at once (>= 1)                                  */
     int         threads;        /* llama.cpp and quantizer threads per probe (>= 1)           */
     int         force;          /* replace an OUT that is a previous tensormorph output       */
+    int         no_cache;       /* 1: every candidate quantized from SRC again (--no-cache)   */
+    int         cache_mb;       /* quantized tensors kept in memory, MiB (default 1024; 0: all
+                                   spill); the rest spill to the scratch folder
+                                   (docs/sensitivity.md "Cache")                              */
     tm_evidence_llm_params ev;  /* texts, ctx, chunks, node, runner, node_modules, tmp_dir,
                                    vocab_from, base_cache (NULL: one in the scratch folder);
                                    baseline/candidate/threads/gen/warmup are set by the job   */
@@ -68,7 +72,7 @@ typedef struct tm_sensitivity_params {
     volatile const int *cancel;
 } tm_sensitivity_params;
 
-tm_sensitivity_params tm_sensitivity_params_default(void); /* Q2_K, layer, no budget, 1 job, 1 thread; spec int8 channel */
+tm_sensitivity_params tm_sensitivity_params_default(void); /* Q2_K, layer, no budget, 1 job, 1 thread, cache 1024 MiB; spec int8 channel */
 
 /* tm_sensitivity_ladder_default: the default GGUF ladder from `ftype` up into out[cap]: the
 ** rungs of Q2_K Q3_K_M Q4_K_M Q5_K_M Q6_K Q8_0 F16 above ftype, ftype first. Returns the count. */

@@ -29,6 +29,7 @@ tm_sensitivity_params tm_sensitivity_params_default(void) {
     p.budget_kld = p.budget_p99 = p.min_top1 = -1;
     p.jobs = 1;
     p.threads = 1;
+    p.cache_mb = 1024;
     p.ev = tm_evidence_llm_params_default();
     p.spec = tm_qspec_default();
     return p;
@@ -472,6 +473,7 @@ static void sens_free(sens *S) {
     free(S->t);
     for (int u = 0; u < S->n_u; u++) free(S->unit_names[u]);
     free(S->unit_names);
+    tm__sens_qcache_free(S->qc);
     if (S->work) tm__rm_rf(S->work);
     free(S->work);
     if (S->base != S->p->src) free(S->base);
@@ -571,6 +573,8 @@ tm_status tm_sensitivity_run(const tm_sensitivity_params *p, char **json_out, in
         }
         tm_close(f);
     }
+    if (!s && !p->no_cache && !(S.qc = tm__sens_qcache_new(S.work, (uint64_t)(p->cache_mb > 0 ? p->cache_mb : 0) << 20)))
+        s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
     if (!s && !S.cache && !(S.cache = tm__aprintf("%s/base.cache", S.work))) s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
     if (!s) s = tm_sha256_file(S.base, S.src_sha, NULL, err);
     if (!s) s = S.ct ? load_tensors_ct(&S, err) : load_tensors(&S, err);
@@ -665,6 +669,16 @@ tm_status tm_sensitivity_run(const tm_sensitivity_params *p, char **json_out, in
         json_object_set_new(tm, "probes_per_minute", json_real(sec > 0 ? 60.0 * S.n_evals / sec : 0));
         json_object_set_new(tm, "candidate_seconds", json_real(S.cand_seconds));
         json_object_set_new(tm, "evaluation_seconds", json_real(S.eval_seconds));
+        long nq, nr, nsp;
+        uint64_t mb;
+        tm__sens_qcache_counts(S.qc, &nq, &nr, &nsp, &mb);
+        json_t *qc = json_object();
+        json_object_set_new(qc, "enabled", json_boolean(S.qc != NULL));
+        json_object_set_new(qc, "tensors_quantized", json_integer(nq));
+        json_object_set_new(qc, "tensors_reused", json_integer(nr));
+        json_object_set_new(qc, "entries_spilled", json_integer(nsp));
+        json_object_set_new(qc, "bytes_in_memory", json_integer((json_int_t)mb));
+        json_object_set_new(tm, "tensor_cache", qc);
         json_object_set_new(doc, "timings", tm);
         *json_out = dump_checked(doc, &s, err);
     }

@@ -138,6 +138,11 @@ tm_status tm__sens_write(sens *S, const int *a, const char *path, int checksums,
         gp.n_threads = p->threads;
         gp.command_line = p->command_line;
         gp.cancel = p->cancel;
+        tm_gguf_tensor_cache tc;
+        if (S->qc) {
+            tc = tm__sens_qcache_hooks(S->qc);
+            gp.tensor_cache = &tc;
+        }
         tm_gguf_quantize_result *r = NULL;
         s = tm_gguf_quantize(f, path, &gp, &r, err);
         tm_gguf_quantize_result_free(r);

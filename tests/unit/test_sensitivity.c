@@ -443,6 +443,67 @@ static void test_probe_merge(void **state) {
     free(tb);
 }
 
+/* ---- the quantized-tensor cache: same results on, off and spilled; counted -------------------- */
+
+static long cache_count(const char *path, const char *key) {
+    char *t = tmt_read_file(path);
+    assert_non_null(t);
+    json_t *d = json_loads(t, 0, NULL);
+    free(t);
+    assert_non_null(d);
+    json_t *c = json_object_get(json_object_get(d, "timings"), "tensor_cache");
+    assert_true(json_is_object(c));
+    long v = (long)json_integer_value(json_object_get(c, key));
+    json_decref(d);
+    return v;
+}
+
+static void test_tensor_cache(void **state) {
+    (void)state;
+    if (!require_llama()) return;
+    char extra[1200];
+    const char *cfg = "-t Q2_K --ladder Q2_K,Q4_K_M --units 'blk\\.[03]$' --budget 1e-12";
+    static const char *const mode[] = {"", "--no-cache", "--cache-mb 0"};
+    static const char *const tag[] = {"on", "off", "spill"};
+    for (int m = 0; m < 3; m++) { /* the budget is never met: every step of the search is probed */
+        snprintf(extra, sizeof extra, "%s %s -o '%s/cache-%s.gguf'", cfg, mode[m], g_tmp, tag[m]);
+        json_decref(sens(1, extra));
+    }
+    char p[3][600];
+    for (int m = 0; m < 3; m++) snprintf(p[m], sizeof p[m], "%s/cache-%s.gguf.sensitivity.json", g_tmp, tag[m]);
+    /* off: nothing counted; on and spilled: each (tensor, type) quantized once, the rest reused */
+    assert_int_equal(cache_count(p[1], "tensors_quantized") + cache_count(p[1], "tensors_reused"), 0);
+    long q = cache_count(p[0], "tensors_quantized"), r = cache_count(p[0], "tensors_reused");
+    print_message("cache: %ld tensors quantized, %ld reused\n", q, r);
+    assert_true(q > 0 && r > q);
+    assert_int_equal(cache_count(p[0], "entries_spilled"), 0);
+    assert_int_equal(cache_count(p[2], "tensors_quantized"), q);
+    assert_int_equal(cache_count(p[2], "tensors_reused"), r);
+    assert_int_equal(cache_count(p[2], "entries_spilled"), q);
+    assert_int_equal(cache_count(p[2], "bytes_in_memory"), 0);
+    /* the same document (but the timings and the plan's file names) and the same artifact */
+    char *doc[3];
+    for (int m = 0; m < 3; m++) {
+        char *t = tmt_read_file(p[m]);
+        json_t *d = json_loads(t, 0, NULL);
+        free(t);
+        assert_non_null(d);
+        json_t *plan = json_object_get(d, "plan");
+        assert_true(json_is_object(plan));
+        json_object_del(d, "timings");
+        json_object_del(plan, "artifact");
+        json_object_del(plan, "evidence");
+        json_object_del(plan, "recipe");
+        doc[m] = json_dumps(d, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17));
+        json_decref(d);
+    }
+    for (int m = 1; m < 3; m++) {
+        assert_string_equal(doc[0], doc[m]);
+        assert_int_equal(tmt_run(NULL, "cmp -s '%s/cache-on.gguf' '%s/cache-%s.gguf'", g_tmp, g_tmp, tag[m]), 0);
+    }
+    for (int m = 0; m < 3; m++) free(doc[m]);
+}
+
 /* ---- bad input ------------------------------------------------------------------------------- */
 
 static void test_bad_input(void **state) {
@@ -481,6 +542,7 @@ int main(void) {
         cmocka_unit_test(test_ranking_and_budget),
         cmocka_unit_test(test_ct_int4_budget),
         cmocka_unit_test(test_probe_merge),
+        cmocka_unit_test(test_tensor_cache),
         cmocka_unit_test(test_bad_input),
     };
     const char *filt = getenv("TM_TEST_FILTER"); /* e.g. "test_serve*": run only those, by hand */

@@ -164,17 +164,6 @@ static tm_status make_units(sens *S, tm_err *err) {
 
 /* ---- the source and the rungs ------------------------------------------------------------- */
 
-/* A compressed-tensors rung's name: "int4 channel:0", "int8 group:32:-1 asym", "dense". */
-static void spec_name(const tm_qspec *sp, int dense, char *buf, size_t n) {
-    if (dense) { snprintf(buf, n, "dense"); return; }
-    const char *ty = sp->code_dtype == TM_I8 ? "int8" : sp->code_dtype == TM_U8 ? "uint8" : sp->code_dtype == TM_I4 ? "int4"
-                   : sp->code_dtype == TM_U4 ? "uint4" : sp->code_dtype == TM_F8_E4M3 ? "fp8_e4m3" : sp->code_dtype == TM_F8_E5M2 ? "fp8_e5m2" : "?";
-    char g[48], o[64];
-    tm_granularity_name(&sp->gran, g, sizeof g);
-    tm_observer_name(&sp->observer, o, sizeof o);
-    snprintf(buf, n, "%s %s%s%s%s", ty, g, sp->symmetric ? "" : " asym", strcmp(o, "minmax") ? " " : "", strcmp(o, "minmax") ? o : "");
-}
-
 static int ftype_quantized(int ft) { return ft != TM_FTYPE_F16 && ft != TM_FTYPE_BF16 && ft != TM_FTYPE_F32; }
 
 static tm_status load_tensors(sens *S, tm_err *err) {
@@ -492,6 +481,23 @@ static tm_status check_params(const tm_sensitivity_params *p, tm_err *err) {
         for (int q = 0; q < r; q++)
             if (p->ladder[q] == p->ladder[r]) return tm__err_set(err, TM_E_INVALID_ARG, -1, "--ladder: %s given twice", tm_gguf_ftype_name(p->ladder[r]));
     }
+    if (p->ct_ladder && !p->ct) return tm__err_set(err, TM_E_INVALID_ARG, -1, "a compressed-tensors --ladder needs the compressed-tensors form");
+    if (p->ct_ladder && (p->n_ct_ladder < 1 || p->n_ct_ladder > TM_SENS_MAX_LADDER))
+        return tm__err_set(err, TM_E_INVALID_ARG, -1, "--ladder: 1 to %d rungs, got %d", TM_SENS_MAX_LADDER, p->n_ct_ladder);
+    for (int r = 0; p->ct_ladder && r < p->n_ct_ladder; r++) {
+        char a[160], b[160];
+        int dr = p->ct_dense && p->ct_dense[r];
+        tm__sens_rung_name(&p->ct_ladder[r], dr, a, sizeof a);
+        if (r == 0) {
+            tm__sens_rung_name(&p->spec, 0, b, sizeof b);
+            if (dr || strcmp(a, b)) return tm__err_set(err, TM_E_INVALID_ARG, -1, "--ladder must start at the scheme (%s), got '%s'", b, a);
+        }
+        if (dr && r != p->n_ct_ladder - 1) return tm__err_set(err, TM_E_INVALID_ARG, -1, "--ladder: rung %d 'dense' must be the last", r + 1);
+        for (int q = 0; q < r; q++) {
+            tm__sens_rung_name(&p->ct_ladder[q], p->ct_dense && p->ct_dense[q], b, sizeof b);
+            if (!strcmp(a, b)) return tm__err_set(err, TM_E_INVALID_ARG, -1, "--ladder: rung %d '%s' given twice", r + 1, a);
+        }
+    }
     if (p->probe_n < 0 || (p->probe_n > 0 && (p->probe_i < 0 || p->probe_i >= p->probe_n)))
         return tm__err_set(err, TM_E_INVALID_ARG, -1, "--probe %d/%d: i must be in [0, n)", p->probe_i, p->probe_n);
     if (p->probe_n > 0 && p->budget_kld >= 0) return tm__err_set(err, TM_E_INVALID_ARG, -1, "--probe and --budget: run the budget on the merged result's run");
@@ -535,7 +541,15 @@ tm_status tm_sensitivity_run(const tm_sensitivity_params *p, char **json_out, in
     }
     S.carrier = ftype_quantized(S.rung[0]) ? S.rung[0] : TM_FTYPE_Q8_0;
     for (int r = 0; r < S.n_r; r++) snprintf(S.rname[r], sizeof S.rname[r], "%s", tm_gguf_ftype_name(S.rung[r]));
-    if (p->ct) { /* rungs: the scheme -> int8 channel -> dense */
+    if (p->ct && p->ct_ladder) { /* the rungs as given */
+        S.ct = 1;
+        S.n_r = p->n_ct_ladder;
+        for (int r = 0; r < S.n_r; r++) {
+            S.rspec[r] = p->ct_ladder[r];
+            S.rdense[r] = p->ct_dense && p->ct_dense[r];
+            tm__sens_rung_name(&S.rspec[r], S.rdense[r], S.rname[r], sizeof S.rname[r]);
+        }
+    } else if (p->ct) { /* rungs: the scheme -> int8 channel -> dense */
         S.ct = 1;
         S.n_r = 0;
         S.rspec[S.n_r++] = p->spec;
@@ -545,7 +559,7 @@ tm_status tm_sensitivity_run(const tm_sensitivity_params *p, char **json_out, in
         if (!(p->spec.code_dtype == TM_I8 && p->spec.gran.kind == TM_GRAN_CHANNEL && p->spec.symmetric)) S.rspec[S.n_r++] = i8;
         S.rdense[S.n_r] = 1;
         S.rspec[S.n_r++] = i8;
-        for (int r = 0; r < S.n_r; r++) spec_name(&S.rspec[r], S.rdense[r], S.rname[r], sizeof S.rname[r]);
+        for (int r = 0; r < S.n_r; r++) tm__sens_rung_name(&S.rspec[r], S.rdense[r], S.rname[r], sizeof S.rname[r]);
     }
     S.work = tm__aprintf("%s/tensormorph-sensitivity-XXXXXX", p->ev.tmp_dir ? p->ev.tmp_dir : "/tmp");
     if (!S.work) s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory");

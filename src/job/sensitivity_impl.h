@@ -62,6 +62,11 @@ typedef struct sens_eval {
     sens_meas *m;
 } sens_eval;
 
+/* A compressed-tensors rung's name, as documents and --ladder show it: "int4 channel:0",
+** "int8 group:32:-1 asym", "dense" (the inverse of tm_sensitivity_ct_rung_parse). */
+void        tm__sens_rung_name(const tm_qspec *sp, int dense, char *buf, size_t n);
+/* "int8", "int4", "fp8_e4m3", ... ("?" for another dtype) */
+const char *tm__sens_code_type_name(int code_dtype);
 /* Run evals[0..n) on p->jobs workers (the first alone when the base cache is not there yet). */
 tm_status tm__sens_eval_many(sens *S, sens_eval *evals, int n, tm_err *err);
 /* The tensor types of assignment a as exact --tensor-type entries against the carrier:

@@ -399,6 +399,53 @@ static void test_ct_int4_budget(void **state) {
     json_decref(d);
 }
 
+/* ---- a compressed-tensors --ladder ------------------------------------------------------------ */
+
+static void test_ct_ladder(void **state) {
+    (void)state;
+    if (!require_llama()) return;
+    const char *sh = tmv_shared_dir();
+    char st[1200], p[600];
+    snprintf(st, sizeof st, "%s/models/safetensors/stories260K-f32", sh);
+    if (access(st, R_OK)) { skip_or_fail("safetensors/stories260K-f32 not in ../shared", "TM_REQUIRE_SHARED"); return; }
+    /* bad rungs: exit 2 before any probe, the message naming the rung */
+    static const char *const bad[][2] = {{"int4/chanel,dense", "'int4/chanel': 'chanel'"}, {"int4,int5", "'int5'"},
+                                         {"int4,dense,int8", "rung 2 'dense' must be the last"},
+                                         {"int8,dense", "must start at the scheme (int4 channel:0)"},
+                                         {"int4,int4 channel:0", "rung 2 'int4 channel:0' given twice"}};
+    snprintf(p, sizeof p, "%s/stderr.txt", g_tmp);
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        assert_int_equal(tmt_run(NULL, "'%s' sensitivity '%s' --text '%s' --vocab-from '%s' -t int4 --ladder '%s' -q 2>'%s'", tmt_bin(), st,
+                                 g_text, g_src, bad[k][0], p), 2);
+        char *e = tmt_read_file(p);
+        assert_non_null(e);
+        if (!strstr(e, bad[k][1])) print_message("--ladder '%s': %s\n", bad[k][0], e);
+        assert_non_null(strstr(e, bad[k][1]));
+        free(e);
+    }
+    /* the GGUF form refuses a scheme rung */
+    json_decref(sens(2, "-t Q2_K --ladder Q2_K,int8"));
+    /* no -t: the first rung is the scheme and says the form; the printed names parse back */
+    char *out = NULL;
+    int rc = tmt_run(&out, "'%s' sensitivity '%s' --text '%s' --vocab-from '%s' --ladder 'int4 channel:0,int8/group:32/asym,dense' "
+                     "--units 'layers\\.3$' --ctx 128 --chunks 2 --json 2>'%s'", tmt_bin(), st, g_text, g_src, p);
+    assert_int_equal(rc, 0);
+    json_t *d = json_loads(out, 0, NULL);
+    free(out);
+    assert_non_null(d);
+    assert_string_equal(json_string_value(json_object_get(d, "form")), "compressed-tensors");
+    assert_string_equal(json_string_value(json_object_get(d, "scheme")), "int4 channel:0");
+    json_t *lad = json_object_get(d, "ladder");
+    assert_int_equal(json_array_size(lad), 3);
+    assert_string_equal(json_string_value(json_array_get(lad, 1)), "int8 group:32:-1 asym");
+    assert_string_equal(json_string_value(json_array_get(lad, 2)), "dense");
+    json_t *i4 = uniform(d, "int4 channel:0"), *i8 = uniform(d, "int8 group:32:-1 asym"), *dn = uniform(d, "dense");
+    assert_true(tmt_num(i8, "kld_mean") < tmt_num(i4, "kld_mean"));
+    assert_true(tmt_num(dn, "kld_mean") < 1e-9);
+    assert_true(tmt_num(i4, "bytes") < tmt_num(i8, "bytes") && tmt_num(i8, "bytes") < tmt_num(dn, "bytes"));
+    json_decref(d);
+}
+
 /* ---- probes + merge == one run -------------------------------------------------------------- */
 
 static char *strip_timings(const char *path) {
@@ -541,6 +588,7 @@ int main(void) {
         cmocka_unit_test(test_serve_field),
         cmocka_unit_test(test_ranking_and_budget),
         cmocka_unit_test(test_ct_int4_budget),
+        cmocka_unit_test(test_ct_ladder),
         cmocka_unit_test(test_probe_merge),
         cmocka_unit_test(test_tensor_cache),
         cmocka_unit_test(test_bad_input),

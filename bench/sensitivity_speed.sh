@@ -9,7 +9,8 @@
 # runner/node_modules), EXTRA (more sensitivity options, e.g. "--units 'blk\.0$' --ladder
 # Q2_K,Q4_K_M"), CACHE (default "on off": each --jobs value is run with the quantized-tensor
 # cache and with --no-cache, interleaved).
-# Prints one JSON line per --jobs value: evaluations, seconds, probes_per_minute,
+# Prints one JSON line per --jobs value and cache setting: tensors quantized/reused, evaluations,
+# seconds, probes_per_minute,
 # outside_share = candidate_seconds / (candidate_seconds + evaluation_seconds), and the load average.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

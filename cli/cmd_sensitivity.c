@@ -33,12 +33,14 @@ const cli_opt opts_sensitivity[] = {
     {"budget", 0, "KLD", 0, "find the plan with the fewest bytes whose measured KLD mean is at most KLD"},
     {"budget-p99", 0, "X", 0, "with --budget: the KLD p99 must also be at most X"},
     {"min-top1", 0, "F", 0, "with --budget: same-top-1 must be at least F (0..1)"},
-    {"ladder", 0, "A,B,...", 0, "the precision ladder (GGUF file types, first = --type; default Q2_K,Q3_K_M,Q4_K_M,Q5_K_M,Q6_K,Q8_0,F16 from --type up)"},
+    {"ladder", 0, "A,B,...", 0, "the precision ladder, first = --type: GGUF file types (default Q2_K,Q3_K_M,Q4_K_M,Q5_K_M,Q6_K,Q8_0,F16 from --type up) or compressed-tensors schemes TYPE[/GRAN][/asym][/OBSERVER] and dense (default: the scheme,int8/channel,dense)"},
     CLI_OPT_VOCAB_FROM("tokenizer GGUF for a non-GGUF SRC (it is converted first)"),
     CLI_OPT_OUTPUT("OUT", "OUT.gguf: the plan (with --budget), OUT.recipe.json, OUT.evidence.json, OUT.sensitivity.json; with --probe or merge: the JSON file"),
     {"jobs", 0, "N", 0, "probes run at once (default 1)"},
     {"probe", 0, "i/n", 0, "only probe items k with k % n == i (i from 0); writes a partial result for `sensitivity merge`"},
     {"base-cache", 0, "FILE", 0, "base distributions cached here (default: one in the scratch folder)"},
+    {"no-cache", 0, NULL, 0, "quantize every candidate from SRC again (default: quantized tensors are reused between probes)"},
+    {"cache-mb", 0, "MIB", 0, "quantized tensors kept in memory (default 1024; 0: all spill); the rest spill to the scratch folder"},
     CLI_OPT_FORCE,
     CLI_OPT_END,
 };
@@ -170,10 +172,18 @@ int cmd_sensitivity(const cli_cmd *cmd, cli_args *a) {
     ** compressed-tensors */
     int gguf_type = tv ? tm_gguf_ftype_from_name(tv) : -1;
     p.ct = tv ? gguf_type < 0 : (o0 && !cli_has(a, "probe") && !strstr(o0, ".gguf") && cli_has(a, "budget"));
+    const char *lad = cli_get(a, "ladder");
+    if (!tv && lad) { /* no -t: the ladder's first rung is the scheme, and says the form */
+        char first[64];
+        snprintf(first, sizeof first, "%.*s", (int)strcspn(lad, ","), lad);
+        p.ct = tm_gguf_ftype_from_name(first) < 0;
+    }
     if (o0 && cli_has(a, "budget") && !cli_has(a, "probe") && p.ct == (strlen(o0) > 5 && !strcmp(o0 + strlen(o0) - 5, ".gguf")))
         return cli_usage_error(cmd, "-o %s: %s", o0, p.ct ? "the compressed-tensors plan is a directory (OUT not ending in .gguf)"
                                                           : "a GGUF plan is written to OUT ending in .gguf");
     if (!p.ct && tv) p.ftype = gguf_type;
+    static tm_qspec ct_ladder[TM_SENS_MAX_LADDER];
+    static int ct_dense[TM_SENS_MAX_LADDER];
     if (p.ct) {
         const char *v;
         if (!tv) tv = "int8";
@@ -184,7 +194,23 @@ int cmd_sensitivity(const cli_cmd *cmd, cli_args *a) {
         if (cli_has(a, "asymmetric")) p.spec.symmetric = 0;
         if ((v = cli_get(a, "observer")) && tm_observer_from_name(v, &p.spec.observer))
             return cli_usage_error(cmd, "--observer: unknown '%s'", v);
-        if (cli_has(a, "ladder")) return cli_usage_error(cmd, "--ladder applies to the GGUF form; the compressed-tensors ladder is the scheme -> int8 channel -> dense");
+        if (lad) { /* rungs as quantize's schemes: "int4/channel,int8/group:32/asym,dense" */
+            char *dup = strdup(lad), *save = NULL;
+            int n = 0, rc = 0;
+            if (!dup) return cli_error(EXIT_IO, "out of memory");
+            for (char *tok = strtok_r(dup, ",", &save); tok && !rc; tok = strtok_r(NULL, ",", &save)) {
+                tm_err e;
+                if (n == TM_SENS_MAX_LADDER) rc = cli_usage_error(cmd, "--ladder: at most %d rungs", TM_SENS_MAX_LADDER);
+                else if (tm_sensitivity_ct_rung_parse(tok, &p.spec, &ct_ladder[n], &ct_dense[n], &e)) rc = cli_usage_error(cmd, "%s", e.msg);
+                else n++;
+            }
+            free(dup);
+            if (rc) return rc;
+            if (!cli_has(a, "type") && !ct_dense[0]) p.spec = ct_ladder[0]; /* no -t: the first rung is the scheme */
+            p.ct_ladder = ct_ladder;
+            p.ct_dense = ct_dense;
+            p.n_ct_ladder = n;
+        }
     } else {
         static const char *const ct_only[] = {"granularity", "asymmetric", "symmetric", "observer"};
         for (size_t k = 0; k < sizeof ct_only / sizeof ct_only[0]; k++)
@@ -207,11 +233,14 @@ int cmd_sensitivity(const cli_cmd *cmd, cli_args *a) {
     p.ev.chunks = (int)v;
     if ((rc = cli_opt_long(cmd, a, "jobs", 1, 1, 256, &v))) return rc;
     p.jobs = (int)v;
+    p.no_cache = cli_has(a, "no-cache");
+    if ((rc = cli_opt_long(cmd, a, "cache-mb", 1024, 0, 1 << 30, &v))) return rc;
+    p.cache_mb = (int)v;
     if ((rc = dbl_opt(cmd, a, "budget", 0, 1e300, &p.budget_kld)) || (rc = dbl_opt(cmd, a, "budget-p99", 0, 1e300, &p.budget_p99)) ||
         (rc = dbl_opt(cmd, a, "min-top1", 0, 1, &p.min_top1)))
         return rc;
     int ladder[TM_SENS_MAX_LADDER];
-    const char *ls = cli_get(a, "ladder");
+    const char *ls = p.ct ? NULL : cli_get(a, "ladder");
     if (ls) {
         char *dup = strdup(ls), *save = NULL;
         int n = 0;

@@ -46,6 +46,26 @@ int         tm_gguf_ftype_default_type(int ftype);
 ** importance matrix (IQ1_S IQ1_M IQ2_S IQ2_XXS IQ2_XS Q2_K_S). */
 int         tm_gguf_ftype_needs_imatrix(int ftype);
 
+/* tm_gguf_tensor_cache: quantized tensors kept between quantize calls of one source (the
+** sensitivity probes, docs/sensitivity.md "Cache"). A tensor is keyed by its name, the ggml type
+** written and whether an importance matrix was used; its bytes come in the quantizer's chunks
+** (rows of about 2^20 values, the same split on every call), each with its error sums
+** sums[3] = {sum x^2, sum err^2, max |err|}, so a tensor taken from the cache gives the same
+** output bytes and manifest as quantizing it again.
+**   has: 1 when every chunk of that tensor (n_bytes in all) is stored; called once per quantized
+**        tensor before the quantize starts (a miss is then quantized and offered to put).
+**   get: chunk c (bytes [off, off + len) of the tensor) into dst and its sums; TM_OK or an error.
+**   put: chunk c of n_chunks just quantized; may keep it or not (bounded memory). Called from the
+**        quantizer's worker threads at once: the functions must be thread-safe. */
+typedef struct tm_gguf_tensor_cache {
+    void     *ud;
+    int       (*has)(void *ud, const char *name, int type, int imatrix, uint64_t n_bytes);
+    tm_status (*get)(void *ud, const char *name, int type, int imatrix, int64_t c, uint64_t off, void *dst,
+                     size_t len, double sums[3], tm_err *err);
+    void      (*put)(void *ud, const char *name, int type, int imatrix, uint64_t n_bytes, int64_t c, int64_t n_chunks,
+                     uint64_t off, const void *data, size_t len, const double sums[3]);
+} tm_gguf_tensor_cache;
+
 typedef struct tm_gguf_quantize_params {
     int          ftype;               /* TM_FTYPE_*                                             */
     const tm_kernels *kernels;        /* kernel set of the whole job (tm_kernels_get): the ggml
@@ -100,6 +120,8 @@ typedef struct tm_gguf_quantize_params {
     int          shard_index, shard_count; /* --shard i/n (docs/scale-out.md): with count > 0
                                          write only part i, the directory OUT.part-i-of-n beside
                                          out_path, for tm_merge; 0: the whole file            */
+    const tm_gguf_tensor_cache *tensor_cache; /* NULL, or quantized tensors to reuse and fill
+                                         (tm_gguf_tensor_cache above); same bytes either way */
 } tm_gguf_quantize_params;
 
 tm_gguf_quantize_params tm_gguf_quantize_params_default(void); /* Q8_0, rules on, n_threads 0 (tm_usable_cpus) */

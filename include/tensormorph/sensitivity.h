@@ -51,6 +51,10 @@ typedef struct tm_sensitivity_params {
     const int  *ladder;         /* file types, first = the scheme; NULL: the default ladder
                                    Q2_K Q3_K_M Q4_K_M Q5_K_M Q6_K Q8_0 F16 from ftype up      */
     int         n_ladder;
+    const tm_qspec *ct_ladder;  /* ct: the rungs' schemes, first = spec; NULL: spec -> int8
+                                   channel -> dense (tm_sensitivity_ct_rung_parse)           */
+    const int  *ct_dense;       /* ct: 1 for the dense rung (the last only), per ct_ladder    */
+    int         n_ct_ladder;
     double      budget_kld;     /* KLD mean budget; < 0: no budget search                     */
     double      budget_p99;     /* KLD p99 budget; < 0: none                                  */
     double      min_top1;       /* same-top-1 floor in [0, 1]; < 0: none                      */
@@ -59,6 +63,10 @@ typedef struct tm_sensitivity_params {
     int         jobs;           /* probes run at once (>= 1)                                  */
     int         threads;        /* llama.cpp and quantizer threads per probe (>= 1)           */
     int         force;          /* replace an OUT that is a previous tensormorph output       */
+    int         no_cache;       /* 1: every candidate quantized from SRC again (--no-cache)   */
+    int         cache_mb;       /* quantized tensors kept in memory, MiB (default 1024; 0: all
+                                   spill); the rest spill to the scratch folder
+                                   (docs/sensitivity.md "Cache")                              */
     tm_evidence_llm_params ev;  /* texts, ctx, chunks, node, runner, node_modules, tmp_dir,
                                    vocab_from, base_cache (NULL: one in the scratch folder);
                                    baseline/candidate/threads/gen/warmup are set by the job   */
@@ -68,11 +76,20 @@ typedef struct tm_sensitivity_params {
     volatile const int *cancel;
 } tm_sensitivity_params;
 
-tm_sensitivity_params tm_sensitivity_params_default(void); /* Q2_K, layer, no budget, 1 job, 1 thread; spec int8 channel */
+tm_sensitivity_params tm_sensitivity_params_default(void); /* Q2_K, layer, no budget, 1 job, 1 thread, cache 1024 MiB; spec int8 channel */
 
 /* tm_sensitivity_ladder_default: the default GGUF ladder from `ftype` up into out[cap]: the
 ** rungs of Q2_K Q3_K_M Q4_K_M Q5_K_M Q6_K Q8_0 F16 above ftype, ftype first. Returns the count. */
 int tm_sensitivity_ladder_default(int ftype, int *out, int cap);
+
+/* tm_sensitivity_ct_rung_parse: one compressed-tensors rung of `--ladder` (docs/sensitivity.md
+** "Ladder"): "dense", or TYPE[ GRAN][ asym|sym][ OBSERVER] with ' ' or '/' between the words, TYPE
+** a code type (int4 int8 uint4 uint8 fp8_e4m3 fp8_e5m2), GRAN as tm_granularity_parse (default
+** channel:0), symmetric unless asym, OBSERVER as tm_observer_from_name (default minmax); the
+** convention and scale dtype are base's. The names the documents print ("int4 channel:0",
+** "int8 group:32:-1 asym") parse back to their scheme. *dense 1 for "dense" (*out = base then).
+** TM_E_INVALID_ARG naming the rung and the word for anything else. */
+tm_status tm_sensitivity_ct_rung_parse(const char *text, const tm_qspec *base, tm_qspec *out, int *dense, tm_err *err);
 
 /* tm_sensitivity_run: the whole job. *json_out (malloc'd, 2-space indented, "\n" at the end) gets
 ** the "tensormorph.sensitivity/1" document (docs/sensitivity.md "JSON"); *met (may be NULL) 1

@@ -139,6 +139,7 @@ typedef struct gplan {
     char     reason[240];
     const float *imx;       /* the tensor's importance-matrix weights (ne0 per matrix), or NULL */
     double   *c_x2, *c_e2, *c_max; /* per chunk: sum x^2, sum err^2, max |err|             */
+    int      cached;        /* 1: every chunk is in p->tensor_cache: read, not quantized   */
 } gplan;
 
 /* llama-quantize's state while choosing types (its quantize_state_impl). */
@@ -606,8 +607,20 @@ static tm_status do_quant_chunk(gjob *j, gplan *pl, int64_t c, wbuf *b, tm_err *
     }
     const tm_tensor *t = tm_file_tensor(j->in, pl->src);
     const uint64_t esz = t->n_elems > 0 ? t->n_bytes / (uint64_t)t->n_elems : 0;
+    const tm_gguf_tensor_cache *tc = j->p->tensor_cache;
     const void *mapped = NULL;
     tm_status s;
+    if (pl->cached) { /* the bytes and sums of an earlier quantize of this tensor to this type */
+        double sums[3] = {0, 0, 0};
+        s = tc->get(tc->ud, pl->name, pl->out_type, pl->imx != NULL, c, rb * (uint64_t)r0, b->q, nbytes, sums, err);
+        if (!s) s = tm_gguf_writer_write(j->w, pl - j->plans, rb * (uint64_t)r0, b->q, nbytes, err);
+        if (s) return s;
+        pl->c_x2[c] = sums[0];
+        pl->c_e2[c] = sums[1];
+        pl->c_max[c] = sums[2];
+        report(j, esz * (uint64_t)nv);
+        return TM_OK;
+    }
     if (!(t->dtype == TM_F32 && !t->big_endian && !t->fortran_order &&
           tm_tensor_data(j->in, pl->src, (uint64_t)(r0 * ne0) * 4, (uint64_t)nv * 4, &mapped, NULL) == TM_OK &&
           ((uintptr_t)mapped & 3u) == 0))
@@ -643,6 +656,11 @@ static tm_status do_quant_chunk(gjob *j, gplan *pl, int64_t c, wbuf *b, tm_err *
     s = tm_gguf_writer_write(j->w, pl - j->plans, rb * (uint64_t)r0, b->q, nbytes, err);
     if (s) return s;
     tm__gq_err_total(&acc, &pl->c_x2[c], &pl->c_e2[c], &pl->c_max[c]);
+    if (tc) {
+        const double sums[3] = {pl->c_x2[c], pl->c_e2[c], pl->c_max[c]};
+        tc->put(tc->ud, pl->name, pl->out_type, pl->imx != NULL, tm_gguf_writer_tensor_bytes(j->w, pl - j->plans), c,
+                pl->n_chunks, rb * (uint64_t)r0, b->q, nbytes, sums);
+    }
     /* keep the resident set bounded: these source pages are done */
     tm_tensor_release(j->in, pl->src, (uint64_t)(r0 * ne0) * esz, (uint64_t)nv * esz);
     report(j, esz * (uint64_t)nv);
@@ -1019,6 +1037,8 @@ static tm_status gguf_plan(void *ctx, tm__pipe *pp, int64_t *n_tasks, tm_err *er
             pl->c_e2 = tm__calloc(nc, sizeof(double));
             pl->c_max = tm__calloc(nc, sizeof(double));
             if (!pl->c_x2 || !pl->c_e2 || !pl->c_max) s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
+            const tm_gguf_tensor_cache *tc = p->tensor_cache;
+            pl->cached = tc && tc->has(tc->ud, pl->name, pl->out_type, pl->imx != NULL, tm_gguf_writer_tensor_bytes(j->w, i));
         } else {
             uint64_t nb = tm_gguf_writer_tensor_bytes(j->w, i);
             if (nb != t->n_bytes)

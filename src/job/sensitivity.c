@@ -29,6 +29,7 @@ tm_sensitivity_params tm_sensitivity_params_default(void) {
     p.budget_kld = p.budget_p99 = p.min_top1 = -1;
     p.jobs = 1;
     p.threads = 1;
+    p.cache_mb = 1024;
     p.ev = tm_evidence_llm_params_default();
     p.spec = tm_qspec_default();
     return p;
@@ -162,17 +163,6 @@ static tm_status make_units(sens *S, tm_err *err) {
 }
 
 /* ---- the source and the rungs ------------------------------------------------------------- */
-
-/* A compressed-tensors rung's name: "int4 channel:0", "int8 group:32:-1 asym", "dense". */
-static void spec_name(const tm_qspec *sp, int dense, char *buf, size_t n) {
-    if (dense) { snprintf(buf, n, "dense"); return; }
-    const char *ty = sp->code_dtype == TM_I8 ? "int8" : sp->code_dtype == TM_U8 ? "uint8" : sp->code_dtype == TM_I4 ? "int4"
-                   : sp->code_dtype == TM_U4 ? "uint4" : sp->code_dtype == TM_F8_E4M3 ? "fp8_e4m3" : sp->code_dtype == TM_F8_E5M2 ? "fp8_e5m2" : "?";
-    char g[48], o[64];
-    tm_granularity_name(&sp->gran, g, sizeof g);
-    tm_observer_name(&sp->observer, o, sizeof o);
-    snprintf(buf, n, "%s %s%s%s%s", ty, g, sp->symmetric ? "" : " asym", strcmp(o, "minmax") ? " " : "", strcmp(o, "minmax") ? o : "");
-}
 
 static int ftype_quantized(int ft) { return ft != TM_FTYPE_F16 && ft != TM_FTYPE_BF16 && ft != TM_FTYPE_F32; }
 
@@ -472,6 +462,7 @@ static void sens_free(sens *S) {
     free(S->t);
     for (int u = 0; u < S->n_u; u++) free(S->unit_names[u]);
     free(S->unit_names);
+    tm__sens_qcache_free(S->qc);
     if (S->work) tm__rm_rf(S->work);
     free(S->work);
     if (S->base != S->p->src) free(S->base);
@@ -489,6 +480,23 @@ static tm_status check_params(const tm_sensitivity_params *p, tm_err *err) {
         if (tm_gguf_ftype_default_type(p->ladder[r]) < 0) return tm__err_set(err, TM_E_INVALID_ARG, -1, "--ladder: rung %d is not a GGUF file type", r + 1);
         for (int q = 0; q < r; q++)
             if (p->ladder[q] == p->ladder[r]) return tm__err_set(err, TM_E_INVALID_ARG, -1, "--ladder: %s given twice", tm_gguf_ftype_name(p->ladder[r]));
+    }
+    if (p->ct_ladder && !p->ct) return tm__err_set(err, TM_E_INVALID_ARG, -1, "a compressed-tensors --ladder needs the compressed-tensors form");
+    if (p->ct_ladder && (p->n_ct_ladder < 1 || p->n_ct_ladder > TM_SENS_MAX_LADDER))
+        return tm__err_set(err, TM_E_INVALID_ARG, -1, "--ladder: 1 to %d rungs, got %d", TM_SENS_MAX_LADDER, p->n_ct_ladder);
+    for (int r = 0; p->ct_ladder && r < p->n_ct_ladder; r++) {
+        char a[160], b[160];
+        int dr = p->ct_dense && p->ct_dense[r];
+        tm__sens_rung_name(&p->ct_ladder[r], dr, a, sizeof a);
+        if (r == 0) {
+            tm__sens_rung_name(&p->spec, 0, b, sizeof b);
+            if (dr || strcmp(a, b)) return tm__err_set(err, TM_E_INVALID_ARG, -1, "--ladder must start at the scheme (%s), got '%s'", b, a);
+        }
+        if (dr && r != p->n_ct_ladder - 1) return tm__err_set(err, TM_E_INVALID_ARG, -1, "--ladder: rung %d 'dense' must be the last", r + 1);
+        for (int q = 0; q < r; q++) {
+            tm__sens_rung_name(&p->ct_ladder[q], p->ct_dense && p->ct_dense[q], b, sizeof b);
+            if (!strcmp(a, b)) return tm__err_set(err, TM_E_INVALID_ARG, -1, "--ladder: rung %d '%s' given twice", r + 1, a);
+        }
     }
     if (p->probe_n < 0 || (p->probe_n > 0 && (p->probe_i < 0 || p->probe_i >= p->probe_n)))
         return tm__err_set(err, TM_E_INVALID_ARG, -1, "--probe %d/%d: i must be in [0, n)", p->probe_i, p->probe_n);
@@ -533,7 +541,15 @@ tm_status tm_sensitivity_run(const tm_sensitivity_params *p, char **json_out, in
     }
     S.carrier = ftype_quantized(S.rung[0]) ? S.rung[0] : TM_FTYPE_Q8_0;
     for (int r = 0; r < S.n_r; r++) snprintf(S.rname[r], sizeof S.rname[r], "%s", tm_gguf_ftype_name(S.rung[r]));
-    if (p->ct) { /* rungs: the scheme -> int8 channel -> dense */
+    if (p->ct && p->ct_ladder) { /* the rungs as given */
+        S.ct = 1;
+        S.n_r = p->n_ct_ladder;
+        for (int r = 0; r < S.n_r; r++) {
+            S.rspec[r] = p->ct_ladder[r];
+            S.rdense[r] = p->ct_dense && p->ct_dense[r];
+            tm__sens_rung_name(&S.rspec[r], S.rdense[r], S.rname[r], sizeof S.rname[r]);
+        }
+    } else if (p->ct) { /* rungs: the scheme -> int8 channel -> dense */
         S.ct = 1;
         S.n_r = 0;
         S.rspec[S.n_r++] = p->spec;
@@ -543,7 +559,7 @@ tm_status tm_sensitivity_run(const tm_sensitivity_params *p, char **json_out, in
         if (!(p->spec.code_dtype == TM_I8 && p->spec.gran.kind == TM_GRAN_CHANNEL && p->spec.symmetric)) S.rspec[S.n_r++] = i8;
         S.rdense[S.n_r] = 1;
         S.rspec[S.n_r++] = i8;
-        for (int r = 0; r < S.n_r; r++) spec_name(&S.rspec[r], S.rdense[r], S.rname[r], sizeof S.rname[r]);
+        for (int r = 0; r < S.n_r; r++) tm__sens_rung_name(&S.rspec[r], S.rdense[r], S.rname[r], sizeof S.rname[r]);
     }
     S.work = tm__aprintf("%s/tensormorph-sensitivity-XXXXXX", p->ev.tmp_dir ? p->ev.tmp_dir : "/tmp");
     if (!S.work) s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
@@ -571,6 +587,8 @@ tm_status tm_sensitivity_run(const tm_sensitivity_params *p, char **json_out, in
         }
         tm_close(f);
     }
+    if (!s && !p->no_cache && !(S.qc = tm__sens_qcache_new(S.work, (uint64_t)(p->cache_mb > 0 ? p->cache_mb : 0) << 20)))
+        s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
     if (!s && !S.cache && !(S.cache = tm__aprintf("%s/base.cache", S.work))) s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
     if (!s) s = tm_sha256_file(S.base, S.src_sha, NULL, err);
     if (!s) s = S.ct ? load_tensors_ct(&S, err) : load_tensors(&S, err);
@@ -665,6 +683,16 @@ tm_status tm_sensitivity_run(const tm_sensitivity_params *p, char **json_out, in
         json_object_set_new(tm, "probes_per_minute", json_real(sec > 0 ? 60.0 * S.n_evals / sec : 0));
         json_object_set_new(tm, "candidate_seconds", json_real(S.cand_seconds));
         json_object_set_new(tm, "evaluation_seconds", json_real(S.eval_seconds));
+        long nq, nr, nsp;
+        uint64_t mb;
+        tm__sens_qcache_counts(S.qc, &nq, &nr, &nsp, &mb);
+        json_t *qc = json_object();
+        json_object_set_new(qc, "enabled", json_boolean(S.qc != NULL));
+        json_object_set_new(qc, "tensors_quantized", json_integer(nq));
+        json_object_set_new(qc, "tensors_reused", json_integer(nr));
+        json_object_set_new(qc, "entries_spilled", json_integer(nsp));
+        json_object_set_new(qc, "bytes_in_memory", json_integer((json_int_t)mb));
+        json_object_set_new(tm, "tensor_cache", qc);
         json_object_set_new(doc, "timings", tm);
         *json_out = dump_checked(doc, &s, err);
     }

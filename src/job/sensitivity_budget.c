@@ -35,8 +35,7 @@ static json_t *num(double v) { return isfinite(v) ? json_real(v) : json_null(); 
 /* A scheme object as recipes take it (docs/recipe.md "Scheme"). */
 static json_t *scheme_json(const tm_qspec *sp) {
     json_t *o = json_object();
-    const char *ty = sp->code_dtype == TM_I8 ? "int8" : sp->code_dtype == TM_U8 ? "uint8" : sp->code_dtype == TM_I4 ? "int4"
-                   : sp->code_dtype == TM_U4 ? "uint4" : sp->code_dtype == TM_F8_E4M3 ? "fp8_e4m3" : "fp8_e5m2";
+    const char *ty = tm__sens_code_type_name(sp->code_dtype);
     char g[48], ob[64];
     tm_granularity_name(&sp->gran, g, sizeof g);
     tm_observer_name(&sp->observer, ob, sizeof ob);

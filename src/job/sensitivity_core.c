@@ -15,6 +15,55 @@
 #include <time.h>
 #include <unistd.h>
 
+/* ---- rung names -------------------------------------------------------------------------- */
+
+const char *tm__sens_code_type_name(int code_dtype) {
+    return code_dtype == TM_I8 ? "int8" : code_dtype == TM_U8 ? "uint8" : code_dtype == TM_I4 ? "int4" : code_dtype == TM_U4 ? "uint4"
+         : code_dtype == TM_F8_E4M3 ? "fp8_e4m3" : code_dtype == TM_F8_E5M2 ? "fp8_e5m2" : "?";
+}
+
+void tm__sens_rung_name(const tm_qspec *sp, int dense, char *buf, size_t n) {
+    if (dense) { snprintf(buf, n, "dense"); return; }
+    char g[48], o[64];
+    tm_granularity_name(&sp->gran, g, sizeof g);
+    tm_observer_name(&sp->observer, o, sizeof o);
+    int obs = strcmp(o, "minmax") != 0;
+    snprintf(buf, n, "%s %s%s%s%s", tm__sens_code_type_name(sp->code_dtype), g, sp->symmetric ? "" : " asym", obs ? " " : "", obs ? o : "");
+}
+
+tm_status tm_sensitivity_ct_rung_parse(const char *text, const tm_qspec *base, tm_qspec *out, int *dense, tm_err *err) {
+    *dense = 0;
+    *out = *base;
+    memset(&out->gran, 0, sizeof out->gran);
+    out->gran.kind = TM_GRAN_CHANNEL; /* channel:0 unless given */
+    out->symmetric = 1;
+    out->observer = tm_qspec_default().observer;
+    if (!text || !*text) return tm__err_set(err, TM_E_INVALID_ARG, -1, "--ladder: an empty rung");
+    if (!strcmp(text, "dense")) { *dense = 1; return TM_OK; }
+    char buf[256];
+    if (strlen(text) >= sizeof buf) return tm__err_set(err, TM_E_INVALID_ARG, -1, "--ladder: rung '%.40s...' is too long", text);
+    snprintf(buf, sizeof buf, "%s", text);
+    char *save = NULL;
+    int k = 0;
+    tm_dtype dt;
+    for (char *tok = strtok_r(buf, " /", &save); tok; tok = strtok_r(NULL, " /", &save), k++) {
+        if (k == 0) {
+            if (tm_dtype_from_name(tok, &dt) || !(dt == TM_I8 || dt == TM_U8 || dt == TM_I4 || dt == TM_U4 || dt == TM_F8_E4M3 || dt == TM_F8_E5M2))
+                return tm__err_set(err, TM_E_INVALID_ARG, -1, "--ladder: rung '%s': '%s' is not a code type (int4 int8 uint4 uint8 fp8_e4m3 fp8_e5m2) nor 'dense'", text, tok);
+            out->code_dtype = dt;
+        } else if (!strcmp(tok, "asym")) {
+            out->symmetric = 0;
+        } else if (!strcmp(tok, "sym")) {
+            out->symmetric = 1;
+        } else if (k == 1 && tm_granularity_parse(tok, &out->gran) == TM_OK) {
+        } else if (tm_observer_from_name(tok, &out->observer) != TM_OK) {
+            return tm__err_set(err, TM_E_INVALID_ARG, -1, "--ladder: rung '%s': '%s' is none of a granularity (tensor | channel[:AXIS] | "
+                               "group:N[:AXIS], second), asym, sym or an observer", text, tok);
+        }
+    }
+    return TM_OK;
+}
+
 void tm__sens_assign(const sens *S, const int *ur, int *a) {
     for (int i = 0; i < S->n_t; i++) a[i] = S->t[i].unit >= 0 ? ur[S->t[i].unit] : -1;
 }
@@ -138,6 +187,11 @@ tm_status tm__sens_write(sens *S, const int *a, const char *path, int checksums,
         gp.n_threads = p->threads;
         gp.command_line = p->command_line;
         gp.cancel = p->cancel;
+        tm_gguf_tensor_cache tc;
+        if (S->qc) {
+            tc = tm__sens_qcache_hooks(S->qc);
+            gp.tensor_cache = &tc;
+        }
         tm_gguf_quantize_result *r = NULL;
         s = tm_gguf_quantize(f, path, &gp, &r, err);
         tm_gguf_quantize_result_free(r);

@@ -28,6 +28,8 @@ typedef struct sens_meas {
     int    w_have;
 } sens_meas;
 
+typedef struct sens_qcache sens_qcache; /* sensitivity_cache.c */
+
 typedef struct sens {
     const tm_sensitivity_params *p;
     char        *work;                      /* scratch folder (removed at the end)           */
@@ -48,6 +50,7 @@ typedef struct sens {
     int64_t      n_params;
     int          n_evals;                   /* evaluations run                               */
     int          cand_seq;                  /* candidate file names                          */
+    sens_qcache *qc;                        /* quantized tensors of this run, NULL: off      */
     double       cand_seconds, eval_seconds;/* summed over evaluations: writing candidates
                                                and their weight error / the evidence runs    */
 } sens;
@@ -59,6 +62,11 @@ typedef struct sens_eval {
     sens_meas *m;
 } sens_eval;
 
+/* A compressed-tensors rung's name, as documents and --ladder show it: "int4 channel:0",
+** "int8 group:32:-1 asym", "dense" (the inverse of tm_sensitivity_ct_rung_parse). */
+void        tm__sens_rung_name(const tm_qspec *sp, int dense, char *buf, size_t n);
+/* "int8", "int4", "fp8_e4m3", ... ("?" for another dtype) */
+const char *tm__sens_code_type_name(int code_dtype);
 /* Run evals[0..n) on p->jobs workers (the first alone when the base cache is not there yet). */
 tm_status tm__sens_eval_many(sens *S, sens_eval *evals, int n, tm_err *err);
 /* The tensor types of assignment a as exact --tensor-type entries against the carrier:
@@ -74,6 +82,13 @@ tm_status tm__sens_write(sens *S, const int *a, const char *path, int checksums,
 ** *rules (malloc'd; patterns malloc'd) and the count; -1 out of memory. */
 int       tm__sens_ct_rules(const sens *S, const int *a, tm_qrule **rules);
 void      tm__sens_ct_rules_free(tm_qrule *rules, int n);
+/* The quantized-tensor cache (sensitivity_cache.c): entries in memory up to mem_cap bytes, the
+** rest in work/quantized-tensors.spill; NULL when out of memory. */
+sens_qcache         *tm__sens_qcache_new(const char *work, uint64_t mem_cap);
+tm_gguf_tensor_cache tm__sens_qcache_hooks(sens_qcache *c);
+/* tensors quantized (cache misses), reused (hits), entries spilled, bytes held in memory */
+void                 tm__sens_qcache_counts(const sens_qcache *c, long *quantized, long *reused, long *spilled, uint64_t *mem_bytes);
+void                 tm__sens_qcache_free(sens_qcache *c);
 /* The budget search and the plan's outputs: adds "plan" to doc; *met. */
 tm_status tm__sens_budget(sens *S, json_t *doc, int *met, tm_err *err);
 

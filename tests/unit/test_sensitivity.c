@@ -408,6 +408,53 @@ static void test_ct_int4_budget(void **state) {
     json_decref(d);
 }
 
+/* ---- a compressed-tensors --ladder ------------------------------------------------------------ */
+
+static void test_ct_ladder(void **state) {
+    (void)state;
+    if (!require_llama()) return;
+    const char *sh = tmv_shared_dir();
+    char st[1200], p[600];
+    snprintf(st, sizeof st, "%s/models/safetensors/stories260K-f32", sh);
+    if (access(st, R_OK)) { skip_or_fail("safetensors/stories260K-f32 not in ../shared", "TM_REQUIRE_SHARED"); return; }
+    /* bad rungs: exit 2 before any probe, the message naming the rung */
+    static const char *const bad[][2] = {{"int4/chanel,dense", "'int4/chanel': 'chanel'"}, {"int4,int5", "'int5'"},
+                                         {"int4,dense,int8", "rung 2 'dense' must be the last"},
+                                         {"int8,dense", "must start at the scheme (int4 channel:0)"},
+                                         {"int4,int4 channel:0", "rung 2 'int4 channel:0' given twice"}};
+    snprintf(p, sizeof p, "%s/stderr.txt", g_tmp);
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        assert_int_equal(tmt_run(NULL, "'%s' sensitivity '%s' --text '%s' --vocab-from '%s' -t int4 --ladder '%s' -q 2>'%s'", tmt_bin(), st,
+                                 g_text, g_src, bad[k][0], p), 2);
+        char *e = tmt_read_file(p);
+        assert_non_null(e);
+        if (!strstr(e, bad[k][1])) print_message("--ladder '%s': %s\n", bad[k][0], e);
+        assert_non_null(strstr(e, bad[k][1]));
+        free(e);
+    }
+    /* the GGUF form refuses a scheme rung */
+    json_decref(sens(2, "-t Q2_K --ladder Q2_K,int8"));
+    /* no -t: the first rung is the scheme and says the form; the printed names parse back */
+    char *out = NULL;
+    int rc = tmt_run(&out, "'%s' sensitivity '%s' --text '%s' --vocab-from '%s' --ladder 'int4 channel:0,int8/group:32/asym,dense' "
+                     "--units 'layers\\.3$' --ctx 128 --chunks 2 --json 2>'%s'", tmt_bin(), st, g_text, g_src, p);
+    assert_int_equal(rc, 0);
+    json_t *d = json_loads(out, 0, NULL);
+    free(out);
+    assert_non_null(d);
+    assert_string_equal(json_string_value(json_object_get(d, "form")), "compressed-tensors");
+    assert_string_equal(json_string_value(json_object_get(d, "scheme")), "int4 channel:0");
+    json_t *lad = json_object_get(d, "ladder");
+    assert_int_equal(json_array_size(lad), 3);
+    assert_string_equal(json_string_value(json_array_get(lad, 1)), "int8 group:32:-1 asym");
+    assert_string_equal(json_string_value(json_array_get(lad, 2)), "dense");
+    json_t *i4 = uniform(d, "int4 channel:0"), *i8 = uniform(d, "int8 group:32:-1 asym"), *dn = uniform(d, "dense");
+    assert_true(tmt_num(i8, "kld_mean") < tmt_num(i4, "kld_mean"));
+    assert_true(tmt_num(dn, "kld_mean") < 1e-9);
+    assert_true(tmt_num(i4, "bytes") < tmt_num(i8, "bytes") && tmt_num(i8, "bytes") < tmt_num(dn, "bytes"));
+    json_decref(d);
+}
+
 /* ---- probes + merge == one run -------------------------------------------------------------- */
 
 static char *strip_timings(const char *path) {
@@ -452,6 +499,67 @@ static void test_probe_merge(void **state) {
     free(tb);
 }
 
+/* ---- the quantized-tensor cache: same results on, off and spilled; counted -------------------- */
+
+static long cache_count(const char *path, const char *key) {
+    char *t = tmt_read_file(path);
+    assert_non_null(t);
+    json_t *d = json_loads(t, 0, NULL);
+    free(t);
+    assert_non_null(d);
+    json_t *c = json_object_get(json_object_get(d, "timings"), "tensor_cache");
+    assert_true(json_is_object(c));
+    long v = (long)json_integer_value(json_object_get(c, key));
+    json_decref(d);
+    return v;
+}
+
+static void test_tensor_cache(void **state) {
+    (void)state;
+    if (!require_llama()) return;
+    char extra[1200];
+    const char *cfg = "-t Q2_K --ladder Q2_K,Q4_K_M --units 'blk\\.[03]$' --budget 1e-12";
+    static const char *const mode[] = {"", "--no-cache", "--cache-mb 0"};
+    static const char *const tag[] = {"on", "off", "spill"};
+    for (int m = 0; m < 3; m++) { /* the budget is never met: every step of the search is probed */
+        snprintf(extra, sizeof extra, "%s %s -o '%s/cache-%s.gguf'", cfg, mode[m], g_tmp, tag[m]);
+        json_decref(sens(1, extra));
+    }
+    char p[3][600];
+    for (int m = 0; m < 3; m++) snprintf(p[m], sizeof p[m], "%s/cache-%s.gguf.sensitivity.json", g_tmp, tag[m]);
+    /* off: nothing counted; on and spilled: each (tensor, type) quantized once, the rest reused */
+    assert_int_equal(cache_count(p[1], "tensors_quantized") + cache_count(p[1], "tensors_reused"), 0);
+    long q = cache_count(p[0], "tensors_quantized"), r = cache_count(p[0], "tensors_reused");
+    print_message("cache: %ld tensors quantized, %ld reused\n", q, r);
+    assert_true(q > 0 && r > q);
+    assert_int_equal(cache_count(p[0], "entries_spilled"), 0);
+    assert_int_equal(cache_count(p[2], "tensors_quantized"), q);
+    assert_int_equal(cache_count(p[2], "tensors_reused"), r);
+    assert_int_equal(cache_count(p[2], "entries_spilled"), q);
+    assert_int_equal(cache_count(p[2], "bytes_in_memory"), 0);
+    /* the same document (but the timings and the plan's file names) and the same artifact */
+    char *doc[3];
+    for (int m = 0; m < 3; m++) {
+        char *t = tmt_read_file(p[m]);
+        json_t *d = json_loads(t, 0, NULL);
+        free(t);
+        assert_non_null(d);
+        json_t *plan = json_object_get(d, "plan");
+        assert_true(json_is_object(plan));
+        json_object_del(d, "timings");
+        json_object_del(plan, "artifact");
+        json_object_del(plan, "evidence");
+        json_object_del(plan, "recipe");
+        doc[m] = json_dumps(d, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17));
+        json_decref(d);
+    }
+    for (int m = 1; m < 3; m++) {
+        assert_string_equal(doc[0], doc[m]);
+        assert_int_equal(tmt_run(NULL, "cmp -s '%s/cache-on.gguf' '%s/cache-%s.gguf'", g_tmp, g_tmp, tag[m]), 0);
+    }
+    for (int m = 0; m < 3; m++) free(doc[m]);
+}
+
 /* ---- bad input ------------------------------------------------------------------------------- */
 
 static void test_bad_input(void **state) {
@@ -489,7 +597,9 @@ int main(void) {
         cmocka_unit_test(test_serve_field),
         cmocka_unit_test(test_ranking_and_budget),
         cmocka_unit_test(test_ct_int4_budget),
+        cmocka_unit_test(test_ct_ladder),
         cmocka_unit_test(test_probe_merge),
+        cmocka_unit_test(test_tensor_cache),
         cmocka_unit_test(test_bad_input),
     };
     const char *filt = getenv("TM_TEST_FILTER"); /* e.g. "test_serve*": run only those, by hand */

@@ -32,41 +32,9 @@ grep -q "00001-of-00003" msg || fail "opening the second split file: no pointer 
     || fail "--keep-split files: $(ls)"
 "$T" quantize in-00001-of-00003.gguf -o x.gguf --type Q8_0 --keep-split --max-shard-size 1MB -q 2> /dev/null
 [ $? = 2 ] || fail "--keep-split with --max-shard-size: not a usage error"
-python3 - one.gguf in-0000{1,2,3}-of-00003.gguf k-0000{1,2,3}-of-00003.gguf <<'EOF' || fail "--keep-split files' tensors, bytes or keys"
-import struct, sys
-SZ = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
-def read(p):
-    b = open(p, "rb").read()
-    assert b[:4] == b"GGUF" and struct.unpack_from("<I", b, 4)[0] == 3
-    nt, nkv = struct.unpack_from("<QQ", b, 8)
-    off, kv, ts = 24, {}, []
-    def s():
-        nonlocal off
-        (n,) = struct.unpack_from("<Q", b, off); off += 8; off += n
-        return b[off - n:off].decode()
-    for _ in range(nkv):
-        k = s(); (t,) = struct.unpack_from("<I", b, off); off += 4
-        if t == 8: v = s()
-        elif t == 9:
-            et, cnt = struct.unpack_from("<IQ", b, off); off += 12
-            if et == 8: v = [s() for _ in range(cnt)]
-            else: v = b[off:off + cnt * SZ[et]]; off += cnt * SZ[et]
-        else:
-            fmt = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q", 12: "d"}[t]
-            (v,) = struct.unpack_from("<" + fmt, b, off); off += SZ[t]
-        kv[k] = (t, v)
-    for _ in range(nt):
-        name = s(); (nd,) = struct.unpack_from("<I", b, off); off += 4
-        ne = struct.unpack_from("<%dQ" % nd, b, off); off += 8 * nd
-        ty, o = struct.unpack_from("<IQ", b, off); off += 12
-        ts.append([name, ne, ty, o])
-    align = kv.get("general.alignment", (4, 32))[1]
-    start = (off + align - 1) // align * align
-    ends = sorted(t[3] for t in ts) + [len(b) - start]
-    for t in ts:  # the tensor's bytes: to the next tensor's offset (the padding is zeros either way)
-        nxt = min(e for e in ends if e > t[3]) if any(e > t[3] for e in ends) else len(b) - start
-        t.append(b[start + t[3]:start + nxt].rstrip(b"\0"))
-    return kv, ts
+PYTHONPATH="${TM_SRC:?}/tests/cli/lib" python3 - one.gguf in-0000{1,2,3}-of-00003.gguf k-0000{1,2,3}-of-00003.gguf <<'EOF' || fail "--keep-split files' tensors, bytes or keys"
+import sys
+from gguf_file import read
 one_kv, one_t = read(sys.argv[1])
 ins = [read(p) for p in sys.argv[2:5]]
 outs = [read(p) for p in sys.argv[5:8]]
@@ -87,14 +55,5 @@ print("ok:", n, "files;", [len(o[1]) for o in outs], "tensors per file as the in
 EOF
 echo "ok: --keep-split keeps the input's split files, tensors and bytes as a one-file run's"
 
-NM="${TM_NODE_MODULES:-}"
-if [ -n "$NM" ] && [ -f "$NM/node-llama-cpp/package.json" ] && command -v node > /dev/null; then
-    a=$(timeout 300 node "${TM_SRC:?}/tests/llama/load_probs.mjs" "$NM" one.gguf) || fail "llama.cpp cannot load one.gguf"
-    b=$(timeout 300 node "$TM_SRC/tests/llama/load_probs.mjs" "$NM" k-00001-of-00003.gguf) || fail "llama.cpp cannot load the --keep-split files"
-    [ -n "$a" ] && [ "$a" = "$b" ] || fail "llama.cpp: the --keep-split files give other probabilities: $a / $b"
-    echo "ok: llama.cpp loads the --keep-split files: $b"
-elif [ "${TM_REQUIRE_LLAMA:-0}" = 1 ]; then
-    fail "TM_REQUIRE_LLAMA=1 but node-llama-cpp is not in TM_NODE_MODULES='$NM'"
-else
-    echo "SKIP (part): node-llama-cpp not found (TM_NODE_MODULES): llama.cpp load not run"
-fi
+. "${TM_SRC:?}/tests/cli/lib/llama_same_probs.sh"
+llama_same_probs one.gguf k-00001-of-00003.gguf "the --keep-split files"

@@ -20,34 +20,14 @@ fail() { echo "FAIL: $*"; exit 1; }
 "$T" quantize "$G" -o m.gguf --type Q8_0 --max-shard-size 300KB -q || fail "split run"
 [ -e m.gguf ] && fail "a split run wrote m.gguf itself"
 [ "$(ls m-*-of-*.gguf | tr '\n' ' ')" = "m-00001-of-00002.gguf m-00002-of-00002.gguf " ] || fail "split files: $(ls)"
-python3 - one.gguf m-00001-of-00002.gguf m-00002-of-00002.gguf <<'EOF' || fail "split files' keys or tensors"
-import struct, sys
-SZ = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
-def read(p):
-    b = open(p, "rb").read()
-    assert b[:4] == b"GGUF" and struct.unpack_from("<I", b, 4)[0] == 3
-    nt, nkv = struct.unpack_from("<QQ", b, 8)
-    off, kv, names = 24, {}, []
-    def s():
-        nonlocal off
-        (n,) = struct.unpack_from("<Q", b, off); off += 8; off += n
-        return b[off - n:off].decode()
-    for _ in range(nkv):
-        k = s(); (t,) = struct.unpack_from("<I", b, off); off += 4
-        if t == 8: v = s()
-        elif t == 9:
-            et, cnt = struct.unpack_from("<IQ", b, off); off += 12
-            if et == 8: v = [s() for _ in range(cnt)]
-            else: v = b[off:off + cnt * SZ[et]]; off += cnt * SZ[et]
-        else:
-            fmt = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q", 12: "d"}[t]
-            (v,) = struct.unpack_from("<" + fmt, b, off); off += SZ[t]
-        kv[k] = (t, v)
-    for _ in range(nt):
-        names.append(s()); (nd,) = struct.unpack_from("<I", b, off); off += 4 + 8 * nd + 4 + 8
-    return kv, names
-one_kv, one_names = read(sys.argv[1])
-parts = [read(p) for p in sys.argv[2:]]
+PYTHONPATH="${TM_SRC:?}/tests/cli/lib" python3 - one.gguf m-00001-of-00002.gguf m-00002-of-00002.gguf <<'EOF' || fail "split files' keys or tensors"
+import sys
+from gguf_file import read
+def read_names(p):
+    kv, ts = read(p)
+    return kv, [t[0] for t in ts]
+one_kv, one_names = read_names(sys.argv[1])
+parts = [read_names(p) for p in sys.argv[2:]]
 n = len(parts)
 for i, (kv, names) in enumerate(parts):
     assert kv["split.no"] == (2, i), kv.get("split.no")           # u16
@@ -63,17 +43,8 @@ EOF
 echo "ok: split files with llama.cpp's split keys"
 
 # llama.cpp loads the split set, with the one file's probabilities
-NM="${TM_NODE_MODULES:-}"
-if [ -n "$NM" ] && [ -f "$NM/node-llama-cpp/package.json" ] && command -v node > /dev/null; then
-    a=$(timeout 300 node "${TM_SRC:?}/tests/llama/load_probs.mjs" "$NM" one.gguf) || fail "llama.cpp cannot load one.gguf"
-    b=$(timeout 300 node "$TM_SRC/tests/llama/load_probs.mjs" "$NM" m-00001-of-00002.gguf) || fail "llama.cpp cannot load the split files"
-    [ -n "$a" ] && [ "$a" = "$b" ] || fail "llama.cpp: split files give other probabilities: $a / $b"
-    echo "ok: llama.cpp loads the split files: $b"
-elif [ "${TM_REQUIRE_LLAMA:-0}" = 1 ]; then
-    fail "TM_REQUIRE_LLAMA=1 but node-llama-cpp is not in TM_NODE_MODULES='$NM'"
-else
-    echo "SKIP (part): node-llama-cpp not found (TM_NODE_MODULES): llama.cpp load not run"
-fi
+. "${TM_SRC:?}/tests/cli/lib/llama_same_probs.sh"
+llama_same_probs one.gguf m-00001-of-00002.gguf "the split files"
 
 # a file with a split file's name that tensormorph did not write is never replaced
 "$T" quantize "$G" -o x.gguf --type Q8_0 --max-shard-size 300KB -q || fail "x split"

@@ -172,6 +172,45 @@ function renderTree() {
   tree.append(header);
   treeFills.clear();
   for (const c of root.children) tree.append(renderNode(c, 0, true));
+  const first = tree.querySelector(".node[data-path]");
+  if (first) first.tabIndex = 0;  /* the tree's one tab stop (treeKeys moves it) */
+  if (!tree.dataset.keys) { tree.dataset.keys = "1"; tree.addEventListener("keydown", treeKeys); }
+}
+
+/* Keyboard in the module tree (the WAI-ARIA tree pattern): one tab stop that moves with the
+** focus (roving tabindex). Up/Down: the previous/next visible row; Right: open a closed row, or
+** go to the first child of an open one; Left: close an open row, or go to the parent; Home/End:
+** the first/last visible row; Enter: a leaf opens its heatmap, a subtree opens or closes. */
+function treeRows() {
+  return [...document.querySelectorAll("#tree .node[data-path]")].filter((r) => r.offsetParent !== null);
+}
+function focusRow(row) {
+  if (!row) return;
+  for (const r of document.querySelectorAll("#tree .node[data-path][tabindex='0']")) r.tabIndex = -1;
+  row.tabIndex = 0;
+  row.focus();
+  row.scrollIntoView({ block: "nearest" });
+}
+function treeKeys(ev) {
+  const row = ev.target.closest && ev.target.closest("#tree .node[data-path]");
+  if (!row || ev.target !== row) return;  /* keys in a row's plan <select> are the select's */
+  const exp = row.getAttribute("aria-expanded"), wrap = row.parentElement;
+  let to = null;
+  if (ev.key === "ArrowDown" || ev.key === "ArrowUp" || ev.key === "Home" || ev.key === "End") {
+    const rows = treeRows(), i = rows.indexOf(row);
+    to = ev.key === "Home" ? rows[0] : ev.key === "End" ? rows[rows.length - 1]
+       : rows[Math.max(0, Math.min(rows.length - 1, i + (ev.key === "ArrowDown" ? 1 : -1)))];
+  } else if (ev.key === "ArrowRight") {
+    if (exp === "false") row.flip();
+    else if (exp === "true") to = wrap.querySelector(".children > .subtree > .node");
+  } else if (ev.key === "ArrowLeft") {
+    if (exp === "true") row.flip();
+    else { const up = wrap.parentElement.closest(".subtree"); to = up && up.querySelector(".node"); }
+  } else if (ev.key === "Enter" || ev.key === " ") {
+    row.activate();
+  } else return;
+  ev.preventDefault();
+  if (to) focusRow(to);
 }
 
 /* A closed subtree's rows are made when it first opens (a checkpoint of 10k+ tensors would
@@ -238,9 +277,13 @@ function renderNode(node, depth, firstOfList) {
     };
     toggle.addEventListener("click", flip);
     name.addEventListener("click", flip);
+    row.flip = row.activate = flip;
   } else {
     name.addEventListener("click", () => openHeatmap(node.tensor));
+    row.activate = () => openHeatmap(node.tensor);
   }
+  row.tabIndex = -1;
+  row.addEventListener("click", (ev) => { if (ev.target.tagName !== "SELECT") focusRow(row); });
   return wrap;
 }
 

@@ -353,6 +353,48 @@ try {
     check(!(await page.isVisible("#tree")) && !(await page.isVisible("#expand-all")), "the table and its toolbar are hidden behind the diagram");
     await page.click(".arch-mode[data-mode='table']");
     check((await page.isVisible("#tree")) && !(await page.isVisible(".arch-svg")), "Table shows the module table instead of the diagram");
+    {
+      // keyboard in the module tree: one tab stop, arrows along the visible rows, Left/Right close/open, Enter opens a leaf
+      const act = () => page.evaluate(() => { const a = document.activeElement; return a && a.dataset ? a.dataset.path || null : null; });
+      const vis = () => page.$$eval("#tree .node[data-path]", (rs) => rs.filter((r) => r.offsetParent !== null).map((r) => r.dataset.path));
+      const stops = await page.$$eval("#tree .node[data-path]", (rs) => rs.filter((r) => r.tabIndex === 0).length);
+      await page.focus("#tree .node[data-path][tabindex='0']");
+      let rows = await vis();
+      check(stops === 1 && (await act()) === rows[0], "the module tree has one tab stop, on its first row (" + rows[0] + ")");
+      await page.keyboard.press("ArrowDown");
+      await page.keyboard.press("ArrowDown");
+      check((await act()) === rows[2], "ArrowDown twice moves to the third visible row (" + (await act()) + ")");
+      await page.keyboard.press("End");
+      check((await act()) === rows[rows.length - 1], "End: the last visible row (" + (await act()) + ")");
+      await page.keyboard.press("Home");
+      const top = await act();
+      await page.keyboard.press("ArrowLeft");
+      const closed = await page.getAttribute("#tree .node[data-path='" + top + "']", "aria-expanded");
+      const fewer = (await vis()).length;
+      await page.keyboard.press("ArrowRight");
+      check(closed === "false" && fewer < rows.length && (await vis()).length === rows.length &&
+            (await page.getAttribute("#tree .node[data-path='" + top + "']", "aria-expanded")) === "true",
+            "ArrowLeft closes " + top + " (" + rows.length + " -> " + fewer + " rows), ArrowRight opens it again");
+      await page.keyboard.press("ArrowRight");
+      const child = await act();
+      check(child !== top && child.startsWith(top + "."), "ArrowRight on an open row goes to its first child (" + child + ")");
+      const childOpen = await page.getAttribute("#tree .node[data-path='" + child + "']", "aria-expanded");
+      await page.keyboard.press("ArrowLeft");
+      const childAfter = await page.getAttribute("#tree .node[data-path='" + child + "']", "aria-expanded");
+      if (childOpen === "true") await page.keyboard.press("ArrowLeft");
+      check((childOpen !== "true" || childAfter === "false") && (await act()) === top,
+            "ArrowLeft closes an open row (" + child + ": " + childOpen + " -> " + childAfter + "), then goes to the parent (" + (await act()) + ")");
+      const leaf = await page.$$eval("#tree .node.leaf[data-path]", (rs) => rs.filter((r) => r.offsetParent !== null)[0].dataset.path);
+      const tabStops = await page.$$eval("#tree .node[data-path]", (rs) => rs.filter((r) => r.tabIndex === 0).map((r) => r.dataset.path));
+      check(tabStops.length === 1 && tabStops[0] === top, "the tab stop moved with the focus (" + tabStops.join(",") + ")");
+      await page.focus("#tree .node.leaf[data-path='" + leaf + "']");
+      await page.keyboard.press("Enter");
+      await page.waitForFunction(() => /view=heatmap/.test(location.hash), null, { timeout: 10000 }).catch(() => {});
+      check(/view=heatmap/.test(await page.evaluate(() => location.hash)) && decodeURIComponent(await page.evaluate(() => location.hash)).includes(leaf),
+            "Enter on a leaf row opens its heatmap (" + decodeURIComponent(await page.evaluate(() => location.hash)) + ")");
+      await page.click("[data-tab='architecture']");
+      await page.waitForSelector("[data-view='architecture']", { state: "visible", timeout: 10000 });
+    }
     await page.click(".arch-mode[data-mode='diagram']");
     await page.click(".arch-stack-toggle");
     await page.waitForFunction(() => document.querySelectorAll("[data-view='architecture'] [data-node]").length === 47, null, { timeout: 20000 });

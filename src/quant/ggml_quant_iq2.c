@@ -304,14 +304,14 @@ int64_t tm__gq_iq2_xxs(const tm__iq2_tab *t, const float *x, uint8_t *y, int64_t
 
 /* ---- IQ2_XS and IQ2_S: groups of 16 ------------------------------------------------------- */
 
-/* The scale search of a sub-block of 16 (xval >= 0, max > 0) shared by IQ2_XS and IQ2_S:
-** 19 trial scales around max / 5, the best fit kept; the off-grid groups of the best refitted at
-** its scale. Codes into L; returns the scale. */
-static float search16(const tm__iq2_tab *t, const float *weight, const float *waux,
-                      const float *xval, float max, int8_t *L) {
+/* The 19 trial scales of search16 (around max / 5): the best fit's codes into L (left as they are
+** when no trial fits), the best's groups' on-grid flags into on_grid; returns its scale (max / 5
+** when none fits). tm__iq2_tab.trials16 may name a SIMD variant with the same results. */
+static float trials16(const tm__iq2_tab *t, const float *weight, const float *waux, const float *xval,
+                      float max, int8_t *L, int *on_grid) {
     const int kMaxQ = 3;
     int8_t Laux[16];
-    int on_grid[2] = {1, 1}, on_grid_aux[2];
+    int on_grid_aux[2];
     float best = 0;
     float scale = max / (2 * kMaxQ - 1);
     for (int is = -9; is <= 9; ++is) {
@@ -339,6 +339,17 @@ static float search16(const tm__iq2_tab *t, const float *weight, const float *wa
             on_grid[1] = on_grid_aux[1];
         }
     }
+    return scale;
+}
+
+/* The scale search of a sub-block of 16 (xval >= 0, max > 0) shared by IQ2_XS and IQ2_S:
+** 19 trial scales around max / 5, the best fit kept; the off-grid groups of the best refitted at
+** its scale. Codes into L; returns the scale. */
+static float search16(const tm__iq2_tab *t, const float *weight, const float *waux,
+                      const float *xval, float max, int8_t *L) {
+    const int kMaxQ = 3;
+    int on_grid[2] = {1, 1};
+    float scale = (t->trials16 ? t->trials16 : trials16)(t, weight, waux, xval, max, L, on_grid);
     if ((!on_grid[0] || !on_grid[1]) && scale > 0) {
         const float id = 1 / scale;
         for (int k = 0; k < 2; k++) {
@@ -846,6 +857,7 @@ static tm_status rows_iq2(const tm_ggml_type_info *t, const float *x, int64_t b0
 #ifdef TM__GQ_HAVE_AVX2
     if (simd) {
         view.best = tm__iq2_best_avx2;
+        view.trials16 = tm__iq2_trials16_avx2;
         view.iq1s_splits = tm__iq1s_splits_avx2;
         tab = &view;
     }

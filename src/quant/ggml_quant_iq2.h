@@ -31,6 +31,10 @@ struct tm__iq2_tab {
     /* NULL (the built tables): the scalar best-neighbour search of ggml_quant_iq2.c; a copy of
     ** the tables may name a SIMD variant with the same results (tm__iq2_best_avx2) */
     int (*best)(const tm__iq2_tab *t, int u, const float *xval, const float *w, float scale, int8_t *L);
+    /* NULL: the 19 scale trials of IQ2_XS / IQ2_S's sub-block search in scalar code (trials16 of
+    ** ggml_quant_iq2.c), else a SIMD variant with the same results (tm__iq2_trials16_avx2) */
+    float (*trials16)(const tm__iq2_tab *t, const float *weight, const float *waux, const float *xval, float max,
+                      int8_t *L, int *on_grid);
     /* NULL: IQ1_S's scalar split search (iq1s_splits of ggml_quant_iq2.c), else a SIMD variant
     ** with the same results (tm__iq1s_splits_avx2) */
     void (*iq1s_splits)(const float *sumx, const float *sumw, float *scale, int *bi1, int *bi2, int *bshift);
@@ -69,6 +73,11 @@ tm_status tm__gq_rows_iq2w(const struct tm_ggml_type_info *t, const float *x, in
 ** as the scalar search. */
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 int tm__iq2_best_avx2(const tm__iq2_tab *t, int u, const float *xval, const float *w, float scale, int8_t *L);
+/* trials16 of ggml_quant_iq2.c with the 19 trials in the lanes of 3 registers: each lane's codes,
+** keys and fit sums (i = 0..15 in order, as fit_sums) the scalar trial's; the off-grid groups
+** through tm__iq2_best_avx2; the choice in scalar code in the trials' order. */
+float tm__iq2_trials16_avx2(const tm__iq2_tab *t, const float *weight, const float *waux, const float *xval,
+                            float max, int8_t *L, int *on_grid);
 /* iq1s_splits with 8 values of i2 in AVX2 lanes: a chunk none of whose 16 candidates passes the
 ** test against the running best is skipped (the scalar walk would keep nothing in it), any
 ** other replayed in order from the lanes' sums. */

@@ -21,6 +21,7 @@
 ** IQ3_XXS / IQ3_S (tm__iq3_trials_avx2): the scale trials 8 to a register, each lane the scalar
 ** trial; the best neighbour of an off-grid key with the rows of its list in lanes.
 ** IQ2_XXS / IQ2_XS / IQ2_S (tm__iq2_best_avx2): the best neighbour with the candidates in lanes.
+** IQ2_XS / IQ2_S (tm__iq2_trials16_avx2): the 19 scale trials of a sub-block of 16 in lanes.
 ** IQ1_S (tm__iq1s_splits_avx2): the split search, 8 values of i2 in lanes.
 ** TQ1_0 / TQ2_0: the block maximum and the trits 8 to a register, the packing on bytes.
 ** tests/unit/test_gguf_iq_simd.c compares the two paths on random and edge rows.
@@ -548,7 +549,8 @@ TM_AVX2 int tm__iq2_best_avx2(const tm__iq2_tab *t, int u, const float *xval, co
     const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
     float best_d2 = FLT_MAX;
     int bj = 0;
-    for (int j0 = 0; j0 < n8; j0 += 8) {
+    /* one candidate: the scalar search keeps it whatever its distance (NaN included) */
+    for (int j0 = 0; n > 1 && j0 < n8; j0 += 8) {
         __m256 d2 = _mm256_setzero_ps();
         for (int i = 0; i < 8; i++) {
             const __m128i b8 = _mm_loadl_epi64((const __m128i *)(tq + (size_t)i * n8 + j0));
@@ -572,6 +574,78 @@ TM_AVX2 int tm__iq2_best_avx2(const tm__iq2_tab *t, int u, const float *xval, co
     const int8_t *pg = t->pos[gi];
     for (int i = 0; i < 8; i++) L[i] = (int8_t)((pg[i] - 1) / 2);
     return gi;
+}
+
+/* trials16 of ggml_quant_iq2.c, the 19 trials in lanes (24: the last 5 repeat trial 18 and are
+** never read). Per lane, as the scalar trial: id = (5 + is 0.1f) / max, the level
+** clamp(nearest_int(0.5f (id x_i - 1)), 0, 2) (nearest_int by the same float adder and bit
+** mask), the two 16-bit keys; the off-grid groups replaced by their best neighbour at 1 / id;
+** then sumqx += ((w_i x_i) q), sumq2 += ((w_i q) q) for i = 0..15 in order. */
+TM_AVX2 float tm__iq2_trials16_avx2(const tm__iq2_tab *t, const float *weight, const float *waux, const float *xval,
+                                    float max, int8_t *L, int *on_grid) {
+    enum { NT = 19, NL = 24 };
+    float id[NL] __attribute__((aligned(32))), ts[NL];
+    int32_t lv[16][NL] __attribute__((aligned(32))), key[2][NL] __attribute__((aligned(32)));
+    float sqx[NL] __attribute__((aligned(32))), sq2[NL] __attribute__((aligned(32)));
+    int og[2][NL];
+    for (int j = 0; j < NL; j++) {
+        const int is = (j < NT ? j : NT - 1) - 9;
+        id[j] = (5 + is * 0.1f) / max;
+        ts[j] = 1 / id[j];
+    }
+    const __m256 half = _mm256_set1_ps(0.5f), one = _mm256_set1_ps(1.0f), magic = _mm256_set1_ps(12582912.f);
+    const __m256i mant = _mm256_set1_epi32(0x007fffff), bias = _mm256_set1_epi32(0x00400000);
+    const __m256i zero = _mm256_setzero_si256(), two = _mm256_set1_epi32(2);
+    for (int v = 0; v < NL; v += 8) {
+        const __m256 idv = _mm256_load_ps(id + v);
+        __m256i k0 = zero, k1 = zero;
+        for (int i = 0; i < 16; i++) {
+            const __m256 a = _mm256_mul_ps(half, _mm256_sub_ps(_mm256_mul_ps(idv, _mm256_set1_ps(xval[i])), one));
+            const __m256i b = _mm256_castps_si256(_mm256_add_ps(a, magic));
+            __m256i l = _mm256_sub_epi32(_mm256_and_si256(b, mant), bias);
+            l = _mm256_max_epi32(zero, _mm256_min_epi32(two, l));
+            _mm256_store_si256((__m256i *)(lv[i] + v), l);
+            const __m256i sh = _mm256_sll_epi32(l, _mm_cvtsi32_si128(2 * (i & 7)));
+            if (i < 8) k0 = _mm256_or_si256(k0, sh);
+            else k1 = _mm256_or_si256(k1, sh);
+        }
+        _mm256_store_si256((__m256i *)(key[0] + v), k0);
+        _mm256_store_si256((__m256i *)(key[1] + v), k1);
+    }
+    for (int j = 0; j < NT; j++)
+        for (int k = 0; k < 2; k++) {
+            const int u = key[k][j];
+            og[k][j] = t->map[u] >= 0;
+            if (og[k][j]) continue;
+            int8_t Lb[8];
+            tm__iq2_best_avx2(t, u, xval + 8 * k, waux + 8 * k, ts[j], Lb);
+            for (int i = 0; i < 8; i++) lv[8 * k + i][j] = Lb[i];
+        }
+    for (int v = 0; v < NL; v += 8) {
+        __m256 sx = _mm256_setzero_ps(), s2 = _mm256_setzero_ps();
+        for (int i = 0; i < 16; i++) {
+            const __m256i l = _mm256_load_si256((const __m256i *)(lv[i] + v));
+            const __m256 q = _mm256_cvtepi32_ps(_mm256_add_epi32(_mm256_add_epi32(l, l), _mm256_set1_epi32(1)));
+            sx = _mm256_add_ps(sx, _mm256_mul_ps(_mm256_set1_ps(weight[i] * xval[i]), q));
+            s2 = _mm256_add_ps(s2, _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(weight[i]), q), q));
+        }
+        _mm256_store_ps(sqx + v, sx);
+        _mm256_store_ps(sq2 + v, s2);
+    }
+    float best = 0, scale = max / 5;
+    int bj = -1;
+    for (int j = 0; j < NT; j++)
+        if (sq2[j] > 0 && sqx[j] * sqx[j] > best * sq2[j]) {
+            scale = sqx[j] / sq2[j];
+            best = scale * sqx[j];
+            bj = j;
+        }
+    if (bj >= 0) {
+        for (int i = 0; i < 16; i++) L[i] = (int8_t)lv[i][bj];
+        on_grid[0] = og[0][bj];
+        on_grid[1] = og[1][bj];
+    }
+    return scale;
 }
 /* ---------------------------------------------------------------------------------------- */
 /* IQ1_S: the split search                                                                   */

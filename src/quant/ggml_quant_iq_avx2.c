@@ -576,6 +576,48 @@ TM_AVX2 int tm__iq2_best_avx2(const tm__iq2_tab *t, int u, const float *xval, co
     return gi;
 }
 
+/* tm__iq2_best_avx2 of key u at ns (1..4) scales sc at once, the grid indices into gi: per scale
+** the same lanes, the same operations and the same choice. */
+TM_AVX2 static void best4_avx2(const tm__iq2_tab *t, int u, const float *xval, const float *w, const float *sc,
+                               int ns, int *gi) {
+    const uint16_t *nb = t->nbr + (-t->map[u] - 1);
+    const int n = nb[0], n8 = (n + 7) & ~7;
+    float best_d2[4] = {FLT_MAX, FLT_MAX, FLT_MAX, FLT_MAX};
+    int bj[4] = {0, 0, 0, 0};
+    if (n > 1) {
+        const int8_t *tq = t->tq + t->tqo[u];
+        const __m256 inf = _mm256_set1_ps(INFINITY);
+        const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+        __m256 s[4];
+        for (int r = 0; r < 4; r++) s[r] = _mm256_set1_ps(sc[r < ns ? r : ns - 1]);
+        for (int j0 = 0; j0 < n8; j0 += 8) {
+            __m256 d2[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+            for (int i = 0; i < 8; i++) {
+                const __m128i b8 = _mm_loadl_epi64((const __m128i *)(tq + (size_t)i * n8 + j0));
+                const __m256 q = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b8));
+                const __m256 xi = _mm256_set1_ps(xval[i]), wi = _mm256_set1_ps(w[i]);
+                for (int r = 0; r < 4; r++) {
+                    const __m256 diff = _mm256_sub_ps(_mm256_mul_ps(s[r], q), xi);
+                    d2[r] = _mm256_add_ps(d2[r], _mm256_mul_ps(_mm256_mul_ps(wi, diff), diff));
+                }
+            }
+            const __m256 valid = _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(n - j0), lane));
+            for (int r = 0; r < ns; r++) {
+                const __m256 d = _mm256_blendv_ps(inf, d2[r], _mm256_and_ps(_mm256_cmp_ps(d2[r], d2[r], _CMP_ORD_Q), valid));
+                __m256 m = _mm256_min_ps(d, _mm256_permute2f128_ps(d, d, 1));
+                m = _mm256_min_ps(m, _mm256_shuffle_ps(m, m, _MM_SHUFFLE(1, 0, 3, 2)));
+                m = _mm256_min_ps(m, _mm256_shuffle_ps(m, m, _MM_SHUFFLE(2, 3, 0, 1)));
+                const float mn = _mm256_cvtss_f32(m);
+                if (mn < best_d2[r]) {
+                    best_d2[r] = mn;
+                    bj[r] = j0 + __builtin_ctz((unsigned)_mm256_movemask_ps(_mm256_cmp_ps(d, m, _CMP_EQ_OQ)));
+                }
+            }
+        }
+    }
+    for (int r = 0; r < ns; r++) gi[r] = nb[1 + bj[r]];
+}
+
 /* trials16 of ggml_quant_iq2.c, the 19 trials in lanes (24: the last 5 repeat trial 18 and are
 ** never read). Per lane, as the scalar trial: id = (5 + is 0.1f) / max, the level
 ** clamp(nearest_int(0.5f (id x_i - 1)), 0, 2) (nearest_int by the same float adder and bit
@@ -612,14 +654,22 @@ TM_AVX2 float tm__iq2_trials16_avx2(const tm__iq2_tab *t, const float *weight, c
         _mm256_store_si256((__m256i *)(key[0] + v), k0);
         _mm256_store_si256((__m256i *)(key[1] + v), k1);
     }
-    for (int j = 0; j < NT; j++)
-        for (int k = 0; k < 2; k++) {
+    /* a group's levels rarely decrease with id (only IQ2_XS's flipped value does), so the trials
+    ** with one key are mostly consecutive: the searches of a run of up to 4 share the
+    ** candidates' loads and overlap */
+    for (int k = 0; k < 2; k++)
+        for (int j = 0, e; j < NT; j = e) {
             const int u = key[k][j];
-            og[k][j] = t->map[u] >= 0;
-            if (og[k][j]) continue;
-            int8_t Lb[8];
-            tm__iq2_best_avx2(t, u, xval + 8 * k, waux + 8 * k, ts[j], Lb);
-            for (int i = 0; i < 8; i++) lv[8 * k + i][j] = Lb[i];
+            for (e = j + 1; e < NT && e < j + 4 && key[k][e] == u; e++) {}
+            const int on = t->map[u] >= 0;
+            for (int r = j; r < e; r++) og[k][r] = on;
+            if (on) continue;
+            int gi[4];
+            best4_avx2(t, u, xval + 8 * k, waux + 8 * k, ts + j, e - j, gi);
+            for (int r = j; r < e; r++) {
+                const int8_t *pg = t->pos[gi[r - j]];
+                for (int i = 0; i < 8; i++) lv[8 * k + i][r] = (pg[i] - 1) / 2;
+            }
         }
     for (int v = 0; v < NL; v += 8) {
         __m256 sx = _mm256_setzero_ps(), s2 = _mm256_setzero_ps();

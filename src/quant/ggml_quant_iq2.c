@@ -666,6 +666,67 @@ int64_t tm__gq_iq1_s(const tm__iq2_tab *t, const float *x, uint8_t *y, int64_t n
     return -1;
 }
 
+/* IQ1_M's split search of a sub-block of 16 (xb its values, weight their weights, idx their
+** order ascending, stable): every split (i1, i2) of the sorted values into levels 0 / 1 / 2 and
+** every delta-sign combination k (0: ++, 1: +-, 2: -+, 3: --, the first and second half), kept
+** when sumqx^2 > best sumq2 (from -FLT_MAX), in the order (i1, i2, k). On the last kept one:
+** *scale, *bi1, *bi2, *bk; none kept leaves them. tm__iq2_tab.iq1m_splits may name a SIMD
+** variant with the same results. */
+static void iq1m_splits(const float *weight, const float *xb, const int *idx, float *scale, int *bi1, int *bi2,
+                        int *bk) {
+    enum { BS = 16 };
+    const float x_p[3] = {-1 + IQ1M_DELTA, IQ1M_DELTA, 1 + IQ1M_DELTA};
+    const float x_m[3] = {-1 - IQ1M_DELTA, -IQ1M_DELTA, 1 - IQ1M_DELTA};
+    const float *vk[4][2] = {{x_p, x_p}, {x_p, x_m}, {x_m, x_p}, {x_m, x_m}};
+    /* The reference sums, for every split (i1, i2), all 16 sorted values in order:
+    ** j < i1 at level 0, i1 <= j < i2 at level 1, the rest at level 2, each combination
+    ** k in its own accumulators (w v) x and (w v) v. The partial sums over j < i2 do not
+    ** depend on how the rest is split, so they are carried from one i2 to the next;
+    ** the sequence of float operations per (i1, i2, k) is the reference's. */
+    float P0x[4] = {0, 0, 0, 0}, P02[4] = {0, 0, 0, 0};
+    float best_score = -FLT_MAX;
+    for (int i1 = 0; i1 <= BS; ++i1) {
+        float Qx[4], Q2[4];
+        memcpy(Qx, P0x, sizeof Qx);
+        memcpy(Q2, P02, sizeof Q2);
+        for (int i2 = i1; i2 <= BS; ++i2) {
+            float sumqx[4], sumq2[4];
+            memcpy(sumqx, Qx, sizeof sumqx);
+            memcpy(sumq2, Q2, sizeof sumq2);
+            for (int j = i2; j < BS; ++j) {
+                const int i = idx[j], h = i < BS / 2 ? 0 : 1;
+                for (int k = 0; k < 4; k++) {
+                    const float v = vk[k][h][2];
+                    sumqx[k] += weight[i] * v * xb[i];
+                    sumq2[k] += weight[i] * v * v;
+                }
+            }
+            for (int k = 0; k < 4; k++) {
+                if (sumq2[k] > 0 && sumqx[k] * sumqx[k] > best_score * sumq2[k]) {
+                    *scale = sumqx[k] / sumq2[k]; best_score = *scale * sumqx[k];
+                    *bi1 = i1; *bi2 = i2; *bk = k;
+                }
+            }
+            if (i2 < BS) { /* value i2 joins level 1 for the next i2 */
+                const int i = idx[i2], h = i < BS / 2 ? 0 : 1;
+                for (int k = 0; k < 4; k++) {
+                    const float v = vk[k][h][1];
+                    Qx[k] += weight[i] * v * xb[i];
+                    Q2[k] += weight[i] * v * v;
+                }
+            }
+        }
+        if (i1 < BS) { /* value i1 joins level 0 for the next i1 */
+            const int i = idx[i1], h = i < BS / 2 ? 0 : 1;
+            for (int k = 0; k < 4; k++) {
+                const float v = vk[k][h][0];
+                P0x[k] += weight[i] * v * xb[i];
+                P02[k] += weight[i] * v * v;
+            }
+        }
+    }
+}
+
 int64_t tm__gq_iq1_m(const tm__iq2_tab *t, const float *x, uint8_t *y, int64_t n, const float *qw) {
     enum { BS = 16 };
     const float x_p[3] = {-1 + IQ1M_DELTA, IQ1M_DELTA, 1 + IQ1M_DELTA};
@@ -700,54 +761,9 @@ int64_t tm__gq_iq1_m(const tm__iq2_tab *t, const float *x, uint8_t *y, int64_t n
                 continue;
             }
             sort_idx(BS, xb, val, idx);
-            /* The reference sums, for every split (i1, i2), all 16 sorted values in order:
-            ** j < i1 at level 0, i1 <= j < i2 at level 1, the rest at level 2, each combination
-            ** k in its own accumulators (w v) x and (w v) v. The partial sums over j < i2 do not
-            ** depend on how the rest is split, so they are carried from one i2 to the next;
-            ** the sequence of float operations per (i1, i2, k) is the reference's. */
-            float P0x[4] = {0, 0, 0, 0}, P02[4] = {0, 0, 0, 0};
-            float best_score = -FLT_MAX, scale = max;
+            float scale = max;
             int besti1 = -1, besti2 = -1, best_k = -1;
-            for (int i1 = 0; i1 <= BS; ++i1) {
-                float Qx[4], Q2[4];
-                memcpy(Qx, P0x, sizeof Qx);
-                memcpy(Q2, P02, sizeof Q2);
-                for (int i2 = i1; i2 <= BS; ++i2) {
-                    float sumqx[4], sumq2[4];
-                    memcpy(sumqx, Qx, sizeof sumqx);
-                    memcpy(sumq2, Q2, sizeof sumq2);
-                    for (int j = i2; j < BS; ++j) {
-                        const int i = idx[j], h = i < BS / 2 ? 0 : 1;
-                        for (int k = 0; k < 4; k++) {
-                            const float v = vk[k][h][2];
-                            sumqx[k] += weight[i] * v * xb[i];
-                            sumq2[k] += weight[i] * v * v;
-                        }
-                    }
-                    for (int k = 0; k < 4; k++) {
-                        if (sumq2[k] > 0 && sumqx[k] * sumqx[k] > best_score * sumq2[k]) {
-                            scale = sumqx[k] / sumq2[k]; best_score = scale * sumqx[k];
-                            besti1 = i1; besti2 = i2; best_k = k;
-                        }
-                    }
-                    if (i2 < BS) { /* value i2 joins level 1 for the next i2 */
-                        const int i = idx[i2], h = i < BS / 2 ? 0 : 1;
-                        for (int k = 0; k < 4; k++) {
-                            const float v = vk[k][h][1];
-                            Qx[k] += weight[i] * v * xb[i];
-                            Q2[k] += weight[i] * v * v;
-                        }
-                    }
-                }
-                if (i1 < BS) { /* value i1 joins level 0 for the next i1 */
-                    const int i = idx[i1], h = i < BS / 2 ? 0 : 1;
-                    for (int k = 0; k < 4; k++) {
-                        const float v = vk[k][h][0];
-                        P0x[k] += weight[i] * v * xb[i];
-                        P02[k] += weight[i] * v * v;
-                    }
-                }
-            }
+            (t->iq1m_splits ? t->iq1m_splits : iq1m_splits)(weight, xb, idx, &scale, &besti1, &besti2, &best_k);
             if (besti1 < 0 || besti2 < 0 || best_k < 0) {
                 scales[ib] = 0;
                 shifts[ib] = 0;
@@ -859,6 +875,7 @@ static tm_status rows_iq2(const tm_ggml_type_info *t, const float *x, int64_t b0
         view.best = tm__iq2_best_avx2;
         view.trials16 = tm__iq2_trials16_avx2;
         view.iq1s_splits = tm__iq1s_splits_avx2;
+        view.iq1m_splits = tm__iq1m_splits_avx2;
         tab = &view;
     }
 #else
@@ -888,7 +905,7 @@ tm_status tm__gq_rows_iq2(const tm_ggml_type_info *t, const float *x, const floa
 
 #ifdef TM__GQ_HAVE_AVX2
 /* The same with the best-neighbour search of IQ2_XXS / IQ2_XS / IQ2_S (tm__iq2_best_avx2) and
-** IQ1_S's split search (tm__iq1s_splits_avx2) in AVX2 lanes; IQ1_M runs the scalar code. Same
+** the split searches of IQ1_S / IQ1_M (tm__iq1s_splits_avx2, tm__iq1m_splits_avx2) in AVX2 lanes. Same
 ** bytes. */
 tm_status tm__gq_rows_iq2_avx2(const tm_ggml_type_info *t, const float *x, const float *imatrix,
                                int64_t b0, int64_t nb, uint8_t *y, int64_t *bad_block, tm_err *err) {

@@ -38,6 +38,10 @@ struct tm__iq2_tab {
     /* NULL: IQ1_S's scalar split search (iq1s_splits of ggml_quant_iq2.c), else a SIMD variant
     ** with the same results (tm__iq1s_splits_avx2) */
     void (*iq1s_splits)(const float *sumx, const float *sumw, float *scale, int *bi1, int *bi2, int *bshift);
+    /* NULL: IQ1_M's scalar split search (iq1m_splits of ggml_quant_iq2.c), else a SIMD variant
+    ** with the same results (tm__iq1m_splits_avx2) */
+    void (*iq1m_splits)(const float *weight, const float *xb, const int *idx, float *scale, int *bi1, int *bi2,
+                        int *bk);
 };
 
 /* Which grid: the four 8-value grids of the five types (IQ1_S and IQ1_M share one). */
@@ -82,6 +86,11 @@ float tm__iq2_trials16_avx2(const tm__iq2_tab *t, const float *weight, const flo
 ** test against the running best is skipped (the scalar walk would keep nothing in it), any
 ** other replayed in order from the lanes' sums. */
 void tm__iq1s_splits_avx2(const float *sumx, const float *sumw, float *scale, int *bi1, int *bi2, int *bshift);
+/* iq1m_splits with the 4 combinations' sums (w v) x and (w v) v in the 8 lanes of one register,
+** the terms of every sorted value precomputed: the same additions in the same order per lane; a
+** split none of whose 4 candidates passes against the running best is skipped. */
+void tm__iq1m_splits_avx2(const float *weight, const float *xb, const int *idx, float *scale, int *bi1, int *bi2,
+                          int *bk);
 #endif
 /* The same with the table's signature (ggml_traits.h tm__gq_rows_fn: imatrix before b0). */
 tm_status tm__gq_rows_iq2(const struct tm_ggml_type_info *t, const float *x, const float *imatrix,

@@ -23,6 +23,7 @@
 ** IQ2_XXS / IQ2_XS / IQ2_S (tm__iq2_best_avx2): the best neighbour with the candidates in lanes.
 ** IQ2_XS / IQ2_S (tm__iq2_trials16_avx2): the 19 scale trials of a sub-block of 16 in lanes.
 ** IQ1_S (tm__iq1s_splits_avx2): the split search, 8 values of i2 in lanes.
+** IQ1_M (tm__iq1m_splits_avx2): the split search, the 4 delta combinations' two sums in lanes.
 ** TQ1_0 / TQ2_0: the block maximum and the trits 8 to a register, the packing on bytes.
 ** tests/unit/test_gguf_iq_simd.c compares the two paths on random and edge rows.
 */
@@ -760,6 +761,60 @@ TM_AVX2 void tm__iq1s_splits_avx2(const float *sumx, const float *sumw, float *s
                 }
             }
         }
+    }
+}
+/* ---------------------------------------------------------------------------------------- */
+/* IQ1_M: the split search                                                                   */
+/* ---------------------------------------------------------------------------------------- */
+
+/* iq1m_splits of ggml_quant_iq2.c. Lanes 0..3: sumqx of the combinations k = 0..3, lanes 4..7
+** their sumq2. The term of sorted value j at level lev, (w v) x in lanes 0..3 and (w v) v in
+** 4..7 with v = vk[k][half][lev], is the scalar term; the sums add them in the scalar order. */
+TM_AVX2 void tm__iq1m_splits_avx2(const float *weight, const float *xb, const int *idx, float *scale, int *bi1,
+                                  int *bi2, int *bk) {
+    enum { BS = 16 };
+    const float d = 0.125f; /* IQ1M_DELTA of ggml_quant_iq2.c */
+    const float x_p[3] = {-1 + d, d, 1 + d};
+    const float x_m[3] = {-1 - d, -d, 1 - d};
+    /* k = 0 ++, 1 +-, 2 -+, 3 --: the half's levels */
+    const float *vk[2][4] = {{x_p, x_p, x_m, x_m}, {x_p, x_m, x_p, x_m}};
+    __m256 T[3][BS];
+    for (int j = 0; j < BS; j++) {
+        const int i = idx[j], h = i < BS / 2 ? 0 : 1;
+        for (int lev = 0; lev < 3; lev++) {
+            const float v0 = vk[h][0][lev], v1 = vk[h][1][lev], v2 = vk[h][2][lev], v3 = vk[h][3][lev];
+            const __m256 V = _mm256_setr_ps(v0, v1, v2, v3, v0, v1, v2, v3);
+            const __m256 B = _mm256_setr_ps(xb[i], xb[i], xb[i], xb[i], v0, v1, v2, v3);
+            T[lev][j] = _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(weight[i]), V), B);
+        }
+    }
+    const __m256 zero = _mm256_setzero_ps();
+    float best_score = -FLT_MAX;
+    __m256 P0 = zero;
+    for (int i1 = 0; i1 <= BS; ++i1) {
+        __m256 Q = P0;
+        for (int i2 = i1; i2 <= BS; ++i2) {
+            __m256 S = Q;
+            for (int j = i2; j < BS; ++j) S = _mm256_add_ps(S, T[2][j]);
+            const __m256 q2 = _mm256_permute2f128_ps(S, S, 1);
+            const __m256 ok = _mm256_and_ps(_mm256_cmp_ps(q2, zero, _CMP_GT_OQ),
+                                            _mm256_cmp_ps(_mm256_mul_ps(S, S), _mm256_mul_ps(_mm256_set1_ps(best_score), q2),
+                                                          _CMP_GT_OQ));
+            if (_mm256_movemask_ps(ok) & 15) {
+                float f[8];
+                _mm256_storeu_ps(f, S);
+                for (int k = 0; k < 4; k++)
+                    if (f[4 + k] > 0 && f[k] * f[k] > best_score * f[4 + k]) {
+                        *scale = f[k] / f[4 + k];
+                        best_score = *scale * f[k];
+                        *bi1 = i1;
+                        *bi2 = i2;
+                        *bk = k;
+                    }
+            }
+            if (i2 < BS) Q = _mm256_add_ps(Q, T[1][i2]);
+        }
+        if (i1 < BS) P0 = _mm256_add_ps(P0, T[0][i1]);
     }
 }
 #endif

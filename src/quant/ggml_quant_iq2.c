@@ -506,11 +506,12 @@ static void sort_idx(int n, const float *xb, float *val, int *idx) {
     }
 }
 
-/* iq1_find_best_neighbour2: the neighbour with the least weighted squared error of
-** scale xg[level] against xval (the first on ties); its levels into L. */
-static int best_neighbour1(const tm__iq2_tab *t, int32_t m, const float *xval, const float *w,
+/* iq1_find_best_neighbour2: among the neighbours of off-grid key u, the one with the least weighted squared error of
+** scale xg[level] against xval (the first on ties); its levels into L. tm__iq2_tab.best1 may
+** name a SIMD variant with the same results. */
+static int best_neighbour1(const tm__iq2_tab *t, int u, const float *xval, const float *w,
                            float scale, const float *xg, int8_t *L) {
-    const uint16_t *nb = t->nbr + (-m - 1);
+    const uint16_t *nb = t->nbr + (-t->map[u] - 1);
     float best = FLT_MAX;
     int gi = -1;
     for (int j = 1; j <= nb[0]; j++) {
@@ -620,10 +621,11 @@ int64_t tm__gq_iq1_s(const tm__iq2_tab *t, const float *x, uint8_t *y, int64_t n
             int all_on_grid = 1;
             const float *xx = best_shift == 1 ? x_p : x_m;
             for (int k = 0; k < BS / 8; k++) {
-                int32_t gi = t->map[key8(L + 8 * k)];
+                const int u = key8(L + 8 * k);
+                int32_t gi = t->map[u];
                 if (gi < 0) {
                     all_on_grid = 0;
-                    gi = best_neighbour1(t, gi, xb + 8 * k, weight + 8 * k, scale, xx, L + 8 * k);
+                    gi = (t->best1 ? t->best1 : best_neighbour1)(t, u, xb + 8 * k, weight + 8 * k, scale, xx, L + 8 * k);
                 }
                 index[k] = (uint16_t)gi;
             }
@@ -780,10 +782,11 @@ int64_t tm__gq_iq1_m(const tm__iq2_tab *t, const float *x, uint8_t *y, int64_t n
             int all_on_grid = 1;
             for (int k = 0; k < BS / 8; k++) {
                 const float *xx = vk[best_k][k];
-                int32_t gi = t->map[key8(L + 8 * k)];
+                const int u = key8(L + 8 * k);
+                int32_t gi = t->map[u];
                 if (gi < 0) {
                     all_on_grid = 0;
-                    gi = best_neighbour1(t, gi, xb + 8 * k, weight + 8 * k, scale, xx, L + 8 * k);
+                    gi = (t->best1 ? t->best1 : best_neighbour1)(t, u, xb + 8 * k, weight + 8 * k, scale, xx, L + 8 * k);
                 }
                 index[k] = (uint16_t)gi;
             }
@@ -876,6 +879,7 @@ static tm_status rows_iq2(const tm_ggml_type_info *t, const float *x, int64_t b0
         view.trials16 = tm__iq2_trials16_avx2;
         view.iq1s_splits = tm__iq1s_splits_avx2;
         view.iq1m_splits = tm__iq1m_splits_avx2;
+        view.best1 = tm__iq1_best_avx2;
         tab = &view;
     }
 #else

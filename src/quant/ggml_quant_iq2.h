@@ -42,6 +42,10 @@ struct tm__iq2_tab {
     ** with the same results (tm__iq1m_splits_avx2) */
     void (*iq1m_splits)(const float *weight, const float *xb, const int *idx, float *scale, int *bi1, int *bi2,
                         int *bk);
+    /* NULL: IQ1_S / IQ1_M's scalar best-neighbour search (best_neighbour1 of ggml_quant_iq2.c) of
+    ** the off-grid key u, levels xg[0..2]; else a SIMD variant (tm__iq1_best_avx2) */
+    int (*best1)(const tm__iq2_tab *t, int u, const float *xval, const float *w, float scale, const float *xg,
+                 int8_t *L);
 };
 
 /* Which grid: the four 8-value grids of the five types (IQ1_S and IQ1_M share one). */
@@ -91,6 +95,10 @@ void tm__iq1s_splits_avx2(const float *sumx, const float *sumw, float *scale, in
 ** split none of whose 4 candidates passes against the running best is skipped. */
 void tm__iq1m_splits_avx2(const float *weight, const float *xb, const int *idx, float *scale, int *bi1, int *bi2,
                           int *bk);
+/* best_neighbour1 with 8 candidates a register: the 24 terms (w_i (s xg_l - x_i)) (s xg_l - x_i)
+** computed once, each candidate's d2 their sum over i = 0..7 in order (a lane-wise look-up). */
+int tm__iq1_best_avx2(const tm__iq2_tab *t, int u, const float *xval, const float *w, float scale,
+                      const float *xg, int8_t *L);
 #endif
 /* The same with the table's signature (ggml_traits.h tm__gq_rows_fn: imatrix before b0). */
 tm_status tm__gq_rows_iq2(const struct tm_ggml_type_info *t, const float *x, const float *imatrix,

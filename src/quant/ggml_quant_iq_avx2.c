@@ -24,6 +24,7 @@
 ** IQ2_XS / IQ2_S (tm__iq2_trials16_avx2): the 19 scale trials of a sub-block of 16 in lanes.
 ** IQ1_S (tm__iq1s_splits_avx2): the split search, 8 values of i2 in lanes.
 ** IQ1_M (tm__iq1m_splits_avx2): the split search, the 4 delta combinations' two sums in lanes.
+** IQ1_S / IQ1_M (tm__iq1_best_avx2): the best neighbour, 8 candidates in lanes, terms looked up.
 ** TQ1_0 / TQ2_0: the block maximum and the trits 8 to a register, the packing on bytes.
 ** tests/unit/test_gguf_iq_simd.c compares the two paths on random and edge rows.
 */
@@ -816,5 +817,52 @@ TM_AVX2 void tm__iq1m_splits_avx2(const float *weight, const float *xb, const in
         }
         if (i1 < BS) P0 = _mm256_add_ps(P0, T[0][i1]);
     }
+}
+/* ---------------------------------------------------------------------------------------- */
+/* IQ1_S / IQ1_M: the best neighbour                                                         */
+/* ---------------------------------------------------------------------------------------- */
+
+/* best_neighbour1 of ggml_quant_iq2.c. The term of value i at level l is
+** (w_i (scale xg_l - x_i)) (scale xg_l - x_i), as the scalar loop; E[i] holds it at lane 2 l + 1,
+** the candidate's stored position, so one vpermps per i and 8 candidates gathers the terms, and
+** every lane adds them for i = 0..7 in order from 0. Then the first strict minimum below FLT_MAX
+** (NaN never chosen), else the list's first row. */
+TM_AVX2 int tm__iq1_best_avx2(const tm__iq2_tab *t, int u, const float *xval, const float *w, float scale,
+                              const float *xg, int8_t *L) {
+    const uint16_t *nb = t->nbr + (-t->map[u] - 1);
+    const int n = nb[0], n8 = (n + 7) & ~7;
+    const int8_t *tq = t->tq + t->tqo[u];
+    const __m256 sq = _mm256_setr_ps(0, scale * xg[0], 0, scale * xg[1], 0, scale * xg[2], 0, 0);
+    __m256 E[8];
+    for (int i = 0; i < 8; i++) {
+        const __m256 diff = _mm256_sub_ps(sq, _mm256_set1_ps(xval[i]));
+        E[i] = _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(w[i]), diff), diff);
+    }
+    const __m256 inf = _mm256_set1_ps(INFINITY);
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    float best_d2 = FLT_MAX;
+    int bj = 0;
+    for (int j0 = 0; j0 < n8; j0 += 8) {
+        __m256 d2 = _mm256_setzero_ps();
+        for (int i = 0; i < 8; i++) {
+            const __m256i p = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(tq + (size_t)i * n8 + j0)));
+            d2 = _mm256_add_ps(d2, _mm256_permutevar8x32_ps(E[i], p));
+        }
+        const __m256 live = _mm256_and_ps(_mm256_cmp_ps(d2, d2, _CMP_ORD_Q),
+                                          _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(n - j0), lane)));
+        d2 = _mm256_blendv_ps(inf, d2, live);
+        __m256 mm = _mm256_min_ps(d2, _mm256_permute2f128_ps(d2, d2, 1));
+        mm = _mm256_min_ps(mm, _mm256_shuffle_ps(mm, mm, _MM_SHUFFLE(1, 0, 3, 2)));
+        mm = _mm256_min_ps(mm, _mm256_shuffle_ps(mm, mm, _MM_SHUFFLE(2, 3, 0, 1)));
+        const float mn = _mm256_cvtss_f32(mm);
+        if (mn < best_d2) {
+            best_d2 = mn;
+            bj = j0 + __builtin_ctz((unsigned)_mm256_movemask_ps(_mm256_cmp_ps(d2, mm, _CMP_EQ_OQ)));
+        }
+    }
+    const int gi = nb[1 + bj];
+    const int8_t *pg = t->pos[gi];
+    for (int i = 0; i < 8; i++) L[i] = (int8_t)((pg[i] - 1) / 2);
+    return gi;
 }
 #endif

@@ -204,10 +204,40 @@ static void fit_sums(int n, const float *w, const float *xval, const int8_t *L, 
 
 /* ---- IQ2_XXS ---------------------------------------------------------------------------- */
 
+/* The 13 trial scales of IQ2_XXS's sub-block search (around eff_max / 5): the best fit's codes
+** into L and its scale returned; L and `scale` left when none fits. tm__iq2_tab.trials32 may name
+** a SIMD variant with the same results. */
+static float trials32(const tm__iq2_tab *t, const float *weight, const float *waux, const float *xval,
+                      float eff_max, float scale, int8_t *L) {
+    const int kMaxQ = 3;
+    int8_t Laux[32];
+    float best = 0;
+    for (int is = -6; is <= 6; ++is) {
+        const float id = (2 * kMaxQ - 1 + is * 0.1f) / eff_max;
+        const float this_scale = 1 / id;
+        for (int k = 0; k < 4; k++) {
+            for (int i = 0; i < 8; i++) {
+                const int l = nearest_int(0.5f * (id * xval[8 * k + i] - 1));
+                Laux[8 * k + i] = (int8_t)imax(0, imin(kMaxQ - 1, l));
+            }
+            const int u = key8(Laux + 8 * k);
+            if (t->map[u] < 0) BEST_NEIGHBOUR(t, u, xval + 8 * k, waux + 8 * k, this_scale, Laux + 8 * k);
+        }
+        float sumqx, sumq2;
+        fit_sums(32, weight, xval, Laux, &sumqx, &sumq2);
+        if (sumq2 > 0 && sumqx * sumqx > best * sumq2) {
+            scale = sumqx / sumq2;
+            best = scale * sumqx;
+            memcpy(L, Laux, 32);
+        }
+    }
+    return scale;
+}
+
 int64_t tm__gq_iq2_xxs(const tm__iq2_tab *t, const float *x, uint8_t *y, int64_t n, const float *qw) {
     const int kMaxQ = 3;
     float scales[QK_K / 32], weight[32], xval[32], waux[32];
-    int8_t L[32], Laux[32];
+    int8_t L[32];
     uint8_t block_signs[4];
     uint32_t q2[2 * (QK_K / 32)];
     for (int64_t ibl = 0; ibl < n / QK_K; ibl++) {
@@ -237,26 +267,7 @@ int64_t tm__gq_iq2_xxs(const tm__iq2_tab *t, const float *x, uint8_t *y, int64_t
                 memset(L, 0, 32);
                 continue;
             }
-            float best = 0;
-            for (int is = -6; is <= 6; ++is) {
-                const float id = (2 * kMaxQ - 1 + is * 0.1f) / eff_max;
-                const float this_scale = 1 / id;
-                for (int k = 0; k < 4; k++) {
-                    for (int i = 0; i < 8; i++) {
-                        const int l = nearest_int(0.5f * (id * xval[8 * k + i] - 1));
-                        Laux[8 * k + i] = (int8_t)imax(0, imin(kMaxQ - 1, l));
-                    }
-                    const int u = key8(Laux + 8 * k);
-                    if (t->map[u] < 0) BEST_NEIGHBOUR(t, u, xval + 8 * k, waux + 8 * k, this_scale, Laux + 8 * k);
-                }
-                float sumqx, sumq2;
-                fit_sums(32, weight, xval, Laux, &sumqx, &sumq2);
-                if (sumq2 > 0 && sumqx * sumqx > best * sumq2) {
-                    scale = sumqx / sumq2;
-                    best = scale * sumqx;
-                    memcpy(L, Laux, 32);
-                }
-            }
+            scale = (t->trials32 ? t->trials32 : trials32)(t, weight, waux, xval, eff_max, scale, L);
             if (scale > 0) {
                 const float id = 1 / scale;
                 for (int k = 0; k < 4; k++) {
@@ -877,6 +888,7 @@ static tm_status rows_iq2(const tm_ggml_type_info *t, const float *x, int64_t b0
     if (simd) {
         view.best = tm__iq2_best_avx2;
         view.trials16 = tm__iq2_trials16_avx2;
+        view.trials32 = tm__iq2_trials32_avx2;
         view.iq1s_splits = tm__iq1s_splits_avx2;
         view.iq1m_splits = tm__iq1m_splits_avx2;
         view.best1 = tm__iq1_best_avx2;

@@ -35,6 +35,10 @@ struct tm__iq2_tab {
     ** ggml_quant_iq2.c), else a SIMD variant with the same results (tm__iq2_trials16_avx2) */
     float (*trials16)(const tm__iq2_tab *t, const float *weight, const float *waux, const float *xval, float max,
                       int8_t *L, int *on_grid);
+    /* NULL: the 13 scale trials of IQ2_XXS's sub-block search in scalar code (trials32 of
+    ** ggml_quant_iq2.c), else a SIMD variant with the same results (tm__iq2_trials32_avx2) */
+    float (*trials32)(const tm__iq2_tab *t, const float *weight, const float *waux, const float *xval, float eff_max,
+                      float scale, int8_t *L);
     /* NULL: IQ1_S's scalar split search (iq1s_splits of ggml_quant_iq2.c), else a SIMD variant
     ** with the same results (tm__iq1s_splits_avx2) */
     void (*iq1s_splits)(const float *sumx, const float *sumw, float *scale, int *bi1, int *bi2, int *bshift);
@@ -86,6 +90,9 @@ int tm__iq2_best_avx2(const tm__iq2_tab *t, int u, const float *xval, const floa
 ** through tm__iq2_best_avx2; the choice in scalar code in the trials' order. */
 float tm__iq2_trials16_avx2(const tm__iq2_tab *t, const float *weight, const float *waux, const float *xval,
                             float max, int8_t *L, int *on_grid);
+/* trials32 of ggml_quant_iq2.c, the same way: the 13 trials in the lanes of 2 registers. */
+float tm__iq2_trials32_avx2(const tm__iq2_tab *t, const float *weight, const float *waux, const float *xval,
+                            float eff_max, float scale, int8_t *L);
 /* iq1s_splits with 8 values of i2 in AVX2 lanes: a chunk none of whose 16 candidates passes the
 ** test against the running best is skipped (the scalar walk would keep nothing in it), any
 ** other replayed in order from the lanes' sums. */

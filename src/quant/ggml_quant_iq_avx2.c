@@ -21,7 +21,8 @@
 ** IQ3_XXS / IQ3_S (tm__iq3_trials_avx2): the scale trials 8 to a register, each lane the scalar
 ** trial; the best neighbour of an off-grid key with the rows of its list in lanes.
 ** IQ2_XXS / IQ2_XS / IQ2_S (tm__iq2_best_avx2): the best neighbour with the candidates in lanes.
-** IQ2_XS / IQ2_S (tm__iq2_trials16_avx2): the 19 scale trials of a sub-block of 16 in lanes.
+** IQ2_XS / IQ2_S / IQ2_XXS (tm__iq2_trials16_avx2, tm__iq2_trials32_avx2): the scale trials of a
+** sub-block of 16 / 32 in lanes.
 ** IQ1_S (tm__iq1s_splits_avx2): the split search, 8 values of i2 in lanes.
 ** IQ1_M (tm__iq1m_splits_avx2): the split search, the 4 delta combinations' two sums in lanes.
 ** IQ1_S / IQ1_M (tm__iq1_best_avx2): the best neighbour, 8 candidates in lanes, terms looked up.
@@ -620,49 +621,51 @@ TM_AVX2 static void best4_avx2(const tm__iq2_tab *t, int u, const float *xval, c
     for (int r = 0; r < ns; r++) gi[r] = nb[1 + bj[r]];
 }
 
-/* trials16 of ggml_quant_iq2.c, the 19 trials in lanes (24: the last 5 repeat trial 18 and are
-** never read). Per lane, as the scalar trial: id = (5 + is 0.1f) / max, the level
+/* The scale trials of IQ2_XXS / IQ2_XS / IQ2_S's sub-block search in lanes: nt trials
+** is = is0, is0 + 1, ... in nl lanes (the lanes past nt repeat the last trial and are never read),
+** ng groups of 8. Per lane, as the scalar trial: id = (5 + is 0.1f) / den, the level
 ** clamp(nearest_int(0.5f (id x_i - 1)), 0, 2) (nearest_int by the same float adder and bit
-** mask), the two 16-bit keys; the off-grid groups replaced by their best neighbour at 1 / id;
-** then sumqx += ((w_i x_i) q), sumq2 += ((w_i q) q) for i = 0..15 in order. */
-TM_AVX2 float tm__iq2_trials16_avx2(const tm__iq2_tab *t, const float *weight, const float *waux, const float *xval,
-                                    float max, int8_t *L, int *on_grid) {
-    enum { NT = 19, NL = 24 };
-    float id[NL] __attribute__((aligned(32))), ts[NL];
-    int32_t lv[16][NL] __attribute__((aligned(32))), key[2][NL] __attribute__((aligned(32)));
-    float sqx[NL] __attribute__((aligned(32))), sq2[NL] __attribute__((aligned(32)));
-    int og[2][NL];
-    for (int j = 0; j < NL; j++) {
-        const int is = (j < NT ? j : NT - 1) - 9;
-        id[j] = (5 + is * 0.1f) / max;
+** mask), the groups' 16-bit keys; the off-grid groups replaced by their best neighbour at 1 / id;
+** then sumqx += ((w_i x_i) q), sumq2 += ((w_i q) q) for i = 0..8 ng - 1 in order. The choice in
+** scalar code in the trials' order from best = 0; returns scale (left when none fits), the kept
+** trial's codes into L and its groups' on-grid flags into on_grid (when not NULL). */
+TM_AVX2 TM_INLINE float trials_avx2(const tm__iq2_tab *t, const float *weight, const float *waux, const float *xval,
+                                    float den, const int nt, const int nl, const int is0, const int ng, float scale,
+                                    int8_t *L, int *on_grid) {
+    float id[24] __attribute__((aligned(32))), ts[24];
+    int32_t lv[32][24] __attribute__((aligned(32))), key[4][24] __attribute__((aligned(32)));
+    float sqx[24] __attribute__((aligned(32))), sq2[24] __attribute__((aligned(32)));
+    int og[4][24];
+    for (int j = 0; j < nl; j++) {
+        const int is = (j < nt ? j : nt - 1) + is0;
+        id[j] = (5 + is * 0.1f) / den;
         ts[j] = 1 / id[j];
     }
     const __m256 half = _mm256_set1_ps(0.5f), one = _mm256_set1_ps(1.0f), magic = _mm256_set1_ps(12582912.f);
     const __m256i mant = _mm256_set1_epi32(0x007fffff), bias = _mm256_set1_epi32(0x00400000);
     const __m256i zero = _mm256_setzero_si256(), two = _mm256_set1_epi32(2);
-    for (int v = 0; v < NL; v += 8) {
+    for (int v = 0; v < nl; v += 8) {
         const __m256 idv = _mm256_load_ps(id + v);
-        __m256i k0 = zero, k1 = zero;
-        for (int i = 0; i < 16; i++) {
-            const __m256 a = _mm256_mul_ps(half, _mm256_sub_ps(_mm256_mul_ps(idv, _mm256_set1_ps(xval[i])), one));
-            const __m256i b = _mm256_castps_si256(_mm256_add_ps(a, magic));
-            __m256i l = _mm256_sub_epi32(_mm256_and_si256(b, mant), bias);
-            l = _mm256_max_epi32(zero, _mm256_min_epi32(two, l));
-            _mm256_store_si256((__m256i *)(lv[i] + v), l);
-            const __m256i sh = _mm256_sll_epi32(l, _mm_cvtsi32_si128(2 * (i & 7)));
-            if (i < 8) k0 = _mm256_or_si256(k0, sh);
-            else k1 = _mm256_or_si256(k1, sh);
+        for (int k = 0; k < ng; k++) {
+            __m256i kk = zero;
+            for (int i = 8 * k; i < 8 * k + 8; i++) {
+                const __m256 a = _mm256_mul_ps(half, _mm256_sub_ps(_mm256_mul_ps(idv, _mm256_set1_ps(xval[i])), one));
+                const __m256i b = _mm256_castps_si256(_mm256_add_ps(a, magic));
+                __m256i l = _mm256_sub_epi32(_mm256_and_si256(b, mant), bias);
+                l = _mm256_max_epi32(zero, _mm256_min_epi32(two, l));
+                _mm256_store_si256((__m256i *)(lv[i] + v), l);
+                kk = _mm256_or_si256(kk, _mm256_sll_epi32(l, _mm_cvtsi32_si128(2 * (i & 7))));
+            }
+            _mm256_store_si256((__m256i *)(key[k] + v), kk);
         }
-        _mm256_store_si256((__m256i *)(key[0] + v), k0);
-        _mm256_store_si256((__m256i *)(key[1] + v), k1);
     }
-    /* a group's levels rarely decrease with id (only IQ2_XS's flipped value does), so the trials
-    ** with one key are mostly consecutive: the searches of a run of up to 4 share the
-    ** candidates' loads and overlap */
-    for (int k = 0; k < 2; k++)
-        for (int j = 0, e; j < NT; j = e) {
+    /* a group's levels rarely decrease with id (only a value IQ2_XXS / IQ2_XS flipped negative
+    ** does), so the trials with one key are mostly consecutive: the searches of a run of up to 4
+    ** share the candidates' loads and overlap */
+    for (int k = 0; k < ng; k++)
+        for (int j = 0, e; j < nt; j = e) {
             const int u = key[k][j];
-            for (e = j + 1; e < NT && e < j + 4 && key[k][e] == u; e++) {}
+            for (e = j + 1; e < nt && e < j + 4 && key[k][e] == u; e++) {}
             const int on = t->map[u] >= 0;
             for (int r = j; r < e; r++) og[k][r] = on;
             if (on) continue;
@@ -673,9 +676,9 @@ TM_AVX2 float tm__iq2_trials16_avx2(const tm__iq2_tab *t, const float *weight, c
                 for (int i = 0; i < 8; i++) lv[8 * k + i][r] = (pg[i] - 1) / 2;
             }
         }
-    for (int v = 0; v < NL; v += 8) {
+    for (int v = 0; v < nl; v += 8) {
         __m256 sx = _mm256_setzero_ps(), s2 = _mm256_setzero_ps();
-        for (int i = 0; i < 16; i++) {
+        for (int i = 0; i < 8 * ng; i++) {
             const __m256i l = _mm256_load_si256((const __m256i *)(lv[i] + v));
             const __m256 q = _mm256_cvtepi32_ps(_mm256_add_epi32(_mm256_add_epi32(l, l), _mm256_set1_epi32(1)));
             sx = _mm256_add_ps(sx, _mm256_mul_ps(_mm256_set1_ps(weight[i] * xval[i]), q));
@@ -684,20 +687,32 @@ TM_AVX2 float tm__iq2_trials16_avx2(const tm__iq2_tab *t, const float *weight, c
         _mm256_store_ps(sqx + v, sx);
         _mm256_store_ps(sq2 + v, s2);
     }
-    float best = 0, scale = max / 5;
+    float best = 0;
     int bj = -1;
-    for (int j = 0; j < NT; j++)
+    for (int j = 0; j < nt; j++)
         if (sq2[j] > 0 && sqx[j] * sqx[j] > best * sq2[j]) {
             scale = sqx[j] / sq2[j];
             best = scale * sqx[j];
             bj = j;
         }
     if (bj >= 0) {
-        for (int i = 0; i < 16; i++) L[i] = (int8_t)lv[i][bj];
-        on_grid[0] = og[0][bj];
-        on_grid[1] = og[1][bj];
+        for (int i = 0; i < 8 * ng; i++) L[i] = (int8_t)lv[i][bj];
+        if (on_grid)
+            for (int k = 0; k < ng; k++) on_grid[k] = og[k][bj];
     }
     return scale;
+}
+
+/* trials16 of ggml_quant_iq2.c: 19 trials (is = -9..9) in 24 lanes, 2 groups. */
+TM_AVX2 float tm__iq2_trials16_avx2(const tm__iq2_tab *t, const float *weight, const float *waux, const float *xval,
+                                    float max, int8_t *L, int *on_grid) {
+    return trials_avx2(t, weight, waux, xval, max, 19, 24, -9, 2, max / 5, L, on_grid);
+}
+
+/* trials32 of ggml_quant_iq2.c: 13 trials (is = -6..6) in 16 lanes, 4 groups. */
+TM_AVX2 float tm__iq2_trials32_avx2(const tm__iq2_tab *t, const float *weight, const float *waux, const float *xval,
+                                    float eff_max, float scale, int8_t *L) {
+    return trials_avx2(t, weight, waux, xval, eff_max, 13, 16, -6, 4, scale, L, NULL);
 }
 /* ---------------------------------------------------------------------------------------- */
 /* IQ1_S: the split search                                                                   */

@@ -367,6 +367,52 @@ TM_AVX2 TM_INLINE int iq3_best_row_avx2(const tm__iq3_tables *t, const iq3_cand 
     return nb[1 + best];
 }
 
+/* iq3_best_row_avx2 of key u at ns (1..4) scales sc at once, the rows into out: per scale the
+** same lanes, the same operations and the same choice; one candidate is kept whatever its
+** distance, as the scalar walk does. */
+TM_AVX2 TM_INLINE void iq3_best4_avx2(const tm__iq3_tables *t, const iq3_cand *c, int u, const __m256 *xi,
+                                      const __m256 *wa, const float *sc, int ns, int32_t *out) {
+    const uint16_t *nb = t->nb + (-t->map[u] - 1);
+    const int n = nb[0], n8 = (n + 7) & ~7;
+    if (!c) {
+        for (int r = 0; r < ns; r++) out[r] = iq3_best_row_avx2(t, c, u, xi, wa, sc[r]);
+        return;
+    }
+    float best_d2[4] = {FLT_MAX, FLT_MAX, FLT_MAX, FLT_MAX};
+    int bj[4] = {0, 0, 0, 0};
+    if (n > 1) {
+        const int8_t *cq = c->cq + c->off[u];
+        const __m256 inf = _mm256_set1_ps(INFINITY);
+        const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+        __m256 s[4];
+        for (int r = 0; r < 4; r++) s[r] = _mm256_set1_ps(sc[r < ns ? r : ns - 1]);
+        for (int j0 = 0; j0 < n8; j0 += 8) {
+            __m256 d2[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+            for (int i = 0; i < 4; i++) {
+                const __m128i b8 = _mm_loadl_epi64((const __m128i *)(cq + (size_t)i * n8 + j0));
+                const __m256 q = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b8));
+                for (int r = 0; r < 4; r++) {
+                    const __m256 diff = _mm256_sub_ps(_mm256_mul_ps(s[r], q), xi[i]);
+                    d2[r] = _mm256_add_ps(d2[r], _mm256_mul_ps(_mm256_mul_ps(wa[i], diff), diff));
+                }
+            }
+            const __m256 valid = _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(n - j0), lane));
+            for (int r = 0; r < ns; r++) {
+                const __m256 d = _mm256_blendv_ps(inf, d2[r], _mm256_and_ps(_mm256_cmp_ps(d2[r], d2[r], _CMP_ORD_Q), valid));
+                __m256 m = _mm256_min_ps(d, _mm256_permute2f128_ps(d, d, 1));
+                m = _mm256_min_ps(m, _mm256_shuffle_ps(m, m, _MM_SHUFFLE(1, 0, 3, 2)));
+                m = _mm256_min_ps(m, _mm256_shuffle_ps(m, m, _MM_SHUFFLE(2, 3, 0, 1)));
+                const float mn = _mm256_cvtss_f32(m);
+                if (mn < best_d2[r]) {
+                    best_d2[r] = mn;
+                    bj[r] = j0 + __builtin_ctz((unsigned)_mm256_movemask_ps(_mm256_cmp_ps(d, m, _CMP_EQ_OQ)));
+                }
+            }
+        }
+    }
+    for (int r = 0; r < ns; r++) out[r] = nb[1 + bj[r]];
+}
+
 /* tm__iq3_trials_fn (ggml_quant_iq.h) with trial is = -nis + 8 v + lane in lane `lane` of
 ** register v (the last register's spare lanes repeat trial nis and are never chosen). Each lane
 ** does the scalar trial: levels clamp(nearest_int(0.5 (id x - 1)), 0, 7) by the float adder's
@@ -411,8 +457,13 @@ TM_AVX2 void tm__iq3_trials_avx2(const tm__iq3_tables *t, const float *xval, con
                 _mm256_storeu_si256((__m256i *)r8, r);
                 _mm256_storeu_si256((__m256i *)u8, u);
                 for (int i = 0; i < 4; i++) wa[i] = _mm256_set1_ps(waux[4 * k + i]);
-                for (int e = 0; e < 8; e++)
-                    if (r8[e] < 0) r8[e] = iq3_best_row_avx2(t, c, u8[e], xi, wa, scs[8 * v + e]);
+                /* consecutive trials with one off-grid key (the levels grow with id): one pass */
+                for (int e = 0, f; e < 8; e = f) {
+                    f = e + 1;
+                    if (r8[e] >= 0) continue;
+                    while (f < 8 && f < e + 4 && u8[f] == u8[e]) f++;
+                    iq3_best4_avx2(t, c, u8[e], xi, wa, scs + 8 * v + e, f - e, r8 + e);
+                }
                 r = _mm256_loadu_si256((const __m256i *)r8);
                 const __m256i r4 = _mm256_slli_epi32(r, 2);
                 for (int i = 0; i < 4; i++)

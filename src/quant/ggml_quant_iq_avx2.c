@@ -906,8 +906,11 @@ TM_AVX2 int tm__iq1_best_avx2(const tm__iq2_tab *t, int u, const float *xval, co
     }
     const __m256 inf = _mm256_set1_ps(INFINITY);
     const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-    float best_d2 = FLT_MAX;
-    int bj = 0;
+    /* per lane the least distance and the first candidate with it (strict <, so the earliest);
+    ** then the least of the lanes and, among the lanes holding it, the least candidate: the
+    ** first strict minimum of the whole list */
+    __m256 bv = inf;
+    __m256i bi = _mm256_setzero_si256();
     for (int j0 = 0; j0 < n8; j0 += 8) {
         __m256 d2 = _mm256_setzero_ps();
         for (int i = 0; i < 8; i++) {
@@ -917,14 +920,22 @@ TM_AVX2 int tm__iq1_best_avx2(const tm__iq2_tab *t, int u, const float *xval, co
         const __m256 live = _mm256_and_ps(_mm256_cmp_ps(d2, d2, _CMP_ORD_Q),
                                           _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(n - j0), lane)));
         d2 = _mm256_blendv_ps(inf, d2, live);
-        __m256 mm = _mm256_min_ps(d2, _mm256_permute2f128_ps(d2, d2, 1));
-        mm = _mm256_min_ps(mm, _mm256_shuffle_ps(mm, mm, _MM_SHUFFLE(1, 0, 3, 2)));
-        mm = _mm256_min_ps(mm, _mm256_shuffle_ps(mm, mm, _MM_SHUFFLE(2, 3, 0, 1)));
-        const float mn = _mm256_cvtss_f32(mm);
-        if (mn < best_d2) {
-            best_d2 = mn;
-            bj = j0 + __builtin_ctz((unsigned)_mm256_movemask_ps(_mm256_cmp_ps(d2, mm, _CMP_EQ_OQ)));
-        }
+        const __m256 lt = _mm256_cmp_ps(d2, bv, _CMP_LT_OQ);
+        bv = _mm256_blendv_ps(bv, d2, lt);
+        bi = _mm256_castps_si256(_mm256_blendv_ps(_mm256_castsi256_ps(bi),
+                                                  _mm256_castsi256_ps(_mm256_add_epi32(_mm256_set1_epi32(j0), lane)), lt));
+    }
+    __m256 mm = _mm256_min_ps(bv, _mm256_permute2f128_ps(bv, bv, 1));
+    mm = _mm256_min_ps(mm, _mm256_shuffle_ps(mm, mm, _MM_SHUFFLE(1, 0, 3, 2)));
+    mm = _mm256_min_ps(mm, _mm256_shuffle_ps(mm, mm, _MM_SHUFFLE(2, 3, 0, 1)));
+    int bj = 0;
+    if (_mm256_cvtss_f32(mm) < FLT_MAX) {
+        int32_t ji[8];
+        _mm256_storeu_si256((__m256i *)ji, bi);
+        const unsigned eq = (unsigned)_mm256_movemask_ps(_mm256_cmp_ps(bv, mm, _CMP_EQ_OQ));
+        bj = INT32_MAX;
+        for (int e = 0; e < 8; e++)
+            if ((eq >> e & 1) && ji[e] < bj) bj = ji[e];
     }
     const int gi = nb[1 + bj];
     const int8_t *pg = t->pos[gi];

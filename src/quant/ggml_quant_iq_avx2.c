@@ -642,8 +642,12 @@ TM_AVX2 static void best4_avx2(const tm__iq2_tab *t, int u, const float *xval, c
         const int8_t *tq = t->tq + t->tqo[u];
         const __m256 inf = _mm256_set1_ps(INFINITY);
         const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-        __m256 s[4];
-        for (int r = 0; r < 4; r++) s[r] = _mm256_set1_ps(sc[r < ns ? r : ns - 1]);
+        __m256 s[4], bv[4], bi[4];
+        for (int r = 0; r < 4; r++) {
+            s[r] = _mm256_set1_ps(sc[r < ns ? r : ns - 1]);
+            bv[r] = inf;
+            bi[r] = _mm256_setzero_ps();
+        }
         for (int j0 = 0; j0 < n8; j0 += 8) {
             __m256 d2[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
             for (int i = 0; i < 8; i++) {
@@ -656,17 +660,28 @@ TM_AVX2 static void best4_avx2(const tm__iq2_tab *t, int u, const float *xval, c
                 }
             }
             const __m256 valid = _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(n - j0), lane));
-            for (int r = 0; r < ns; r++) {
+            const __m256 jv = _mm256_castsi256_ps(_mm256_add_epi32(_mm256_set1_epi32(j0), lane));
+            for (int r = 0; r < 4; r++) {
                 const __m256 d = _mm256_blendv_ps(inf, d2[r], _mm256_and_ps(_mm256_cmp_ps(d2[r], d2[r], _CMP_ORD_Q), valid));
-                __m256 m = _mm256_min_ps(d, _mm256_permute2f128_ps(d, d, 1));
-                m = _mm256_min_ps(m, _mm256_shuffle_ps(m, m, _MM_SHUFFLE(1, 0, 3, 2)));
-                m = _mm256_min_ps(m, _mm256_shuffle_ps(m, m, _MM_SHUFFLE(2, 3, 0, 1)));
-                const float mn = _mm256_cvtss_f32(m);
-                if (mn < best_d2[r]) {
-                    best_d2[r] = mn;
-                    bj[r] = j0 + __builtin_ctz((unsigned)_mm256_movemask_ps(_mm256_cmp_ps(d, m, _CMP_EQ_OQ)));
-                }
+                const __m256 lt = _mm256_cmp_ps(d, bv[r], _CMP_LT_OQ);
+                bv[r] = _mm256_blendv_ps(bv[r], d, lt);
+                bi[r] = _mm256_blendv_ps(bi[r], jv, lt);
             }
+        }
+        /* per scale: the least of the lanes' minima, the least candidate holding it (the first
+        ** strict minimum of the list, as the one-scale search) */
+        for (int r = 0; r < ns; r++) {
+            __m256 m = _mm256_min_ps(bv[r], _mm256_permute2f128_ps(bv[r], bv[r], 1));
+            m = _mm256_min_ps(m, _mm256_shuffle_ps(m, m, _MM_SHUFFLE(1, 0, 3, 2)));
+            m = _mm256_min_ps(m, _mm256_shuffle_ps(m, m, _MM_SHUFFLE(2, 3, 0, 1)));
+            if (!(_mm256_cvtss_f32(m) < best_d2[r])) continue;
+            int32_t ji[8];
+            _mm256_storeu_si256((__m256i *)ji, _mm256_castps_si256(bi[r]));
+            const unsigned eq = (unsigned)_mm256_movemask_ps(_mm256_cmp_ps(bv[r], m, _CMP_EQ_OQ));
+            int b = INT32_MAX;
+            for (int e = 0; e < 8; e++)
+                if ((eq >> e & 1) && ji[e] < b) b = ji[e];
+            bj[r] = b;
         }
     }
     for (int r = 0; r < ns; r++) gi[r] = nb[1 + bj[r]];

@@ -204,10 +204,40 @@ static void fit_sums(int n, const float *w, const float *xval, const int8_t *L, 
 
 /* ---- IQ2_XXS ---------------------------------------------------------------------------- */
 
+/* The 13 trial scales of IQ2_XXS's sub-block search (around eff_max / 5): the best fit's codes
+** into L and its scale returned; L and `scale` left when none fits. tm__iq2_tab.trials32 may name
+** a SIMD variant with the same results. */
+static float trials32(const tm__iq2_tab *t, const float *weight, const float *waux, const float *xval,
+                      float eff_max, float scale, int8_t *L) {
+    const int kMaxQ = 3;
+    int8_t Laux[32];
+    float best = 0;
+    for (int is = -6; is <= 6; ++is) {
+        const float id = (2 * kMaxQ - 1 + is * 0.1f) / eff_max;
+        const float this_scale = 1 / id;
+        for (int k = 0; k < 4; k++) {
+            for (int i = 0; i < 8; i++) {
+                const int l = nearest_int(0.5f * (id * xval[8 * k + i] - 1));
+                Laux[8 * k + i] = (int8_t)imax(0, imin(kMaxQ - 1, l));
+            }
+            const int u = key8(Laux + 8 * k);
+            if (t->map[u] < 0) BEST_NEIGHBOUR(t, u, xval + 8 * k, waux + 8 * k, this_scale, Laux + 8 * k);
+        }
+        float sumqx, sumq2;
+        fit_sums(32, weight, xval, Laux, &sumqx, &sumq2);
+        if (sumq2 > 0 && sumqx * sumqx > best * sumq2) {
+            scale = sumqx / sumq2;
+            best = scale * sumqx;
+            memcpy(L, Laux, 32);
+        }
+    }
+    return scale;
+}
+
 int64_t tm__gq_iq2_xxs(const tm__iq2_tab *t, const float *x, uint8_t *y, int64_t n, const float *qw) {
     const int kMaxQ = 3;
     float scales[QK_K / 32], weight[32], xval[32], waux[32];
-    int8_t L[32], Laux[32];
+    int8_t L[32];
     uint8_t block_signs[4];
     uint32_t q2[2 * (QK_K / 32)];
     for (int64_t ibl = 0; ibl < n / QK_K; ibl++) {
@@ -237,26 +267,7 @@ int64_t tm__gq_iq2_xxs(const tm__iq2_tab *t, const float *x, uint8_t *y, int64_t
                 memset(L, 0, 32);
                 continue;
             }
-            float best = 0;
-            for (int is = -6; is <= 6; ++is) {
-                const float id = (2 * kMaxQ - 1 + is * 0.1f) / eff_max;
-                const float this_scale = 1 / id;
-                for (int k = 0; k < 4; k++) {
-                    for (int i = 0; i < 8; i++) {
-                        const int l = nearest_int(0.5f * (id * xval[8 * k + i] - 1));
-                        Laux[8 * k + i] = (int8_t)imax(0, imin(kMaxQ - 1, l));
-                    }
-                    const int u = key8(Laux + 8 * k);
-                    if (t->map[u] < 0) BEST_NEIGHBOUR(t, u, xval + 8 * k, waux + 8 * k, this_scale, Laux + 8 * k);
-                }
-                float sumqx, sumq2;
-                fit_sums(32, weight, xval, Laux, &sumqx, &sumq2);
-                if (sumq2 > 0 && sumqx * sumqx > best * sumq2) {
-                    scale = sumqx / sumq2;
-                    best = scale * sumqx;
-                    memcpy(L, Laux, 32);
-                }
-            }
+            scale = (t->trials32 ? t->trials32 : trials32)(t, weight, waux, xval, eff_max, scale, L);
             if (scale > 0) {
                 const float id = 1 / scale;
                 for (int k = 0; k < 4; k++) {
@@ -304,14 +315,14 @@ int64_t tm__gq_iq2_xxs(const tm__iq2_tab *t, const float *x, uint8_t *y, int64_t
 
 /* ---- IQ2_XS and IQ2_S: groups of 16 ------------------------------------------------------- */
 
-/* The scale search of a sub-block of 16 (xval >= 0, max > 0) shared by IQ2_XS and IQ2_S:
-** 19 trial scales around max / 5, the best fit kept; the off-grid groups of the best refitted at
-** its scale. Codes into L; returns the scale. */
-static float search16(const tm__iq2_tab *t, const float *weight, const float *waux,
-                      const float *xval, float max, int8_t *L) {
+/* The 19 trial scales of search16 (around max / 5): the best fit's codes into L (left as they are
+** when no trial fits), the best's groups' on-grid flags into on_grid; returns its scale (max / 5
+** when none fits). tm__iq2_tab.trials16 may name a SIMD variant with the same results. */
+static float trials16(const tm__iq2_tab *t, const float *weight, const float *waux, const float *xval,
+                      float max, int8_t *L, int *on_grid) {
     const int kMaxQ = 3;
     int8_t Laux[16];
-    int on_grid[2] = {1, 1}, on_grid_aux[2];
+    int on_grid_aux[2];
     float best = 0;
     float scale = max / (2 * kMaxQ - 1);
     for (int is = -9; is <= 9; ++is) {
@@ -339,6 +350,17 @@ static float search16(const tm__iq2_tab *t, const float *weight, const float *wa
             on_grid[1] = on_grid_aux[1];
         }
     }
+    return scale;
+}
+
+/* The scale search of a sub-block of 16 (xval >= 0, max > 0) shared by IQ2_XS and IQ2_S:
+** 19 trial scales around max / 5, the best fit kept; the off-grid groups of the best refitted at
+** its scale. Codes into L; returns the scale. */
+static float search16(const tm__iq2_tab *t, const float *weight, const float *waux,
+                      const float *xval, float max, int8_t *L) {
+    const int kMaxQ = 3;
+    int on_grid[2] = {1, 1};
+    float scale = (t->trials16 ? t->trials16 : trials16)(t, weight, waux, xval, max, L, on_grid);
     if ((!on_grid[0] || !on_grid[1]) && scale > 0) {
         const float id = 1 / scale;
         for (int k = 0; k < 2; k++) {
@@ -495,11 +517,12 @@ static void sort_idx(int n, const float *xb, float *val, int *idx) {
     }
 }
 
-/* iq1_find_best_neighbour2: the neighbour with the least weighted squared error of
-** scale xg[level] against xval (the first on ties); its levels into L. */
-static int best_neighbour1(const tm__iq2_tab *t, int32_t m, const float *xval, const float *w,
+/* iq1_find_best_neighbour2: among the neighbours of off-grid key u, the one with the least weighted squared error of
+** scale xg[level] against xval (the first on ties); its levels into L. tm__iq2_tab.best1 may
+** name a SIMD variant with the same results. */
+static int best_neighbour1(const tm__iq2_tab *t, int u, const float *xval, const float *w,
                            float scale, const float *xg, int8_t *L) {
-    const uint16_t *nb = t->nbr + (-m - 1);
+    const uint16_t *nb = t->nbr + (-t->map[u] - 1);
     float best = FLT_MAX;
     int gi = -1;
     for (int j = 1; j <= nb[0]; j++) {
@@ -609,10 +632,11 @@ int64_t tm__gq_iq1_s(const tm__iq2_tab *t, const float *x, uint8_t *y, int64_t n
             int all_on_grid = 1;
             const float *xx = best_shift == 1 ? x_p : x_m;
             for (int k = 0; k < BS / 8; k++) {
-                int32_t gi = t->map[key8(L + 8 * k)];
+                const int u = key8(L + 8 * k);
+                int32_t gi = t->map[u];
                 if (gi < 0) {
                     all_on_grid = 0;
-                    gi = best_neighbour1(t, gi, xb + 8 * k, weight + 8 * k, scale, xx, L + 8 * k);
+                    gi = (t->best1 ? t->best1 : best_neighbour1)(t, u, xb + 8 * k, weight + 8 * k, scale, xx, L + 8 * k);
                 }
                 index[k] = (uint16_t)gi;
             }
@@ -655,6 +679,67 @@ int64_t tm__gq_iq1_s(const tm__iq2_tab *t, const float *x, uint8_t *y, int64_t n
     return -1;
 }
 
+/* IQ1_M's split search of a sub-block of 16 (xb its values, weight their weights, idx their
+** order ascending, stable): every split (i1, i2) of the sorted values into levels 0 / 1 / 2 and
+** every delta-sign combination k (0: ++, 1: +-, 2: -+, 3: --, the first and second half), kept
+** when sumqx^2 > best sumq2 (from -FLT_MAX), in the order (i1, i2, k). On the last kept one:
+** *scale, *bi1, *bi2, *bk; none kept leaves them. tm__iq2_tab.iq1m_splits may name a SIMD
+** variant with the same results. */
+static void iq1m_splits(const float *weight, const float *xb, const int *idx, float *scale, int *bi1, int *bi2,
+                        int *bk) {
+    enum { BS = 16 };
+    const float x_p[3] = {-1 + IQ1M_DELTA, IQ1M_DELTA, 1 + IQ1M_DELTA};
+    const float x_m[3] = {-1 - IQ1M_DELTA, -IQ1M_DELTA, 1 - IQ1M_DELTA};
+    const float *vk[4][2] = {{x_p, x_p}, {x_p, x_m}, {x_m, x_p}, {x_m, x_m}};
+    /* The reference sums, for every split (i1, i2), all 16 sorted values in order:
+    ** j < i1 at level 0, i1 <= j < i2 at level 1, the rest at level 2, each combination
+    ** k in its own accumulators (w v) x and (w v) v. The partial sums over j < i2 do not
+    ** depend on how the rest is split, so they are carried from one i2 to the next;
+    ** the sequence of float operations per (i1, i2, k) is the reference's. */
+    float P0x[4] = {0, 0, 0, 0}, P02[4] = {0, 0, 0, 0};
+    float best_score = -FLT_MAX;
+    for (int i1 = 0; i1 <= BS; ++i1) {
+        float Qx[4], Q2[4];
+        memcpy(Qx, P0x, sizeof Qx);
+        memcpy(Q2, P02, sizeof Q2);
+        for (int i2 = i1; i2 <= BS; ++i2) {
+            float sumqx[4], sumq2[4];
+            memcpy(sumqx, Qx, sizeof sumqx);
+            memcpy(sumq2, Q2, sizeof sumq2);
+            for (int j = i2; j < BS; ++j) {
+                const int i = idx[j], h = i < BS / 2 ? 0 : 1;
+                for (int k = 0; k < 4; k++) {
+                    const float v = vk[k][h][2];
+                    sumqx[k] += weight[i] * v * xb[i];
+                    sumq2[k] += weight[i] * v * v;
+                }
+            }
+            for (int k = 0; k < 4; k++) {
+                if (sumq2[k] > 0 && sumqx[k] * sumqx[k] > best_score * sumq2[k]) {
+                    *scale = sumqx[k] / sumq2[k]; best_score = *scale * sumqx[k];
+                    *bi1 = i1; *bi2 = i2; *bk = k;
+                }
+            }
+            if (i2 < BS) { /* value i2 joins level 1 for the next i2 */
+                const int i = idx[i2], h = i < BS / 2 ? 0 : 1;
+                for (int k = 0; k < 4; k++) {
+                    const float v = vk[k][h][1];
+                    Qx[k] += weight[i] * v * xb[i];
+                    Q2[k] += weight[i] * v * v;
+                }
+            }
+        }
+        if (i1 < BS) { /* value i1 joins level 0 for the next i1 */
+            const int i = idx[i1], h = i < BS / 2 ? 0 : 1;
+            for (int k = 0; k < 4; k++) {
+                const float v = vk[k][h][0];
+                P0x[k] += weight[i] * v * xb[i];
+                P02[k] += weight[i] * v * v;
+            }
+        }
+    }
+}
+
 int64_t tm__gq_iq1_m(const tm__iq2_tab *t, const float *x, uint8_t *y, int64_t n, const float *qw) {
     enum { BS = 16 };
     const float x_p[3] = {-1 + IQ1M_DELTA, IQ1M_DELTA, 1 + IQ1M_DELTA};
@@ -689,54 +774,9 @@ int64_t tm__gq_iq1_m(const tm__iq2_tab *t, const float *x, uint8_t *y, int64_t n
                 continue;
             }
             sort_idx(BS, xb, val, idx);
-            /* The reference sums, for every split (i1, i2), all 16 sorted values in order:
-            ** j < i1 at level 0, i1 <= j < i2 at level 1, the rest at level 2, each combination
-            ** k in its own accumulators (w v) x and (w v) v. The partial sums over j < i2 do not
-            ** depend on how the rest is split, so they are carried from one i2 to the next;
-            ** the sequence of float operations per (i1, i2, k) is the reference's. */
-            float P0x[4] = {0, 0, 0, 0}, P02[4] = {0, 0, 0, 0};
-            float best_score = -FLT_MAX, scale = max;
+            float scale = max;
             int besti1 = -1, besti2 = -1, best_k = -1;
-            for (int i1 = 0; i1 <= BS; ++i1) {
-                float Qx[4], Q2[4];
-                memcpy(Qx, P0x, sizeof Qx);
-                memcpy(Q2, P02, sizeof Q2);
-                for (int i2 = i1; i2 <= BS; ++i2) {
-                    float sumqx[4], sumq2[4];
-                    memcpy(sumqx, Qx, sizeof sumqx);
-                    memcpy(sumq2, Q2, sizeof sumq2);
-                    for (int j = i2; j < BS; ++j) {
-                        const int i = idx[j], h = i < BS / 2 ? 0 : 1;
-                        for (int k = 0; k < 4; k++) {
-                            const float v = vk[k][h][2];
-                            sumqx[k] += weight[i] * v * xb[i];
-                            sumq2[k] += weight[i] * v * v;
-                        }
-                    }
-                    for (int k = 0; k < 4; k++) {
-                        if (sumq2[k] > 0 && sumqx[k] * sumqx[k] > best_score * sumq2[k]) {
-                            scale = sumqx[k] / sumq2[k]; best_score = scale * sumqx[k];
-                            besti1 = i1; besti2 = i2; best_k = k;
-                        }
-                    }
-                    if (i2 < BS) { /* value i2 joins level 1 for the next i2 */
-                        const int i = idx[i2], h = i < BS / 2 ? 0 : 1;
-                        for (int k = 0; k < 4; k++) {
-                            const float v = vk[k][h][1];
-                            Qx[k] += weight[i] * v * xb[i];
-                            Q2[k] += weight[i] * v * v;
-                        }
-                    }
-                }
-                if (i1 < BS) { /* value i1 joins level 0 for the next i1 */
-                    const int i = idx[i1], h = i < BS / 2 ? 0 : 1;
-                    for (int k = 0; k < 4; k++) {
-                        const float v = vk[k][h][0];
-                        P0x[k] += weight[i] * v * xb[i];
-                        P02[k] += weight[i] * v * v;
-                    }
-                }
-            }
+            (t->iq1m_splits ? t->iq1m_splits : iq1m_splits)(weight, xb, idx, &scale, &besti1, &besti2, &best_k);
             if (besti1 < 0 || besti2 < 0 || best_k < 0) {
                 scales[ib] = 0;
                 shifts[ib] = 0;
@@ -753,10 +793,11 @@ int64_t tm__gq_iq1_m(const tm__iq2_tab *t, const float *x, uint8_t *y, int64_t n
             int all_on_grid = 1;
             for (int k = 0; k < BS / 8; k++) {
                 const float *xx = vk[best_k][k];
-                int32_t gi = t->map[key8(L + 8 * k)];
+                const int u = key8(L + 8 * k);
+                int32_t gi = t->map[u];
                 if (gi < 0) {
                     all_on_grid = 0;
-                    gi = best_neighbour1(t, gi, xb + 8 * k, weight + 8 * k, scale, xx, L + 8 * k);
+                    gi = (t->best1 ? t->best1 : best_neighbour1)(t, u, xb + 8 * k, weight + 8 * k, scale, xx, L + 8 * k);
                 }
                 index[k] = (uint16_t)gi;
             }
@@ -846,7 +887,11 @@ static tm_status rows_iq2(const tm_ggml_type_info *t, const float *x, int64_t b0
 #ifdef TM__GQ_HAVE_AVX2
     if (simd) {
         view.best = tm__iq2_best_avx2;
+        view.trials16 = tm__iq2_trials16_avx2;
+        view.trials32 = tm__iq2_trials32_avx2;
         view.iq1s_splits = tm__iq1s_splits_avx2;
+        view.iq1m_splits = tm__iq1m_splits_avx2;
+        view.best1 = tm__iq1_best_avx2;
         tab = &view;
     }
 #else
@@ -876,7 +921,7 @@ tm_status tm__gq_rows_iq2(const tm_ggml_type_info *t, const float *x, const floa
 
 #ifdef TM__GQ_HAVE_AVX2
 /* The same with the best-neighbour search of IQ2_XXS / IQ2_XS / IQ2_S (tm__iq2_best_avx2) and
-** IQ1_S's split search (tm__iq1s_splits_avx2) in AVX2 lanes; IQ1_M runs the scalar code. Same
+** the split searches of IQ1_S / IQ1_M (tm__iq1s_splits_avx2, tm__iq1m_splits_avx2) in AVX2 lanes. Same
 ** bytes. */
 tm_status tm__gq_rows_iq2_avx2(const tm_ggml_type_info *t, const float *x, const float *imatrix,
                                int64_t b0, int64_t nb, uint8_t *y, int64_t *bad_block, tm_err *err) {

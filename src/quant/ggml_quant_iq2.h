@@ -31,9 +31,25 @@ struct tm__iq2_tab {
     /* NULL (the built tables): the scalar best-neighbour search of ggml_quant_iq2.c; a copy of
     ** the tables may name a SIMD variant with the same results (tm__iq2_best_avx2) */
     int (*best)(const tm__iq2_tab *t, int u, const float *xval, const float *w, float scale, int8_t *L);
+    /* NULL: the 19 scale trials of IQ2_XS / IQ2_S's sub-block search in scalar code (trials16 of
+    ** ggml_quant_iq2.c), else a SIMD variant with the same results (tm__iq2_trials16_avx2) */
+    float (*trials16)(const tm__iq2_tab *t, const float *weight, const float *waux, const float *xval, float max,
+                      int8_t *L, int *on_grid);
+    /* NULL: the 13 scale trials of IQ2_XXS's sub-block search in scalar code (trials32 of
+    ** ggml_quant_iq2.c), else a SIMD variant with the same results (tm__iq2_trials32_avx2) */
+    float (*trials32)(const tm__iq2_tab *t, const float *weight, const float *waux, const float *xval, float eff_max,
+                      float scale, int8_t *L);
     /* NULL: IQ1_S's scalar split search (iq1s_splits of ggml_quant_iq2.c), else a SIMD variant
     ** with the same results (tm__iq1s_splits_avx2) */
     void (*iq1s_splits)(const float *sumx, const float *sumw, float *scale, int *bi1, int *bi2, int *bshift);
+    /* NULL: IQ1_M's scalar split search (iq1m_splits of ggml_quant_iq2.c), else a SIMD variant
+    ** with the same results (tm__iq1m_splits_avx2) */
+    void (*iq1m_splits)(const float *weight, const float *xb, const int *idx, float *scale, int *bi1, int *bi2,
+                        int *bk);
+    /* NULL: IQ1_S / IQ1_M's scalar best-neighbour search (best_neighbour1 of ggml_quant_iq2.c) of
+    ** the off-grid key u, levels xg[0..2]; else a SIMD variant (tm__iq1_best_avx2) */
+    int (*best1)(const tm__iq2_tab *t, int u, const float *xval, const float *w, float scale, const float *xg,
+                 int8_t *L);
 };
 
 /* Which grid: the four 8-value grids of the five types (IQ1_S and IQ1_M share one). */
@@ -69,10 +85,27 @@ tm_status tm__gq_rows_iq2w(const struct tm_ggml_type_info *t, const float *x, in
 ** as the scalar search. */
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 int tm__iq2_best_avx2(const tm__iq2_tab *t, int u, const float *xval, const float *w, float scale, int8_t *L);
+/* trials16 of ggml_quant_iq2.c with the 19 trials in the lanes of 3 registers: each lane's codes,
+** keys and fit sums (i = 0..15 in order, as fit_sums) the scalar trial's; the off-grid groups
+** through tm__iq2_best_avx2; the choice in scalar code in the trials' order. */
+float tm__iq2_trials16_avx2(const tm__iq2_tab *t, const float *weight, const float *waux, const float *xval,
+                            float max, int8_t *L, int *on_grid);
+/* trials32 of ggml_quant_iq2.c, the same way: the 13 trials in the lanes of 2 registers. */
+float tm__iq2_trials32_avx2(const tm__iq2_tab *t, const float *weight, const float *waux, const float *xval,
+                            float eff_max, float scale, int8_t *L);
 /* iq1s_splits with 8 values of i2 in AVX2 lanes: a chunk none of whose 16 candidates passes the
 ** test against the running best is skipped (the scalar walk would keep nothing in it), any
 ** other replayed in order from the lanes' sums. */
 void tm__iq1s_splits_avx2(const float *sumx, const float *sumw, float *scale, int *bi1, int *bi2, int *bshift);
+/* iq1m_splits with the 4 combinations' sums (w v) x and (w v) v in the 8 lanes of one register,
+** the terms of every sorted value precomputed: the same additions in the same order per lane; a
+** split none of whose 4 candidates passes against the running best is skipped. */
+void tm__iq1m_splits_avx2(const float *weight, const float *xb, const int *idx, float *scale, int *bi1, int *bi2,
+                          int *bk);
+/* best_neighbour1 with 8 candidates a register: the 24 terms (w_i (s xg_l - x_i)) (s xg_l - x_i)
+** computed once, each candidate's d2 their sum over i = 0..7 in order (a lane-wise look-up). */
+int tm__iq1_best_avx2(const tm__iq2_tab *t, int u, const float *xval, const float *w, float scale,
+                      const float *xg, int8_t *L);
 #endif
 /* The same with the table's signature (ggml_traits.h tm__gq_rows_fn: imatrix before b0). */
 tm_status tm__gq_rows_iq2(const struct tm_ggml_type_info *t, const float *x, const float *imatrix,

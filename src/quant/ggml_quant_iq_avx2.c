@@ -21,7 +21,11 @@
 ** IQ3_XXS / IQ3_S (tm__iq3_trials_avx2): the scale trials 8 to a register, each lane the scalar
 ** trial; the best neighbour of an off-grid key with the rows of its list in lanes.
 ** IQ2_XXS / IQ2_XS / IQ2_S (tm__iq2_best_avx2): the best neighbour with the candidates in lanes.
+** IQ2_XS / IQ2_S / IQ2_XXS (tm__iq2_trials16_avx2, tm__iq2_trials32_avx2): the scale trials of a
+** sub-block of 16 / 32 in lanes.
 ** IQ1_S (tm__iq1s_splits_avx2): the split search, 8 values of i2 in lanes.
+** IQ1_M (tm__iq1m_splits_avx2): the split search, the 4 delta combinations' two sums in lanes.
+** IQ1_S / IQ1_M (tm__iq1_best_avx2): the best neighbour, 8 candidates in lanes, terms looked up.
 ** TQ1_0 / TQ2_0: the block maximum and the trits 8 to a register, the packing on bytes.
 ** tests/unit/test_gguf_iq_simd.c compares the two paths on random and edge rows.
 */
@@ -363,6 +367,52 @@ TM_AVX2 TM_INLINE int iq3_best_row_avx2(const tm__iq3_tables *t, const iq3_cand 
     return nb[1 + best];
 }
 
+/* iq3_best_row_avx2 of key u at ns (1..4) scales sc at once, the rows into out: per scale the
+** same lanes, the same operations and the same choice; one candidate is kept whatever its
+** distance, as the scalar walk does. */
+TM_AVX2 TM_INLINE void iq3_best4_avx2(const tm__iq3_tables *t, const iq3_cand *c, int u, const __m256 *xi,
+                                      const __m256 *wa, const float *sc, int ns, int32_t *out) {
+    const uint16_t *nb = t->nb + (-t->map[u] - 1);
+    const int n = nb[0], n8 = (n + 7) & ~7;
+    if (!c) {
+        for (int r = 0; r < ns; r++) out[r] = iq3_best_row_avx2(t, c, u, xi, wa, sc[r]);
+        return;
+    }
+    float best_d2[4] = {FLT_MAX, FLT_MAX, FLT_MAX, FLT_MAX};
+    int bj[4] = {0, 0, 0, 0};
+    if (n > 1) {
+        const int8_t *cq = c->cq + c->off[u];
+        const __m256 inf = _mm256_set1_ps(INFINITY);
+        const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+        __m256 s[4];
+        for (int r = 0; r < 4; r++) s[r] = _mm256_set1_ps(sc[r < ns ? r : ns - 1]);
+        for (int j0 = 0; j0 < n8; j0 += 8) {
+            __m256 d2[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+            for (int i = 0; i < 4; i++) {
+                const __m128i b8 = _mm_loadl_epi64((const __m128i *)(cq + (size_t)i * n8 + j0));
+                const __m256 q = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b8));
+                for (int r = 0; r < 4; r++) {
+                    const __m256 diff = _mm256_sub_ps(_mm256_mul_ps(s[r], q), xi[i]);
+                    d2[r] = _mm256_add_ps(d2[r], _mm256_mul_ps(_mm256_mul_ps(wa[i], diff), diff));
+                }
+            }
+            const __m256 valid = _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(n - j0), lane));
+            for (int r = 0; r < ns; r++) {
+                const __m256 d = _mm256_blendv_ps(inf, d2[r], _mm256_and_ps(_mm256_cmp_ps(d2[r], d2[r], _CMP_ORD_Q), valid));
+                __m256 m = _mm256_min_ps(d, _mm256_permute2f128_ps(d, d, 1));
+                m = _mm256_min_ps(m, _mm256_shuffle_ps(m, m, _MM_SHUFFLE(1, 0, 3, 2)));
+                m = _mm256_min_ps(m, _mm256_shuffle_ps(m, m, _MM_SHUFFLE(2, 3, 0, 1)));
+                const float mn = _mm256_cvtss_f32(m);
+                if (mn < best_d2[r]) {
+                    best_d2[r] = mn;
+                    bj[r] = j0 + __builtin_ctz((unsigned)_mm256_movemask_ps(_mm256_cmp_ps(d, m, _CMP_EQ_OQ)));
+                }
+            }
+        }
+    }
+    for (int r = 0; r < ns; r++) out[r] = nb[1 + bj[r]];
+}
+
 /* tm__iq3_trials_fn (ggml_quant_iq.h) with trial is = -nis + 8 v + lane in lane `lane` of
 ** register v (the last register's spare lanes repeat trial nis and are never chosen). Each lane
 ** does the scalar trial: levels clamp(nearest_int(0.5 (id x - 1)), 0, 7) by the float adder's
@@ -407,8 +457,13 @@ TM_AVX2 void tm__iq3_trials_avx2(const tm__iq3_tables *t, const float *xval, con
                 _mm256_storeu_si256((__m256i *)r8, r);
                 _mm256_storeu_si256((__m256i *)u8, u);
                 for (int i = 0; i < 4; i++) wa[i] = _mm256_set1_ps(waux[4 * k + i]);
-                for (int e = 0; e < 8; e++)
-                    if (r8[e] < 0) r8[e] = iq3_best_row_avx2(t, c, u8[e], xi, wa, scs[8 * v + e]);
+                /* consecutive trials with one off-grid key (the levels grow with id): one pass */
+                for (int e = 0, f; e < 8; e = f) {
+                    f = e + 1;
+                    if (r8[e] >= 0) continue;
+                    while (f < 8 && f < e + 4 && u8[f] == u8[e]) f++;
+                    iq3_best4_avx2(t, c, u8[e], xi, wa, scs + 8 * v + e, f - e, r8 + e);
+                }
                 r = _mm256_loadu_si256((const __m256i *)r8);
                 const __m256i r4 = _mm256_slli_epi32(r, 2);
                 for (int i = 0; i < 4; i++)
@@ -548,7 +603,8 @@ TM_AVX2 int tm__iq2_best_avx2(const tm__iq2_tab *t, int u, const float *xval, co
     const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
     float best_d2 = FLT_MAX;
     int bj = 0;
-    for (int j0 = 0; j0 < n8; j0 += 8) {
+    /* one candidate: the scalar search keeps it whatever its distance (NaN included) */
+    for (int j0 = 0; n > 1 && j0 < n8; j0 += 8) {
         __m256 d2 = _mm256_setzero_ps();
         for (int i = 0; i < 8; i++) {
             const __m128i b8 = _mm_loadl_epi64((const __m128i *)(tq + (size_t)i * n8 + j0));
@@ -572,6 +628,157 @@ TM_AVX2 int tm__iq2_best_avx2(const tm__iq2_tab *t, int u, const float *xval, co
     const int8_t *pg = t->pos[gi];
     for (int i = 0; i < 8; i++) L[i] = (int8_t)((pg[i] - 1) / 2);
     return gi;
+}
+
+/* tm__iq2_best_avx2 of key u at ns (1..4) scales sc at once, the grid indices into gi: per scale
+** the same lanes, the same operations and the same choice. */
+TM_AVX2 static void best4_avx2(const tm__iq2_tab *t, int u, const float *xval, const float *w, const float *sc,
+                               int ns, int *gi) {
+    const uint16_t *nb = t->nbr + (-t->map[u] - 1);
+    const int n = nb[0], n8 = (n + 7) & ~7;
+    float best_d2[4] = {FLT_MAX, FLT_MAX, FLT_MAX, FLT_MAX};
+    int bj[4] = {0, 0, 0, 0};
+    if (n > 1) {
+        const int8_t *tq = t->tq + t->tqo[u];
+        const __m256 inf = _mm256_set1_ps(INFINITY);
+        const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+        __m256 s[4], bv[4], bi[4];
+        for (int r = 0; r < 4; r++) {
+            s[r] = _mm256_set1_ps(sc[r < ns ? r : ns - 1]);
+            bv[r] = inf;
+            bi[r] = _mm256_setzero_ps();
+        }
+        for (int j0 = 0; j0 < n8; j0 += 8) {
+            __m256 d2[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+            for (int i = 0; i < 8; i++) {
+                const __m128i b8 = _mm_loadl_epi64((const __m128i *)(tq + (size_t)i * n8 + j0));
+                const __m256 q = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b8));
+                const __m256 xi = _mm256_set1_ps(xval[i]), wi = _mm256_set1_ps(w[i]);
+                for (int r = 0; r < 4; r++) {
+                    const __m256 diff = _mm256_sub_ps(_mm256_mul_ps(s[r], q), xi);
+                    d2[r] = _mm256_add_ps(d2[r], _mm256_mul_ps(_mm256_mul_ps(wi, diff), diff));
+                }
+            }
+            const __m256 valid = _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(n - j0), lane));
+            const __m256 jv = _mm256_castsi256_ps(_mm256_add_epi32(_mm256_set1_epi32(j0), lane));
+            for (int r = 0; r < 4; r++) {
+                const __m256 d = _mm256_blendv_ps(inf, d2[r], _mm256_and_ps(_mm256_cmp_ps(d2[r], d2[r], _CMP_ORD_Q), valid));
+                const __m256 lt = _mm256_cmp_ps(d, bv[r], _CMP_LT_OQ);
+                bv[r] = _mm256_blendv_ps(bv[r], d, lt);
+                bi[r] = _mm256_blendv_ps(bi[r], jv, lt);
+            }
+        }
+        /* per scale: the least of the lanes' minima, the least candidate holding it (the first
+        ** strict minimum of the list, as the one-scale search) */
+        for (int r = 0; r < ns; r++) {
+            __m256 m = _mm256_min_ps(bv[r], _mm256_permute2f128_ps(bv[r], bv[r], 1));
+            m = _mm256_min_ps(m, _mm256_shuffle_ps(m, m, _MM_SHUFFLE(1, 0, 3, 2)));
+            m = _mm256_min_ps(m, _mm256_shuffle_ps(m, m, _MM_SHUFFLE(2, 3, 0, 1)));
+            if (!(_mm256_cvtss_f32(m) < best_d2[r])) continue;
+            int32_t ji[8];
+            _mm256_storeu_si256((__m256i *)ji, _mm256_castps_si256(bi[r]));
+            const unsigned eq = (unsigned)_mm256_movemask_ps(_mm256_cmp_ps(bv[r], m, _CMP_EQ_OQ));
+            int b = INT32_MAX;
+            for (int e = 0; e < 8; e++)
+                if ((eq >> e & 1) && ji[e] < b) b = ji[e];
+            bj[r] = b;
+        }
+    }
+    for (int r = 0; r < ns; r++) gi[r] = nb[1 + bj[r]];
+}
+
+/* The scale trials of IQ2_XXS / IQ2_XS / IQ2_S's sub-block search in lanes: nt trials
+** is = is0, is0 + 1, ... in nl lanes (the lanes past nt repeat the last trial and are never read),
+** ng groups of 8. Per lane, as the scalar trial: id = (5 + is 0.1f) / den, the level
+** clamp(nearest_int(0.5f (id x_i - 1)), 0, 2) (nearest_int by the same float adder and bit
+** mask), the groups' 16-bit keys; the off-grid groups replaced by their best neighbour at 1 / id;
+** then sumqx += ((w_i x_i) q), sumq2 += ((w_i q) q) for i = 0..8 ng - 1 in order. The choice in
+** scalar code in the trials' order from best = 0; returns scale (left when none fits), the kept
+** trial's codes into L and its groups' on-grid flags into on_grid (when not NULL). */
+TM_AVX2 TM_INLINE float trials_avx2(const tm__iq2_tab *t, const float *weight, const float *waux, const float *xval,
+                                    float den, const int nt, const int nl, const int is0, const int ng, float scale,
+                                    int8_t *L, int *on_grid) {
+    float id[24] __attribute__((aligned(32))), ts[24];
+    int32_t lv[32][24] __attribute__((aligned(32))), key[4][24] __attribute__((aligned(32)));
+    float sqx[24] __attribute__((aligned(32))), sq2[24] __attribute__((aligned(32)));
+    int og[4][24];
+    for (int j = 0; j < nl; j++) {
+        const int is = (j < nt ? j : nt - 1) + is0;
+        id[j] = (5 + is * 0.1f) / den;
+        ts[j] = 1 / id[j];
+    }
+    const __m256 half = _mm256_set1_ps(0.5f), one = _mm256_set1_ps(1.0f), magic = _mm256_set1_ps(12582912.f);
+    const __m256i mant = _mm256_set1_epi32(0x007fffff), bias = _mm256_set1_epi32(0x00400000);
+    const __m256i zero = _mm256_setzero_si256(), two = _mm256_set1_epi32(2);
+    for (int v = 0; v < nl; v += 8) {
+        const __m256 idv = _mm256_load_ps(id + v);
+        for (int k = 0; k < ng; k++) {
+            __m256i kk = zero;
+            for (int i = 8 * k; i < 8 * k + 8; i++) {
+                const __m256 a = _mm256_mul_ps(half, _mm256_sub_ps(_mm256_mul_ps(idv, _mm256_set1_ps(xval[i])), one));
+                const __m256i b = _mm256_castps_si256(_mm256_add_ps(a, magic));
+                __m256i l = _mm256_sub_epi32(_mm256_and_si256(b, mant), bias);
+                l = _mm256_max_epi32(zero, _mm256_min_epi32(two, l));
+                _mm256_store_si256((__m256i *)(lv[i] + v), l);
+                kk = _mm256_or_si256(kk, _mm256_sll_epi32(l, _mm_cvtsi32_si128(2 * (i & 7))));
+            }
+            _mm256_store_si256((__m256i *)(key[k] + v), kk);
+        }
+    }
+    /* a group's levels rarely decrease with id (only a value IQ2_XXS / IQ2_XS flipped negative
+    ** does), so the trials with one key are mostly consecutive: the searches of a run of up to 4
+    ** share the candidates' loads and overlap */
+    for (int k = 0; k < ng; k++)
+        for (int j = 0, e; j < nt; j = e) {
+            const int u = key[k][j];
+            for (e = j + 1; e < nt && e < j + 4 && key[k][e] == u; e++) {}
+            const int on = t->map[u] >= 0;
+            for (int r = j; r < e; r++) og[k][r] = on;
+            if (on) continue;
+            int gi[4];
+            best4_avx2(t, u, xval + 8 * k, waux + 8 * k, ts + j, e - j, gi);
+            for (int r = j; r < e; r++) {
+                const int8_t *pg = t->pos[gi[r - j]];
+                for (int i = 0; i < 8; i++) lv[8 * k + i][r] = (pg[i] - 1) / 2;
+            }
+        }
+    for (int v = 0; v < nl; v += 8) {
+        __m256 sx = _mm256_setzero_ps(), s2 = _mm256_setzero_ps();
+        for (int i = 0; i < 8 * ng; i++) {
+            const __m256i l = _mm256_load_si256((const __m256i *)(lv[i] + v));
+            const __m256 q = _mm256_cvtepi32_ps(_mm256_add_epi32(_mm256_add_epi32(l, l), _mm256_set1_epi32(1)));
+            sx = _mm256_add_ps(sx, _mm256_mul_ps(_mm256_set1_ps(weight[i] * xval[i]), q));
+            s2 = _mm256_add_ps(s2, _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(weight[i]), q), q));
+        }
+        _mm256_store_ps(sqx + v, sx);
+        _mm256_store_ps(sq2 + v, s2);
+    }
+    float best = 0;
+    int bj = -1;
+    for (int j = 0; j < nt; j++)
+        if (sq2[j] > 0 && sqx[j] * sqx[j] > best * sq2[j]) {
+            scale = sqx[j] / sq2[j];
+            best = scale * sqx[j];
+            bj = j;
+        }
+    if (bj >= 0) {
+        for (int i = 0; i < 8 * ng; i++) L[i] = (int8_t)lv[i][bj];
+        if (on_grid)
+            for (int k = 0; k < ng; k++) on_grid[k] = og[k][bj];
+    }
+    return scale;
+}
+
+/* trials16 of ggml_quant_iq2.c: 19 trials (is = -9..9) in 24 lanes, 2 groups. */
+TM_AVX2 float tm__iq2_trials16_avx2(const tm__iq2_tab *t, const float *weight, const float *waux, const float *xval,
+                                    float max, int8_t *L, int *on_grid) {
+    return trials_avx2(t, weight, waux, xval, max, 19, 24, -9, 2, max / 5, L, on_grid);
+}
+
+/* trials32 of ggml_quant_iq2.c: 13 trials (is = -6..6) in 16 lanes, 4 groups. */
+TM_AVX2 float tm__iq2_trials32_avx2(const tm__iq2_tab *t, const float *weight, const float *waux, const float *xval,
+                                    float eff_max, float scale, int8_t *L) {
+    return trials_avx2(t, weight, waux, xval, eff_max, 13, 16, -6, 4, scale, L, NULL);
 }
 /* ---------------------------------------------------------------------------------------- */
 /* IQ1_S: the split search                                                                   */
@@ -637,5 +844,117 @@ TM_AVX2 void tm__iq1s_splits_avx2(const float *sumx, const float *sumw, float *s
             }
         }
     }
+}
+/* ---------------------------------------------------------------------------------------- */
+/* IQ1_M: the split search                                                                   */
+/* ---------------------------------------------------------------------------------------- */
+
+/* iq1m_splits of ggml_quant_iq2.c. Lanes 0..3: sumqx of the combinations k = 0..3, lanes 4..7
+** their sumq2. The term of sorted value j at level lev, (w v) x in lanes 0..3 and (w v) v in
+** 4..7 with v = vk[k][half][lev], is the scalar term; the sums add them in the scalar order. */
+TM_AVX2 void tm__iq1m_splits_avx2(const float *weight, const float *xb, const int *idx, float *scale, int *bi1,
+                                  int *bi2, int *bk) {
+    enum { BS = 16 };
+    const float d = 0.125f; /* IQ1M_DELTA of ggml_quant_iq2.c */
+    const float x_p[3] = {-1 + d, d, 1 + d};
+    const float x_m[3] = {-1 - d, -d, 1 - d};
+    /* k = 0 ++, 1 +-, 2 -+, 3 --: the half's levels */
+    const float *vk[2][4] = {{x_p, x_p, x_m, x_m}, {x_p, x_m, x_p, x_m}};
+    __m256 T[3][BS];
+    for (int j = 0; j < BS; j++) {
+        const int i = idx[j], h = i < BS / 2 ? 0 : 1;
+        for (int lev = 0; lev < 3; lev++) {
+            const float v0 = vk[h][0][lev], v1 = vk[h][1][lev], v2 = vk[h][2][lev], v3 = vk[h][3][lev];
+            const __m256 V = _mm256_setr_ps(v0, v1, v2, v3, v0, v1, v2, v3);
+            const __m256 B = _mm256_setr_ps(xb[i], xb[i], xb[i], xb[i], v0, v1, v2, v3);
+            T[lev][j] = _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(weight[i]), V), B);
+        }
+    }
+    const __m256 zero = _mm256_setzero_ps();
+    float best_score = -FLT_MAX;
+    __m256 P0 = zero;
+    for (int i1 = 0; i1 <= BS; ++i1) {
+        __m256 Q = P0;
+        for (int i2 = i1; i2 <= BS; ++i2) {
+            __m256 S = Q;
+            for (int j = i2; j < BS; ++j) S = _mm256_add_ps(S, T[2][j]);
+            const __m256 q2 = _mm256_permute2f128_ps(S, S, 1);
+            const __m256 ok = _mm256_and_ps(_mm256_cmp_ps(q2, zero, _CMP_GT_OQ),
+                                            _mm256_cmp_ps(_mm256_mul_ps(S, S), _mm256_mul_ps(_mm256_set1_ps(best_score), q2),
+                                                          _CMP_GT_OQ));
+            if (_mm256_movemask_ps(ok) & 15) {
+                float f[8];
+                _mm256_storeu_ps(f, S);
+                for (int k = 0; k < 4; k++)
+                    if (f[4 + k] > 0 && f[k] * f[k] > best_score * f[4 + k]) {
+                        *scale = f[k] / f[4 + k];
+                        best_score = *scale * f[k];
+                        *bi1 = i1;
+                        *bi2 = i2;
+                        *bk = k;
+                    }
+            }
+            if (i2 < BS) Q = _mm256_add_ps(Q, T[1][i2]);
+        }
+        if (i1 < BS) P0 = _mm256_add_ps(P0, T[0][i1]);
+    }
+}
+/* ---------------------------------------------------------------------------------------- */
+/* IQ1_S / IQ1_M: the best neighbour                                                         */
+/* ---------------------------------------------------------------------------------------- */
+
+/* best_neighbour1 of ggml_quant_iq2.c. The term of value i at level l is
+** (w_i (scale xg_l - x_i)) (scale xg_l - x_i), as the scalar loop; E[i] holds it at lane 2 l + 1,
+** the candidate's stored position, so one vpermps per i and 8 candidates gathers the terms, and
+** every lane adds them for i = 0..7 in order from 0. Then the first strict minimum below FLT_MAX
+** (NaN never chosen), else the list's first row. */
+TM_AVX2 int tm__iq1_best_avx2(const tm__iq2_tab *t, int u, const float *xval, const float *w, float scale,
+                              const float *xg, int8_t *L) {
+    const uint16_t *nb = t->nbr + (-t->map[u] - 1);
+    const int n = nb[0], n8 = (n + 7) & ~7;
+    const int8_t *tq = t->tq + t->tqo[u];
+    const __m256 sq = _mm256_setr_ps(0, scale * xg[0], 0, scale * xg[1], 0, scale * xg[2], 0, 0);
+    __m256 E[8];
+    for (int i = 0; i < 8; i++) {
+        const __m256 diff = _mm256_sub_ps(sq, _mm256_set1_ps(xval[i]));
+        E[i] = _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(w[i]), diff), diff);
+    }
+    const __m256 inf = _mm256_set1_ps(INFINITY);
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    /* per lane the least distance and the first candidate with it (strict <, so the earliest);
+    ** then the least of the lanes and, among the lanes holding it, the least candidate: the
+    ** first strict minimum of the whole list */
+    __m256 bv = inf;
+    __m256i bi = _mm256_setzero_si256();
+    for (int j0 = 0; j0 < n8; j0 += 8) {
+        __m256 d2 = _mm256_setzero_ps();
+        for (int i = 0; i < 8; i++) {
+            const __m256i p = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(tq + (size_t)i * n8 + j0)));
+            d2 = _mm256_add_ps(d2, _mm256_permutevar8x32_ps(E[i], p));
+        }
+        const __m256 live = _mm256_and_ps(_mm256_cmp_ps(d2, d2, _CMP_ORD_Q),
+                                          _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(n - j0), lane)));
+        d2 = _mm256_blendv_ps(inf, d2, live);
+        const __m256 lt = _mm256_cmp_ps(d2, bv, _CMP_LT_OQ);
+        bv = _mm256_blendv_ps(bv, d2, lt);
+        bi = _mm256_castps_si256(_mm256_blendv_ps(_mm256_castsi256_ps(bi),
+                                                  _mm256_castsi256_ps(_mm256_add_epi32(_mm256_set1_epi32(j0), lane)), lt));
+    }
+    __m256 mm = _mm256_min_ps(bv, _mm256_permute2f128_ps(bv, bv, 1));
+    mm = _mm256_min_ps(mm, _mm256_shuffle_ps(mm, mm, _MM_SHUFFLE(1, 0, 3, 2)));
+    mm = _mm256_min_ps(mm, _mm256_shuffle_ps(mm, mm, _MM_SHUFFLE(2, 3, 0, 1)));
+    int bj = 0;
+    if (_mm256_cvtss_f32(mm) < FLT_MAX) {
+        int32_t ji[8];
+        _mm256_storeu_si256((__m256i *)ji, bi);
+        const unsigned eq = (unsigned)_mm256_movemask_ps(_mm256_cmp_ps(bv, mm, _CMP_EQ_OQ));
+        bj = INT32_MAX;
+        for (int e = 0; e < 8; e++)
+            if ((eq >> e & 1) && ji[e] < bj) bj = ji[e];
+    }
+    const int gi = nb[1 + bj];
+    const int8_t *pg = t->pos[gi];
+    for (int i = 0; i < 8; i++) L[i] = (int8_t)((pg[i] - 1) / 2);
+    return gi;
 }
 #endif

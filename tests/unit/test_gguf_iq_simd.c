@@ -24,7 +24,7 @@
 /* The types that have a SIMD quantizer (each must have one in an x86-64 build). */
 static const int kTypes[] = {TM_GGML_IQ4_NL, TM_GGML_IQ4_XS, TM_GGML_IQ3_XXS, TM_GGML_IQ3_S,
                              TM_GGML_TQ1_0,  TM_GGML_TQ2_0,  TM_GGML_IQ2_XXS, TM_GGML_IQ2_XS,
-                             TM_GGML_IQ2_S,  TM_GGML_IQ1_S};
+                             TM_GGML_IQ2_S,  TM_GGML_IQ1_S,  TM_GGML_IQ1_M};
 
 enum { N = 4096, NROW = 1024, NKINDS = 15, NIMX = 5 };
 

@@ -369,14 +369,21 @@ int cmd_quantize_gguf(const cli_cmd *cmd, cli_args *a) {
         p.kv_overrides = ovr;
     }
     CLI_QUANTIZE_COMMON(p, a);
-    if (cli_quantize_shard(cmd, a, &p.shard_index, &p.shard_count)) return 2;
+    if (cli_quantize_shard(cmd, a, &p.shard_index, &p.shard_count)) {
+        rc = 2;
+        goto done;
+    }
     const char *mss = cli_get(a, "max-shard-size");
-    if (mss && !(p.max_shard_bytes = cli_parse_size(mss)))
-        return cli_usage_error(cmd, "--max-shard-size: cannot parse '%s'", mss);
+    if (mss && !(p.max_shard_bytes = cli_parse_size(mss))) {
+        rc = cli_usage_error(cmd, "--max-shard-size: cannot parse '%s'", mss);
+        goto done;
+    }
     p.allow_long_names = cli_has(a, "allow-long-names");
     p.keep_split = cli_has(a, "keep-split");
-    if (p.keep_split && mss) return cli_usage_error(cmd, "--keep-split keeps the input's split files; --max-shard-size "
-                                                    "makes new ones: give one of them");
+    if (p.keep_split && mss) {
+        rc = cli_usage_error(cmd, "--keep-split keeps the input's split files; --max-shard-size makes new ones: give one of them");
+        goto done;
+    }
     p.n_threads = g_cli.threads;
     p.progress = cli_progress_cb;
     gguf_ctx ctx = {p, in_path, cli_get(a, "vocab-from")};

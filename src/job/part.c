@@ -146,7 +146,7 @@ static tm_status stage_files(const char *dir, char ***names, int *n, tm_err *err
         else (*n)++;
     }
     closedir(d);
-    if (!s) qsort(*names, (size_t)*n, sizeof **names, str_cmp);
+    if (!s && *n > 1) qsort(*names, (size_t)*n, sizeof **names, str_cmp);
     return s;
 }
 

@@ -44,6 +44,39 @@
 
 #define TM_AVX2 __attribute__((target("avx2")))
 #define TM_INLINE static inline __attribute__((always_inline))
+
+/* The least of v's 8 lanes, broadcast to every lane. The callers' dead lanes hold +inf and
+** their NaN distances were replaced by +inf, so min is exact and order-independent. */
+TM_AVX2 TM_INLINE __m256 hmin8_avx2(__m256 v) {
+    __m256 m = _mm256_min_ps(v, _mm256_permute2f128_ps(v, v, 1));
+    m = _mm256_min_ps(m, _mm256_shuffle_ps(m, m, _MM_SHUFFLE(1, 0, 3, 2)));
+    return _mm256_min_ps(m, _mm256_shuffle_ps(m, m, _MM_SHUFFLE(2, 3, 0, 1)));
+}
+
+/* One step of a first-strict-minimum search over candidates j0..j0+7 held in the lanes of d2:
+** if d2's least lane is below *best, it becomes *best and *at the first candidate holding it
+** (the scalar walk's choice: a later equal distance never replaces an earlier one). */
+TM_AVX2 TM_INLINE void keep_first_min_avx2(__m256 d2, int j0, float *best, int *at) {
+    const __m256 m = hmin8_avx2(d2);
+    const float mn = _mm256_cvtss_f32(m);
+    if (mn < *best) {
+        *best = mn;
+        *at = j0 + __builtin_ctz((unsigned)_mm256_movemask_ps(_mm256_cmp_ps(d2, m, _CMP_EQ_OQ)));
+    }
+}
+
+/* The least candidate index bi[e] over the lanes e whose running minimum bv[e] equals m (the
+** broadcast least of bv): per-lane minima kept with strict <, so this is the list's first
+** strict minimum, as the one-lane walk finds. */
+TM_AVX2 TM_INLINE int least_index_at_min_avx2(__m256 bv, __m256i bi, __m256 m) {
+    int32_t ji[8];
+    _mm256_storeu_si256((__m256i *)ji, bi);
+    const unsigned eq = (unsigned)_mm256_movemask_ps(_mm256_cmp_ps(bv, m, _CMP_EQ_OQ));
+    int b = INT32_MAX;
+    for (int e = 0; e < 8; e++)
+        if ((eq >> e & 1) && ji[e] < b) b = ji[e];
+    return b;
+}
 #define QK_K 256
 #define GROUP_MAX_EPS 1e-15f /* as ggml_quant_iq.c */
 
@@ -354,15 +387,7 @@ TM_AVX2 TM_INLINE int iq3_best_row_avx2(const tm__iq3_tables *t, const iq3_cand 
         const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
         const __m256 live = _mm256_and_ps(_mm256_cmp_ps(d2, d2, _CMP_ORD_Q),
                                           _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(n - j0), lane)));
-        d2 = _mm256_blendv_ps(inf, d2, live);
-        __m256 m = _mm256_min_ps(d2, _mm256_permute2f128_ps(d2, d2, 1));
-        m = _mm256_min_ps(m, _mm256_shuffle_ps(m, m, _MM_SHUFFLE(1, 0, 3, 2)));
-        m = _mm256_min_ps(m, _mm256_shuffle_ps(m, m, _MM_SHUFFLE(2, 3, 0, 1)));
-        const float mn = _mm256_cvtss_f32(m);
-        if (mn < best_d2) {
-            best_d2 = mn;
-            best = j0 + __builtin_ctz((unsigned)_mm256_movemask_ps(_mm256_cmp_ps(d2, m, _CMP_EQ_OQ)));
-        }
+        keep_first_min_avx2(_mm256_blendv_ps(inf, d2, live), j0, &best_d2, &best);
     }
     return nb[1 + best];
 }
@@ -399,14 +424,7 @@ TM_AVX2 TM_INLINE void iq3_best4_avx2(const tm__iq3_tables *t, const iq3_cand *c
             const __m256 valid = _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(n - j0), lane));
             for (int r = 0; r < ns; r++) {
                 const __m256 d = _mm256_blendv_ps(inf, d2[r], _mm256_and_ps(_mm256_cmp_ps(d2[r], d2[r], _CMP_ORD_Q), valid));
-                __m256 m = _mm256_min_ps(d, _mm256_permute2f128_ps(d, d, 1));
-                m = _mm256_min_ps(m, _mm256_shuffle_ps(m, m, _MM_SHUFFLE(1, 0, 3, 2)));
-                m = _mm256_min_ps(m, _mm256_shuffle_ps(m, m, _MM_SHUFFLE(2, 3, 0, 1)));
-                const float mn = _mm256_cvtss_f32(m);
-                if (mn < best_d2[r]) {
-                    best_d2[r] = mn;
-                    bj[r] = j0 + __builtin_ctz((unsigned)_mm256_movemask_ps(_mm256_cmp_ps(d, m, _CMP_EQ_OQ)));
-                }
+                keep_first_min_avx2(d, j0, &best_d2[r], &bj[r]);
             }
         }
     }
@@ -614,15 +632,7 @@ TM_AVX2 int tm__iq2_best_avx2(const tm__iq2_tab *t, int u, const float *xval, co
         }
         const __m256 live = _mm256_and_ps(_mm256_cmp_ps(d2, d2, _CMP_ORD_Q),
                                           _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(n - j0), lane)));
-        d2 = _mm256_blendv_ps(inf, d2, live);
-        __m256 m = _mm256_min_ps(d2, _mm256_permute2f128_ps(d2, d2, 1));
-        m = _mm256_min_ps(m, _mm256_shuffle_ps(m, m, _MM_SHUFFLE(1, 0, 3, 2)));
-        m = _mm256_min_ps(m, _mm256_shuffle_ps(m, m, _MM_SHUFFLE(2, 3, 0, 1)));
-        const float mn = _mm256_cvtss_f32(m);
-        if (mn < best_d2) {
-            best_d2 = mn;
-            bj = j0 + __builtin_ctz((unsigned)_mm256_movemask_ps(_mm256_cmp_ps(d2, m, _CMP_EQ_OQ)));
-        }
+        keep_first_min_avx2(_mm256_blendv_ps(inf, d2, live), j0, &best_d2, &bj);
     }
     const int gi = nb[1 + bj];
     const int8_t *pg = t->pos[gi];
@@ -671,17 +681,9 @@ TM_AVX2 static void best4_avx2(const tm__iq2_tab *t, int u, const float *xval, c
         /* per scale: the least of the lanes' minima, the least candidate holding it (the first
         ** strict minimum of the list, as the one-scale search) */
         for (int r = 0; r < ns; r++) {
-            __m256 m = _mm256_min_ps(bv[r], _mm256_permute2f128_ps(bv[r], bv[r], 1));
-            m = _mm256_min_ps(m, _mm256_shuffle_ps(m, m, _MM_SHUFFLE(1, 0, 3, 2)));
-            m = _mm256_min_ps(m, _mm256_shuffle_ps(m, m, _MM_SHUFFLE(2, 3, 0, 1)));
+            const __m256 m = hmin8_avx2(bv[r]);
             if (!(_mm256_cvtss_f32(m) < best_d2[r])) continue;
-            int32_t ji[8];
-            _mm256_storeu_si256((__m256i *)ji, _mm256_castps_si256(bi[r]));
-            const unsigned eq = (unsigned)_mm256_movemask_ps(_mm256_cmp_ps(bv[r], m, _CMP_EQ_OQ));
-            int b = INT32_MAX;
-            for (int e = 0; e < 8; e++)
-                if ((eq >> e & 1) && ji[e] < b) b = ji[e];
-            bj[r] = b;
+            bj[r] = least_index_at_min_avx2(bv[r], _mm256_castps_si256(bi[r]), m);
         }
     }
     for (int r = 0; r < ns; r++) gi[r] = nb[1 + bj[r]];
@@ -940,18 +942,8 @@ TM_AVX2 int tm__iq1_best_avx2(const tm__iq2_tab *t, int u, const float *xval, co
         bi = _mm256_castps_si256(_mm256_blendv_ps(_mm256_castsi256_ps(bi),
                                                   _mm256_castsi256_ps(_mm256_add_epi32(_mm256_set1_epi32(j0), lane)), lt));
     }
-    __m256 mm = _mm256_min_ps(bv, _mm256_permute2f128_ps(bv, bv, 1));
-    mm = _mm256_min_ps(mm, _mm256_shuffle_ps(mm, mm, _MM_SHUFFLE(1, 0, 3, 2)));
-    mm = _mm256_min_ps(mm, _mm256_shuffle_ps(mm, mm, _MM_SHUFFLE(2, 3, 0, 1)));
-    int bj = 0;
-    if (_mm256_cvtss_f32(mm) < FLT_MAX) {
-        int32_t ji[8];
-        _mm256_storeu_si256((__m256i *)ji, bi);
-        const unsigned eq = (unsigned)_mm256_movemask_ps(_mm256_cmp_ps(bv, mm, _CMP_EQ_OQ));
-        bj = INT32_MAX;
-        for (int e = 0; e < 8; e++)
-            if ((eq >> e & 1) && ji[e] < bj) bj = ji[e];
-    }
+    const __m256 mm = hmin8_avx2(bv);
+    const int bj = _mm256_cvtss_f32(mm) < FLT_MAX ? least_index_at_min_avx2(bv, bi, mm) : 0;
     const int gi = nb[1 + bj];
     const int8_t *pg = t->pos[gi];
     for (int i = 0; i < 8; i++) L[i] = (int8_t)((pg[i] - 1) / 2);

@@ -77,8 +77,9 @@ const cli_cmd cli_commands[] = {
      "graph PATH [options]", details_graph, opts_graph, 1, 1},
     {"compat", cmd_compat, "Runtime contract: which quantized tensors/nodes a target runs natively, and why not.",
      "compat ARTIFACT --target TARGET [options]", details_compat, opts_compat, 1, 1},
-    {"evidence", cmd_evidence, "Serving evidence: latency, peak memory and output drift of two ONNX models on ONNX Runtime (CPU).",
-     "evidence BASELINE.onnx CANDIDATE.onnx --inputs DIR|--random-inputs N [options]", details_evidence, opts_evidence, 2, 2},
+    {"evidence", cmd_evidence, "Serving evidence: ONNX models on ONNX Runtime (latency, memory, drift), LLMs on llama.cpp (KLD, top-1, PPL by slice, latency).",
+     "evidence BASELINE.onnx CANDIDATE.onnx --inputs DIR|--random-inputs N [options] | evidence BASE CAND --text [NAME=]FILE... [options]",
+     details_evidence, opts_evidence, 2, 2},
     {"sensitivity", cmd_sensitivity, "Per-module sensitivity on llama.cpp outputs, and the smallest mixed-precision plan meeting a KLD budget.",
      "sensitivity SRC --text FILE [-t TYPE] [--budget KLD] [-o OUT.gguf|DIR] [options] | sensitivity merge PART... [-o OUT]",
      details_sensitivity, opts_sensitivity, 1, 4096},
@@ -105,8 +106,11 @@ int cmd_version(const cli_cmd *cmd, cli_args *a) {
 
 static void usage_main(FILE *out) {
     fprintf(out, "usage: tensormorph <command> [options] [args]\n\ncommands:\n");
+    int w = 0;
     for (int i = 0; i < cli_n_commands; i++)
-        fprintf(out, "  %-10s %s\n", cli_commands[i].name, cli_commands[i].summary);
+        if ((int)strlen(cli_commands[i].name) > w) w = (int)strlen(cli_commands[i].name);
+    for (int i = 0; i < cli_n_commands; i++)
+        fprintf(out, "  %-*s %s\n", w, cli_commands[i].name, cli_commands[i].summary);
     fprintf(out, "\n'tensormorph help <command>' or 'tensormorph <command> --help' for details.\n"
                  "Exit status: 0 ok, 1 check failed, 2 usage, 3 bad input, 4 I/O, 5 internal, 130 interrupted.\n");
 }

@@ -7,16 +7,9 @@
 # from the same input, the first file's other keys equal the one file's; llama.cpp
 # (node-llama-cpp) loads the set with the one file's probabilities. Needs ../shared.
 set -u
-T="${TM_BIN:?TM_BIN: the tensormorph binary}"
-G="${TM_SHARED:-}/models/gguf/stories260K-F32.gguf"
-if [ -z "${TM_SHARED:-}" ] || [ ! -f "$G" ]; then
-    [ "${TM_REQUIRE_SHARED:-0}" = 1 ] && { echo "FAIL: TM_REQUIRE_SHARED=1 but $G is missing"; exit 1; }
-    echo "SKIP: ../shared not found (set TM_SHARED)"; exit 77
-fi
-W=$(mktemp -d "${TMPDIR:-/tmp}/tm_keepsplit.XXXXXX")
-trap 'rm -rf "$W"' EXIT
-cd "$W" || exit 1
-fail() { echo "FAIL: $*"; exit 1; }
+. "${TM_SRC:?TM_SRC: the source folder}/tests/cli/lib/scratch.sh"
+tm_need_shared models/gguf/stories260K-F32.gguf
+tm_scratch keepsplit
 
 # the split input: F16, three files
 "$T" quantize "$G" -o in.gguf --type F16 --max-shard-size 200KB -q || fail "making the split input"

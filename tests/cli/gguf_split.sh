@@ -5,16 +5,9 @@
 # the same next-token probabilities as the one-file GGUF; sharded (--shard I/N + merge) the split
 # files are byte-identical to one run's. Needs ../shared (stories260K-F32.gguf).
 set -u
-T="${TM_BIN:?TM_BIN: the tensormorph binary}"
-G="${TM_SHARED:-}/models/gguf/stories260K-F32.gguf"
-if [ -z "${TM_SHARED:-}" ] || [ ! -f "$G" ]; then
-    [ "${TM_REQUIRE_SHARED:-0}" = 1 ] && { echo "FAIL: TM_REQUIRE_SHARED=1 but $G is missing"; exit 1; }
-    echo "SKIP: ../shared not found (set TM_SHARED)"; exit 77
-fi
-W=$(mktemp -d "${TMPDIR:-/tmp}/tm_gsplit.XXXXXX")
-trap 'rm -rf "$W"' EXIT
-cd "$W" || exit 1
-fail() { echo "FAIL: $*"; exit 1; }
+. "${TM_SRC:?TM_SRC: the source folder}/tests/cli/lib/scratch.sh"
+tm_need_shared models/gguf/stories260K-F32.gguf
+tm_scratch gsplit
 
 "$T" quantize "$G" -o one.gguf --type Q8_0 -q || fail "one-file run"
 "$T" quantize "$G" -o m.gguf --type Q8_0 --max-shard-size 300KB -q || fail "split run"

@@ -7,11 +7,8 @@
 # enough (also a re-run killed mid-write, and an unmerged run of another layout before);
 # afterwards only OUT is left.
 set -u
-T="${TM_BIN:?TM_BIN: the tensormorph binary}"
-W=$(mktemp -d "${TMPDIR:-/tmp}/tm_shard.XXXXXX")
-trap 'rm -rf "$W"' EXIT
-cd "$W" || exit 1
-fail() { echo "FAIL: $*"; exit 1; }
+. "${TM_SRC:?TM_SRC: the source folder}/tests/cli/lib/scratch.sh"
+tm_scratch shard
 
 # same_output REF OUT: every file byte-identical, the manifests equal but for times, host,
 # command_line and the merge's "parts"

@@ -533,6 +533,29 @@ try {
       const klds = S.units.map((u) => u.kld_mean_only);
       check((await page.isVisible(".arch-legend")) && ticks[0] === Math.min(...klds) && ticks[ticks.length - 1] === Math.max(...klds) &&
         /KLD mean, nats\/token/.test(await page.textContent(".arch-legend-title")), "legend: KLD " + ticks.map((t) => t.toPrecision(3)).join(" .. ") + " nats/token");
+      // at Fit: the legend (top left) and the minimap (bottom right) cover no node, and the nodes
+      // show their names (the "names" level of detail or all labels), each drawn inside its box
+      // at >= 9 px on screen, cut with an ellipsis where it is longer
+      await page.click(".arch-fit");
+      const look = await page.evaluate(() => {
+        const boxes = [".arch-legend", ".arch-minimap"].map((q) => document.querySelector(q)).filter((e) => e && getComputedStyle(e).display !== "none" && !e.hidden).map((e) => e.getBoundingClientRect());
+        const zoom = +document.querySelector(".arch-diagram").dataset.zoom, out = { covered: [], outside: [], names: 0, cut: 0, minPx: Infinity, lod: document.querySelector(".arch-diagram").dataset.lod, overlays: boxes.length };
+        for (const g of document.querySelectorAll(".arch-svg [data-node]")) {
+          const r = g.querySelector("rect.box").getBoundingClientRect();
+          if (boxes.some((m) => r.right > m.left && r.left < m.right && r.bottom > m.top && r.top < m.bottom)) out.covered.push(g.dataset.node);
+          const t = g.querySelector("text.title");
+          if (!t || getComputedStyle(t).display === "none") continue;
+          const b = t.getBoundingClientRect();
+          out.names++;
+          if (t.textContent.endsWith("\u2026")) out.cut++;
+          out.minPx = Math.min(out.minPx, parseFloat(getComputedStyle(t).fontSize) * zoom);
+          if (b.left < r.left - 0.5 || b.right > r.right + 0.5 || b.top < r.top - 0.5 || b.bottom > r.bottom + 0.5) out.outside.push(g.dataset.node + " '" + t.textContent + "'");
+        }
+        return out;
+      });
+      check(look.overlays === 2 && look.covered.length === 0, "sensitivity diagram at Fit: the legend and the minimap cover no node (" + look.overlays + " overlays; covered: " + (look.covered.join(", ") || "none") + ")");
+      check(look.names === ns.length && look.minPx >= 9 && look.outside.length === 0 && (look.lod === "names" || look.lod === "labels"),
+        "sensitivity diagram at Fit (level of detail '" + look.lod + "'): all " + look.names + " names drawn at >= 9 px (smallest " + look.minPx.toFixed(1) + " px), " + look.cut + " cut with an ellipsis, none outside its box" + (look.outside.length ? " (outside: " + look.outside.slice(0, 4).join(", ") + ")" : ""));
       await page.screenshot({ path: path.join(shots, "arch-sensitivity.png") });
       await axeCheck(page, "sensitivity-coloured");
       // start from this plan: the download is the plan's recipe

@@ -17,6 +17,7 @@ const SVG = "http://www.w3.org/2000/svg";
 const MINIMAP_FROM = 40;      // nodes: a minimap from this many on
 const MINIMAP_W = 200, MINIMAP_H = 150, MINIMAP_GAP = 10 + 8;   // its box, its CSS offset plus a margin
 const LABEL_MIN_PX = 9;       // labels drawn at this many screen px or more, else hidden
+const NAME_PX = 10;           // the "names" level of detail: titles at this many screen px
 
 function h(tag, attrs, ...kids) {
   const e = document.createElement(tag);
@@ -229,6 +230,11 @@ export class ArchView {
     const vp = this.vp, d = this.d, L = this.L;
     vp.textContent = "";
     this.nodeEls = new Map();
+    // the median node box (diagram units), for the level of detail; the new titles start as drawn
+    const med = (a) => a.sort((x, y) => x - y)[a.length >> 1] || 0, rs = d.nodes.map((n) => L.nodes.get(n.id)).filter(Boolean);
+    this.boxPx = { w: med(rs.map((r) => r.w)), h: med(rs.map((r) => r.h)) };
+    this.namedAt = undefined;
+    delete this.root.dataset.lod;
     const gc = s("g", { class: "arch-clusters" }), ge = s("g", { class: "arch-edges" }), gb = s("g", { class: "arch-boundaries" }), gn = s("g", { class: "arch-nodes" });
     for (const c of d.clusters) {
       const r = L.clusters.get(c.id);
@@ -280,7 +286,7 @@ export class ArchView {
       // the focus ring (two-tone: it reads on a light and on a dark canvas), shown on :focus-visible
       g.append(s("rect", { class: "ring-halo", x: -5, y: -5, width: r.w + 10, height: r.h + 10, rx: 9 }), s("rect", { class: "ring", x: -5, y: -5, width: r.w + 10, height: r.h + 10, rx: 9 }));
       g.append(s("rect", { class: "box", width: r.w, height: r.h, rx: n.kind === "op" || n.kind === "module" ? 5 : 14 }));
-      g.append(s("text", { class: "title", x: 8, y: 16, text: n.title }));
+      g.append(s("text", { class: "title", x: 8, y: 16, text: n.title, "data-w": r.w.toFixed(1), "data-h": r.h.toFixed(1) }));
       if (n.sub) {
         const t = s("text", { class: "sub" + (n.collapsible ? " toggle" : ""), x: 8, y: 30, text: n.sub });
         if (n.collapsible) {
@@ -326,30 +332,82 @@ export class ArchView {
     const v = this.view;
     this.vp.setAttribute("transform", "translate(" + v.tx.toFixed(2) + "," + v.ty.toFixed(2) + ") scale(" + v.k.toFixed(5) + ")");
     this.root.dataset.zoom = v.k.toPrecision(8);
-    // level of detail: where the smallest label (10 px badges, arch.css) would be drawn under
-    // LABEL_MIN_PX, no text (boxes, colours, edges and tooltips stay; zooming in brings it back)
-    const lod = 10 * v.k < LABEL_MIN_PX ? "boxes" : "labels";
-    if (this.root.dataset.lod !== lod) { this.root.dataset.lod = lod; this.vp.classList.toggle("lod-boxes", lod === "boxes"); }
+    // level of detail: every label while the smallest (10 px badges, arch.css) is drawn at
+    // LABEL_MIN_PX or more; below that "names": only each node's title, at NAME_PX on screen
+    // whatever the zoom, cut to its box with an ellipsis (the whole name in the tooltip); "boxes"
+    // (no text) once a median box is too small on screen to hold a name. Boxes, colours, edges
+    // and tooltips stay at every level; zooming in brings the labels back.
+    const lod = 10 * v.k >= LABEL_MIN_PX ? "labels" : this.boxPx && this.boxPx.h * v.k >= NAME_PX * 1.6 && this.boxPx.w * v.k >= NAME_PX * 4 ? "names" : "boxes";
+    if (this.root.dataset.lod !== lod) {
+      this.root.dataset.lod = lod;
+      this.vp.classList.toggle("lod-boxes", lod === "boxes");
+      this.vp.classList.toggle("lod-names", lod === "names");
+      if (lod !== "names") this.nameTitles(0);
+    }
+    if (lod === "names") this.nameTitles(v.k);
     this.drawMiniView();
   }
-  /* The whole diagram in the view, clear of the minimap (bottom right): centred in the full view
-  ** when it misses the minimap's box there, else the larger of the fits into the view less the
-  ** minimap's column (left-aligned) or less its row (top-aligned). */
+  /* The "names" level of detail at zoom k: each node's title at NAME_PX screen px (NAME_PX / k
+  ** in the diagram's units), centred in its box's height and cut to its width; k = 0 restores
+  ** the titles as drawn. Runs only when the font or the cut changes. */
+  nameTitles(k) {
+    if (this.namedAt === k) return;
+    this.namedAt = k;
+    const fs = k ? NAME_PX / k : 0;
+    this.vp.style.setProperty("--name-fs", fs ? fs.toFixed(3) + "px" : "");
+    for (const t of this.vp.querySelectorAll(".arch-node text.title")) {
+      const full = t.dataset.full || (t.dataset.full = t.textContent);
+      if (!k) { if (t.textContent !== full) t.textContent = full; t.setAttribute("y", "16"); continue; }
+      const bw = +t.dataset.w, bh = +t.dataset.h;
+      const fit = Math.max(1, Math.floor((bw - 12) / (fs * 0.62)));   // characters: ~0.62 em each (600 weight, system-ui)
+      const txt = full.length <= fit ? full : full.slice(0, Math.max(1, fit - 1)) + "\u2026";
+      if (t.textContent !== txt) t.textContent = txt;
+      t.setAttribute("y", (bh / 2 + fs * 0.35).toFixed(2));
+    }
+  }
+  /* The boxes drawn over the diagram (view px, the SVG's top left at 0,0): the minimap (bottom
+  ** right) and the sensitivity legend (top left), each while shown. */
+  overlays() {
+    const out = [], r0 = this.svg.getBoundingClientRect();
+    for (const el of [this.mini, this.legend]) {
+      if (!el || el.hidden || el.style.display === "none") continue;
+      const r = el.getBoundingClientRect();
+      if (r.width > 0 && r.height > 0) out.push({ x0: r.left - r0.left, y0: r.top - r0.top, x1: r.right - r0.left, y1: r.bottom - r0.top });
+    }
+    return out;
+  }
+  /* The whole diagram in the view, clear of the overlays: the largest scale over the regions that
+  ** avoid each overlay by one of its sides (left of / above the bottom-right minimap; right of /
+  ** below the top-left legend), the diagram centred in the chosen region; the full view when the
+  ** centred diagram misses every overlay there. */
   fit() {
     if (!this.L) return;
     this.moved = false;
-    const { w, h } = this.size(), W = this.L.width, H = this.L.height;
+    const { w, h } = this.size(), W = this.L.width, H = this.L.height, G = 8;   // px clear of an overlay
     const kIn = (ww, hh) => Math.max(1e-4, Math.min((ww - 20) / W, (hh - 20) / H, 1.5));
-    let k = kIn(w, h), tx = (w - W * k) / 2, ty = Math.max(10, (h - H * k) / 2);
-    if (this.mini.style.display !== "none") {
-      const mx = w - MINIMAP_W - MINIMAP_GAP, my = h - MINIMAP_H - MINIMAP_GAP;   // the minimap's top-left corner
-      if (tx + W * k > mx && ty + H * k > my) {
-        const kc = kIn(mx, h), kr = kIn(w, my);
-        if (kc >= kr) { k = kc; tx = Math.max(10, (mx - W * k) / 2); ty = Math.max(10, (h - H * k) / 2); }
-        else { k = kr; tx = (w - W * k) / 2; ty = Math.max(10, (my - H * k) / 2); }
+    const place = (R) => {
+      const k = kIn(R.x1 - R.x0, R.y1 - R.y0);
+      const tx = R.x0 + Math.max(10, (R.x1 - R.x0 - W * k) / 2), ty = R.y0 + Math.max(10, (R.y1 - R.y0 - H * k) / 2);
+      return { k, tx, ty };
+    };
+    const hits = (v, o) => v.tx < o.x1 && v.tx + W * v.k > o.x0 && v.ty < o.y1 && v.ty + H * v.k > o.y0;
+    const ov = this.overlays();
+    let best = place({ x0: 0, y0: 0, x1: w, y1: h });
+    if (ov.some((o) => hits(best, o))) {
+      // each overlay is cut off by one side: the one nearer the view's centre of its two inner edges
+      let regions = [{ x0: 0, y0: 0, x1: w, y1: h }];
+      for (const o of ov) {
+        const next = [];
+        for (const R of regions) {
+          if (o.x0 > w / 2) next.push({ ...R, x1: Math.min(R.x1, o.x0 - G) }); else next.push({ ...R, x0: Math.max(R.x0, o.x1 + G) });
+          if (o.y0 > h / 2) next.push({ ...R, y1: Math.min(R.y1, o.y0 - G) }); else next.push({ ...R, y0: Math.max(R.y0, o.y1 + G) });
+        }
+        regions = next.filter((R) => R.x1 - R.x0 > 40 && R.y1 - R.y0 > 40);
       }
+      let bk = -1;
+      for (const R of regions) { const v = place(R); if (v.k > bk && !ov.some((o) => hits(v, o))) { bk = v.k; best = v; } }
     }
-    this.view = { k, tx, ty };
+    this.view = best;
     this.apply();
   }
   zoomBy(f, cx, cy) {

@@ -185,6 +185,12 @@ int cmd_evidence(const cli_cmd *cmd, cli_args *a) {
     p.input_shapes = shapes;
     p.n_input_shapes = n_shapes;
 
+    /* -o before any run: a previous evidence document is replaced, never an input or another file */
+    if (!rc && outp) {
+        const char *ins[4] = {p.baseline, p.candidate, p.inputs_dir, p.slices_path};
+        tm_err oe;
+        if (tm_check_report_output("-o", outp, ins, 4, "tensormorph.evidence/1", &oe)) rc = cli_fail(oe.code, &oe);
+    }
     /* where node, the runner script and onnxruntime-node are */
     char share[PATH_MAX + 64], script[PATH_MAX + 128], nm[PATH_MAX + 128], runner_dir[PATH_MAX + 64];
     cli_evidence_runner("evidence.js", script, sizeof script, nm, sizeof nm, runner_dir, sizeof runner_dir,

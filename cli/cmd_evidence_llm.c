@@ -76,6 +76,14 @@ static int int_opt(const cli_cmd *cmd, const cli_args *a, const char *name, long
 }
 
 
+/* v formatted with fmt after multiplying by mul, or "null" where the statistic is null (NaN
+** probabilities: never printed as if it were a number) */
+static const char *num(json_t *v, const char *fmt, double mul, char *buf, size_t cap) {
+    if (!json_is_number(v)) return "null";
+    snprintf(buf, cap, fmt, mul * json_number_value(v));
+    return buf;
+}
+
 static void summary(const char *doc_text, const char *out_path) {
     json_t *d = json_loads(doc_text, 0, NULL);
     if (!d) return;
@@ -84,12 +92,16 @@ static void summary(const char *doc_text, const char *out_path) {
     json_t *v;
     json_object_foreach(json_object_get(llm, "slices"), k, v) {
         json_t *kl = json_object_get(v, "kld");
-        printf("slice %-12s KLD mean %.6g  p99 %.6g  max %.6g  same top-1 %.3f%%  PPL %.4f -> %.4f (x%.4f)  %lld tokens\n", k,
-               json_number_value(json_object_get(kl, "mean")), json_number_value(json_object_get(kl, "p99")),
-               json_number_value(json_object_get(kl, "max")), 100 * json_number_value(json_object_get(v, "same_top1")),
-               json_number_value(json_object_get(v, "ppl_base")), json_number_value(json_object_get(v, "ppl_cand")),
-               json_number_value(json_object_get(v, "ppl_ratio")),
+        char b[7][48];
+        printf("slice %-12s KLD mean %s  p99 %s  max %s  same top-1 %s%%  PPL %s -> %s (x%s)  %lld tokens", k,
+               num(json_object_get(kl, "mean"), "%.6g", 1, b[0], 48), num(json_object_get(kl, "p99"), "%.6g", 1, b[1], 48),
+               num(json_object_get(kl, "max"), "%.6g", 1, b[2], 48), num(json_object_get(v, "same_top1"), "%.3f", 100, b[3], 48),
+               num(json_object_get(v, "ppl_base"), "%.4f", 1, b[4], 48), num(json_object_get(v, "ppl_cand"), "%.4f", 1, b[5], 48),
+               num(json_object_get(v, "ppl_ratio"), "%.4f", 1, b[6], 48),
                (long long)json_integer_value(json_object_get(v, "scored_tokens")));
+        json_int_t nan = json_integer_value(json_object_get(v, "nan_positions"));
+        if (nan > 0) printf("  %lld positions with NaN probabilities: statistics null", (long long)nan);
+        printf("\n");
     }
     const char *names[2] = {"baseline", "candidate"};
     for (int i = 0; i < 2; i++) {
@@ -129,6 +141,29 @@ int cmd_evidence_llm(const cli_cmd *cmd, cli_args *a) {
     p.texts = texts;
     p.n_texts = n;
 
+    /* the outputs, before any work: -o (a previous evidence document is replaced, nothing else)
+    ** and --base-cache never an input; their directories exist */
+    if (!rc) {
+        const char **ins = calloc((size_t)n + 5, sizeof *ins);
+        if (!ins) rc = cli_error(EXIT_IO, "out of memory");
+        int k = 0;
+        if (ins) {
+            ins[k++] = p.baseline;
+            ins[k++] = p.candidate;
+            ins[k++] = p.vocab_from;
+            for (int i = 0; i < n; i++) ins[k++] = texts[i].path;
+        }
+        tm_err oe;
+        if (!rc && outp) {
+            ins[k] = p.base_cache;
+            if (tm_check_report_output("-o", outp, ins, k + 1, "tensormorph.evidence/1", &oe)) rc = cli_fail(oe.code, &oe);
+        }
+        if (!rc && p.base_cache) {
+            ins[k] = outp;
+            if (tm_check_report_output("--base-cache", p.base_cache, ins, k + 1, NULL, &oe)) rc = cli_fail(oe.code, &oe);
+        }
+        free(ins);
+    }
     char share[PATH_MAX + 64], script[PATH_MAX + 128], nm[PATH_MAX + 128], runner_dir[PATH_MAX + 64];
     cli_evidence_runner("llm_evidence.js", script, sizeof script, nm, sizeof nm, runner_dir, sizeof runner_dir,
                         share, sizeof share, &p.node, &p.tmp_dir);
@@ -157,6 +192,20 @@ int cmd_evidence_llm(const cli_cmd *cmd, cli_args *a) {
         /* NaN probabilities: the (complete) evidence with null statistics is still written */
         tm_status ws = text && outp && (s == TM_OK || s == TM_E_NONFINITE) ? tm_evidence_write(outp, text, &werr) : TM_OK;
         if (ws) { s = ws; err = werr; }
+        if (text && (s == TM_OK || s == TM_E_NONFINITE) && p.chunks > 0 && !g_cli.quiet) {
+            /* --chunks asks for more than a slice holds: every full chunk is scored (as
+            ** llama-perplexity does), said here rather than silently */
+            json_t *d = json_loads(text, 0, NULL);
+            const char *k;
+            json_t *v;
+            json_object_foreach(json_object_get(json_object_get(d, "llm"), "slices"), k, v) {
+                json_int_t got = json_integer_value(json_object_get(v, "chunks"));
+                if (got < p.chunks)
+                    fprintf(stderr, "tensormorph: warning: --chunks %d: slice '%s' holds %lld full chunks of %d tokens; "
+                                    "those %lld were scored\n", p.chunks, k, (long long)got, p.ctx, (long long)got);
+            }
+            json_decref(d);
+        }
         if (text && (s == TM_OK || s == TM_E_NONFINITE)) {
             if (!outp || g_cli.json) fputs(text, stdout);
             else if (!g_cli.quiet) summary(text, outp);

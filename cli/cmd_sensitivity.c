@@ -87,7 +87,10 @@ static void print_report(json_t *d) {
                json_string_value(json_object_get(u, "name")), jnum_(u, "kld_mean_only"), jnum_(u, "kld_mean_all_but"),
                jnum_(u, "same_top1_only"), b, jnum_(u, "weight_sqnr_db"), jnum_(u, "weight_rmse_lsb"));
     }
-    printf("Spearman (weight error vs KLD): %.4f\n", jnum_(d, "spearman_weight_vs_kld"));
+    if (json_is_number(json_object_get(d, "spearman_weight_vs_kld")))
+        printf("Spearman (weight error vs KLD): %.4f\n", jnum_(d, "spearman_weight_vs_kld"));
+    else
+        printf("Spearman (weight error vs KLD): null (it needs two or more units with a weight error and a KLD)\n");
     json_t *plan = json_object_get(d, "plan");
     printf("\n%-10s %12s %10s %12s %12s %8s\n", "plan", "bytes", "bits/param", "KLD mean", "KLD p99", "top-1");
     json_array_foreach(json_object_get(d, "uniform"), i, u)
@@ -145,6 +148,9 @@ static int cmd_merge(const cli_cmd *cmd, cli_args *a) {
     tm_err err;
     for (int i = 0; i < n && !rc; i++)
         if (!(texts[i] = cli_read_text(a->pos[i + 1], &err))) rc = cli_fail(err.code, &err);
+    const char *mo = cli_get(a, "output");
+    if (!rc && mo && tm_check_report_output("-o", mo, (const char *const *)(a->pos + 1), n, "tensormorph.sensitivity/1", &err))
+        rc = cli_fail(err.code, &err);
     char *out = NULL;
     if (!rc) {
         tm_status s = tm_sensitivity_merge((const char *const *)texts, n, &out, &err);
@@ -272,6 +278,33 @@ int cmd_sensitivity(const cli_cmd *cmd, cli_args *a) {
     for (int i = 0; i < n && !rc; i++) rc = cli_parse_text_slice(cmd, cli_get_i(a, "text", i), &texts[i], &names[i]);
     p.ev.texts = texts;
     p.ev.n_texts = n;
+    /* the JSON file this run writes (--probe: -o itself; else OUT.sensitivity.json) and the base
+    ** cache, checked before any probe: a previous sensitivity document is replaced, never an
+    ** input or another file; their directories exist */
+    char *jp = NULL;
+    if (!rc && outp) {
+        size_t l = strlen(outp) + 32;
+        if ((jp = malloc(l))) snprintf(jp, l, pr ? "%s" : "%s.sensitivity.json", outp);
+        else rc = cli_error(EXIT_IO, "out of memory");
+    }
+    if (!rc && (jp || p.ev.base_cache)) {
+        const char **ins = calloc((size_t)n + 4, sizeof *ins);
+        int k = 0;
+        if (!ins) rc = cli_error(EXIT_IO, "out of memory");
+        else {
+            ins[k++] = p.src;
+            ins[k++] = p.ev.vocab_from;
+            for (int i = 0; i < n; i++) ins[k++] = texts[i].path;
+            tm_err oe;
+            ins[k] = p.ev.base_cache;
+            if (jp && tm_check_report_output(pr ? "-o" : "-o (its OUT.sensitivity.json)", jp, ins, k + 1, "tensormorph.sensitivity/1", &oe))
+                rc = cli_fail(oe.code, &oe);
+            ins[k] = jp;
+            if (!rc && p.ev.base_cache && tm_check_report_output("--base-cache", p.ev.base_cache, ins, k + 1, NULL, &oe))
+                rc = cli_fail(oe.code, &oe);
+            free(ins);
+        }
+    }
     char share[PATH_MAX + 64], script[PATH_MAX + 128], nm[PATH_MAX + 128], runner_dir[PATH_MAX + 64];
     cli_evidence_runner("llm_evidence.js", script, sizeof script, nm, sizeof nm, runner_dir, sizeof runner_dir, share,
                         sizeof share, &p.ev.node, &p.ev.tmp_dir);
@@ -291,14 +324,7 @@ int cmd_sensitivity(const cli_cmd *cmd, cli_args *a) {
         cli_progress_end();
         if (s) rc = cli_fail(s, &err);
         else {
-            char *jp = NULL;
-            if (pr) jp = outp ? strdup(outp) : NULL;
-            else if (outp) {
-                size_t l = strlen(outp) + 32;
-                if ((jp = malloc(l))) snprintf(jp, l, "%s.sensitivity.json", outp);
-            }
             rc = emit(text, jp, !pr);
-            free(jp);
             if (!rc && met == 0) {
                 fprintf(stderr, "tensormorph: no plan on the ladder meets the budget; the best plan reached was written (met: false)\n");
                 rc = EXIT_CHECK;
@@ -306,6 +332,7 @@ int cmd_sensitivity(const cli_cmd *cmd, cli_args *a) {
         }
         free(text);
     }
+    free(jp);
     for (int i = 0; i < n; i++) free(names[i]);
     free(names);
     free(texts);

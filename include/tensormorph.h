@@ -80,6 +80,18 @@ int tm_outputs_pending(void);
 ** as above). A signal after a publish does not undo the run: the CLI then does not exit at once. */
 int tm_outputs_published(void);
 
+/* Before writing a report file (a JSON document, or a cache) at path, given as option opt ("-o",
+** "--base-cache") for the messages: its directory exists (TM_E_IO, as the output checks, so a
+** long run fails at its start, not after the work); path is not a directory, not one of the
+** n_inputs paths in inputs (NULL entries skipped; the same device and inode) and not inside an
+** input that is a directory (inputs are never modified): TM_E_INVALID_ARG naming both. When
+** schema is not NULL, an existing file is replaced only when it is a JSON object whose
+** "schema" is schema (a previous report of this kind, written by tensormorph); any other
+** existing file is TM_E_INVALID_ARG ("tensormorph never replaces a file it did not write").
+** Errors: TM_E_IO (the directory), TM_E_INVALID_ARG (the rest), TM_E_NOMEM. */
+tm_status tm_check_report_output(const char *opt, const char *path, const char *const *inputs, int n_inputs,
+                                  const char *schema, tm_err *err);
+
 /* ---------------------------------------------------------------------------------------- */
 /* Dtypes                                                                                   */
 /* ---------------------------------------------------------------------------------------- */

@@ -2,6 +2,9 @@
 #include "fsutil.h"
 
 #include <dirent.h>
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
 #include <stdatomic.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -54,6 +57,68 @@ tm_status tm__check_out_dir(const char *path, tm_err *err) {
     return s;
 }
 
+/* path's absolute form with its directory resolved (path itself may not exist yet); malloc'd. */
+static char *resolved_beside(const char *path) {
+    char *dir = tm__dirname(path);
+    char *rd = dir ? realpath(dir, NULL) : NULL;
+    free(dir);
+    if (!rd) return NULL;
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    char *full = tm__aprintf("%s/%s", strcmp(rd, "/") ? rd : "", base);
+    free(rd);
+    return full;
+}
+
+/* 1 when the file at path is a JSON object whose "schema" is schema (files over 256 MiB are not
+** read: no report of ours is that large). */
+static int is_report_of(const char *path, const struct stat *st, const char *schema) {
+    if (!S_ISREG(st->st_mode) || st->st_size > (256 << 20)) return 0;
+    json_t *d = json_load_file(path, 0, NULL);
+    const char *v = d ? json_string_value(json_object_get(d, "schema")) : NULL;
+    int ok = v && !strcmp(v, schema);
+    json_decref(d);
+    return ok;
+}
+
+tm_status tm_check_report_output(const char *opt, const char *path, const char *const *inputs, int n_inputs,
+                                  const char *schema, tm_err *err) {
+    if (!path || !*path) return tm__err_set(err, TM_E_INVALID_ARG, -1, "%s: empty path", opt);
+    char *dir = tm__dirname(path);
+    if (!dir) return tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
+    struct stat st;
+    tm_status s = TM_OK;
+    if (stat(dir, &st) != 0)
+        s = tm__err_sys(err, errno, "%s %s: directory '%s' %s", opt, path, dir, errno == ENOENT ? "does not exist" : "cannot be read");
+    else if (!S_ISDIR(st.st_mode))
+        s = tm__err_set(err, TM_E_IO, -1, "%s %s: '%s' is not a directory", opt, path, dir);
+    free(dir);
+    if (s) return s;
+    int exists = stat(path, &st) == 0;
+    if (exists && S_ISDIR(st.st_mode)) return tm__err_set(err, TM_E_INVALID_ARG, -1, "%s %s is a directory (a file is written there)", opt, path);
+    char *abs = resolved_beside(path);
+    for (int i = 0; !s && i < n_inputs; i++) {
+        if (!inputs[i]) continue;
+        struct stat is;
+        if (stat(inputs[i], &is) != 0) continue;
+        if (exists && is.st_dev == st.st_dev && is.st_ino == st.st_ino)
+            s = tm__err_set(err, TM_E_INVALID_ARG, -1, "%s %s is the input %s; choose another path", opt, path, inputs[i]);
+        else if (S_ISDIR(is.st_mode) && abs) {
+            char *ia = realpath(inputs[i], NULL);
+            size_t n = ia ? strlen(ia) : 0;
+            if (ia && !strncmp(abs, ia, n) && abs[n] == '/')
+                s = tm__err_set(err, TM_E_INVALID_ARG, -1, "%s %s is inside the input directory %s (inputs are never "
+                                "modified); choose another path", opt, path, inputs[i]);
+            free(ia);
+        }
+    }
+    free(abs);
+    if (!s && exists && schema && !is_report_of(path, &st, schema))
+        s = tm__err_set(err, TM_E_INVALID_ARG, -1, "%s %s exists and is not a %s document; tensormorph never replaces a file "
+                        "it did not write (choose another path)", opt, path, schema);
+    return s;
+}
+
 tm_status tm__write_file_atomic(const char *path, const void *data, size_t n, tm_err *err) {
     tm_status cs = tm__check_out_dir(path, err);
     if (cs) return cs;
@@ -61,7 +126,7 @@ tm_status tm__write_file_atomic(const char *path, const void *data, size_t n, tm
     if (!tmp) return tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
     int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
     if (fd < 0) {
-        tm_status s = tm__err_sys(err, errno, "%s: cannot create", tmp);
+        tm_status s = tm__err_sys(err, errno, "%s: cannot create the file beside it to write it", path);
         free(tmp);
         return s;
     }
@@ -73,7 +138,7 @@ tm_status tm__write_file_atomic(const char *path, const void *data, size_t n, tm
             if (errno == EINTR) continue;
             int e = errno;
             close(fd); unlink(tmp);
-            tm_status s = tm__err_sys(err, e, "%s: write failed", tmp);
+            tm_status s = tm__err_sys(err, e, "%s: write failed", path);
             free(tmp);
             return s;
         }
@@ -83,7 +148,7 @@ tm_status tm__write_file_atomic(const char *path, const void *data, size_t n, tm
     if (fsync(fd) != 0) {
         int e = errno;
         close(fd); unlink(tmp);
-        tm_status s = tm__err_sys(err, e, "%s: fsync failed", tmp);
+        tm_status s = tm__err_sys(err, e, "%s: fsync failed", path);
         free(tmp);
         return s;
     }

@@ -5,6 +5,7 @@
 ** document (docs/schemas/evidence.schema.json), validated before it is returned. */
 #include "evidence_impl.h"
 #include "evidence_llm_impl.h"
+#include "../core/crc32c.h"
 #include "../core/fsutil.h"
 #include "../core/jschema.h"
 #include "tensormorph/convert.h"
@@ -17,7 +18,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define CACHE_MAGIC "TMLLMKL1"
+#define CACHE_MAGIC "TMLLMKL2"     /* 2: a CRC-32C trailer over header and rows */
+#define CACHE_MAGIC_V1 "TMLLMKL1"
 
 tm_evidence_llm_params tm_evidence_llm_params_default(void) {
     tm_evidence_llm_params p;
@@ -190,6 +192,37 @@ static json_t *cache_key(const tm_evidence_llm_params *p, const char *base_sha, 
     return k;
 }
 
+/* The cache's last 4 bytes: CRC-32C (little-endian) of every byte before them. A mismatch is
+** TM_E_CORRUPT naming the file: a damaged cache would silently move every KLD. */
+static tm_status cache_check_crc(const char *path, int64_t size, tm_err *err) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return tm__err_sys(err, errno, "%s: cannot open the base cache", path);
+    static const size_t B = 1 << 20;
+    unsigned char *buf = malloc(B);
+    tm_status s = buf ? TM_OK : tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
+    uint32_t crc = 0;
+    for (int64_t off = 0; !s && off < size - 4;) {
+        size_t want = (size_t)(size - 4 - off < (int64_t)B ? size - 4 - off : (int64_t)B);
+        ssize_t n = pread(fd, buf, want, off);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) { s = tm__err_sys(err, n < 0 ? errno : EIO, "%s: read at byte %lld", path, (long long)off); break; }
+        crc = tm__crc32c(crc, buf, (size_t)n);
+        off += n;
+    }
+    unsigned char t[4];
+    if (!s && pread(fd, t, 4, size - 4) != 4) s = tm__err_sys(err, errno ? errno : EIO, "%s: read at byte %lld", path, (long long)(size - 4));
+    if (!s) {
+        uint32_t want = (uint32_t)t[0] | (uint32_t)t[1] << 8 | (uint32_t)t[2] << 16 | (uint32_t)t[3] << 24;
+        if (want != crc)
+            s = tm__err_set(err, TM_E_CORRUPT, size - 4, "%s: the base cache is damaged: CRC-32C of its %lld bytes is %08x, its "
+                            "trailer (byte %lld) says %08x; delete it, the next run writes it again", path,
+                            (long long)(size - 4), crc, (long long)(size - 4), want);
+    }
+    free(buf);
+    close(fd);
+    return s;
+}
+
 /* Read the cache when it exists: *hit 1 and r filled when it matches key; a cache of another
 ** base, text or protocol is TM_E_CORRUPT naming what differs. */
 static tm_status cache_read(const tm_evidence_llm_params *p, const json_t *key, llm_run *r, int *hit,
@@ -202,10 +235,16 @@ static tm_status cache_read(const tm_evidence_llm_params *p, const json_t *key, 
     tm_status s = TM_OK;
     struct stat st;
     uint64_t H = 0;
-    if (fstat(fileno(f), &st) != 0 || fread(hd, 1, 16, f) != 16 || memcmp(hd, CACHE_MAGIC, 8))
+    if (fstat(fileno(f), &st) != 0 || fread(hd, 1, 16, f) != 16)
+        s = tm__err_set(err, TM_E_CORRUPT, 0, "%s: not a tensormorph base cache (%lld bytes, shorter than its 16-byte start)",
+                        path, (long long)st.st_size);
+    else if (!memcmp(hd, CACHE_MAGIC_V1, 8))
+        s = tm__err_set(err, TM_E_CORRUPT, 0, "%s: a base cache of an older tensormorph (\"" CACHE_MAGIC_V1 "\", no checksum): "
+                        "delete it, the next run writes it again", path);
+    else if (memcmp(hd, CACHE_MAGIC, 8))
         s = tm__err_set(err, TM_E_CORRUPT, 0, "%s: not a tensormorph base cache (magic \"" CACHE_MAGIC "\")", path);
     for (int i = 0; !s && i < 8; i++) H |= (uint64_t)hd[8 + i] << (8 * i);
-    if (!s && (H < 2 || H > (uint64_t)st.st_size - 16))
+    if (!s && (H < 2 || st.st_size < 20 || H > (uint64_t)st.st_size - 20))
         s = tm__err_set(err, TM_E_CORRUPT, 8, "%s: header length %llu runs past the end of the file (%lld bytes)",
                         path, (unsigned long long)H, (long long)st.st_size);
     char *txt = s ? NULL : malloc((size_t)H + 1);
@@ -225,7 +264,8 @@ static tm_status cache_read(const tm_evidence_llm_params *p, const json_t *key, 
         if (!json_equal(v, json_object_get(h, k))) {
             s = tm__err_set(err, TM_E_CORRUPT, -1, "%s: the base cache belongs to another %s (it was made for a "
                             "different base model, text or protocol): delete it or give another --base-cache", path,
-                            !strcmp(k, "base_sha256") ? "base model (sha256)" : !strcmp(k, "texts") ? "text set" : k);
+                            !strcmp(k, "base_sha256") ? "base model (sha256)" : !strcmp(k, "texts") ? "text set"
+                            : !strcmp(k, "ctx") ? "protocol (--ctx)" : !strcmp(k, "chunks") ? "protocol (--chunks)" : k);
             break;
         }
     }
@@ -234,11 +274,12 @@ static tm_status cache_read(const tm_evidence_llm_params *p, const json_t *key, 
         s = run_parse(p, path, r, err);
     }
     if (!s) {
-        int64_t want = 16 + (int64_t)H + scored_rows(r, p->n_texts, p->ctx) * r->V * 4;
+        int64_t want = 16 + (int64_t)H + scored_rows(r, p->n_texts, p->ctx) * r->V * 4 + 4;
         if ((int64_t)st.st_size != want)
             s = tm__err_set(err, TM_E_CORRUPT, -1, "%s: %lld bytes, the header says %lld (truncated or grown)", path,
                             (long long)st.st_size, (long long)want);
     }
+    if (!s) s = cache_check_crc(path, (int64_t)st.st_size, err);
     if (!s && !(r->probs = tm__strdup(path))) s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
     r->probs_off = (long)(16 + H);
     json_decref(h);
@@ -262,16 +303,23 @@ static tm_status cache_write(const tm_evidence_llm_params *p, json_t *key, const
     for (int i = 0; i < 8; i++) hd[8 + i] = (unsigned char)(H >> (8 * i));
     tm_status s = TM_OK;
     FILE *o = fopen(tmp, "wb"), *in = o ? fopen(r->probs, "rb") : NULL;
-    if (!o || !in) s = tm__err_sys(err, errno, "%s: cannot write the base cache", o ? r->probs : tmp);
-    if (!s && (fwrite(hd, 1, 16, o) != 16 || fwrite(txt, 1, H, o) != H)) s = tm__err_sys(err, errno, "%s: write", tmp);
+    if (!o || !in) s = o ? tm__err_sys(err, errno, "%s: cannot read the baseline's rows", r->probs)
+                         : tm__err_sys(err, errno, "%s: cannot write the base cache", p->base_cache);
+    if (!s && (fwrite(hd, 1, 16, o) != 16 || fwrite(txt, 1, H, o) != H)) s = tm__err_sys(err, errno, "%s: cannot write the base cache", p->base_cache);
+    uint32_t crc = s ? 0 : tm__crc32c(tm__crc32c(0, hd, 16), txt, (size_t)H);
     char buf[1 << 16];
     size_t n;
-    while (!s && (n = fread(buf, 1, sizeof buf, in)) > 0)
-        if (fwrite(buf, 1, n, o) != n) s = tm__err_sys(err, errno, "%s: write", tmp);
+    while (!s && (n = fread(buf, 1, sizeof buf, in)) > 0) {
+        crc = tm__crc32c(crc, buf, n);
+        if (fwrite(buf, 1, n, o) != n) s = tm__err_sys(err, errno, "%s: cannot write the base cache", p->base_cache);
+    }
+    if (!s && in && ferror(in)) s = tm__err_sys(err, errno ? errno : EIO, "%s: cannot read the baseline's rows", r->probs);
+    const unsigned char tr[4] = {(unsigned char)crc, (unsigned char)(crc >> 8), (unsigned char)(crc >> 16), (unsigned char)(crc >> 24)};
+    if (!s && fwrite(tr, 1, 4, o) != 4) s = tm__err_sys(err, errno, "%s: cannot write the base cache", p->base_cache);
     if (in) fclose(in);
-    if (o && (fflush(o) != 0 || fsync(fileno(o)) != 0) && !s) s = tm__err_sys(err, errno, "%s: fsync", tmp);
-    if (o && fclose(o) != 0 && !s) s = tm__err_sys(err, errno, "%s: close", tmp);
-    if (!s && rename(tmp, p->base_cache) != 0) s = tm__err_sys(err, errno, "%s: rename to %s", tmp, p->base_cache);
+    if (o && (fflush(o) != 0 || fsync(fileno(o)) != 0) && !s) s = tm__err_sys(err, errno, "%s: cannot write the base cache (fsync)", p->base_cache);
+    if (o && fclose(o) != 0 && !s) s = tm__err_sys(err, errno, "%s: cannot write the base cache (close)", p->base_cache);
+    if (!s && rename(tmp, p->base_cache) != 0) s = tm__err_sys(err, errno, "%s: cannot rename the base cache into place", p->base_cache);
     if (!s) {
         char *dir = tm__dirname(p->base_cache);
         if (dir) tm__fsync_dir(dir, NULL);

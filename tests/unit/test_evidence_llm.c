@@ -388,6 +388,31 @@ static void test_types_order_and_cache(void **state) {
     char *e = stderr_text();
     assert_non_null(strstr(e, "base cache belongs to another text set"));
     free(e);
+    /* one flipped byte among the rows is refused (CRC-32C trailer), naming the cache and its
+    ** checksum; the same cache restored is a hit again */
+    struct stat cs;
+    assert_int_equal(stat(cache, &cs), 0);
+    char saved[420];
+    snprintf(saved, sizeof saved, "%s.saved", cache);
+    assert_int_equal(tmt_run(NULL, "cp '%s' '%s'", cache, saved), 0);
+    FILE *cf = fopen(cache, "r+b");
+    assert_non_null(cf);
+    assert_int_equal(fseek(cf, (long)(cs.st_size / 2), SEEK_SET), 0);
+    int c0 = fgetc(cf);
+    assert_int_equal(fseek(cf, (long)(cs.st_size / 2), SEEK_SET), 0);
+    fputc(c0 ^ 0x10, cf);
+    fclose(cf);
+    snprintf(extra, sizeof extra, "--text '%s' --chunks 8 --base-cache '%s'", g_text, cache);
+    json_decref(evid(3, "stories260K-F32.gguf", "stories260K-Q8_0-ggufpy.gguf", extra));
+    e = stderr_text();
+    assert_non_null(strstr(e, cache));
+    assert_non_null(strstr(e, "damaged"));
+    free(e);
+    assert_int_equal(rename(saved, cache), 0);
+    json_t *again = evid(0, "stories260K-F32.gguf", "stories260K-Q4_K_M.gguf", extra);
+    assert_true(json_is_true(json_object_get(json_object_get(json_object_get(again, "protocol"), "base_cache"), "hit")));
+    assert_true(stat_of(again, NULL, "kld.mean") == k[4]);
+    json_decref(again);
     /* a truncated cache is refused */
     assert_int_equal(truncate(cache, 5000), 0);
     snprintf(extra, sizeof extra, "--text '%s' --chunks 8 --base-cache '%s'", g_text, cache);

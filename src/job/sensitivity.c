@@ -172,6 +172,17 @@ static tm_status load_tensors(sens *S, tm_err *err) {
     tm_open_params op = tm_open_params_default();
     tm_status s = tm_open(S->base, &op, &f, err);
     if (s) return s;
+    /* an already-quantized source is refused here, by sensitivity's rule, before the quantizer's
+    ** own requantize refusal (which names an option sensitivity does not have) */
+    for (int64_t i = 0; i < tm_file_n_tensors(f) && !s; i++) {
+        const tm_tensor *tt = tm_file_tensor(f, i);
+        if (tt && tt->quant && tt->ndim >= 2)
+            s = tm__err_set(err, TM_E_UNSUPPORTED, -1, "%s: tensor '%s' is already quantized (%s); sensitivity needs "
+                            "F32/F16/BF16 weights: give the checkpoint it was quantized from", p->src, tt->name,
+                            tt->quant->ggml_type && tm_ggml_type_info_get(tt->quant->ggml_type)
+                                ? tm_ggml_type_info_get(tt->quant->ggml_type)->name : tt->quant->layout ? tt->quant->layout : "quantized");
+    }
+    if (s) { tm_close(f); return s; }
     tm_gguf_quantize_tensor *rows = NULL;
     int64_t nr = 0;
     for (int r = -1; r < S->n_r && !s; r++) {

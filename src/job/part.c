@@ -85,9 +85,9 @@ tm_status tm__part_begin(tm__pipe *pp, const tm_file *in, tm_err *err) {
 }
 
 tm_status tm__part_probe(const char *path, uint64_t bytes, char hex[65], tm_err *err) {
-    enum { MIB = 1 << 20 };
-    size_t n1 = bytes < MIB ? (size_t)bytes : MIB;
-    size_t n2 = bytes <= 2 * (uint64_t)MIB ? (size_t)(bytes - n1) : MIB;
+    enum { END = 64 << 10 }; /* the bytes probed at each end: the header and the first data */
+    size_t n1 = bytes < END ? (size_t)bytes : END;
+    size_t n2 = bytes <= 2 * (uint64_t)END ? (size_t)(bytes - n1) : END;
     uint8_t *buf = tm__malloc_n(n1 + n2 + 8, 1);
     if (!buf) return tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
     int fd = open(path, O_RDONLY | O_CLOEXEC);

@@ -66,7 +66,7 @@ tm_status tm__sha256_file_stop(const char *path, char hex_out[65], uint64_t *n_b
     return TM_OK;
 }
 
-enum { VISIT_PIECE = 128 << 10, VISIT_WINDOW = 32 << 20 };
+enum { VISIT_PIECE = 128 << 10, VISIT_WINDOW = 8 << 20 };
 
 /* Hand n bytes at p (byte off of the file) to visit and the digest in cache-sized pieces. */
 static tm_status visit_pieces(EVP_MD_CTX *ctx, const uint8_t *p, size_t n, uint64_t off,

@@ -67,13 +67,18 @@ static void test_crc32c_long(void **state) {
     free(buf);
 }
 
+/* n pseudo-random bytes (a linear congruential sequence from seed); malloc'd */
+static uint8_t *lcg_bytes(size_t n, uint32_t x) {
+    uint8_t *buf = malloc(n);
+    assert_non_null(buf);
+    for (size_t k = 0; k < n; k++) buf[k] = (uint8_t)((x = x * 1103515245u + 12345u) >> 16);
+    return buf;
+}
+
 static void test_crc32c_combine(void **state) {
     (void)state;
     enum { N = 70000 };
-    uint8_t *buf = malloc(N);
-    assert_non_null(buf);
-    uint32_t x = 4242;
-    for (size_t k = 0; k < N; k++) buf[k] = (uint8_t)((x = x * 1103515245u + 12345u) >> 16);
+    uint8_t *buf = lcg_bytes(N, 4242);
     const size_t cuts[] = {0, 1, 7, 8, 255, 4096, 12288, 12289, 33333, N - 1, N};
     for (size_t q = 0; q < sizeof cuts / sizeof cuts[0]; q++) {
         size_t h = cuts[q];
@@ -87,10 +92,8 @@ static void test_crc32c_combine(void **state) {
 static void test_crclog(void **state) {
     (void)state;
     enum { N = 50000 };
-    uint8_t *buf = malloc(N);
-    assert_non_null(buf);
-    uint32_t x = 99, c = 0;
-    for (size_t k = 0; k < N; k++) buf[k] = (uint8_t)((x = x * 1103515245u + 12345u) >> 16);
+    uint8_t *buf = lcg_bytes(N, 99);
+    uint32_t c = 0;
     tm__crclog *l = tm__crclog_new();
     assert_non_null(l);
     assert_int_equal(tm__crclog_range(l, "a", 0, 10, &c), 0); /* nothing logged */

@@ -70,8 +70,9 @@ char *tm__strdup(const char *s);
 char *tm__strndup(const char *s, size_t n);
 /* tm__sprintf_alloc: malloc'd formatted string, NULL on failure. */
 char *tm__aprintf(const char *fmt, ...) TM_PRINTF(1, 2);
-/* One sequential read of the file at path in 4 MiB blocks: each block is handed to visit (may
-** be NULL; off its byte offset; a status other than TM_OK stops the read and is returned, its
+/* One sequential read of the file at path (through 8 MiB maps of the page cache, else read
+** into a 4 MiB buffer), in 128 KiB blocks: each block is handed to visit (may be NULL; off its
+** byte offset; a status other than TM_OK stops the read and is returned, its
 ** message set by visit) and, when hex_out is not NULL, hashed into its sha256 (FIPS 180-4,
 ** OpenSSL EVP). *n_bytes: the bytes read (may be NULL). Returns TM_OK | TM_E_IO | TM_E_NOMEM
 ** | visit's status. */

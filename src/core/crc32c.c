@@ -50,10 +50,18 @@ __attribute__((target("sse4.2"))) static uint32_t zeros_lane(uint32_t s) {
     return (uint32_t)c;
 }
 
-static void make_shift(void) {
+static void make_shift(void) { /* the map is linear: 32 lanes of zeros (its basis), the rest by XOR */
     if (atomic_load(&g_shift_ready)) return;
-    for (int k = 0; k < 4; k++)
-        for (uint32_t v = 0; v < 256; v++) g_shift[k][v] = zeros_lane(v << (8 * k));
+    for (int k = 0; k < 4; k++) {
+        uint32_t basis[8];
+        for (int b = 0; b < 8; b++) basis[b] = zeros_lane(1u << (8 * k + b));
+        for (uint32_t v = 0; v < 256; v++) {
+            uint32_t x = 0;
+            for (int b = 0; b < 8; b++)
+                if (v >> b & 1u) x ^= basis[b];
+            g_shift[k][v] = x;
+        }
+    }
     atomic_store(&g_shift_ready, 1); /* every thread computes the same values: a race is harmless */
 }
 
@@ -91,6 +99,37 @@ __attribute__((target("sse4.2"))) static uint32_t crc_sse42(uint32_t crc, const 
     return ~c32;
 }
 #endif
+
+/* Combining. The CRC without its inversions is linear in the message: for A then B,
+** crc(A B) = M(crc(A)) ^ crc(B) with M the state's advance over len(B) zero bytes, which is the
+** multiplication by x^(8 len(B)) modulo the polynomial (bit 31 the coefficient of x^0, as the
+** reflected register holds it). g_pow[k] = x^(8 * 2^k). */
+static uint32_t g_pow[64];
+static atomic_int g_pow_ready;
+
+static uint32_t mul_mod(uint32_t a, uint32_t b) { /* a * b mod P, reflected */
+    uint32_t r = 0;
+    for (int i = 0; i < 32; i++) {
+        if (a & (0x80000000u >> i)) r ^= b;
+        b = b & 1u ? (b >> 1) ^ 0x82F63B78u : b >> 1; /* b * x */
+    }
+    return r;
+}
+
+static void make_pow(void) {
+    if (atomic_load(&g_pow_ready)) return;
+    g_pow[0] = 0x80000000u >> 8; /* x^8: one byte */
+    for (int k = 1; k < 64; k++) g_pow[k] = mul_mod(g_pow[k - 1], g_pow[k - 1]);
+    atomic_store(&g_pow_ready, 1); /* every thread computes the same values: a race is harmless */
+}
+
+uint32_t tm__crc32c_combine(uint32_t crc_a, uint32_t crc_b, uint64_t len_b) {
+    make_pow();
+    uint32_t s = crc_a;
+    for (int k = 0; len_b; k++, len_b >>= 1)
+        if (len_b & 1u) s = mul_mod(s, g_pow[k]);
+    return s ^ crc_b;
+}
 
 uint32_t tm__crc32c(uint32_t crc, const void *p, size_t n) {
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))

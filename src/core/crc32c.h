@@ -10,6 +10,9 @@
 ** check value crc32c("123456789") = 0xE3069283. The SSE4.2 instruction is used when the CPU has
 ** it, else the scalar table (the same value either way). */
 uint32_t tm__crc32c(uint32_t crc, const void *p, size_t n);
+/* tm__crc32c_combine: the CRC-32C of A followed by B from crc_a = tm__crc32c(0, A), crc_b =
+** tm__crc32c(0, B) and B's length (no data read: about 32 steps per set bit of len_b). */
+uint32_t tm__crc32c_combine(uint32_t crc_a, uint32_t crc_b, uint64_t len_b);
 /* The scalar table version (the reference the tests compare the instruction path with). */
 uint32_t tm__crc32c_ref(uint32_t crc, const void *p, size_t n);
 #endif

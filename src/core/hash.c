@@ -6,6 +6,8 @@
 #include <fcntl.h>
 #include <openssl/evp.h>
 #include <stdio.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static void to_hex(const unsigned char *d, unsigned n, char *out) {
@@ -64,6 +66,21 @@ tm_status tm__sha256_file_stop(const char *path, char hex_out[65], uint64_t *n_b
     return TM_OK;
 }
 
+enum { VISIT_PIECE = 128 << 10, VISIT_WINDOW = 8 << 20 };
+
+/* Hand n bytes at p (byte off of the file) to visit and the digest in cache-sized pieces. */
+static tm_status visit_pieces(EVP_MD_CTX *ctx, const uint8_t *p, size_t n, uint64_t off,
+                              tm_status (*visit)(void *, const uint8_t *, size_t, uint64_t, tm_err *), void *ud,
+                              tm_err *err) {
+    tm_status s = TM_OK;
+    for (size_t at = 0; at < n && !s; at += VISIT_PIECE) {
+        size_t k = n - at < VISIT_PIECE ? n - at : VISIT_PIECE;
+        if (visit) s = visit(ud, p + at, k, off + at, err);
+        if (!s && ctx) EVP_DigestUpdate(ctx, p + at, k);
+    }
+    return s;
+}
+
 tm_status tm__sha256_file_visit(const char *path, char hex_out[65], uint64_t *n_bytes,
                                 tm_status (*visit)(void *ud, const uint8_t *buf, size_t n, uint64_t off, tm_err *err),
                                 void *ud, tm_err *err) {
@@ -73,22 +90,35 @@ tm_status tm__sha256_file_visit(const char *path, char hex_out[65], uint64_t *n_
     posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
 #endif
     EVP_MD_CTX *ctx = hex_out ? EVP_MD_CTX_new() : NULL;
-    const size_t bufsz = 4 << 20;
-    unsigned char *buf = malloc(bufsz);
-    if ((hex_out && (!ctx || EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) != 1)) || !buf) {
-        EVP_MD_CTX_free(ctx); free(buf); close(fd);
+    if (hex_out && (!ctx || EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) != 1)) {
+        EVP_MD_CTX_free(ctx); close(fd);
         return tm__err_set(err, TM_E_NOMEM, -1, "sha256: cannot initialise");
     }
     uint64_t total = 0;
     tm_status s = TM_OK;
-    for (;;) {
+    /* through maps of VISIT_WINDOW bytes of the page cache (no copy; the memory mapped at once
+    ** stays bounded), else, where the file cannot be mapped, read into a buffer */
+    struct stat st;
+    uint64_t size = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? (uint64_t)st.st_size : 0;
+    while (!s && total < size) {
+        size_t w = size - total < VISIT_WINDOW ? (size_t)(size - total) : VISIT_WINDOW;
+        void *m = mmap(NULL, w, PROT_READ, MAP_SHARED | MAP_POPULATE, fd, (off_t)total);
+        if (m == MAP_FAILED) break;
+        s = visit_pieces(ctx, m, w, total, visit, ud, err);
+        munmap(m, w);
+        if (!s) total += w;
+    }
+    unsigned char *buf = NULL;
+    const size_t bufsz = 4 << 20;
+    if (!s && lseek(fd, (off_t)total, SEEK_SET) < 0) s = tm__err_sys(err, errno, "%s: cannot seek", path);
+    if (!s && !(buf = malloc(bufsz))) s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
+    while (!s) {
         ssize_t r = read(fd, buf, bufsz);
         if (r < 0 && errno == EINTR) continue;
         if (r < 0) { s = tm__err_sys(err, errno, "%s: read failed at byte %llu", path, (unsigned long long)total); break; }
         if (r == 0) break;
-        if (visit && (s = visit(ud, buf, (size_t)r, total, err)) != TM_OK) break;
-        if (ctx) EVP_DigestUpdate(ctx, buf, (size_t)r);
-        total += (uint64_t)r;
+        s = visit_pieces(ctx, buf, (size_t)r, total, visit, ud, err);
+        if (!s) total += (uint64_t)r;
     }
     if (!s && ctx) {
         unsigned char md[32];

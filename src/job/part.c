@@ -1,6 +1,7 @@
 /* part.c: the parts of a sharded quantize run: the partition, the part's layout and checksums,
 ** its "part" record (part.h). */
 #include "part.h"
+#include "part_crc.h"
 #include "../core/crc32c.h"
 #include "../core/fsutil.h"
 
@@ -72,6 +73,8 @@ tm_status tm__part_begin(tm__pipe *pp, const tm_file *in, tm_err *err) {
     /* the directory of the output files every part writes into: made by the first part */
     if (!s && !(pp->shared = tm__aprintf("%s.parts-of-%d", pp->final_out, pp->shard_n)))
         s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
+    /* the writers log what they write, with its CRC-32C, for the record (tm__part_record) */
+    if (!s && !pp->crclog && !(pp->crclog = tm__crclog_new())) s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
     struct stat st;
     if (!s && mkdir(pp->shared, 0755) != 0 && errno != EEXIST)
         s = tm__err_sys(err, errno, "%s: cannot create directory", pp->shared);
@@ -82,9 +85,9 @@ tm_status tm__part_begin(tm__pipe *pp, const tm_file *in, tm_err *err) {
 }
 
 tm_status tm__part_probe(const char *path, uint64_t bytes, char hex[65], tm_err *err) {
-    enum { MIB = 1 << 20 };
-    size_t n1 = bytes < MIB ? (size_t)bytes : MIB;
-    size_t n2 = bytes <= 2 * (uint64_t)MIB ? (size_t)(bytes - n1) : MIB;
+    enum { END = 64 << 10 }; /* the bytes probed at each end: the header and the first data */
+    size_t n1 = bytes < END ? (size_t)bytes : END;
+    size_t n2 = bytes <= 2 * (uint64_t)END ? (size_t)(bytes - n1) : END;
     uint8_t *buf = tm__malloc_n(n1 + n2 + 8, 1);
     if (!buf) return tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
     int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -293,7 +296,8 @@ tm_status tm__part_record(tm__pipe *pp, const tm__qwriter *w, void *job, json_t 
             json_int_t crc = -1;
             if (cur.owner == pp->shard_i) {
                 uint32_t c = 0;
-                s = crc_range(fd, names[f], cur.off, cur.len, buf, 1 << 20, &c, err);
+                if (!IS_SHARED(f) || !tm__crclog_range(pp->crclog, names[f], cur.off, cur.len, &c))
+                    s = crc_range(fd, names[f], cur.off, cur.len, buf, 1 << 20, &c, err); /* not all logged */
                 crc = c;
                 mine = 1;
                 data_bytes += cur.len;

@@ -20,7 +20,7 @@
 ** manifest a whole run writes, its own tensors' rows filled, plus "part":
 **   schema "tensormorph.part/1", out (OUT as given), index i, count n, format,
 **   recipe_sha256 (recipe, calibration, tool, checksums mode), source_sha256 (each source's size
-**   and the sha256 of its first and last MiB), layout_sha256 (the files and segments below
+**   and the sha256 of its first and last 64 KiB), layout_sha256 (the files and segments below
 **   without checksums), sources [{bytes, probe_sha256, sha256 (the full sha256 from the part
 **   that hashed it, else null)}], files [{file, bytes, segments [[offset, length, owner part,
 **   crc32c of the bytes when this part owns them, else -1]], shared (in OUT.parts-of-n)}], tensors [the indices this part
@@ -47,7 +47,7 @@ tm_status tm__part_begin(tm__pipe *pp, const tm_file *in, tm_err *err);
 ** add the "part" record (job's part_tensor records included). */
 tm_status tm__part_record(tm__pipe *pp, const tm__qwriter *w, void *job, json_t *man, tm_err *err);
 
-/* The sha256 of a source's first and last MiB (all of it when smaller), for the source's
+/* The sha256 of a source's first and last 64 KiB (all of it when smaller), for the source's
 ** identity across parts. */
 tm_status tm__part_probe(const char *path, uint64_t bytes, char hex[65], tm_err *err);
 

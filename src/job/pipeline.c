@@ -1,6 +1,7 @@
 /* pipeline.c: the phases every quantize job shares: check and lock OUT, stage beside it, hash
 ** the sources beside the work, checksum the output, write the manifest, publish (pipeline.h). */
 #include "pipeline.h"
+#include "part_crc.h"
 #include "../core/fsutil.h"
 
 #include <dirent.h>
@@ -495,6 +496,8 @@ void tm__pipe_end(tm__pipe *pp) {
     free(pp->source_owner);
     free(pp->part_file);
     free(pp->shared);
+    tm__crclog_free(pp->crclog);
+    pp->crclog = NULL;
     pp->part_file = pp->shared = NULL;
     pp->tensor_owner = pp->source_owner = NULL;
     pp->lock_path = pp->stage = pp->man_stage = pp->man_final = NULL;

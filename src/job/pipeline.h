@@ -75,6 +75,8 @@ typedef struct tm__pipe {
     char          *part_file;
     char          *shared;       /* a part: OUT.parts-of-n, the directory of the output files every
                                     part writes its own bytes into (part.h); else NULL          */
+    struct tm__crclog *crclog;   /* a part: its writes into the shared files and their CRC-32C
+                                    (part_crc.h), filled by the writer; NULL: read them back    */
 } tm__pipe;
 
 /* Does this run write source tensor t? Always, unless it is a part that does not own t. */

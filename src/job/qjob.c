@@ -21,6 +21,7 @@
 #include "../view/layout.h"
 #include "pipeline.h"
 #include "qjob_part.h"
+#include "part_crc.h"
 
 #include <stdarg.h>
 #include <jansson.h>
@@ -283,6 +284,16 @@ static tm_status run_task(void *vctx, int64_t task, int thread, tm_err *err) {
     return s;
 }
 
+/* n bytes of entry at off into the output; a part logs their CRC-32C from memory (part_crc.h). */
+static tm_status out_write(job_t *j, int64_t entry, uint64_t off, const void *data, size_t n, tm_err *err) {
+    tm_status s = tm_st_writer_write(j->w, entry, off, data, n, err);
+    int file;
+    uint64_t at, len;
+    if (!s && j->crclog && tm_st_writer_entry_span(j->w, entry, &file, &at, &len) == TM_OK)
+        tm__crclog_add(j->crclog, tm_st_writer_file(j->w, file), at + off, data, n);
+    return s;
+}
+
 static tm_status run_task_inner(void *vctx, int64_t task, int thread, tm_err *err) {
     job_t *j = vctx;
     plan_t *pl = &j->plans[j->task_plan[task]];
@@ -304,7 +315,7 @@ static tm_status run_task_inner(void *vctx, int64_t task, int thread, tm_err *er
         } else {
             s = tm_tensor_data(j->in, pl->src, off, n, &p, err);
         }
-        if (!s) s = tm_st_writer_write(j->w, pl->e_copy, off, p, (size_t)n, err);
+        if (!s) s = out_write(j, pl->e_copy, off, p, (size_t)n, err);
         free(rowmajor);
         tm_tensor_release(j->in, pl->src, off, n);
         progress(j, "copy", n);
@@ -386,7 +397,7 @@ static tm_status run_task_inner(void *vctx, int64_t task, int thread, tm_err *er
             }
         }
         if (!s && pl->kind == OUT_FP8)
-            s = tm_st_writer_write(j->w, pl->e_codes, (uint64_t)(r0 * C), codes, (size_t)ne, err);
+            s = out_write(j, pl->e_codes, (uint64_t)(r0 * C), codes, (size_t)ne, err);
         else if (!s)
             s = tm_pack_codes(&pk, pl->spec.code_dtype, codes, r1 - r0, C, j->pbuf[thread], err);
     }
@@ -394,7 +405,7 @@ static tm_status run_task_inner(void *vctx, int64_t task, int thread, tm_err *er
     acc->param_sum_l2 = NULL;
     acc->param_n = NULL;
     if (!s && pl->kind != OUT_FP8)
-        s = tm_st_writer_write(j->w, pl->e_codes, (uint64_t)r0 * pl->row_bytes, j->pbuf[thread],
+        s = out_write(j, pl->e_codes, (uint64_t)r0 * pl->row_bytes, j->pbuf[thread],
                                (size_t)((uint64_t)(r1 - r0) * pl->row_bytes), err);
     if (in_place) tm_tensor_release(j->in, pl->src, (uint64_t)(r0 * C) * 4, (uint64_t)ne * 4);
     progress(j, "quantize", (uint64_t)ne * (uint64_t)tm_dtype_get(t->dtype)->bits / 8);
@@ -435,7 +446,7 @@ static tm_status write_params(job_t *j, plan_t *pl, tm_err *err) {
     void *buf = malloc(nb ? nb : 1);
     if (!buf) return tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
     tm_status s = tm_convert_from_f32(sd, pl->scale, pl->n_params, buf);
-    if (!s) s = tm_st_writer_write(j->w, pl->e_scale, 0, buf, nb, err);
+    if (!s) s = out_write(j, pl->e_scale, 0, buf, nb, err);
     free(buf);
     if (s) return s;
     if (pl->e_shape >= 0) {
@@ -443,14 +454,14 @@ static tm_status write_params(job_t *j, plan_t *pl, tm_err *err) {
         uint8_t b[16];
         tm__st64(b, (uint64_t)shp[0]);
         tm__st64(b + 8, (uint64_t)shp[1]);
-        s = tm_st_writer_write(j->w, pl->e_shape, 0, b, 16, err);
+        s = out_write(j, pl->e_shape, 0, b, 16, err);
         if (s) return s;
     }
     if (pl->e_zp >= 0) {
         int bits = tm_dtype_get(pl->spec.code_dtype)->bits;
         if (pl->spec.gran.kind == TM_GRAN_TENSOR) {
             int8_t z = (int8_t)pl->zp[0];
-            s = tm_st_writer_write(j->w, pl->e_zp, 0, &z, 1, err);
+            s = out_write(j, pl->e_zp, 0, &z, 1, err);
         } else {
             /* [prow, ng] params packed along dim 0: [ceil(prow*bits/32), ng] I32 */
             int64_t ng = pl->pndim >= 2 ? pl->pshape[1] : 1, prow = pl->n_params / ng;
@@ -468,7 +479,7 @@ static tm_status write_params(job_t *j, plan_t *pl, tm_err *err) {
             pk.offset = (int64_t)1 << (bits - 1);
             pk.lsb_first = 1;
             s = tm_pack_codes_dim0(&pk, pl->spec.code_dtype, zc, prow, ng, le, err);
-            if (!s) s = tm_st_writer_write(j->w, pl->e_zp, 0, le, (size_t)(wrows * (uint64_t)ng * 4), err);
+            if (!s) s = out_write(j, pl->e_zp, 0, le, (size_t)(wrows * (uint64_t)ng * 4), err);
             free(zc);
             free(le);
         }
@@ -679,6 +690,7 @@ static tm_status ct_plan(void *ctx, tm__pipe *pp, int64_t *n_tasks, tm_err *err)
     if (pp->shard_n) { /* a part: only its own tensors are quantized and written (part.h) */
         jp->shard_owner = pp->tensor_owner;
         jp->shard_i = pp->shard_i;
+        jp->crclog = pp->crclog;
     }
     /* tasks */
     size_t max_chunk_elems = 1;

@@ -64,6 +64,7 @@ typedef struct job_t {
     tm__srcread           src;        /* pread of the sources (srcread.h)                       */
     const int            *shard_owner;/* a part (--shard): the part of each tensor, else NULL    */
     int                   shard_i;    /* this part                                              */
+    struct tm__crclog    *crclog;     /* a part: its writes' CRC-32C (part_crc.h), else NULL    */
 } job_t;
 
 /* Plan every tensor of j->in (j->p, j->in set; j->plans allocated here, j->n_plans, each plan's

@@ -4,7 +4,8 @@
 # --max-shard-size (N below and above the number of output shards), a real two-file checkpoint
 # of ../shared when present; a missing, a damaged and a mismatched part each fail the merge
 # naming it (exit 4, 3, 3) and leave the parts as they were; re-running that part alone is
-# enough (also a re-run killed mid-write, and an unmerged run of another layout before);
+# enough (also a re-run killed mid-write, a part interrupted with SIGINT while writing, and an
+# unmerged run of another layout before);
 # afterwards only OUT is left.
 set -u
 . "${TM_SRC:?TM_SRC: the source folder}/tests/cli/lib/scratch.sh"
@@ -160,6 +161,56 @@ mkdir out.part-2-of-3.tmp.$((dead - 7))   # another node's killed run of part 2 
 same_output ref out
 [ "$(ls | grep -v -E '^(demo|saved)$' | sort | tr '\n' ' ')" = "out ref " ] || fail "left beside OUT after the merge: $(ls)"
 echo "ok: a killed part (lock of a dead pid, staging left) re-run and merged; stale staging removed"
+
+# Ctrl-C (SIGINT) of a part while it writes its bytes into the shared file (its progress shows
+# bytes done, not all): exit 130, no record, lock or staging path of it left; merge refuses
+# naming it (exit 4); its re-run is enough. A generated 128 MB F32 checkpoint (4 tensors of
+# 2048x4096), one thread, so that the part is still writing when the signal comes.
+rm -rf ref out out.part-* out.parts-of-*
+python3 - big <<'EOF'
+import json, os, struct, sys
+d = sys.argv[1]; os.makedirs(d)
+R, C, n = 2048, 4096, 4
+tab = bytes((b & 0x80) | 0x3C | (b & 0x03) for b in range(256))  # finite values in [2^-7, 2^0]
+hdr = {f"model.layers.{i}.mlp.down_proj.weight": {"dtype": "F32", "shape": [R, C], "data_offsets": [i * R * C * 4, (i + 1) * R * C * 4]} for i in range(n)}
+h = json.dumps(hdr).encode(); h += b" " * (-len(h) % 8)
+with open(os.path.join(d, "model.safetensors"), "wb") as f:
+    f.write(struct.pack("<Q", len(h)) + h)
+    for _ in range(n):
+        ba = bytearray(os.urandom(R * C * 4)); ba[3::4] = ba[3::4].translate(tab); f.write(ba)
+json.dump({"architectures": ["LlamaForCausalLM"], "model_type": "llama"}, open(os.path.join(d, "config.json"), "w"))
+EOF
+[ -f big/model.safetensors ] || fail "generating the 128 MB checkpoint"
+"$T" quantize big -o out -q --threads 1 && mv out ref || fail "one run of big"
+for i in 0 1 3; do "$T" quantize big -o out --shard $i/4 -q --threads 1 || fail "big part $i/4"; done
+rc=$(TM_FAKE_TTY=1 python3 - "$T" <<'EOF'
+import re, signal, subprocess, sys
+p = subprocess.Popen([sys.argv[1], "quantize", "big", "-o", "out", "--shard", "2/4", "--threads", "1"],
+                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+buf, sent = b"", False
+while not sent:
+    b = p.stderr.read1(4096)
+    if not b: break
+    buf += b
+    m = re.search(rb"quantize +[0-9.]+% \(([0-9.]+) / ", buf)
+    if m and float(m.group(1)) > 0:
+        p.send_signal(signal.SIGINT); sent = True
+p.stderr.read()
+print(p.wait() if sent else "no-progress")
+EOF
+)
+[ "$rc" = 130 ] || fail "part 2 interrupted while writing: exit $rc, not 130"
+[ "$(ls | grep '^out\.part-2-of-4' | tr '\n' ' ')" = "" ] || fail "the interrupted part left: $(ls)"
+[ -d out.parts-of-4 ] || fail "the shared files of the other parts are gone"
+out_msg=$("$T" merge out 2>&1); rc=$?
+[ $rc = 4 ] || fail "merge with part 2 interrupted: exit $rc, not 4 ($out_msg)"
+echo "$out_msg" | grep -q -- "--shard 2/4" || fail "the --shard to re-run is not named: $out_msg"
+[ -e out ] && fail "a failed merge left OUT"
+"$T" quantize big -o out --shard 2/4 -q --threads 1 || fail "re-run of the interrupted part 2"
+"$T" merge out -q || fail "merge after the re-run of the interrupted part"
+same_output ref out
+rm -rf big ref # OUT stays: the usage checks below refuse to overwrite it
+echo "ok: a part interrupted (SIGINT) while writing: exit 130, nothing of it left, merge refused (exit 4), re-run merged"
 
 # usage: bad --shard, an existing OUT without --force, other output forms
 "$T" quantize demo -o x --shard 4/4 -q 2>/dev/null; [ $? = 2 ] || fail "--shard 4/4 not refused with exit 2"

@@ -4,6 +4,9 @@
 **     table for every length 0..300 and every start alignment, also continued in pieces;
 **   - the partition (tm__shard_assign): largest first to the least loaded part, ties to the
 **     lower index, worked out by hand; the same for a permuted tie order; n > items;
+**   - tm__crc32c_combine equal to the CRC of the concatenation (split points 0..N, long B);
+**   - the write log (part_crc.c): writes logged out of order give the range's CRC; a gap, an
+**     overlap, a range cut inside a write, another file or an empty log give none (read back);
 **   - the part path name. (quantize --shard + merge end to end: tests/cli/shard_merge.sh.) */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -18,6 +21,7 @@
 #include "core/core.h"
 #include "core/crc32c.h"
 #include "job/part.h"
+#include "job/part_crc.h"
 
 static void test_crc32c_values(void **state) {
     (void)state;
@@ -63,6 +67,62 @@ static void test_crc32c_long(void **state) {
     free(buf);
 }
 
+/* n pseudo-random bytes (a linear congruential sequence from seed); malloc'd */
+static uint8_t *lcg_bytes(size_t n, uint32_t x) {
+    uint8_t *buf = malloc(n);
+    assert_non_null(buf);
+    for (size_t k = 0; k < n; k++) buf[k] = (uint8_t)((x = x * 1103515245u + 12345u) >> 16);
+    return buf;
+}
+
+static void test_crc32c_combine(void **state) {
+    (void)state;
+    enum { N = 70000 };
+    uint8_t *buf = lcg_bytes(N, 4242);
+    const size_t cuts[] = {0, 1, 7, 8, 255, 4096, 12288, 12289, 33333, N - 1, N};
+    for (size_t q = 0; q < sizeof cuts / sizeof cuts[0]; q++) {
+        size_t h = cuts[q];
+        uint32_t a = tm__crc32c_ref(0, buf, h), b = tm__crc32c_ref(0, buf + h, N - h);
+        assert_int_equal(tm__crc32c_combine(a, b, N - h), tm__crc32c_ref(0, buf, N));
+    }
+    assert_int_equal(tm__crc32c_combine(0xE3069283u, 0, 0), 0xE3069283u); /* B empty */
+    free(buf);
+}
+
+static void test_crclog(void **state) {
+    (void)state;
+    enum { N = 50000 };
+    uint8_t *buf = lcg_bytes(N, 99);
+    uint32_t c = 0;
+    tm__crclog *l = tm__crclog_new();
+    assert_non_null(l);
+    assert_int_equal(tm__crclog_range(l, "a", 0, 10, &c), 0); /* nothing logged */
+    /* file "dir/a" at byte 1000: [1000, 21000) in three writes out of order, then [21000, 31000) */
+    tm__crclog_add(l, "dir/a", 13000, buf + 12000, 8000);
+    tm__crclog_add(l, "dir/a", 1000, buf, 5000);
+    tm__crclog_add(l, "/x/b", 1000, buf, 4000); /* another file */
+    tm__crclog_add(l, "dir/a", 6000, buf + 5000, 7000);
+    tm__crclog_add(l, "dir/a", 21000, buf + 20000, 10000);
+    c = 0;
+    assert_int_equal(tm__crclog_range(l, "a", 1000, 20000, &c), 1);
+    assert_int_equal(c, tm__crc32c_ref(0, buf, 20000));
+    assert_int_equal(tm__crclog_range(l, "other/a", 1000, 30000, &c), 1); /* the basename counts */
+    assert_int_equal(c, tm__crc32c_ref(0, buf, 30000));
+    assert_int_equal(tm__crclog_range(l, "b", 1000, 4000, &c), 1);
+    assert_int_equal(c, tm__crc32c_ref(0, buf, 4000));
+    assert_int_equal(tm__crclog_range(l, "a", 1000, 15000, &c), 0); /* ends inside a write */
+    assert_int_equal(tm__crclog_range(l, "a", 2000, 19000, &c), 0); /* starts inside a write */
+    assert_int_equal(tm__crclog_range(l, "a", 1000, 31000, &c), 0); /* runs past the last write */
+    assert_int_equal(tm__crclog_range(l, "c", 1000, 4000, &c), 0);  /* no such file */
+    tm__crclog_add(l, "dir/a", 40000, buf, 100);                      /* [40000, 40100) */
+    assert_int_equal(tm__crclog_range(l, "a", 31000, 9100, &c), 0);   /* a gap before it */
+    tm__crclog_add(l, "dir/a", 6000, buf + 5000, 7000);               /* written twice */
+    assert_int_equal(tm__crclog_range(l, "a", 1000, 20000, &c), 0);
+    assert_int_equal(tm__crclog_range(l, "b", 1000, 4000, &c), 1);
+    tm__crclog_free(l);
+    free(buf);
+}
+
 static void test_shard_assign(void **state) {
     (void)state;
     /* 10 -> p0, 9 -> p1, 8 -> p2, 7 -> p2 (8 is least), 6 -> p1 (9), 5 -> p0 (10), 1 -> p0
@@ -103,6 +163,8 @@ int main(void) {
         cmocka_unit_test(test_crc32c_values),
         cmocka_unit_test(test_crc32c_paths_agree),
         cmocka_unit_test(test_crc32c_long),
+        cmocka_unit_test(test_crc32c_combine),
+        cmocka_unit_test(test_crclog),
         cmocka_unit_test(test_shard_assign),
         cmocka_unit_test(test_part_path),
     };

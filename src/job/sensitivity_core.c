@@ -183,6 +183,7 @@ tm_status tm__sens_write(sens *S, const int *a, const char *path, int checksums,
         gp.n_tt = n;
         gp.tt_exact = 1;
         gp.no_checksums = !checksums;
+        gp.scratch = !checksums; /* a probe's candidate (the artifact has checksums): not fsynced */
         gp.force = force;
         gp.n_threads = p->threads;
         gp.command_line = p->command_line;

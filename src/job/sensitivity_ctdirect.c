@@ -86,7 +86,7 @@ static tm_status write_shared(sens *S, tm_err *err) {
     if (!s) s = split_keys(kv, 1, 2, (int32_t)d->n, err);
     if (!s && !(d->shared = tm__aprintf("%s/shared-00002-of-00002.gguf", S->work))) s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
     tm_gguf_writer *w = NULL;
-    if (!s) s = tm_gguf_writer_open_ex(d->shared, kv, wt, k, 0, &w, err);
+    if (!s) s = tm_gguf_writer_open_ex(d->shared, kv, wt, k, TM_GGUF_WRITE_SCRATCH, &w, err);
     for (int64_t j = 0; j < k && !s; j++) s = copy_tensor(d, w, j, of[j], err);
     if (!s) s = tm_gguf_writer_finish(w, err);
     tm_gguf_writer_free(w);
@@ -238,7 +238,7 @@ tm_status tm__sens_ctd_write(sens *S, const int *a, const char *name, char *file
     tm_status s = d->shared ? split_keys(kv, 0, 2, (int32_t)d->n, err) : TM_OK;
     tm_gguf_writer *w = NULL;
     const int64_t n = d->shared ? d->n_main : d->n;
-    if (!s) s = tm_gguf_writer_open_ex(files[0], kv, d->shared ? d->wt_main : d->wt, n, 0, &w, err);
+    if (!s) s = tm_gguf_writer_open_ex(files[0], kv, d->shared ? d->wt_main : d->wt, n, TM_GGUF_WRITE_SCRATCH, &w, err);
     tm_gguf_kvlist_free(kv);
     float *buf = s ? NULL : malloc((size_t)CT_CHUNK * sizeof *buf);
     if (!s && !buf) s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory");

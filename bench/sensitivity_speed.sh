@@ -6,9 +6,11 @@
 #   bash bench/sensitivity_speed.sh [SRC.gguf] [TEXT] [CTX] [CHUNKS] [JOBS...]
 #   (default: ../shared stories260K-F32.gguf on stories260K-eval.txt, ctx 128, 4 chunks, jobs 1 2)
 # Environment: BUILD (default build), TM_SHARED (default ../shared), TM_NODE_MODULES (default
-# runner/node_modules), EXTRA (more sensitivity options, e.g. "--units 'blk\.0$' --ladder
-# Q2_K,Q4_K_M"), CACHE (default "on off": each --jobs value is run with the quantized-tensor
-# cache and with --no-cache, interleaved).
+# runner/node_modules), SCHEME (default "-t Q2_K"; the compressed-tensors form: e.g. "-t int4 -g
+# channel --vocab-from X.gguf" with a safetensors SRC), EXTRA (more sensitivity options, e.g.
+# "--units 'blk\.0$' --ladder Q2_K,Q4_K_M"), CACHE (default "on off": each --jobs value is run
+# with the quantized-tensor cache and with --no-cache, interleaved; in the compressed-tensors
+# form "off" is the directory-per-candidate path).
 # Prints one JSON line per --jobs value and cache setting: tensors quantized/reused, evaluations,
 # seconds, probes_per_minute,
 # outside_share = candidate_seconds / (candidate_seconds + evaluation_seconds), and the load average.
@@ -31,7 +33,7 @@ for j in "${jobs[@]}"; do
   for cache in ${CACHE:-on off}; do
     load="$(cut -d' ' -f1-3 /proc/loadavg)"
     nc=(); [ "$cache" = off ] && nc=(--no-cache)
-    eval "\"\$bin\" sensitivity \"\$src\" --text \"\$text\" --ctx \"\$ctx\" --chunks \"\$chunks\" -t Q2_K --jobs \"\$j\" ${nc[*]:-} ${EXTRA:-} --json -q" |
+    eval "\"\$bin\" sensitivity \"\$src\" --text \"\$text\" --ctx \"\$ctx\" --chunks \"\$chunks\" ${SCHEME:--t Q2_K} --jobs \"\$j\" ${nc[*]:-} ${EXTRA:-} --json -q" |
         python3 -c '
 import json, sys
 d = json.load(sys.stdin); t = d["timings"]

@@ -41,6 +41,8 @@ const cli_opt opts_sensitivity[] = {
     {"base-cache", 0, "FILE", 0, "base distributions cached here (default: one in the scratch folder)"},
     {"no-cache", 0, NULL, 0, "quantize every candidate from SRC again (default: quantized tensors are reused between probes)"},
     {"cache-mb", 0, "MIB", 0, "quantized tensors kept in memory (default 1024; 0: all spill); the rest spill to the scratch folder"},
+    {"candidate-split", 0, "auto|on|off", 0, "compressed-tensors form: write each candidate as two split files, the tensors no probe quantizes shared (auto: when they hold >= 64 MiB)"},
+    {"keep-candidates", 0, "DIR", 0, "move every probe's candidate into DIR once measured (cand-N.gguf, N from 0), for inspection"},
     CLI_OPT_FORCE,
     CLI_OPT_END,
 };
@@ -240,6 +242,11 @@ int cmd_sensitivity(const cli_cmd *cmd, cli_args *a) {
     if ((rc = cli_opt_long(cmd, a, "jobs", 1, 1, 256, &v))) return rc;
     p.jobs = (int)v;
     p.no_cache = cli_has(a, "no-cache");
+    p.keep_candidates = cli_get(a, "keep-candidates");
+    const char *cs = cli_get(a, "candidate-split");
+    if (cs && strcmp(cs, "auto") && strcmp(cs, "on") && strcmp(cs, "off"))
+        return cli_usage_error(cmd, "--candidate-split must be auto, on or off, got '%s'", cs);
+    p.candidate_split = !cs || !strcmp(cs, "auto") ? 0 : !strcmp(cs, "on") ? 1 : -1;
     if ((rc = cli_opt_long(cmd, a, "cache-mb", 1024, 0, 1 << 30, &v))) return rc;
     p.cache_mb = (int)v;
     if ((rc = dbl_opt(cmd, a, "budget", 0, 1e300, &p.budget_kld)) || (rc = dbl_opt(cmd, a, "budget-p99", 0, 1e300, &p.budget_p99)) ||

@@ -122,6 +122,9 @@ typedef struct tm_gguf_quantize_params {
                                          out_path, for tm_merge; 0: the whole file            */
     const tm_gguf_tensor_cache *tensor_cache; /* NULL, or quantized tensors to reuse and fill
                                          (tm_gguf_tensor_cache above); same bytes either way */
+    int          scratch;             /* 1: OUT is a scratch file read back at once and removed
+                                         (the sensitivity probes' candidates): its data is not
+                                         fsynced (TM_GGUF_WRITE_SCRATCH); the same bytes       */
 } tm_gguf_quantize_params;
 
 tm_gguf_quantize_params tm_gguf_quantize_params_default(void); /* Q8_0, rules on, n_threads 0 (tm_usable_cpus) */

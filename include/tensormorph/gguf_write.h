@@ -102,6 +102,9 @@ typedef struct tm_gguf_writer tm_gguf_writer;
 ** once every tensor is written. Not with TM_GGUF_WRITE_SEQUENTIAL. */
 #define TM_GGUF_WRITE_SHARED 4u
 #define TM_GGUF_WRITE_HEADER 8u
+/* A scratch file read back at once and removed after (the sensitivity probes' candidates):
+** finish renames it into place without fsync of the file or its folder; the same bytes. */
+#define TM_GGUF_WRITE_SCRATCH 16u
 
 /* tm_gguf_writer_open: fix the whole layout (header, each tensor's offset) and create
 ** "<path>.tmp.<pid>" (O_EXCL) of the final size holding the header; padding is zero.

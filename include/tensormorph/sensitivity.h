@@ -42,9 +42,11 @@ typedef struct tm_sensitivity_params {
     int         ftype;          /* the scheme: a GGUF file type (TM_FTYPE_*), the first rung  */
     int         ct;             /* 1: the compressed-tensors form: SRC a safetensors
                                    checkpoint, the scheme `spec`, rungs spec -> int8 channel ->
-                                   dense, candidates compressed-tensors directories (converted
-                                   to GGUF for llama.cpp by the evidence, ev.vocab_from), OUT a
-                                   directory; `ftype` and `ladder` unused                      */
+                                   dense, candidates the GGUFs `convert` makes of compressed-
+                                   tensors directories (written directly from each rung's
+                                   quantized weights; with no_cache the directory, converted by
+                                   the evidence, ev.vocab_from), OUT a directory; `ftype` and
+                                   `ladder` unused                                             */
     tm_qspec    spec;           /* ct: the scheme (tm_qspec_default: int8 channel)            */
     int         unit;           /* TM_SENS_UNIT_*                                             */
     const char *units_regex;    /* only units whose name matches (POSIX ERE), or NULL         */
@@ -67,6 +69,13 @@ typedef struct tm_sensitivity_params {
     int         cache_mb;       /* quantized tensors kept in memory, MiB (default 1024; 0: all
                                    spill); the rest spill to the scratch folder
                                    (docs/sensitivity.md "Cache")                              */
+    int         candidate_split;/* ct with the cache: 1: every candidate is two llama.cpp split
+                                   files, the second (the tensors no probe quantizes, written
+                                   once) a hard link; -1: one file; 0 (auto): split when those
+                                   tensors hold at least 64 MiB (docs/sensitivity.md "Cache") */
+    const char *keep_candidates;/* a directory: every probe's candidate is moved there when
+                                   measured (cand-N.gguf; ct without the cache: cand-N/),
+                                   N counting the evaluations from 0; NULL: removed           */
     tm_evidence_llm_params ev;  /* texts, ctx, chunks, node, runner, node_modules, tmp_dir,
                                    vocab_from, base_cache (NULL: one in the scratch folder);
                                    baseline/candidate/threads/gen/warmup are set by the job   */

@@ -308,6 +308,7 @@ struct tm_gguf_writer {
     ** without the thread (pthread_create failed) pieces are written inline. */
     int       seq, dfd;
     int       shared;    /* TM_GGUF_WRITE_SHARED: fd is the target itself             */
+    int       scratch;   /* TM_GGUF_WRITE_SCRATCH: finish neither fsyncs nor syncs the folder */
     uint8_t  *stage;     /* = buf[cur]                                                */
     uint8_t  *buf[2];
     int       cur;
@@ -612,6 +613,7 @@ tm_status tm_gguf_writer_open_ex(const char *path, const tm_gguf_kvlist *kv,
         for (int64_t i = 0; i < n && !s; i++) w->offset[i] += data_start;
     }
     const int shared = (flags & TM_GGUF_WRITE_SHARED) != 0;
+    w->scratch = (flags & TM_GGUF_WRITE_SCRATCH) != 0;
     if (!s && shared && (flags & TM_GGUF_WRITE_SEQUENTIAL))
         s = tm__err_set(err, TM_E_INVALID_ARG, -1, "%s: a shared file is not written sequentially", path);
     if (!s && shared) { /* the parts' file (part.h): no temporary name, never removed here */
@@ -769,7 +771,7 @@ tm_status tm_gguf_writer_finish(tm_gguf_writer *w, tm_err *err) {
         if (!s) s = seq_wait(w, err); /* the last piece on disk before the size and fsync */
         if (!s && ftruncate(w->fd, (off_t)w->total) != 0) s = tm__err_sys(err, errno, "%s: cannot size", w->tmp);
     }
-    if (!s && fsync(w->fd) != 0) s = tm__err_sys(err, errno, "%s: fsync failed", w->tmp);
+    if (!s && !w->scratch && fsync(w->fd) != 0) s = tm__err_sys(err, errno, "%s: fsync failed", w->tmp);
     if (close(w->fd) != 0 && !s) s = tm__err_sys(err, errno, "%s: close failed", w->tmp);
     w->fd = -1;
     if (w->shared) { /* the parts' file: stays where it is (part.h) */
@@ -780,7 +782,7 @@ tm_status tm_gguf_writer_finish(tm_gguf_writer *w, tm_err *err) {
     if (!s) {
         w->ok = 1;
         w->created = 0;
-        char *dir = tm__dirname(w->target);
+        char *dir = w->scratch ? NULL : tm__dirname(w->target);
         if (dir) {
             s = tm__fsync_dir(dir, err);
             free(dir);

@@ -1019,7 +1019,7 @@ static tm_status gguf_plan(void *ctx, tm__pipe *pp, int64_t *n_tasks, tm_err *er
     if (!s && (p->max_shard_bytes || keep)) s = tm__pipe_make_file_set(pp, err); /* llama.cpp split files */
     j->target = tm__pipe_file_target(pp);
     /* a part writes into the file(s) every part shares, the header part 0 only (part.h) */
-    unsigned wflags = (p->allow_long_names ? TM_GGUF_WRITE_LONG_NAMES : 0) |
+    unsigned wflags = (p->allow_long_names ? TM_GGUF_WRITE_LONG_NAMES : 0) | (p->scratch && !pp->shared ? TM_GGUF_WRITE_SCRATCH : 0) |
                       (pp->shared ? TM_GGUF_WRITE_SHARED | (pp->shard_i == 0 ? TM_GGUF_WRITE_HEADER : 0) : 0);
     if (!s && keep) s = tm_gguf_writer_open_split_as(j->target, kv, wt, n, file_of, tm_file_n_paths(in), wflags, &j->w, err);
     else if (!s) s = tm_gguf_writer_open_split(j->target, kv, wt, n, p->max_shard_bytes, wflags, &j->w, err);

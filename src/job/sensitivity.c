@@ -288,6 +288,10 @@ static tm_status load_tensors_ct(sens *S, tm_err *err) {
             st->rung_bytes[r] = quantized ? b : st->src_bytes;
         }
         tm_close(o);
+        if (S->qc && !s) { /* kept: the quantized tensors of the direct candidates (sensitivity_ctdirect.c) */
+            S->ct_rung_dir[r] = dir;
+            continue;
+        }
         tm__rm_rf(dir);
         free(dir);
     }
@@ -473,6 +477,8 @@ static void sens_free(sens *S) {
     free(S->t);
     for (int u = 0; u < S->n_u; u++) free(S->unit_names[u]);
     free(S->unit_names);
+    tm__sens_ctd_free(S);
+    for (int r = 0; r < TM_SENS_MAX_LADDER; r++) free(S->ct_rung_dir[r]);
     tm__sens_qcache_free(S->qc);
     if (S->work) tm__rm_rf(S->work);
     free(S->work);
@@ -604,6 +610,7 @@ tm_status tm_sensitivity_run(const tm_sensitivity_params *p, char **json_out, in
     if (!s) s = tm_sha256_file(S.base, S.src_sha, NULL, err);
     if (!s) s = S.ct ? load_tensors_ct(&S, err) : load_tensors(&S, err);
     if (!s) s = make_units(&S, err);
+    if (!s && S.ct && S.qc) s = tm__sens_ctd_init(&S, err);
     /* the items of this process: unit u (only / all-but / weight error) = item u, uniform rung r
     ** = item n_u + r; probe i/n takes the items k with k % n == i */
     const int n_items = S.n_u + S.n_r;
@@ -617,14 +624,14 @@ tm_status tm_sensitivity_run(const tm_sensitivity_params *p, char **json_out, in
         if (p->probe_n > 0 && k % p->probe_n != p->probe_i) continue;
         if (k < S.n_u) {
             for (int u = 0; u < S.n_u; u++) ur[u] = u == k ? 0 : -1;
-            ev[ne] = (sens_eval){abuf + (size_t)ne * (size_t)S.n_t, 1, &mo[k]};
+            ev[ne] = (sens_eval){abuf + (size_t)ne * (size_t)S.n_t, k + 1, &mo[k], 0};
             tm__sens_assign(&S, ur, ev[ne++].a);
             for (int u = 0; u < S.n_u; u++) ur[u] = u == k ? -1 : 0;
-            ev[ne] = (sens_eval){abuf + (size_t)ne * (size_t)S.n_t, 0, &mb[k]};
+            ev[ne] = (sens_eval){abuf + (size_t)ne * (size_t)S.n_t, 0, &mb[k], 0};
             tm__sens_assign(&S, ur, ev[ne++].a);
         } else {
             for (int u = 0; u < S.n_u; u++) ur[u] = k - S.n_u;
-            ev[ne] = (sens_eval){abuf + (size_t)ne * (size_t)S.n_t, 0, &mo[k]};
+            ev[ne] = (sens_eval){abuf + (size_t)ne * (size_t)S.n_t, 0, &mo[k], 0};
             tm__sens_assign(&S, ur, ev[ne++].a);
         }
     }

@@ -53,7 +53,7 @@ static json_t *scheme_json(const tm_qspec *sp) {
 static tm_status measure_final(sens *S, const int *a, sens_meas *m, char **evidence_path, tm_err *err) {
     const tm_sensitivity_params *p = S->p;
     if (!p->out) {
-        sens_eval e = {(int *)a, 0, m};
+        sens_eval e = {(int *)a, 0, m, 0};
         return tm__sens_eval_many(S, &e, 1, err);
     }
     tm_status s = tm__sens_write(S, a, p->out, 1, p->force, err);
@@ -117,7 +117,7 @@ tm_status tm__sens_budget(sens *S, json_t *doc, int *met, tm_err *err) {
             memcpy(c, ur, (size_t)nu * sizeof *ur);
             c[u] = nr;
             memset(&cm[nc], 0, sizeof cm[nc]);
-            ev[nc] = (sens_eval){a + (size_t)(nc + 1) * (size_t)S->n_t, 0, &cm[nc]};
+            ev[nc] = (sens_eval){a + (size_t)(nc + 1) * (size_t)S->n_t, 0, &cm[nc], 0};
             tm__sens_assign(S, c, ev[nc].a);
             cu[nc++] = u;
         }

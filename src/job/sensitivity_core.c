@@ -183,6 +183,7 @@ tm_status tm__sens_write(sens *S, const int *a, const char *path, int checksums,
         gp.n_tt = n;
         gp.tt_exact = 1;
         gp.no_checksums = !checksums;
+        gp.scratch = !checksums; /* a probe's candidate (the artifact has checksums): not fsynced */
         gp.force = force;
         gp.n_threads = p->threads;
         gp.command_line = p->command_line;
@@ -205,6 +206,20 @@ tm_status tm__sens_write(sens *S, const int *a, const char *path, int checksums,
 
 static pthread_mutex_t seq_mu = PTHREAD_MUTEX_INITIALIZER;
 
+void tm__sens_werr_add(const tm_qdiff_entry *e, double *x2, double *e2, double *l2, double *nn) {
+    double ee = e->e.rmse * e->e.rmse * (double)e->e.n;
+    *e2 += ee;
+    *x2 += isfinite(e->e.sqnr_db) ? ee * pow(10.0, e->e.sqnr_db / 10.0) : 0;
+    *l2 += e->e.rmse_lsb * e->e.rmse_lsb * (double)e->e.n;
+    *nn += (double)e->e.n;
+}
+
+void tm__sens_werr_finish(double x2, double e2, double l2, double nn, sens_meas *m) {
+    m->w_have = nn > 0;
+    m->w_sqnr_db = e2 > 0 ? 10.0 * log10(x2 / e2) : INFINITY;
+    m->w_rmse_lsb = nn > 0 ? sqrt(l2 / nn) : 0;
+}
+
 /* Weight error of the candidate against the source over the tensors it quantized. */
 static tm_status weight_error(sens *S, const char *cand, sens_meas *m, tm_err *err) {
     tm_file *ref = NULL, *q = NULL;
@@ -223,18 +238,9 @@ static tm_status weight_error(sens *S, const char *cand, sens_meas *m, tm_err *e
         /* sums in the candidate's tensor order, whatever order qdiff sorted its entries in */
         double x2 = 0, e2 = 0, l2 = 0, nn = 0;
         for (int64_t qi = 0; qi < tm_file_n_tensors(q); qi++)
-            for (int64_t k = 0; k < r->n; k++) {
-                const tm_qdiff_entry *e = &r->entries[k];
-                if (e->q_index != qi) continue;
-                double ee = e->e.rmse * e->e.rmse * (double)e->e.n;
-                e2 += ee;
-                x2 += isfinite(e->e.sqnr_db) ? ee * pow(10.0, e->e.sqnr_db / 10.0) : 0;
-                l2 += e->e.rmse_lsb * e->e.rmse_lsb * (double)e->e.n;
-                nn += (double)e->e.n;
-            }
-        m->w_have = nn > 0;
-        m->w_sqnr_db = e2 > 0 ? 10.0 * log10(x2 / e2) : INFINITY;
-        m->w_rmse_lsb = nn > 0 ? sqrt(l2 / nn) : 0;
+            for (int64_t k = 0; k < r->n; k++)
+                if (r->entries[k].q_index == qi) tm__sens_werr_add(&r->entries[k], &x2, &e2, &l2, &nn);
+        tm__sens_werr_finish(x2, e2, l2, nn, m);
     }
     tm_qdiff_free(r);
     tm_close(q);
@@ -244,15 +250,20 @@ static tm_status weight_error(sens *S, const char *cand, sens_meas *m, tm_err *e
 
 static tm_status eval_one(sens *S, const sens_eval *ev, tm_err *err) {
     const tm_sensitivity_params *p = S->p;
-    pthread_mutex_lock(&seq_mu);
-    int seq = S->cand_seq++;
-    pthread_mutex_unlock(&seq_mu);
-    char *cand = tm__aprintf(S->ct ? "%s/cand-%d" : "%s/cand-%d.gguf", S->work, seq), *man = tm__aprintf("%s/cand-%d.gguf.manifest.json", S->work, seq);
-    tm_status s = cand && man ? TM_OK : tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
+    const int seq = ev->seq, dir = S->ct && !S->ctd; /* the candidate: a directory (ct without the cache) or a GGUF */
+    char name[32];
+    snprintf(name, sizeof name, "cand-%d", seq);
+    /* files[0] is the candidate evaluated; a ct direct candidate may be two split files */
+    char *files[2] = {S->ctd ? NULL : tm__aprintf(dir ? "%s/%s" : "%s/%s.gguf", S->work, name), NULL};
+    char *man = tm__aprintf("%s/%s.gguf.manifest.json", S->work, name);
+    tm_status s = (files[0] || S->ctd) && man ? TM_OK : tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
     struct timespec t0, t1, t2;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    if (!s) s = tm__sens_write(S, ev->a, cand, 0, 0, err);
-    if (!s && ev->weights) s = weight_error(S, cand, ev->m, err);
+    if (!s && S->ctd) s = tm__sens_ctd_write(S, ev->a, name, files, err);
+    else if (!s) s = tm__sens_write(S, ev->a, files[0], 0, 0, err);
+    const char *cand = files[0];
+    if (!s && ev->weights && S->ctd) tm__sens_ctd_weight(S, ev->weights - 1, ev->m);
+    else if (!s && ev->weights) s = weight_error(S, cand, ev->m, err);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     char *doc = NULL;
     if (!s) {
@@ -287,10 +298,17 @@ static tm_status eval_one(sens *S, const sens_eval *ev, tm_err *err) {
         json_decref(d);
     }
     free(doc);
-    if (cand && S->ct) tm__rm_rf(cand);
-    else if (cand) unlink(cand);
+    for (int k = 0; k < 2; k++) {
+        if (!files[k]) continue;
+        const char *base = strrchr(files[k], '/');
+        char *keep = p->keep_candidates ? tm__aprintf("%s/%s", p->keep_candidates, base ? base + 1 : files[k]) : NULL;
+        if (keep && rename(files[k], keep) == 0) { /* kept for inspection (--keep-candidates) */
+        } else if (dir) tm__rm_rf(files[k]);
+        else unlink(files[k]);
+        free(keep);
+        free(files[k]);
+    }
     if (man) unlink(man);
-    free(cand);
     free(man);
     return s;
 }
@@ -326,6 +344,8 @@ static void *worker(void *arg) {
 
 tm_status tm__sens_eval_many(sens *S, sens_eval *evals, int n, tm_err *err) {
     if (n <= 0) return TM_OK;
+    for (int k = 0; k < n; k++) evals[k].seq = S->cand_seq + k; /* names in the order of evals, whatever --jobs */
+    S->cand_seq += n;
     pool_ctx c;
     memset(&c, 0, sizeof c);
     c.S = S;

@@ -5,6 +5,7 @@
 #include "../core/core.h"
 #include "tensormorph/gguf_job.h"
 #include "tensormorph/qjob.h"
+#include "tensormorph/qdiff.h"
 #include "tensormorph/sensitivity.h"
 
 #include <jansson.h>
@@ -29,6 +30,10 @@ typedef struct sens_meas {
 } sens_meas;
 
 typedef struct sens_qcache sens_qcache; /* sensitivity_cache.c */
+typedef struct sens_ctd sens_ctd;       /* sensitivity_ctdirect.c */
+
+/* The cache key type of a compressed-tensors rung r's dequantized tensor (above every ggml type). */
+#define TM__SENS_CT_KEY 0x10000
 
 typedef struct sens {
     const tm_sensitivity_params *p;
@@ -51,6 +56,9 @@ typedef struct sens {
     int          n_evals;                   /* evaluations run                               */
     int          cand_seq;                  /* candidate file names                          */
     sens_qcache *qc;                        /* quantized tensors of this run, NULL: off      */
+    char        *ct_rung_dir[TM_SENS_MAX_LADDER]; /* ct with the cache: each rung's directory
+                                               (every weight on that rung), kept; NULL: dense */
+    sens_ctd    *ctd;                       /* ct with the cache: direct candidates, or NULL  */
     double       cand_seconds, eval_seconds;/* summed over evaluations: writing candidates
                                                and their weight error / the evidence runs    */
 } sens;
@@ -58,8 +66,11 @@ typedef struct sens {
 /* One evaluation: the whole-model assignment a[n_t] (rung index, -1 source) -> m. */
 typedef struct sens_eval {
     int       *a;
-    int        weights;                     /* 1: also the weight error (tm_qdiff)           */
+    int        weights;                     /* u + 1: also the weight error of unit u's ONLY
+                                               candidate (tm_qdiff); 0: none                  */
     sens_meas *m;
+    int        seq;                         /* the candidate's number (its file name), set by
+                                               tm__sens_eval_many in the order of evals       */
 } sens_eval;
 
 /* A compressed-tensors rung's name, as documents and --ladder show it: "int4 channel:0",
@@ -89,6 +100,18 @@ tm_gguf_tensor_cache tm__sens_qcache_hooks(sens_qcache *c);
 /* tensors quantized (cache misses), reused (hits), entries spilled, bytes held in memory */
 void                 tm__sens_qcache_counts(const sens_qcache *c, long *quantized, long *reused, long *spilled, uint64_t *mem_bytes);
 void                 tm__sens_qcache_free(sens_qcache *c);
+/* The weight error sums over qdiff entries (sensitivity_core.c): add entry e; then m's figures. */
+void      tm__sens_werr_add(const tm_qdiff_entry *e, double *x2, double *e2, double *l2, double *nn);
+void      tm__sens_werr_finish(double x2, double e2, double l2, double nn, sens_meas *m);
+/* ct direct candidates (sensitivity_ctdirect.c): init after the units (opens the source GGUF and
+** the rung directories, computes every unit's weight error, writes the shared split); write the
+** candidate GGUF of assignment a named `name` in the scratch folder: files[0] (malloc'd) the file
+** to evaluate, files[1] NULL or its second split (a hard link of the shared one); the weight
+** error of unit u into m; free. */
+tm_status tm__sens_ctd_init(sens *S, tm_err *err);
+tm_status tm__sens_ctd_write(sens *S, const int *a, const char *name, char *files[2], tm_err *err);
+void      tm__sens_ctd_weight(const sens *S, int u, sens_meas *m);
+void      tm__sens_ctd_free(sens *S);
 /* The budget search and the plan's outputs: adds "plan" to doc; *met. */
 tm_status tm__sens_budget(sens *S, json_t *doc, int *met, tm_err *err);
 

@@ -26,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "tensormorph.h"
@@ -560,6 +561,64 @@ static void test_tensor_cache(void **state) {
     for (int m = 0; m < 3; m++) free(doc[m]);
 }
 
+/* ---- the compressed-tensors form's direct candidates: the bytes the old path gives ------------- */
+
+static void test_ct_direct(void **state) {
+    (void)state;
+    if (!require_llama()) return;
+    const char *sh = tmv_shared_dir();
+    char st[1200], extra[5000], p[5][300];
+    snprintf(st, sizeof st, "%s/models/safetensors/stories260K-f32", sh);
+    if (access(st, R_OK)) { skip_or_fail("safetensors/stories260K-f32 not in ../shared", "TM_REQUIRE_SHARED"); return; }
+    /* direct (cached), the directory path (--no-cache), direct spilled, direct on 2 jobs and 2 threads, direct as
+    ** split pairs */
+    static const char *const mode[] = {"", "--no-cache", "--cache-mb 0", "--jobs 2 --threads 2", "--candidate-split on"};
+    static const char *const tag[] = {"on", "off", "spill", "jobs", "split"};
+    for (int m = 0; m < 5; m++) {
+        snprintf(p[m], sizeof p[m], "%s/ctd-%s", g_tmp, tag[m]);
+        assert_int_equal(mkdir(p[m], 0755), 0);
+        snprintf(extra, sizeof extra, "--vocab-from '%s' -t int4 -g channel --units 'layers\\.[14]$' %s --keep-candidates '%s' -o '%s.json'",
+                 g_src, mode[m], p[m], p[m]);
+        int rc = tmt_run(NULL, "'%s' sensitivity '%s' --text '%s' --ctx 128 --chunks 4 %s --json >/dev/null 2>'%s/stderr.txt'", tmt_bin(), st,
+                         g_text, extra, g_tmp);
+        assert_int_equal(rc, 0);
+    }
+    /* the same measurements and weight errors: llama.cpp gives the split pairs the same probabilities */
+    char *d[5], jp[1600];
+    for (int m = 0; m < 5; m++) {
+        snprintf(jp, sizeof jp, "%s.json.sensitivity.json", p[m]);
+        d[m] = strip_timings(jp);
+    }
+    for (int m = 1; m < 5; m++) assert_string_equal(d[0], d[m]);
+    for (int m = 0; m < 5; m++) free(d[m]);
+    /* 2 units x 2 + 3 rungs = 7 candidates; the directory path's, converted as the evidence converts them, are the
+    ** direct candidates byte for byte, and every direct run writes the same bytes */
+    for (int k = 0; k < 7; k++) {
+        assert_int_equal(tmt_run(NULL, "'%s' convert '%s/cand-%d' -o '%s/cand-%d.gguf' --vocab-from '%s' >/dev/null 2>&1", tmt_bin(), p[1], k,
+                                 p[1], k, g_src), 0);
+        for (int m = 0; m < 4; m++)
+            if (m != 1) assert_int_equal(tmt_run(NULL, "cmp '%s/cand-%d.gguf' '%s/cand-%d.gguf'", p[1], k, p[m], k), 0);
+        /* a split pair: the first file holds the units' tensors, the second is the one shared file (7 links) */
+        char f2[400];
+        snprintf(f2, sizeof f2, "%s/cand-%d-00002-of-00002.gguf", p[4], k);
+        struct stat sb;
+        assert_int_equal(stat(f2, &sb), 0);
+        assert_int_equal((int)sb.st_nlink, 7);
+        assert_int_equal(tmt_run(NULL, "test -s '%s/cand-%d-00001-of-00002.gguf'", p[4], k), 0);
+    }
+    assert_int_not_equal(tmt_run(NULL, "test -e '%s/cand-7.gguf'", p[0]), 0);
+    /* the direct path counts its dequantized tensors: each (weight, rung) made once */
+    snprintf(jp, sizeof jp, "%s.json.sensitivity.json", p[0]);
+    long q = cache_count(jp, "tensors_quantized"), r = cache_count(jp, "tensors_reused");
+    print_message("ct direct: %ld tensors dequantized, %ld reused\n", q, r);
+    /* misses: 7 weights x 2 layers on each quantized rung; hits: the second ONLY and ALL-BUT (7 each) and uniform
+    ** int4 (14) take rung 0's from the first two candidates */
+    assert_int_equal(q, 2 * 14);
+    assert_int_equal(r, 7 + 7 + 14);
+    snprintf(jp, sizeof jp, "%s.json.sensitivity.json", p[2]);
+    assert_int_equal(cache_count(jp, "entries_spilled"), q);
+}
+
 /* ---- bad input ------------------------------------------------------------------------------- */
 
 static void test_bad_input(void **state) {
@@ -600,6 +659,7 @@ int main(void) {
         cmocka_unit_test(test_ct_ladder),
         cmocka_unit_test(test_probe_merge),
         cmocka_unit_test(test_tensor_cache),
+        cmocka_unit_test(test_ct_direct),
         cmocka_unit_test(test_bad_input),
     };
     const char *filt = getenv("TM_TEST_FILTER"); /* e.g. "test_serve*": run only those, by hand */

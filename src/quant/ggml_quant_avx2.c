@@ -22,9 +22,7 @@
 #include <immintrin.h>
 #include <math.h>
 
-#define TM_AVX2 __attribute__((target("avx2")))
-#define TM_AVX2_F16C __attribute__((target("avx2,f16c")))
-#define TM_INLINE static inline __attribute__((always_inline))
+#include "ggml_quant_avx2_blk.h"
 
 /* Error lanes and the Q8_0 / Q4_0 kernels follow below. */
 #endif
@@ -116,54 +114,6 @@ TM_AVX2 void tm__gq_q3_k_codes_avx2(const float *x, const float *d, int8_t *L) {
 /* Q8_0 and Q4_0, 8 blocks at a time                                                         */
 /* ---------------------------------------------------------------------------------------- */
 
-/* Per-lane max of the 32-bit patterns of two vectors' adjacent pairs: lane-wise within each
-** 128-bit half, [a0 a1 | a2 a3 | b0 b1 | b2 b3] -> [max a0,a1; max a2,a3; max b0,b1; max b2,b3]. */
-TM_AVX2_F16C TM_INLINE __m256i pairmax(__m256i a, __m256i b) {
-    const __m256 fa = _mm256_castsi256_ps(a), fb = _mm256_castsi256_ps(b);
-    return _mm256_max_epi32(_mm256_castps_si256(_mm256_shuffle_ps(fa, fb, 0x88)),
-                            _mm256_castps_si256(_mm256_shuffle_ps(fa, fb, 0xDD)));
-}
-
-/* The largest magnitude of each of nk (1..8) blocks of 32 values, block k in lane k (0 in the
-** lanes past nk), as an integer max of the magnitudes' bit patterns: for non-negative floats that
-** order is the float order (exact, order-free), and a NaN, whose pattern is above +inf's, is
-** never dropped, so a lane is non-finite exactly when its block holds a NaN or inf. */
-TM_AVX2_F16C TM_INLINE __m256i absmax_x8(const float *x, int nk) {
-    const __m256i mag = _mm256_set1_epi32(0x7fffffff);
-    __m256i m[8];
-    for (int k = 0; k < 8; k++) {
-        if (k >= nk) {
-            m[k] = _mm256_setzero_si256();
-            continue;
-        }
-        const __m256i *p = (const __m256i *)(const void *)(x + 32 * k);
-        __m256i a = _mm256_max_epi32(_mm256_and_si256(mag, _mm256_loadu_si256(p)),
-                                     _mm256_and_si256(mag, _mm256_loadu_si256(p + 1)));
-        __m256i c = _mm256_max_epi32(_mm256_and_si256(mag, _mm256_loadu_si256(p + 2)),
-                                     _mm256_and_si256(mag, _mm256_loadu_si256(p + 3)));
-        m[k] = _mm256_max_epi32(a, c);
-    }
-    const __m256i b0 = pairmax(pairmax(m[0], m[1]), pairmax(m[2], m[3]));
-    const __m256i b1 = pairmax(pairmax(m[4], m[5]), pairmax(m[6], m[7]));
-    return _mm256_max_epi32(_mm256_permute2x128_si256(b0, b1, 0x20), _mm256_permute2x128_si256(b0, b1, 0x31));
-}
-
-/* d (8 lanes) -> its f16 bits (F16C, round to nearest even: tm_f32_to_f16's bits for every
-** float, NaN and inf included), the f16 value read back as the dequantizer reads it (exact),
-** and id = 1/d with the scalar rule (0 where d is 0 or 1/d overflows); returns the lane mask
-** of the d that do not fit f16 (inf or NaN bits), which stop the row. */
-TM_AVX2_F16C TM_INLINE int scales_x8(__m256 d, uint16_t h[8], float df[8], float id[8]) {
-    const __m128i hv = _mm256_cvtps_ph(d, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    _mm_storeu_si128((__m128i *)(void *)h, hv);
-    _mm256_storeu_ps(df, _mm256_cvtph_ps(hv));
-    __m256 inv = _mm256_div_ps(_mm256_set1_ps(1.0f), d);
-    const __m256 inf = _mm256_set1_ps(INFINITY);
-    inv = _mm256_andnot_ps(_mm256_cmp_ps(_mm256_andnot_ps(_mm256_set1_ps(-0.0f), inv), inf, _CMP_EQ_OQ), inv);
-    _mm256_storeu_ps(id, inv);
-    const __m128i e = _mm_set1_epi16(0x7c00);
-    return _mm_movemask_epi8(_mm_cmpeq_epi16(_mm_and_si128(hv, e), e));
-}
-
 /* roundf(v) (half away from zero) for |v| < 2^23, as int32 lanes: t = trunc|v|; the
 ** difference |v| - t is exact, so "+1 when it is >= 0.5" is exactly roundf. */
 TM_AVX2_F16C TM_INLINE __m256i roundf_epi32(__m256 v) {
@@ -219,23 +169,9 @@ TM_AVX2_F16C TM_INLINE int64_t q4_0_x8(const float *x, int64_t nb, uint8_t *y, t
     int64_t ret = -1;
     for (int64_t b = 0; b < nb; b += 8) {
         const int nk = nb - b < 8 ? (int)(nb - b) : 8;
-        int32_t am[8];
-        float mx[8] = {0};
-        _mm256_storeu_si256((__m256i *)(void *)am, absmax_x8(x, nk));
-        for (int k = 0; k < nk; k++) {
-            if (am[k] == 0) continue; /* all zero: +0, as the scalar scan leaves it */
-            const __m256i va = _mm256_set1_epi32(am[k]), mag = _mm256_set1_epi32(0x7fffffff);
-            const __m256i *p = (const __m256i *)(const void *)(x + 32 * k);
-            uint32_t bits = 0;
-            for (int i = 0; i < 4; i++) {
-                __m256i eq = _mm256_cmpeq_epi32(_mm256_and_si256(mag, _mm256_loadu_si256(p + i)), va);
-                bits |= (uint32_t)_mm256_movemask_ps(_mm256_castsi256_ps(eq)) << (8 * i);
-            }
-            mx[k] = x[32 * k + __builtin_ctz(bits)]; /* bits != 0: am[k] is one of the patterns */
-        }
         uint16_t h[8];
         float df[8], id[8];
-        int bad = scales_x8(_mm256_div_ps(_mm256_loadu_ps(mx), _mm256_set1_ps(-8.0f)), h, df, id) & ((1 << (2 * nk)) - 1);
+        int bad = scales_x8(_mm256_div_ps(signed_absmax_x8(x, nk), _mm256_set1_ps(-8.0f)), h, df, id) & ((1 << (2 * nk)) - 1);
         const int kend = bad ? __builtin_ctz((unsigned)bad) / 2 : nk;
         const __m256 half = _mm256_set1_ps(8.5f);
         const __m256i fifteen = _mm256_set1_epi32(15), eight = _mm256_set1_epi32(8);

@@ -369,12 +369,10 @@ TM_AVX2 TM_INLINE void qx_x8(const float *x, const float *w, const int n, const 
     const __m256 lo = _mm256_set1_ps((float)-nmax), hi = _mm256_set1_ps((float)(nmax - 1));
     __m256 amax = zero, max = zero;
     xt[0] = wt[0] = wx[0] = zero;
-    if (n == 16) { /* lane k = sub-block k: two transposes instead of 16 gathers */
-        transpose8(x, 16, xt);
-        transpose8(x + 8, 16, xt + 8);
-        if (w) {
-            transpose8(w, 16, wt);
-            transpose8(w + 8, 16, wt + 8);
+    if (n == 16 || n == 32) { /* lane k = sub-block k: n / 8 transposes instead of n gathers */
+        for (int c = 0; c < n; c += 8) {
+            transpose8(x + c, n, xt + c);
+            if (w) transpose8(w + c, n, wt + c);
         }
     } else {
         for (int i = 0; i < n; i++) xt[i] = _mm256_i32gather_ps(x + i, idx, 4);
@@ -428,17 +426,20 @@ TM_AVX2 TM_INLINE void qx_x8(const float *x, const float *w, const int n, const 
     scale = _mm256_andnot_ps(allzero, scale); /* all-zero sub-blocks: codes 0, scale 0 */
     __m256i az = _mm256_castps_si256(allzero);
     _mm256_storeu_ps(scales, scale);
-    if (n == 16) { /* transpose back: row k = sub-block k's 16 codes (0..2 nmax - 1) as bytes */
-        __m256 c[16], ra[8], rb[8];
-        for (int i = 0; i < 16; i++)
-            c[i] = _mm256_castsi256_ps(_mm256_andnot_si256(az, _mm256_add_epi32(_mm256_cvttps_epi32(Lv[i]), _mm256_set1_epi32(nmax))));
-        transpose8r(c, ra);
-        transpose8r(c + 8, rb);
-        for (int k = 0; k < 8; k++) {
-            __m256i p = _mm256_packs_epi32(_mm256_castps_si256(ra[k]), _mm256_castps_si256(rb[k]));
-            p = _mm256_permute4x64_epi64(p, 0xD8); /* codes 0-7, 8-15 as int16 in order */
-            _mm_storeu_si128((__m128i *)(void *)(L + 16 * k),
-                             _mm_packs_epi16(_mm256_castsi256_si128(p), _mm256_extracti128_si256(p, 1)));
+    if (n == 16 || n == 32) { /* transpose back: row k = sub-block k's n codes (0..2 nmax - 1) as bytes */
+        for (int h = 0; h < n; h += 16) {
+            __m256 c[16], ra[8], rb[8];
+            for (int i = 0; i < 16; i++)
+                c[i] = _mm256_castsi256_ps(
+                    _mm256_andnot_si256(az, _mm256_add_epi32(_mm256_cvttps_epi32(Lv[h + i]), _mm256_set1_epi32(nmax))));
+            transpose8r(c, ra);
+            transpose8r(c + 8, rb);
+            for (int k = 0; k < 8; k++) {
+                __m256i p = _mm256_packs_epi32(_mm256_castps_si256(ra[k]), _mm256_castps_si256(rb[k]));
+                p = _mm256_permute4x64_epi64(p, 0xD8); /* codes h..h+7, h+8..h+15 as int16 in order */
+                _mm_storeu_si128((__m128i *)(void *)(L + n * k + h),
+                                 _mm_packs_epi16(_mm256_castsi256_si128(p), _mm256_extracti128_si256(p, 1)));
+            }
         }
         return;
     }
@@ -451,7 +452,10 @@ TM_AVX2 TM_INLINE void qx_x8(const float *x, const float *w, const int n, const 
 }
 
 TM_AVX2 void tm__gq_qx_x8_avx2(const float *x, const float *w, int n, int nmax, int8_t *L, float *scales) {
-    if (n == 16 && nmax == 32 && !w) qx_x8(x, NULL, 16, 32, L, scales); /* Q6_K: constants the compiler unrolls */
+    /* constants the compiler unrolls: Q6_K, and Q4_0 / Q5_0 with an importance matrix */
+    if (n == 16 && nmax == 32 && !w) qx_x8(x, NULL, 16, 32, L, scales);
+    else if (n == 32 && nmax == 8 && w) qx_x8(x, w, 32, 8, L, scales);
+    else if (n == 32 && nmax == 16 && w) qx_x8(x, w, 32, 16, L, scales);
     else qx_x8(x, w, n, nmax, L, scales);
 }
 #endif

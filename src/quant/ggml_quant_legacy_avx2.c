@@ -17,8 +17,7 @@
 ** path then finds the reference's error). tests/unit/test_ggml_quant.c compares both paths.
 */
 #include "ggml_quant_impl.h"
-#include "tensormorph/ggml.h"
-#include "tensormorph/ggml_quant.h"
+#include "ggml_traits.h"
 
 #ifdef TM__GQ_HAVE_AVX2
 #include "ggml_quant_avx2_blk.h"
@@ -191,7 +190,8 @@ TM_AVX2_F16C TM_INLINE int q5_0_x8(const float *x, int nk, uint8_t *y) {
 }
 
 /* A row of nb blocks of one type, eight at a time; with acc, each group's error from its bytes
-** dequantized (tm_ggml_dequantize), added with tm__gq_err_add as the row path adds it. */
+** dequantized by the type's dequantizer (ggml_dequant.c), added in the error lanes
+** (tm__gq_err_lanes_avx2: the bits of tm__gq_err_add, as the row path adds it). */
 TM_AVX2_F16C TM_INLINE int64_t legacy_row(const float *x, int64_t nb, uint8_t *y, tm__gq_err *acc, const int type) {
     const int bs = type == TM_GGML_Q4_1 ? 20 : type == TM_GGML_Q5_1 ? 24 : 22;
     for (int64_t b = 0; b < nb; b += 8) {
@@ -201,10 +201,13 @@ TM_AVX2_F16C TM_INLINE int64_t legacy_row(const float *x, int64_t nb, uint8_t *y
         const int done = type == TM_GGML_Q5_0 ? q5_0_x8(xb, nk, yb) : qx_1_x8(xb, nk, yb, type == TM_GGML_Q5_1);
         if (acc && done > 0) {
             float dq[256];
-            tm_err e;
-            if (tm_ggml_dequantize(type, yb, (uint64_t)done * (uint64_t)bs, (int64_t)done * 32, dq, &e) != TM_OK)
-                return b; /* not reached: the blocks were just written */
-            tm__gq_err_add(acc, xb, dq, (int64_t)done * 32, NULL);
+            for (int k = 0; k < done; k++) {
+                const uint8_t *q = yb + (size_t)k * (size_t)bs;
+                if (type == TM_GGML_Q4_1) tm__ggml_dq_q4_1(q, dq + 32 * k, NULL);
+                else if (type == TM_GGML_Q5_1) tm__ggml_dq_q5_1(q, dq + 32 * k, NULL);
+                else tm__ggml_dq_q5_0(q, dq + 32 * k, NULL);
+            }
+            tm__gq_err_lanes_avx2(acc, xb, dq, (int64_t)done * 32);
         }
         if (done < nk) return b + done;
     }

@@ -999,11 +999,10 @@ static tm_status legacy_row_imx(int type, const tm_ggml_type_info *t, const floa
         const float *xb = x + 32 * ib, *w = qw + 32 * ib;
         uint8_t *yb = y + (size_t)ib * t->type_size;
         float weight[32];
-        for (int j = 0; j < 32; ++j) weight[j] = w[j] * sqrtf(sigma2 + xb[j] * xb[j]);
 #ifdef TM__GQ_HAVE_AVX2
-        /* Q4_1 / Q5_1: eight blocks' searches at once, one per lane (same results) */
+        /* eight blocks' weights and searches at once, one block per lane (same results) */
         if (simd && ib % 8 == 0 && nb - ib >= 8) {
-            for (int k = 0; k < 256; k++) w8[k] = w[k] * sqrtf(sigma2 + xb[k] * xb[k]);
+            tm__gq_legacy_weights_avx2(xb, w, sigma2, 256, w8);
             if (has_min) tm__gq_qkx2_x8_avx2(xb, w8, 32, nmax1, -0.9f, 0.05f, 36, 0, L8, d8, m8);
             else tm__gq_qx_x8_avx2(xb, w8, 32, type == TM_GGML_Q4_0 ? 8 : 16, (int8_t *)L8, d8);
         }
@@ -1012,6 +1011,8 @@ static tm_status legacy_row_imx(int type, const tm_ggml_type_info *t, const floa
         const int lane = -1;
         (void)L8; (void)w8; (void)d8; (void)m8; (void)has_min; (void)nmax1;
 #endif
+        if (lane < 0)
+            for (int j = 0; j < 32; ++j) weight[j] = w[j] * sqrtf(sigma2 + xb[j] * xb[j]);
         tm_status st;
         int q[32];
         if (type == TM_GGML_Q4_0 || type == TM_GGML_Q5_0) {
@@ -1143,10 +1144,12 @@ tm_status tm__gq_rows_q3_k_avx2(const tm_ggml_type_info *t, const float *x, cons
 }
 GQ_ROWS_IMX_S(tm__gq_rows_q4_k_avx2, q4_k0_block_avx2, TM_GGML_Q4_K, k_row_imx, 1)
 GQ_ROWS_IMX_S(tm__gq_rows_q5_k_avx2, q5_k0_block_avx2, TM_GGML_Q5_K, k_row_imx, 1)
-GQ_ROWS_IMX_S(tm__gq_rows_q4_1_avx2, q4_1_block, TM_GGML_Q4_1, legacy_row_imx, 1)
 GQ_ROWS_IMX_S(tm__gq_rows_q4_0_avx2, q4_0_block, TM_GGML_Q4_0, legacy_row_imx, 1)
-GQ_ROWS_IMX_S(tm__gq_rows_q5_0_avx2, q5_0_block, TM_GGML_Q5_0, legacy_row_imx, 1)
 GQ_ROWS_IMX_S(tm__gq_rows_q6_k_avx2, q6_k_block, TM_GGML_Q6_K, k_row_imx, 1)
+/* Q4_1 / Q5_0 / Q5_1: the reference without importance matrix (their eight-block kernels take
+** that path, quantize_err); with one, the eight-lane searches */
+GQ_ROWS_IMX_S(tm__gq_rows_q4_1_avx2, q4_1_block, TM_GGML_Q4_1, legacy_row_imx, 1)
+GQ_ROWS_IMX_S(tm__gq_rows_q5_0_avx2, q5_0_block, TM_GGML_Q5_0, legacy_row_imx, 1)
 GQ_ROWS_IMX_S(tm__gq_rows_q5_1_avx2, q5_1_block, TM_GGML_Q5_1, legacy_row_imx, 1)
 #endif
 

@@ -22,9 +22,7 @@
 #include <immintrin.h>
 #include <math.h>
 
-#define TM_AVX2 __attribute__((target("avx2")))
-#define TM_AVX2_F16C __attribute__((target("avx2,f16c")))
-#define TM_INLINE static inline __attribute__((always_inline))
+#include "ggml_quant_avx2_blk.h"
 
 /* Error lanes and the Q8_0 / Q4_0 kernels follow below. */
 #endif
@@ -116,54 +114,6 @@ TM_AVX2 void tm__gq_q3_k_codes_avx2(const float *x, const float *d, int8_t *L) {
 /* Q8_0 and Q4_0, 8 blocks at a time                                                         */
 /* ---------------------------------------------------------------------------------------- */
 
-/* Per-lane max of the 32-bit patterns of two vectors' adjacent pairs: lane-wise within each
-** 128-bit half, [a0 a1 | a2 a3 | b0 b1 | b2 b3] -> [max a0,a1; max a2,a3; max b0,b1; max b2,b3]. */
-TM_AVX2_F16C TM_INLINE __m256i pairmax(__m256i a, __m256i b) {
-    const __m256 fa = _mm256_castsi256_ps(a), fb = _mm256_castsi256_ps(b);
-    return _mm256_max_epi32(_mm256_castps_si256(_mm256_shuffle_ps(fa, fb, 0x88)),
-                            _mm256_castps_si256(_mm256_shuffle_ps(fa, fb, 0xDD)));
-}
-
-/* The largest magnitude of each of nk (1..8) blocks of 32 values, block k in lane k (0 in the
-** lanes past nk), as an integer max of the magnitudes' bit patterns: for non-negative floats that
-** order is the float order (exact, order-free), and a NaN, whose pattern is above +inf's, is
-** never dropped, so a lane is non-finite exactly when its block holds a NaN or inf. */
-TM_AVX2_F16C TM_INLINE __m256i absmax_x8(const float *x, int nk) {
-    const __m256i mag = _mm256_set1_epi32(0x7fffffff);
-    __m256i m[8];
-    for (int k = 0; k < 8; k++) {
-        if (k >= nk) {
-            m[k] = _mm256_setzero_si256();
-            continue;
-        }
-        const __m256i *p = (const __m256i *)(const void *)(x + 32 * k);
-        __m256i a = _mm256_max_epi32(_mm256_and_si256(mag, _mm256_loadu_si256(p)),
-                                     _mm256_and_si256(mag, _mm256_loadu_si256(p + 1)));
-        __m256i c = _mm256_max_epi32(_mm256_and_si256(mag, _mm256_loadu_si256(p + 2)),
-                                     _mm256_and_si256(mag, _mm256_loadu_si256(p + 3)));
-        m[k] = _mm256_max_epi32(a, c);
-    }
-    const __m256i b0 = pairmax(pairmax(m[0], m[1]), pairmax(m[2], m[3]));
-    const __m256i b1 = pairmax(pairmax(m[4], m[5]), pairmax(m[6], m[7]));
-    return _mm256_max_epi32(_mm256_permute2x128_si256(b0, b1, 0x20), _mm256_permute2x128_si256(b0, b1, 0x31));
-}
-
-/* d (8 lanes) -> its f16 bits (F16C, round to nearest even: tm_f32_to_f16's bits for every
-** float, NaN and inf included), the f16 value read back as the dequantizer reads it (exact),
-** and id = 1/d with the scalar rule (0 where d is 0 or 1/d overflows); returns the lane mask
-** of the d that do not fit f16 (inf or NaN bits), which stop the row. */
-TM_AVX2_F16C TM_INLINE int scales_x8(__m256 d, uint16_t h[8], float df[8], float id[8]) {
-    const __m128i hv = _mm256_cvtps_ph(d, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    _mm_storeu_si128((__m128i *)(void *)h, hv);
-    _mm256_storeu_ps(df, _mm256_cvtph_ps(hv));
-    __m256 inv = _mm256_div_ps(_mm256_set1_ps(1.0f), d);
-    const __m256 inf = _mm256_set1_ps(INFINITY);
-    inv = _mm256_andnot_ps(_mm256_cmp_ps(_mm256_andnot_ps(_mm256_set1_ps(-0.0f), inv), inf, _CMP_EQ_OQ), inv);
-    _mm256_storeu_ps(id, inv);
-    const __m128i e = _mm_set1_epi16(0x7c00);
-    return _mm_movemask_epi8(_mm_cmpeq_epi16(_mm_and_si128(hv, e), e));
-}
-
 /* roundf(v) (half away from zero) for |v| < 2^23, as int32 lanes: t = trunc|v|; the
 ** difference |v| - t is exact, so "+1 when it is >= 0.5" is exactly roundf. */
 TM_AVX2_F16C TM_INLINE __m256i roundf_epi32(__m256 v) {
@@ -219,23 +169,9 @@ TM_AVX2_F16C TM_INLINE int64_t q4_0_x8(const float *x, int64_t nb, uint8_t *y, t
     int64_t ret = -1;
     for (int64_t b = 0; b < nb; b += 8) {
         const int nk = nb - b < 8 ? (int)(nb - b) : 8;
-        int32_t am[8];
-        float mx[8] = {0};
-        _mm256_storeu_si256((__m256i *)(void *)am, absmax_x8(x, nk));
-        for (int k = 0; k < nk; k++) {
-            if (am[k] == 0) continue; /* all zero: +0, as the scalar scan leaves it */
-            const __m256i va = _mm256_set1_epi32(am[k]), mag = _mm256_set1_epi32(0x7fffffff);
-            const __m256i *p = (const __m256i *)(const void *)(x + 32 * k);
-            uint32_t bits = 0;
-            for (int i = 0; i < 4; i++) {
-                __m256i eq = _mm256_cmpeq_epi32(_mm256_and_si256(mag, _mm256_loadu_si256(p + i)), va);
-                bits |= (uint32_t)_mm256_movemask_ps(_mm256_castsi256_ps(eq)) << (8 * i);
-            }
-            mx[k] = x[32 * k + __builtin_ctz(bits)]; /* bits != 0: am[k] is one of the patterns */
-        }
         uint16_t h[8];
         float df[8], id[8];
-        int bad = scales_x8(_mm256_div_ps(_mm256_loadu_ps(mx), _mm256_set1_ps(-8.0f)), h, df, id) & ((1 << (2 * nk)) - 1);
+        int bad = scales_x8(_mm256_div_ps(signed_absmax_x8(x, nk), _mm256_set1_ps(-8.0f)), h, df, id) & ((1 << (2 * nk)) - 1);
         const int kend = bad ? __builtin_ctz((unsigned)bad) / 2 : nk;
         const __m256 half = _mm256_set1_ps(8.5f);
         const __m256i fifteen = _mm256_set1_epi32(15), eight = _mm256_set1_epi32(8);
@@ -433,12 +369,10 @@ TM_AVX2 TM_INLINE void qx_x8(const float *x, const float *w, const int n, const 
     const __m256 lo = _mm256_set1_ps((float)-nmax), hi = _mm256_set1_ps((float)(nmax - 1));
     __m256 amax = zero, max = zero;
     xt[0] = wt[0] = wx[0] = zero;
-    if (n == 16) { /* lane k = sub-block k: two transposes instead of 16 gathers */
-        transpose8(x, 16, xt);
-        transpose8(x + 8, 16, xt + 8);
-        if (w) {
-            transpose8(w, 16, wt);
-            transpose8(w + 8, 16, wt + 8);
+    if (n == 16 || n == 32) { /* lane k = sub-block k: n / 8 transposes instead of n gathers */
+        for (int c = 0; c < n; c += 8) {
+            transpose8(x + c, n, xt + c);
+            if (w) transpose8(w + c, n, wt + c);
         }
     } else {
         for (int i = 0; i < n; i++) xt[i] = _mm256_i32gather_ps(x + i, idx, 4);
@@ -492,17 +426,20 @@ TM_AVX2 TM_INLINE void qx_x8(const float *x, const float *w, const int n, const 
     scale = _mm256_andnot_ps(allzero, scale); /* all-zero sub-blocks: codes 0, scale 0 */
     __m256i az = _mm256_castps_si256(allzero);
     _mm256_storeu_ps(scales, scale);
-    if (n == 16) { /* transpose back: row k = sub-block k's 16 codes (0..2 nmax - 1) as bytes */
-        __m256 c[16], ra[8], rb[8];
-        for (int i = 0; i < 16; i++)
-            c[i] = _mm256_castsi256_ps(_mm256_andnot_si256(az, _mm256_add_epi32(_mm256_cvttps_epi32(Lv[i]), _mm256_set1_epi32(nmax))));
-        transpose8r(c, ra);
-        transpose8r(c + 8, rb);
-        for (int k = 0; k < 8; k++) {
-            __m256i p = _mm256_packs_epi32(_mm256_castps_si256(ra[k]), _mm256_castps_si256(rb[k]));
-            p = _mm256_permute4x64_epi64(p, 0xD8); /* codes 0-7, 8-15 as int16 in order */
-            _mm_storeu_si128((__m128i *)(void *)(L + 16 * k),
-                             _mm_packs_epi16(_mm256_castsi256_si128(p), _mm256_extracti128_si256(p, 1)));
+    if (n == 16 || n == 32) { /* transpose back: row k = sub-block k's n codes (0..2 nmax - 1) as bytes */
+        for (int h = 0; h < n; h += 16) {
+            __m256 c[16], ra[8], rb[8];
+            for (int i = 0; i < 16; i++)
+                c[i] = _mm256_castsi256_ps(
+                    _mm256_andnot_si256(az, _mm256_add_epi32(_mm256_cvttps_epi32(Lv[h + i]), _mm256_set1_epi32(nmax))));
+            transpose8r(c, ra);
+            transpose8r(c + 8, rb);
+            for (int k = 0; k < 8; k++) {
+                __m256i p = _mm256_packs_epi32(_mm256_castps_si256(ra[k]), _mm256_castps_si256(rb[k]));
+                p = _mm256_permute4x64_epi64(p, 0xD8); /* codes h..h+7, h+8..h+15 as int16 in order */
+                _mm_storeu_si128((__m128i *)(void *)(L + n * k + h),
+                                 _mm_packs_epi16(_mm256_castsi256_si128(p), _mm256_extracti128_si256(p, 1)));
+            }
         }
         return;
     }
@@ -515,7 +452,10 @@ TM_AVX2 TM_INLINE void qx_x8(const float *x, const float *w, const int n, const 
 }
 
 TM_AVX2 void tm__gq_qx_x8_avx2(const float *x, const float *w, int n, int nmax, int8_t *L, float *scales) {
-    if (n == 16 && nmax == 32 && !w) qx_x8(x, NULL, 16, 32, L, scales); /* Q6_K: constants the compiler unrolls */
+    /* constants the compiler unrolls: Q6_K, and Q4_0 / Q5_0 with an importance matrix */
+    if (n == 16 && nmax == 32 && !w) qx_x8(x, NULL, 16, 32, L, scales);
+    else if (n == 32 && nmax == 8 && w) qx_x8(x, w, 32, 8, L, scales);
+    else if (n == 32 && nmax == 16 && w) qx_x8(x, w, 32, 16, L, scales);
     else qx_x8(x, w, n, nmax, L, scales);
 }
 #endif

@@ -46,6 +46,17 @@ tm_status tm__gq_quantize_row_err(int type, const float *x, int64_t n, const flo
 ** AVX2 and F16C (the kernel sets "avx2" and "avx512", kernels.h). */
 int64_t tm__gq_q8_0_avx2(const float *x, int64_t nb, uint8_t *y, tm__gq_err *acc);
 int64_t tm__gq_q4_0_avx2(const float *x, int64_t nb, uint8_t *y, tm__gq_err *acc);
+/* nb blocks of 32 values from x into Q4_1 / Q5_0 / Q5_1 blocks at y (ggml_quant_legacy_avx2.c),
+** byte-identical to the scalar q4_1_block / q5_0_block / q5_1_block; as tm__gq_q4_0_avx2: the
+** index of the first block that holds a NaN or inf or whose d (or m) does not fit f16 (nothing
+** written from it on), or -1; with acc, the error of the blocks before it added (x's index 0
+** lane-aligned). Call only when AVX2 and F16C (the kernel sets "avx2", "avx512"). */
+int64_t tm__gq_q4_1_avx2(const float *x, int64_t nb, uint8_t *y, tm__gq_err *acc);
+int64_t tm__gq_q5_0_avx2(const float *x, int64_t nb, uint8_t *y, tm__gq_err *acc);
+int64_t tm__gq_q5_1_avx2(const float *x, int64_t nb, uint8_t *y, tm__gq_err *acc);
+/* The legacy types' importance weights, qw[j] * sqrtf(sigma2 + x[j] * x[j]) for j < n (a
+** multiple of 8) into w, as the scalar expression (ggml_quant_legacy_avx2.c). */
+void tm__gq_legacy_weights_avx2(const float *x, const float *qw, float sigma2, int64_t n, float *w);
 /* Q6_K's final codes of one super-block (256 values at x): for each sub-block j of 16 with
 ** d[j] != 0, L = clamp(nearest_int(x / d[j]), -32, 31) + 32 (sub-blocks with d[j] == 0 keep
 ** their L), as the scalar q6_k code; with acc non-NULL (x lane-aligned as above), the error of

@@ -420,13 +420,14 @@ static void test_err_fused_matches_ref(void **state) {
     enum { MAXN = 40 * 256 };
     static float x[MAXN], dq[MAXN], dq2[MAXN];
     static uint8_t a[MAXN * 2], b[MAXN * 2];
-    const int types[] = {TM_GGML_Q8_0, TM_GGML_Q4_0, TM_GGML_Q6_K, TM_GGML_Q4_K, TM_GGML_Q5_0, TM_GGML_F16, TM_GGML_IQ4_NL};
+    const int types[] = {TM_GGML_Q8_0, TM_GGML_Q4_0, TM_GGML_Q4_1, TM_GGML_Q5_0, TM_GGML_Q5_1, TM_GGML_Q6_K,
+                         TM_GGML_Q4_K, TM_GGML_F16, TM_GGML_IQ4_NL};
     int checked = 0;
     for (size_t k = 0; k < sizeof types / sizeof types[0]; k++) {
         const int type = types[k];
         const int blk = tm_ggml_type_info_get(type)->block_size > 1 ? (int)tm_ggml_type_info_get(type)->block_size : 8;
         for (int kind = 0; kind < 12; kind++) {
-            for (int nb = 1; nb <= 40; nb += (type == TM_GGML_Q8_0 || type == TM_GGML_Q4_0) ? 1 : 13) {
+            for (int nb = 1; nb <= 40; nb += tm_ggml_type_info_get(type)->block_size == 32 ? 1 : 13) {
                 const int64_t n = (int64_t)nb * blk;
                 fill(x, n, kind);
                 /* three calls: two lane-aligned pieces and the rest */
@@ -515,6 +516,77 @@ static void test_k_simd_imatrix_matches_ref(void **state) {
     printf("K-quant SIMD vs scalar: %d rows checked\n", checked);
 }
 
+/* fill()'s kinds, then the legacy kernels' edge cases: 12 signed zeros in random order (the
+** scalar's min / max keep the first zero's sign), 13 values <= 0 with zeros (a zero max), 14
+** spans that overflow f16's d, 15 a min that overflows f16 while d fits, 16 deep subnormals,
+** 17 a constant per block, 18 one huge value in a block of tiny ones. */
+static void fill_legacy(float *x, int64_t n, int kind) {
+    if (kind < 12) {
+        fill(x, n, kind);
+        return;
+    }
+    for (int64_t i = 0; i < n; i++) {
+        const double u = unit();
+        const int blk = (int)(i / 32);
+        switch (kind) {
+        case 12: x[i] = (xs() & 3) == 0 ? (float)u * (blk % 3 ? 1.0f : 0.0f) : ((xs() & 1) ? 0.0f : -0.0f); break;
+        case 13: x[i] = (xs() & 1) ? -(float)(u * u) : ((xs() & 1) ? 0.0f : -0.0f); break;
+        case 14: x[i] = (float)u * (blk % 5 == 3 ? 3e6f : 1.0f); break;
+        case 15: x[i] = (blk % 4 == 1 ? -70000.0f : 0.0f) + (float)u; break;
+        case 16: x[i] = (float)u * 1e-44f; break;
+        case 17: x[i] = (float)(blk - 20) * 0.37f; break;
+        default: x[i] = (i % 32 == (i / 32) % 32) ? (float)u * 1e4f : (float)u * 1e-30f; break;
+        }
+    }
+}
+
+/* The legacy AVX2 kernels (Q4_1 / Q5_0 / Q5_1 eight blocks at a time, the imatrix weights and
+** searches of all four, Q4_0 / Q8_0's fused kernels) against the scalar reference, with and
+** without an importance matrix (one row, and 3 rows sharing it): every kind of fill_legacy,
+** 1..40 blocks (not multiples of 8 too); same status, block, message and bytes (up to the
+** failing block). */
+static void test_legacy_simd_matches_ref(void **state) {
+    (void)state;
+    enum { MAXN = 3 * 40 * 32 };
+    static float x[MAXN], qw[MAXN], dq[MAXN];
+    static uint8_t a[MAXN * 2], b[MAXN * 2];
+    const int types[] = {TM_GGML_Q4_0, TM_GGML_Q4_1, TM_GGML_Q5_0, TM_GGML_Q5_1, TM_GGML_Q8_0};
+    int checked = 0, failed = 0;
+    for (size_t k = 0; k < sizeof types / sizeof types[0]; k++)
+        for (int kind = 0; kind < 19; kind++)
+            for (int nb = 1; nb <= 40; nb += (nb < 17 ? 1 : 7))
+                for (int with = 0; with < 3; with++) {
+                    const int rows = with == 2 ? 3 : 1;
+                    const int64_t n_row = (int64_t)nb * 32, n = rows * n_row;
+                    fill_legacy(x, n, kind);
+                    for (int64_t i = 0; i < n_row; i++) qw[i] = (float)(unit() + 0.5) * (i % 11 ? 1.0f : 1e-3f);
+                    int64_t b1 = -1, b2 = -1;
+                    tm_err e1, e2;
+                    memset(&e1, 0, sizeof e1);
+                    memset(&e2, 0, sizeof e2);
+                    memset(a, 0, sizeof a);
+                    memset(b, 0, sizeof b);
+                    const float *w = with ? qw : NULL;
+                    tm_status s1 = tm__gq_quantize_row_err(types[k], x, n, w, n_row, a, dq, NULL, &b1, NULL, &e1);
+                    tm_status s2 = tm__gq_quantize_row_err(types[k], x, n, w, n_row, b, dq, NULL, &b2, &tm__kernels_ref, &e2);
+                    assert_int_equal(s1, s2);
+                    assert_int_equal(b1, b2);
+                    if (s1 == TM_OK) {
+                        if (memcmp(a, b, (size_t)row_bytes(types[k], n)) != 0)
+                            fail_msg("%s kind %d nb %d imatrix %d: SIMD and scalar bytes differ",
+                                     tm_ggml_type_info_get(types[k])->name, kind, nb, with);
+                        checked++;
+                    } else {
+                        assert_string_equal(e1.msg, e2.msg);
+                        assert_memory_equal(a, b, (size_t)b1 * tm_ggml_type_info_get(types[k])->type_size);
+                        failed++;
+                    }
+                }
+    assert_true(checked > 4800); /* of 5700: kinds 14, 15 (and 7 for Q4_1/Q5_1) fail by design */
+    assert_true(failed > 400);
+    printf("legacy SIMD vs scalar: %d rows equal, %d failing rows equal\n", checked, failed);
+}
+
 /* NaN / inf / an f16-overflowing block anywhere in a row, with and without an accumulator:
 ** the SIMD path gives the reference's status, block, message and bytes before the block. */
 static void test_simd_nonfinite_and_overflow(void **state) {
@@ -523,8 +595,8 @@ static void test_simd_nonfinite_and_overflow(void **state) {
     static float x[N], dq[N];
     static uint8_t a[N * 2], b[N * 2];
     const float bad[] = {NAN, -NAN, INFINITY, -INFINITY, 1e9f, -3e8f};
-    const int types[] = {TM_GGML_Q8_0, TM_GGML_Q4_0};
-    for (size_t t = 0; t < 2; t++)
+    const int types[] = {TM_GGML_Q8_0, TM_GGML_Q4_0, TM_GGML_Q4_1, TM_GGML_Q5_0, TM_GGML_Q5_1};
+    for (size_t t = 0; t < sizeof types / sizeof types[0]; t++)
         for (size_t v = 0; v < sizeof bad / sizeof bad[0]; v++)
             for (int pos = 0; pos < N; pos += 97)
                 for (int with_acc = 0; with_acc < 2; with_acc++) {
@@ -676,6 +748,7 @@ int main(void) {
         cmocka_unit_test(test_simd_matches_ref),
         cmocka_unit_test(test_err_fused_matches_ref),
         cmocka_unit_test(test_k_simd_imatrix_matches_ref),
+        cmocka_unit_test(test_legacy_simd_matches_ref),
         cmocka_unit_test(test_simd_nonfinite_and_overflow),
         cmocka_unit_test(test_f16c_scale_matches_ref),
         cmocka_unit_test(test_f16_widening_ragged),

@@ -19,7 +19,8 @@
 **     min(x, 113), which maps NaN and +inf to 15 as the scalar code does;
 **   - the weights qw sqrt(sigma2 + x^2) (correctly rounded square roots) or x^2.
 ** IQ3_XXS / IQ3_S (tm__iq3_trials_avx2): the scale trials 8 to a register, each lane the scalar
-** trial; the best neighbour of an off-grid key with the rows of its list in lanes.
+** trial; the best neighbour of an off-grid key for all the register's trials with that key at
+** once, each lane at its own scale, the rows of its list in turn.
 ** IQ2_XXS / IQ2_XS / IQ2_S (tm__iq2_best_avx2): the best neighbour with the candidates in lanes.
 ** IQ2_XS / IQ2_S / IQ2_XXS (tm__iq2_trials16_avx2, tm__iq2_trials32_avx2): the scale trials of a
 ** sub-block of 16 / 32 in lanes.

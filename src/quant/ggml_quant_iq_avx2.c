@@ -19,7 +19,8 @@
 **     min(x, 113), which maps NaN and +inf to 15 as the scalar code does;
 **   - the weights qw sqrt(sigma2 + x^2) (correctly rounded square roots) or x^2.
 ** IQ3_XXS / IQ3_S (tm__iq3_trials_avx2): the scale trials 8 to a register, each lane the scalar
-** trial; the best neighbour of an off-grid key with the rows of its list in lanes.
+** trial; the best neighbour of an off-grid key for all the register's trials with that key at
+** once, each lane at its own scale, the rows of its list in turn.
 ** IQ2_XXS / IQ2_XS / IQ2_S (tm__iq2_best_avx2): the best neighbour with the candidates in lanes.
 ** IQ2_XS / IQ2_S / IQ2_XXS (tm__iq2_trials16_avx2, tm__iq2_trials32_avx2): the scale trials of a
 ** sub-block of 16 / 32 in lanes.
@@ -35,7 +36,6 @@
 #include "ggml_quant_iq2.h"
 
 #include <float.h>
-#include <pthread.h>
 #include <stdlib.h>
 
 #ifdef TM__GQ_HAVE_AVX2
@@ -300,142 +300,40 @@ TM_AVX2 tm_status tm__gq_rows_iq4_xs_avx2(const tm_ggml_type_info *ti, const flo
 /* IQ3_XXS / IQ3_S: the scale trials, 8 to a register                                        */
 /* ---------------------------------------------------------------------------------------- */
 
-/* The neighbour lists as candidate values side by side: for off-grid key u of grid g,
-** cq[off[u] + i * n8 + j] is the value 2l + 1 at position i (0..3) of the list's j-th row
-** (n8 = the list's length rounded up to 8; padding repeats the last row and is masked). Built
-** once per grid from tm__iq3_tables (thread-safe); NULL on allocation failure. */
-typedef struct iq3_cand {
-    int32_t off[4096];
-    int8_t *cq;
-} iq3_cand;
-
-static iq3_cand g_cand[2];
-static int g_cand_ok[2];
-static pthread_once_t g_cand_once[2] = {PTHREAD_ONCE_INIT, PTHREAD_ONCE_INIT};
-static const tm__iq3_tables *g_cand_src[2];
-
-static void cand_build(int which) {
-    const tm__iq3_tables *t = __atomic_load_n(&g_cand_src[which], __ATOMIC_ACQUIRE);
-    iq3_cand *c = &g_cand[which];
-    size_t total = 0;
-    for (int u = 0; u < 4096; u++)
-        if (t->map[u] < 0) total += 4 * (size_t)((t->nb[-t->map[u] - 1] + 7) & ~7);
-    c->cq = malloc(total ? total : 1);
-    if (!c->cq) return;
-    size_t at = 0;
-    for (int u = 0; u < 4096; u++) {
-        c->off[u] = -1;
-        if (t->map[u] >= 0) continue;
-        const uint16_t *nb = t->nb + (-t->map[u] - 1);
-        const int n = nb[0], n8 = (n + 7) & ~7;
-        c->off[u] = (int32_t)at;
-        for (int i = 0; i < 4; i++)
-            for (int j = 0; j < n8; j++) c->cq[at + (size_t)i * n8 + j] = t->grid[nb[1 + (j < n ? j : n - 1)]][i];
-        at += 4 * (size_t)n8;
-    }
-    g_cand_ok[which] = 1;
-}
-static void cand_once0(void) { cand_build(0); }
-static void cand_once1(void) { cand_build(1); }
-
-static const iq3_cand *cand_get(const tm__iq3_tables *t) {
-    const int which = t->rows == 256 ? 0 : 1;
-    __atomic_store_n(&g_cand_src[which], t, __ATOMIC_RELEASE); /* always the same tables: threads may race here */
-    pthread_once(&g_cand_once[which], which ? cand_once1 : cand_once0);
-    return g_cand_ok[which] ? &g_cand[which] : NULL;
-}
-
-/* iq3_best_neighbour (ggml_quant_iq.c) of off-grid key u with the list's rows in lanes: each
-** lane's d2 = sum over i = 0..3 of (waux_i (s q - x_i)) (s q - x_i) as the scalar loop, then the
-** first strict minimum below FLT_MAX (NaN never chosen), else the list's first row. */
-TM_AVX2 TM_INLINE int iq3_best_row_avx2(const tm__iq3_tables *t, const iq3_cand *c, int u, const __m256 *xi,
-                                        const __m256 *wa, float scale) {
+/* iq3_best_neighbour (ggml_quant_iq.c) of off-grid key u for the 8 trials of a register at
+** once, each lane at its own scale s (the trials in lanes, the list's rows one after the
+** other): per row j each lane's d2 = sum over i = 0..3 of (waux_i (s q_ij - x_i)) (s q_ij - x_i)
+** as the scalar loop, kept when d2 < the lane's best so far (from FLT_MAX: the first strict
+** minimum; NaN compares false and is never kept; the best by minps, which is that selection
+** and keeps the loop-carried chain at one instruction); a lane that keeps none has the list's first
+** row. Returns the rows; the caller takes the lanes whose key is u. */
+TM_AVX2 TM_INLINE __m256i iq3_best_rows_avx2(const tm__iq3_tables *t, int u, const __m256 *xi, const __m256 *wa,
+                                             __m256 s) {
     const uint16_t *nb = t->nb + (-t->map[u] - 1);
-    const int n = nb[0], n8 = (n + 7) & ~7;
-    if (!c) { /* no candidate tables (out of memory): the scalar walk */
-        float bd = FLT_MAX, xs[4], ws[4];
-        int br = nb[1];
-        for (int i = 0; i < 4; i++) {
-            xs[i] = _mm256_cvtss_f32(xi[i]);
-            ws[i] = _mm256_cvtss_f32(wa[i]);
-        }
-        for (int j = 1; j <= n; j++) {
-            float d2 = 0;
-            for (int i = 0; i < 4; i++) {
-                float diff = scale * t->gridf[nb[j]][i] - xs[i];
-                d2 += ws[i] * diff * diff;
-            }
-            if (d2 < bd) {
-                bd = d2;
-                br = nb[j];
-            }
-        }
-        return br;
-    }
-    const int8_t *cq = c->cq + c->off[u];
-    const __m256 s = _mm256_set1_ps(scale), inf = _mm256_set1_ps(INFINITY);
-    float best_d2 = FLT_MAX;
-    int best = 0;
-    for (int j0 = 0; j0 < n8; j0 += 8) {
+    const int n = nb[0];
+    __m256 best = _mm256_set1_ps(FLT_MAX);
+    __m256i row = _mm256_set1_epi32(nb[1]);
+    for (int j = 1; j <= n; j++) {
+        const int rj = nb[j];
+        const float *g = t->gridf[rj];
         __m256 d2 = _mm256_setzero_ps();
         for (int i = 0; i < 4; i++) {
-            const __m128i b8 = _mm_loadl_epi64((const __m128i *)(cq + (size_t)i * n8 + j0));
-            const __m256 q = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b8));
-            const __m256 diff = _mm256_sub_ps(_mm256_mul_ps(s, q), xi[i]);
-            d2 = _mm256_add_ps(d2, _mm256_mul_ps(_mm256_mul_ps(wa[i], diff), diff));
+            const __m256 diff = _mm256_sub_ps(_mm256_mul_ps(s, _mm256_broadcast_ss(g + i)), xi[i]);
+            const __m256 term = _mm256_mul_ps(_mm256_mul_ps(wa[i], diff), diff);
+            d2 = i ? _mm256_add_ps(d2, term) : term; /* 0 + term but for a zero's sign: same comparisons */
         }
-        const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-        const __m256 live = _mm256_and_ps(_mm256_cmp_ps(d2, d2, _CMP_ORD_Q),
-                                          _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(n - j0), lane)));
-        keep_first_min_avx2(_mm256_blendv_ps(inf, d2, live), j0, &best_d2, &best);
+        const __m256 lt = _mm256_cmp_ps(d2, best, _CMP_LT_OQ);
+        best = _mm256_min_ps(d2, best); /* d2 < best ? d2 : best (minps), NaN d2 included */
+        row = _mm256_blendv_epi8(row, _mm256_set1_epi32(rj), _mm256_castps_si256(lt));
     }
-    return nb[1 + best];
-}
-
-/* iq3_best_row_avx2 of key u at ns (1..4) scales sc at once, the rows into out: per scale the
-** same lanes, the same operations and the same choice; one candidate is kept whatever its
-** distance, as the scalar walk does. */
-TM_AVX2 TM_INLINE void iq3_best4_avx2(const tm__iq3_tables *t, const iq3_cand *c, int u, const __m256 *xi,
-                                      const __m256 *wa, const float *sc, int ns, int32_t *out) {
-    const uint16_t *nb = t->nb + (-t->map[u] - 1);
-    const int n = nb[0], n8 = (n + 7) & ~7;
-    if (!c) {
-        for (int r = 0; r < ns; r++) out[r] = iq3_best_row_avx2(t, c, u, xi, wa, sc[r]);
-        return;
-    }
-    float best_d2[4] = {FLT_MAX, FLT_MAX, FLT_MAX, FLT_MAX};
-    int bj[4] = {0, 0, 0, 0};
-    if (n > 1) {
-        const int8_t *cq = c->cq + c->off[u];
-        const __m256 inf = _mm256_set1_ps(INFINITY);
-        const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-        __m256 s[4];
-        for (int r = 0; r < 4; r++) s[r] = _mm256_set1_ps(sc[r < ns ? r : ns - 1]);
-        for (int j0 = 0; j0 < n8; j0 += 8) {
-            __m256 d2[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
-            for (int i = 0; i < 4; i++) {
-                const __m128i b8 = _mm_loadl_epi64((const __m128i *)(cq + (size_t)i * n8 + j0));
-                const __m256 q = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b8));
-                for (int r = 0; r < 4; r++) {
-                    const __m256 diff = _mm256_sub_ps(_mm256_mul_ps(s[r], q), xi[i]);
-                    d2[r] = _mm256_add_ps(d2[r], _mm256_mul_ps(_mm256_mul_ps(wa[i], diff), diff));
-                }
-            }
-            const __m256 valid = _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(n - j0), lane));
-            for (int r = 0; r < ns; r++) {
-                const __m256 d = _mm256_blendv_ps(inf, d2[r], _mm256_and_ps(_mm256_cmp_ps(d2[r], d2[r], _CMP_ORD_Q), valid));
-                keep_first_min_avx2(d, j0, &best_d2[r], &bj[r]);
-            }
-        }
-    }
-    for (int r = 0; r < ns; r++) out[r] = nb[1 + bj[r]];
+    return row;
 }
 
 /* tm__iq3_trials_fn (ggml_quant_iq.h) with trial is = -nis + 8 v + lane in lane `lane` of
 ** register v (the last register's spare lanes repeat trial nis and are never chosen). Each lane
 ** does the scalar trial: levels clamp(nearest_int(0.5 (id x - 1)), 0, 7) by the float adder's
 ** rounding, the key's row (vpgatherdd from map), for lanes off the grid the best neighbour
-** (iq3_best_row_avx2: the list's rows in lanes), then sumqx += (w x) q and sumq2 += (w q) q over
+** (iq3_best_rows_avx2: the trials in lanes, the list's rows in turn), then sumqx += (w x) q and sumq2 += (w q) q over
 ** the 32 values in index order. The choice among the trials runs in scalar code in trial order. */
 TM_AVX2 void tm__iq3_trials_avx2(const tm__iq3_tables *t, const float *xval, const float *weight,
                                  const float *waux, float max, int nis, float *scale, int8_t *L, bool *on) {
@@ -450,9 +348,8 @@ TM_AVX2 void tm__iq3_trials_avx2(const tm__iq3_tables *t, const float *xval, con
     const __m256 half = _mm256_set1_ps(0.5f), one = _mm256_set1_ps(1.0f), magic = _mm256_set1_ps(12582912.f);
     const __m256i mant = _mm256_set1_epi32(0x007fffff), bias = _mm256_set1_epi32(0x00400000);
     const __m256i zero = _mm256_setzero_si256(), seven = _mm256_set1_epi32(7);
-    const iq3_cand *c = cand_get(t);
     for (int v = 0; v < nv; v++) {
-        const __m256 idv = _mm256_loadu_ps(ids + 8 * v);
+        const __m256 idv = _mm256_loadu_ps(ids + 8 * v), sv = _mm256_loadu_ps(scs + 8 * v);
         __m256 a = _mm256_setzero_ps(), b = _mm256_setzero_ps();
         for (int k = 0; k < 8; k++) {
             __m256 xi[4], wa[4];
@@ -471,18 +368,19 @@ TM_AVX2 void tm__iq3_trials_avx2(const tm__iq3_tables *t, const float *xval, con
             for (int i = 0; i < 4; i++)
                 q[i] = _mm256_cvtepi32_ps(_mm256_add_epi32(_mm256_add_epi32(l[i], l[i]), _mm256_set1_epi32(1)));
             if (_mm256_movemask_epi8(off)) {
-                int32_t r8[8], u8[8];
-                _mm256_storeu_si256((__m256i *)r8, r);
+                int32_t u8[8];
                 _mm256_storeu_si256((__m256i *)u8, u);
                 for (int i = 0; i < 4; i++) wa[i] = _mm256_set1_ps(waux[4 * k + i]);
-                /* consecutive trials with one off-grid key (the levels grow with id): one pass */
-                for (int e = 0, f; e < 8; e = f) {
-                    f = e + 1;
-                    if (r8[e] >= 0) continue;
-                    while (f < 8 && f < e + 4 && u8[f] == u8[e]) f++;
-                    iq3_best4_avx2(t, c, u8[e], xi, wa, scs + 8 * v + e, f - e, r8 + e);
+                /* one pass per distinct off-grid key, all the register's trials at once (the
+                ** levels grow with id: a key holds for a few consecutive trials) */
+                for (unsigned todo = (unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(off)); todo;) {
+                    const int key = u8[__builtin_ctz(todo)];
+                    const __m256i same = _mm256_cmpeq_epi32(u, _mm256_set1_epi32(key));
+                    r = _mm256_castps_si256(_mm256_blendv_ps(_mm256_castsi256_ps(r),
+                                                             _mm256_castsi256_ps(iq3_best_rows_avx2(t, key, xi, wa, sv)),
+                                                             _mm256_castsi256_ps(same)));
+                    todo &= ~(unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(same));
                 }
-                r = _mm256_loadu_si256((const __m256i *)r8);
                 const __m256i r4 = _mm256_slli_epi32(r, 2);
                 for (int i = 0; i < 4; i++)
                     q[i] = _mm256_blendv_ps(q[i], _mm256_i32gather_ps(&t->gridf[0][0], _mm256_add_epi32(r4, _mm256_set1_epi32(i)), 4),

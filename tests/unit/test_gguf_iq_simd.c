@@ -4,7 +4,8 @@
 ** kTypes, with every kernel set the CPU accepts besides "ref", on random and edge rows (zeros,
 ** zero sub-blocks, constants, near-zero and subnormal blocks, integer and half-integer values on
 ** the code grid's midpoints, outliers, equal magnitudes of both signs, wide dynamic range, values
-** whose scale overflows float16, ratios to the block maximum at the ternary rounding ties), without and with an importance matrix (random, with zero
+** whose scale overflows float16, values at 0, 1/4, 1/2 and 1 of a maximum: IQ3 neighbours at
+** tied distances, ratios to the block maximum at the ternary rounding ties), without and with an importance matrix (random, with zero
 ** columns, all zero, wide range): the same status, bad block, message and bytes. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -26,7 +27,7 @@ static const int kTypes[] = {TM_GGML_IQ4_NL, TM_GGML_IQ4_XS, TM_GGML_IQ3_XXS, TM
                              TM_GGML_TQ1_0,  TM_GGML_TQ2_0,  TM_GGML_IQ2_XXS, TM_GGML_IQ2_XS,
                              TM_GGML_IQ2_S,  TM_GGML_IQ1_S,  TM_GGML_IQ1_M};
 
-enum { N = 4096, NROW = 1024, NKINDS = 15, NIMX = 5 };
+enum { N = 4096, NROW = 1024, NKINDS = 16, NIMX = 5 };
 
 static uint64_t g_rng = 0x243f6a8885a308d3ull;
 static uint64_t rnd(void) {
@@ -59,6 +60,12 @@ static void fill_row(int k, float *x) {
         case 11: v = (float)(gauss() * pow(2.0, (double)(rnd() % 40) - 20.0)); break;
         case 12: v = (float)(gauss() * 2e4); if (blk % 9 == 4) v *= 1e3f; break; /* some scales overflow f16 */
         case 13: v = (rnd() % 4) ? 0.0f : (float)gauss(); break;                /* sparse                */
+        case 14: { /* 0, 1/4, 1/2 or 1 of a sub-block's maximum, signs at random: IQ3 keys off the
+                   ** grid whose neighbours tie (about one search in two has an equal distance) */
+            static const float f[4] = {0, 0.25f, 0.5f, 1};
+            v = (rnd() % 2 ? -1.0f : 1.0f) * f[rnd() % 4] * (float)(1 + blk % 7);
+            break;
+        }
         default: { /* x / max exactly at and around the rounding ties of TQ's trits (max a power of 2) */
             static const float h[] = {1, -1, 0.5f, -0.5f, 0.49999997f, -0.49999997f, 0.50000006f, -0.50000006f, 0, 0.25f};
             v = (i % 256 == 0 ? 1.0f : h[rnd() % 10]) * ldexpf(1.0f, (int)(i / 256) - 8);

@@ -168,9 +168,10 @@ int main(int argc, char **argv) {
             /* our writer refuses IQ2_XXS/IQ2_XS/IQ1_S without an imatrix, as ggml does */
             if (!with && ref_ok && ref.requires_imatrix(ty)) continue;
             tm_err e = {0};
-            /* calibrate: 16 rows of ours, then about 0.5 s per pass */
+            /* one untimed row first (it builds our grid tables of the IQ types: one-time setup, as the
+            ** reference's quantize_init above), then calibrate: 16 rows of ours, about 0.5 s per pass */
+            int ok = tm_gq_quantize_row_imatrix(ty, x, ne0, qw, out, NULL, &e) == TM_OK;
             double c0 = now_s(CLOCK_THREAD_CPUTIME_ID);
-            int ok = 1;
             for (int64_t row = 0; row < 16 && ok; row++)
                 ok = tm_gq_quantize_row_imatrix(ty, x + row * ne0, ne0, qw, out + (size_t)row * rb, NULL, &e) == TM_OK;
             if (!ok) {

@@ -92,7 +92,8 @@ static int build(int g) {
         if (map[u] < 0) ntq += 8 * (((size_t)nbr[-map[u] - 1] + 7) & ~(size_t)7);
     int8_t *tq = ok ? malloc(ntq ? ntq : 1) : NULL;
     uint32_t *tqo = ok ? malloc(TM__IQ2_KMAP * sizeof *tqo) : NULL;
-    if (!tq || !tqo) ok = 0;
+    uint16_t *tk = ok ? malloc((ntq ? ntq : 8) / 8 * sizeof *tk) : NULL;
+    if (!tq || !tqo || !tk) ok = 0;
     size_t at = 0;
     for (int u = 0; ok && u < TM__IQ2_KMAP; u++) {
         tqo[u] = 0;
@@ -100,14 +101,22 @@ static int build(int g) {
         const uint16_t *l = nbr + (-map[u] - 1);
         const int nn = l[0], n8 = (nn + 7) & ~7;
         tqo[u] = (uint32_t)at;
-        for (int j = 0; j < n8; j++)
-            for (int k = 0; k < 8; k++) tq[at + (size_t)k * n8 + j] = pos[l[1 + (j < nn ? j : nn - 1)]][k];
+        for (int j = 0; j < n8; j++) {
+            const int8_t *pj = pos[l[1 + (j < nn ? j : nn - 1)]];
+            unsigned key = 0;
+            for (int k = 0; k < 8; k++) {
+                tq[at + (size_t)k * n8 + j] = pj[k];
+                key |= (unsigned)(pj[k] - 1) / 2 << 2 * k;
+            }
+            tk[at / 8 + (size_t)j] = (uint16_t)key;
+        }
         at += 8 * (size_t)n8;
     }
     if (!ok) {
-        free(pos); free(map); free(nbr); free(tq); free(tqo);
+        free(pos); free(map); free(nbr); free(tq); free(tqo); free(tk);
         return 0;
     }
+    g_tab[g].tk = tk;
     g_tab[g].tqo = tqo;
     g_tab[g].tq = tq;
     g_tab[g].ngrid = ngrid;

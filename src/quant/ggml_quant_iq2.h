@@ -28,6 +28,9 @@ struct tm__iq2_tab {
     ** n8 = n rounded up to 8, tq[tqo[u] + k n8 + j] = pos[neighbour j][k] */
     const int8_t   *tq;
     const uint32_t *tqo;
+    /* the same lists as the candidates' 16-bit keys (sum_k l_k << 2k), one an entry, padded the
+    ** same way: tk[tqo[u] / 8 + j] (a quarter of tq's bytes, for the SIMD searches) */
+    const uint16_t *tk;
     /* NULL (the built tables): the scalar best-neighbour search of ggml_quant_iq2.c; a copy of
     ** the tables may name a SIMD variant with the same results (tm__iq2_best_avx2) */
     int (*best)(const tm__iq2_tab *t, int u, const float *xval, const float *w, float scale, int8_t *L);

@@ -507,27 +507,48 @@ tm_status tm__gq_rows_tq2_0_avx2(const tm_ggml_type_info *ti, const float *x, co
 /* IQ2_XXS / IQ2_XS / IQ2_S: the best neighbour                                              */
 /* ---------------------------------------------------------------------------------------- */
 
+/* The candidate tables as keys (tm__iq2_tab.tk): candidate j's level at value i is bits 2i, 2i + 1
+** of its key, so the key shifted right by 2i, as a vpermps index (its low 3 bits), picks lane
+** l + 4 b (b the next level's low bit) of a table holding the level-l term at lanes l and l + 4. */
+TM_AVX2 TM_INLINE __m256i iq2_keys_avx2(const tm__iq2_tab *t, int u, int j0) {
+    return _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(t->tk + t->tqo[u] / 8 + (size_t)j0)));
+}
+
+/* d2 of 8 candidates with keys k: the sum over i = 0..7 of E[i] at each candidate's level, in
+** that order from 0. */
+TM_AVX2 TM_INLINE __m256 iq2_sum8_avx2(const __m256 *E, __m256i k) {
+    __m256 d2 = _mm256_setzero_ps();
+    for (int i = 0; i < 8; i++) d2 = _mm256_add_ps(d2, _mm256_permutevar8x32_ps(E[i], _mm256_srli_epi32(k, 2 * i)));
+    return d2;
+}
+
+/* The 8 terms of the best-neighbour sums, independent of the candidate: E[i] holds the scalar
+** term (w_i (s q - x_i)) (s q - x_i) of level l (q = 2 l + 1 = 1, 3, 5) at lanes l and l + 4. */
+TM_AVX2 TM_INLINE void iq2_terms_avx2(const float *xval, const float *w, float s, __m256 *E) {
+    const float s1 = s * 1.f, s3 = s * 3.f, s5 = s * 5.f;
+    const __m256 sq = _mm256_setr_ps(s1, s3, s5, 0, s1, s3, s5, 0);
+    for (int i = 0; i < 8; i++) {
+        const __m256 diff = _mm256_sub_ps(sq, _mm256_set1_ps(xval[i]));
+        E[i] = _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(w[i]), diff), diff);
+    }
+}
+
 /* best_neighbour of ggml_quant_iq2.c with 8 candidates a register: each lane's d2 = sum over
-** i = 0..7 of (w_i (s q - x_i)) (s q - x_i) in that order, then the first strict minimum below
-** FLT_MAX (NaN never chosen), else the list's first row. */
+** i = 0..7 of (w_i (s q - x_i)) (s q - x_i) in that order from 0 (the terms of iq2_terms_avx2),
+** then the first strict minimum below FLT_MAX (NaN never chosen), else the list's first row. */
 TM_AVX2 int tm__iq2_best_avx2(const tm__iq2_tab *t, int u, const float *xval, const float *w, float scale,
                               int8_t *L) {
     const uint16_t *nb = t->nbr + (-t->map[u] - 1);
     const int n = nb[0], n8 = (n + 7) & ~7;
-    const int8_t *tq = t->tq + t->tqo[u];
-    const __m256 s = _mm256_set1_ps(scale), inf = _mm256_set1_ps(INFINITY);
+    const __m256 inf = _mm256_set1_ps(INFINITY);
     const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    __m256 E[8];
+    iq2_terms_avx2(xval, w, scale, E);
     float best_d2 = FLT_MAX;
     int bj = 0;
     /* one candidate: the scalar search keeps it whatever its distance (NaN included) */
     for (int j0 = 0; n > 1 && j0 < n8; j0 += 8) {
-        __m256 d2 = _mm256_setzero_ps();
-        for (int i = 0; i < 8; i++) {
-            const __m128i b8 = _mm_loadl_epi64((const __m128i *)(tq + (size_t)i * n8 + j0));
-            const __m256 q = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b8));
-            const __m256 diff = _mm256_sub_ps(_mm256_mul_ps(s, q), _mm256_set1_ps(xval[i]));
-            d2 = _mm256_add_ps(d2, _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(w[i]), diff), diff));
-        }
+        const __m256 d2 = iq2_sum8_avx2(E, iq2_keys_avx2(t, u, j0));
         const __m256 live = _mm256_and_ps(_mm256_cmp_ps(d2, d2, _CMP_ORD_Q),
                                           _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(n - j0), lane)));
         keep_first_min_avx2(_mm256_blendv_ps(inf, d2, live), j0, &best_d2, &bj);
@@ -539,7 +560,7 @@ TM_AVX2 int tm__iq2_best_avx2(const tm__iq2_tab *t, int u, const float *xval, co
 }
 
 /* tm__iq2_best_avx2 of key u at ns (1..4) scales sc at once, the grid indices into gi: per scale
-** the same lanes, the same operations and the same choice. */
+** the same terms, the same sums and the same choice; the candidates' positions loaded once. */
 TM_AVX2 static void best4_avx2(const tm__iq2_tab *t, int u, const float *xval, const float *w, const float *sc,
                                int ns, int *gi) {
     const uint16_t *nb = t->nbr + (-t->map[u] - 1);
@@ -547,29 +568,21 @@ TM_AVX2 static void best4_avx2(const tm__iq2_tab *t, int u, const float *xval, c
     float best_d2[4] = {FLT_MAX, FLT_MAX, FLT_MAX, FLT_MAX};
     int bj[4] = {0, 0, 0, 0};
     if (n > 1) {
-        const int8_t *tq = t->tq + t->tqo[u];
         const __m256 inf = _mm256_set1_ps(INFINITY);
         const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-        __m256 s[4], bv[4], bi[4];
+        __m256 E[4][8], bv[4], bi[4];
         for (int r = 0; r < 4; r++) {
-            s[r] = _mm256_set1_ps(sc[r < ns ? r : ns - 1]);
+            if (r < ns) iq2_terms_avx2(xval, w, sc[r], E[r]);
             bv[r] = inf;
             bi[r] = _mm256_setzero_ps();
         }
         for (int j0 = 0; j0 < n8; j0 += 8) {
-            __m256 d2[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
-            for (int i = 0; i < 8; i++) {
-                const __m128i b8 = _mm_loadl_epi64((const __m128i *)(tq + (size_t)i * n8 + j0));
-                const __m256 q = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b8));
-                const __m256 xi = _mm256_set1_ps(xval[i]), wi = _mm256_set1_ps(w[i]);
-                for (int r = 0; r < 4; r++) {
-                    const __m256 diff = _mm256_sub_ps(_mm256_mul_ps(s[r], q), xi);
-                    d2[r] = _mm256_add_ps(d2[r], _mm256_mul_ps(_mm256_mul_ps(wi, diff), diff));
-                }
-            }
+            const __m256i k = iq2_keys_avx2(t, u, j0);
+            __m256 d2[4];
+            for (int r = 0; r < ns; r++) d2[r] = iq2_sum8_avx2(E[r], k);
             const __m256 valid = _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(n - j0), lane));
             const __m256 jv = _mm256_castsi256_ps(_mm256_add_epi32(_mm256_set1_epi32(j0), lane));
-            for (int r = 0; r < 4; r++) {
+            for (int r = 0; r < ns; r++) {
                 const __m256 d = _mm256_blendv_ps(inf, d2[r], _mm256_and_ps(_mm256_cmp_ps(d2[r], d2[r], _CMP_ORD_Q), valid));
                 const __m256 lt = _mm256_cmp_ps(d, bv[r], _CMP_LT_OQ);
                 bv[r] = _mm256_blendv_ps(bv[r], d, lt);
@@ -625,6 +638,20 @@ TM_AVX2 TM_INLINE float trials_avx2(const tm__iq2_tab *t, const float *weight, c
             _mm256_store_si256((__m256i *)(key[k] + v), kk);
         }
     }
+    /* the searches' table reads are random (a few hundred KiB of map / offsets, MiB of lists):
+    ** start them all before the first search needs one */
+    for (int k = 0; k < ng; k++)
+        for (int j = 0; j < nt; j++) {
+            _mm_prefetch((const char *)(t->map + key[k][j]), _MM_HINT_T0);
+            _mm_prefetch((const char *)(t->tqo + key[k][j]), _MM_HINT_T0);
+        }
+    for (int k = 0; k < ng; k++)
+        for (int j = 0; j < nt; j++) {
+            const int u = key[k][j], m = t->map[u];
+            if (m >= 0 || (j > 0 && key[k][j - 1] == u)) continue;
+            _mm_prefetch((const char *)(t->nbr + (-m - 1)), _MM_HINT_T0);
+            _mm_prefetch((const char *)(t->tk + t->tqo[u] / 8), _MM_HINT_T0);
+        }
     /* a group's levels rarely decrease with id (only a value IQ2_XXS / IQ2_XS flipped negative
     ** does), so the trials with one key are mostly consecutive: the searches of a run of up to 4
     ** share the candidates' loads and overlap */
@@ -804,16 +831,16 @@ TM_AVX2 void tm__iq1m_splits_avx2(const float *weight, const float *xb, const in
 /* ---------------------------------------------------------------------------------------- */
 
 /* best_neighbour1 of ggml_quant_iq2.c. The term of value i at level l is
-** (w_i (scale xg_l - x_i)) (scale xg_l - x_i), as the scalar loop; E[i] holds it at lane 2 l + 1,
-** the candidate's stored position, so one vpermps per i and 8 candidates gathers the terms, and
-** every lane adds them for i = 0..7 in order from 0. Then the first strict minimum below FLT_MAX
+** (w_i (scale xg_l - x_i)) (scale xg_l - x_i), as the scalar loop; E[i] holds it at lanes l and
+** l + 4, so one vpermps per i and 8 candidates gathers the terms from the candidates' keys
+** (iq2_sum8_avx2), and every lane adds them for i = 0..7 in order from 0. Then the first strict minimum below FLT_MAX
 ** (NaN never chosen), else the list's first row. */
 TM_AVX2 int tm__iq1_best_avx2(const tm__iq2_tab *t, int u, const float *xval, const float *w, float scale,
                               const float *xg, int8_t *L) {
     const uint16_t *nb = t->nbr + (-t->map[u] - 1);
     const int n = nb[0], n8 = (n + 7) & ~7;
-    const int8_t *tq = t->tq + t->tqo[u];
-    const __m256 sq = _mm256_setr_ps(0, scale * xg[0], 0, scale * xg[1], 0, scale * xg[2], 0, 0);
+    const float s0 = scale * xg[0], s1 = scale * xg[1], s2 = scale * xg[2];
+    const __m256 sq = _mm256_setr_ps(s0, s1, s2, 0, s0, s1, s2, 0);
     __m256 E[8];
     for (int i = 0; i < 8; i++) {
         const __m256 diff = _mm256_sub_ps(sq, _mm256_set1_ps(xval[i]));
@@ -827,11 +854,7 @@ TM_AVX2 int tm__iq1_best_avx2(const tm__iq2_tab *t, int u, const float *xval, co
     __m256 bv = inf;
     __m256i bi = _mm256_setzero_si256();
     for (int j0 = 0; j0 < n8; j0 += 8) {
-        __m256 d2 = _mm256_setzero_ps();
-        for (int i = 0; i < 8; i++) {
-            const __m256i p = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(tq + (size_t)i * n8 + j0)));
-            d2 = _mm256_add_ps(d2, _mm256_permutevar8x32_ps(E[i], p));
-        }
+        __m256 d2 = iq2_sum8_avx2(E, iq2_keys_avx2(t, u, j0));
         const __m256 live = _mm256_and_ps(_mm256_cmp_ps(d2, d2, _CMP_ORD_Q),
                                           _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(n - j0), lane)));
         d2 = _mm256_blendv_ps(inf, d2, live);

@@ -6,7 +6,8 @@
 ** the code grid's midpoints, outliers, equal magnitudes of both signs, wide dynamic range, values
 ** whose scale overflows float16, values at 0, 1/4, 1/2 and 1 of a maximum: IQ3 neighbours at
 ** tied distances, ratios to the block maximum at the ternary rounding ties), without and with an importance matrix (random, with zero
-** columns, all zero, wide range): the same status, bad block, message and bytes. */
+** columns, all zero, wide range, zero groups of 8 and zero positions that tie the best-neighbour searches' distances
+** exactly): the same status, bad block, message and bytes. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -27,7 +28,7 @@ static const int kTypes[] = {TM_GGML_IQ4_NL, TM_GGML_IQ4_XS, TM_GGML_IQ3_XXS, TM
                              TM_GGML_TQ1_0,  TM_GGML_TQ2_0,  TM_GGML_IQ2_XXS, TM_GGML_IQ2_XS,
                              TM_GGML_IQ2_S,  TM_GGML_IQ1_S,  TM_GGML_IQ1_M};
 
-enum { N = 4096, NROW = 1024, NKINDS = 16, NIMX = 5 };
+enum { N = 4096, NROW = 1024, NKINDS = 16, NIMX = 7 };
 
 static uint64_t g_rng = 0x243f6a8885a308d3ull;
 static uint64_t rnd(void) {
@@ -84,6 +85,12 @@ static const float *fill_imx(int m, float *w) {
         case 1: w[i] = (float)(unif() * 2 + 0.01); break;
         case 2: w[i] = (rnd() % 3) ? (float)unif() : 0.0f; break;
         case 3: w[i] = 0; break;
+        /* exact ties in the best-neighbour searches: a group of 8 with zero weights gives every
+        ** candidate the distance 0 (the first must be kept: IQ2_*, IQ1_*'s searches of that group
+        ** while the other groups fit the scale); zero weights at 6 of 8 positions tie exactly the
+        ** candidates that differ only there */
+        case 5: w[i] = (i / 8) % 2 ? 0.0f : (float)(unif() * 2 + 0.01); break;
+        case 6: w[i] = i % 8 < 6 ? 0.0f : (float)(unif() * 2 + 0.01); break;
         default: w[i] = (float)pow(10.0, -8.0 + 12.0 * unif()); break;
         }
     }

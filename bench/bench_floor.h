@@ -15,8 +15,11 @@
 ** can go no faster than SOURCE bytes / (read floor + write floor), the I/O floor.
 **
 ** On tmpfs (/dev/shm) fsync is free and the floor is the kernel's page allocation and copy; on a
-** disk file system it is the device's write speed. Header-only (static functions): each benchmark
-** is one translation unit. */
+** disk file system it is the device's write speed. tmb_write_floor_direct writes as the GGUF
+** writer's sequential mode does (8 MiB pieces through an O_DIRECT descriptor, no page-cache
+** copy; -2 where the file system refuses O_DIRECT, e.g. tmpfs, or the includer did not define
+** _GNU_SOURCE before its first include). Header-only (static functions):
+** each benchmark is one translation unit. */
 #ifndef TM_BENCH_FLOOR_H
 #define TM_BENCH_FLOOR_H
 
@@ -59,12 +62,19 @@ static uint64_t tmb_path_bytes(const char *path) {
 }
 
 /* Best wall time of `reps` durable writes of `nbytes` into directory `dir` (see the top of this
-** file). Returns a negative value when a step fails (errno is reported on stderr). */
-static double tmb_write_floor(const char *dir, uint64_t nbytes, int reps) {
-    enum { PIECE = 1 << 20 };
-    unsigned char *buf = malloc(PIECE);
-    if (!buf) return -1;
-    for (size_t i = 0; i < PIECE; i++) buf[i] = (unsigned char)(i * 131u + 7u); /* in memory, not zero pages */
+** file), in `piece`-byte pwrites, through O_DIRECT when `direct` (nbytes rounded up to 4 KiB
+** there). Returns -1 when a step fails (errno is reported on stderr), -2 when `direct` and the
+** file system refuses O_DIRECT. */
+static double tmb_write_floor_ex(const char *dir, uint64_t nbytes, int reps, size_t piece, int direct) {
+#ifndef O_DIRECT /* the includer did not define _GNU_SOURCE first */
+    if (direct) return -2;
+#define O_DIRECT 0
+#define TMB_UNDEF_O_DIRECT
+#endif
+    unsigned char *buf = NULL;
+    if (posix_memalign((void **)&buf, 4096, piece) != 0) return -1;
+    if (direct) nbytes = (nbytes + 4095) / 4096 * 4096;
+    for (size_t i = 0; i < piece; i++) buf[i] = (unsigned char)(i * 131u + 7u); /* in memory, not zero pages */
     char tmp[4352], fin[4352];
     snprintf(tmp, sizeof tmp, "%s/.tmb-floor.tmp", dir);
     snprintf(fin, sizeof fin, "%s/.tmb-floor.out", dir);
@@ -73,16 +83,19 @@ static double tmb_write_floor(const char *dir, uint64_t nbytes, int reps) {
         unlink(tmp);
         unlink(fin);
         double t0 = tmb_now_s();
-        int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL, 0644);
+        int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | (direct ? O_DIRECT : 0), 0644);
+        if (fd < 0 && direct && errno == EINVAL) { best = -2; break; }
         if (fd < 0) { fprintf(stderr, "write floor: %s: %s\n", tmp, strerror(errno)); best = -1; break; }
         uint64_t off = 0;
         int bad = 0;
         while (off < nbytes && !bad) {
-            size_t k = nbytes - off < PIECE ? (size_t)(nbytes - off) : PIECE;
+            size_t k = nbytes - off < piece ? (size_t)(nbytes - off) : piece;
             ssize_t w = pwrite(fd, buf, k, (off_t)off);
+            if (w < 0 && direct && errno == EINVAL && off == 0) { bad = 2; break; }
             if (w <= 0) bad = 1;
             else off += (uint64_t)w;
         }
+        if (bad == 2) { close(fd); best = -2; break; }
         if (bad || fsync(fd) != 0) bad = 1;
         if (close(fd) != 0) bad = 1;
         if (!bad && rename(tmp, fin) != 0) bad = 1;
@@ -94,6 +107,18 @@ static double tmb_write_floor(const char *dir, uint64_t nbytes, int reps) {
     unlink(fin);
     free(buf);
     return best;
+}
+#ifdef TMB_UNDEF_O_DIRECT
+#undef O_DIRECT
+#undef TMB_UNDEF_O_DIRECT
+#endif
+
+static double tmb_write_floor(const char *dir, uint64_t nbytes, int reps) {
+    return tmb_write_floor_ex(dir, nbytes, reps, 1 << 20, 0);
+}
+
+static inline double tmb_write_floor_direct(const char *dir, uint64_t nbytes, int reps) {
+    return tmb_write_floor_ex(dir, nbytes, reps, 8u << 20, 1);
 }
 
 /* Best wall time of `reps` reads of the whole file `path` with read(2) in `piece`-byte pieces into

@@ -14,7 +14,9 @@
  * JOB.json (written by src/job/evidence_llm_run.c):
  *   {"node_modules": DIR holding node-llama-cpp, "model": PATH, "threads": T, "ctx": N,
  *    "chunks": K (0: every full chunk), "gen": G, "warmup": W, "probs": true|false,
- *    "out_dir": DIR, "texts": [{"name": NAME, "file": PATH}, ...]; optional "direct": false}
+ *    "out_dir": DIR, "texts": [{"name": NAME, "file": PATH}, ...]; optional "direct": false;
+ *    optional "logits": true with "probs": false (bench/llm_evidence_speed.sh only: the scored
+ *    positions' logits computed by llama.cpp as with "probs", no distribution read or written)}
  * Protocol per text: tokenized once with BOS first (model.tokenize(text) after the BOS token,
  * as llama-perplexity's common_tokenize(add_special=true); both only when the vocabulary adds
  * BOS, model.tokens.shouldPrependBosToken); chunk c is tokens [c*N, (c+1)*N) with its first
@@ -139,7 +141,7 @@ async function main() {
    * sampler and softmax, so the same float32 rows. Only for the pinned version, whose internals
    * these are (context._ctx, sequence._sequenceId, LlamaSampler._sampler); any other version, or
    * "direct": false in the job, takes controlledEvaluate. */
-  const direct = job.probs && job.direct !== false && version === '3.21.1' && context._ctx &&
+  const direct = (job.probs || job.logits === true) && job.direct !== false && version === '3.21.1' && context._ctx &&
     typeof context._ctx.sampleToken === 'function' && typeof context._ctx.addToBatch === 'function' &&
     Number.isInteger(seq._sequenceId) && typeof seq._resolveSamplerConfig === 'function';
   let sampler = null;
@@ -149,7 +151,7 @@ async function main() {
     ctx.initBatch(N);
     const bl = ctx.addToBatch(id, 0, Uint32Array.from(chunk), outIdx);
     await ctx.decodeBatch();
-    for (let k = 0; k < bl.length; k++) {
+    for (let k = 0; k < bl.length && job.probs; k++) {
       const r = await ctx.sampleToken(bl[k], sampler._sampler, true, false);
       const pr = r && r[1], o = k * V;
       let bad = !pr;
@@ -175,10 +177,10 @@ async function main() {
       await seq.clearHistory();
       const t0 = performance.now();
       if (direct) {
-        rows.fill(0);
+        if (job.probs) rows.fill(0);
         try { await scoredDirect(chunk); } catch (e) { die(3, job.model + ': evaluation failed: ' + e.message); }
         evalMs += performance.now() - t0;
-        fs.writeSync(fd, rowsBuf);
+        if (job.probs) fs.writeSync(fd, rowsBuf);
       } else {
         const input = chunk.map((tok, i) =>
           (job.probs && i >= first && i <= N - 2) ? [tok, { generateNext: { probabilities: true } }] : tok);

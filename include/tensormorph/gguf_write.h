@@ -87,9 +87,9 @@ typedef struct tm_gguf_writer tm_gguf_writer;
 ** start, no overlap; what is skipped is zero padding). The writer stages the file in 8 MiB
 ** pieces (the header first) and writes each with one pwrite, through an O_DIRECT descriptor
 ** where the file system takes it (no copy into the page cache; else the ordinary one), the last
-** piece rounded up to 4 KiB and the file cut back to its size in finish. Two 8 MiB stage
+** piece rounded up to 4 KiB and the file cut back to its size in finish. Three 8 MiB stage
 ** buffers and one I/O thread (started at the first full piece): the caller fills one piece while
-** the previous is written; a write error is returned by the next call that hands over a piece,
+** up to two earlier ones are queued, the first of them being written; a write error is returned by the next call that hands over a piece,
 ** or by finish (the file offset in the message). For a writer that produces the file once,
 ** front to back (convert); the calls are not thread-safe (one caller thread). */
 #define TM_GGUF_WRITE_SEQUENTIAL 2u

@@ -7,8 +7,9 @@
 ** header. Tensor data then arrives by pwrite at fixed offsets, in any order, from any thread.
 ** Finish fsyncs, renames onto the target and fsyncs the directory: a killed run leaves at most
 ** a temporary file, never a half-written target. TM_GGUF_WRITE_SEQUENTIAL stages the file
-** instead and writes it front to back in 8 MiB pieces, with O_DIRECT where it is taken: two
-** stage buffers and one I/O thread, so the caller fills one piece while the last is written.
+** instead and writes it front to back in 8 MiB pieces, with O_DIRECT where it is taken: three
+** stage buffers and one I/O thread, so the caller fills one piece while the next is queued and
+** the one before it is written (the device never waits for a hand-over).
 */
 #define _GNU_SOURCE 1 /* O_DIRECT (fcntl.h) */
 #include "file.h"
@@ -304,13 +305,14 @@ struct tm_gguf_writer {
     uint64_t *n_bytes;
     /* TM_GGUF_WRITE_SEQUENTIAL: the file is staged in `stage` (SEQ_STAGE bytes, SEQ_ALIGN-aligned)
     ** and written in whole pieces, through dfd (O_DIRECT) when the file system takes it, else fd.
-    ** Two buffers: the caller fills buf[cur] while the I/O thread writes the other (io_busy);
-    ** without the thread (pthread_create failed) pieces are written inline. */
+    ** SEQ_NBUF buffers used in turn: the caller fills buf[cur] while up to SEQ_NBUF - 1 earlier
+    ** pieces wait in the queue q (io_n of them from io_head, the first being written); without
+    ** the thread (pthread_create failed) pieces are written inline. */
     int       seq, dfd;
     int       shared;    /* TM_GGUF_WRITE_SHARED: fd is the target itself             */
     int       scratch;   /* TM_GGUF_WRITE_SCRATCH: finish neither fsyncs nor syncs the folder */
     uint8_t  *stage;     /* = buf[cur]                                                */
-    uint8_t  *buf[2];
+    uint8_t  *buf[3];
     int       cur;
     size_t    fill;      /* bytes staged                                              */
     size_t    span;      /* bytes at stage + fill the last span handed out (0: none)   */
@@ -320,10 +322,9 @@ struct tm_gguf_writer {
     pthread_mutex_t mu;
     pthread_cond_t  cv;
     int             io_tried, io_on;
-    int             io_busy, io_quit, io_errno;        /* guarded by mu             */
-    const uint8_t  *io_p;                              /* the queued piece           */
-    size_t          io_len;
-    uint64_t        io_pos;
+    int             io_head, io_n, io_quit, io_errno;  /* guarded by mu             */
+    uint64_t        io_pos;                            /* where a write failed       */
+    struct { const uint8_t *p; size_t len; uint64_t pos; } q[3];
     /* a split set (tm_gguf_writer_open_split): one writer per file, tensor -> (file, index) */
     int              n_sub;
     tm_gguf_writer **sub;
@@ -333,6 +334,7 @@ struct tm_gguf_writer {
 
 #define SEQ_ALIGN 4096u            /* O_DIRECT: buffer, offset and length alignment     */
 #define SEQ_STAGE (8u << 20)       /* bytes per write in sequential mode                */
+#define SEQ_NBUF 3                 /* stage buffers (= the sizes of buf and q)          */
 
 typedef struct obuf { uint8_t *p; size_t n, cap; int oom; } obuf;
 
@@ -363,7 +365,7 @@ void tm_gguf_writer_free(tm_gguf_writer *w) {
     free(w->sub);
     free(w->sub_of);
     free(w->local);
-    if (w->io_on) { /* the piece in flight finishes; the thread ends */
+    if (w->io_on) { /* the piece being written finishes, the queued ones are dropped; the thread ends */
         pthread_mutex_lock(&w->mu);
         w->io_quit = 1;
         pthread_cond_broadcast(&w->cv);
@@ -375,8 +377,7 @@ void tm_gguf_writer_free(tm_gguf_writer *w) {
     }
     if (w->fd >= 0) close(w->fd);
     if (w->dfd >= 0) close(w->dfd);
-    free(w->buf[0]);
-    free(w->buf[1]);
+    for (int b = 0; b < SEQ_NBUF; b++) free(w->buf[b]);
     if (w->created && !w->ok) unlink(w->tmp);
     free(w->target);
     free(w->tmp);
@@ -406,51 +407,61 @@ static int seq_pwrite(tm_gguf_writer *w, const uint8_t *p, size_t len, uint64_t 
     return 0;
 }
 
-/* The I/O thread: write each queued piece, clear io_busy, until io_quit with nothing queued. */
+/* The I/O thread: write the queued pieces in order, each dequeued once written, until io_quit
+** with nothing queued. */
 static void *seq_io_main(void *arg) {
     tm_gguf_writer *w = arg;
     pthread_mutex_lock(&w->mu);
     for (;;) {
-        while (!w->io_busy && !w->io_quit) pthread_cond_wait(&w->cv, &w->mu);
-        if (!w->io_busy) break;
-        const uint8_t *p = w->io_p;
-        size_t len = w->io_len;
-        uint64_t pos = w->io_pos;
+        while (!w->io_n && !w->io_quit) pthread_cond_wait(&w->cv, &w->mu);
+        if (!w->io_n) break;
+        const uint8_t *p = w->q[w->io_head].p;
+        size_t len = w->q[w->io_head].len;
+        uint64_t pos = w->q[w->io_head].pos;
+        int skip = w->io_errno || w->io_quit; /* after an error, or abandoned: nothing more */
         pthread_mutex_unlock(&w->mu);
-        int e = w->io_errno ? 0 : seq_pwrite(w, p, len, pos); /* after an error: nothing more */
+        int e = skip ? 0 : seq_pwrite(w, p, len, pos);
         pthread_mutex_lock(&w->mu);
         if (e && !w->io_errno) {
             w->io_errno = e;
             w->io_pos = pos;
         }
-        w->io_busy = 0;
+        w->io_head = (w->io_head + 1) % SEQ_NBUF;
+        w->io_n--;
         pthread_cond_broadcast(&w->cv);
     }
     pthread_mutex_unlock(&w->mu);
     return NULL;
 }
 
-/* Sequential mode: wait until no piece is in flight; TM_E_IO when one failed. */
-static tm_status seq_wait(tm_gguf_writer *w, tm_err *err) {
+/* Sequential mode: wait until at most `left` pieces are queued; TM_E_IO when one failed. */
+static tm_status seq_wait_n(tm_gguf_writer *w, int left, tm_err *err) {
     if (!w->io_on) return TM_OK;
     pthread_mutex_lock(&w->mu);
-    while (w->io_busy) pthread_cond_wait(&w->cv, &w->mu);
+    while (w->io_n > left && !w->io_errno) pthread_cond_wait(&w->cv, &w->mu);
     int e = w->io_errno;
     uint64_t at = w->io_pos;
     pthread_mutex_unlock(&w->mu);
     return e ? tm__err_sys(err, e, "%s: cannot write at offset %llu", w->tmp, (unsigned long long)at) : TM_OK;
 }
 
+/* Sequential mode: wait until every queued piece is written; TM_E_IO when one failed. */
+static tm_status seq_wait(tm_gguf_writer *w, tm_err *err) { return seq_wait_n(w, 0, err); }
+
 /* Sequential mode: write the first `len` staged bytes (a multiple of SEQ_ALIGN) at stage_pos:
-** hand them to the I/O thread once the previous piece is written, and stage into the other
-** buffer (inline, without the thread). */
+** queue them for the I/O thread once a buffer is free (at most SEQ_NBUF - 1 queued), and stage
+** into the next buffer (inline, without the thread). */
 static tm_status seq_flush(tm_gguf_writer *w, size_t len, tm_err *err) {
-    if (!w->io_tried) { /* the first full piece: the second buffer and the thread (a file of one
+    if (!w->io_tried) { /* the first full piece: the other buffers and the thread (a file of one
                         ** piece never needs them); on failure pieces are written inline */
         w->io_tried = 1;
-        void *st = NULL;
-        if (posix_memalign(&st, SEQ_ALIGN, SEQ_STAGE) == 0) {
-            w->buf[1] = st;
+        int got = 1;
+        for (int b = 1; b < SEQ_NBUF && got; b++) {
+            void *st = NULL;
+            got = posix_memalign(&st, SEQ_ALIGN, SEQ_STAGE) == 0;
+            w->buf[b] = got ? st : NULL;
+        }
+        if (got) {
             if (pthread_mutex_init(&w->mu, NULL) == 0) {
                 if (pthread_cond_init(&w->cv, NULL) != 0) pthread_mutex_destroy(&w->mu);
                 else if (pthread_create(&w->io, NULL, seq_io_main, w) != 0) {
@@ -464,16 +475,17 @@ static tm_status seq_flush(tm_gguf_writer *w, size_t len, tm_err *err) {
         int e = seq_pwrite(w, w->stage, len, w->stage_pos);
         if (e) return tm__err_sys(err, e, "%s: cannot write at offset %llu", w->tmp, (unsigned long long)w->stage_pos);
     } else {
-        tm_status s = seq_wait(w, err);
+        tm_status s = seq_wait_n(w, SEQ_NBUF - 2, err); /* then the next buffer is not queued */
         if (s) return s;
         pthread_mutex_lock(&w->mu);
-        w->io_p = w->stage;
-        w->io_len = len;
-        w->io_pos = w->stage_pos;
-        w->io_busy = 1;
+        int at = (w->io_head + w->io_n) % SEQ_NBUF;
+        w->q[at].p = w->stage;
+        w->q[at].len = len;
+        w->q[at].pos = w->stage_pos;
+        w->io_n++;
         pthread_cond_broadcast(&w->cv);
         pthread_mutex_unlock(&w->mu);
-        w->cur ^= 1;
+        w->cur = (w->cur + 1) % SEQ_NBUF;
         w->stage = w->buf[w->cur];
     }
     w->stage_pos += len;

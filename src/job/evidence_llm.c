@@ -14,6 +14,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -334,6 +336,54 @@ static tm_status cache_write(const tm_evidence_llm_params *p, json_t *key, const
     return s;
 }
 
+/* ---- the models' sha256, beside the runs -------------------------------------------------- */
+
+/* Hashing a GGUF of realistic size takes seconds (1.1 GB: about 1.3 s), so the files whose hash
+** is not needed before the runs (the candidate; the baseline too without --base-cache, whose key
+** holds the baseline's hash) are hashed on one thread while the runners run; inline, after the
+** runs, when the thread cannot start. Same digests either way. */
+typedef struct bg_hash {
+    int          n;
+    const char  *path[2];
+    char        *hex[2];
+    uint64_t    *bytes[2];
+    volatile const int *cancel;
+    atomic_int   stop;
+    int          started;
+    pthread_t    th;
+    tm_status    s;
+    tm_err       err;
+} bg_hash;
+
+static int bg_stop(void *ud) {
+    bg_hash *h = ud;
+    return atomic_load(&h->stop) || (h->cancel && *h->cancel);
+}
+
+static void *bg_main(void *ud) {
+    bg_hash *h = ud;
+    h->s = TM_OK;
+    for (int i = 0; i < h->n && !h->s; i++) h->s = tm__sha256_file_stop(h->path[i], h->hex[i], h->bytes[i], bg_stop, h, &h->err);
+    return NULL;
+}
+
+static void bg_hash_start(bg_hash *h) {
+    atomic_init(&h->stop, 0);
+    h->started = h->n > 0 && pthread_create(&h->th, NULL, bg_main, h) == 0;
+}
+
+/* The hashes' status (computed here when the thread did not start); `abandon`: the job failed,
+** stop the thread and wait for it, TM_OK. */
+static tm_status bg_hash_wait(bg_hash *h, int abandon, tm_err *err) {
+    if (abandon) atomic_store(&h->stop, 1);
+    if (h->started) pthread_join(h->th, NULL);
+    else if (!abandon) bg_main(h);
+    h->started = 0;
+    if (abandon) return TM_OK;
+    if (h->s) *err = h->err;
+    return h->s;
+}
+
 /* ---- checks ------------------------------------------------------------------------------- */
 
 static tm_status same_vocab(const tm_evidence_llm_params *p, const llm_run *b, const llm_run *c, tm_err *err) {
@@ -640,8 +690,16 @@ tm_status tm_evidence_llm_run(const tm_evidence_llm_params *p, char **json_out, 
         if (!tm_is_gguf_file(path[i]) && !(s = convert_model(p, phase[i], path[i], scratch, &conv[i], &source[i], err)))
             path[i] = conv[i];
     if (!s) s = same_vocab_header(p, path, err);
-    if (!s) s = tm_sha256_file(path[0], sha[0], &bytes[0], err);
-    if (!s) s = tm_sha256_file(path[1], sha[1], &bytes[1], err);
+    bg_hash bh;
+    memset(&bh, 0, sizeof bh);
+    bh.cancel = p->cancel;
+    if (!s && p->base_cache) s = tm_sha256_file(path[0], sha[0], &bytes[0], err); /* the cache's key */
+    for (int i = p->base_cache ? 1 : 0; !s && i < 2; i++) {
+        bh.path[bh.n] = path[i];
+        bh.hex[bh.n] = sha[i];
+        bh.bytes[bh.n++] = &bytes[i];
+    }
+    if (!s) bg_hash_start(&bh);
     char *joined = tm__calloc((size_t)p->n_texts, 64);
     if (!s && !joined) s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
     for (int k = 0; !s && k < p->n_texts; k++) {
@@ -663,6 +721,8 @@ tm_status tm_evidence_llm_run(const tm_evidence_llm_params *p, char **json_out, 
     if (!s) s = same_vocab(p, &run[0], &run[1], err);
     if (!s) s = score_all(p, &run[0], &run[1], acc, &overall, w, err);
     if (!s && p->base_cache && !hit) s = cache_write(p, key, &run[0], &cache_bytes, err);
+    if (!s) s = bg_hash_wait(&bh, 0, err);
+    else bg_hash_wait(&bh, 1, NULL);
     if (!s) {
         doc = json_object();
         json_t *rt = json_object();

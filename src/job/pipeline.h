@@ -75,6 +75,8 @@ typedef struct tm__pipe {
     char          *part_file;
     char          *shared;       /* a part: OUT.parts-of-n, the directory of the output files every
                                     part writes its own bytes into (part.h); else NULL          */
+    int            shared_made;  /* this run created `shared` (removed again if the run is refused
+                                    while it is still empty)                                     */
 } tm__pipe;
 
 /* Does this run write source tensor t? Always, unless it is a part that does not own t. */

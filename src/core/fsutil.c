@@ -206,3 +206,14 @@ tm_status tm__mkdir_p(const char *path, tm_err *err) {
     free(p);
     return st;
 }
+
+tm_status tm__shared_size_check(int fd, const char *path, uint64_t bytes, tm_err *err) {
+    struct stat st;
+    if (fstat(fd, &st) != 0) return tm__err_sys(err, errno, "%s: cannot stat", path);
+    if (st.st_size == 0 || (uint64_t)st.st_size == bytes) return TM_OK;
+    return tm__err_set(err, TM_E_INVALID_ARG, -1,
+                       "--shard: %s, which every part writes, was laid out by another plan (%lld bytes, this run "
+                       "plans %llu: another recipe, type, option or source); nothing written: run every part with "
+                       "the same options, or remove that directory and the parts beside it to start over",
+                       path, (long long)st.st_size, (unsigned long long)bytes);
+}

@@ -16,6 +16,10 @@ char *tm__dirname(const char *path);
 /* Before writing the file `path`: its directory must exist and be a directory. TM_OK, or
 ** TM_E_IO naming the output path and the directory ("-o P: directory 'D' does not exist"). */
 tm_status tm__check_out_dir(const char *path, tm_err *err);
+/* Before a part sizes a file every part shares (part.h): a file already sized by other parts
+** (non-empty) to other than `bytes` was laid out by another plan; TM_E_INVALID_ARG naming it and
+** both sizes, the file untouched. TM_OK when empty or the same size. */
+tm_status tm__shared_size_check(int fd, const char *path, uint64_t bytes, tm_err *err);
 /* The count behind tm_outputs_pending (include/tensormorph.h): +1 just before a job creates its
 ** first file beside an output, -1 after it has removed or published the last. */
 void tm__outputs_hold(int delta);

@@ -634,6 +634,8 @@ tm_status tm_gguf_writer_open_ex(const char *path, const tm_gguf_kvlist *kv,
         if (!(w->tmp = tm__strdup(path))) s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
         else if ((w->fd = open(w->tmp, O_WRONLY | O_CREAT | O_CLOEXEC, 0644)) < 0)
             s = tm__err_sys(err, errno, "%s: cannot open", w->tmp);
+        else
+            s = tm__shared_size_check(w->fd, w->tmp, total, err); /* another part's plan: refuse, untouched */
     } else if (!s) {
         w->fd = open(w->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
         if (w->fd < 0) s = tm__err_sys(err, errno, "%s: cannot create", w->tmp);

@@ -370,6 +370,10 @@ tm_status tm_st_writer_open(const char *path, const tm_st_entry *entries, int64_
             goto fail;
         }
         sh->created = !shared; /* a shared file is never removed here */
+        if (shared && (s = tm__shared_size_check(sh->fd, sh->tmp, sh->size, err)) != TM_OK) {
+            free(hdr);
+            goto fail; /* another part's plan: refuse, untouched */
+        }
         if (ftruncate(sh->fd, (off_t)sh->size) != 0) {
             free(hdr);
             s = tm__err_sys(err, errno, "%s: cannot size to %llu bytes", sh->tmp,

@@ -47,6 +47,12 @@ typedef struct merge_state {
     int        *tensor_part; /* [n_tensors] owner seen, -1              */
     int64_t     n_tensors;
     json_t     *parts;    /* the "parts" array                           */
+    int        *lock_fd;  /* [n] OUT.part-i-of-n.lock, held for the whole merge (-1: not yet) */
+    char      (*lock_old)[32]; /* [n] what the lock file held before (a killed run's pid, kept
+                                  for that part's re-run to clean up after it when merge fails) */
+    int        *damaged;  /* [n] a segment of part i failed its checksum  */
+    uint64_t   *bad_off, *bad_end; /* [n] part i's first damaged range ... */
+    const mfile **bad_file;        /* ... and its file                     */
 } merge_state;
 
 void tm_merge_result_free(tm_merge_result *r) {
@@ -88,6 +94,82 @@ static tm_status find_count(merge_state *m, tm_err *err) {
 
 static const char *jstr(const json_t *o, const char *k) { return json_string_value(json_object_get(o, k)); }
 
+/* Every part's lock (OUT.part-i-of-n.lock), taken as a part run takes it (pipeline.c) and held
+** until the merge ends: a part being written (its lock held) refuses the merge, and a part run
+** started during the merge refuses to start (docs/scale-out.md). */
+static tm_status lock_parts(merge_state *m, tm_err *err) {
+    m->lock_fd = tm__malloc_n((size_t)m->n, sizeof *m->lock_fd);
+    m->lock_old = tm__calloc((size_t)m->n, sizeof *m->lock_old);
+    if (!m->lock_fd || !m->lock_old) return tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
+    for (int i = 0; i < m->n; i++) m->lock_fd[i] = -1;
+    tm_status s = TM_OK;
+    for (int i = 0; !s && i < m->n; i++) {
+        char *pp = tm__part_path(m->out, i, m->n);
+        char *lp = pp ? tm__aprintf("%s.lock", pp) : NULL;
+        for (int attempt = 0; !s && lp && attempt < 100 && m->lock_fd[i] < 0; attempt++) {
+            int fd = open(lp, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+            if (fd < 0) { s = tm__err_sys(err, errno, "%s: cannot create the lock file", lp); break; }
+            if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+                char b[32] = "";
+                ssize_t r = pread(fd, b, sizeof b - 1, 0);
+                long pid = r > 0 ? strtol(b, NULL, 10) : 0;
+                close(fd);
+                if (pid > 0)
+                    s = tm__err_set(err, TM_E_IO, -1,
+                                    "merge %s: part %d of %d (%s) is still being written (pid %ld holds its lock file "
+                                    "%s); wait for its job to finish, then merge", m->out, i, m->n, pp, pid, lp);
+                else
+                    s = tm__err_set(err, TM_E_IO, -1,
+                                    "merge %s: part %d of %d (%s) is still being written (its lock file %s is held); "
+                                    "wait for its job to finish, then merge", m->out, i, m->n, pp, lp);
+                break;
+            }
+            struct stat a, b2; /* the holder before us may have removed it: lock the file at lp */
+            if (fstat(fd, &a) != 0 || stat(lp, &b2) != 0 || a.st_dev != b2.st_dev || a.st_ino != b2.st_ino) {
+                close(fd);
+                continue;
+            }
+            char pid[24];
+            int k = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
+            ssize_t r = pread(fd, m->lock_old[i], sizeof m->lock_old[i] - 1, 0);
+            m->lock_old[i][r > 0 ? r : 0] = '\0';
+            if (ftruncate(fd, 0) != 0 || pwrite(fd, pid, (size_t)k, 0) != k) {
+                s = tm__err_sys(err, errno, "%s: cannot write the lock file", lp);
+                close(fd);
+                break;
+            }
+            m->lock_fd[i] = fd;
+        }
+        if (!s && !lp) s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
+        if (!s && m->lock_fd[i] < 0) s = tm__err_set(err, TM_E_IO, -1, "%s: cannot take the lock (it keeps being replaced)", lp);
+        free(lp);
+        free(pp);
+    }
+    return s;
+}
+
+/* The part locks, removed while still held (the next part run creates its own); after a failed
+** merge, a lock file that held a killed run's pid gets it back instead. */
+static void unlock_parts(merge_state *m, int merged) {
+    for (int i = 0; m->lock_fd && i < m->n; i++) {
+        if (m->lock_fd[i] < 0) continue;
+        char *pp = tm__part_path(m->out, i, m->n);
+        char *lp = pp ? tm__aprintf("%s.lock", pp) : NULL;
+        size_t ol = strlen(m->lock_old[i]);
+        if (!merged && ol) {
+            if (ftruncate(m->lock_fd[i], 0) != 0 || pwrite(m->lock_fd[i], m->lock_old[i], ol, 0) != (ssize_t)ol) { /* best effort */ }
+        } else if (lp) unlink(lp);
+        close(m->lock_fd[i]);
+        m->lock_fd[i] = -1;
+        free(lp);
+        free(pp);
+    }
+    free(m->lock_fd);
+    free(m->lock_old);
+    m->lock_fd = NULL;
+    m->lock_old = NULL;
+}
+
 /* The part's manifest, or the reason it is missing. */
 static tm_status load_part(merge_state *m, int i, json_t **man, json_t **rec, tm_err *err) {
     *man = NULL;
@@ -100,18 +182,11 @@ static tm_status load_part(merge_state *m, int i, json_t **man, json_t **rec, tm
     }
     tm_status s = TM_OK;
     struct stat st;
-    if (stat(mp, &st) != 0) {
-        int held = 0;
-        int fd = open(lp, O_RDONLY | O_CLOEXEC);
-        if (fd >= 0) {
-            held = flock(fd, LOCK_EX | LOCK_NB) != 0;
-            close(fd);
-        }
+    if (stat(mp, &st) != 0) { /* not being written: merge holds its lock (lock_parts) */
         s = tm__err_set(err, TM_E_IO, -1,
-                        held ? "merge %s: part %d of %d (%s) is still being written (lock file %s); wait for its job"
-                             : "merge %s: part %d of %d (%s) is missing: its job failed or did not run; re-run "
-                               "`tensormorph quantize IN -o %s --shard %d/%d` with the same options",
-                        m->out, i, m->n, pp, held ? lp : m->out, i, m->n);
+                        "merge %s: part %d of %d (%s) is missing: its job failed or did not run; re-run "
+                        "`tensormorph quantize IN -o %s --shard %d/%d` with the same options",
+                        m->out, i, m->n, pp, m->out, i, m->n);
     } else {
         json_error_t je;
         *man = json_load_file(mp, 0, &je);
@@ -409,25 +484,43 @@ static tm_status verify_block(void *ud, const uint8_t *buf, size_t n, uint64_t o
         n -= take;
         off += take;
         if (off == end) {
-            if ((int64_t)v->crc != sg->crc) {
-                char *pp = tm__part_path(v->m->out, sg->owner, v->m->n);
-                char *where = mf->shared ? tm__aprintf("%s.parts-of-%d", v->m->out, v->m->n) : NULL;
-                tm_status s = tm__err_set(err, TM_E_CORRUPT, -1,
-                                          "merge %s: %s/%s: bytes [%llu, %llu) of part %d (%s) do not match the "
-                                          "checksum that part recorded (crc32c %08x, recorded %08llx): the part is "
-                                          "damaged or its last run did not finish writing; re-run --shard %d/%d",
-                                          v->m->out, where ? where : pp ? pp : "?", mf->name,
-                                          (unsigned long long)sg->off, (unsigned long long)end, sg->owner,
-                                          pp ? pp : "?", v->crc, (unsigned long long)sg->crc, sg->owner, v->m->n);
-                free(where);
-                free(pp);
-                return s;
+            if ((int64_t)v->crc != sg->crc && !v->m->damaged[sg->owner]++) { /* listed after the read */
+                v->m->bad_file[sg->owner] = mf;
+                v->m->bad_off[sg->owner] = sg->off;
+                v->m->bad_end[sg->owner] = end;
             }
             v->crc = 0;
             v->k++;
         }
     }
     return TM_OK;
+}
+
+/* Every part whose bytes failed their checksum, in one message (not one per merge). */
+static tm_status report_damage(merge_state *m, tm_err *err) {
+    int nbad = 0;
+    for (int i = 0; i < m->n; i++) nbad += m->damaged[i] != 0;
+    if (!nbad) return TM_OK;
+    char list[600] = "", rerun[600] = "";
+    size_t ln = 0, rn = 0;
+    for (int i = 0; i < m->n; i++) {
+        if (!m->damaged[i]) continue;
+        char *pp = tm__part_path(m->out, i, m->n);
+        char *where = m->bad_file[i]->shared ? tm__aprintf("%s.parts-of-%d", m->out, m->n) : NULL;
+        if (ln < sizeof list)
+            ln += (size_t)snprintf(list + ln, sizeof list - ln, "%s%d (%s): %s/%s bytes [%llu, %llu)%s", ln ? "; " : "",
+                                   i, pp ? pp : "?", where ? where : pp ? pp : "?", m->bad_file[i]->name,
+                                   (unsigned long long)m->bad_off[i], (unsigned long long)m->bad_end[i],
+                                   m->damaged[i] > 1 ? " and more" : "");
+        if (rn < sizeof rerun)
+            rn += (size_t)snprintf(rerun + rn, sizeof rerun - rn, "%s--shard %d/%d", rn ? ", " : "", i, m->n);
+        free(where);
+        free(pp);
+    }
+    return tm__err_set(err, TM_E_CORRUPT, -1,
+                       "merge %s: the bytes of %d of %d parts do not match the checksum (CRC-32C) each recorded "
+                       "(damaged, or the last run did not finish writing); re-run %s: part %s", m->out, nbad, m->n,
+                       rerun, list);
 }
 
 /* After OUT is in place: the parts, and the lock and staging paths of parts no process holds. */
@@ -439,25 +532,18 @@ static void remove_parts(merge_state *m) {
         char *pp = tm__part_path(m->out, i, m->n);
         if (!pp) continue;
         tm__rm_rf(pp);
-        char *lp = tm__aprintf("%s.lock", pp);
-        int fd = lp ? open(lp, O_RDWR | O_CLOEXEC) : -1;
-        int held = fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) != 0;
-        if (!held) { /* nobody writes this part: what a killed run left of it is stale */
-            char *pb = strrchr(pp, '/') ? strrchr(pp, '/') + 1 : pp;
-            size_t pl = strlen(pb);
-            DIR *d = opendir(m->dir);
-            struct dirent *de;
-            while (d && (de = readdir(d)) != NULL) {
-                if (strncmp(de->d_name, pb, pl) || strncmp(de->d_name + pl, ".tmp.", 5)) continue;
-                char *t = tm__aprintf("%s/%s", m->dir, de->d_name);
-                if (t) tm__rm_rf(t);
-                free(t);
-            }
-            if (d) closedir(d);
-            if (fd >= 0) unlink(lp);
+        /* merge holds every part's lock (lock_parts): what a killed part run left is stale */
+        char *pb = strrchr(pp, '/') ? strrchr(pp, '/') + 1 : pp;
+        size_t pl = strlen(pb);
+        DIR *d = opendir(m->dir);
+        struct dirent *de;
+        while (d && (de = readdir(d)) != NULL) {
+            if (strncmp(de->d_name, pb, pl) || strncmp(de->d_name + pl, ".tmp.", 5)) continue;
+            char *t = tm__aprintf("%s/%s", m->dir, de->d_name);
+            if (t) tm__rm_rf(t);
+            free(t);
         }
-        if (fd >= 0) close(fd);
-        free(lp);
+        if (d) closedir(d);
         free(pp);
     }
     tm__fsync_dir(m->dir, NULL);
@@ -476,6 +562,10 @@ static void free_state(merge_state *m) {
     json_decref(m->parts);
     free(m->dir);
     free(m->base);
+    free(m->damaged);
+    free(m->bad_off);
+    free(m->bad_end);
+    free(m->bad_file);
 }
 
 tm_status tm_merge(const char *out_arg, const tm_merge_params *p, tm_merge_result **res, tm_err *err) {
@@ -500,6 +590,12 @@ tm_status tm_merge(const char *out_arg, const tm_merge_params *p, tm_merge_resul
     clock_gettime(CLOCK_MONOTONIC, &t0);
     tm_status s = !m.dir || !m.base || !m.parts ? tm__err_set(err, TM_E_NOMEM, -1, "out of memory") : TM_OK;
     if (!s) s = find_count(&m, err);
+    if (!s) s = lock_parts(&m, err);
+    if (!s && (!(m.damaged = tm__calloc((size_t)m.n, sizeof *m.damaged)) ||
+               !(m.bad_off = tm__calloc((size_t)m.n, sizeof *m.bad_off)) ||
+               !(m.bad_end = tm__calloc((size_t)m.n, sizeof *m.bad_end)) ||
+               !(m.bad_file = tm__calloc((size_t)m.n, sizeof *m.bad_file))))
+        s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
     /* part 0 first: the layout and the manifest the merged one starts from */
     json_t *rec0 = NULL;
     if (!s) s = load_part(&m, 0, &m.man, &rec0, err);
@@ -576,6 +672,7 @@ tm_status tm_merge(const char *out_arg, const tm_merge_params *p, tm_merge_resul
         if (!s && listed && !no_ck) json_object_set_new(listed, "sha256", json_string(hex));
         free(fp);
     }
+    if (!s) s = report_damage(&m, err);
     /* the manifest: what depends on every tensor, the rollback list, the parts */
     if (!s) {
         const char *fmt = jstr(rec0, "format");
@@ -614,6 +711,7 @@ tm_status tm_merge(const char *out_arg, const tm_merge_params *p, tm_merge_resul
     }
     if (!s) remove_parts(&m); /* only once OUT is complete */
     if (began) tm__pipe_end(&pp);
+    unlock_parts(&m, !s);
     free_state(&m);
     free(out);
     if (s) tm_merge_result_free(r);

@@ -76,12 +76,47 @@ tm_status tm__part_begin(tm__pipe *pp, const tm_file *in, tm_err *err) {
     /* the writers log what they write, with its CRC-32C, for the record (tm__part_record) */
     if (!s && !pp->crclog && !(pp->crclog = tm__crclog_new())) s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
     struct stat st;
-    if (!s && mkdir(pp->shared, 0755) != 0 && errno != EEXIST)
-        s = tm__err_sys(err, errno, "%s: cannot create directory", pp->shared);
+    if (!s && mkdir(pp->shared, 0755) == 0) pp->shared_made = 1;
+    else if (!s && errno != EEXIST) s = tm__err_sys(err, errno, "%s: cannot create directory", pp->shared);
     if (!s && (lstat(pp->shared, &st) != 0 || !S_ISDIR(st.st_mode)))
         s = tm__err_set(err, TM_E_INVALID_ARG, -1, "%s exists and is not a directory (the parts' shared output); "
                         "remove it", pp->shared);
     return s;
+}
+
+/* The note in OUT.parts-of-n of the run that laid its files out (its command line), for the
+** refusal of a part of another plan. */
+static char *plan_note(const tm__pipe *pp) { return tm__aprintf("%s/.tensormorph-plan", pp->shared); }
+
+void tm__part_planned(tm__pipe *pp, const char *command_line, tm_status s, tm_err *err) {
+    char *np = pp->shared ? plan_note(pp) : NULL;
+    if (!np) return;
+    if (!s) { /* the first part that sized the shared files writes it; the others keep it */
+        int fd = open(np, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+        if (fd >= 0) {
+            const char *c = command_line ? command_line : "";
+            if (write(fd, c, strlen(c)) < 0) { /* a note only */ }
+            close(fd);
+        }
+    } else if (s == TM_E_INVALID_ARG && err && strstr(err->msg, "was laid out by another plan")) {
+        char note[512] = "";
+        int fd = open(np, O_RDONLY | O_CLOEXEC);
+        ssize_t r = fd >= 0 ? read(fd, note, sizeof note - 1) : -1;
+        if (fd >= 0) close(fd);
+        char *at = strstr(err->msg, "another plan");
+        if (r > 0 && at) { /* "another plan (`COMMAND`)" */
+            note[r] = '\0';
+            at += strlen("another plan");
+            char msg[sizeof err->msg];
+            snprintf(msg, sizeof msg, "%.*s (`%s`)%s", (int)(at - err->msg), err->msg, note, at);
+            snprintf(err->msg, sizeof err->msg, "%s", msg);
+        }
+    }
+    free(np);
+}
+
+void tm__part_refused(tm__pipe *pp) {
+    if (pp->shared && pp->shared_made) rmdir(pp->shared); /* only while empty: nothing was written */
 }
 
 tm_status tm__part_probe(const char *path, uint64_t bytes, char hex[65], tm_err *err) {

@@ -12,7 +12,9 @@
 ** each part opens each file there without O_EXCL or O_TRUNC, sizes it to the plan, writes only
 ** its own tensors' bytes at their final offsets (every offset is fixed by the plan) and fsyncs
 ** it; part 0 also writes every byte no tensor owns (headers, GGUF padding). No lock: the ranges
-** are disjoint. A part's record is a directory OUT.part-i-of-n beside OUT, built and published
+** are disjoint. A file there of another size than the plan's was laid out by another plan: the
+** writer refuses before changing it (tm__shared_size_check; tm__part_planned names the first
+** part's command, noted in OUT.parts-of-n/.tensormorph-plan). merge holds every part's lock. A part's record is a directory OUT.part-i-of-n beside OUT, built and published
 ** by the pipeline like any output (staged as OUT.part-i-of-n.tmp.<pid>, fsynced, renamed, under
 ** OUT.part-i-of-n.lock) after its bytes in the shared files are fsynced: it holds the small
 ** files every part writes whole (the safetensors index; part 0 keeps them, with config.json and
@@ -46,6 +48,14 @@ tm_status tm__part_begin(tm__pipe *pp, const tm_file *in, tm_err *err);
 ** files it owns nothing of, set output.path to OUT and null the sources it did not hash, and
 ** add the "part" record (job's part_tensor records included). */
 tm_status tm__part_record(tm__pipe *pp, const tm__qwriter *w, void *job, json_t *man, tm_err *err);
+
+/* After the writer's plan (which sizes the shared files, or refuses a size another part's plan
+** gave them: tm__shared_size_check): on success note command_line as the run that laid out
+** OUT.parts-of-n (the first part only); on that refusal add the noted command line to err. */
+void tm__part_planned(tm__pipe *pp, const char *command_line, tm_status s, tm_err *err);
+
+/* A part run that failed: the directory OUT.parts-of-n it created, removed while still empty. */
+void tm__part_refused(tm__pipe *pp);
 
 /* The sha256 of a source's first and last 64 KiB (all of it when smaller), for the source's
 ** identity across parts. */

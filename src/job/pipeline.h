@@ -77,6 +77,8 @@ typedef struct tm__pipe {
                                     part writes its own bytes into (part.h); else NULL          */
     struct tm__crclog *crclog;   /* a part: its writes into the shared files and their CRC-32C
                                     (part_crc.h), filled by the writer; NULL: read them back    */
+    int            shared_made;  /* this run created `shared` (removed again if the run is refused
+                                    while it is still empty)                                     */
 } tm__pipe;
 
 /* Does this run write source tensor t? Always, unless it is a part that does not own t. */

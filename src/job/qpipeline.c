@@ -40,7 +40,10 @@ tm_status tm__qpipe_run(const tm__qwriter *w, void *job, const tm_file *in, cons
     }
     /* hash the sources in a thread beside the work */
     if (!s) s = tm__pipe_hash_start(&pp, o->no_checksums, err);
-    if (!s) s = w->plan(job, &pp, &n_tasks, err);
+    if (!s) {
+        s = w->plan(job, &pp, &n_tasks, err);
+        if (part) tm__part_planned(&pp, o->command_line, s, err);
+    }
     if (!s) s = tm__parallel_for(n_tasks, pp.threads, w->run_task, job, o->cancel, err);
     if (!s) s = tm__pipe_hash_wait(&pp, err);
     if (!s) s = w->write(job, &pp, err);
@@ -82,6 +85,7 @@ tm_status tm__qpipe_run(const tm__qwriter *w, void *job, const tm_file *in, cons
         free(tot.manifest_json);
         free(tot.manifest_path);
     }
+    if (s && part) tm__part_refused(&pp);
     tm__pipe_end(&pp);
     free(part_path);
     return s;

@@ -3,10 +3,12 @@
 # Compressed-tensors output of the built-in demo checkpoint (no download) without and with
 # --max-shard-size (N below and above the number of output shards), a real two-file checkpoint
 # of ../shared when present; a missing, a damaged and a mismatched part each fail the merge
-# naming it (exit 4, 3, 3) and leave the parts as they were; re-running that part alone is
-# enough (also a re-run killed mid-write, a part interrupted with SIGINT while writing, and an
-# unmerged run of another layout before);
-# afterwards only OUT is left.
+# naming it (exit 4, 3, 3; every damaged part in one message) and leave the parts as they were;
+# re-running that part alone is enough (also a re-run killed mid-write, a part interrupted with
+# SIGINT while writing); a part being written
+# (its lock held) refuses the merge (exit 4); a part of another layout than the shared files'
+# (an unmerged run of another type before) refuses before writing (exit 2); a refused --shard
+# run leaves nothing; afterwards only OUT is left.
 set -u
 . "${TM_SRC:?TM_SRC: the source folder}/tests/cli/lib/scratch.sh"
 tm_scratch shard
@@ -100,15 +102,23 @@ EOF
 set -- $(own_segment 1)
 [ -n "${2:-}" ] || fail "part 1 owns no segment"
 case "$1" in out.parts-of-4/*) ;; *) fail "part 1's tensor bytes are not in the shared out.parts-of-4: $1" ;; esac
-python3 -c "import sys; f=open(sys.argv[1],'r+b'); f.seek(int(sys.argv[2])); b=f.read(1); f.seek(int(sys.argv[2])); f.write(bytes([b[0]^0x5a]))" "$1" $(($2 + $3 / 2))
+flip_byte() { python3 -c "import sys; f=open(sys.argv[1],'r+b'); f.seek(int(sys.argv[2])); b=f.read(1); f.seek(int(sys.argv[2])); f.write(bytes([b[0]^0x5a]))" "$1" "$2"; }
+flip_byte "$1" $(($2 + $3 / 2))
+f1=$1
+set -- $(own_segment 3) # and one of part 3: merge names both at once (one round of re-runs)
+[ -n "${2:-}" ] || fail "part 3 owns no segment"
+flip_byte "$1" $(($2 + $3 / 2))
 out_msg=$("$T" merge out 2>&1); rc=$?
-[ $rc = 3 ] || fail "merge with a damaged part 1: exit $rc, not 3 ($out_msg)"
-echo "$out_msg" | grep -q "$1" || fail "the damaged file is not named: $out_msg"
-echo "$out_msg" | grep -q "out.part-1-of-4" || fail "the damaged part is not named: $out_msg"
-echo "$out_msg" | grep -q -- "--shard 1/4" || fail "the --shard to re-run is not named: $out_msg"
+[ $rc = 3 ] || fail "merge with damaged parts 1 and 3: exit $rc, not 3 ($out_msg)"
+echo "$out_msg" | grep -q "$f1" || fail "the damaged file is not named: $out_msg"
+for i in 1 3; do
+    echo "$out_msg" | grep -q "out.part-$i-of-4" || fail "damaged part $i is not named: $out_msg"
+    echo "$out_msg" | grep -q -- "--shard $i/4" || fail "the --shard $i/4 to re-run is not named: $out_msg"
+done
 echo "$out_msg" | grep -q "checksum" || fail "no checksum named: $out_msg"
 [ -e out ] && fail "a failed merge left OUT"
 "$T" quantize demo -o out --shard 1/4 -q || fail "re-run of part 1"
+"$T" quantize demo -o out --shard 3/4 -q || fail "re-run of part 3"
 
 # a re-run of part 2 that crashed (kill -9) mid-write: its lock (a dead pid), its staging
 # directory, its record of the run before, and the second half of its bytes in the shared file
@@ -127,6 +137,36 @@ echo "$out_msg" | grep -q -- "--shard 2/4" || fail "the --shard to re-run is not
 [ -e out ] && fail "a failed merge left OUT"
 "$T" quantize demo -o out --shard 2/4 -q || fail "re-run of the killed part 2"
 [ -e out.part-2-of-4.tmp.$dead ] && fail "the re-run left the killed run's staging directory"
+
+# a part being rewritten (its lock held by a live run, its record of the run before still
+# there): merge refuses (exit 4) naming it and the writer's pid, and leaves every part
+python3 -c '
+import fcntl, os, sys, time
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o644)
+fcntl.flock(fd, fcntl.LOCK_EX)
+os.ftruncate(fd, 0); os.write(fd, b"%d\n" % os.getpid())
+open(sys.argv[1] + ".ready", "w").close()
+time.sleep(30)' out.part-2-of-4.lock &
+holder=$!
+for ((k = 0; k < 200; k++)); do [ -e out.part-2-of-4.lock.ready ] && break; sleep 0.05; done
+rm -f out.part-2-of-4.lock.ready
+out_msg=$("$T" merge out 2>&1); rc=$?
+kill $holder; wait $holder 2>/dev/null
+[ $rc = 4 ] || fail "merge while part 2 is being written: exit $rc, not 4 ($out_msg)"
+echo "$out_msg" | grep -q "out.part-2-of-4" || fail "the part being written is not named: $out_msg"
+echo "$out_msg" | grep -q "being written" || fail "the refusal does not say the part is being written: $out_msg"
+echo "$out_msg" | grep -q "pid $holder" || fail "the refusal does not name the writer's pid $holder: $out_msg"
+[ -e out ] && fail "a merge refused for a part being written left OUT"
+[ "$(ls -d out.part-?-of-4 | wc -l)" = 4 ] && [ -d out.parts-of-4 ] || fail "a refused merge touched the parts: $(ls)"
+rm -f out.part-2-of-4.lock # what the killed holder left (a part run would take it over)
+
+# a part of another layout (int4: smaller shared files) refuses at the start, the shared files untouched
+sum0=$(cat out.parts-of-4/* | cksum)
+out_msg=$("$T" quantize demo -o out --shard 1/4 -q --type int4 2>&1); rc=$?
+[ $rc = 2 ] || fail "a part of another layout: exit $rc, not 2 ($out_msg)"
+echo "$out_msg" | grep -q "laid out by another plan (\`.*--shard 0/4" || fail "the refusal does not name the layout's command: $out_msg"
+[ "$(cat out.parts-of-4/* | cksum)" = "$sum0" ] || fail "the refused part changed the shared files"
+[ -d out.part-1-of-4 ] || fail "the refused part removed its previous record"
 
 # a part of another recipe
 "$T" quantize demo -o out --shard 3/4 -q --observer mse || fail "part 3 with --observer mse"
@@ -226,6 +266,11 @@ S="${TM_SHARED:-}/models/safetensors/stories260K-f32-2shards"
 if [ -n "${TM_SHARED:-}" ] && [ -d "$S" ]; then
     check_roundtrip "$S" 4 --max-shard-size 200KB
     check_roundtrip "$S" 3 --type int4 --granularity group:16
+    # a --shard run refused in its plan (GGUF converted from another checkpoint) leaves nothing
+    out_msg=$("$T" quantize "$TM_SHARED/models/safetensors/stories260K-f32" -o lo.gguf --vocab-from \
+        "$TM_SHARED/models/gguf/stories260K-F32.gguf" --type Q4_K_M --shard 0/2 -q 2>&1); rc=$?
+    [ $rc = 3 ] || fail "--shard of a converted GGUF: exit $rc, not 3 ($out_msg)"
+    [ -z "$(ls -d lo.gguf* 2>/dev/null)" ] || fail "the refused --shard run left: $(ls -d lo.gguf*)"
     # GGUF: one file OUT.gguf + OUT.gguf.manifest.json
     G="$TM_SHARED/models/gguf/stories260K-F32.gguf"
     for n in 3 5; do
@@ -233,9 +278,20 @@ if [ -n "${TM_SHARED:-}" ] && [ -d "$S" ]; then
         "$T" quantize "$G" -o out.gguf --type Q4_K_M -q || fail "GGUF one run"
         mv out.gguf ref.gguf && mv out.gguf.manifest.json ref.gguf.manifest.json
         if [ $n = 3 ]; then # an earlier run of another layout (Q8_0: a larger file), never merged,
-            # left its shared file and records: this run's parts rewrite them, merge gives one run's bytes
+            # left its shared file and records: a part of this run refuses at the start (exit 2),
+            # naming the Q8_0 run and how to clear it, the shared file untouched; then cleared
             for ((i = 0; i < n; i++)); do "$T" quantize "$G" -o out.gguf --type Q8_0 --shard $i/$n -q || fail "GGUF Q8_0 part $i/$n"; done
             [ -f out.gguf.parts-of-3/out.gguf ] || fail "no shared file out.gguf.parts-of-3/out.gguf: $(ls)"
+            sum0=$(cksum < out.gguf.parts-of-3/out.gguf)
+            out_msg=$("$T" quantize "$G" -o out.gguf --type Q4_K_M --shard 1/3 -q 2>&1); rc=$?
+            [ $rc = 2 ] || fail "a Q4_K_M part over the Q8_0 layout: exit $rc, not 2 ($out_msg)"
+            echo "$out_msg" | grep -q -- "--type Q8_0" || fail "the refusal does not name the layout's recipe: $out_msg"
+            echo "$out_msg" | grep -q "remove" || fail "the refusal does not say how to clear the layout: $out_msg"
+            [ "$(cksum < out.gguf.parts-of-3/out.gguf)" = "$sum0" ] || fail "the refused part changed the shared file"
+            "$T" merge out.gguf -q || fail "the Q8_0 parts (untouched by the refused part) do not merge at once"
+            rm -f out.gguf out.gguf.manifest.json
+            for ((i = 0; i < n; i++)); do "$T" quantize "$G" -o out.gguf --type Q8_0 --shard $i/$n -q || fail "GGUF Q8_0 part $i/$n"; done
+            rm -rf out.gguf.parts-of-3 # cleared as the message says: this run lays it out again
         fi
         for ((i = 0; i < n; i++)); do "$T" quantize "$G" -o out.gguf --type Q4_K_M --shard $i/$n -q || fail "GGUF part $i/$n"; done
         [ -e out.gguf ] && fail "a GGUF part wrote OUT"
@@ -251,7 +307,7 @@ for m in (a, b):
 sys.exit(a != b)
 EOF
         [ "$(ls | grep '^out\.gguf' | tr '\n' ' ')" = "out.gguf out.gguf.manifest.json " ] || fail "left beside the GGUF OUT: $(ls)"
-        echo "ok: GGUF Q4_K_M, $n parts: byte-identical$([ $n = 3 ] && echo ' (over the shared file of an unmerged Q8_0 run)')"
+        echo "ok: GGUF Q4_K_M, $n parts: byte-identical$([ $n = 3 ] && echo ' (a part over an unmerged Q8_0 layout refused, untouched)')"
     done
 elif [ "${TM_REQUIRE_SHARED:-0}" = 1 ]; then
     fail "TM_REQUIRE_SHARED=1 but $S is missing"

@@ -13,14 +13,14 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 int cmd_quantize_gguf(const cli_cmd *cmd, cli_args *a);
 
 /* Options of the compressed-tensors form that mean nothing for GGUF output. */
 static const char *const ct_only[] = {"granularity", "symmetric", "asymmetric", "observer",
                                       "convention", "include", "exclude",
-                                      "scale-dtype", "quantize-embeddings", "allow-nonfinite",
-                                      "allow-empty"};
+                                      "scale-dtype", "quantize-embeddings", "allow-nonfinite"};
 
 /* --override-kv KEY=TYPE:VALUE as llama.cpp's string_parse_kv_override reads it (common/common.cpp
 ** at c392e509): KEY under 128 bytes; int (written as INT32, as llama_model_quantize_impl's
@@ -93,7 +93,12 @@ static tm_status quantize_any(tm_file *in, const char *in_path, const char *out,
                               const char *vocab_from, tm_gguf_quantize_result **res, tm_err *err) {
     char *cfg = tm_file_format(in) == TM_FMT_GGUF ? NULL : tm_convert_config(in, in_path);
     char arch[64];
-    int llm = cfg && tm_convert_supported(cfg, arch, sizeof arch);
+    /* a checkpoint directory with a LLaMA/Mistral config.json is an LLM; a file path (a bare
+    ** .safetensors, even with a config.json beside it) keeps the raw path unless --vocab-from
+    ** asks for the conversion (docs/convert.md) */
+    struct stat st;
+    int is_dir = stat(in_path, &st) == 0 && S_ISDIR(st.st_mode);
+    int llm = cfg && (is_dir || vocab_from) && tm_convert_supported(cfg, arch, sizeof arch);
     free(cfg);
     if (llm) {
         tm_convert_params cp = tm_convert_params_default();
@@ -119,8 +124,8 @@ static tm_status quantize_any(tm_file *in, const char *in_path, const char *out,
         return TM_E_INVALID_ARG;
     }
     if (tm_file_format(in) != TM_FMT_GGUF && !g_cli.quiet)
-        fprintf(stderr, "tensormorph: warning: %s: not an LLM checkpoint convert knows (no config.json of a LLaMA/Mistral "
-                "model): tensor names are kept as they are, and llama.cpp will not load %s as a model (docs/convert.md)\n",
+        fprintf(stderr, "tensormorph: warning: %s: not an LLM checkpoint directory convert knows (a directory with the "
+                "config.json of a LLaMA/Mistral model): tensor names are kept as they are, and llama.cpp will not load %s as a model (docs/convert.md)\n",
                 in_path, out);
     return tm_gguf_quantize(in, out, p, res, err);
 }
@@ -330,6 +335,7 @@ int cmd_quantize_gguf(const cli_cmd *cmd, cli_args *a) {
     if (!imx_path && recipe) /* the manifest's record of the matrix (relative to where the run is) */
         imx_path = json_string_value(json_object_get(json_object_get(recipe, "importance_matrix"), "file"));
     p.allow_requantize = cli_has(a, "allow-requantize");
+    p.allow_empty = cli_has(a, "allow-empty");
     if (cli_has(a, "include-weights") && cli_has(a, "exclude-weights")) {
         rc = cli_usage_error(cmd, "--include-weights and --exclude-weights cannot be used together");
         goto done;

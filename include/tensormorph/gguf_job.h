@@ -101,6 +101,8 @@ typedef struct tm_gguf_quantize_params {
     int          token_embedding_type;/* --token-embedding-type: likewise                        */
     int          allow_requantize;    /* 1: a quantized source tensor is dequantized and quantized
                                          again (else refused, as llama-quantize)                 */
+    int          allow_empty;         /* 1: an already-quantized input whose tensors all keep their
+                                         types is copied (else TM_E_UNSUPPORTED; not COPY)       */
     const tm_gguf_kvlist *kv_overrides; /* --override-kv: set last, in order (NULL: none)          */
     int          tt_exact;            /* 1: a tt_patterns match sets the tensor's type even where the
                                          rules fell back (a K type on a row that is not a multiple
@@ -168,7 +170,8 @@ typedef struct tm_gguf_quantize_result {
 ** llama-quantize's refusals: an IQ1_S/IQ1_M/IQ2_S/IQ2_XXS/IQ2_XS/Q2_K_S file type without an
 ** importance matrix, a tensor of a very low-bit type without an entry, an entry whose size is
 ** not the tensor's columns x experts) | TM_E_UNSUPPORTED (a tensor name of 64 bytes or more
-** without allow_long_names; a source tensor already quantized without allow_requantize; a type
+** without allow_long_names; a source tensor already quantized without allow_requantize; an
+** already-quantized input none of whose tensors changes type, without allow_empty; a type
 ** the rules pick that cannot hold the row under --strict, or that this build cannot write) |
 ** TM_E_NONFINITE | TM_E_RANGE (a block scale overflows f16: names tensor, row and block) |
 ** TM_E_IO | TM_E_NOMEM | TM_E_CANCELLED. Free the result with tm_gguf_quantize_result_free. */

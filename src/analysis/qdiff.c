@@ -9,6 +9,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <string.h>
 
 enum { QDIFF_CHUNK = 1 << 18 }; /* elements per read: 1 MiB of f32 per buffer */
 
@@ -254,6 +255,23 @@ tm_status tm_qdiff(const tm_file *ref, const tm_file *q, const tm_qdiff_params *
         e->ref_name = rt->name;
         e->q_index = i;
         e->ref_index = pr->index;
+    }
+    /* an entry of another size: the importance matrix of another model, refused as quantize
+    ** refuses it (token_embd.weight excepted: llama-quantize quantizes it without weights) */
+    for (int64_t k = 0; p->imatrix && k < r->n; k++) {
+        const tm_tensor *t = tm_file_tensor(q, r->entries[k].q_index);
+        const tm_imatrix_entry *ie = tm_imatrix_find(p->imatrix, t->name);
+        int64_t ne0 = t->ndim ? t->shape[t->ndim - 1] : 1, ne1 = t->ndim >= 2 ? t->shape[t->ndim - 2] : 1;
+        int64_t n_mat = ne0 > 0 && ne1 > 0 ? t->n_elems / (ne0 * ne1) : 0;
+        if (!ie || ie->nval == ne0 * n_mat || !strcmp(t->name, "token_embd.weight")) continue;
+        free(pair);
+        tm_status es = tm__err_set(err, TM_E_INVALID_ARG, -1,
+                                   "%s: tensor '%s': imatrix size %lld is different from tensor size %lld (%lld columns x "
+                                   "%lld matrices); the importance matrix was made for another model",
+                                   p->imatrix->path, t->name, (long long)ie->nval, (long long)(ne0 * n_mat),
+                                   (long long)ne0, (long long)n_mat);
+        tm_qdiff_free(r);
+        return es;
     }
     qd_ctx c;
     memset(&c, 0, sizeof c);

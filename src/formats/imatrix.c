@@ -127,7 +127,8 @@ static tm_status load_legacy(tm_imatrix *m, const uint8_t *p, uint64_t n, tm_err
         const int32_t len = rd32(&c);
         if (len < 1 || (uint64_t)len > c.n - c.off)
             return tm__err_set(err, TM_E_CORRUPT, (int64_t)e_off,
-                               "%s: imatrix entry %d at byte %llu: name length %d (1..%llu bytes left)",
+                               "%s: imatrix entry %d at byte %llu: name length %d, but the name must be 1 byte or more "
+                               "and only %llu bytes are left in the file (truncated or not an imatrix)",
                                m->path, i, (unsigned long long)e_off, len, (unsigned long long)(c.n - c.off));
         if (memchr(c.p + c.off, 0, (size_t)len))
             return tm__err_set(err, TM_E_CORRUPT, (int64_t)c.off, "%s: imatrix entry %d at byte %llu: "

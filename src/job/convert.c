@@ -445,7 +445,13 @@ static tm_status prepare(tm_file *in, const char *in_path, const tm_convert_para
         return tm__err_set(err, TM_E_UNSUPPORTED, -1, "%s: no config.json beside the checkpoint: convert needs the model's "
                            "Hugging Face config.json (architecture and hyper-parameters)", in_path);
     tm_status s = TM_OK;
-    if (!tm_convert_supported(cfg, j->arch, sizeof j->arch))
+    json_error_t je;
+    json_t *cj = json_loads(cfg, JSON_DECODE_ANY, &je);
+    if (!cj)
+        s = tm__err_set(err, TM_E_CORRUPT, je.position, "%s: config.json is not valid JSON: line %d, column %d: %s",
+                        in_path, je.line, je.column, je.text);
+    json_decref(cj);
+    if (!s && !tm_convert_supported(cfg, j->arch, sizeof j->arch))
         s = tm__err_set(err, TM_E_UNSUPPORTED, -1, "%s: architecture '%s' is not supported by convert (LlamaForCausalLM, MistralForCausalLM)",
                         in_path, j->arch[0] ? j->arch : "(none in config.json)");
     if (!s) s = read_hparams(cfg, in_path, &j->h, err);

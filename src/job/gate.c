@@ -394,31 +394,64 @@ static void check_device(gate *g, const json_t *evd, const char *target) {
                    tm__json_str(rt, "name"), tm__json_str(rt, "execution_provider"));
 }
 
-/* baseline = the manifest's source, candidate = one of its output files */
+/* 1 when every file of a converted model's source (evidence models.X.source.files, non-empty)
+** has its sha256 among the strings list (arr of strings, or of objects with "sha256" when key);
+** -1 when the model records no source files (it ran as given). */
+static int source_in(const json_t *model, const json_t *arr, int objects) {
+    const json_t *files = json_object_get(json_object_get(model, "source"), "files");
+    if (!json_is_array(files) || !json_array_size(files)) return -1;
+    size_t i, j;
+    json_t *f, *e;
+    json_array_foreach(files, i, f) {
+        const char *h = tm__json_str(f, "sha256");
+        int found = 0;
+        json_array_foreach(arr, j, e) {
+            const char *x = objects ? tm__json_str(e, "sha256") : json_string_value(e);
+            if (h && x && !strcmp(h, x)) found = 1;
+        }
+        if (!found) return 0;
+    }
+    return 1;
+}
+
+/* baseline = the manifest's source, candidate = one of its output files; a model the evidence
+** converted first (a checkpoint, not a GGUF) is matched by its source files' sha256 instead
+** (baseline: all among the rollback checksums; candidate: all among the output files). */
 static void check_models(gate *g, const json_t *evd, const json_t *man) {
     if (!evd || !man) { add_check(g, "evidence.models", "not_run", NULL, "needs the evidence and the manifest"); return; }
     const json_t *models = json_object_get(evd, "models");
-    const char *bs = tm__json_str(json_object_get(models, "baseline"), "sha256");
-    const char *cs = tm__json_str(json_object_get(models, "candidate"), "sha256");
-    int b_ok = 0, c_ok = 0;
+    const json_t *bm = json_object_get(models, "baseline"), *cm = json_object_get(models, "candidate");
+    const char *bs = tm__json_str(bm, "sha256");
+    const char *cs = tm__json_str(cm, "sha256");
+    const json_t *rb = json_object_get(json_object_get(man, "rollback"), "sha256");
+    const json_t *of = json_object_get(json_object_get(man, "output"), "files");
+    int b_src = source_in(bm, rb, 0), c_src = source_in(cm, of, 1);
+    int b_ok = b_src > 0, c_ok = c_src > 0;
     size_t i;
     json_t *e;
-    json_array_foreach(json_object_get(json_object_get(man, "rollback"), "sha256"), i, e)
-        if (bs && json_is_string(e) && !strcmp(json_string_value(e), bs)) b_ok = 1;
-    json_array_foreach(json_object_get(json_object_get(man, "output"), "files"), i, e)
-        if (cs && tm__json_str(e, "sha256") && !strcmp(tm__json_str(e, "sha256"), cs)) c_ok = 1;
+    if (b_src < 0)
+        json_array_foreach(rb, i, e)
+            if (bs && json_is_string(e) && !strcmp(json_string_value(e), bs)) b_ok = 1;
+    if (c_src < 0)
+        json_array_foreach(of, i, e)
+            if (cs && tm__json_str(e, "sha256") && !strcmp(tm__json_str(e, "sha256"), cs)) c_ok = 1;
     json_t *ev = json_object();
     json_object_set_new(ev, "baseline_sha256", bs ? json_string(bs) : json_null());
     json_object_set_new(ev, "candidate_sha256", cs ? json_string(cs) : json_null());
+    json_object_set_new(ev, "baseline_matched_by", json_string(b_src < 0 ? "sha256" : "source.files"));
+    json_object_set_new(ev, "candidate_matched_by", json_string(c_src < 0 ? "sha256" : "source.files"));
     if (b_ok && c_ok) {
         add_check(g, "evidence.models", "pass", ev, "the baseline is the manifest's source and the candidate its output");
         return;
     }
     char why[600] = "";
-    if (!b_ok) snprintf(why, sizeof why, "baseline sha256 %.12s... is not the manifest's source (rollback) checksum", bs ? bs : "?");
+    if (!b_ok && b_src < 0) snprintf(why, sizeof why, "baseline sha256 %.12s... is not the manifest's source (rollback) checksum", bs ? bs : "?");
+    if (!b_ok && b_src == 0) snprintf(why, sizeof why, "a source file of the baseline (models.baseline.source.files) is not among the manifest's source (rollback) checksums");
     if (!c_ok)
-        snprintf(why + strlen(why), sizeof why - strlen(why), "%scandidate sha256 %.12s... is not an output file of the manifest",
-                 why[0] ? "; " : "", cs ? cs : "?");
+        snprintf(why + strlen(why), sizeof why - strlen(why), "%s%s", why[0] ? "; " : "",
+                 c_src < 0 ? "candidate sha256 " : "a source file of the candidate (models.candidate.source.files) is not an output file of the manifest");
+    if (!c_ok && c_src < 0)
+        snprintf(why + strlen(why), sizeof why - strlen(why), "%.12s... is not an output file of the manifest", cs ? cs : "?");
     add_check(g, "evidence.models", "fail", ev, "the evidence measured other files: %s", why);
 }
 

@@ -952,6 +952,20 @@ static tm_status plan_types(gjob *j, tm_err *err) {
             s = tm__err_set(err, TM_E_UNSUPPORTED, -1, "%s: tensor '%s': the rules of %s choose %s, which this build "
                             "cannot write yet", tm_file_path(in, 0), pl->name, tm_gguf_ftype_name(p->ftype), tname(new_type));
     }
+    /* an already-quantized input whose tensors all keep their types: the output would be a copy
+    ** (docs/exit-codes.md: exit 3 unless --allow-empty; COPY asks for the copy) */
+    if (!s && !p->allow_empty && p->ftype != TM_FTYPE_COPY) {
+        int64_t n_q = 0, i_q = -1;
+        for (int64_t i = 0; i < j->n; i++) {
+            n_q += j->plans[i].quantize;
+            if (i_q < 0 && tm_ggml_type_info_get(j->plans[i].src_type)->is_quantized) i_q = i;
+        }
+        if (n_q == 0 && i_q >= 0)
+            s = tm__err_set(err, TM_E_UNSUPPORTED, -1,
+                            "%s is already quantized (e.g. '%s' is %s) and %s changes no tensor's type: nothing to "
+                            "quantize; quantize its full-precision source (--allow-empty writes the unchanged copy anyway)",
+                            tm_file_path(in, 0), j->plans[i_q].name, tname(j->plans[i_q].src_type), tm_gguf_ftype_name(p->ftype));
+    }
     j->qs = qs;
     j->n_refused = n_refused;
     return s;
@@ -1094,6 +1108,8 @@ static tm_status gguf_results(void *ctx, tm__pipe *pp, tm__qtotals *tot, tm_err 
     if (res) res->tensors = tm__calloc((size_t)(n ? n : 1), sizeof(tm_gguf_quantize_tensor));
     if (!res || !res->tensors) return tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
     res->n_fallback = j->qs.n_fallback + j->n_refused;
+    /* file bytes on both sides, as out_bytes (the files written) */
+    for (int k = 0; k < tm_file_n_paths(j->in); k++) res->src_bytes += tm_file_size(j->in, k);
     for (int64_t i = 0; i < n; i++) {
         gplan *pl = &j->plans[i];
         tm_gguf_quantize_tensor *rt = &res->tensors[res->n++];
@@ -1106,7 +1122,6 @@ static tm_status gguf_results(void *ctx, tm__pipe *pp, tm__qtotals *tot, tm_err 
         snprintf(rt->reason, sizeof rt->reason, "%s", pl->reason);
         rt->n_elems = t->n_elems;
         rt->out_bytes = tm_gguf_writer_tensor_bytes(j->w, i);
-        res->src_bytes += t->n_bytes;
         if (!pl->quantize) continue;
         res->n_quantized++;
         double sx2 = 0, se2 = 0, mx = 0;

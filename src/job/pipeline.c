@@ -47,7 +47,11 @@ static int path_within(const char *inner, const char *outer) {
 static tm_status check_output_dir(const tm_file *in, const char *out_dir, int force, tm_err *err) {
     if (!out_dir || !*out_dir) return tm__err_set(err, TM_E_INVALID_ARG, -1, "empty output path");
     char *oabs = abs_path(out_dir);
-    if (!oabs) return tm__err_sys(err, errno, "%s: cannot resolve the output path", out_dir);
+    if (!oabs) { /* a missing parent: named as -o X.gguf names it (docs/exit-codes.md) */
+        int e = errno;
+        tm_status ps = tm__check_out_dir(out_dir, err);
+        return ps ? ps : tm__err_sys(err, e, "%s: cannot resolve the output path", out_dir);
+    }
     tm_status s = TM_OK;
     for (int i = 0; !s && in && i < tm_file_n_paths(in); i++) {
         char *iabs = realpath(tm_file_path(in, i), NULL);

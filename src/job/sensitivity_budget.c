@@ -48,6 +48,38 @@ static json_t *scheme_json(const tm_qspec *sp) {
     return o;
 }
 
+/* The evidence ran the baseline from the scratch GGUF converted from a checkpoint source: record
+** the real source (its path, and {path, sha256} of its files from OUT's manifest "sources") as
+** `evidence` does for a model it converts, so that `gate` matches it to the manifest. */
+static char *baseline_as_source(const sens *S, char *doc) {
+    const tm_sensitivity_params *p = S->p;
+    if (S->base == p->src) return doc;
+    char *mp = tm__aprintf(S->ct ? "%s/tensormorph-manifest.json" : "%s.manifest.json", p->out);
+    json_t *man = mp ? json_load_file(mp, 0, NULL) : NULL, *d = json_loads(doc, 0, NULL);
+    json_t *bm = json_object_get(json_object_get(d, "models"), "baseline");
+    free(mp);
+    if (!man || !bm) { json_decref(man); json_decref(d); return doc; }
+    json_t *src = json_object(), *files = json_array(), *e;
+    size_t i;
+    json_array_foreach(json_object_get(man, "sources"), i, e) {
+        json_t *o = json_object();
+        json_object_set(o, "path", json_object_get(e, "path"));
+        json_object_set(o, "sha256", json_object_get(e, "sha256"));
+        json_array_append_new(files, o);
+    }
+    json_object_set_new(src, "path", json_string(p->src));
+    json_object_set_new(src, "files", files);
+    json_object_set_new(bm, "path", json_string(p->src));
+    json_object_set_new(bm, "latency_representative", json_false());
+    json_object_set_new(bm, "source", src);
+    char *out = json_dumps(d, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+    json_decref(man);
+    json_decref(d);
+    if (!out) return doc;
+    free(doc);
+    return out;
+}
+
 /* The final plan measured as a whole: the artifact at OUT with its evidence, or (no OUT) a
 ** candidate in the scratch folder. */
 static tm_status measure_final(sens *S, const int *a, sens_meas *m, char **evidence_path, tm_err *err) {
@@ -81,6 +113,7 @@ static tm_status measure_final(sens *S, const int *a, sens_meas *m, char **evide
         json_decref(d);
         if (!m->done) s = tm__err_set(err, TM_E_INTERNAL, -1, "the evidence of %s has no overall KLD", p->out);
     }
+    if (!s) doc = baseline_as_source(S, doc);
     if (!s && !(*evidence_path = tm__aprintf("%s.evidence.json", p->out))) s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
     if (!s) s = tm_evidence_write(*evidence_path, doc, err);
     free(doc);

@@ -147,6 +147,52 @@ static void test_llm_pass(void **state) {
     json_decref(d);
 }
 
+/* a model the evidence converted first (a checkpoint, not a GGUF): its sha256 is the scratch
+** GGUF's; the gate matches models.X.source.files[].sha256 to the manifest instead */
+static json_t *with_source(json_t *model, const char *path, const char *file_sha) {
+    json_t *src = json_object(), *files = json_array(), *f = json_object();
+    json_object_set_new(f, "path", json_string(path));
+    json_object_set_new(f, "sha256", json_string(file_sha));
+    json_array_append_new(files, f);
+    json_object_set_new(src, "path", json_string(path));
+    json_object_set_new(src, "files", files);
+    json_object_set_new(model, "source", src);
+    json_object_set_new(model, "sha256", json_string("00000000000000000000000000000000000000000000000000000000deadbeef"));
+    return model;
+}
+
+static void test_converted_models(void **state) {
+    (void)state;
+    json_t *e = evidence_llm(0.015, 1), *models = json_object_get(e, "models");
+    with_source(json_object_get(models, "baseline"), "demo/model.safetensors", g_src_sha);
+    with_source(json_object_get(models, "candidate"), "q8/model.safetensors", g_out_sha);
+    tmt_write_json(g_tmp, "evc.json", e);
+    tmt_write_json(g_tmp, "pol.json", policy_llm("llamacpp-cpu", NULL));
+    json_t *d = gate(0, "evc.json", "pol.json");
+    assert_string_equal(json_string_value(json_object_get(d, "verdict")), "PASS");
+    assert_string_equal(tmt_gate_status(d, "evidence.models"), "pass");
+    json_decref(d);
+    /* a converted candidate whose source file is not an output of the manifest (the source itself) */
+    e = evidence_llm(0.015, 1);
+    models = json_object_get(e, "models");
+    with_source(json_object_get(models, "baseline"), "demo/model.safetensors", g_src_sha);
+    with_source(json_object_get(models, "candidate"), "demo/model.safetensors", g_src_sha);
+    tmt_write_json(g_tmp, "evc.json", e);
+    d = gate(1, "evc.json", "pol.json");
+    assert_string_equal(tmt_gate_status(d, "evidence.models"), "fail");
+    assert_non_null(strstr(tmt_gate_reason(d, "evidence.models"), "a source file of the candidate"));
+    assert_null(strstr(tmt_gate_reason(d, "evidence.models"), "baseline"));
+    json_decref(d);
+    /* and a converted baseline that is not the manifest's source */
+    e = evidence_llm(0.015, 1);
+    models = json_object_get(e, "models");
+    with_source(json_object_get(models, "baseline"), "q8/model.safetensors", g_out_sha);
+    tmt_write_json(g_tmp, "evc.json", e);
+    d = gate(1, "evc.json", "pol.json");
+    assert_non_null(strstr(tmt_gate_reason(d, "evidence.models"), "a source file of the baseline"));
+    json_decref(d);
+}
+
 static void test_llm_over_budget(void **state) {
     (void)state;
     tmt_write_json(g_tmp, "ev.json", evidence_llm(0.025, 1)); /* overall 0.025 > 0.02; slice code 0.0375 > 0.03 */
@@ -347,6 +393,7 @@ static int teardown(void **state) { (void)state; return chdir("/") ? -1 : tmt_tm
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_llm_pass),
+        cmocka_unit_test(test_converted_models),
         cmocka_unit_test(test_llm_over_budget),
         cmocka_unit_test(test_llm_nan_and_protocol),
         cmocka_unit_test(test_onnx_evidence_under_llm_bounds),

@@ -454,9 +454,11 @@ int64_t tm__gq_iq2_s(const tm__iq2_tab *t, const float *x, uint8_t *y, int64_t n
             for (int i = 0; i < 16; i++) waux[i] = sqrtf(weight[i]);
             for (int k = 0; k < 2; k++) {
                 uint8_t s = 0;
-                for (int i = 0; i < 8; i++) {
-                    if (xb[8 * k + i] >= 0) xval[8 * k + i] = xb[8 * k + i];
-                    else { xval[8 * k + i] = -xb[8 * k + i]; s = (uint8_t)(s | (1u << i)); }
+                for (int i = 0; i < 8; i++) { /* without branches: the signs are random */
+                    const float v = xb[8 * k + i];
+                    const unsigned neg = !(v >= 0);
+                    xval[8 * k + i] = neg ? -v : v;
+                    s = (uint8_t)(s | neg << i);
                 }
                 block_signs[k] = s;
             }

@@ -559,62 +559,81 @@ TM_AVX2 int tm__iq2_best_avx2(const tm__iq2_tab *t, int u, const float *xval, co
     return gi;
 }
 
-/* tm__iq2_best_avx2 of key u at ns (1..4) scales sc at once, the grid indices into gi: per scale
-** the same terms, the same sums and the same choice; the candidates' positions loaded once. */
-TM_AVX2 static void best4_avx2(const tm__iq2_tab *t, int u, const float *xval, const float *w, const float *sc,
-                               int ns, int *gi) {
-    const uint16_t *nb = t->nbr + (-t->map[u] - 1);
-    const int n = nb[0], n8 = (n + 7) & ~7;
-    float best_d2[4] = {FLT_MAX, FLT_MAX, FLT_MAX, FLT_MAX};
-    int bj[4] = {0, 0, 0, 0};
-    if (n > 1) {
-        const __m256 inf = _mm256_set1_ps(INFINITY);
-        const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-        __m256 E[4][8], bv[4], bi[4];
-        for (int r = 0; r < 4; r++) {
-            if (r < ns) iq2_terms_avx2(xval, w, sc[r], E[r]);
-            bv[r] = inf;
-            bi[r] = _mm256_setzero_ps();
-        }
-        for (int j0 = 0; j0 < n8; j0 += 8) {
-            const __m256i k = iq2_keys_avx2(t, u, j0);
-            __m256 d2[4];
-            for (int r = 0; r < ns; r++) d2[r] = iq2_sum8_avx2(E[r], k);
-            const __m256 valid = _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(n - j0), lane));
-            const __m256 jv = _mm256_castsi256_ps(_mm256_add_epi32(_mm256_set1_epi32(j0), lane));
-            for (int r = 0; r < ns; r++) {
-                const __m256 d = _mm256_blendv_ps(inf, d2[r], _mm256_and_ps(_mm256_cmp_ps(d2[r], d2[r], _CMP_ORD_Q), valid));
-                const __m256 lt = _mm256_cmp_ps(d, bv[r], _CMP_LT_OQ);
-                bv[r] = _mm256_blendv_ps(bv[r], d, lt);
-                bi[r] = _mm256_blendv_ps(bi[r], jv, lt);
-            }
-        }
-        /* per scale: the least of the lanes' minima, the least candidate holding it (the first
-        ** strict minimum of the list, as the one-scale search) */
-        for (int r = 0; r < ns; r++) {
-            const __m256 m = hmin8_avx2(bv[r]);
-            if (!(_mm256_cvtss_f32(m) < best_d2[r])) continue;
-            bj[r] = least_index_at_min_avx2(bv[r], _mm256_castps_si256(bi[r]), m);
+/* The least lane of v (int32), broadcast to every lane. */
+TM_AVX2 TM_INLINE __m256i hmin8_epi32_avx2(__m256i v) {
+    __m256i m = _mm256_min_epi32(v, _mm256_permute2x128_si256(v, v, 1));
+    m = _mm256_min_epi32(m, _mm256_shuffle_epi32(m, _MM_SHUFFLE(1, 0, 3, 2)));
+    return _mm256_min_epi32(m, _mm256_shuffle_epi32(m, _MM_SHUFFLE(2, 3, 0, 1)));
+}
+
+/* tm__iq2_best_avx2 of off-grid key u for the R (1..24) consecutive trials with that key at
+** once, trial r at scale ts[r]; the best candidate's key into out[r]. Per trial the same terms
+** (iq2_terms_avx2: E[r][i]), per candidate the same sum over i = 0..7 in order (from the first
+** term: 0 + t0 = t0 but for a zero's sign, which no comparison sees), the same choice: the first
+** strict minimum below FLT_MAX, else the list's first candidate. The candidates' keys are
+** loaded and shifted once per 8 for all the trials; each lane keeps its own first strict
+** minimum (minps: a NaN distance is never kept), the least index among the lanes at the least
+** value is the list's first. The pad lanes repeat the list's last candidate: the same distance
+** at a later index, never chosen. */
+TM_AVX2 static void run_best_avx2(const tm__iq2_tab *t, int u, const float *xval, const float *w, const float *ts,
+                                  int R, int32_t *out) {
+    const int n = t->nbr[-t->map[u] - 1];
+    const uint16_t *tk = t->tk + t->tqo[u] / 8;
+    if (n == 1) { /* the scalar search keeps a lone candidate whatever its distance */
+        for (int r = 0; r < R; r++) out[r] = tk[0];
+        return;
+    }
+    __m256 E[24][8], bv[24];
+    __m256i bi[24];
+    for (int r = 0; r < R; r++) {
+        iq2_terms_avx2(xval, w, ts[r], E[r]);
+        bv[r] = _mm256_set1_ps(INFINITY);
+        bi[r] = _mm256_setzero_si256();
+    }
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    for (int j0 = 0; j0 < n; j0 += 8) {
+        __m256i k[8];
+        k[0] = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(tk + j0)));
+        for (int i = 1; i < 8; i++) k[i] = _mm256_srli_epi32(k[0], 2 * i);
+        const __m256i jv = _mm256_add_epi32(_mm256_set1_epi32(j0), lane);
+        for (int r = 0; r < R; r++) {
+            __m256 d2 = _mm256_permutevar8x32_ps(E[r][0], k[0]);
+            for (int i = 1; i < 8; i++) d2 = _mm256_add_ps(d2, _mm256_permutevar8x32_ps(E[r][i], k[i]));
+            const __m256 lt = _mm256_cmp_ps(d2, bv[r], _CMP_LT_OQ);
+            bv[r] = _mm256_min_ps(d2, bv[r]);
+            bi[r] = _mm256_blendv_epi8(bi[r], jv, _mm256_castps_si256(lt));
         }
     }
-    for (int r = 0; r < ns; r++) gi[r] = nb[1 + bj[r]];
+    for (int r = 0; r < R; r++) {
+        const __m256 m = hmin8_avx2(bv[r]);
+        int j = 0;
+        if (_mm256_cvtss_f32(m) < FLT_MAX) {
+            const __m256i eq = _mm256_castps_si256(_mm256_cmp_ps(bv[r], m, _CMP_EQ_OQ));
+            const __m256i c = _mm256_blendv_epi8(_mm256_set1_epi32(INT32_MAX), bi[r], eq);
+            j = _mm256_cvtsi256_si32(hmin8_epi32_avx2(c));
+        }
+        out[r] = tk[j];
+    }
 }
 
 /* The scale trials of IQ2_XXS / IQ2_XS / IQ2_S's sub-block search in lanes: nt trials
-** is = is0, is0 + 1, ... in nl lanes (the lanes past nt repeat the last trial and are never read),
-** ng groups of 8. Per lane, as the scalar trial: id = (5 + is 0.1f) / den, the level
+** is = is0, is0 + 1, ... in nl (8, 16 or 24) lanes (the lanes past nt repeat the last trial and are
+** never read), ng groups of 8. Per lane, as the scalar trial: id = (5 + is 0.1f) / den, the level
 ** clamp(nearest_int(0.5f (id x_i - 1)), 0, 2) (nearest_int by the same float adder and bit
-** mask), the groups' 16-bit keys; the off-grid groups replaced by their best neighbour at 1 / id;
-** then sumqx += ((w_i x_i) q), sumq2 += ((w_i q) q) for i = 0..8 ng - 1 in order. The choice in
-** scalar code in the trials' order from best = 0; returns scale (left when none fits), the kept
-** trial's codes into L and its groups' on-grid flags into on_grid (when not NULL). */
+** mask), the groups' 16-bit keys; each off-grid group's key replaced by its best neighbour's at
+** 1 / id (run_best_avx2, a run of consecutive trials with one key at once); then, the levels
+** taken back from the keys, sumqx += ((w_i x_i) q), sumq2 += ((w_i q) q) for i = 0..8 ng - 1 in
+** order. The choice in scalar code in the trials' order from best = 0; returns scale (left when
+** none fits), the kept trial's codes into L and its groups' on-grid flags into on_grid (when not
+** NULL). */
 TM_AVX2 TM_INLINE float trials_avx2(const tm__iq2_tab *t, const float *weight, const float *waux, const float *xval,
                                     float den, const int nt, const int nl, const int is0, const int ng, float scale,
                                     int8_t *L, int *on_grid) {
     float id[24] __attribute__((aligned(32))), ts[24];
-    int32_t lv[32][24] __attribute__((aligned(32))), key[4][24] __attribute__((aligned(32)));
+    /* key[k][1 + j]: group k's key in trial j; key[k][0] a key no trial has (for the runs) */
+    int32_t key[4][32] __attribute__((aligned(32)));
     float sqx[24] __attribute__((aligned(32))), sq2[24] __attribute__((aligned(32)));
-    int og[4][24];
+    unsigned off[4] = {0, 0, 0, 0}; /* bit j: group k is off the grid in trial j */
     for (int j = 0; j < nl; j++) {
         const int is = (j < nt ? j : nt - 1) + is0;
         id[j] = (5 + is * 0.1f) / den;
@@ -622,63 +641,77 @@ TM_AVX2 TM_INLINE float trials_avx2(const tm__iq2_tab *t, const float *weight, c
     }
     const __m256 half = _mm256_set1_ps(0.5f), one = _mm256_set1_ps(1.0f), magic = _mm256_set1_ps(12582912.f);
     const __m256i mant = _mm256_set1_epi32(0x007fffff), bias = _mm256_set1_epi32(0x00400000);
-    const __m256i zero = _mm256_setzero_si256(), two = _mm256_set1_epi32(2);
-    for (int v = 0; v < nl; v += 8) {
-        const __m256 idv = _mm256_load_ps(id + v);
-        for (int k = 0; k < ng; k++) {
+    const __m256i zero = _mm256_setzero_si256(), two = _mm256_set1_epi32(2), three = _mm256_set1_epi32(3);
+    for (int k = 0; k < ng; k++) {
+        key[k][0] = -1;
+        for (int v = 0; v < nl; v += 8) {
+            const __m256 idv = _mm256_load_ps(id + v);
             __m256i kk = zero;
-            for (int i = 8 * k; i < 8 * k + 8; i++) {
-                const __m256 a = _mm256_mul_ps(half, _mm256_sub_ps(_mm256_mul_ps(idv, _mm256_set1_ps(xval[i])), one));
+            for (int i = 0; i < 8; i++) {
+                const __m256 a = _mm256_mul_ps(half, _mm256_sub_ps(_mm256_mul_ps(idv, _mm256_set1_ps(xval[8 * k + i])), one));
                 const __m256i b = _mm256_castps_si256(_mm256_add_ps(a, magic));
                 __m256i l = _mm256_sub_epi32(_mm256_and_si256(b, mant), bias);
                 l = _mm256_max_epi32(zero, _mm256_min_epi32(two, l));
-                _mm256_store_si256((__m256i *)(lv[i] + v), l);
-                kk = _mm256_or_si256(kk, _mm256_sll_epi32(l, _mm_cvtsi32_si128(2 * (i & 7))));
+                kk = _mm256_or_si256(kk, _mm256_slli_epi32(l, 2 * i));
             }
-            _mm256_store_si256((__m256i *)(key[k] + v), kk);
+            _mm256_storeu_si256((__m256i *)(key[k] + 1 + v), kk);
         }
+    }
+    /* the runs of equal keys: bit j of start[k] where trial j's key differs from trial j - 1's */
+    unsigned start[4];
+    for (int k = 0; k < ng; k++) {
+        unsigned same = 0;
+        for (int v = 0; v < nl; v += 8) {
+            const __m256i a = _mm256_loadu_si256((const __m256i *)(key[k] + 1 + v));
+            const __m256i b = _mm256_loadu_si256((const __m256i *)(key[k] + v));
+            same |= (unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpeq_epi32(a, b))) << v;
+        }
+        start[k] = ~same & ((1u << nt) - 1);
     }
     /* the searches' table reads are random (a few hundred KiB of map / offsets, MiB of lists):
     ** start them all before the first search needs one */
     for (int k = 0; k < ng; k++)
-        for (int j = 0; j < nt; j++) {
-            _mm_prefetch((const char *)(t->map + key[k][j]), _MM_HINT_T0);
-            _mm_prefetch((const char *)(t->tqo + key[k][j]), _MM_HINT_T0);
+        for (unsigned s = start[k]; s; s &= s - 1) {
+            const int u = key[k][1 + __builtin_ctz(s)];
+            _mm_prefetch((const char *)(t->map + u), _MM_HINT_T0);
+            _mm_prefetch((const char *)(t->tqo + u), _MM_HINT_T0);
         }
     for (int k = 0; k < ng; k++)
-        for (int j = 0; j < nt; j++) {
-            const int u = key[k][j], m = t->map[u];
-            if (m >= 0 || (j > 0 && key[k][j - 1] == u)) continue;
+        for (unsigned s = start[k]; s; s &= s - 1) {
+            const int u = key[k][1 + __builtin_ctz(s)], m = t->map[u];
+            if (m >= 0) continue;
             _mm_prefetch((const char *)(t->nbr + (-m - 1)), _MM_HINT_T0);
             _mm_prefetch((const char *)(t->tk + t->tqo[u] / 8), _MM_HINT_T0);
         }
-    /* a group's levels rarely decrease with id (only a value IQ2_XXS / IQ2_XS flipped negative
-    ** does), so the trials with one key are mostly consecutive: the searches of a run of up to 4
-    ** share the candidates' loads and overlap */
     for (int k = 0; k < ng; k++)
-        for (int j = 0, e; j < nt; j = e) {
-            const int u = key[k][j];
-            for (e = j + 1; e < nt && e < j + 4 && key[k][e] == u; e++) {}
-            const int on = t->map[u] >= 0;
-            for (int r = j; r < e; r++) og[k][r] = on;
-            if (on) continue;
-            int gi[4];
-            best4_avx2(t, u, xval + 8 * k, waux + 8 * k, ts + j, e - j, gi);
-            for (int r = j; r < e; r++) {
-                const int8_t *pg = t->pos[gi[r - j]];
-                for (int i = 0; i < 8; i++) lv[8 * k + i][r] = (pg[i] - 1) / 2;
+        for (unsigned s = start[k]; s;) {
+            const int j = __builtin_ctz(s);
+            s &= s - 1;
+            const int e = s ? __builtin_ctz(s) : nt;
+            const int u = key[k][1 + j];
+            if (t->map[u] >= 0) continue;
+            off[k] |= ((1u << e) - 1) & ~((1u << j) - 1);
+            run_best_avx2(t, u, xval + 8 * k, waux + 8 * k, ts + j, e - j, key[k] + 1 + j);
+        }
+    /* the registers' sums side by side (independent chains), each in index order */
+    __m256 sx[3], s2[3];
+    for (int v = 0; v < nl / 8; v++) sx[v] = s2[v] = _mm256_setzero_ps();
+    for (int k = 0; k < ng; k++) {
+        __m256i kk[3];
+        for (int v = 0; v < nl / 8; v++) kk[v] = _mm256_loadu_si256((const __m256i *)(key[k] + 1 + 8 * v));
+        for (int i = 8 * k; i < 8 * k + 8; i++) {
+            const __m256 wx = _mm256_set1_ps(weight[i] * xval[i]), wi = _mm256_set1_ps(weight[i]);
+            for (int v = 0; v < nl / 8; v++) {
+                const __m256i l = _mm256_and_si256(_mm256_srli_epi32(kk[v], 2 * (i - 8 * k)), three);
+                const __m256 q = _mm256_cvtepi32_ps(_mm256_add_epi32(_mm256_add_epi32(l, l), _mm256_set1_epi32(1)));
+                sx[v] = _mm256_add_ps(sx[v], _mm256_mul_ps(wx, q));
+                s2[v] = _mm256_add_ps(s2[v], _mm256_mul_ps(_mm256_mul_ps(wi, q), q));
             }
         }
-    for (int v = 0; v < nl; v += 8) {
-        __m256 sx = _mm256_setzero_ps(), s2 = _mm256_setzero_ps();
-        for (int i = 0; i < 8 * ng; i++) {
-            const __m256i l = _mm256_load_si256((const __m256i *)(lv[i] + v));
-            const __m256 q = _mm256_cvtepi32_ps(_mm256_add_epi32(_mm256_add_epi32(l, l), _mm256_set1_epi32(1)));
-            sx = _mm256_add_ps(sx, _mm256_mul_ps(_mm256_set1_ps(weight[i] * xval[i]), q));
-            s2 = _mm256_add_ps(s2, _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(weight[i]), q), q));
-        }
-        _mm256_store_ps(sqx + v, sx);
-        _mm256_store_ps(sq2 + v, s2);
+    }
+    for (int v = 0; v < nl / 8; v++) {
+        _mm256_store_ps(sqx + 8 * v, sx[v]);
+        _mm256_store_ps(sq2 + 8 * v, s2[v]);
     }
     float best = 0;
     int bj = -1;
@@ -689,13 +722,14 @@ TM_AVX2 TM_INLINE float trials_avx2(const tm__iq2_tab *t, const float *weight, c
             bj = j;
         }
     if (bj >= 0) {
-        for (int i = 0; i < 8 * ng; i++) L[i] = (int8_t)lv[i][bj];
-        if (on_grid)
-            for (int k = 0; k < ng; k++) on_grid[k] = og[k][bj];
+        for (int k = 0; k < ng; k++) {
+            const int kk = key[k][1 + bj];
+            for (int i = 0; i < 8; i++) L[8 * k + i] = (int8_t)(kk >> 2 * i & 3);
+            if (on_grid) on_grid[k] = !(off[k] >> bj & 1);
+        }
     }
     return scale;
 }
-
 /* trials16 of ggml_quant_iq2.c: 19 trials (is = -9..9) in 24 lanes, 2 groups. */
 TM_AVX2 float tm__iq2_trials16_avx2(const tm__iq2_tab *t, const float *weight, const float *waux, const float *xval,
                                     float max, int8_t *L, int *on_grid) {

@@ -23,7 +23,8 @@
 ** once, each lane at its own scale, the rows of its list in turn.
 ** IQ2_XXS / IQ2_XS / IQ2_S (tm__iq2_best_avx2): the best neighbour with the candidates in lanes.
 ** IQ2_XS / IQ2_S / IQ2_XXS (tm__iq2_trials16_avx2, tm__iq2_trials32_avx2): the scale trials of a
-** sub-block of 16 / 32 in lanes.
+** sub-block of 16 / 32 in lanes; the neighbour searches of a run of trials with one key in one pass
+** over its candidates (run_best_avx2).
 ** IQ1_S (tm__iq1s_splits_avx2): the split search, 8 values of i2 in lanes.
 ** IQ1_M (tm__iq1m_splits_avx2): the split search, the 4 delta combinations' two sums in lanes.
 ** IQ1_S / IQ1_M (tm__iq1_best_avx2): the best neighbour, 8 candidates in lanes, terms looked up.
@@ -525,8 +526,8 @@ TM_AVX2 TM_INLINE __m256 iq2_sum8_avx2(const __m256 *E, __m256i k) {
 /* The 8 terms of the best-neighbour sums, independent of the candidate: E[i] holds the scalar
 ** term (w_i (s q - x_i)) (s q - x_i) of level l (q = 2 l + 1 = 1, 3, 5) at lanes l and l + 4. */
 TM_AVX2 TM_INLINE void iq2_terms_avx2(const float *xval, const float *w, float s, __m256 *E) {
-    const float s1 = s * 1.f, s3 = s * 3.f, s5 = s * 5.f;
-    const __m256 sq = _mm256_setr_ps(s1, s3, s5, 0, s1, s3, s5, 0);
+    /* s 1, s 3, s 5 (lanes 3 and 7, s 0, are never read) */
+    const __m256 sq = _mm256_mul_ps(_mm256_set1_ps(s), _mm256_setr_ps(1.f, 3.f, 5.f, 0, 1.f, 3.f, 5.f, 0));
     for (int i = 0; i < 8; i++) {
         const __m256 diff = _mm256_sub_ps(sq, _mm256_set1_ps(xval[i]));
         E[i] = _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(w[i]), diff), diff);
@@ -574,13 +575,32 @@ TM_AVX2 TM_INLINE __m256i hmin8_epi32_avx2(__m256i v) {
 ** loaded and shifted once per 8 for all the trials; each lane keeps its own first strict
 ** minimum (minps: a NaN distance is never kept), the least index among the lanes at the least
 ** value is the list's first. The pad lanes repeat the list's last candidate: the same distance
-** at a later index, never chosen. */
+** at a later index, never chosen. A list of at most 8 (one register): the first lane at the least
+** value, NaN distances as +inf. */
 TM_AVX2 static void run_best_avx2(const tm__iq2_tab *t, int u, const float *xval, const float *w, const float *ts,
                                   int R, int32_t *out) {
     const int n = t->nbr[-t->map[u] - 1];
     const uint16_t *tk = t->tk + t->tqo[u] / 8;
     if (n == 1) { /* the scalar search keeps a lone candidate whatever its distance */
         for (int r = 0; r < R; r++) out[r] = tk[0];
+        return;
+    }
+    if (n <= 8) { /* one register of candidates: the terms of each trial in turn, no index lanes */
+        __m256i k[8];
+        k[0] = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)tk));
+        for (int i = 1; i < 8; i++) k[i] = _mm256_srli_epi32(k[0], 2 * i);
+        for (int r = 0; r < R; r++) {
+            __m256 E[8];
+            iq2_terms_avx2(xval, w, ts[r], E);
+            __m256 d2 = _mm256_permutevar8x32_ps(E[0], k[0]);
+            for (int i = 1; i < 8; i++) d2 = _mm256_add_ps(d2, _mm256_permutevar8x32_ps(E[i], k[i]));
+            d2 = _mm256_min_ps(d2, _mm256_set1_ps(INFINITY)); /* NaN -> inf */
+            const __m256 m = hmin8_avx2(d2);
+            int j = 0;
+            if (_mm256_cvtss_f32(m) < FLT_MAX)
+                j = __builtin_ctz((unsigned)_mm256_movemask_ps(_mm256_cmp_ps(d2, m, _CMP_EQ_OQ)));
+            out[r] = tk[j];
+        }
         return;
     }
     __m256 E[24][8], bv[24];
@@ -621,9 +641,9 @@ TM_AVX2 static void run_best_avx2(const tm__iq2_tab *t, int u, const float *xval
 ** never read), ng groups of 8. Per lane, as the scalar trial: id = (5 + is 0.1f) / den, the level
 ** clamp(nearest_int(0.5f (id x_i - 1)), 0, 2) (nearest_int by the same float adder and bit
 ** mask), the groups' 16-bit keys; each off-grid group's key replaced by its best neighbour's at
-** 1 / id (run_best_avx2, a run of consecutive trials with one key at once); then, the levels
-** taken back from the keys, sumqx += ((w_i x_i) q), sumq2 += ((w_i q) q) for i = 0..8 ng - 1 in
-** order. The choice in scalar code in the trials' order from best = 0; returns scale (left when
+** 1 / id (run_best_avx2, a run of consecutive trials with one key at once); then sumqx +=
+** ((w_i x_i) q), sumq2 += ((w_i q) q) for i = 0..8 ng - 1 in order, the two products of each
+** level computed once per value and picked by the key (vpermps, as the neighbour terms). The choice in scalar code in the trials' order from best = 0; returns scale (left when
 ** none fits), the kept trial's codes into L and its groups' on-grid flags into on_grid (when not
 ** NULL). */
 TM_AVX2 TM_INLINE float trials_avx2(const tm__iq2_tab *t, const float *weight, const float *waux, const float *xval,
@@ -641,7 +661,7 @@ TM_AVX2 TM_INLINE float trials_avx2(const tm__iq2_tab *t, const float *weight, c
     }
     const __m256 half = _mm256_set1_ps(0.5f), one = _mm256_set1_ps(1.0f), magic = _mm256_set1_ps(12582912.f);
     const __m256i mant = _mm256_set1_epi32(0x007fffff), bias = _mm256_set1_epi32(0x00400000);
-    const __m256i zero = _mm256_setzero_si256(), two = _mm256_set1_epi32(2), three = _mm256_set1_epi32(3);
+    const __m256i zero = _mm256_setzero_si256(), two = _mm256_set1_epi32(2);
     for (int k = 0; k < ng; k++) {
         key[k][0] = -1;
         for (int v = 0; v < nl; v += 8) {
@@ -694,18 +714,21 @@ TM_AVX2 TM_INLINE float trials_avx2(const tm__iq2_tab *t, const float *weight, c
             run_best_avx2(t, u, xval + 8 * k, waux + 8 * k, ts + j, e - j, key[k] + 1 + j);
         }
     /* the registers' sums side by side (independent chains), each in index order */
+    const __m256 q135 = _mm256_setr_ps(1.f, 3.f, 5.f, 0, 1.f, 3.f, 5.f, 0);
     __m256 sx[3], s2[3];
     for (int v = 0; v < nl / 8; v++) sx[v] = s2[v] = _mm256_setzero_ps();
     for (int k = 0; k < ng; k++) {
         __m256i kk[3];
         for (int v = 0; v < nl / 8; v++) kk[v] = _mm256_loadu_si256((const __m256i *)(key[k] + 1 + 8 * v));
         for (int i = 8 * k; i < 8 * k + 8; i++) {
-            const __m256 wx = _mm256_set1_ps(weight[i] * xval[i]), wi = _mm256_set1_ps(weight[i]);
+            /* the two products of value i at level l (q = 1, 3, 5) at lanes l and l + 4, picked by
+            ** the key shifted by 2 (i mod 8) as the neighbour terms are (iq2_keys_avx2) */
+            const __m256 wq = _mm256_mul_ps(_mm256_set1_ps(weight[i]), q135);
+            const __m256 tx = _mm256_mul_ps(_mm256_set1_ps(weight[i] * xval[i]), q135), t2 = _mm256_mul_ps(wq, q135);
             for (int v = 0; v < nl / 8; v++) {
-                const __m256i l = _mm256_and_si256(_mm256_srli_epi32(kk[v], 2 * (i - 8 * k)), three);
-                const __m256 q = _mm256_cvtepi32_ps(_mm256_add_epi32(_mm256_add_epi32(l, l), _mm256_set1_epi32(1)));
-                sx[v] = _mm256_add_ps(sx[v], _mm256_mul_ps(wx, q));
-                s2[v] = _mm256_add_ps(s2[v], _mm256_mul_ps(_mm256_mul_ps(wi, q), q));
+                const __m256i l = _mm256_srli_epi32(kk[v], 2 * (i - 8 * k));
+                sx[v] = _mm256_add_ps(sx[v], _mm256_permutevar8x32_ps(tx, l));
+                s2[v] = _mm256_add_ps(s2[v], _mm256_permutevar8x32_ps(t2, l));
             }
         }
     }

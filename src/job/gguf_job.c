@@ -17,6 +17,7 @@
 #include "../core/fsutil.h"
 #include "../core/pool.h"
 #include "../quant/ggml_quant_impl.h"
+#include "part_crc.h"
 #include "pipeline.h"
 #include "tensormorph/ggml_quant.h"
 #include "tensormorph/gguf_job.h"
@@ -520,6 +521,7 @@ typedef struct gjob {
     tm_gguf_quantize_result      *res;
     const int            *shard_owner;          /* a part (--shard, part.h): each tensor's part */
     int                   shard_i;
+    struct tm__crclog    *crclog;               /* a part: its writes and their CRC-32C      */
     int64_t              *plan_of;              /* parts: source tensor -> its plan (spans)  */
     const char           *target;               /* the file the writer writes (pipeline.h)   */
     const char          **ofiles;               /* gguf_output_files                         */
@@ -533,6 +535,17 @@ static void report(gjob *j, uint64_t add) {
     pthread_mutex_unlock(&j->mu);
 }
 
+/* n bytes of plan pl's tensor at off into the output; a part logs their CRC-32C from memory
+** (part_crc.h), so that its record need not read them back. */
+static tm_status out_write(gjob *j, const gplan *pl, uint64_t off, const void *data, size_t n, tm_err *err) {
+    const int64_t i = pl - j->plans;
+    tm_status s = tm_gguf_writer_write(j->w, i, off, data, n, err);
+    if (!s && j->crclog)
+        tm__crclog_add(j->crclog, tm_gguf_writer_file(j->w, tm_gguf_writer_tensor_file(j->w, i)),
+                       tm_gguf_writer_tensor_offset(j->w, i) + off, data, n);
+    return s;
+}
+
 typedef struct wbuf { float *x, *dq; uint8_t *q; size_t cap_vals, cap_bytes; } wbuf;
 
 static tm_status do_copy_chunk(gjob *j, gplan *pl, int64_t c, wbuf *b, tm_err *err) {
@@ -541,7 +554,7 @@ static tm_status do_copy_chunk(gjob *j, gplan *pl, int64_t c, wbuf *b, tm_err *e
     (void)b;
     const void *src;
     tm_status s = tm_tensor_data(j->in, pl->src, off, k, &src, err);
-    if (!s) s = tm_gguf_writer_write(j->w, pl - j->plans, off, src, (size_t)k, err);
+    if (!s) s = out_write(j, pl, off, src, (size_t)k, err);
     tm_tensor_release(j->in, pl->src, off, k);
     if (!s) report(j, k);
     return s;
@@ -613,7 +626,7 @@ static tm_status do_quant_chunk(gjob *j, gplan *pl, int64_t c, wbuf *b, tm_err *
     if (pl->cached) { /* the bytes and sums of an earlier quantize of this tensor to this type */
         double sums[3] = {0, 0, 0};
         s = tc->get(tc->ud, pl->name, pl->out_type, pl->imx != NULL, c, rb * (uint64_t)r0, b->q, nbytes, sums, err);
-        if (!s) s = tm_gguf_writer_write(j->w, pl - j->plans, rb * (uint64_t)r0, b->q, nbytes, err);
+        if (!s) s = out_write(j, pl, rb * (uint64_t)r0, b->q, nbytes, err);
         if (s) return s;
         pl->c_x2[c] = sums[0];
         pl->c_e2[c] = sums[1];
@@ -653,7 +666,7 @@ static tm_status do_quant_chunk(gjob *j, gplan *pl, int64_t c, wbuf *b, tm_err *
         }
         if (s) return row_error(j, pl, x, p0, p1, q, s, err);
     }
-    s = tm_gguf_writer_write(j->w, pl - j->plans, rb * (uint64_t)r0, b->q, nbytes, err);
+    s = out_write(j, pl, rb * (uint64_t)r0, b->q, nbytes, err);
     if (s) return s;
     tm__gq_err_total(&acc, &pl->c_x2[c], &pl->c_e2[c], &pl->c_max[c]);
     if (tc) {
@@ -1021,6 +1034,7 @@ static tm_status gguf_plan(void *ctx, tm__pipe *pp, int64_t *n_tasks, tm_err *er
     if (!s && pp->shard_n) { /* a part: only its own tensors (part.h) */
         j->shard_owner = pp->tensor_owner;
         j->shard_i = pp->shard_i;
+        j->crclog = pp->crclog;
         if (p->source) s = tm__err_set(err, TM_E_UNSUPPORTED, -1, "--shard: a GGUF output converted from another checkpoint cannot be written in parts yet");
     }
     /* --keep-split: the input's split files, each output tensor in its input tensor's file */

@@ -17,6 +17,7 @@
 #include "../core/fsutil.h"
 #include "../core/pool.h"
 #include "../quant/ggml_quant_impl.h"
+#include "part.h"
 #include "part_crc.h"
 #include "pipeline.h"
 #include "tensormorph/ggml_quant.h"
@@ -1049,6 +1050,7 @@ static tm_status gguf_plan(void *ctx, tm__pipe *pp, int64_t *n_tasks, tm_err *er
     /* a part writes into the file(s) every part shares, the header part 0 only (part.h) */
     unsigned wflags = (p->allow_long_names ? TM_GGUF_WRITE_LONG_NAMES : 0) | (p->scratch && !pp->shared ? TM_GGUF_WRITE_SCRATCH : 0) |
                       (pp->shared ? TM_GGUF_WRITE_SHARED | (pp->shard_i == 0 ? TM_GGUF_WRITE_HEADER : 0) : 0);
+    if (!s && pp->shared) s = tm__part_start(pp, err); /* the parts present: of this recipe? */
     if (!s && keep) s = tm_gguf_writer_open_split_as(j->target, kv, wt, n, file_of, tm_file_n_paths(in), wflags, &j->w, err);
     else if (!s) s = tm_gguf_writer_open_split(j->target, kv, wt, n, p->max_shard_bytes, wflags, &j->w, err);
     free(file_of);
@@ -1153,11 +1155,10 @@ static tm_status gguf_results(void *ctx, tm__pipe *pp, tm__qtotals *tot, tm_err 
     return TM_OK;
 }
 
-static tm_status gguf_manifest(void *ctx, json_t *man, tm_err *err) {
+/* The manifest's "recipe" and "calibration" (fixed by the plan: tm__qwriter.recipe_add). */
+static void gguf_recipe(void *ctx, json_t *man) {
     gjob *j = ctx;
     const tm_gguf_quantize_params *p = j->p;
-    tm_gguf_quantize_result *res = j->res;
-    (void)err;
     json_t *recipe = json_object();
     json_object_set_new(recipe, "format", json_string("gguf"));
     json_object_set_new(recipe, "file_type", json_string(tm_gguf_ftype_name(p->ftype)));
@@ -1203,6 +1204,13 @@ static tm_status gguf_manifest(void *ctx, json_t *man, tm_err *err) {
     } else {
         tm__manifest_add_calibration(man, "none: no importance matrix; ggml's reference quantizers ran on the weights themselves");
     }
+}
+
+static tm_status gguf_manifest(void *ctx, json_t *man, tm_err *err) {
+    gjob *j = ctx;
+    tm_gguf_quantize_result *res = j->res;
+    (void)err;
+    gguf_recipe(ctx, man);
     json_t *ts = json_array();
     for (int64_t i = 0; i < res->n; i++) {
         tm_gguf_quantize_tensor *rt = &res->tensors[i];
@@ -1272,7 +1280,7 @@ static int64_t gguf_row_tensor(void *ctx, int64_t r) { /* the manifest's rows ar
 static const tm__qwriter gguf_writer = {
     .kind = TM__PIPE_FILE, .kind_name = "a GGUF output", .format = "gguf", .plan = gguf_plan,
     .run_task = run_item, .write = gguf_write, .results = gguf_results,
-    .manifest_add = gguf_manifest, .summary = gguf_summary, .tensor_spans = gguf_tensor_spans,
+    .manifest_add = gguf_manifest, .recipe_add = gguf_recipe, .summary = gguf_summary, .tensor_spans = gguf_tensor_spans,
     .row_tensor = gguf_row_tensor, .output_files = gguf_output_files,
 };
 

@@ -18,6 +18,14 @@ same_files() { # REF OUT: every file but the manifest byte-identical
         [ "$f" = tensormorph-manifest.json ] || cmp -s "$1/$f" "$2/$f" || fail "$2/$f differs from one run's"
     done
 }
+finish_parts() { # "I ..." ARGS...: run those parts of 4 with ARGS, merge, compare with one run
+    local i idx=$1
+    shift
+    for i in $idx; do "$T" quantize demo -o out --shard $i/4 -q "$@" || fail "part $i/4 $*: exit $?"; done
+    "$T" merge out -q || fail "merge of the parts started over ($*): exit $?"
+    "$T" quantize demo -o ref -q "$@" || fail "one run $*"
+    same_files ref out
+}
 "$T" demo -o demo -q || fail "demo"
 for ((i = 0; i < 4; i++)); do "$T" quantize demo -o out --shard $i/4 -q || fail "part $i/4"; done
 sum0=$(cat out.parts-of-4/* out.part-1-of-4/* | cksum)
@@ -38,20 +46,14 @@ echo mine > out.parts-of-4/keep.txt
 [ "$(ls | grep '^out' | tr '\n' ' ')" = "out.part-1-of-4 out.parts-of-4 " ] || fail "--force left parts of the other recipe: $(ls)"
 [ "$(cat out.parts-of-4/keep.txt)" = mine ] || fail "--force removed a file no part wrote"
 rm out.parts-of-4/keep.txt
-for i in 0 2 3; do "$T" quantize demo -o out --shard $i/4 -q --observer mse || fail "part $i/4 --observer mse: exit $?"; done
-"$T" merge out -q || fail "merge of the parts started over: exit $?"
-"$T" quantize demo -o ref -q --observer mse || fail "one run --observer mse"
-same_files ref out
+finish_parts "0 2 3" --observer mse
 echo "ok: --force started the layout over (same sizes): merged into one run's bytes, a foreign file kept"
 
 # --force over a layout of other sizes (int4 over int8), the forcing part not part 0
 rm -rf out ref
 for ((i = 0; i < 4; i++)); do "$T" quantize demo -o out --shard $i/4 -q || fail "part $i/4"; done
 "$T" quantize demo -o out --shard 2/4 -q --type int4 --force || fail "part 2 int4 --force over the int8 layout: exit $?"
-for i in 0 1 3; do "$T" quantize demo -o out --shard $i/4 -q --type int4 || fail "part $i/4 int4: exit $?"; done
-"$T" merge out -q || fail "merge of the int4 parts: exit $?"
-"$T" quantize demo -o ref -q --type int4 || fail "one run int4"
-same_files ref out
+finish_parts "0 1 3" --type int4
 echo "ok: --force started a layout of other sizes over"
 
 # no records left, the shared files of other sizes: still refused by their sizes (exit 2)

@@ -6,12 +6,15 @@
 #include "../core/fsutil.h"
 
 #include <dirent.h>
+#include <stdatomic.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+_Atomic uint64_t tm__part_readback_bytes;
 
 /* ---------------------------------------------------------------------------------------- */
 /* partition                                                                                 */
@@ -350,8 +353,10 @@ tm_status tm__part_record(tm__pipe *pp, const tm__qwriter *w, void *job, json_t 
             json_int_t crc = -1;
             if (cur.owner == pp->shard_i) {
                 uint32_t c = 0;
-                if (!IS_SHARED(f) || !tm__crclog_range(pp->crclog, names[f], cur.off, cur.len, &c))
+                if (!IS_SHARED(f) || !tm__crclog_range(pp->crclog, names[f], cur.off, cur.len, &c)) {
                     s = crc_range(fd, names[f], cur.off, cur.len, buf, 1 << 20, &c, err); /* not all logged */
+                    atomic_fetch_add(&tm__part_readback_bytes, cur.len);
+                }
                 crc = c;
                 mine = 1;
                 data_bytes += cur.len;

@@ -33,6 +33,10 @@
 #define TM_JOB_PART_H
 #include "pipeline.h"
 
+/* Test counter: the bytes tm__part_record has read back to checksum them (the segments not
+** logged from memory: a part's own small files, the headers and padding part 0 writes). */
+extern _Atomic uint64_t tm__part_readback_bytes;
+
 /* Deal n_items weights (bytes) to n_parts: owner[k] in 0..n_parts-1 (the rule above). Returns
 ** TM_OK | TM_E_NOMEM. */
 tm_status tm__shard_assign(const uint64_t *bytes, int64_t n_items, int n_parts, int *owner, tm_err *err);

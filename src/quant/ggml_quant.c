@@ -19,6 +19,7 @@
 **   Q6_K  210 B / 256: ql[128], qh[64], int8 scales[16], f16 d
 */
 #include "core/core.h"
+#include "ggml_round.h"
 #include "ggml_traits.h"
 #include "tensormorph/ggml.h"
 #include "tensormorph/ggml_quant.h"
@@ -32,19 +33,6 @@
 /* Shared helpers                                                                            */
 /* ---------------------------------------------------------------------------------------- */
 
-/* The reference's nearest_int: add 1.5 * 2^23 so the float adder rounds to an integer (to
-** nearest, ties to even), then read the integer from the mantissa bits. Exact for
-** |x| <= 2^22 - 1; outside that it returns what the bit trick gives (as the reference, whose
-** range assert is compiled out), never undefined behaviour. */
-static inline int nearest_int(float fval) {
-    float val = fval + 12582912.f;
-    int32_t i;
-    memcpy(&i, &val, sizeof i);
-    return (i & 0x007fffff) - 0x00400000;
-}
-
-static inline int imax(int a, int b) { return a > b ? a : b; }
-static inline int imin(int a, int b) { return a < b ? a : b; }
 
 /* (int8_t)v as C converts it (truncation toward zero) for v inside int8's range, saturated
 ** outside it (where the conversion would be undefined). */

@@ -19,6 +19,7 @@
 ** The sign trick of IQ2_XXS/XS: each group of 8 stores 7 signs, the 8th is the parity (an even
 ** number of negatives): an odd group flips the sign of its least important value first. */
 #include "ggml_quant_iq2.h"
+#include "ggml_round.h"
 #include "ggml_traits.h"
 
 #include <float.h>
@@ -32,15 +33,6 @@
 #define IQ1S_DELTA 0.125f
 #define IQ1M_DELTA 0.125f
 
-/* The reference's nearest_int: round to nearest (ties to even) through the float adder. */
-static inline int nearest_int(float fval) {
-    float val = fval + 12582912.f;
-    int32_t i;
-    memcpy(&i, &val, sizeof i);
-    return (i & 0x007fffff) - 0x00400000;
-}
-static inline int imax(int a, int b) { return a > b ? a : b; }
-static inline int imin(int a, int b) { return a < b ? a : b; }
 static inline float fmaxf_(float a, float b) { return a > b ? a : b; } /* ggml's MAX(a, b) */
 
 /* f16 of f at p; 0 when it overflows (the reference stores inf). */

@@ -27,7 +27,7 @@ const cli_opt opts_quantize[] = {
     {"allow-nonfinite", 0, NULL, 0, "accept NaN/Inf: left out of ranges, NaN stored as the zero point, Inf clamped"},
     CLI_OPT_NO_CHECKSUMS,
     {"max-shard-size", 0, "SIZE", 0, "split the safetensors output into shards (e.g. 5GB, 500MiB); GGUF: llama.cpp gguf-split files OUT-00001-of-0000N.gguf"},
-    {"shard", 0, "I/N", 0, "write only part I of N (0 <= I < N; $SLURM_ARRAY_TASK_ID/$SLURM_ARRAY_TASK_COUNT): the directory OUT.part-I-of-N, for `tensormorph merge OUT` (docs/scale-out.md); compressed-tensors and GGUF output"},
+    {"shard", 0, "I/N", 0, "write only part I of N (0 <= I < N; $SLURM_ARRAY_TASK_ID/$SLURM_ARRAY_TASK_COUNT): the directory OUT.part-I-of-N, for `tensormorph merge OUT` (docs/scale-out.md); compressed-tensors and GGUF output; parts of another recipe present: refused, with --force started over"},
     {"strict", 0, NULL, 0, "fail on a tensor the output layout cannot hold instead of keeping it dense"},
     {"allow-empty", 0, NULL, 0, "write OUT even when no tensor gets quantized (else exit 2/3 saying why)"},
     CLI_OPT_FORCE,

@@ -57,8 +57,11 @@ tm_status tm__check_out_dir(const char *path, tm_err *err) {
     return s;
 }
 
-/* path's absolute form with its directory resolved (path itself may not exist yet); malloc'd. */
-static char *resolved_beside(const char *path) {
+char *tm__abs_path(const char *path, int resolve_last) {
+    if (resolve_last) {
+        char *r = realpath(path, NULL);
+        if (r) return r;
+    }
     char *dir = tm__dirname(path);
     char *rd = dir ? realpath(dir, NULL) : NULL;
     free(dir);
@@ -96,7 +99,7 @@ tm_status tm_check_report_output(const char *opt, const char *path, const char *
     if (s) return s;
     int exists = stat(path, &st) == 0;
     if (exists && S_ISDIR(st.st_mode)) return tm__err_set(err, TM_E_INVALID_ARG, -1, "%s %s is a directory (a file is written there)", opt, path);
-    char *abs = resolved_beside(path);
+    char *abs = tm__abs_path(path, 0); /* the name itself is what a rename replaces */
     for (int i = 0; !s && i < n_inputs; i++) {
         if (!inputs[i]) continue;
         struct stat is;

@@ -13,6 +13,12 @@ void tm__rm_rf(const char *path);
 tm_status tm__mkdir_p(const char *path, tm_err *err);
 /* The directory part of path ("." when none); malloc'd. */
 char *tm__dirname(const char *path);
+/* path's absolute form with its directory resolved by realpath(3) (path itself may not exist
+** yet: its last component is appended as given); malloc'd, NULL when the directory cannot be
+** resolved (errno set) or out of memory. resolve_last: when path exists, resolve it too
+** (symbolic links in its last component followed); 0 keeps the last component as named (what a
+** rename over it replaces). */
+char *tm__abs_path(const char *path, int resolve_last);
 /* Before writing the file `path`: its directory must exist and be a directory. TM_OK, or
 ** TM_E_IO naming the output path and the directory ("-o P: directory 'D' does not exist"). */
 tm_status tm__check_out_dir(const char *path, tm_err *err);

@@ -8,6 +8,7 @@
 #include "../core/crc32c.h"
 #include "../core/fsutil.h"
 #include "../core/jschema.h"
+#include "manifest.h"
 #include "tensormorph/convert.h"
 #include "tensormorph/gguf_write.h"
 
@@ -580,15 +581,7 @@ static tm_status convert_model(const tm_evidence_llm_params *p, const char *phas
         *source = json_object();
         json_object_set_new(*source, "path", json_string(path));
         json_object_set_new(*source, "architecture", json_string(r->architecture));
-        json_t *files = json_array(), *src;
-        size_t i;
-        json_array_foreach(json_object_get(man, "sources"), i, src) {
-            json_t *o = json_object();
-            json_object_set(o, "path", json_object_get(src, "path"));
-            json_object_set(o, "sha256", json_object_get(src, "sha256"));
-            json_array_append_new(files, o);
-        }
-        json_object_set_new(*source, "files", files);
+        json_object_set_new(*source, "files", tm__manifest_source_files(man));
         json_decref(man);
     }
     tm_convert_result_free(r);

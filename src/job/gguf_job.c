@@ -17,6 +17,8 @@
 #include "../core/fsutil.h"
 #include "../core/pool.h"
 #include "../quant/ggml_quant_impl.h"
+#include "part.h"
+#include "part_crc.h"
 #include "pipeline.h"
 #include "tensormorph/ggml_quant.h"
 #include "tensormorph/gguf_job.h"
@@ -520,6 +522,7 @@ typedef struct gjob {
     tm_gguf_quantize_result      *res;
     const int            *shard_owner;          /* a part (--shard, part.h): each tensor's part */
     int                   shard_i;
+    struct tm__crclog    *crclog;               /* a part: its writes and their CRC-32C      */
     int64_t              *plan_of;              /* parts: source tensor -> its plan (spans)  */
     const char           *target;               /* the file the writer writes (pipeline.h)   */
     const char          **ofiles;               /* gguf_output_files                         */
@@ -533,6 +536,17 @@ static void report(gjob *j, uint64_t add) {
     pthread_mutex_unlock(&j->mu);
 }
 
+/* n bytes of plan pl's tensor at off into the output; a part logs their CRC-32C from memory
+** (part_crc.h), so that its record need not read them back. */
+static tm_status out_write(gjob *j, const gplan *pl, uint64_t off, const void *data, size_t n, tm_err *err) {
+    const int64_t i = pl - j->plans;
+    tm_status s = tm_gguf_writer_write(j->w, i, off, data, n, err);
+    if (!s && j->crclog)
+        tm__crclog_add(j->crclog, tm_gguf_writer_file(j->w, tm_gguf_writer_tensor_file(j->w, i)),
+                       tm_gguf_writer_tensor_offset(j->w, i) + off, data, n);
+    return s;
+}
+
 typedef struct wbuf { float *x, *dq; uint8_t *q; size_t cap_vals, cap_bytes; } wbuf;
 
 static tm_status do_copy_chunk(gjob *j, gplan *pl, int64_t c, wbuf *b, tm_err *err) {
@@ -541,7 +555,7 @@ static tm_status do_copy_chunk(gjob *j, gplan *pl, int64_t c, wbuf *b, tm_err *e
     (void)b;
     const void *src;
     tm_status s = tm_tensor_data(j->in, pl->src, off, k, &src, err);
-    if (!s) s = tm_gguf_writer_write(j->w, pl - j->plans, off, src, (size_t)k, err);
+    if (!s) s = out_write(j, pl, off, src, (size_t)k, err);
     tm_tensor_release(j->in, pl->src, off, k);
     if (!s) report(j, k);
     return s;
@@ -613,7 +627,7 @@ static tm_status do_quant_chunk(gjob *j, gplan *pl, int64_t c, wbuf *b, tm_err *
     if (pl->cached) { /* the bytes and sums of an earlier quantize of this tensor to this type */
         double sums[3] = {0, 0, 0};
         s = tc->get(tc->ud, pl->name, pl->out_type, pl->imx != NULL, c, rb * (uint64_t)r0, b->q, nbytes, sums, err);
-        if (!s) s = tm_gguf_writer_write(j->w, pl - j->plans, rb * (uint64_t)r0, b->q, nbytes, err);
+        if (!s) s = out_write(j, pl, rb * (uint64_t)r0, b->q, nbytes, err);
         if (s) return s;
         pl->c_x2[c] = sums[0];
         pl->c_e2[c] = sums[1];
@@ -653,7 +667,7 @@ static tm_status do_quant_chunk(gjob *j, gplan *pl, int64_t c, wbuf *b, tm_err *
         }
         if (s) return row_error(j, pl, x, p0, p1, q, s, err);
     }
-    s = tm_gguf_writer_write(j->w, pl - j->plans, rb * (uint64_t)r0, b->q, nbytes, err);
+    s = out_write(j, pl, rb * (uint64_t)r0, b->q, nbytes, err);
     if (s) return s;
     tm__gq_err_total(&acc, &pl->c_x2[c], &pl->c_e2[c], &pl->c_max[c]);
     if (tc) {
@@ -1021,6 +1035,7 @@ static tm_status gguf_plan(void *ctx, tm__pipe *pp, int64_t *n_tasks, tm_err *er
     if (!s && pp->shard_n) { /* a part: only its own tensors (part.h) */
         j->shard_owner = pp->tensor_owner;
         j->shard_i = pp->shard_i;
+        j->crclog = pp->crclog;
         if (p->source) s = tm__err_set(err, TM_E_UNSUPPORTED, -1, "--shard: a GGUF output converted from another checkpoint cannot be written in parts yet");
     }
     /* --keep-split: the input's split files, each output tensor in its input tensor's file */
@@ -1035,6 +1050,7 @@ static tm_status gguf_plan(void *ctx, tm__pipe *pp, int64_t *n_tasks, tm_err *er
     /* a part writes into the file(s) every part shares, the header part 0 only (part.h) */
     unsigned wflags = (p->allow_long_names ? TM_GGUF_WRITE_LONG_NAMES : 0) | (p->scratch && !pp->shared ? TM_GGUF_WRITE_SCRATCH : 0) |
                       (pp->shared ? TM_GGUF_WRITE_SHARED | (pp->shard_i == 0 ? TM_GGUF_WRITE_HEADER : 0) : 0);
+    if (!s && pp->shared) s = tm__part_start(pp, err); /* the parts present: of this recipe? */
     if (!s && keep) s = tm_gguf_writer_open_split_as(j->target, kv, wt, n, file_of, tm_file_n_paths(in), wflags, &j->w, err);
     else if (!s) s = tm_gguf_writer_open_split(j->target, kv, wt, n, p->max_shard_bytes, wflags, &j->w, err);
     free(file_of);
@@ -1139,11 +1155,10 @@ static tm_status gguf_results(void *ctx, tm__pipe *pp, tm__qtotals *tot, tm_err 
     return TM_OK;
 }
 
-static tm_status gguf_manifest(void *ctx, json_t *man, tm_err *err) {
+/* The manifest's "recipe" and "calibration" (fixed by the plan: tm__qwriter.recipe_add). */
+static void gguf_recipe(void *ctx, json_t *man) {
     gjob *j = ctx;
     const tm_gguf_quantize_params *p = j->p;
-    tm_gguf_quantize_result *res = j->res;
-    (void)err;
     json_t *recipe = json_object();
     json_object_set_new(recipe, "format", json_string("gguf"));
     json_object_set_new(recipe, "file_type", json_string(tm_gguf_ftype_name(p->ftype)));
@@ -1189,6 +1204,13 @@ static tm_status gguf_manifest(void *ctx, json_t *man, tm_err *err) {
     } else {
         tm__manifest_add_calibration(man, "none: no importance matrix; ggml's reference quantizers ran on the weights themselves");
     }
+}
+
+static tm_status gguf_manifest(void *ctx, json_t *man, tm_err *err) {
+    gjob *j = ctx;
+    tm_gguf_quantize_result *res = j->res;
+    (void)err;
+    gguf_recipe(ctx, man);
     json_t *ts = json_array();
     for (int64_t i = 0; i < res->n; i++) {
         tm_gguf_quantize_tensor *rt = &res->tensors[i];
@@ -1258,7 +1280,7 @@ static int64_t gguf_row_tensor(void *ctx, int64_t r) { /* the manifest's rows ar
 static const tm__qwriter gguf_writer = {
     .kind = TM__PIPE_FILE, .kind_name = "a GGUF output", .format = "gguf", .plan = gguf_plan,
     .run_task = run_item, .write = gguf_write, .results = gguf_results,
-    .manifest_add = gguf_manifest, .summary = gguf_summary, .tensor_spans = gguf_tensor_spans,
+    .manifest_add = gguf_manifest, .recipe_add = gguf_recipe, .summary = gguf_summary, .tensor_spans = gguf_tensor_spans,
     .row_tensor = gguf_row_tensor, .output_files = gguf_output_files,
 };
 

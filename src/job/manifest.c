@@ -120,3 +120,18 @@ json_t *tm__manifest_scheme(const tm_qspec *s, int axis_2d) {
     json_object_set_new(o, "allow_nonfinite", json_boolean(s->allow_nonfinite));
     return o;
 }
+
+json_t *tm__manifest_source_files(const json_t *man) {
+    json_t *files = json_array(), *e;
+    size_t i;
+    if (!files) return NULL;
+    json_array_foreach(json_object_get(man, "sources"), i, e) {
+        json_t *o = json_object();
+        if (!o || json_object_set(o, "path", json_object_get(e, "path")) ||
+            json_object_set(o, "sha256", json_object_get(e, "sha256")) || json_array_append_new(files, o)) {
+            json_decref(files);
+            return NULL;
+        }
+    }
+    return files;
+}

@@ -35,6 +35,11 @@ json_t *tm__manifest_scheme(const tm_qspec *s, int axis_2d);
 json_t *tm__manifest_new(const char *command_line, int no_checksums, const tm_file *in,
                          char (*hex)[65]);
 
+/* The files a manifest was made from, as evidence and gate name them: a new array of
+** {path, sha256} objects, one for each entry of man's "sources" (in its order; empty when man is
+** NULL or has none). NULL when out of memory. */
+json_t *tm__manifest_source_files(const json_t *man);
+
 /* "times": {started_utc, finished_utc (now), seconds}. */
 void tm__manifest_add_times(json_t *man, time_t wall0, double seconds);
 

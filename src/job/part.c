@@ -6,12 +6,15 @@
 #include "../core/fsutil.h"
 
 #include <dirent.h>
+#include <stdatomic.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+_Atomic uint64_t tm__part_readback_bytes;
 
 /* ---------------------------------------------------------------------------------------- */
 /* partition                                                                                 */
@@ -88,7 +91,13 @@ tm_status tm__part_begin(tm__pipe *pp, const tm_file *in, tm_err *err) {
 ** refusal of a part of another plan. */
 static char *plan_note(const tm__pipe *pp) { return tm__aprintf("%s/.tensormorph-plan", pp->shared); }
 
+static void layout_unlock(tm__pipe *pp) {
+    if (pp->layout_fd > 0) close(pp->layout_fd - 1); /* releases the flock */
+    pp->layout_fd = 0;
+}
+
 void tm__part_planned(tm__pipe *pp, const char *command_line, tm_status s, tm_err *err) {
+    layout_unlock(pp);
     char *np = pp->shared ? plan_note(pp) : NULL;
     if (!np) return;
     if (!s) { /* the first part that sized the shared files writes it; the others keep it */
@@ -116,6 +125,7 @@ void tm__part_planned(tm__pipe *pp, const char *command_line, tm_status s, tm_er
 }
 
 void tm__part_refused(tm__pipe *pp) {
+    layout_unlock(pp);
     if (pp->shared && pp->shared_made) rmdir(pp->shared); /* only while empty: nothing was written */
 }
 
@@ -222,6 +232,18 @@ static json_t *hash_json(json_t *v) { /* sha256 of v's compact, key-sorted text;
     tm_sha256_buffer(t, strlen(t), hex);
     free(t);
     return json_string(hex);
+}
+
+json_t *tm__part_recipe_sha256(const json_t *man, const char *format, int64_t nt) {
+    json_t *rid = json_object();
+    const char *keys[] = {"tool", "checksums", "recipe", "calibration"};
+    for (int q = 0; q < 4; q++) {
+        json_t *v = json_object_get(man, keys[q]);
+        json_object_set(rid, keys[q], v ? v : json_null());
+    }
+    json_object_set_new(rid, "format", json_string(format));
+    json_object_set_new(rid, "n_tensors", json_integer((json_int_t)nt));
+    return hash_json(rid);
 }
 
 /* The writer's files that lie in the shared directory (their names, appended to *names). */
@@ -331,8 +353,10 @@ tm_status tm__part_record(tm__pipe *pp, const tm__qwriter *w, void *job, json_t 
             json_int_t crc = -1;
             if (cur.owner == pp->shard_i) {
                 uint32_t c = 0;
-                if (!IS_SHARED(f) || !tm__crclog_range(pp->crclog, names[f], cur.off, cur.len, &c))
+                if (!IS_SHARED(f) || !tm__crclog_range(pp->crclog, names[f], cur.off, cur.len, &c)) {
                     s = crc_range(fd, names[f], cur.off, cur.len, buf, 1 << 20, &c, err); /* not all logged */
+                    atomic_fetch_add(&tm__part_readback_bytes, cur.len);
+                }
                 crc = c;
                 mine = 1;
                 data_bytes += cur.len;
@@ -365,14 +389,6 @@ tm_status tm__part_record(tm__pipe *pp, const tm__qwriter *w, void *job, json_t 
         if (!hashed) json_object_set_new(json_array_get(msrc, (size_t)f), "sha256", json_null());
     }
     if (!s) {
-        json_t *rid = json_object();
-        const char *keys[] = {"tool", "checksums", "recipe", "calibration"};
-        for (int q = 0; q < 4; q++) {
-            json_t *v = json_object_get(man, keys[q]);
-            json_object_set(rid, keys[q], v ? v : json_null());
-        }
-        json_object_set_new(rid, "format", json_string(w->format));
-        json_object_set_new(rid, "n_tensors", json_integer((json_int_t)nt));
         json_t *owned = json_array(), *trec = json_array(), *rows = json_array();
         json_t *mrows = json_object_get(man, "tensors");
         for (size_t r = 0; r < json_array_size(mrows); r++) {
@@ -393,7 +409,7 @@ tm_status tm__part_record(tm__pipe *pp, const tm__qwriter *w, void *job, json_t 
         const char *ob = strrchr(pp->final_out, '/') ? strrchr(pp->final_out, '/') + 1 : pp->final_out;
         json_object_set_new(rec, "kind", json_string(w->kind != TM__PIPE_FILE ? "directory"
                                                      : nfiles == 1 && !strcmp(names[0], ob) ? "file" : "files"));
-        json_object_set_new(rec, "recipe_sha256", hash_json(rid));
+        json_object_set_new(rec, "recipe_sha256", tm__part_recipe_sha256(man, w->format, nt));
         json_object_set_new(rec, "source_sha256", hash_json(ident));
         ident = NULL;
         json_object_set_new(rec, "layout_sha256", hash_json(layout));

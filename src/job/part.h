@@ -33,6 +33,10 @@
 #define TM_JOB_PART_H
 #include "pipeline.h"
 
+/* Test counter: the bytes tm__part_record has read back to checksum them (the segments not
+** logged from memory: a part's own small files, the headers and padding part 0 writes). */
+extern _Atomic uint64_t tm__part_readback_bytes;
+
 /* Deal n_items weights (bytes) to n_parts: owner[k] in 0..n_parts-1 (the rule above). Returns
 ** TM_OK | TM_E_NOMEM. */
 tm_status tm__shard_assign(const uint64_t *bytes, int64_t n_items, int n_parts, int *owner, tm_err *err);
@@ -48,6 +52,21 @@ tm_status tm__part_begin(tm__pipe *pp, const tm_file *in, tm_err *err);
 ** files it owns nothing of, set output.path to OUT and null the sources it did not hash, and
 ** add the "part" record (job's part_tensor records included). */
 tm_status tm__part_record(tm__pipe *pp, const tm__qwriter *w, void *job, json_t *man, tm_err *err);
+
+/* The part record's "recipe_sha256" (a JSON string, new reference; NULL when out of memory): the
+** sha256 of the compact, key-sorted JSON of man's tool, checksums, recipe and calibration, the
+** output format and the tensor count nt. */
+json_t *tm__part_recipe_sha256(const json_t *man, const char *format, int64_t nt);
+
+/* In the writer's plan, once the recipe is fixed (pp->qw->recipe_add) and before it opens the
+** shared files (part_start.c): lock OUT.parts-of-n (flock, until tm__part_planned) and compare
+** this run's recipe_sha256 with those of the parts of OUT/n present (records with another index).
+** One of another recipe: without pp->shard_force refused, TM_E_INVALID_ARG naming that part and
+** its command line, nothing written; with it the parts of that recipe are removed (their
+** directories), and when no part of this recipe is present either, the shared files their records
+** name and the plan note too: the layout starts over. Never removes a file no record names;
+** refuses (TM_E_INVALID_ARG) to remove a part whose lock a live run holds. TM_OK when all agree. */
+tm_status tm__part_start(tm__pipe *pp, tm_err *err);
 
 /* After the writer's plan (which sizes the shared files, or refuses a size another part's plan
 ** gave them: tm__shared_size_check): on success note command_line as the run that laid out

@@ -21,22 +21,6 @@ void *tm__pipe_phase_hook_ud;
 /* may OUT be written?                                                                       */
 /* ---------------------------------------------------------------------------------------- */
 
-/* Absolute, normalised form of a path whose last component may not exist yet. */
-static char *abs_path(const char *path) {
-    char *r = realpath(path, NULL);
-    if (r) return r;
-    char *dir = tm__dirname(path);
-    if (!dir) return NULL;
-    char *rd = realpath(dir, NULL);
-    free(dir);
-    if (!rd) return NULL;
-    const char *base = strrchr(path, '/');
-    base = base ? base + 1 : path;
-    char *full = tm__aprintf("%s/%s", strcmp(rd, "/") ? rd : "", base);
-    free(rd);
-    return full;
-}
-
 static int path_within(const char *inner, const char *outer) {
     size_t n = strlen(outer);
     return strncmp(inner, outer, n) == 0 && (inner[n] == '/' || inner[n] == '\0');
@@ -46,7 +30,7 @@ static int path_within(const char *inner, const char *outer) {
 ** tensormorph output; never a directory that holds the input or anything else. */
 static tm_status check_output_dir(const tm_file *in, const char *out_dir, int force, tm_err *err) {
     if (!out_dir || !*out_dir) return tm__err_set(err, TM_E_INVALID_ARG, -1, "empty output path");
-    char *oabs = abs_path(out_dir);
+    char *oabs = tm__abs_path(out_dir, 1);
     if (!oabs) { /* a missing parent: named as -o X.gguf names it (docs/exit-codes.md) */
         int e = errno;
         tm_status ps = tm__check_out_dir(out_dir, err);

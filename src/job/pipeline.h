@@ -79,6 +79,14 @@ typedef struct tm__pipe {
                                     (part_crc.h), filled by the writer; NULL: read them back    */
     int            shared_made;  /* this run created `shared` (removed again if the run is refused
                                     while it is still empty)                                     */
+    /* a part's start check of the parts present (tm__part_start, part.h), set by the driver */
+    const struct tm__qwriter *qw;
+    void          *qjob;
+    const char    *command_line;
+    int            no_checksums;
+    int            shard_force;  /* --force of the part run: start the parts of another recipe over */
+    int            layout_fd;    /* 1 + the fd of `shared` locked (flock) from the start check to the
+                                    end of the plan; 0 when none                                 */
 } tm__pipe;
 
 /* Does this run write source tensor t? Always, unless it is a part that does not own t. */
@@ -208,6 +216,9 @@ typedef struct tm__qwriter {
     tm_status (*write)(void *job, tm__pipe *pp, tm_err *err);
     /* The job's result: per-tensor rows; sets t->n_tensors, n_quantized, src_bytes. */
     tm_status (*results)(void *job, tm__pipe *pp, tm__qtotals *t, tm_err *err);
+    /* The manifest's "recipe" and "calibration", from the parameters and the plan alone (the job's
+    ** manifest_add adds them the same way); a part hashes them before it writes (part.h). */
+    void (*recipe_add)(void *job, json_t *man);
     /* The job's manifest keys before "output": recipe, calibration, tensors. */
     tm_status (*manifest_add)(void *job, json_t *man, tm_err *err);
     /* DIR only: the staged files the manifest's output lists (FILE: the staged file). */

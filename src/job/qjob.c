@@ -21,6 +21,7 @@
 #include "../view/layout.h"
 #include "pipeline.h"
 #include "qjob_part.h"
+#include "part.h"
 #include "part_crc.h"
 
 #include <stdarg.h>
@@ -765,7 +766,8 @@ static tm_status ct_plan(void *ctx, tm__pipe *pp, int64_t *n_tasks, tm_err *err)
         wp.shared = pp->shared != NULL;
         wp.shared_header = pp->shard_i == 0;
         wp.index_dir = pp->shared ? pp->stage : NULL;
-        s = cj->stpath ? tm_st_writer_open(cj->stpath, cj->entries, cj->ne, &wp, &jp->w, err)
+        if (pp->shared) s = tm__part_start(pp, err); /* the parts present: of this recipe? */
+        if (!s) s = cj->stpath ? tm_st_writer_open(cj->stpath, cj->entries, cj->ne, &wp, &jp->w, err)
                    : tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
     }
     /* the per-tensor observations (over the whole tensor) before the chunks */
@@ -849,11 +851,10 @@ static tm_status ct_results(void *ctx, tm__pipe *pp, tm__qtotals *tot, tm_err *e
     return TM_OK;
 }
 
-static tm_status ct_manifest(void *ctx, json_t *man, tm_err *err) {
+/* The manifest's "recipe" and "calibration" (tm__qwriter.recipe_add). */
+static void ct_recipe(void *ctx, json_t *man) {
     ctjob *cj = ctx;
     const tm_ct_quantize_params *p = cj->j.p;
-    tm_ct_quantize_result *res = cj->res;
-    (void)err;
     json_t *recipe = json_object();
     json_object_set_new(recipe, "format", json_string("compressed-tensors"));
     json_object_set_new(recipe, "default", tm__manifest_scheme(&p->spec, 1));
@@ -880,6 +881,13 @@ static tm_status ct_manifest(void *ctx, json_t *man, tm_err *err) {
     }
     json_object_set_new(man, "recipe", recipe);
     tm__manifest_add_calibration(man, "none: weight-only quantization; each observer ran on the weights themselves");
+}
+
+static tm_status ct_manifest(void *ctx, json_t *man, tm_err *err) {
+    ctjob *cj = ctx;
+    tm_ct_quantize_result *res = cj->res;
+    (void)err;
+    ct_recipe(ctx, man);
     json_t *ts = json_array();
     for (int64_t i = 0; i < res->n; i++) {
         tm_ct_quantize_tensor *rt = &res->tensors[i];
@@ -959,7 +967,7 @@ static json_t *ct_part_tensor(void *ctx, int64_t t) {
 static const tm__qwriter ct_writer = {
     .kind = TM__PIPE_DIR, .kind_name = "a compressed-tensors output", .format = "compressed-tensors",
     .plan = ct_plan, .run_task = run_task, .write = ct_write, .results = ct_results,
-    .manifest_add = ct_manifest, .output_files = ct_output_files, .summary = ct_summary,
+    .manifest_add = ct_manifest, .recipe_add = ct_recipe, .output_files = ct_output_files, .summary = ct_summary,
     .tensor_spans = ct_tensor_spans, .part_tensor = ct_part_tensor,
 };
 

@@ -36,6 +36,11 @@ tm_status tm__qpipe_run(const tm__qwriter *w, void *job, const tm_file *in, cons
         pp.shard_n = o->shard_n;
         pp.final_out = out;
         pp.part_of_file = w->kind == TM__PIPE_FILE;
+        pp.qw = w;
+        pp.qjob = job;
+        pp.command_line = o->command_line;
+        pp.no_checksums = o->no_checksums;
+        pp.shard_force = o->force;
         if (!s) s = tm__part_begin(&pp, in, err);
     }
     /* hash the sources in a thread beside the work */

@@ -5,6 +5,7 @@
 ** accepts, docs/recipe.md). */
 #include "sensitivity_impl.h"
 #include "../core/fsutil.h"
+#include "manifest.h"
 #include "tensormorph/evidence.h"
 #include "tensormorph/evidence_llm.h"
 
@@ -59,14 +60,7 @@ static char *baseline_as_source(const sens *S, char *doc) {
     json_t *bm = json_object_get(json_object_get(d, "models"), "baseline");
     free(mp);
     if (!man || !bm) { json_decref(man); json_decref(d); return doc; }
-    json_t *src = json_object(), *files = json_array(), *e;
-    size_t i;
-    json_array_foreach(json_object_get(man, "sources"), i, e) {
-        json_t *o = json_object();
-        json_object_set(o, "path", json_object_get(e, "path"));
-        json_object_set(o, "sha256", json_object_get(e, "sha256"));
-        json_array_append_new(files, o);
-    }
+    json_t *src = json_object(), *files = tm__manifest_source_files(man);
     json_object_set_new(src, "path", json_string(p->src));
     json_object_set_new(src, "files", files);
     json_object_set_new(bm, "path", json_string(p->src));
@@ -91,15 +85,7 @@ static tm_status measure_final(sens *S, const int *a, sens_meas *m, char **evide
     tm_status s = tm__sens_write(S, a, p->out, 1, p->force, err);
     char *doc = NULL;
     if (!s) {
-        tm_evidence_llm_params e = p->ev;
-        e.baseline = S->base;
-        e.candidate = p->out;
-        e.base_cache = S->cache;
-        e.threads = p->threads;
-        e.gen = 0;
-        e.warmup = 0;
-        e.progress = NULL;
-        e.cancel = p->cancel;
+        tm_evidence_llm_params e = tm__sens_evidence_params(S, p->out);
         s = tm_evidence_llm_run(&e, &doc, err);
         S->n_evals++;
     }

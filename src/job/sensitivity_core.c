@@ -234,6 +234,19 @@ static tm_status weight_error(sens *S, const char *cand, sens_meas *m, tm_err *e
     return s;
 }
 
+tm_evidence_llm_params tm__sens_evidence_params(const sens *S, const char *candidate) {
+    tm_evidence_llm_params e = S->p->ev;
+    e.baseline = S->base;
+    e.candidate = candidate;
+    e.base_cache = S->cache;
+    e.threads = S->p->threads;
+    e.gen = 0;
+    e.warmup = 0;
+    e.progress = NULL;
+    e.cancel = S->p->cancel;
+    return e;
+}
+
 static tm_status eval_one(sens *S, const sens_eval *ev, tm_err *err) {
     const tm_sensitivity_params *p = S->p;
     const int seq = ev->seq, dir = S->ct && !S->ctd; /* the candidate: a directory (ct without the cache) or a GGUF */
@@ -253,15 +266,7 @@ static tm_status eval_one(sens *S, const sens_eval *ev, tm_err *err) {
     clock_gettime(CLOCK_MONOTONIC, &t1);
     char *doc = NULL;
     if (!s) {
-        tm_evidence_llm_params e = p->ev;
-        e.baseline = S->base;
-        e.candidate = cand;
-        e.base_cache = S->cache;
-        e.threads = p->threads;
-        e.gen = 0;
-        e.warmup = 0;
-        e.progress = NULL;
-        e.cancel = p->cancel;
+        tm_evidence_llm_params e = tm__sens_evidence_params(S, cand);
         s = tm_evidence_llm_run(&e, &doc, err);
     }
     clock_gettime(CLOCK_MONOTONIC, &t2);

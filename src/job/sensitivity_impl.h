@@ -78,6 +78,9 @@ typedef struct sens_eval {
 void        tm__sens_rung_name(const tm_qspec *sp, int dense, char *buf, size_t n);
 /* "int8", "int4", "fp8_e4m3", ... ("?" for another dtype) */
 const char *tm__sens_code_type_name(int code_dtype);
+/* The evidence run that scores `candidate` (a path): p->ev against S->base and its cache, on
+** p->threads, with no generation, no warm-up and no progress (p->cancel kept). */
+tm_evidence_llm_params tm__sens_evidence_params(const sens *S, const char *candidate);
 /* Run evals[0..n) on p->jobs workers (the first alone when the base cache is not there yet). */
 tm_status tm__sens_eval_many(sens *S, sens_eval *evals, int n, tm_err *err);
 /* The tensor types of assignment a as exact --tensor-type entries against the carrier:

@@ -19,6 +19,7 @@
 **   Q6_K  210 B / 256: ql[128], qh[64], int8 scales[16], f16 d
 */
 #include "core/core.h"
+#include "ggml_round.h"
 #include "ggml_traits.h"
 #include "tensormorph/ggml.h"
 #include "tensormorph/ggml_quant.h"
@@ -32,19 +33,6 @@
 /* Shared helpers                                                                            */
 /* ---------------------------------------------------------------------------------------- */
 
-/* The reference's nearest_int: add 1.5 * 2^23 so the float adder rounds to an integer (to
-** nearest, ties to even), then read the integer from the mantissa bits. Exact for
-** |x| <= 2^22 - 1; outside that it returns what the bit trick gives (as the reference, whose
-** range assert is compiled out), never undefined behaviour. */
-static inline int nearest_int(float fval) {
-    float val = fval + 12582912.f;
-    int32_t i;
-    memcpy(&i, &val, sizeof i);
-    return (i & 0x007fffff) - 0x00400000;
-}
-
-static inline int imax(int a, int b) { return a > b ? a : b; }
-static inline int imin(int a, int b) { return a < b ? a : b; }
 
 /* (int8_t)v as C converts it (truncation toward zero) for v inside int8's range, saturated
 ** outside it (where the conversion would be undefined). */
@@ -576,7 +564,6 @@ static void get_scale_min_k4(int j, const uint8_t *q, uint8_t *d, uint8_t *m) {
 ** block, weights qw sqrt(sigma2 + x^2), make_qkx3_quants (-0.9, 0.05, 36 steps), then the 8
 ** scales and 8 mins each quantized by make_qp_quants (nmax 63) weighted by the sub-block's
 ** weight sums. */
-static float make_qp_quants(int n, int nmax, const float *x, uint8_t *L, const float *qw);
 
 static tm_status qk_scales_mins(const float *x, const float *qw, uint8_t *y, uint8_t *L, int nmax,
                                 float rmin, int nstep, int64_t blk, int simd, tm_err *err) {
@@ -602,8 +589,8 @@ static tm_status qk_scales_mins(const float *x, const float *qw, uint8_t *y, uin
 #ifdef TM__GQ_HAVE_AVX2
         if (simd) tm__gq_qkx2_x8_avx2(x, weights, 32, nmax, -0.9f, 0.05f, 36, 0, L, sc, mins);
 #endif
-        dstore = make_qp_quants(QK_K / 32, 63, sc, Ls, sw);
-        mstore = make_qp_quants(QK_K / 32, 63, mins, Lm, sw);
+        dstore = tm__gq_make_qp_quants(QK_K / 32, 63, sc, Ls, sw);
+        mstore = tm__gq_make_qp_quants(QK_K / 32, 63, mins, Lm, sw);
         for (int j = 0; j < QK_K / 32; ++j) { /* Q5_K's MIN(63, .), a no-op for both */
             Ls[j] = Ls[j] < 63 ? Ls[j] : 63;
             Lm[j] = Lm[j] < 63 ? Lm[j] : 63;
@@ -821,7 +808,7 @@ int64_t tm__gq_q6_k_avx2(const float *x, int64_t nb, uint8_t *y, tm__gq_err *acc
 ** [-4, 4] \ {0}, keeping the least qw-weighted squared error, then up to 5 passes of coordinate
 ** descent raising sumlx^2 / suml2; returns sumlx / suml2 (0 for all-zero input). L is uint8_t
 ** as in the reference (a negative code would wrap, as there). */
-static float make_qp_quants(int n, int nmax, const float *x, uint8_t *L, const float *qw) {
+float tm__gq_make_qp_quants(int n, int nmax, const float *x, uint8_t *L, const float *qw) {
     float max = 0;
     for (int i = 0; i < n; ++i) max = max > x[i] ? max : x[i];
     if (max < GROUP_MAX_EPS) {
@@ -915,8 +902,8 @@ static tm_status q2_k_block_imx(const float *x, const float *qw, uint8_t *y, int
 #else
     (void)simd;
 #endif
-    const float dm0 = make_qp_quants(QK_K / 16, 15, sc, Ls, sw);
-    const float mm0 = make_qp_quants(QK_K / 16, 15, mins, Lm, sw);
+    const float dm0 = tm__gq_make_qp_quants(QK_K / 16, 15, sc, Ls, sw);
+    const float mm0 = tm__gq_make_qp_quants(QK_K / 16, 15, mins, Lm, sw);
     tm_status st = put_f16(y + 80, dm0, "d", blk, err);
     if (!st) st = put_f16(y + 82, mm0, "dmin", blk, err);
     if (st) return st;

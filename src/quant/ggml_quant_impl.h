@@ -88,4 +88,13 @@ void tm__gq_q3_x16_avx2(const float *x, int8_t *L, float *scales);
 void tm__gq_q3_x32_avx2(const float *x, int8_t *L, float *scales);
 #endif
 
+/* make_qp_quants (ggml-quants.c, ggml_quant.c): the non-negative values x[0..n) (sub-block
+** scales or mins) as codes L[i] in [0, nmax] times one scale: iscale = nmax / max, then 8 trial
+** iscales (nmax + 0.1 is) / max, is in [-4, 4] \ {0}, keeping the least qw-weighted squared
+** error, then up to 5 passes of coordinate descent raising sumlx^2 / suml2. Returns the scale
+** sumlx / suml2; 0 for all-zero input or when every weight of the codes is zero (where the
+** reference at c392e509, unguarded, gives NaN). L is uint8_t as in the reference. Used by the
+** K-quants with an importance matrix and by IQ1_M (ggml_quant_iq2.c). */
+float tm__gq_make_qp_quants(int n, int nmax, const float *x, uint8_t *L, const float *qw);
+
 #endif

@@ -27,6 +27,7 @@
 ** ggml's iq3xs_init_impl (see iq3_build).
 */
 #include "core/core.h"
+#include "ggml_round.h"
 #include "ggml_traits.h"
 #include "ggml_quant_iq.h"
 
@@ -43,15 +44,6 @@
 /* Helpers (the reference's, as in ggml_quant.c)                                             */
 /* ---------------------------------------------------------------------------------------- */
 
-/* nearest_int: 1.5 * 2^23 added in float32 rounds to an integer (ties to even), read from the
-** mantissa. A NaN or inf argument gives what the bit trick gives (0, resp. -2^22), as the
-** reference whose range assert is compiled out. */
-static inline int nearest_int(float fval) {
-    float val = fval + 12582912.f;
-    int32_t i;
-    memcpy(&i, &val, sizeof i);
-    return (i & 0x007fffff) - 0x00400000;
-}
 
 static inline int iclamp(int v, int lo, int hi) { return v < lo ? lo : v > hi ? hi : v; }
 

@@ -3,7 +3,7 @@
 ** quantize_iq2_s, quantize_iq1_s and quantize_iq1_m (ggml/src/ggml-quants.c at
 ** ggml-org/llama.cpp@c392e5094deaf2d1a7c18683214f007fad3fe42b: quantize_row_iq2_xxs_impl,
 ** quantize_row_iq2_xs_impl, quantize_row_iq2_s_impl, quantize_row_iq1_s_impl,
-** quantize_row_iq1_m_impl, make_qp_quants, iq2_find_best_neighbour, iq1_find_best_neighbour2),
+** quantize_row_iq1_m_impl (with make_qp_quants of ggml_quant.c), iq2_find_best_neighbour, iq1_find_best_neighbour2),
 ** default x86-64 build (ggml-base: no FMA contraction, as this library's -ffp-contract=off).
 ** Our code; the float32 expressions keep the reference's order of operations.
 **
@@ -19,6 +19,8 @@
 ** The sign trick of IQ2_XXS/XS: each group of 8 stores 7 signs, the 8th is the parity (an even
 ** number of negatives): an odd group flips the sign of its least important value first. */
 #include "ggml_quant_iq2.h"
+#include "ggml_quant_impl.h"
+#include "ggml_round.h"
 #include "ggml_traits.h"
 
 #include <float.h>
@@ -32,15 +34,6 @@
 #define IQ1S_DELTA 0.125f
 #define IQ1M_DELTA 0.125f
 
-/* The reference's nearest_int: round to nearest (ties to even) through the float adder. */
-static inline int nearest_int(float fval) {
-    float val = fval + 12582912.f;
-    int32_t i;
-    memcpy(&i, &val, sizeof i);
-    return (i & 0x007fffff) - 0x00400000;
-}
-static inline int imax(int a, int b) { return a > b ? a : b; }
-static inline int imin(int a, int b) { return a < b ? a : b; }
 static inline float fmaxf_(float a, float b) { return a > b ? a : b; } /* ggml's MAX(a, b) */
 
 /* f16 of f at p; 0 when it overflows (the reference stores inf). */
@@ -114,73 +107,6 @@ static uint8_t fold_signs8(const float *xb, const float *w, float *xval) {
         s = (uint8_t)(s ^ (1u << imn));
     }
     return (uint8_t)(s & 127);
-}
-
-/* make_qp_quants: codes 0..nmax of the non-negative x for one positive scale, weighted search of
-** 8 scales around nmax / max and 5 rounds of coordinate descent. Returns the scale. The
-** reference at c392e509 returns sumlx / suml2 unguarded; for suml2 == 0 (every weight of the
-** codes zero) it gives NaN where this gives 0 (a zero sub-block). */
-static float make_qp_quants(int n, int nmax, const float *x, uint8_t *L, const float *qw) {
-    float max = 0;
-    for (int i = 0; i < n; i++) max = fmaxf_(max, x[i]);
-    if (max < GROUP_MAX_EPS) {
-        for (int i = 0; i < n; i++) L[i] = 0;
-        return 0.f;
-    }
-    float iscale = nmax / max;
-    for (int i = 0; i < n; i++) L[i] = (uint8_t)nearest_int(iscale * x[i]);
-    const float scale = 1 / iscale;
-    float best_mse = 0;
-    for (int i = 0; i < n; i++) {
-        const float diff = x[i] - scale * L[i];
-        const float w = qw[i];
-        best_mse += w * diff * diff;
-    }
-    for (int is = -4; is <= 4; ++is) {
-        if (is == 0) continue;
-        const float iscale_is = (0.1f * is + nmax) / max;
-        const float scale_is = 1 / iscale_is;
-        float mse = 0;
-        for (int i = 0; i < n; i++) {
-            int l = nearest_int(iscale_is * x[i]);
-            l = imin(nmax, l);
-            const float diff = x[i] - scale_is * l;
-            const float w = qw[i];
-            mse += w * diff * diff;
-        }
-        if (mse < best_mse) { best_mse = mse; iscale = iscale_is; }
-    }
-    float sumlx = 0, suml2 = 0;
-    for (int i = 0; i < n; i++) {
-        int l = nearest_int(iscale * x[i]);
-        l = imin(nmax, l);
-        L[i] = (uint8_t)l;
-        const float w = qw[i];
-        sumlx += w * x[i] * l;
-        suml2 += w * l * l;
-    }
-    for (int itry = 0; itry < 5; ++itry) {
-        int n_changed = 0;
-        for (int i = 0; i < n; i++) {
-            const float w = qw[i];
-            float slx = sumlx - w * x[i] * L[i];
-            float sl2 = suml2 - w * L[i] * L[i];
-            if (slx > 0 && sl2 > 0) {
-                int new_l = nearest_int(x[i] * sl2 / slx);
-                new_l = imin(nmax, new_l);
-                if (new_l != L[i]) {
-                    slx += w * x[i] * new_l;
-                    sl2 += w * new_l * new_l;
-                    if (slx * slx * suml2 > sumlx * sumlx * sl2) {
-                        L[i] = (uint8_t)new_l; sumlx = slx; suml2 = sl2;
-                        ++n_changed;
-                    }
-                }
-            }
-        }
-        if (!n_changed) break;
-    }
-    return suml2 > 0.0f ? sumlx / suml2 : 0.0f;
 }
 
 /* sum x^2 of a super-block, in index order. */
@@ -260,7 +186,7 @@ int64_t tm__gq_iq2_xxs(const tm__iq2_tab *t, const float *x, uint8_t *y, int64_t
                 memset(L, 0, 32);
                 continue;
             }
-            float scale = make_qp_quants(32, kMaxQ + 1, xval, (uint8_t *)L, weight);
+            float scale = tm__gq_make_qp_quants(32, kMaxQ + 1, xval, (uint8_t *)L, weight);
             const float eff_max = scale * kMaxQ;
             if (eff_max <= 0) {
                 scales[ib] = 0;

@@ -32,6 +32,7 @@
 ** tests/unit/test_gguf_iq_simd.c compares the two paths on random and edge rows.
 */
 #include "core/core.h"
+#include "ggml_round.h"
 #include "ggml_traits.h"
 #include "ggml_quant_iq.h"
 #include "ggml_quant_iq2.h"
@@ -205,12 +206,6 @@ static tm_status put_f16(uint8_t *p, float f, int64_t blk, tm_err *err) {
     return TM_OK;
 }
 
-static inline int nearest_int(float fval) {
-    float val = fval + 12582912.f;
-    int32_t i;
-    memcpy(&i, &val, sizeof i);
-    return (i & 0x007fffff) - 0x00400000;
-}
 
 /* iq4_nl_block of ggml_quant_iq.c. */
 TM_AVX2 static tm_status iq4_nl_block_avx2(const iq4_lut *t, const float *x, const float *qw, uint8_t *y,

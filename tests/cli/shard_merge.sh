@@ -7,7 +7,7 @@
 # re-running that part alone is enough (also a re-run killed mid-write, a part interrupted with
 # SIGINT while writing); a part being written
 # (its lock held) refuses the merge (exit 4); a part of another layout than the shared files'
-# (an unmerged run of another type before) refuses before writing (exit 2); a refused --shard
+# (an unmerged run of another type before) or of another recipe refuses before writing (exit 2); a refused --shard
 # run leaves nothing; afterwards only OUT is left.
 set -u
 . "${TM_SRC:?TM_SRC: the source folder}/tests/cli/lib/scratch.sh"
@@ -164,12 +164,18 @@ rm -f out.part-2-of-4.lock # what the killed holder left (a part run would take 
 sum0=$(cat out.parts-of-4/* | cksum)
 out_msg=$("$T" quantize demo -o out --shard 1/4 -q --type int4 2>&1); rc=$?
 [ $rc = 2 ] || fail "a part of another layout: exit $rc, not 2 ($out_msg)"
-echo "$out_msg" | grep -q "laid out by another plan (\`.*--shard 0/4" || fail "the refusal does not name the layout's command: $out_msg"
+echo "$out_msg" | grep -q "another recipe, options or tool version (\`.*--shard 0/4" || fail "the refusal does not name the first part's command: $out_msg"
 [ "$(cat out.parts-of-4/* | cksum)" = "$sum0" ] || fail "the refused part changed the shared files"
 [ -d out.part-1-of-4 ] || fail "the refused part removed its previous record"
 
-# a part of another recipe
-"$T" quantize demo -o out --shard 3/4 -q --observer mse || fail "part 3 with --observer mse"
+# a part of another recipe, the same sizes: refused at its start (tests/cli/shard_force.sh); one
+# made elsewhere meanwhile (here: its recorded recipe_sha256 changed) is refused by the merge
+"$T" quantize demo -o out --shard 3/4 -q --observer mse 2>/dev/null; [ $? = 2 ] || fail "part 3 with --observer mse not refused at its start"
+python3 - out.part-3-of-4/tensormorph-manifest.json <<'EOF2' || fail "editing part 3's record"
+import json, sys
+m = json.load(open(sys.argv[1])); m["part"]["recipe_sha256"] = "0" * 64
+json.dump(m, open(sys.argv[1], "w"), indent=2)
+EOF2
 out_msg=$("$T" merge out --json 2>/dev/null); rc=$?
 [ $rc = 3 ] || fail "merge with part 3 of another recipe: exit $rc, not 3"
 echo "$out_msg" | python3 -c "import json,sys; d=json.load(sys.stdin); assert d['error']['code']==3 and 'out.part-3-of-4' in d['error']['message'] and 'recipe' in d['error']['message'], d" \
@@ -291,7 +297,7 @@ if [ -n "${TM_SHARED:-}" ] && [ -d "$S" ]; then
             "$T" merge out.gguf -q || fail "the Q8_0 parts (untouched by the refused part) do not merge at once"
             rm -f out.gguf out.gguf.manifest.json
             for ((i = 0; i < n; i++)); do "$T" quantize "$G" -o out.gguf --type Q8_0 --shard $i/$n -q || fail "GGUF Q8_0 part $i/$n"; done
-            rm -rf out.gguf.parts-of-3 # cleared as the message says: this run lays it out again
+            rm -rf out.gguf.parts-of-3 out.gguf.part-?-of-3 # cleared as the message says: this run lays it out again
         fi
         for ((i = 0; i < n; i++)); do "$T" quantize "$G" -o out.gguf --type Q4_K_M --shard $i/$n -q || fail "GGUF part $i/$n"; done
         [ -e out.gguf ] && fail "a GGUF part wrote OUT"

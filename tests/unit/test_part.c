@@ -7,7 +7,9 @@
 **   - tm__crc32c_combine equal to the CRC of the concatenation (split points 0..N, long B);
 **   - the write log (part_crc.c): writes logged out of order give the range's CRC; a gap, an
 **     overlap, a range cut inside a write, another file or an empty log give none (read back);
-**   - the part path name. (quantize --shard + merge end to end: tests/cli/shard_merge.sh.) */
+**   - the part path name;
+**   - a GGUF part (stories260K-F32.gguf, Q8_0, --shard i/2) reads none of its tensor bytes back
+**     for its record: part 1 none at all, part 0 only the header and padding it wrote. (quantize --shard + merge end to end: tests/cli/shard_merge.sh.) */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -22,6 +24,12 @@
 #include "core/crc32c.h"
 #include "job/part.h"
 #include "job/part_crc.h"
+#include "helpers/fixture.h"
+#include "helpers/vectors.h"
+#include "tensormorph/gguf_job.h"
+
+#include <stdatomic.h>
+#include <stdio.h>
 
 static void test_crc32c_values(void **state) {
     (void)state;
@@ -158,6 +166,36 @@ static void test_part_path(void **state) {
     free(p);
 }
 
+static void test_gguf_part_crc_from_memory(void **state) {
+    (void)state;
+    if (!tmv_require_shared()) return;
+    char in_path[4200], dir[512], out[600];
+    snprintf(in_path, sizeof in_path, "%s/models/gguf/stories260K-F32.gguf", tmv_shared_dir());
+    tm_file *in = tmt_open_ok(in_path);
+    assert_int_equal(tmt_tmpdir_make(dir, sizeof dir, "part_gguf"), 0);
+    snprintf(out, sizeof out, "%s/out.gguf", dir);
+    uint64_t data = 0;
+    for (int64_t t = 0; t < tm_file_n_tensors(in); t++) data += tm_file_tensor(in, t)->n_bytes;
+    for (int i = 1; i >= 0; i--) {
+        tm_gguf_quantize_params p = tm_gguf_quantize_params_default();
+        p.shard_index = i;
+        p.shard_count = 2;
+        p.n_threads = 2;
+        tm_gguf_quantize_result *r = NULL;
+        tm_err err;
+        atomic_store(&tm__part_readback_bytes, 0);
+        tm_status s = tm_gguf_quantize(in, out, &p, &r, &err);
+        if (s) fail_msg("part %d/2: %s", i, err.msg);
+        uint64_t rb = atomic_load(&tm__part_readback_bytes);
+        if (i == 1 && rb != 0) fail_msg("part 1/2 read %llu bytes back", (unsigned long long)rb);
+        if (i == 0 && (rb == 0 || rb > 64 * 1024 || rb * 8 > data)) /* the header: about 14 KB */
+            fail_msg("part 0/2 read %llu bytes back (the tensors' data: %llu)", (unsigned long long)rb, (unsigned long long)data);
+        tm_gguf_quantize_result_free(r);
+    }
+    tm_close(in);
+    tmt_tmpdir_remove(dir);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_crc32c_values),
@@ -167,6 +205,7 @@ int main(void) {
         cmocka_unit_test(test_crclog),
         cmocka_unit_test(test_shard_assign),
         cmocka_unit_test(test_part_path),
+        cmocka_unit_test(test_gguf_part_crc_from_memory),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

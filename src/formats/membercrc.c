@@ -1,0 +1,125 @@
+/* membercrc.c: CRC-32 of archive members checked when tensor data is first used (membercrc.h). */
+#include "membercrc.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <zlib.h>
+
+enum { CRC_UNCHECKED = 0, CRC_OK = 1, CRC_BAD = 2 };
+
+typedef struct crc_member {
+    int         slot;
+    uint64_t    off, len;
+    uint32_t    want, got;
+    atomic_int  state;   /* CRC_*; `got` is set before the state says CRC_BAD */
+    char       *name;
+} crc_member;
+
+/* The members of one file, sorted by (slot, off). */
+struct tm__crcset {
+    pthread_mutex_t mu;  /* one member is computed at a time; the others wait for it */
+    crc_member     *m;
+    int64_t         n, cap;
+};
+
+uint32_t tm__crc32_zip(const void *p, uint64_t n) {
+    const uint8_t *b = p;
+    uLong c = crc32(0L, Z_NULL, 0);
+    while (n) {
+        uInt k = n > (1u << 30) ? (1u << 30) : (uInt)n;
+        c = crc32(c, b, k);
+        b += k;
+        n -= k;
+    }
+    return (uint32_t)c;
+}
+
+static int before(const crc_member *a, int slot, uint64_t off) {
+    return a->slot < slot || (a->slot == slot && a->off < off);
+}
+
+tm_status tm__crc_member_add(tm_file *f, int slot, uint64_t off, uint64_t len, uint32_t want,
+                             const char *member, tm_err *err) {
+    struct tm__crcset *cs = f->crcs;
+    if (!cs) {
+        if (!(cs = tm__calloc(1, sizeof *cs))) return tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
+        pthread_mutex_init(&cs->mu, NULL);
+        f->crcs = cs;
+    }
+    if (cs->n == cs->cap) {
+        int64_t nc = cs->cap ? cs->cap * 2 : 64;
+        crc_member *m = realloc(cs->m, (size_t)nc * sizeof *m);
+        if (!m) return tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
+        cs->m = m;
+        cs->cap = nc;
+    }
+    char *nm = tm__strdup(member);
+    if (!nm) return tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
+    /* members come in archive order as a rule: the insertion is then an append */
+    int64_t k = cs->n;
+    while (k > 0 && !before(&cs->m[k - 1], slot, off)) {
+        cs->m[k] = cs->m[k - 1];
+        atomic_init(&cs->m[k].state, atomic_load(&cs->m[k - 1].state));
+        k--;
+    }
+    crc_member *e = &cs->m[k];
+    e->slot = slot;
+    e->off = off;
+    e->len = len;
+    e->want = want;
+    e->got = 0;
+    e->name = nm;
+    atomic_init(&e->state, CRC_UNCHECKED);
+    cs->n++;
+    return TM_OK;
+}
+
+/* The member holding bytes [off, off + n) of slot, or NULL. */
+static crc_member *find(const struct tm__crcset *cs, int slot, uint64_t off, uint64_t n) {
+    int64_t lo = 0, hi = cs->n; /* the first member not before (slot, off + 1) */
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo) / 2;
+        if (before(&cs->m[mid], slot, off + 1)) lo = mid + 1;
+        else hi = mid;
+    }
+    if (lo == 0) return NULL;
+    crc_member *e = &cs->m[lo - 1];
+    if (e->slot != slot || off < e->off || off - e->off > e->len || n > e->len - (off - e->off)) return NULL;
+    return e;
+}
+
+tm_status tm__crc_tensor_check(const tm_file *f, const tm_tensor *t, tm_err *err) {
+    struct tm__crcset *cs = f->crcs;
+    if (!cs || !t->n_bytes) return TM_OK;
+    crc_member *e = find(cs, t->file_index, t->offset, t->n_bytes);
+    if (!e) return TM_OK;
+    int st = atomic_load_explicit(&e->state, memory_order_acquire);
+    if (st == CRC_UNCHECKED) {
+        pthread_mutex_lock(&cs->mu);
+        st = atomic_load_explicit(&e->state, memory_order_acquire);
+        if (st == CRC_UNCHECKED) {
+            const tm__map *m = &f->maps[e->slot];
+            e->got = e->off <= m->size && e->len <= m->size - e->off ? tm__crc32_zip(m->base + e->off, e->len) : ~e->want;
+            st = e->got == e->want ? CRC_OK : CRC_BAD;
+            atomic_store_explicit(&e->state, st, memory_order_release);
+        }
+        pthread_mutex_unlock(&cs->mu);
+    }
+    if (st == CRC_OK) return TM_OK;
+    return tm__err_set(err, TM_E_CORRUPT, (int64_t)e->off,
+                       "%s: member '%s' (tensor '%s'): CRC-32 of its %llu bytes is 0x%08x, the "
+                       "archive records 0x%08x: the data is damaged",
+                       f->maps[e->slot].path, e->name, t->name, (unsigned long long)e->len,
+                       (unsigned)e->got, (unsigned)e->want);
+}
+
+void tm__crc_free(tm_file *f) {
+    struct tm__crcset *cs = f->crcs;
+    if (!cs) return;
+    for (int64_t i = 0; i < cs->n; i++) free(cs->m[i].name);
+    free(cs->m);
+    pthread_mutex_destroy(&cs->mu);
+    free(cs);
+    f->crcs = NULL;
+}

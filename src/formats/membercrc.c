@@ -6,19 +6,20 @@
 #include <stdio.h>
 #include <zlib.h>
 
-enum { CRC_UNCHECKED = 0, CRC_OK = 1, CRC_BAD = 2 };
+enum { CRC_UNCHECKED = 0, CRC_COMPUTING = 1, CRC_OK = 2, CRC_BAD = 3 };
 
 typedef struct crc_member {
     int         slot;
     uint64_t    off, len;
     uint32_t    want, got;
-    atomic_int  state;   /* CRC_*; `got` is set before the state says CRC_BAD */
+    atomic_int  state;   /* CRC_*; `got` is set before the state says CRC_OK or CRC_BAD */
     char       *name;
 } crc_member;
 
 /* The members of one file, sorted by (slot, off). */
 struct tm__crcset {
-    pthread_mutex_t mu;  /* one member is computed at a time; the others wait for it */
+    pthread_mutex_t mu;  /* with cv: threads that need a member another thread is computing */
+    pthread_cond_t  cv;  /*   wait for it (members are computed at the same time, each once) */
     crc_member     *m;
     int64_t         n, cap;
 };
@@ -45,6 +46,7 @@ tm_status tm__crc_member_add(tm_file *f, int slot, uint64_t off, uint64_t len, u
     if (!cs) {
         if (!(cs = tm__calloc(1, sizeof *cs))) return tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
         pthread_mutex_init(&cs->mu, NULL);
+        pthread_cond_init(&cs->cv, NULL);
         f->crcs = cs;
     }
     if (cs->n == cs->cap) {
@@ -95,16 +97,21 @@ tm_status tm__crc_tensor_check(const tm_file *f, const tm_tensor *t, tm_err *err
     crc_member *e = find(cs, t->file_index, t->offset, t->n_bytes);
     if (!e) return TM_OK;
     int st = atomic_load_explicit(&e->state, memory_order_acquire);
-    if (st == CRC_UNCHECKED) {
-        pthread_mutex_lock(&cs->mu);
-        st = atomic_load_explicit(&e->state, memory_order_acquire);
-        if (st == CRC_UNCHECKED) {
+    if (st < CRC_OK) {
+        int expect = CRC_UNCHECKED;
+        if (atomic_compare_exchange_strong(&e->state, &expect, CRC_COMPUTING)) { /* this thread computes it */
             const tm__map *m = &f->maps[e->slot];
             e->got = e->off <= m->size && e->len <= m->size - e->off ? tm__crc32_zip(m->base + e->off, e->len) : ~e->want;
-            st = e->got == e->want ? CRC_OK : CRC_BAD;
-            atomic_store_explicit(&e->state, st, memory_order_release);
+            pthread_mutex_lock(&cs->mu);
+            atomic_store_explicit(&e->state, e->got == e->want ? CRC_OK : CRC_BAD, memory_order_release);
+            pthread_cond_broadcast(&cs->cv);
+            pthread_mutex_unlock(&cs->mu);
+        } else {
+            pthread_mutex_lock(&cs->mu);
+            while (atomic_load_explicit(&e->state, memory_order_acquire) == CRC_COMPUTING) pthread_cond_wait(&cs->cv, &cs->mu);
+            pthread_mutex_unlock(&cs->mu);
         }
-        pthread_mutex_unlock(&cs->mu);
+        st = atomic_load_explicit(&e->state, memory_order_acquire);
     }
     if (st == CRC_OK) return TM_OK;
     return tm__err_set(err, TM_E_CORRUPT, (int64_t)e->off,
@@ -120,6 +127,7 @@ void tm__crc_free(tm_file *f) {
     for (int64_t i = 0; i < cs->n; i++) free(cs->m[i].name);
     free(cs->m);
     pthread_mutex_destroy(&cs->mu);
+    pthread_cond_destroy(&cs->cv);
     free(cs);
     f->crcs = NULL;
 }

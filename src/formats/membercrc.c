@@ -1,10 +1,10 @@
 /* membercrc.c: CRC-32 of archive members checked when tensor data is first used (membercrc.h). */
 #include "membercrc.h"
+#include "../core/crc32.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
-#include <zlib.h>
 
 enum { CRC_UNCHECKED = 0, CRC_COMPUTING = 1, CRC_OK = 2, CRC_BAD = 3 };
 
@@ -23,18 +23,6 @@ struct tm__crcset {
     crc_member     *m;
     int64_t         n, cap;
 };
-
-uint32_t tm__crc32_zip(const void *p, uint64_t n) {
-    const uint8_t *b = p;
-    uLong c = crc32(0L, Z_NULL, 0);
-    while (n) {
-        uInt k = n > (1u << 30) ? (1u << 30) : (uInt)n;
-        c = crc32(c, b, k);
-        b += k;
-        n -= k;
-    }
-    return (uint32_t)c;
-}
 
 static int before(const crc_member *a, int slot, uint64_t off) {
     return a->slot < slot || (a->slot == slot && a->off < off);
@@ -101,7 +89,7 @@ tm_status tm__crc_tensor_check(const tm_file *f, const tm_tensor *t, tm_err *err
         int expect = CRC_UNCHECKED;
         if (atomic_compare_exchange_strong(&e->state, &expect, CRC_COMPUTING)) { /* this thread computes it */
             const tm__map *m = &f->maps[e->slot];
-            e->got = e->off <= m->size && e->len <= m->size - e->off ? tm__crc32_zip(m->base + e->off, e->len) : ~e->want;
+            e->got = e->off <= m->size && e->len <= m->size - e->off ? tm__crc32(0, m->base + e->off, e->len) : ~e->want;
             pthread_mutex_lock(&cs->mu);
             atomic_store_explicit(&e->state, e->got == e->want ? CRC_OK : CRC_BAD, memory_order_release);
             pthread_cond_broadcast(&cs->cv);

@@ -3,7 +3,7 @@
 ** stored uncompressed, mmapped). A reader registers each such member while opening; the member
 ** is checked once, the first time tm_tensor_data hands out bytes of a tensor inside it, so
 ** opening and listing (inspect) read no tensor data. The CRC is zip's (ISO 3309 / ITU-T V.42,
-** polynomial 0x04C11DB7 reflected, as PKWARE APPNOTE.TXT 4.4.7 specifies), computed by zlib.
+** polynomial 0x04C11DB7 reflected, as PKWARE APPNOTE.TXT 4.4.7 specifies: src/core/crc32.h).
 */
 #ifndef TM_FORMATS_MEMBERCRC_H
 #define TM_FORMATS_MEMBERCRC_H
@@ -21,7 +21,5 @@ tm_status tm__crc_member_add(tm_file *f, int slot, uint64_t off, uint64_t len, u
 tm_status tm__crc_tensor_check(const tm_file *f, const tm_tensor *t, tm_err *err);
 /* Free f's registered members (tm_close). */
 void tm__crc_free(tm_file *f);
-/* zip's CRC-32 of n bytes at p (zlib's crc32, in pieces under 4 GiB). */
-uint32_t tm__crc32_zip(const void *p, uint64_t n);
 
 #endif

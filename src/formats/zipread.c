@@ -16,7 +16,7 @@
 ** Every offset is checked against the image before it is read.
 */
 #include "zipread.h"
-#include "membercrc.h"
+#include "../core/crc32.h"
 
 #include <stdio.h>
 #include <zip.h>
@@ -217,7 +217,7 @@ int64_t tm__zip_find(const tm__zip *z, const char *name) {
 
 tm_status tm__zip_check_stored(const tm__zip *z, int64_t i, tm_err *err) {
     const tm__zip_entry *e = &z->e[i];
-    uint32_t got = tm__crc32_zip(z->base + e->data_offset, e->comp_size); /* bounds: walk() */
+    uint32_t got = tm__crc32(0, z->base + e->data_offset, e->comp_size); /* bounds: walk() */
     if (got == e->crc32) return TM_OK;
     return tm__err_set(err, TM_E_CORRUPT, (int64_t)e->data_offset,
                        "%s: member '%s': CRC-32 of its %llu bytes is 0x%08x, the archive records "

@@ -690,6 +690,25 @@ static void test_member_crc(void **state) {
     o = NULL;
     assert_int_equal(tmt_run(&o, "%s scalar %s/crc.pt b 1 2>&1", g_bin, g_dir), 0);
     free(o);
+    /* quantize reads source tensors with pread, not through tm_tensor_data: checked the same */
+    buf q = {{0}, 0};
+    op(&q, 0x80); op(&q, 2); op(&q, '}'); op(&q, '(');
+    int qsz[2] = {4, 8}, qst[2] = {8, 1};
+    ptensor(&q, "lin.weight", "FloatStorage", "0", 32, 0, qsz, qst, 2);
+    op(&q, 'u'); op(&q, '.');
+    float lw[32];
+    for (int k = 0; k < 32; k++) lw[k] = 0.125f * (float)(k % 7) - 0.3f + (float)k;
+    const char *qn[2] = {"ck/data/0", "ck/byteorder"};
+    const void *qd[2] = {lw, "little"};
+    size_t qs[2] = {sizeof lw, 6};
+    write_ckpt("crcq.pt", &q, qn, qd, qs, 2);
+    assert_int_equal(tmt_run(NULL, "%s quantize %s/crcq.pt -o %s/crcq-ok -q --no-checksums 2>&1", g_bin, g_dir, g_dir), 0);
+    flip_byte("crcq.pt", lw + 8, 8, 2);
+    o = NULL;
+    assert_int_equal(tmt_run(&o, "%s quantize %s/crcq.pt -o %s/crcq-bad -q --no-checksums --threads 2 2>&1", g_bin, g_dir, g_dir), 3);
+    assert_non_null(o);
+    assert_non_null(strstr(o, "member 'ck/data/0'"));
+    free(o);
     /* data.pkl damaged: the open fails */
     write_crc_ckpt("crc2.pt");
     flip_byte("crc2.pt", "FloatStorage", 12, 3);

@@ -49,12 +49,12 @@ for b in "$T" "$R"; do
     for what in inspect diff quantize; do
         for k in $(seq "$RUNS"); do
             if [ "$what" = inspect ]; then
-                /usr/bin/time -f "$b $what %e s (max RSS %M KiB)" "$b" inspect "$W/big.pt" -q --no-tensors >/dev/null
+                /usr/bin/time -f "$b $what %e s wall, %U s user, %S s sys (max RSS %M KiB)" "$b" inspect "$W/big.pt" -q --no-tensors >/dev/null
             elif [ "$what" = diff ]; then
-                /usr/bin/time -f "$b $what %e s (max RSS %M KiB)" "$b" diff "$W/big.pt" "$W/big.pt" -q >/dev/null
+                /usr/bin/time -f "$b $what %e s wall, %U s user, %S s sys (max RSS %M KiB)" "$b" diff "$W/big.pt" "$W/big.pt" -q >/dev/null
             else
                 rm -rf "$W/q"
-                /usr/bin/time -f "$b $what %e s (max RSS %M KiB)" "$b" quantize "$W/big.pt" -o "$W/q" --no-checksums -q >/dev/null
+                /usr/bin/time -f "$b $what %e s wall, %U s user, %S s sys (max RSS %M KiB)" "$b" quantize "$W/big.pt" -o "$W/q" --no-checksums -q >/dev/null
             fi
         done
     done

@@ -5,6 +5,8 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 enum { CRC_UNCHECKED = 0, CRC_COMPUTING = 1, CRC_OK = 2, CRC_BAD = 3 };
 
@@ -79,6 +81,24 @@ static crc_member *find(const struct tm__crcset *cs, int slot, uint64_t off, uin
     return e;
 }
 
+/* The CRC-32 of bytes [off, off + len) of map m. A file mapping is read in pieces of 8 MiB, each
+** piece's whole pages dropped from the process (madvise MADV_DONTNEED; they stay in the page
+** cache) after it, so a check adds no resident memory: a job that reads the tensor with pread
+** (src/job/srcread.c) keeps its bounded RSS, and one that reads the map faults the pages in again. */
+static uint32_t member_crc(const tm__map *m, uint64_t off, uint64_t len) {
+    if (m->owned != 1) return tm__crc32(0, m->base + off, len);
+    const uint64_t piece = 8u << 20, page = (uint64_t)sysconf(_SC_PAGESIZE);
+    uint32_t c = 0;
+    for (uint64_t a = off, end = off + len; a < end;) {
+        uint64_t b = end - a > piece ? a + piece : end;
+        c = tm__crc32(c, m->base + a, b - a);
+        uint64_t a2 = (a + page - 1) / page * page, b2 = b / page * page; /* whole pages inside */
+        if (b2 > a2) madvise((void *)(m->base + a2), (size_t)(b2 - a2), MADV_DONTNEED);
+        a = b;
+    }
+    return c;
+}
+
 tm_status tm__crc_tensor_check(const tm_file *f, const tm_tensor *t, tm_err *err) {
     struct tm__crcset *cs = f->crcs;
     if (!cs || !t->n_bytes) return TM_OK;
@@ -89,7 +109,7 @@ tm_status tm__crc_tensor_check(const tm_file *f, const tm_tensor *t, tm_err *err
         int expect = CRC_UNCHECKED;
         if (atomic_compare_exchange_strong(&e->state, &expect, CRC_COMPUTING)) { /* this thread computes it */
             const tm__map *m = &f->maps[e->slot];
-            e->got = e->off <= m->size && e->len <= m->size - e->off ? tm__crc32(0, m->base + e->off, e->len) : ~e->want;
+            e->got = e->off <= m->size && e->len <= m->size - e->off ? member_crc(m, e->off, e->len) : ~e->want;
             pthread_mutex_lock(&cs->mu);
             atomic_store_explicit(&e->state, e->got == e->want ? CRC_OK : CRC_BAD, memory_order_release);
             pthread_cond_broadcast(&cs->cv);

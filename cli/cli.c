@@ -40,6 +40,20 @@ static int count_opts(const cli_opt *o) {
     return n;
 }
 
+/* An option's help line, CLI_HELP_GGUF_FTYPES in it replaced by the file types of the GGUF
+** quantizer's table (tm_gguf_ftype_list). */
+static void put_help(FILE *out, const char *h) {
+    static const char tok[] = CLI_HELP_GGUF_FTYPES;
+    const char *p = strstr(h, tok);
+    if (!p) {
+        fputs(h, out);
+        return;
+    }
+    char names[512];
+    tm_gguf_ftype_list(names, sizeof names);
+    fprintf(out, "%.*s%s%s", (int)(p - h), h, names, p + sizeof tok - 1);
+}
+
 void cli_print_help(const cli_cmd *cmd, FILE *out) {
     fprintf(out, "usage: tensormorph %s\n\n%s\n", cmd->usage, cmd->summary);
     if (cmd->details) fprintf(out, "\n%s\n", cmd->details);
@@ -68,7 +82,9 @@ void cli_print_help(const cli_cmd *cmd, FILE *out) {
                 else p += (size_t)snprintf(also + p, sizeof also - p, "-%c", al->short_name);
             }
             if (p) snprintf(also + p, sizeof also - p, ")");
-            fprintf(out, "  %-30s %s%s%s\n", left, o->help, o->repeat ? " (repeatable)" : "", also);
+            fprintf(out, "  %-30s ", left);
+            put_help(out, o->help);
+            fprintf(out, "%s%s\n", o->repeat ? " (repeatable)" : "", also);
         }
     }
 }

@@ -52,6 +52,9 @@ typedef struct cli_opt {
 #define CLI_OPT_SEED(arg, help)     {"seed", 0, arg, 0, help}
 #define CLI_OPT_FORCE               {"force", 'f', NULL, 0, "replace OUT when it holds a previous tensormorph output (never anything else)"}
 #define CLI_OPT_NO_CHECKSUMS        {"no-checksums", 0, NULL, 0, "skip sha256 of inputs and outputs (the manifest says so)"}
+/* In an option's help line: the GGUF file types the quantizer takes, as --help prints them
+** (tm_gguf_ftype_list: the one table of them). */
+#define CLI_HELP_GGUF_FTYPES        "{GGUF_FTYPES}"
 #define CLI_OPT_END                 {NULL, 0, NULL, 0, NULL} /* ends every option table */
 
 /* An old spelling of an option, kept so old command lines still work: --NAME (or -SHORT) of

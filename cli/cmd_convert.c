@@ -1,6 +1,7 @@
 /* cmd_convert.c: `tensormorph convert IN -o OUT.gguf`: a LLaMA/Mistral-family checkpoint as a
 ** llama GGUF that llama.cpp loads (tensormorph/convert.h, docs/convert.md). */
 #include "cli.h"
+#include "gguf_qopts.h"
 #include "tensormorph/convert.h"
 #include "tensormorph/ggml.h"
 #include "tensormorph/gguf_job.h"
@@ -14,11 +15,12 @@ int cmd_convert(const cli_cmd *cmd, cli_args *a);
 
 const cli_opt opts_convert[] = {
     CLI_OPT_OUTPUT("OUT.gguf", "the GGUF file to write (OUT.gguf.manifest.json goes beside it)"),
-    CLI_OPT_TYPE("then quantize with llama-quantize's rules: Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 IQ4_NL Q2_K Q3_K_S/M/L Q4_K_S/M Q5_K_S/M Q6_K"),
+    CLI_OPT_TYPE("then quantize with llama-quantize's rules to this GGUF file type: " CLI_HELP_GGUF_FTYPES),
     CLI_OPT_VOCAB_FROM("copy every tokenizer.* key from this GGUF (default: read IN's tokenizer.model)"),
     {"outtype", 0, "T", 0, "f32 (default), f16 or bf16: refused, naming the tensor, when a value would round"},
     CLI_OPT_FORCE,
     CLI_OPT_NO_CHECKSUMS,
+    CLI_OPTS_GGUF_QUANT("with --type: "),
     CLI_OPT_END,
 };
 
@@ -31,8 +33,11 @@ const char details_convert[] =
     "The tokenizer comes from --vocab-from (every tokenizer.* key), else from IN's sentencepiece\n"
     "tokenizer.model (with config.json's token ids, tokenizer_config.json's added tokens), as\n"
     "convert_hf_to_gguf.py writes it; with neither, exit 3. Another architecture exits 3.\n"
-    "--type T converts, then quantizes with the GGUF quantizer's llama-quantize rules\n"
-    "(docs/convert.md, docs/gguf-quantize.md).";
+    "--type T converts, then quantizes with the GGUF quantizer's llama-quantize rules, the same\n"
+    "file as `convert` then `quantize OUT.gguf --type T` with the same quantize options (--imatrix,\n"
+    "--include/--exclude-weights, --output-tensor-type, --token-embedding-type,\n"
+    "--leave-output-tensor, --pure, --override-kv, --tensor-type; the imatrix's names are the\n"
+    "llama.cpp names convert writes) (docs/convert.md, docs/gguf-quantize.md).";
 
 int cmd_convert(const cli_cmd *cmd, cli_args *a) {
     const char *out = cli_get(a, "output");
@@ -48,15 +53,27 @@ int cmd_convert(const cli_cmd *cmd, cli_args *a) {
         else return cli_usage_error(cmd, "--outtype must be f32, f16 or bf16");
     }
     tm_gguf_quantize_params qp = tm_gguf_quantize_params_default();
+    cli_gguf_qopts own;
+    memset(&own, 0, sizeof own);
     if ((v = cli_get(a, "type"))) {
         qp.ftype = tm_gguf_ftype_from_name(v);
-        if (qp.ftype < 0 || qp.ftype == TM_FTYPE_F16 || qp.ftype == TM_FTYPE_BF16)
-            return cli_usage_error(cmd, "--type: '%s' is not a quantized GGUF file type (Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 IQ4_NL Q2_K Q3_K[_S|_M|_L] Q4_K[_S|_M] Q5_K[_S|_M] Q6_K; --outtype for f16/bf16)", v);
+        if (qp.ftype < 0) {
+            char names[512];
+            tm_gguf_ftype_list(names, sizeof names);
+            return cli_usage_error(cmd, "--type: '%s' is not a GGUF file type (llama-quantize's: %s; --outtype for an unquantized f16/bf16 conversion)", v, names);
+        }
         if (cli_has(a, "outtype")) return cli_usage_error(cmd, "--type and --outtype exclude each other (--type quantizes from F32)");
+        int qrc = cli_gguf_qopts_parse(cmd, a, NULL, NULL, &qp, &own);
+        if (qrc) {
+            cli_gguf_qopts_free(&own);
+            return qrc;
+        }
         qp.n_threads = g_cli.threads;
         qp.command_line = g_cli.argv_line;
         qp.progress = cli_progress_cb;
         p.quant = &qp;
+    } else if ((v = cli_gguf_qopts_given(a))) {
+        return cli_usage_error(cmd, "--%s is an option of the quantizer: it needs --type T", v);
     }
     p.vocab_from = cli_get(a, "vocab-from");
     p.force = cli_has(a, "force");
@@ -66,13 +83,17 @@ int cmd_convert(const cli_cmd *cmd, cli_args *a) {
     p.cancel = &g_cli_interrupted;
     tm_file *in;
     int rc = cli_open(a->pos[0], &in);
-    if (rc) return rc;
+    if (rc) {
+        cli_gguf_qopts_free(&own);
+        return rc;
+    }
     tm_err err;
     tm_convert_result *r = NULL;
     tm_status s = tm_convert_gguf(in, a->pos[0], out, &p, &r, &err);
     cli_progress_end();
     if (s) {
         tm_close(in);
+        cli_gguf_qopts_free(&own);
         return cli_fail(s, &err);
     }
     if (g_cli.json) {
@@ -94,5 +115,6 @@ int cmd_convert(const cli_cmd *cmd, cli_args *a) {
     }
     tm_convert_result_free(r);
     tm_close(in);
+    cli_gguf_qopts_free(&own);
     return 0;
 }

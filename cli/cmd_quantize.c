@@ -1,5 +1,6 @@
 /* cmd_quantize.c: `tensormorph quantize IN -o OUT`: the main job. */
 #include "cli.h"
+#include "gguf_qopts.h"
 #include "quantize.h"
 #include "recipe.h"
 
@@ -33,19 +34,10 @@ const cli_opt opts_quantize[] = {
     CLI_OPT_FORCE,
     {"kernel", 0, "K", 0, "auto (default), ref (the scalar reference kernels), avx2 or avx512: the kernel set of the whole job, every output form (also TM_FORCE_KERNEL)"},
     CLI_OPT_TOP("rows of the summary to print, flagged and worst first: N or all (default 10, as qdiff); also for GGUF and ONNX output"),
-    {"pure", 0, NULL, 0, "GGUF: every quantizable tensor gets --type's type (no llama-quantize mixture rules)"},
-    {"leave-output-tensor", 0, NULL, 0, "GGUF: leave output.weight unquantized"},
-    {"tensor-type-exact", 0, NULL, 0, "GGUF: --tensor-type applies even where the rules fall back (rows not a multiple of 256)"},
-    {"tensor-type", 0, "RE=TYPE", 1, "GGUF: ggml TYPE for tensors whose name matches RE (POSIX extended; last match wins)"},
+    CLI_OPTS_GGUF_QUANT("GGUF: "),
     CLI_OPT_VOCAB_FROM("GGUF: the tokenizer (tokenizer.* keys) of an LLM checkpoint converted first (docs/convert.md)"),
     {"allow-long-names", 0, NULL, 0, "GGUF: write tensor names of 64 bytes or more, which llama.cpp refuses (default: exit 3 naming the tensor)"},
-    {"imatrix", 0, "FILE", 0, "GGUF: importance matrix of llama-imatrix (legacy .dat or GGUF format): weighted K-quant/IQ searches, as llama-quantize --imatrix"},
-    {"include-weights", 0, "NAME", 1, "GGUF: use the importance matrix only for tensors whose name contains NAME"},
-    {"exclude-weights", 0, "NAME", 1, "GGUF: do not use the importance matrix for tensors whose name contains NAME"},
-    {"output-tensor-type", 0, "TYPE", 0, "GGUF: ggml TYPE for output.weight"},
-    {"token-embedding-type", 0, "TYPE", 0, "GGUF: ggml TYPE for token_embd.weight"},
     {"allow-requantize", 0, NULL, 0, "GGUF: dequantize already-quantized tensors and quantize them again (quality loss)"},
-    {"override-kv", 0, "KEY=TYPE:VALUE", 1, "GGUF: set metadata KEY (TYPE int, float, bool or str), as llama-quantize --override-kv"},
     {"keep-split", 0, NULL, 0, "GGUF: keep the input's shards (a single-file input gives one file, as llama-quantize)"},
     CLI_OPT_END,
 };
@@ -309,12 +301,11 @@ int cmd_quantize(const cli_cmd *cmd, cli_args *a) {
         size_t sl = strlen(forms[k].suffix);
         if (out_len > sl && strcmp(out + out_len - sl, forms[k].suffix) == 0) return forms[k].run(cmd, a);
     }
-    static const char *const gguf_only[] = {"pure", "leave-output-tensor", "tensor-type", "tensor-type-exact", "allow-long-names", "vocab-from",
-                                            "imatrix", "include-weights", "exclude-weights", "output-tensor-type",
-                                            "token-embedding-type", "allow-requantize", "override-kv", "keep-split"};
-    for (size_t k = 0; k < sizeof gguf_only / sizeof gguf_only[0]; k++)
-        if (cli_has(a, gguf_only[k]))
-            return cli_usage_error(cmd, "--%s applies to GGUF output only (OUT ending in .gguf)", gguf_only[k]);
+    static const char *const gguf_only[] = {"allow-long-names", "vocab-from", "allow-requantize", "keep-split"};
+    const char *given = cli_gguf_qopts_given(a);
+    for (size_t k = 0; !given && k < sizeof gguf_only / sizeof gguf_only[0]; k++)
+        if (cli_has(a, gguf_only[k])) given = gguf_only[k];
+    if (given) return cli_usage_error(cmd, "--%s applies to GGUF output only (OUT ending in .gguf)", given);
     /* "out/" as tab completion writes it names the directory "out" */
     char outbuf[4096];
     if (out_len == 0 || out_len >= sizeof outbuf) return cli_usage_error(cmd, "-o: bad output path '%s'", out);

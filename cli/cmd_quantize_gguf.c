@@ -1,6 +1,7 @@
 /* cmd_quantize_gguf.c: `tensormorph quantize IN -o OUT.gguf --type T`: the GGUF output form of
 ** the quantize command (cmd_quantize.c dispatches here when OUT ends in ".gguf"). */
 #include "cli.h"
+#include "gguf_qopts.h"
 #include "quantize.h"
 #include "recipe.h"
 #include "tensormorph/ggml_quant.h"
@@ -21,58 +22,6 @@ int cmd_quantize_gguf(const cli_cmd *cmd, cli_args *a);
 static const char *const ct_only[] = {"granularity", "symmetric", "asymmetric", "observer",
                                       "convention", "include", "exclude",
                                       "scale-dtype", "quantize-embeddings", "allow-nonfinite"};
-
-/* --override-kv KEY=TYPE:VALUE as llama.cpp's string_parse_kv_override reads it (common/common.cpp
-** at c392e509): KEY under 128 bytes; int (written as INT32, as llama_model_quantize_impl's
-** gguf_set_val_i32), float (FLOAT32), bool (true|false), str (at most 127 bytes). Unlike its
-** atol/atof, a number must be whole. 0 or the usage exit code. */
-static int parse_override(const cli_cmd *cmd, const char *v, tm_gguf_kvlist *kv) {
-    const char *eq = strchr(v, '=');
-    if (!eq || eq == v || eq - v >= 128) return cli_usage_error(cmd, "--override-kv '%s': expected KEY=TYPE:VALUE (KEY under 128 bytes)", v);
-    char key[128];
-    memcpy(key, v, (size_t)(eq - v));
-    key[eq - v] = 0;
-    const char *t = eq + 1;
-    tm_err e;
-    tm_status s;
-    char *end;
-    if (!strncmp(t, "int:", 4)) {
-        errno = 0;
-        long long x = strtoll(t + 4, &end, 10);
-        if (!t[4] || *end || errno) return cli_usage_error(cmd, "--override-kv '%s': not an integer", v);
-        int32_t i32 = (int32_t)x;
-        s = tm_gguf_kvlist_set_raw(kv, key, 5 /* INT32 */, &i32, 4, &e);
-    } else if (!strncmp(t, "float:", 6)) {
-        float f = strtof(t + 6, &end);
-        if (!t[6] || *end) return cli_usage_error(cmd, "--override-kv '%s': not a number", v);
-        s = tm_gguf_kvlist_set_raw(kv, key, 6 /* FLOAT32 */, &f, 4, &e);
-    } else if (!strncmp(t, "bool:", 5)) {
-        uint8_t b;
-        if (!strcmp(t + 5, "true")) b = 1;
-        else if (!strcmp(t + 5, "false")) b = 0;
-        else return cli_usage_error(cmd, "--override-kv '%s': invalid boolean value (true or false)", v);
-        s = tm_gguf_kvlist_set_raw(kv, key, 7 /* BOOL */, &b, 1, &e);
-    } else if (!strncmp(t, "str:", 4)) {
-        if (strlen(t + 4) > 127) return cli_usage_error(cmd, "--override-kv '%s': value cannot exceed 127 chars", v);
-        s = tm_gguf_kvlist_set_str(kv, key, t + 4, &e);
-    } else {
-        return cli_usage_error(cmd, "--override-kv '%s': invalid type (int, float, bool or str)", v);
-    }
-    return s ? cli_fail(s, &e) : 0;
-}
-
-/* --output-tensor-type / --token-embedding-type: a ggml type name (case-insensitive, as
-** llama-quantize's parse_ggml_type). 0 or the usage exit code. */
-static int parse_type_opt(const cli_cmd *cmd, cli_args *a, const char *opt, const char *rv, int *out) {
-    const char *v = cli_get(a, opt);
-    if (!v) v = rv; /* the recipe's (checked by gguf_recipe_check) */
-    *out = TM_GGUF_TYPE_RULES;
-    if (!v) return 0;
-    int t = tm_ggml_type_from_name(v);
-    if (t < 0) return cli_usage_error(cmd, "--%s: invalid ggml_type '%s'", opt, v);
-    *out = t;
-    return 0;
-}
 
 static const tm_gguf_quantize_result *g_sort;
 /* quantized first, lowest SQNR first; then the copied tensors in file order */
@@ -234,7 +183,7 @@ int cmd_quantize_gguf(const cli_cmd *cmd, cli_args *a) {
         if (cli_has(a, ct_only[i]))
             return cli_usage_error(cmd, "--%s does not apply to GGUF output (OUT ends in .gguf)", ct_only[i]);
     const char *tv = cli_get(a, "type");
-    json_t *recipe = NULL, *rtt = NULL;
+    json_t *recipe = NULL;
     const char *rpath = cli_get(a, "recipe");
     if (rpath) { /* docs/recipe.md "GGUF": the manifest's recipe object */
         static const char *const keys[] = {"file_type", "file_type_id", "default_type", "rules", "pure",
@@ -245,7 +194,6 @@ int cmd_quantize_gguf(const cli_cmd *cmd, cli_args *a) {
         if (lrc) { json_decref(recipe); return lrc; }
         json_t *ft = json_object_get(recipe, "file_type");
         if (!tv && ft) tv = json_string_value(ft);
-        if (!cli_has(a, "tensor-type")) rtt = json_object_get(recipe, "tensor_types");
     }
     if (!tv) json_decref(recipe);
     if (!tv) return cli_usage_error(cmd, "GGUF output needs --type (a llama-quantize file type: Q4_K_M, Q8_0, IQ2_XS, ...)");
@@ -260,61 +208,19 @@ int cmd_quantize_gguf(const cli_cmd *cmd, cli_args *a) {
         return EXIT_INPUT;
     }
     if (p.ftype < 0) json_decref(recipe); /* tv is the flag's */
-    if (p.ftype < 0)
-        return cli_usage_error(cmd, "--type: '%s' is not a GGUF file type (llama-quantize's: Q4_0 Q4_1 Q5_0 Q5_1 IQ2_XXS IQ2_XS IQ2_S IQ2_M IQ1_S IQ1_M TQ1_0 TQ2_0 Q2_K Q2_K_S IQ3_XXS IQ3_S IQ3_M Q3_K IQ3_XS Q3_K_S Q3_K_M Q3_K_L IQ4_NL IQ4_XS Q4_K Q4_K_S Q4_K_M Q5_K Q5_K_S Q5_K_M Q6_K Q8_0 F16 BF16 F32 COPY)", tv);
-    int n_tt = rtt ? (int)json_array_size(rtt) : cli_n(a, "tensor-type");
-    const char **pats = calloc((size_t)n_tt + 1, sizeof *pats);
-    int *types = calloc((size_t)n_tt + 1, sizeof *types);
-    char **bufs = calloc((size_t)n_tt + 1, sizeof *bufs);
-    int rc = 0;
-    tm_imatrix *imx = NULL;
-    tm_gguf_kvlist *ovr = NULL;
-    if (!pats || !types || !bufs) {
-        fprintf(stderr, "tensormorph: out of memory\n");
-        rc = EXIT_INTERNAL;
-        goto done;
+    if (p.ftype < 0) {
+        char names[512];
+        tm_gguf_ftype_list(names, sizeof names);
+        return cli_usage_error(cmd, "--type: '%s' is not a GGUF file type (llama-quantize's: %s)", tv, names);
     }
-    for (int i = 0; rtt && i < n_tt; i++) {
-        json_t *e = json_array_get(rtt, i);
-        pats[i] = json_string_value(json_object_get(e, "pattern"));
-        types[i] = tm_ggml_type_from_name(json_string_value(json_object_get(e, "type")));
-        if (!tm_gq_writable(types[i])) types[i] = -1;
-        if (types[i] < 0) {
-            fprintf(stderr, "tensormorph: recipe %s: tensor_types[%d]: unknown ggml type\n", rpath, i);
-            rc = EXIT_INPUT;
-            goto done;
-        }
-    }
-    for (int i = 0; !rtt && i < n_tt; i++) {
-        const char *v = cli_get_i(a, "tensor-type", i);
-        const char *eq = strrchr(v, '=');
-        if (!eq || eq == v) {
-            rc = cli_usage_error(cmd, "--tensor-type '%s': expected REGEX=TYPE", v);
-            goto done;
-        }
-        bufs[i] = strndup(v, (size_t)(eq - v));
-        pats[i] = bufs[i];
-        types[i] = tm_ggml_type_from_name(eq + 1);
-        if (!tm_gq_writable(types[i])) types[i] = -1;
-        if (!bufs[i] || types[i] < 0) {
-            rc = cli_usage_error(cmd, "--tensor-type '%s': unknown ggml type '%s'", v, eq + 1);
-            goto done;
-        }
-    }
-    p.tt_patterns = pats;
-    p.tt_types = types;
-    p.n_tt = n_tt;
+    cli_gguf_qopts own;
+    int rc = cli_gguf_qopts_parse(cmd, a, recipe, rpath, &p, &own);
+    if (rc) goto done;
     rc = cli_quantize_kernel_top(cmd, a, &p.kernels, NULL);
     if (rc) goto done;
-    p.pure = cli_has(a, "pure");
-    p.leave_output_tensor = cli_has(a, "leave-output-tensor");
     p.strict = cli_has(a, "strict");
-    p.tt_exact = cli_has(a, "tensor-type-exact");
     if (recipe) { /* types checked by gguf_recipe_check; the flags add to them */
-        p.pure |= json_is_true(json_object_get(recipe, "pure"));
-        p.leave_output_tensor |= json_is_true(json_object_get(recipe, "leave_output_tensor"));
         p.strict |= json_is_true(json_object_get(recipe, "strict"));
-        p.tt_exact |= json_is_true(json_object_get(recipe, "tensor_types_exact"));
         json_t *id = json_object_get(recipe, "file_type_id");
         if (id && !cli_get(a, "type") && json_integer_value(id) != p.ftype) {
             fprintf(stderr, "tensormorph: recipe %s: \"file_type_id\" %lld is not %s's id %d\n", rpath,
@@ -323,57 +229,8 @@ int cmd_quantize_gguf(const cli_cmd *cmd, cli_args *a) {
             goto done;
         }
     }
-    /* llama-quantize's options */
-    if ((rc = parse_type_opt(cmd, a, "output-tensor-type",
-                             recipe ? json_string_value(json_object_get(recipe, "output_tensor_type")) : NULL,
-                             &p.output_tensor_type)) ||
-        (rc = parse_type_opt(cmd, a, "token-embedding-type",
-                             recipe ? json_string_value(json_object_get(recipe, "token_embedding_type")) : NULL,
-                             &p.token_embedding_type)))
-        goto done;
-    const char *imx_path = cli_get(a, "imatrix");
-    if (!imx_path && recipe) /* the manifest's record of the matrix (relative to where the run is) */
-        imx_path = json_string_value(json_object_get(json_object_get(recipe, "importance_matrix"), "file"));
     p.allow_requantize = cli_has(a, "allow-requantize");
     p.allow_empty = cli_has(a, "allow-empty");
-    if (cli_has(a, "include-weights") && cli_has(a, "exclude-weights")) {
-        rc = cli_usage_error(cmd, "--include-weights and --exclude-weights cannot be used together");
-        goto done;
-    }
-    if ((cli_has(a, "include-weights") || cli_has(a, "exclude-weights")) && !imx_path) {
-        rc = cli_usage_error(cmd, "--include-weights / --exclude-weights select entries of --imatrix FILE: give one");
-        goto done;
-    }
-    if (imx_path) {
-        tm_err e;
-        tm_status s = tm_imatrix_load(imx_path, &imx, &e);
-        if (s) {
-            rc = cli_fail(s, &e);
-            goto done;
-        }
-        int ni = cli_n(a, "include-weights"), ne = cli_n(a, "exclude-weights");
-        const char **inc = calloc((size_t)ni + 1, sizeof *inc), **exc = calloc((size_t)ne + 1, sizeof *exc);
-        for (int i = 0; inc && i < ni; i++) inc[i] = cli_get_i(a, "include-weights", i);
-        for (int i = 0; exc && i < ne; i++) exc[i] = cli_get_i(a, "exclude-weights", i);
-        if (inc && exc) tm_imatrix_filter(imx, exc, ne, inc, ni);
-        free(inc);
-        free(exc);
-        p.imatrix = imx;
-        p.imatrix_arg = imx_path;
-        if (!g_cli.quiet)
-            fprintf(stderr, "tensormorph: importance matrix %s: %lld entries computed on %d chunks%s%s%s\n", p.imatrix_arg,
-                    (long long)imx->n, imx->chunks, imx->dataset ? " (dataset '" : "", imx->dataset ? imx->dataset : "",
-                    imx->dataset ? "')" : "");
-    }
-    if (cli_has(a, "override-kv")) {
-        if (!(ovr = tm_gguf_kvlist_new())) {
-            rc = EXIT_INTERNAL;
-            goto done;
-        }
-        for (int i = 0; i < cli_n(a, "override-kv"); i++)
-            if ((rc = parse_override(cmd, cli_get_i(a, "override-kv", i), ovr))) goto done;
-        p.kv_overrides = ovr;
-    }
     CLI_QUANTIZE_COMMON(p, a);
     if (cli_quantize_shard(cmd, a, &p.shard_index, &p.shard_count)) {
         rc = 2;
@@ -395,12 +252,7 @@ int cmd_quantize_gguf(const cli_cmd *cmd, cli_args *a) {
     gguf_ctx ctx = {p, in_path, cli_get(a, "vocab-from")};
     rc = cli_quantize_run(&gguf_form, &ctx, in_path, out, top);
 done:
-    tm_imatrix_free(imx);
-    tm_gguf_kvlist_free(ovr);
+    cli_gguf_qopts_free(&own);
     json_decref(recipe);
-    for (int i = 0; bufs && i < n_tt; i++) free(bufs[i]);
-    free(bufs);
-    free(pats);
-    free(types);
     return rc;
 }

@@ -12,7 +12,7 @@
 set -euo pipefail
 pkgs=(cmake make gcc pkg-config git libjansson-dev libssl-dev libcmocka-dev libmicrohttpd-dev libpng-dev)
 pkgs+=(libprotobuf-c-dev protobuf-c-compiler libonnx-dev)  # ONNX reader: protoc-c + onnx.proto
-pkgs+=(libzip-dev)  # .npz and PyTorch zip checkpoints
+pkgs+=(libzip-dev zlib1g-dev)  # .npz and PyTorch zip checkpoints; zlib: CRC-32 of stored members
 command -v node >/dev/null 2>&1 || pkgs+=(nodejs)  # the runner (runner/)
 command -v npm >/dev/null 2>&1 || pkgs+=(npm)
 if [[ "${1:-}" == "--test" ]]; then

@@ -39,6 +39,11 @@ enum {
 int         tm_gguf_ftype_from_name(const char *name);
 /* tm_gguf_ftype_name: the canonical name ("Q4_K_M"), "?" when unknown. */
 const char *tm_gguf_ftype_name(int ftype);
+/* tm_gguf_ftype_list: every name tm_gguf_ftype_from_name accepts (the file-type table the
+** quantizer uses, in llama-quantize's QUANT_OPTIONS order, then its aliases Q3_K Q4_K Q5_K),
+** separated by one space, into buf (NUL-terminated; when n is too small it ends after the last
+** whole name that fits). Returns the length of the whole list (without the NUL), as snprintf. */
+size_t      tm_gguf_ftype_list(char *buf, size_t n);
 /* tm_gguf_ftype_default_type: the ggml type of a file type's ordinary tensors (Q4_K_M ->
 ** Q4_K, IQ2_S -> IQ2_XS, COPY -> F32), -1 when unknown. */
 int         tm_gguf_ftype_default_type(int ftype);

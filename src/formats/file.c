@@ -1,5 +1,6 @@
 /* file.c: the generic tm_file container: maps, tensor list, metadata, name index. */
 #include "file.h"
+#include "membercrc.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -52,6 +53,7 @@ void tm_close(tm_file *f) {
         free(ni->slots); free(ni->is_phys); free(ni);
     }
     if (f->fmt_free) f->fmt_free(f->fmt_state);
+    tm__crc_free(f);
     free(f);
 }
 
@@ -373,6 +375,10 @@ tm_status tm_tensor_data(const tm_file *f, int64_t i, uint64_t off, uint64_t n, 
     if (!tm__add_u64_ok(t->offset, end, &abs) || abs > m->size)
         return tm__err_set(err, TM_E_CORRUPT, (int64_t)t->offset,
                            "%s: tensor '%s' data lies outside the file", m->path, t->name);
+    if (f->crcs) { /* an archive member read in place: its CRC-32, once (membercrc.h) */
+        tm_status s = tm__crc_tensor_check(f, t, err);
+        if (s) return s;
+    }
     *out = m->base + t->offset + off;
     return TM_OK;
 }

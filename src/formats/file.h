@@ -26,6 +26,7 @@ struct tm_file {
     void       *name_index;      /* hash index: name -> tensor index (file.c)              */
     void       *fmt_state;       /* format-private state, freed by fmt_free                */
     void      (*fmt_free)(void *);
+    struct tm__crcset *crcs;     /* archive members checked on first use (membercrc.c)      */
 };
 
 /* Create an empty tm_file of format fmt. NULL on allocation failure. */

@@ -32,6 +32,7 @@
 ** member failed does the open fail, with the first member's error. The archive's own structure
 ** (central directory, local headers) is checked by zipread.c and still fails the open.
 */
+#include "membercrc.h"
 #include "zipread.h"
 
 #include <errno.h>
@@ -399,8 +400,8 @@ tm_status tm__npz_load(tm_file *f, int mi, tm__zip *z, const tm_open_params *p, 
             if (e->size != e->comp_size)
                 s = NPY_ERR(TM_E_CORRUPT, 0, "stored member declares %llu bytes but holds %llu",
                             (unsigned long long)e->size, (unsigned long long)e->comp_size);
-            else
-                s = npy_parse(z->base + e->data_offset, e->comp_size, w, &in, err);
+            else if (!(s = npy_parse(z->base + e->data_offset, e->comp_size, w, &in, err)))
+                s = tm__crc_member_add(f, mi, e->data_offset, e->size, e->crc32, e->name, err);
         } else {
             uint64_t tot;
             if (!tm__add_u64_ok(inflated, e->size, &tot) || tot > NPZ_MAX_INFLATED ||

@@ -30,6 +30,7 @@
 ** "<name>.q_scale" (float32, the value torch multiplies by) and "<name>.q_zero_point" (int64).
 */
 #include "pt.h"
+#include "membercrc.h"
 #include "zipread.h"
 
 #include <jansson.h>
@@ -122,7 +123,8 @@ static tm_status resolve(pt_ctx *c, const pv *st, const char *tname, const pt_re
                             "%s: stored member '%s' declares %llu bytes but holds %llu", c->path,
                             mname, (unsigned long long)c->z->e[i].size,
                             (unsigned long long)c->z->e[i].comp_size);
-        else
+        else if (!(s = tm__crc_member_add(c->f, c->mi, c->z->e[i].data_offset, c->z->e[i].size,
+                                           c->z->e[i].crc32, mname, c->err)))
             s = res_add(c, st->key, c->mi, c->z->e[i].data_offset, c->z->e[i].size);
     } else {
         const tm__zip_entry *e = &c->z->e[i];
@@ -490,8 +492,13 @@ tm_status tm__pt_zip_load(tm_file *f, int mi, tm__zip *z, const char *pkl_name,
         if (e->size > 8)
             s = tm__err_set(err, TM_E_CORRUPT, (int64_t)e->lho, "%s: '%s' is %llu bytes, not "
                             "'little' or 'big'", path, bo_name, (unsigned long long)e->size);
-        else if (e->method == 0) memcpy(text, z->base + e->data_offset, (size_t)e->size);
-        else s = tm__zip_inflate(z, bo, text, err);
+        else if (e->method != 0)
+            s = tm__zip_inflate(z, bo, text, err);
+        else if (e->size != e->comp_size)
+            s = tm__err_set(err, TM_E_CORRUPT, (int64_t)e->lho, "%s: stored member '%s' declares %llu bytes but "
+                            "holds %llu", path, bo_name, (unsigned long long)e->size, (unsigned long long)e->comp_size);
+        else if (!(s = tm__zip_check_stored(z, bo, err)))
+            memcpy(text, z->base + e->data_offset, (size_t)e->size);
         if (!s && strcmp(text, "little") == 0) c.big = 0;
         else if (!s && strcmp(text, "big") == 0) c.big = 1;
         else if (!s)
@@ -505,6 +512,7 @@ tm_status tm__pt_zip_load(tm_file *f, int mi, tm__zip *z, const char *pkl_name,
         const tm__zip_entry *e = &z->e[pi];
         pn = e->size;
         if (e->method == 0 && e->size == e->comp_size) {
+            s = tm__zip_check_stored(z, pi, err);
             pk = z->base + e->data_offset;
             pbase = e->data_offset;
         } else if (e->size > PT_MAX_PICKLE) {

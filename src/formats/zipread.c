@@ -6,7 +6,7 @@
 **                              +20 u16 comment length; 22 bytes + comment, at the file's end
 **   zip64 EOCD locator         0x07064b50, 20 bytes just before the EOCD: +8 u64 zip64 EOCD offset
 **   zip64 EOCD                 0x06064b50: +32 u64 entries, +40 u64 cd size, +48 u64 cd offset
-**   central directory header   0x02014b50: +10 u16 method, +20 u32 comp size, +24 u32 size,
+**   central directory header   0x02014b50: +10 u16 method, +16 u32 CRC-32, +20 u32 comp size, +24 u32 size,
 **                              +28 u16 name len, +30 u16 extra len, +32 u16 comment len,
 **                              +42 u32 local header offset; 46 bytes + name + extra + comment
 **   zip64 extra field          id 0x0001: u64 size, comp size, local header offset, each present
@@ -16,6 +16,7 @@
 ** Every offset is checked against the image before it is read.
 */
 #include "zipread.h"
+#include "../core/crc32.h"
 
 #include <stdio.h>
 #include <zip.h>
@@ -109,6 +110,7 @@ static tm_status walk(tm__zip *z, tm_err *err) {
         if (!e->name) return tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
         z->n = (int64_t)k + 1;
         e->method = ld16(h + 10);
+        e->crc32 = ld32(h + 16);
         e->comp_size = ld32(h + 20);
         e->size = ld32(h + 24);
         e->lho = ld32(h + 42);
@@ -194,7 +196,8 @@ tm_status tm__zip_open(tm__zip *z, const uint8_t *base, uint64_t size, const cha
         const char *nm = zip_get_name(za, (zip_uint64_t)i, ZIP_FL_ENC_RAW);
         if (zip_stat_index(za, (zip_uint64_t)i, ZIP_FL_ENC_RAW, &st) != 0 || !nm ||
             strcmp(nm, z->e[i].name) != 0 || st.size != z->e[i].size ||
-            st.comp_size != z->e[i].comp_size || st.comp_method != z->e[i].method)
+            st.comp_size != z->e[i].comp_size || st.comp_method != z->e[i].method ||
+            ((st.valid & ZIP_STAT_CRC) && st.crc != z->e[i].crc32))
             s = tm__err_set(err, TM_E_CORRUPT, (int64_t)z->e[i].lho,
                             "%s: member %lld ('%s'): central directory and libzip disagree",
                             path, (long long)i, z->e[i].name);
@@ -210,6 +213,17 @@ int64_t tm__zip_find(const tm__zip *z, const char *name) {
     for (int64_t i = 0; i < z->n; i++)
         if (strcmp(z->e[i].name, name) == 0) return i;
     return -1;
+}
+
+tm_status tm__zip_check_stored(const tm__zip *z, int64_t i, tm_err *err) {
+    const tm__zip_entry *e = &z->e[i];
+    uint32_t got = tm__crc32(0, z->base + e->data_offset, e->comp_size); /* bounds: walk() */
+    if (got == e->crc32) return TM_OK;
+    return tm__err_set(err, TM_E_CORRUPT, (int64_t)e->data_offset,
+                       "%s: member '%s': CRC-32 of its %llu bytes is 0x%08x, the archive records "
+                       "0x%08x: the data is damaged",
+                       z->path, e->name, (unsigned long long)e->comp_size, (unsigned)got,
+                       (unsigned)e->crc32);
 }
 
 tm_status tm__zip_inflate(tm__zip *z, int64_t i, void *dst, tm_err *err) {

@@ -96,6 +96,20 @@ const char *tm_gguf_ftype_name(int ftype) {
     return "?";
 }
 
+size_t tm_gguf_ftype_list(char *buf, size_t n) {
+    size_t len = 0, kept = 0; /* kept: bytes of buf holding whole names */
+    if (buf && n) buf[0] = 0;
+    for (size_t i = 0; i < N_FTYPES; i++) {
+        size_t l = strlen(ftypes[i].name) + (i > 0);
+        if (buf && kept == len && len + l < n) {
+            snprintf(buf + len, n - len, "%s%s", i ? " " : "", ftypes[i].name);
+            kept += l;
+        }
+        len += l;
+    }
+    return len;
+}
+
 int tm_gguf_ftype_default_type(int ftype) {
     for (size_t i = 0; i < N_FTYPES; i++)
         if (ftypes[i].ftype == ftype) return ftypes[i].type;

@@ -251,7 +251,7 @@ static tm_status run_slices(job_t *j, plan_t *pl, const tm_tensor *t, const tm_q
             xs = x + (rs - r0) * C;
         } else {
             int pr = tm__srcread_f32(&j->src, t, rs * C, nes, j->fbuf[thread], j->ibuf[thread], err);
-            if (pr < 0) return TM_E_IO;
+            if (pr < 0) return err && err->code ? err->code : TM_E_IO; /* TM_E_IO, or a member's CRC (TM_E_CORRUPT) */
             if (pr == 0) {
                 s = tm_tensor_read_f32(j->in, pl->src, rs * C, nes, j->fbuf[thread], err);
                 if (s) return s;

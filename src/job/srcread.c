@@ -1,5 +1,6 @@
 /* srcread.c: pread of source tensors for the quantize jobs (see srcread.h). */
 #include "srcread.h"
+#include "../formats/membercrc.h"
 
 #include "../core/core.h"
 #include "tensormorph.h"
@@ -46,6 +47,8 @@ int tm__srcread_can(const tm__srcread *r, const tm_tensor *t) {
 int tm__srcread_f32(const tm__srcread *r, const tm_tensor *t, int64_t e0, int64_t n, float *out, void *raw,
                     tm_err *err) {
     if (!tm__srcread_can(r, t)) return 0;
+    /* an archive member read in place: its CRC-32 first, as tm_tensor_data does (membercrc.h) */
+    if (r->in->crcs && tm__crc_tensor_check(r->in, t, err)) return -1;
     int fd = r->fd[t->file_index];
     size_t isz = t->dtype == TM_F32 ? 4 : 2;
     uint8_t *dst = t->dtype == TM_F32 ? (uint8_t *)out : raw;

@@ -32,7 +32,8 @@ int tm__srcread_can(const tm__srcread *r, const tm_tensor *t);
 ** the absolute offset of the data in its file; the range was checked at open). Returns 1 when
 ** read; 0 when t cannot be read so (the caller reads the view); -1 with err set (TM_E_IO, naming
 ** file, tensor and offset) when the read fails or the file ends early: it changed or shrank after
-** it was opened. */
+** it was opened; or (TM_E_CORRUPT) when t lies in an archive member whose CRC-32 does not match
+** (checked once per member before its first read, as tm_tensor_data checks it: membercrc.h). */
 int tm__srcread_f32(const tm__srcread *r, const tm_tensor *t, int64_t e0, int64_t n, float *out, void *raw,
                     tm_err *err);
 

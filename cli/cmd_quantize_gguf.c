@@ -340,10 +340,10 @@ int cmd_quantize_gguf(const cli_cmd *cmd, cli_args *a) {
         rc = cli_usage_error(cmd, "--include-weights and --exclude-weights cannot be used together");
         goto done;
     }
-    if ((cli_has(a, "include-weights") || cli_has(a, "exclude-weights")) && !imx_path) {
-        rc = cli_usage_error(cmd, "--include-weights / --exclude-weights select entries of --imatrix FILE: give one");
-        goto done;
-    }
+    /* llama-quantize filters an importance matrix it does not have: nothing (said here) */
+    if ((cli_has(a, "include-weights") || cli_has(a, "exclude-weights")) && !imx_path && !g_cli.quiet)
+        fprintf(stderr, "tensormorph: warning: --include-weights / --exclude-weights select entries of --imatrix FILE, "
+                "and there is none: they change nothing\n");
     if (imx_path) {
         tm_err e;
         tm_status s = tm_imatrix_load(imx_path, &imx, &e);

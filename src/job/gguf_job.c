@@ -151,6 +151,7 @@ typedef struct qstate {
     int n_attention_wv, i_attention_wv;
     int n_ffn_down, i_ffn_down, n_ffn_gate, i_ffn_gate, n_ffn_up, i_ffn_up;
     int n_fallback;
+    int n_attn_layer;   /* layers with attention (llama's sanity check); -1: no architecture */
 } qstate;
 
 static int contains(const char *s, const char *sub) { return strstr(s, sub) != NULL; }
@@ -744,11 +745,17 @@ static int64_t hp_int(const tm_gguf_kvlist *kv, const tm_gguf_kvlist *ovr, const
 /* A head count as the loader reads it (get_key_or_arr, then hparams.n_head(0)): only when the
 ** file has the key; a per-layer array gives its first element (overrides do not apply to
 ** arrays), a scalar is read as hp_int. */
-static int64_t hp_heads(const tm_gguf_kvlist *kv, const tm_gguf_kvlist *ovr, const char *key, int *found) {
+static int64_t hp_heads(const tm_gguf_kvlist *kv, const tm_gguf_kvlist *ovr, const char *key, int n_layer, int *found,
+                        int *zeros) {
     int64_t i = tm_gguf_kvlist_find(kv, key);
     *found = 0;
+    *zeros = n_layer; /* a layer without a count has 0 heads */
     if (i < 0) return 0;
-    if (tm_gguf_kvlist_type(kv, i) != TM_GGUF_ARRAY) return hp_int(kv, ovr, key, found);
+    if (tm_gguf_kvlist_type(kv, i) != TM_GGUF_ARRAY) {
+        int64_t v = hp_int(kv, ovr, key, found);
+        *zeros = v == 0 ? n_layer : 0;
+        return v;
+    }
     size_t n = 0;
     const uint8_t *v = tm_gguf_kvlist_raw(kv, i, &n);
     if (!v || n < 12) return 0;
@@ -756,9 +763,15 @@ static int64_t hp_heads(const tm_gguf_kvlist *kv, const tm_gguf_kvlist *ovr, con
     uint64_t cnt;
     memcpy(&cnt, v + 4, 8);
     static const uint8_t size[] = {1, 1, 2, 2, 4, 4, 0, 0, 0, 0, 8, 8, 0}; /* by GGUF type; 0: not an integer */
-    if (cnt < 1 || et >= sizeof size || !size[et] || n < 12 + (size_t)size[et]) return 0;
+    if (cnt < 1 || et >= sizeof size || !size[et] || cnt > (n - 12) / size[et]) return 0;
     const uint8_t *e = v + 12;
     *found = 1;
+    *zeros = 0;
+    for (uint64_t k = 0; k < cnt && k < (uint64_t)(n_layer > 0 ? n_layer : 0); k++) {
+        int nz = 0;
+        for (int b = 0; b < size[et]; b++) nz |= e[k * size[et] + (uint64_t)b];
+        *zeros += !nz;
+    }
     switch (et) {
     case TM_GGUF_U8: return e[0];
     case TM_GGUF_I8: return (int8_t)e[0];
@@ -779,15 +792,23 @@ static void read_hparams(const tm_gguf_kvlist *kv, const tm_gguf_kvlist *ovr, qs
     char key[256];
     int found;
     *n_layer = 0;
+    qs->n_attn_layer = -1;
     if (arch) {
         qs->falcon = strcmp(arch, "falcon") == 0;
         snprintf(key, sizeof key, "%s.block_count", arch);
         *n_layer = (int)hp_int(kv, ovr, key, &found);
         snprintf(key, sizeof key, "%s.attention.head_count", arch);
-        int64_t nh = hp_heads(kv, ovr, key, &found);
+        int zh, zkv;
+        int64_t nh = hp_heads(kv, ovr, key, *n_layer, &found, &zh);
         snprintf(key, sizeof key, "%s.attention.head_count_kv", arch);
-        int64_t nkv = hp_heads(kv, ovr, key, &found);
-        if (!found) nkv = nh;
+        int64_t nkv = hp_heads(kv, ovr, key, *n_layer, &found, &zkv);
+        if (!found) { /* n_head_kv defaults to n_head, layer by layer */
+            nkv = nh;
+            zkv = zh;
+        }
+        /* llama_model_quantize_impl's sanity check: the layers with kv heads (3 attentions per
+        ** layer in an encoder-decoder model) */
+        qs->n_attn_layer = (*n_layer - zkv) * (strcmp(arch, "t5") == 0 || strcmp(arch, "t5encoder") == 0 ? 3 : 1);
         qs->n_gqa = nkv > 0 ? (int)(nh / nkv) : 0;
         snprintf(key, sizeof key, "%s.expert_count", arch);
         qs->n_expert = (int)hp_int(kv, ovr, key, &found);
@@ -924,6 +945,11 @@ static tm_status plan_types(gjob *j, tm_err *err) {
     if (!s && n_layer <= 0) /* no hparams (safetensors input): count the ffn_down tensors */
         for (int64_t i = 0; i < n; i++) n_layer += contains(plans[i].name, "ffn_down") ? 1 : 0;
     qs.n_ffn_down = qs.n_ffn_gate = qs.n_ffn_up = n_layer;
+    if (!s && qs.n_attention_wv != 0 && qs.n_attn_layer >= 0 && qs.n_attention_wv != qs.n_attn_layer)
+        s = tm__err_set(err, TM_E_UNSUPPORTED, -1,
+                        "%s: %d attn_v/attn_qkv/attn_kv_b tensors, but the metadata gives %d layers with attention "
+                        "(block count and kv head counts): llama-quantize stops on it (\"n_attention_wv is unexpected\")",
+                        tm_file_path(in, 0), qs.n_attention_wv, qs.n_attn_layer);
     int64_t n_refused = 0;
     for (int64_t i = 0; i < n && !s; i++) {
         gplan *pl = &plans[i];

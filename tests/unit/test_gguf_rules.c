@@ -4,6 +4,7 @@
 **   - --override-kv reaches the rules as llama.cpp's model loader applies it (head_count_kv,
 **     expert_count; an override of another type is ignored), a per-layer head-count array
 **     counts by its first element;
+**   - llama's check that the attn_v tensors match the layers with kv heads;
 **   - LLM_TYPE_70B: 80 layers of llama with GQA (not 8 experts), deci, qwen2, qwen2vl, olmo;
 **   - the tensor order of the loader's weight_name_comparer (sscanf "blk.%d."), a 5-byte name
 **     passes llama's "ends in weight" test, MoE layers outside [0, n_layer) are refused;
@@ -153,6 +154,23 @@ static void test_overrides_reach_rules(void **state) {
     write_gguf(in, kv, two_layers, 8);
     tm_gguf_kvlist_free(kv);
     expect_type(in, "Q2_K", NULL, "blk.1.attn_v.weight", TM_GGML_Q4_K, "head_count_kv array [1, 4]");
+
+    /* llama's sanity check: as many attn_v as layers with kv heads (a 0 in the array: none) */
+    tm_gguf_quantize_tensor *r;
+    int64_t n;
+    tm_err e;
+    const int32_t v0[2] = {0, 4};
+    memcpy(arr + 12, v0, 8);
+    kv = arch_kv("llama", 2, 4, 0);
+    assert_int_equal(tm_gguf_kvlist_set_raw(kv, "llama.attention.head_count_kv", TM_GGUF_ARRAY, arr, sizeof arr, NULL), TM_OK);
+    write_gguf(in, kv, two_layers, 8);
+    tm_gguf_kvlist_free(kv);
+    assert_int_equal(plan(in, "Q4_K_M", NULL, &r, &n, &e), TM_E_UNSUPPORTED);
+    assert_non_null(strstr(e.msg, "n_attention_wv is unexpected"));
+    kv = arch_kv("llama", 3, 4, 2); /* 3 layers, 2 attn_v */
+    write_gguf(in, kv, two_layers, 8);
+    tm_gguf_kvlist_free(kv);
+    assert_int_equal(plan(in, "Q4_K_M", NULL, &r, &n, &e), TM_E_UNSUPPORTED);
 }
 
 /* 80 layers of attn_v only: Q3_K_S gives attn_v Q3_K, bumped to Q5_K in a 70B. */

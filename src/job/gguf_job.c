@@ -573,12 +573,36 @@ static void report(gjob *j, uint64_t add) {
 
 typedef struct wbuf { float *x, *dq; uint8_t *q; size_t cap_vals, cap_bytes; } wbuf;
 
+/* The first NaN or infinite value of n bytes of F32/F16/BF16 data (little-endian), or -1: the
+** values ggml_validate_row_data refuses (an f16/bf16 with every exponent bit set). */
+static int64_t first_nonfinite(int type, const uint8_t *p, uint64_t n) {
+    if (type == TM_GGML_F32) {
+        for (uint64_t i = 0; i + 4 <= n; i += 4)
+            if ((tm__ld32(p + i) & 0x7f800000u) == 0x7f800000u) return (int64_t)(i / 4);
+    } else if (type == TM_GGML_F16 || type == TM_GGML_BF16) {
+        const uint16_t m = type == TM_GGML_F16 ? 0x7c00u : 0x7f80u;
+        for (uint64_t i = 0; i + 2 <= n; i += 2)
+            if ((tm__ld16(p + i) & m) == m) return (int64_t)(i / 2);
+    }
+    return -1;
+}
+
 static tm_status do_copy_chunk(gjob *j, gplan *pl, int64_t c, wbuf *b, tm_err *err) {
     uint64_t nb = tm_gguf_writer_tensor_bytes(j->w, pl - j->plans);
     uint64_t off = (uint64_t)c * COPY_PIECE, k = nb - off < COPY_PIECE ? nb - off : COPY_PIECE;
     (void)b;
     const void *src;
     tm_status s = tm_tensor_data(j->in, pl->src, off, k, &src, err);
+    /* llama-quantize's loader validates every tensor it reads (check_tensors), the copied ones too */
+    int64_t bad = !s && tm_file_format(j->in) == TM_FMT_GGUF ? first_nonfinite(pl->src_type, src, k) : -1;
+    if (bad >= 0) {
+        const tm_tensor *t = tm_file_tensor(j->in, pl->src);
+        const uint64_t esz = pl->src_type == TM_GGML_F32 ? 4 : 2;
+        s = tm__err_set(err, TM_E_NONFINITE, (int64_t)(t->offset + off + (uint64_t)bad * esz),
+                        "%s: tensor '%s' (%s, copied): element %lld is NaN or infinite (llama-quantize refuses it too: "
+                        "\"tensor has invalid data\")", tm_file_path(j->in, t->file_index), pl->name, tname(pl->src_type),
+                        (long long)(off / esz + (uint64_t)bad));
+    }
     if (!s) s = tm_gguf_writer_write(j->w, pl - j->plans, off, src, (size_t)k, err);
     tm_tensor_release(j->in, pl->src, off, k);
     if (!s) report(j, k);

@@ -9,6 +9,7 @@
 **   - the tensor order of the loader's weight_name_comparer (sscanf "blk.%d."), a 5-byte name
 **     passes llama's "ends in weight" test, MoE layers outside [0, n_layer) are refused;
 **   - COPY's guessed file type in the loader's order; the per-tensor refusals in llama's order;
+**     a NaN/inf in a copied F32/F16/BF16 tensor refused (the loader's check_tensors);
 **   - --override-kv general.alignment refused; --keep-split keeps the file order and names a
 **     one-file input's output OUT-00001-of-00001.gguf, without split keys. */
 #include <setjmp.h>
@@ -282,6 +283,27 @@ static void test_copy_refusals_keep_split(void **state) {
     assert_non_null(strstr(e.msg, "general.alignment"));
     tm_gguf_kvlist_free(ovr);
 
+    /* an infinite value in a copied tensor (a norm): llama's loader validates every tensor */
+    static const stensor nt[] = {{"blk.0.attn_norm.weight", TM_GGML_F32, 256, 1}, {"blk.0.ffn_up.weight", TM_GGML_F32, 256, 2}};
+    kv = arch_kv("llama", 1, 4, 4);
+    write_gguf(in, kv, nt, 2);
+    tm_gguf_kvlist_free(kv);
+    tm_file *f;
+    if (tm_open(in, NULL, &f, &e)) fail_msg("%s", e.msg);
+    const uint64_t noff = tm_file_tensor(f, 0)->offset;
+    tm_close(f);
+    FILE *fp = fopen(in, "r+b");
+    assert_non_null(fp);
+    const float inf = 1.0f / 0.0f;
+    assert_int_equal(fseek(fp, (long)noff + 3 * 4, SEEK_SET), 0);
+    assert_int_equal(fwrite(&inf, 4, 1, fp), 1);
+    fclose(fp);
+    p = tm_gguf_quantize_params_default();
+    p.force = 1;
+    assert_int_equal(run_quantize(in, out, "Q8_0", &p, &e), TM_E_NONFINITE);
+    assert_non_null(strstr(e.msg, "blk.0.attn_norm.weight"));
+    assert_non_null(strstr(e.msg, "element 3"));
+
     /* a quantized source without --allow-requantize and without an imatrix entry under IQ2_XS:
     ** llama refuses the missing matrix first */
     static const stensor q[] = {{"blk.0.ffn_up.weight", TM_GGML_Q8_0, 256, 2}};
@@ -318,7 +340,6 @@ static void test_copy_refusals_keep_split(void **state) {
     assert_int_equal(tm_gguf_kvlist_find(kv, "split.count"), -1);
     assert_int_equal(tm_gguf_kvlist_find(kv, "split.no"), -1);
     tm_gguf_kvlist_free(kv);
-    tm_file *f;
     if (tm_open(one, NULL, &f, &e)) fail_msg("%s", e.msg);
     for (int i = 0; i < 4; i++) assert_string_equal(tm_file_tensor(f, i)->name, ks[i].name);
     tm_close(f);

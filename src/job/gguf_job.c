@@ -78,11 +78,13 @@ static int ieq(const char *a, const char *b) {
 int tm_gguf_ftype_from_name(const char *name) {
     for (size_t i = 0; name && i < N_FTYPES; i++)
         if (ieq(name, ftypes[i].name)) return ftypes[i].ftype;
-    /* a number: the file type of that id (llama-quantize's stoi fallback; COPY has none) */
+    /* a number: the file type of that id (llama-quantize's std::stoi fallback, which skips
+    ** leading white space, takes a sign and ignores what follows the digits; COPY has none) */
     if (name && *name) {
         char *end;
         long v = strtol(name, &end, 10);
-        for (size_t i = 0; !*end && i < N_FTYPES; i++)
+        const int digits = end != name && end[-1] >= '0' && end[-1] <= '9';
+        for (size_t i = 0; digits && i < N_FTYPES; i++)
             if (ftypes[i].ftype == v && ftypes[i].ftype != TM_FTYPE_COPY) return ftypes[i].ftype;
     }
     return -1;

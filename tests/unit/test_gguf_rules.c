@@ -6,6 +6,7 @@
 **     counts by its first element;
 **   - llama's check that the attn_v tensors match the layers with kv heads;
 **   - LLM_TYPE_70B: 80 layers of llama with GQA (not 8 experts), deci, qwen2, qwen2vl, olmo;
+**   - --type by number as std::stoi reads it;
 **   - the tensor order of the loader's weight_name_comparer (sscanf "blk.%d."), a 5-byte name
 **     passes llama's "ends in weight" test, MoE layers outside [0, n_layer) are refused;
 **   - COPY's guessed file type in the loader's order; the per-tensor refusals in llama's order;
@@ -205,6 +206,15 @@ static void test_70b(void **state) {
 
 static void test_names(void **state) {
     (void)state;
+    /* --type by number as std::stoi reads it */
+    assert_int_equal(tm_gguf_ftype_from_name("15"), TM_FTYPE_Q4_K_M);
+    assert_int_equal(tm_gguf_ftype_from_name(" 7"), TM_FTYPE_Q8_0);
+    assert_int_equal(tm_gguf_ftype_from_name("+15abc"), TM_FTYPE_Q4_K_M);
+    assert_int_equal(tm_gguf_ftype_from_name("0"), TM_FTYPE_F32);
+    assert_int_equal(tm_gguf_ftype_from_name("q4_k_m"), TM_FTYPE_Q4_K_M);
+    assert_int_equal(tm_gguf_ftype_from_name("x15"), -1);
+    assert_int_equal(tm_gguf_ftype_from_name("4"), -1); /* a removed file type */
+    assert_int_equal(tm_gguf_ftype_from_name("-"), -1);
     char in[600];
     snprintf(in, sizeof in, "%s/names.gguf", g_tmp);
     static const stensor ts[] = {

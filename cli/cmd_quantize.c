@@ -46,7 +46,7 @@ const cli_opt opts_quantize[] = {
     {"token-embedding-type", 0, "TYPE", 0, "GGUF: ggml TYPE for token_embd.weight"},
     {"allow-requantize", 0, NULL, 0, "GGUF: dequantize already-quantized tensors and quantize them again (quality loss)"},
     {"override-kv", 0, "KEY=TYPE:VALUE", 1, "GGUF: set metadata KEY (TYPE int, float, bool or str), as llama-quantize --override-kv"},
-    {"keep-split", 0, NULL, 0, "GGUF: keep the input's shards (a single-file input gives one file, as llama-quantize)"},
+    {"keep-split", 0, NULL, 0, "GGUF: keep the input's shards and tensor order (a single-file input gives OUT-00001-of-00001.gguf, as llama-quantize)"},
     CLI_OPT_END,
 };
 

@@ -25,6 +25,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "helpers/fixture.h"
 #include "tensormorph.h"
 #include "tensormorph/experimental.h"
 #include "tensormorph/imatrix.h"
@@ -357,17 +358,13 @@ static void test_copy_refusals_keep_split(void **state) {
 
 static int setup(void **state) {
     (void)state;
-    const char *b = getenv("TM_BUILD");
-    snprintf(g_tmp, sizeof g_tmp, "%s/test_gguf_rules.%d", b && *b ? b : "/tmp", (int)getpid());
-    mkdir(g_tmp, 0755);
-    return 0;
+    return tmt_tmpdir_make(g_tmp, sizeof g_tmp, "test_gguf_rules") == 0 ? 0 : -1;
 }
 
 static int teardown(void **state) {
     (void)state;
-    char cmd[700];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_tmp);
-    return system(cmd) == 0 ? 0 : 0;
+    tmt_tmpdir_remove(g_tmp);
+    return 0;
 }
 
 int main(void) {

@@ -38,7 +38,7 @@ const cli_opt opts_quantize[] = {
     CLI_OPT_VOCAB_FROM("GGUF: the tokenizer (tokenizer.* keys) of an LLM checkpoint converted first (docs/convert.md)"),
     {"allow-long-names", 0, NULL, 0, "GGUF: write tensor names of 64 bytes or more, which llama.cpp refuses (default: exit 3 naming the tensor)"},
     {"allow-requantize", 0, NULL, 0, "GGUF: dequantize already-quantized tensors and quantize them again (quality loss)"},
-    {"keep-split", 0, NULL, 0, "GGUF: keep the input's shards (a single-file input gives one file, as llama-quantize)"},
+    {"keep-split", 0, NULL, 0, "GGUF: keep the input's shards and tensor order (a single-file input gives OUT-00001-of-00001.gguf, as llama-quantize)"},
     CLI_OPT_END,
 };
 

@@ -108,8 +108,10 @@ static int parse_imatrix(const cli_cmd *cmd, const cli_args *a, json_t *recipe, 
     if (!path && recipe) path = json_string_value(json_object_get(json_object_get(recipe, "importance_matrix"), "file"));
     if (cli_has(a, "include-weights") && cli_has(a, "exclude-weights"))
         return cli_usage_error(cmd, "--include-weights and --exclude-weights cannot be used together");
-    if ((cli_has(a, "include-weights") || cli_has(a, "exclude-weights")) && !path)
-        return cli_usage_error(cmd, "--include-weights / --exclude-weights select entries of --imatrix FILE: give one");
+    /* llama-quantize filters an importance matrix it does not have: nothing (said here) */
+    if ((cli_has(a, "include-weights") || cli_has(a, "exclude-weights")) && !path && !g_cli.quiet)
+        fprintf(stderr, "tensormorph: warning: --include-weights / --exclude-weights select entries of --imatrix FILE, "
+                "and there is none: they change nothing\n");
     if (!path) return 0;
     tm_err e;
     tm_status s = tm_imatrix_load(path, &o->imx, &e);

@@ -105,6 +105,10 @@ typedef struct tm_gguf_writer tm_gguf_writer;
 /* A scratch file read back at once and removed after (the sensitivity probes' candidates):
 ** finish renames it into place without fsync of the file or its folder; the same bytes. */
 #define TM_GGUF_WRITE_SCRATCH 16u
+/* TM_GGUF_WRITE_KEEP_SPLIT (tm_gguf_writer_open_split_as only): a set of one file carries no
+** split keys, as llama-quantize --keep-split writes a one-file input (still named
+** NAME-00001-of-00001.gguf). */
+#define TM_GGUF_WRITE_KEEP_SPLIT 32u
 
 /* tm_gguf_writer_open: fix the whole layout (header, each tensor's offset) and create
 ** "<path>.tmp.<pid>" (O_EXCL) of the final size holding the header; padding is zero.
@@ -134,8 +138,8 @@ uint64_t  tm_gguf_writer_tensor_offset(const tm_gguf_writer *w, int64_t i);
 ** "NAME-00001-of-0000N.gguf" ... (1-based, 5 digits), tensors in order, a tensor starting a new
 ** file when the file's data (each tensor padded to the alignment) plus it would exceed
 ** max_split_bytes (a file holds at least one tensor, so one larger tensor gets its own);
-** each file is a whole GGUF v3: the first holds every key of kv, the others only
-** general.alignment (when kv has it), then every file split.no (u16, 0-based), split.count
+** each file is a whole GGUF v3: the first holds every key of kv, the others none (as gguf-split
+** writes them; laid out with the default alignment), then every file split.no (u16, 0-based), split.count
 ** (u16, N) and split.tensors.count (i32, all n tensors), the keys llama.cpp's loader reads
 ** (LLM_KV_SPLIT_*). The writer's tensor indices stay those of t; each file is written, fsynced
 ** and renamed by finish as one file is. Returns as tm_gguf_writer_open_ex | TM_E_LIMIT (more

@@ -883,13 +883,13 @@ tm_status tm_gguf_writer_open_split_as(const char *path, const tm_gguf_kvlist *k
     tm_gguf_wtensor *sub_t = s ? NULL : tm__malloc_n((size_t)n, sizeof *sub_t);
     if (!s && !sub_t) s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
     for (int k = 0; k < n_files && !s; k++) {
-        /* the first file: every key and the split keys; the others: the split keys only (and the
-        ** alignment, so their data is laid out as the first's) */
+        /* the first file: every key and the split keys; the others: the split keys only, as
+        ** gguf-split and llama-quantize --keep-split write them (no general.alignment either:
+        ** such a file is laid out with the default alignment) */
         tm_gguf_kvlist *sk = tm_gguf_kvlist_new();
         if (!sk) { s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory"); break; }
-        for (int64_t e = 0; e < tm_gguf_kvlist_count(kv) && !s; e++) {
+        for (int64_t e = 0; k == 0 && e < tm_gguf_kvlist_count(kv) && !s; e++) {
             const char *key = tm_gguf_kvlist_key(kv, e);
-            if (k > 0 && strcmp(key, "general.alignment")) continue;
             if (!strncmp(key, "split.", 6)) continue; /* a split input's own keys */
             size_t vn;
             const void *v = tm_gguf_kvlist_raw(kv, e, &vn);
@@ -899,11 +899,13 @@ tm_status tm_gguf_writer_open_split_as(const char *path, const tm_gguf_kvlist *k
         int32_t nt = (int32_t)n;
         uint8_t b2[2], b4[4];
         b2[0] = (uint8_t)no; b2[1] = (uint8_t)(no >> 8);
-        if (!s) s = tm_gguf_kvlist_set_raw(sk, "split.no", TM_GGUF_U16, b2, 2, err);
+        /* llama-quantize --keep-split sets the split keys only for 2 or more files */
+        const int split_keys = !(flags & TM_GGUF_WRITE_KEEP_SPLIT) || n_files > 1;
+        if (!s && split_keys) s = tm_gguf_kvlist_set_raw(sk, "split.no", TM_GGUF_U16, b2, 2, err);
         b2[0] = (uint8_t)cnt; b2[1] = (uint8_t)(cnt >> 8);
-        if (!s) s = tm_gguf_kvlist_set_raw(sk, "split.count", TM_GGUF_U16, b2, 2, err);
+        if (!s && split_keys) s = tm_gguf_kvlist_set_raw(sk, "split.count", TM_GGUF_U16, b2, 2, err);
         for (int q = 0; q < 4; q++) b4[q] = (uint8_t)((uint32_t)nt >> (8 * q));
-        if (!s) s = tm_gguf_kvlist_set_raw(sk, "split.tensors.count", TM_GGUF_I32, b4, 4, err);
+        if (!s && split_keys) s = tm_gguf_kvlist_set_raw(sk, "split.tensors.count", TM_GGUF_I32, b4, 4, err);
         int64_t m = 0;
         for (int64_t i = 0; i < n; i++)
             if (w->sub_of[i] == k) sub_t[m++] = t[i];

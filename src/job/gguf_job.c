@@ -80,11 +80,13 @@ static int ieq(const char *a, const char *b) {
 int tm_gguf_ftype_from_name(const char *name) {
     for (size_t i = 0; name && i < N_FTYPES; i++)
         if (ieq(name, ftypes[i].name)) return ftypes[i].ftype;
-    /* a number: the file type of that id (llama-quantize's stoi fallback; COPY has none) */
+    /* a number: the file type of that id (llama-quantize's std::stoi fallback, which skips
+    ** leading white space, takes a sign and ignores what follows the digits; COPY has none) */
     if (name && *name) {
         char *end;
         long v = strtol(name, &end, 10);
-        for (size_t i = 0; !*end && i < N_FTYPES; i++)
+        const int digits = end != name && end[-1] >= '0' && end[-1] <= '9';
+        for (size_t i = 0; digits && i < N_FTYPES; i++)
             if (ftypes[i].ftype == v && ftypes[i].ftype != TM_FTYPE_COPY) return ftypes[i].ftype;
     }
     return -1;
@@ -156,6 +158,8 @@ typedef struct gplan {
     const float *imx;       /* the tensor's importance-matrix weights (ne0 per matrix), or NULL */
     double   *c_x2, *c_e2, *c_max; /* per chunk: sum x^2, sum err^2, max |err|             */
     int      cached;        /* 1: every chunk is in p->tensor_cache: read, not quantized   */
+    int      file;          /* the input file holding it, and its data offset there        */
+    uint64_t off;
 } gplan;
 
 /* llama-quantize's state while choosing types (its quantize_state_impl). */
@@ -165,6 +169,7 @@ typedef struct qstate {
     int n_attention_wv, i_attention_wv;
     int n_ffn_down, i_ffn_down, n_ffn_gate, i_ffn_gate, n_ffn_up, i_ffn_up;
     int n_fallback;
+    int n_attn_layer;   /* layers with attention (llama's sanity check); -1: no architecture */
 } qstate;
 
 static int contains(const char *s, const char *sub) { return strstr(s, sub) != NULL; }
@@ -194,15 +199,31 @@ static int src_ggml_type(const tm_tensor *t) {
     }
 }
 
-/* llama-quantize's tensor order (its weight_name_comparer): by the layer number of a
-** "blk.N." prefix (-1 without one), then by name (byte order). */
-static int layer_of(const char *name) {
+/* The layer number llama.cpp reads with sscanf(name, "blk.%d.", &l): the literal "blk.", then a
+** %d conversion (leading white space skipped, an optional sign, at least one digit; what follows
+** the digits, the "." included, is not checked). *ok = 1 when the conversion matched (sscanf
+** returned 1), else the result is -1. Digits past 9 are not accumulated (no model has such
+** layers; sscanf's overflow is undefined). */
+static int scan_layer(const char *name, int *ok) {
+    *ok = 0;
     if (strncmp(name, "blk.", 4) != 0) return -1;
     const char *p = name + 4;
+    while (*p == ' ' || (*p >= '\t' && *p <= '\r')) p++;
+    int neg = 0;
+    if (*p == '+' || *p == '-') neg = *p++ == '-';
     if (*p < '0' || *p > '9') return -1;
     long v = 0;
-    while (*p >= '0' && *p <= '9' && v < 100000000) v = v * 10 + (*p++ - '0');
-    return *p == '.' ? (int)v : -1;
+    for (int nd = 0; *p >= '0' && *p <= '9'; p++, nd++)
+        if (nd < 9) v = v * 10 + (*p - '0');
+    *ok = 1;
+    return (int)(neg ? -v : v);
+}
+
+/* llama-quantize's tensor order (its loader's weight_name_comparer): by the layer number
+** scan_layer reads (-1 when it reads none), then by name (byte order). */
+static int layer_of(const char *name) {
+    int ok;
+    return scan_layer(name, &ok);
 }
 
 static int cmp_plan(const void *a, const void *b) {
@@ -210,6 +231,19 @@ static int cmp_plan(const void *a, const void *b) {
     int la = layer_of(x->name), lb = layer_of(y->name);
     if (la != lb) return la < lb ? -1 : 1;
     return strcmp(x->name, y->name);
+}
+
+static int cmp_plan_ptr(const void *a, const void *b) {
+    return cmp_plan(*(const gplan *const *)a, *(const gplan *const *)b);
+}
+
+/* --keep-split: llama-quantize sorts its tensors by (split file, offset in it), the input's
+** order, instead of the loader's name order. */
+static int cmp_file_order(const void *a, const void *b) {
+    const gplan *x = a, *y = b;
+    if (x->file != y->file) return x->file < y->file ? -1 : 1;
+    if (x->off != y->off) return x->off < y->off ? -1 : 1;
+    return 0;
 }
 
 static int use_more_bits(int i_layer, int n_layers) {
@@ -223,8 +257,12 @@ static tm_status layer_info(const qstate *qs, int i, int n, const char *name, in
     *il = i;
     *nl = n;
     if (qs->n_expert > 1) {
-        int l = layer_of(name);
-        if (l < 0) return tm__err_set(err, TM_E_UNSUPPORTED, -1, "tensor '%s': cannot determine its layer", name);
+        int ok, l = scan_layer(name, &ok);
+        if (!ok) return tm__err_set(err, TM_E_UNSUPPORTED, -1, "tensor '%s': cannot determine its layer (llama-quantize: "
+                                    "\"Failed to determine layer for tensor\")", name);
+        if (l < 0 || l >= n)
+            return tm__err_set(err, TM_E_UNSUPPORTED, -1, "tensor '%s': layer %d is outside [0, %d) (llama-quantize: "
+                               "\"Bad layer\")", name, l, n);
         *il = l;
     }
     return TM_OK;
@@ -500,7 +538,9 @@ static const char *not_quantized_reason(const char *name, int n_dims, int leave_
         "time_mix_a2.weight", "time_mix_g1.weight", "time_mix_g2.weight",
         "time_mix_decay_w1.weight", "time_mix_decay_w2.weight", "time_mix_lerp_fused.weight",
         "attn_rel_b.weight", ".position_embd."};
-    if (!tm__ends_with(name, "weight")) return "name does not end in 'weight'";
+    /* llama's test is name.rfind("weight") == name.size() - 6, which a 5-byte name passes too
+    ** (npos == 5 - 6 in size_t) */
+    if (!tm__ends_with(name, "weight") && strlen(name) != 5) return "name does not end in 'weight'";
     if (n_dims < 2) return "1-D tensor";
     for (size_t i = 0; i < sizeof never / sizeof never[0]; i++)
         if (contains(name, never[i])) return "kept by llama-quantize's name rules (norms, gates, small special tensors)";
@@ -563,12 +603,36 @@ static tm_status out_write(gjob *j, const gplan *pl, uint64_t off, const void *d
 
 typedef struct wbuf { float *x, *dq; uint8_t *q; size_t cap_vals, cap_bytes; } wbuf;
 
+/* The first NaN or infinite value of n bytes of F32/F16/BF16 data (little-endian), or -1: the
+** values ggml_validate_row_data refuses (an f16/bf16 with every exponent bit set). */
+static int64_t first_nonfinite(int type, const uint8_t *p, uint64_t n) {
+    if (type == TM_GGML_F32) {
+        for (uint64_t i = 0; i + 4 <= n; i += 4)
+            if ((tm__ld32(p + i) & 0x7f800000u) == 0x7f800000u) return (int64_t)(i / 4);
+    } else if (type == TM_GGML_F16 || type == TM_GGML_BF16) {
+        const uint16_t m = type == TM_GGML_F16 ? 0x7c00u : 0x7f80u;
+        for (uint64_t i = 0; i + 2 <= n; i += 2)
+            if ((tm__ld16(p + i) & m) == m) return (int64_t)(i / 2);
+    }
+    return -1;
+}
+
 static tm_status do_copy_chunk(gjob *j, gplan *pl, int64_t c, wbuf *b, tm_err *err) {
     uint64_t nb = tm_gguf_writer_tensor_bytes(j->w, pl - j->plans);
     uint64_t off = (uint64_t)c * COPY_PIECE, k = nb - off < COPY_PIECE ? nb - off : COPY_PIECE;
     (void)b;
     const void *src;
     tm_status s = tm_tensor_data(j->in, pl->src, off, k, &src, err);
+    /* llama-quantize's loader validates every tensor it reads (check_tensors), the copied ones too */
+    int64_t bad = !s && tm_file_format(j->in) == TM_FMT_GGUF ? first_nonfinite(pl->src_type, src, k) : -1;
+    if (bad >= 0) {
+        const tm_tensor *t = tm_file_tensor(j->in, pl->src);
+        const uint64_t esz = pl->src_type == TM_GGML_F32 ? 4 : 2;
+        s = tm__err_set(err, TM_E_NONFINITE, (int64_t)(t->offset + off + (uint64_t)bad * esz),
+                        "%s: tensor '%s' (%s, copied): element %lld is NaN or infinite (llama-quantize refuses it too: "
+                        "\"tensor has invalid data\")", tm_file_path(j->in, t->file_index), pl->name, tname(pl->src_type),
+                        (long long)(off / esz + (uint64_t)bad));
+    }
     if (!s) s = out_write(j, pl, off, src, (size_t)k, err);
     tm_tensor_release(j->in, pl->src, off, k);
     if (!s) report(j, k);
@@ -720,26 +784,93 @@ static void free_plans(gplan *pl, int64_t n) {
     free(pl);
 }
 
-/* hparams of the input's architecture from its metadata ("<arch>.block_count", ...). */
-static void read_hparams(const tm_gguf_kvlist *kv, qstate *qs, int *n_layer) {
-    char *arch = tm_gguf_kvlist_get_str(kv, "general.architecture");
+/* An integer hparam as llama.cpp's model loader reads it (llama_model_loader::get_key): an
+** --override-kv int of that key wins (an override of another type is ignored, as the loader
+** ignores it with a warning), else the file's value. */
+static int64_t hp_int(const tm_gguf_kvlist *kv, const tm_gguf_kvlist *ovr, const char *key, int *found) {
+    int64_t o = tm_gguf_kvlist_find(ovr, key);
+    if (o >= 0 && tm_gguf_kvlist_type(ovr, o) == TM_GGUF_I32) {
+        *found = 1;
+        return tm_gguf_kvlist_get_int(ovr, key, NULL);
+    }
+    return tm_gguf_kvlist_get_int(kv, key, found);
+}
+
+/* A head count as the loader reads it (get_key_or_arr, then hparams.n_head(0)): only when the
+** file has the key; a per-layer array gives its first element (overrides do not apply to
+** arrays), a scalar is read as hp_int. */
+static int64_t hp_heads(const tm_gguf_kvlist *kv, const tm_gguf_kvlist *ovr, const char *key, int n_layer, int *found,
+                        int *zeros) {
+    int64_t i = tm_gguf_kvlist_find(kv, key);
+    *found = 0;
+    *zeros = n_layer; /* a layer without a count has 0 heads */
+    if (i < 0) return 0;
+    if (tm_gguf_kvlist_type(kv, i) != TM_GGUF_ARRAY) {
+        int64_t v = hp_int(kv, ovr, key, found);
+        *zeros = v == 0 ? n_layer : 0;
+        return v;
+    }
+    size_t n = 0;
+    const uint8_t *v = tm_gguf_kvlist_raw(kv, i, &n);
+    if (!v || n < 12) return 0;
+    const uint32_t et = tm__ld32(v);
+    uint64_t cnt;
+    memcpy(&cnt, v + 4, 8);
+    static const uint8_t size[] = {1, 1, 2, 2, 4, 4, 0, 0, 0, 0, 8, 8, 0}; /* by GGUF type; 0: not an integer */
+    if (cnt < 1 || et >= sizeof size || !size[et] || cnt > (n - 12) / size[et]) return 0;
+    const uint8_t *e = v + 12;
+    *found = 1;
+    *zeros = 0;
+    for (uint64_t k = 0; k < cnt && k < (uint64_t)(n_layer > 0 ? n_layer : 0); k++) {
+        int nz = 0;
+        for (int b = 0; b < size[et]; b++) nz |= e[k * size[et] + (uint64_t)b];
+        *zeros += !nz;
+    }
+    switch (et) {
+    case TM_GGUF_U8: return e[0];
+    case TM_GGUF_I8: return (int8_t)e[0];
+    case TM_GGUF_U16: return tm__ld16(e);
+    case TM_GGUF_I16: return (int16_t)tm__ld16(e);
+    case TM_GGUF_U32: return tm__ld32(e);
+    case TM_GGUF_I32: return (int32_t)tm__ld32(e);
+    default: return (int64_t)tm__ld64(e);
+    }
+}
+
+/* hparams of the input's architecture from its metadata ("<arch>.block_count", ...), with the
+** --override-kv entries applied as llama.cpp's loader applies them (llama-quantize hands its
+** overrides to the loader: an overridden block or head count changes the rules). */
+static void read_hparams(const tm_gguf_kvlist *kv, const tm_gguf_kvlist *ovr, qstate *qs, int *n_layer) {
+    char *arch = tm_gguf_kvlist_get_str(ovr, "general.architecture");
+    if (!arch) arch = tm_gguf_kvlist_get_str(kv, "general.architecture");
     char key[256];
     int found;
     *n_layer = 0;
+    qs->n_attn_layer = -1;
     if (arch) {
         qs->falcon = strcmp(arch, "falcon") == 0;
         snprintf(key, sizeof key, "%s.block_count", arch);
-        *n_layer = (int)tm_gguf_kvlist_get_int(kv, key, NULL);
+        *n_layer = (int)hp_int(kv, ovr, key, &found);
         snprintf(key, sizeof key, "%s.attention.head_count", arch);
-        int64_t nh = tm_gguf_kvlist_get_int(kv, key, NULL);
+        int zh, zkv;
+        int64_t nh = hp_heads(kv, ovr, key, *n_layer, &found, &zh);
         snprintf(key, sizeof key, "%s.attention.head_count_kv", arch);
-        int64_t nkv = tm_gguf_kvlist_get_int(kv, key, &found);
-        if (!found) nkv = nh;
+        int64_t nkv = hp_heads(kv, ovr, key, *n_layer, &found, &zkv);
+        if (!found) { /* n_head_kv defaults to n_head, layer by layer */
+            nkv = nh;
+            zkv = zh;
+        }
+        /* llama_model_quantize_impl's sanity check: the layers with kv heads (3 attentions per
+        ** layer in an encoder-decoder model) */
+        qs->n_attn_layer = (*n_layer - zkv) * (strcmp(arch, "t5") == 0 || strcmp(arch, "t5encoder") == 0 ? 3 : 1);
         qs->n_gqa = nkv > 0 ? (int)(nh / nkv) : 0;
         snprintf(key, sizeof key, "%s.expert_count", arch);
-        qs->n_expert = (int)tm_gguf_kvlist_get_int(kv, key, NULL);
-        /* llama's LLM_TYPE_70B: 80 layers with grouped-query attention */
-        qs->is_70b = strcmp(arch, "llama") == 0 && *n_layer == 80 && nh != nkv;
+        qs->n_expert = (int)hp_int(kv, ovr, key, &found);
+        /* llama.cpp's LLM_TYPE_70B (llama_model::load_hparams at c392e509): 80 layers of a llama
+        ** with grouped-query attention and not 8 experts, or of deci, qwen2, qwen2vl, olmo */
+        qs->is_70b = *n_layer == 80 &&
+                     ((strcmp(arch, "llama") == 0 && qs->n_expert != 8 && nh != nkv) || strcmp(arch, "deci") == 0 ||
+                      strcmp(arch, "qwen2") == 0 || strcmp(arch, "qwen2vl") == 0 || strcmp(arch, "olmo") == 0);
     }
     free(arch);
 }
@@ -763,15 +894,11 @@ static int out_ftype(int ftype, const tm_gguf_kvlist *kv, const gplan *plans, in
         {TM_GGML_IQ4_NL, TM_FTYPE_IQ4_NL}, {TM_GGML_IQ4_XS, TM_FTYPE_IQ4_XS}, {TM_GGML_IQ3_S, TM_FTYPE_IQ3_S}};
     int64_t cnt[TM_GGML_TYPE_COUNT] = {0}, best = 0;
     int type_max = TM_GGML_F32;
-    /* the loader's weights_map is ordered by name */
+    /* the loader's weights_map is ordered by its weight_name_comparer (layer, then name), the
+    ** order of cmp_plan, whatever order the plans are in (--keep-split keeps the file order) */
     const gplan **by = malloc((size_t)(n ? n : 1) * sizeof *by);
     for (int64_t i = 0; by && i < n; i++) by[i] = &plans[i];
-    for (int64_t i = 1; by && i < n; i++) /* insertion sort by name: n is small enough */
-        for (int64_t k = i; k > 0 && strcmp(by[k - 1]->name, by[k]->name) > 0; k--) {
-            const gplan *t = by[k - 1];
-            by[k - 1] = by[k];
-            by[k] = t;
-        }
+    if (by) qsort(by, (size_t)n, sizeof *by, cmp_plan_ptr);
     for (int64_t i = 0; by && i < n; i++) {
         int t = by[i]->src_type;
         if (t < 0 || t >= TM_GGML_TYPE_COUNT) continue;
@@ -840,12 +967,14 @@ static tm_status plan_types(gjob *j, tm_err *err) {
                         "Please do not use IQ1_S, IQ1_M, IQ2_S, IQ2_XXS, IQ2_XS or Q2_K_S quantization without an "
                         "importance matrix (--type %s needs --imatrix FILE, as llama-quantize)", tm_gguf_ftype_name(p->ftype));
     int n_layer = 0;
-    if (!s) read_hparams(kv, &qs, &n_layer);
+    if (!s) read_hparams(kv, p->kv_overrides, &qs, &n_layer);
     for (int64_t i = 0; i < n && !s; i++) {
         const tm_tensor *t = tm_file_tensor(in, i);
         gplan *pl = &plans[i];
         pl->src = i;
         pl->name = t->name;
+        pl->file = t->file_index;
+        pl->off = t->offset;
         pl->src_type = src_ggml_type(t);
         if (pl->src_type < 0)
             s = tm__err_set(err, TM_E_UNSUPPORTED, -1, "%s: tensor '%s': %s cannot be written to GGUF",
@@ -864,10 +993,17 @@ static tm_status plan_types(gjob *j, tm_err *err) {
             contains(t->name, "attn_kv_b.weight"))
             qs.n_attention_wv++;
     }
-    if (!s) qsort(plans, (size_t)n, sizeof *plans, cmp_plan);
+    /* the order the counters of the rules see and the output holds */
+    const int keep_order = p->keep_split && tm_file_format(in) == TM_FMT_GGUF;
+    if (!s) qsort(plans, (size_t)n, sizeof *plans, keep_order ? cmp_file_order : cmp_plan);
     if (!s && n_layer <= 0) /* no hparams (safetensors input): count the ffn_down tensors */
         for (int64_t i = 0; i < n; i++) n_layer += contains(plans[i].name, "ffn_down") ? 1 : 0;
     qs.n_ffn_down = qs.n_ffn_gate = qs.n_ffn_up = n_layer;
+    if (!s && qs.n_attention_wv != 0 && qs.n_attn_layer >= 0 && qs.n_attention_wv != qs.n_attn_layer)
+        s = tm__err_set(err, TM_E_UNSUPPORTED, -1,
+                        "%s: %d attn_v/attn_qkv/attn_kv_b tensors, but the metadata gives %d layers with attention "
+                        "(block count and kv head counts): llama-quantize stops on it (\"n_attention_wv is unexpected\")",
+                        tm_file_path(in, 0), qs.n_attention_wv, qs.n_attn_layer);
     int64_t n_refused = 0;
     for (int64_t i = 0; i < n && !s; i++) {
         gplan *pl = &plans[i];
@@ -927,16 +1063,9 @@ static tm_status plan_types(gjob *j, tm_err *err) {
         }
         pl->out_type = new_type;
         pl->quantize = pl->src_type != new_type;
-        if (pl->quantize && tm_ggml_type_info_get(pl->src_type)->is_quantized && !p->allow_requantize)
-            s = tm__err_set(err, TM_E_UNSUPPORTED, -1,
-                            "%s: tensor '%s': requantizing from type %s is disabled (llama-quantize refuses it too; "
-                            "--allow-requantize dequantizes and quantizes again)",
-                            tm_file_path(in, 0), pl->name, tname(pl->src_type));
-        else if (pl->quantize && pl->src_type != TM_GGML_F32 && pl->src_type != TM_GGML_F16 &&
-                 pl->src_type != TM_GGML_BF16 && !tm_ggml_type_info_get(pl->src_type)->is_quantized)
-            s = tm__err_set(err, TM_E_UNSUPPORTED, -1, "%s: tensor '%s': cannot convert type %s",
-                            tm_file_path(in, 0), pl->name, tname(pl->src_type));
-        if (s || !pl->quantize) continue;
+        /* llama_model_quantize_impl's checks of a tensor to convert, in its order: the
+        ** importance matrix's entry, the very low-bit refusal, then the source type */
+        if (!pl->quantize) continue;
         /* the importance matrix, matched as llama_model_quantize_impl matches it */
         int matched = 0;
         if (imx) {
@@ -976,6 +1105,16 @@ static tm_status plan_types(gjob *j, tm_err *err) {
                             pl->name, tname(new_type));
             break;
         }
+        if (tm_ggml_type_info_get(pl->src_type)->is_quantized && !p->allow_requantize)
+            s = tm__err_set(err, TM_E_UNSUPPORTED, -1,
+                            "%s: tensor '%s': requantizing from type %s is disabled (llama-quantize refuses it too; "
+                            "--allow-requantize dequantizes and quantizes again)",
+                            tm_file_path(in, 0), pl->name, tname(pl->src_type));
+        else if (pl->src_type != TM_GGML_F32 && pl->src_type != TM_GGML_F16 &&
+                 pl->src_type != TM_GGML_BF16 && !tm_ggml_type_info_get(pl->src_type)->is_quantized)
+            s = tm__err_set(err, TM_E_UNSUPPORTED, -1, "%s: tensor '%s': cannot convert type %s",
+                            tm_file_path(in, 0), pl->name, tname(pl->src_type));
+        if (s) break;
         if (!tm_gq_writable(new_type))
             s = tm__err_set(err, TM_E_UNSUPPORTED, -1, "%s: tensor '%s': the rules of %s choose %s, which this build "
                             "cannot write yet", tm_file_path(in, 0), pl->name, tm_gguf_ftype_name(p->ftype), tname(new_type));
@@ -1052,8 +1191,9 @@ static tm_status gguf_plan(void *ctx, tm__pipe *pp, int64_t *n_tasks, tm_err *er
         j->crclog = pp->crclog;
         if (p->source) s = tm__err_set(err, TM_E_UNSUPPORTED, -1, "--shard: a GGUF output converted from another checkpoint cannot be written in parts yet");
     }
-    /* --keep-split: the input's split files, each output tensor in its input tensor's file */
-    const int keep = p->keep_split && tm_file_format(in) == TM_FMT_GGUF && tm_file_n_paths(in) > 1;
+    /* --keep-split: the input's split files, each output tensor in its input tensor's file; a
+    ** one-file input too gives OUT-00001-of-00001.gguf (without split keys), as llama-quantize */
+    const int keep = p->keep_split && tm_file_format(in) == TM_FMT_GGUF;
     if (!s && p->keep_split && p->max_shard_bytes)
         s = tm__err_set(err, TM_E_INVALID_ARG, -1, "--keep-split and --max-shard-size exclude each other");
     int *file_of = !s && keep ? tm__calloc((size_t)n, sizeof *file_of) : NULL;
@@ -1063,7 +1203,8 @@ static tm_status gguf_plan(void *ctx, tm__pipe *pp, int64_t *n_tasks, tm_err *er
     j->target = tm__pipe_file_target(pp);
     /* a part writes into the file(s) every part shares, the header part 0 only (part.h) */
     unsigned wflags = (p->allow_long_names ? TM_GGUF_WRITE_LONG_NAMES : 0) | (p->scratch && !pp->shared ? TM_GGUF_WRITE_SCRATCH : 0) |
-                      (pp->shared ? TM_GGUF_WRITE_SHARED | (pp->shard_i == 0 ? TM_GGUF_WRITE_HEADER : 0) : 0);
+                      (pp->shared ? TM_GGUF_WRITE_SHARED | (pp->shard_i == 0 ? TM_GGUF_WRITE_HEADER : 0) : 0) |
+                      (keep ? TM_GGUF_WRITE_KEEP_SPLIT : 0);
     if (!s && pp->shared) s = tm__part_start(pp, err); /* the parts present: of this recipe? */
     if (!s && keep) s = tm_gguf_writer_open_split_as(j->target, kv, wt, n, file_of, tm_file_n_paths(in), wflags, &j->w, err);
     else if (!s) s = tm_gguf_writer_open_split(j->target, kv, wt, n, p->max_shard_bytes, wflags, &j->w, err);

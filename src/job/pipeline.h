@@ -92,7 +92,9 @@ extern void (*tm__pipe_phase_hook)(const char *phase, void *ud);
 extern void *tm__pipe_phase_hook_ud;
 
 /* May a single-file job (GGUF, ONNX) write out_path? Yes when the path is new, or with force
-** when it holds a previous tensormorph output (a regular OUT.manifest.json beside it). Refused:
+** when it holds a previous tensormorph output (a regular OUT.manifest.json beside it; with OUT
+** itself missing, a manifest that lists existing files, e.g. GGUF split files: without force
+** refused, and a listed file that is one of in's files is refused as the input). Refused:
 ** its directory missing (TM_E_IO, tm__check_out_dir), a directory at out_path, one of in's own
 ** files, any other existing file (TM_E_INVALID_ARG). kind names the output in messages ("a
 ** GGUF output"). Nothing is lost: inputs and foreign files are never replaced. */
@@ -118,8 +120,10 @@ const char *tm__pipe_file_target(tm__pipe *pp);
 
 /* A FILE output written as a set of files (GGUF split files, named by the writer from
 ** tm__pipe_file_target): pp->stage becomes a directory; publishing renames each file in it
-** beside OUT (refusing to replace a file that is not a previous tensormorph output's without
-** force), then OUT.manifest.json. Call before tm__pipe_file_target. No-op in a part. */
+** beside OUT (tm__prev_check_names first: a file the previous manifest does not list is never
+** replaced, a listed one only with force), then OUT.manifest.json. Refused (TM_E_INVALID_ARG):
+** one of in's files named as one of OUT's split files (tm__prev_input_named). Call before
+** tm__pipe_file_target. No-op in a part. */
 tm_status tm__pipe_make_file_set(tm__pipe *pp, tm_err *err);
 
 /* A previous tensormorph output at a FILE OUT (pipeline_prev.c). tm__prev_files: the file

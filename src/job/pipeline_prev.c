@@ -85,8 +85,9 @@ tm_status tm__prev_check_names(const tm_file *in, const char *out, int force, co
         if (!to) s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
         else if (lstat(to, &st) != 0) { /* a new name */
         } else if (!tm__prev_lists(prev, to) || !S_ISREG(st.st_mode))
-            s = tm__err_set(err, TM_E_INVALID_ARG, -1, "-o %s: %s exists and is not listed in %s.manifest.json; "
-                            "tensormorph never replaces a file it did not write (choose another path)", out, to, out);
+            s = tm__err_set(err, TM_E_INVALID_ARG, -1, "-o %s: %s exists and is not listed in %s.manifest.json%s; "
+                            "tensormorph never replaces a file it did not write (choose another path, or remove it)",
+                            out, to, out, prev ? "" : " (there is none)");
         else if (!force)
             s = tm__err_set(err, TM_E_INVALID_ARG, -1, "-o %s holds a previous tensormorph output (%s, listed in "
                             "%s.manifest.json); add --force to replace it", out, to, out);

@@ -2,6 +2,7 @@
 #include "cli.h"
 
 #include <inttypes.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -106,16 +107,22 @@ static void qdiff_progress(void *ud, uint64_t done, uint64_t total) {
     cli_progress_count("qdiff", done, total, "tensors");
 }
 
+/* A figure of the qdiff document: a number, null when it is undefined (NaN: 0/0, no scale to
+** measure LSB in, every importance weight 0), "inf"/"-inf" for an exact tensor's SQNR and its
+** limit (docs/qdiff.md "JSON numbers"). */
+static json_t *qnum(double v) { return isnan(v) ? json_null() : cli_json_num(v); }
+
 /* qdiff_json: the `qdiff --json` document (also served as /api/v1/qdiff). qf: the quantized
 ** checkpoint r was computed on (for each entry's label and description). */
 json_t *qdiff_json(const tm_qdiff_result *r, const tm_file *qf, const char *ref_path, const char *q_path) {
     json_t *d = cli_json_doc("qdiff");
     json_object_set_new(d, "ref", json_string(ref_path));
     json_object_set_new(d, "quant", json_string(q_path));
-    json_object_set_new(d, "median_sqnr_db", cli_json_num(r->median_sqnr_db));
+    json_object_set_new(d, "median_sqnr_db", qnum(r->median_sqnr_db));
     json_object_set_new(d, "n_flagged", json_integer(r->n_flagged));
     json_object_set_new(d, "n_unmatched", json_integer(r->n_unmatched));
     json_object_set_new(d, "n_imatrix", json_integer(r->n_imatrix));
+    json_object_set_new(d, "plain", json_boolean(r->n > 0 && r->entries[0].plain));
     json_t *sch = json_array(); /* the median each tensor's SQNR is compared with (docs/qdiff.md) */
     for (int64_t i = 0; i < r->n; i++) {
         int64_t cnt = scheme_count(r, i);
@@ -123,7 +130,7 @@ json_t *qdiff_json(const tm_qdiff_result *r, const tm_file *qf, const char *ref_
         json_t *o = json_object();
         json_object_set_new(o, "scheme", json_string(r->entries[i].scheme));
         json_object_set_new(o, "n", json_integer(cnt));
-        json_object_set_new(o, "median_sqnr_db", cli_json_num(tm_qdiff_scheme_median(r, r->entries[i].scheme)));
+        json_object_set_new(o, "median_sqnr_db", qnum(tm_qdiff_scheme_median(r, r->entries[i].scheme)));
         json_array_append_new(sch, o);
     }
     json_object_set_new(d, "schemes", sch);
@@ -139,19 +146,19 @@ json_t *qdiff_json(const tm_qdiff_result *r, const tm_file *qf, const char *ref_
         json_object_set_new(o, "description",
                             json_string(tm_qtensor_describe(qf, tm_file_tensor(qf, e->q_index), desc, sizeof desc)));
         json_object_set_new(o, "n", json_integer(e->e.n));
-        json_object_set_new(o, "sqnr_db", cli_json_num(e->e.sqnr_db));
-        json_object_set_new(o, "rmse", cli_json_num(e->e.rmse));
-        json_object_set_new(o, "rmse_lsb", cli_json_num(e->e.rmse_lsb));
-        json_object_set_new(o, "max_abs_err", cli_json_num(e->e.max_abs_err));
-        json_object_set_new(o, "max_err_lsb", cli_json_num(e->e.max_err_lsb));
-        json_object_set_new(o, "max_err_lsb_unclipped", cli_json_num(e->e.max_err_lsb_unclipped));
-        json_object_set_new(o, "clipped_fraction", cli_json_num(e->e.clipped_fraction));
-        json_object_set_new(o, "cosine", cli_json_num(e->e.cosine));
+        json_object_set_new(o, "sqnr_db", qnum(e->e.sqnr_db));
+        json_object_set_new(o, "rmse", qnum(e->e.rmse));
+        json_object_set_new(o, "rmse_lsb", qnum(e->e.rmse_lsb));
+        json_object_set_new(o, "max_abs_err", qnum(e->e.max_abs_err));
+        json_object_set_new(o, "max_err_lsb", qnum(e->e.max_err_lsb));
+        json_object_set_new(o, "max_err_lsb_unclipped", qnum(e->e.max_err_lsb_unclipped));
+        json_object_set_new(o, "clipped_fraction", qnum(e->e.clipped_fraction));
+        json_object_set_new(o, "cosine", qnum(e->e.cosine));
         json_object_set_new(o, "worst_group", json_integer(e->e.worst_group));
-        json_object_set_new(o, "worst_group_rmse_lsb", cli_json_num(e->e.worst_group_rmse_lsb));
+        json_object_set_new(o, "worst_group_rmse_lsb", qnum(e->e.worst_group_rmse_lsb));
         if (e->imatrix) {
-            json_object_set_new(o, "imatrix_sqnr_db", cli_json_num(e->imx_sqnr_db));
-            json_object_set_new(o, "imatrix_rmse", cli_json_num(e->imx_rmse));
+            json_object_set_new(o, "imatrix_sqnr_db", qnum(e->imx_sqnr_db));
+            json_object_set_new(o, "imatrix_rmse", qnum(e->imx_rmse));
         }
         json_object_set_new(o, "flagged", json_boolean(e->flagged));
         json_object_set_new(o, "reason", json_string(e->reason));
@@ -192,7 +199,8 @@ int cmd_qdiff(const cli_cmd *cmd, cli_args *a) {
     cli_progress_end();
     if (s) { rc = cli_fail(s, &err); tm_close(ref); tm_close(q); tm_imatrix_free(imx); return rc; }
     if (r->n == 0) {
-        fprintf(stderr, "tensormorph: %s holds no quantized tensor matching a tensor of %s by name and size%s\n",
+        fprintf(stderr, "tensormorph: %s holds no quantized tensor (nor, both files unquantized, a float tensor) "
+                "matching a tensor of %s by name and size%s\n",
                 a->pos[1], a->pos[0],
                 looks_swapped(ref, q) ? " (the order is qdiff REF QUANT: full precision first)" : "");
         tm_qdiff_free(r);
@@ -206,26 +214,51 @@ int cmd_qdiff(const cli_cmd *cmd, cli_args *a) {
         cli_json_print(qdiff_json(r, q, a->pos[0], a->pos[1]));
     } else {
         printf("Quantization Diff: %s vs %s\n", a->pos[1], a->pos[0]);
-        printf("%" PRId64 " quantized tensors compared, %" PRId64 " flagged, median SQNR %.2f dB\n", r->n,
-               r->n_flagged, r->median_sqnr_db);
+        const int plain = r->entries[0].plain;
+        if (plain) /* no scale: the error of rounding to the float type, in the tensor's units */
+            printf("%" PRId64 " float tensors compared (neither file is quantized: a plain weight diff, no LSB "
+                   "figures), %" PRId64 " flagged, median SQNR %.2f dB\n", r->n, r->n_flagged, r->median_sqnr_db);
+        else
+            printf("%" PRId64 " quantized tensors compared, %" PRId64 " flagged, median SQNR %.2f dB\n", r->n,
+                   r->n_flagged, r->median_sqnr_db);
         print_scheme_medians(r);
-        printf("%-44s %-28s %8s %8s %8s %8s %8s  %s\n", "tensor", "scheme", "SQNR dB", "RMSE LSB", "max LSB",
-               "clipped", "worst", "flag");
+        if (plain) printf("%-44s %-28s %8s %12s %12s %10s  %s\n", "tensor", "type", "SQNR dB", "RMSE", "max err",
+                          "cosine", "flag");
+        else printf("%-44s %-28s %8s %8s %8s %8s %8s  %s\n", "tensor", "scheme", "SQNR dB", "RMSE LSB", "max LSB",
+                    "clipped", "worst", "flag");
         for (int64_t i = 0; i < r->n && (top < 0 || i < top); i++) {
             tm_qdiff_entry *e = &r->entries[i];
-            printf("%-44s %-28s %8.2f %8.3f %8.3f %7.3f%% %8" PRId64 "  %s\n", e->name, e->scheme, e->e.sqnr_db,
-                   e->e.rmse_lsb, e->e.max_err_lsb, 100 * e->e.clipped_fraction, e->e.worst_group, e->reason);
+            if (plain)
+                printf("%-44s %-28s %8.2f %12.4g %12.4g %10.6f  %s\n", e->name, e->scheme, e->e.sqnr_db, e->e.rmse,
+                       e->e.max_abs_err, e->e.cosine, e->reason);
+            else
+                printf("%-44s %-28s %8.2f %8.3f %8.3f %7.3f%% %8" PRId64 "  %s\n", e->name, e->scheme, e->e.sqnr_db,
+                       e->e.rmse_lsb, e->e.max_err_lsb, 100 * e->e.clipped_fraction, e->e.worst_group, e->reason);
         }
         if (imx) { /* the importance-weighted figures beside the plain ones */
             printf("importance-weighted (%s): %" PRId64 " of %" PRId64 " tensors have an entry\n", cli_get(a, "imatrix"),
                    r->n_imatrix, r->n);
             printf("%-44s %8s %12s %12s %12s\n", "tensor", "SQNR dB", "imx SQNR dB", "RMSE", "imx RMSE");
+            int64_t n_zero = 0, n_zero_src = 0;
             for (int64_t i = 0, shown = 0; i < r->n && (top < 0 || shown < top); i++) {
                 tm_qdiff_entry *e = &r->entries[i];
                 if (!e->imatrix) continue;
-                printf("%-44s %8.2f %12.2f %12.4g %12.4g\n", e->name, e->e.sqnr_db, e->imx_sqnr_db, e->e.rmse, e->imx_rmse);
+                char sq[32], rm[32]; /* undefined: "-", with the reason below the table */
+                if (isnan(e->imx_sqnr_db)) snprintf(sq, sizeof sq, "-");
+                else snprintf(sq, sizeof sq, "%.2f", e->imx_sqnr_db);
+                if (isnan(e->imx_rmse)) snprintf(rm, sizeof rm, "-");
+                else snprintf(rm, sizeof rm, "%.4g", e->imx_rmse);
+                n_zero += isnan(e->imx_rmse);
+                n_zero_src += isnan(e->imx_sqnr_db) && !isnan(e->imx_rmse);
+                printf("%-44s %8.2f %12s %12.4g %12s\n", e->name, e->e.sqnr_db, sq, e->e.rmse, rm);
                 shown++;
             }
+            if (n_zero)
+                printf("-: undefined for %" PRId64 " tensor(s): every importance weight of the entry is 0, so no error "
+                       "is weighted (null in --json)\n", n_zero);
+            if (n_zero_src)
+                printf("-: weighted SQNR undefined for %" PRId64 " tensor(s): the weighted source and error are both 0 "
+                       "(null in --json)\n", n_zero_src);
         }
         if (top >= 0 && r->n > top) printf("... %" PRId64 " more (--top all lists every tensor)\n", r->n - top);
     }

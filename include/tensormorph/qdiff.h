@@ -35,9 +35,15 @@ typedef struct tm_qdiff_entry {
     ** activation llama-imatrix measured; tensormorph/imatrix.h), the quantity the ggml
     ** K-quant / IQ searches minimise (docs/qdiff.md "Importance-weighted error"):
     **   imx_sqnr_db = 10 log10(sum w_c x^2 / sum w_c (x - xq)^2),
-    **   imx_rmse    = sqrt(sum w_c (x - xq)^2 / sum w_c)   (sums in double, element order) */
+    **   imx_rmse    = sqrt(sum w_c (x - xq)^2 / sum w_c)   (sums in double, element order).
+    ** Every weight 0 on the tensor: both NaN (undefined); a weighted error of 0 with a weighted
+    ** source that is not 0: imx_sqnr_db +inf; both 0: NaN. */
     int         imatrix;       /* 1: the two figures below were computed                         */
     double      imx_sqnr_db, imx_rmse;
+    int         plain;         /* 1: a float tensor (neither file holds a quantized tensor: QUANT
+                                  an F16/BF16/F32 output): a plain weight diff; scheme is its
+                                  dtype name; the LSB figures are NaN (no scale), nothing is
+                                  clipped, worst_group -1; the SQNR and non-finite flags apply */
 } tm_qdiff_entry;
 
 typedef struct tm_qdiff_result {
@@ -58,7 +64,8 @@ typedef struct tm_qdiff_params {
     const tm_imatrix *imatrix; /* NULL, or an importance matrix: the weighted figures (entry)   */
 } tm_qdiff_params;
 
-/* tm_qdiff: for every quantized tensor of q whose source tm_ref_find finds in ref (else
+/* tm_qdiff: (when neither file holds a quantized tensor: for every float tensor of q, entry.plain)
+** for every quantized tensor of q whose source tm_ref_find finds in ref (else
 ** tm_tensor_pair_find: its name in the other convention, HF <-> llama.cpp, with q/k rows
 ** un-permuted) with the same element count, compare ref (converted to f32) with q's dequantized values, measuring error
 ** against each element's own scale (LSB units). Memory: a few row chunks per thread.

@@ -23,6 +23,40 @@ typedef struct qd_ctx {
     pthread_mutex_t mu;
 } qd_ctx;
 
+/* The plain figures of a float target (entry.plain): sums in double in element order. */
+typedef struct plain_acc {
+    int64_t n, n_nonfinite;
+    double  x2, e2, q2, xq, max_abs;
+} plain_acc;
+
+static void plain_add(plain_acc *a, const float *x, const float *xq, int64_t n) {
+    for (int64_t i = 0; i < n; i++) {
+        if (!isfinite(x[i])) { a->n_nonfinite++; continue; }
+        const double d = (double)x[i] - (double)xq[i];
+        a->x2 += (double)x[i] * (double)x[i];
+        a->e2 += d * d;
+        a->q2 += (double)xq[i] * (double)xq[i];
+        a->xq += (double)x[i] * (double)xq[i];
+        if (fabs(d) > a->max_abs || isnan(d)) a->max_abs = isnan(d) ? NAN : fabs(d);
+        a->n++;
+    }
+}
+
+/* SQNR, RMSE, max |error| and cosine as tm_erracc_summary gives them; the figures in LSB have
+** no scale to be measured in: NaN (null in --json), no clipping, no worst group. */
+static void plain_summary(const plain_acc *a, tm_errsum *o) {
+    memset(o, 0, sizeof *o);
+    o->n = a->n;
+    o->n_nonfinite = a->n_nonfinite;
+    o->sqnr_db = a->e2 == 0 ? INFINITY : a->x2 == 0 ? -INFINITY : 10.0 * log10(a->x2 / a->e2);
+    o->rmse = a->n ? sqrt(a->e2 / (double)a->n) : 0;
+    o->rmse_lsb = o->max_err_lsb = o->max_err_lsb_unclipped = o->worst_group_rmse_lsb = NAN;
+    o->max_abs_err = a->max_abs;
+    o->worst_group = -1;
+    const double den = sqrt(a->x2) * sqrt(a->q2);
+    o->cosine = den > 0 ? a->xq / den : (a->x2 == a->q2 ? 1.0 : 0.0);
+}
+
 static tm_status qdiff_one(void *vctx, int64_t k, int thread, tm_err *err) {
     (void)thread;
     qd_ctx *c = vctx;
@@ -30,15 +64,17 @@ static tm_status qdiff_one(void *vctx, int64_t k, int thread, tm_err *err) {
     const tm_tensor *tq = tm_file_tensor(c->q, e->q_index);
     const tm_qtensor *qt = tq->quant;
     tm_qview *v = NULL;
-    tm_status s = tm_qview_open(c->q, e->q_index, &v, err);
+    tm_status s = e->plain ? TM_OK : tm_qview_open(c->q, e->q_index, &v, err);
     if (s) return s;
-    const float *scale = tm_qview_scale(v);
-    const int32_t *zp = tm_qview_zero_point(v);
-    int64_t n_params = tm_qview_n_params(v);
+    const float *scale = v ? tm_qview_scale(v) : NULL;
+    const int32_t *zp = v ? tm_qview_zero_point(v) : NULL;
+    int64_t n_params = v ? tm_qview_n_params(v) : 0;
     tm_erracc acc;
+    plain_acc pa;
+    memset(&pa, 0, sizeof pa);
     s = tm_erracc_init(&acc, n_params, err);
     /* a codebook type (IQ*): one LSB is one step between its neighbouring code values */
-    double cstep = qt->ggml_type != 0 ? tm_ggml_code_step(qt->ggml_type) : 1.0;
+    double cstep = qt && qt->ggml_type != 0 ? tm_ggml_code_step(qt->ggml_type) : 1.0;
     acc.lsb_mult = cstep;
     float *x = NULL, *xq = NULL;
     int64_t *param = NULL;
@@ -48,7 +84,7 @@ static tm_status qdiff_one(void *vctx, int64_t k, int thread, tm_err *err) {
         param = tm__malloc_n(QDIFF_CHUNK, sizeof(int64_t));
         if (!x || !xq || !param) s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
     }
-    int64_t qmin = qt->qmin, qmax = qt->qmax;
+    int64_t qmin = qt ? qt->qmin : 0, qmax = qt ? qt->qmax : 0;
     /* the importance matrix of this tensor, when one fits it: ne0 columns, one row of weights
     ** per matrix (expert) of ne1 rows */
     const float *imw = NULL;
@@ -66,11 +102,12 @@ static tm_status qdiff_one(void *vctx, int64_t k, int thread, tm_err *err) {
         int64_t n = tq->n_elems - start < QDIFF_CHUNK ? tq->n_elems - start : QDIFF_CHUNK;
         s = tm_tensor_pair_read_f32(c->ref, &c->pair[k], start, n, x, err); /* in q's order */
         if (s) break;
-        s = tm_qview_read(v, start, n, xq, param, err);
+        s = v ? tm_qview_read(v, start, n, xq, param, err) : tm_tensor_read_f32(c->q, e->q_index, start, n, xq, err);
         if (s) break;
         tm_tensor_release_elems(c->ref, e->ref_index, start, n);
         tm_tensor_release_elems(c->q, e->q_index, start, n);
-        tm_erracc_add(&acc, qt->code_dtype, x, xq, param, scale, zp, qmin, qmax, n);
+        if (v) tm_erracc_add(&acc, qt->code_dtype, x, xq, param, scale, zp, qmin, qmax, n);
+        else plain_add(&pa, x, xq, n);
         for (int64_t i = 0; imw && i < n; i++) {
             const int64_t g = start + i;
             const double w = imw[(g / (ne0 * ne1)) * ne0 + g % ne0], d = (double)x[i] - (double)xq[i];
@@ -81,8 +118,10 @@ static tm_status qdiff_one(void *vctx, int64_t k, int thread, tm_err *err) {
     }
     if (s == TM_OK && imw) {
         e->imatrix = 1;
-        e->imx_sqnr_db = we2 > 0 ? 10 * log10(wx2 / we2) : INFINITY;
-        e->imx_rmse = wsum > 0 ? sqrt(we2 / wsum) : 0;
+        /* every weight 0: no weighted figure is defined (NaN: null in --json); a weighted error
+        ** of 0 is exact (+inf) only when some weighted source is not 0 */
+        e->imx_sqnr_db = !(wsum > 0) ? NAN : we2 > 0 ? 10 * log10(wx2 / we2) : wx2 > 0 ? INFINITY : NAN;
+        e->imx_rmse = wsum > 0 ? sqrt(we2 / wsum) : NAN;
     }
     if (s == TM_OK && c->p->progress) {
         uint64_t d = atomic_fetch_add(&c->done, 1) + 1;
@@ -90,7 +129,10 @@ static tm_status qdiff_one(void *vctx, int64_t k, int thread, tm_err *err) {
         c->p->progress(c->p->progress_ud, d, c->total);
         pthread_mutex_unlock(&c->mu);
     }
-    if (s == TM_OK) {
+    if (s == TM_OK && !v) {
+        plain_summary(&pa, &e->e);
+        snprintf(e->scheme, sizeof e->scheme, "%s", tm_dtype_get(tq->dtype) ? tm_dtype_get(tq->dtype)->name : "float");
+    } else if (s == TM_OK) {
         tm_erracc_summary(&acc, &e->e);
         for (int64_t k2 = 0; k2 < n_params; k2++) /* ggml: step 0 for an all-zero block is llama.cpp's own */
             if (qt->ggml_type != 0 ? !isfinite(scale[k2]) : (!(scale[k2] > 0) || !isfinite(scale[k2]))) e->e.n_bad_scales++;
@@ -168,7 +210,7 @@ void tm_qdiff_flag(tm_qdiff_result *r) {
     } while (0)
         if (e->e.n_bad_scales > 0)
             ADD_REASON("%lld scale(s) NaN, infinite, zero or negative", (long long)e->e.n_bad_scales);
-        if (e->e.n > 0 && (isnan(e->e.sqnr_db) || isnan(e->e.rmse_lsb) || isnan(e->e.max_err_lsb)))
+        if (e->e.n > 0 && (isnan(e->e.sqnr_db) || (!e->plain && (isnan(e->e.rmse_lsb) || isnan(e->e.max_err_lsb)))))
             ADD_REASON("error metrics are not finite");
         if (!e->codebook && e->e.rmse_lsb > TM_QDIFF_RMSE_LSB_FLAG)
             ADD_REASON("RMSE %.2f LSB (rounding alone gives 0.29)", e->e.rmse_lsb);
@@ -228,6 +270,12 @@ int64_t tm_ref_pair(const tm_file *ref, const tm_file *q, int64_t qi, tm_tensor_
     return out->index;
 }
 
+static int has_quantized(const tm_file *f) {
+    for (int64_t i = 0; i < tm_file_n_tensors(f); i++)
+        if (tm_file_tensor(f, i)->quant && tm_file_tensor(f, i)->role == TM_ROLE_DATA) return 1;
+    return 0;
+}
+
 tm_status tm_qdiff(const tm_file *ref, const tm_file *q, const tm_qdiff_params *p,
                    tm_qdiff_result **out, tm_err *err) {
     tm_qdiff_params defp;
@@ -243,9 +291,13 @@ tm_status tm_qdiff(const tm_file *ref, const tm_file *q, const tm_qdiff_params *
         free(r->entries); free(r); free(pair);
         return tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
     }
+    /* neither file quantized (QUANT an F16/BF16/F32 output): its float tensors, a plain diff */
+    const int plain = !has_quantized(q) && !has_quantized(ref);
     for (int64_t i = 0; i < nq; i++) {
         const tm_tensor *t = tm_file_tensor(q, i);
-        if (!t->quant || t->role != TM_ROLE_DATA) continue;
+        if (t->role != TM_ROLE_DATA || (plain ? t->quant || !tm_dtype_get(t->dtype) || !tm_dtype_get(t->dtype)->is_float
+                                              : !t->quant))
+            continue;
         tm_tensor_pair *pr = &pair[r->n];
         tm_ref_pair(ref, q, i, pr);
         const tm_tensor *rt = tm_file_tensor(ref, pr->index);
@@ -255,6 +307,7 @@ tm_status tm_qdiff(const tm_file *ref, const tm_file *q, const tm_qdiff_params *
         e->ref_name = rt->name;
         e->q_index = i;
         e->ref_index = pr->index;
+        e->plain = plain;
     }
     /* an entry of another size: the importance matrix of another model, refused as quantize
     ** refuses it (token_embd.weight excepted: llama-quantize quantizes it without weights) */

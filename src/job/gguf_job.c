@@ -1209,6 +1209,13 @@ static tm_status gguf_plan(void *ctx, tm__pipe *pp, int64_t *n_tasks, tm_err *er
     if (!s && keep) s = tm_gguf_writer_open_split_as(j->target, kv, wt, n, file_of, tm_file_n_paths(in), wflags, &j->w, err);
     else if (!s) s = tm_gguf_writer_open_split(j->target, kv, wt, n, p->max_shard_bytes, wflags, &j->w, err);
     free(file_of);
+    if (!s && pp->file_set) { /* the names now known: refused before the work, nothing touched */
+        int nf = tm_gguf_writer_n_files(j->w);
+        const char **names = tm__calloc((size_t)nf, sizeof *names);
+        for (int k = 0; names && k < nf; k++) names[k] = tm_gguf_writer_file(j->w, k);
+        s = names ? tm__pipe_check_set(pp, names, nf, err) : tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
+        free(names);
+    }
     for (int64_t i = 0; i < n && !s; i++) {
         gplan *pl = &plans[i];
         const tm_tensor *t = tm_file_tensor(in, pl->src);

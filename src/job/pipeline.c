@@ -76,7 +76,21 @@ tm_status tm__check_file_output(const tm_file *in, const char *out_path, int for
     tm_status s = tm__check_out_dir(out_path, err);
     if (s) return s;
     struct stat st;
-    if (stat(out_path, &st) != 0) return TM_OK; /* a new path */
+    if (stat(out_path, &st) != 0) { /* a new path, unless the manifest beside it lists files there */
+        char **prev = tm__prev_files(out_path);
+        s = TM_OK;
+        if (prev && tm__prev_any_exists(out_path, prev)) {
+            int n = 0;
+            while (prev[n]) n++;
+            /* its inputs first (a split input that was this OUT's output), then --force */
+            s = tm__prev_check_names(in, out_path, 1, (const char *const *)prev, n, err);
+            if (!s && !force)
+                s = tm__err_set(err, TM_E_INVALID_ARG, -1, "-o %s holds a previous tensormorph output (%d file%s listed "
+                                "in %s.manifest.json); add --force to replace it", out_path, n, n == 1 ? "" : "s", out_path);
+        }
+        tm__prev_free(prev);
+        return s;
+    }
     if (S_ISDIR(st.st_mode))
         return tm__err_set(err, TM_E_INVALID_ARG, -1, "-o %s is a directory (%s is one file)", out_path, kind);
     for (int i = 0; in && i < tm_file_n_paths(in); i++) {
@@ -264,6 +278,10 @@ const char *tm__pipe_file_target(tm__pipe *pp) {
 
 tm_status tm__pipe_make_file_set(tm__pipe *pp, tm_err *err) {
     if (pp->part_of_file || pp->kind != TM__PIPE_FILE || pp->file_set) return TM_OK;
+    int ii = tm__prev_input_named(pp->in, pp->out); /* any part of a split input, whatever its count */
+    if (ii >= 0)
+        return tm__err_set(err, TM_E_INVALID_ARG, -1, "-o %s: its split files would be named as the input's %s (the "
+                           "input is never replaced); choose another output path", pp->out, tm_file_path(pp->in, ii));
     tm__rm_rf(pp->stage);
     if (mkdir(pp->stage, 0755) != 0) return tm__err_sys(err, errno, "%s: cannot create directory", pp->stage);
     pp->file_set = 1;
@@ -387,48 +405,72 @@ static tm_status publish_dir(tm__pipe *pp, tm_err *err) {
     return s;
 }
 
-/* A file set: every staged file renamed beside OUT (names checked first: a file there that is
-** not a previous output's, i.e. without OUT.manifest.json and force, is never replaced). */
-static tm_status publish_set(tm__pipe *pp, int had_manifest, tm_err *err) {
+/* The file names a file set's staging directory holds, NULL-terminated, in *n (NULL with err
+** set when it cannot be listed or out of memory; free with tm__prev_free). */
+static char **staged_names(const tm__pipe *pp, int *n, tm_err *err) {
     DIR *d = opendir(pp->stage);
-    if (!d) return tm__err_sys(err, errno, "%s: cannot list", pp->stage);
-    char *dir = tm__dirname(pp->out);
-    tm_status s = dir ? TM_OK : tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
+    if (!d) { tm__err_sys(err, errno, "%s: cannot list", pp->stage); return NULL; }
+    size_t k = 0, cap = 8;
+    char **v = tm__calloc(cap, sizeof *v);
     struct dirent *de;
-    for (int pass = 0; pass < 2 && !s; pass++) {
-        rewinddir(d);
-        while (!s && (de = readdir(d)) != NULL) {
-            if (de->d_name[0] == '.') continue;
-            char *from = tm__aprintf("%s/%s", pp->stage, de->d_name), *to = tm__aprintf("%s/%s", dir, de->d_name);
-            struct stat st;
-            if (!from || !to) s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
-            else if (pass == 0 && lstat(to, &st) == 0 && !(pp->force && had_manifest))
-                s = tm__err_set(err, TM_E_INVALID_ARG, -1, "-o %s: %s exists; tensormorph never replaces a file it did "
-                                "not write (--force replaces a previous output's)", pp->out, to);
-            else if (pass == 1 && rename(from, to) != 0) s = tm__err_sys(err, errno, "%s: cannot rename into place", to);
-            free(from);
-            free(to);
+    while (v && (de = readdir(d)) != NULL) {
+        if (de->d_name[0] == '.') continue;
+        if (k + 2 > cap) {
+            char **nv = realloc(v, (cap *= 2) * sizeof *v);
+            if (!nv) { tm__prev_free(v); v = NULL; break; }
+            v = nv;
         }
+        v[k + 1] = NULL;
+        if (!(v[k] = tm__strdup(de->d_name))) { tm__prev_free(v); v = NULL; break; }
+        k++;
     }
     closedir(d);
+    if (!v) tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
+    *n = (int)k;
+    return v;
+}
+
+/* A file set: every staged file renamed beside OUT (tm__prev_check_names was passed). */
+static tm_status publish_set(tm__pipe *pp, char *const *names, int n, tm_err *err) {
+    char *dir = tm__dirname(pp->out);
+    tm_status s = dir ? TM_OK : tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
+    for (int i = 0; !s && i < n; i++) {
+        char *from = tm__aprintf("%s/%s", pp->stage, names[i]), *to = tm__aprintf("%s/%s", dir, names[i]);
+        if (!from || !to) s = tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
+        else if (rename(from, to) != 0) s = tm__err_sys(err, errno, "%s: cannot rename into place", to);
+        free(from);
+        free(to);
+    }
     free(dir);
     if (!s) rmdir(pp->stage);
     return s;
 }
 
+/* Every check first (a refusal changes nothing: the previous manifest stays), then the
+** previous manifest goes, the new file(s) go into place, the previous output's files the new
+** one did not replace go, and the new manifest goes into place. */
 static tm_status publish_file(tm__pipe *pp, tm_err *err) {
     struct stat st;
-    int had_manifest = lstat(pp->man_final, &st) == 0;
-    if (had_manifest && unlink(pp->man_final) != 0)
-        return tm__err_sys(err, errno, "%s: cannot remove the previous manifest", pp->man_final);
-    if (pp->file_set) {
-        tm_status s = publish_set(pp, had_manifest, err);
-        if (s) return s;
-    } else if (rename(pp->stage, pp->out) != 0) return tm__err_sys(err, errno, "%s: cannot rename into place", pp->out);
-    pp->published = 1;
-    if (rename(pp->man_stage, pp->man_final) != 0)
-        return tm__err_sys(err, errno, "%s: cannot rename into place", pp->man_final);
-    return TM_OK;
+    int n = 1;
+    char **names = pp->file_set ? staged_names(pp, &n, err) : NULL;
+    const char *one = pp->out;
+    const char *const *kept = pp->file_set ? (const char *const *)names : &one;
+    tm_status s = pp->file_set && !names ? err->code : TM_OK;
+    if (!s && pp->file_set) s = tm__prev_check_names(pp->in, pp->out, pp->force, kept, n, err);
+    char **prev = s ? NULL : tm__prev_files(pp->out);
+    if (!s && lstat(pp->man_final, &st) == 0 && unlink(pp->man_final) != 0)
+        s = tm__err_sys(err, errno, "%s: cannot remove the previous manifest", pp->man_final);
+    if (!s && pp->file_set) s = publish_set(pp, names, n, err);
+    else if (!s && rename(pp->stage, pp->out) != 0) s = tm__err_sys(err, errno, "%s: cannot rename into place", pp->out);
+    if (!s) {
+        pp->published = 1;
+        tm__prev_remove_stale(pp->in, pp->out, prev, kept, n);
+        if (rename(pp->man_stage, pp->man_final) != 0)
+            s = tm__err_sys(err, errno, "%s: cannot rename into place", pp->man_final);
+    }
+    tm__prev_free(prev);
+    tm__prev_free(names);
+    return s;
 }
 
 tm_status tm__pipe_finish(tm__pipe *pp, json_t *man, json_t *results, uint64_t source_bytes,

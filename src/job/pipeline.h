@@ -100,7 +100,9 @@ extern void (*tm__pipe_phase_hook)(const char *phase, void *ud);
 extern void *tm__pipe_phase_hook_ud;
 
 /* May a single-file job (GGUF, ONNX) write out_path? Yes when the path is new, or with force
-** when it holds a previous tensormorph output (a regular OUT.manifest.json beside it). Refused:
+** when it holds a previous tensormorph output (a regular OUT.manifest.json beside it; with OUT
+** itself missing, a manifest that lists existing files, e.g. GGUF split files: without force
+** refused, and a listed file that is one of in's files is refused as the input). Refused:
 ** its directory missing (TM_E_IO, tm__check_out_dir), a directory at out_path, one of in's own
 ** files, any other existing file (TM_E_INVALID_ARG). kind names the output in messages ("a
 ** GGUF output"). Nothing is lost: inputs and foreign files are never replaced. */
@@ -126,9 +128,43 @@ const char *tm__pipe_file_target(tm__pipe *pp);
 
 /* A FILE output written as a set of files (GGUF split files, named by the writer from
 ** tm__pipe_file_target): pp->stage becomes a directory; publishing renames each file in it
-** beside OUT (refusing to replace a file that is not a previous tensormorph output's without
-** force), then OUT.manifest.json. Call before tm__pipe_file_target. No-op in a part. */
+** beside OUT (tm__prev_check_names first: a file the previous manifest does not list is never
+** replaced, a listed one only with force), then OUT.manifest.json. Refused (TM_E_INVALID_ARG):
+** one of in's files named as one of OUT's split files (tm__prev_input_named). Call before
+** tm__pipe_file_target. No-op in a part. */
 tm_status tm__pipe_make_file_set(tm__pipe *pp, tm_err *err);
+
+/* A previous tensormorph output at a FILE OUT (pipeline_prev.c). tm__prev_files: the file
+** names (no directory) OUT.manifest.json lists in output.files, only OUT's own name and its
+** split names "<stem>-NNNNN-of-NNNNN.gguf"; NULL-terminated, NULL when there is no readable
+** manifest (free with tm__prev_free). tm__prev_lists: 1 when the list holds name's file name. */
+char **tm__prev_files(const char *out);
+void   tm__prev_free(char **names);
+int    tm__prev_lists(char *const *prev, const char *name);
+/* 1 when a file the list names exists beside OUT. */
+int    tm__prev_any_exists(const char *out, char *const *prev);
+
+/* May a FILE output at OUT write these files (names: paths whose file names go beside OUT)?
+** Each existing one is refused when it is one of in's files ("is the input"; every name is
+** checked for that first), when OUT.manifest.json does not list it (tensormorph never replaces
+** a file it did not write), or, listed, without force ("holds a previous tensormorph output;
+** add --force"). Returns TM_OK | TM_E_INVALID_ARG | TM_E_NOMEM. Changes nothing on disk. */
+tm_status tm__prev_check_names(const tm_file *in, const char *out, int force, const char *const *names, int n,
+                               tm_err *err);
+
+/* The index of in's first file that is named as one of OUT's split files in OUT's directory
+** (an input "<stem>-NNNNN-of-NNNNN.gguf" beside OUT = "<stem>.gguf"), else -1. */
+int tm__prev_input_named(const tm_file *in, const char *out);
+
+/* After a new output is in place: remove the previous output's files (prev) that it did not
+** replace (kept: the new output's paths), regular files only, never one of in's files. */
+void tm__prev_remove_stale(const tm_file *in, const char *out, char *const *prev, const char *const *kept,
+                           int n_kept);
+
+/* Check the names a file set will publish (tm__prev_check_names with pp's input, OUT and
+** force), once the writer has named them, before the work: a refusal then costs nothing and
+** changes nothing. No-op outside a file set and in a part (its merge checks them). */
+tm_status tm__pipe_check_set(tm__pipe *pp, const char *const *names, int n, tm_err *err);
 
 /* TM_E_CANCELLED ("interrupted") when the cancel flag is raised, after the test hook. */
 tm_status tm__pipe_phase(tm__pipe *pp, const char *phase, tm_err *err);

@@ -11,6 +11,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -25,7 +26,8 @@ static const char *const ct_only[] = {"granularity", "symmetric", "asymmetric", 
 /* --override-kv KEY=TYPE:VALUE as llama.cpp's string_parse_kv_override reads it (common/common.cpp
 ** at c392e509): KEY under 128 bytes; int (written as INT32, as llama_model_quantize_impl's
 ** gguf_set_val_i32), float (FLOAT32), bool (true|false), str (at most 127 bytes). Unlike its
-** atol/atof, a number must be whole. 0 or the usage exit code. */
+** atol/atof, a number must be whole, and an int outside int32 is refused (llama-quantize wraps
+** it). 0 or the usage exit code. */
 static int parse_override(const cli_cmd *cmd, const char *v, tm_gguf_kvlist *kv) {
     const char *eq = strchr(v, '=');
     if (!eq || eq == v || eq - v >= 128) return cli_usage_error(cmd, "--override-kv '%s': expected KEY=TYPE:VALUE (KEY under 128 bytes)", v);
@@ -40,6 +42,10 @@ static int parse_override(const cli_cmd *cmd, const char *v, tm_gguf_kvlist *kv)
         errno = 0;
         long long x = strtoll(t + 4, &end, 10);
         if (!t[4] || *end || errno) return cli_usage_error(cmd, "--override-kv '%s': not an integer", v);
+        /* llama-quantize writes the value as INT32 and would wrap it silently: refused instead */
+        if (x < INT32_MIN || x > INT32_MAX)
+            return cli_usage_error(cmd, "--override-kv '%s': key '%s': %lld is outside int32 (%d..%d), the type an "
+                                   "int override is written as (llama-quantize would wrap it)", v, key, x, INT32_MIN, INT32_MAX);
         int32_t i32 = (int32_t)x;
         s = tm_gguf_kvlist_set_raw(kv, key, 5 /* INT32 */, &i32, 4, &e);
     } else if (!strncmp(t, "float:", 6)) {
@@ -191,8 +197,74 @@ static void gguf_totals(const void *ctx, const void *vres, cli_qtotals *t) {
 }
 static void gguf_free(void *res) { tm_gguf_quantize_result_free(res); }
 
+static const tm_imatrix *g_imx; /* the run's importance matrix, for gguf_warn */
+static const char *g_imx_arg;
+
+/* One stderr line for the tensors whose imatrix_use is `use`: every name with -v, else the count
+** and the first few. */
+static void imx_notice(const tm_gguf_quantize_result *res, int use, const char *what) {
+    int64_t n = 0;
+    for (int64_t i = 0; i < res->n; i++) n += res->tensors[i].imatrix_use == use;
+    if (!n) return;
+    enum { FIRST = 3 };
+    fprintf(stderr, "tensormorph: importance matrix %s: %lld tensor%s", g_imx_arg, (long long)n, n == 1 ? "" : "s");
+    fprintf(stderr, " %s:", what);
+    int64_t k = 0;
+    for (int64_t i = 0; i < res->n; i++) {
+        const tm_gguf_quantize_tensor *t = &res->tensors[i];
+        if (t->imatrix_use != use) continue;
+        if (!g_cli.verbose && k == FIRST) {
+            fprintf(stderr, " ... (-v lists all)");
+            break;
+        }
+        fprintf(stderr, "%s %s", k ? "," : "", t->name);
+        k++;
+    }
+    fputc('\n', stderr);
+}
+
+/* The entries ggml's searches get no sane weights from (tm_imatrix_odd_entry), before the run:
+** one line each for negative and all-zero entries, every name with -v, else the first few. */
+static void odd_entries_warning(const tm_imatrix *m, const char *arg) {
+    static const char *const why[3] = {NULL,
+        "hold negative values (an imatrix holds mean squares, never negative: used as they are, as llama-quantize; "
+        "llama-quantize aborts on them in its IQ1-IQ3 searches)",
+        "are all zero (used as they are, as llama-quantize: their blocks may get NaN scales, which llama-quantize "
+        "and tensormorph refuse)"};
+    for (int kind = 1; kind <= 2; kind++) {
+        int64_t n = 0, k = 0;
+        for (int64_t i = 0; i < m->n; i++) n += tm_imatrix_odd_entry(&m->e[i]) == kind;
+        if (!n) continue;
+        fprintf(stderr, "tensormorph: warning: importance matrix %s: %lld entr%s %s:", arg, (long long)n,
+                n == 1 ? "y" : "ies", why[kind]);
+        for (int64_t i = 0; i < m->n; i++) {
+            if (tm_imatrix_odd_entry(&m->e[i]) != kind) continue;
+            if (!g_cli.verbose && k == 3) {
+                fprintf(stderr, " ... (-v lists all)");
+                break;
+            }
+            fprintf(stderr, "%s %s", k++ ? "," : "", m->e[i].name);
+        }
+        fputc('\n', stderr);
+    }
+}
+
 static void gguf_warn(const void *vres, const char *out) {
     const tm_gguf_quantize_result *res = vres;
+    if (g_imx && g_imx->n > 0) { /* llama-quantize: "did not find weights for X" per tensor */
+        imx_notice(res, TM_GGUF_IMX_NO_ENTRY, "of a type that takes weights had no entry and were quantized without");
+        imx_notice(res, TM_GGUF_IMX_FILTERED, "had their entry dropped by --include-weights/--exclude-weights and were "
+                   "quantized without weights");
+        imx_notice(res, TM_GGUF_IMX_BAD_SIZE, "(token_embd) had an entry of another size and were quantized without weights");
+        if (res->n_imx_weighted == 0 && res->n_imx_unweighted > 0) {
+            const char *tn = NULL;
+            for (int64_t i = 0; !tn && i < res->n; i++)
+                if (res->tensors[i].imatrix_use == TM_GGUF_IMX_NO_ENTRY) tn = res->tensors[i].name;
+            fprintf(stderr, "tensormorph: warning: importance matrix %s matched no tensor: its entries are named like "
+                    "'%s', the tensors like '%s' (a matrix of another model, or of Hugging Face names rather than "
+                    "llama.cpp's): nothing was weighted\n", g_imx_arg, g_imx->e[0].name, tn ? tn : "?");
+        }
+    }
     for (int64_t i = 0; i < res->n; i++) /* written under --allow-long-names */
         if (strlen(res->tensors[i].name) >= TM_GGUF_MAX_NAME)
             fprintf(stderr, "tensormorph: warning: %s: tensor '%s': its name is %zu bytes; llama.cpp refuses "
@@ -268,6 +340,8 @@ int cmd_quantize_gguf(const cli_cmd *cmd, cli_args *a) {
     char **bufs = calloc((size_t)n_tt + 1, sizeof *bufs);
     int rc = 0;
     tm_imatrix *imx = NULL;
+    char **dropped = NULL;
+    int64_t n_dropped = 0;
     tm_gguf_kvlist *ovr = NULL;
     if (!pats || !types || !bufs) {
         fprintf(stderr, "tensormorph: out of memory\n");
@@ -344,22 +418,55 @@ int cmd_quantize_gguf(const cli_cmd *cmd, cli_args *a) {
         rc = cli_usage_error(cmd, "--include-weights / --exclude-weights select entries of --imatrix FILE: give one");
         goto done;
     }
+    if (imx_path && !*imx_path) {
+        rc = cli_usage_error(cmd, "--imatrix: the file name is empty");
+        goto done;
+    }
     if (imx_path) {
         tm_err e;
-        tm_status s = tm_imatrix_load(imx_path, &imx, &e);
+        /* llama-quantize's order: read, filter (--exclude/--include-weights), then refuse a
+        ** non-finite value in an entry that was kept */
+        tm_status s = tm_imatrix_load_unchecked(imx_path, &imx, &e);
         if (s) {
             rc = cli_fail(s, &e);
             goto done;
         }
         int ni = cli_n(a, "include-weights"), ne = cli_n(a, "exclude-weights");
+        const int64_t n_read = imx->n;
         const char **inc = calloc((size_t)ni + 1, sizeof *inc), **exc = calloc((size_t)ne + 1, sizeof *exc);
         for (int i = 0; inc && i < ni; i++) inc[i] = cli_get_i(a, "include-weights", i);
         for (int i = 0; exc && i < ne; i++) exc[i] = cli_get_i(a, "exclude-weights", i);
+        /* the names the filters drop, for the "excluded" notices */
+        dropped = calloc((size_t)n_read + 1, sizeof *dropped);
+        for (int64_t i = 0; dropped && i < n_read; i++) dropped[i] = strdup(imx->e[i].name);
         if (inc && exc) tm_imatrix_filter(imx, exc, ne, inc, ni);
+        for (int64_t i = 0; dropped && i < n_read; i++)
+            if (dropped[i] && tm_imatrix_find(imx, dropped[i])) {
+                free(dropped[i]);
+                dropped[i] = NULL;
+            }
+        int64_t nd = 0;
+        for (int64_t i = 0; dropped && i < n_read; i++)
+            if (dropped[i]) dropped[nd++] = dropped[i];
+        n_dropped = nd;
+        p.imatrix_dropped = (const char *const *)dropped;
+        p.n_imatrix_dropped = n_dropped;
         free(inc);
         free(exc);
+        if ((s = tm_imatrix_check_finite(imx, &e))) {
+            rc = cli_fail(s, &e);
+            goto done;
+        }
+        p.imatrix_n_read = n_read;
+        if (!g_cli.quiet) odd_entries_warning(imx, imx_path);
+        if (imx->n == 0 && !g_cli.quiet)
+            fprintf(stderr, "tensormorph: warning: %s: --%s left 0 of its %lld entries: every tensor is quantized "
+                    "without weights (llama-quantize drops an empty importance matrix so)\n", imx_path,
+                    ni ? "include-weights" : "exclude-weights", (long long)n_read);
         p.imatrix = imx;
         p.imatrix_arg = imx_path;
+        g_imx = imx;
+        g_imx_arg = imx_path;
         if (!g_cli.quiet)
             fprintf(stderr, "tensormorph: importance matrix %s: %lld entries computed on %d chunks%s%s%s\n", p.imatrix_arg,
                     (long long)imx->n, imx->chunks, imx->dataset ? " (dataset '" : "", imx->dataset ? imx->dataset : "",
@@ -395,6 +502,9 @@ int cmd_quantize_gguf(const cli_cmd *cmd, cli_args *a) {
     gguf_ctx ctx = {p, in_path, cli_get(a, "vocab-from")};
     rc = cli_quantize_run(&gguf_form, &ctx, in_path, out, top);
 done:
+    g_imx = NULL;
+    for (int64_t i = 0; i < n_dropped; i++) free(dropped[i]);
+    free(dropped);
     tm_imatrix_free(imx);
     tm_gguf_kvlist_free(ovr);
     json_decref(recipe);

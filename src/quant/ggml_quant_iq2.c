@@ -180,7 +180,7 @@ static float make_qp_quants(int n, int nmax, const float *x, uint8_t *L, const f
         }
         if (!n_changed) break;
     }
-    return suml2 > 0.0f ? sumlx / suml2 : 0.0f;
+    return sumlx / suml2; /* as ggml: NaN where every weight is 0 (llama-quantize then refuses the row) */
 }
 
 /* sum x^2 of a super-block, in index order. */

@@ -146,8 +146,11 @@ static void test_reader_legacy(void **state) {
     tm_imatrix *x = NULL;
     snprintf(q, sizeof q, "%s/bad.imatrix", g_tmp);
     static const struct { size_t len; const char *needle; } cut[] = {
-        {2, "entry count"}, {20, "entry 0"}, {31, "ncall and nval of entry 0"}, {1000, "entry 0 'blk.1.ffn_down.weight': nval 768 at byte 33"},
-        {18890, "the trailer"}, {18900, "dataset name length 8"}};
+        {2, "the entry count (int32) at byte 0 needs 4 bytes, but only 2 are left"},
+        {20, "entry 0's name (name length 21 at byte 4) at byte 8 needs 21 bytes, but only 12 are left"},
+        {31, "entry 'blk.1.ffn_down.weight' at byte 4: ncall and nval (int32 each) at byte 29 needs 8 bytes, but only 2 are left"},
+        {1000, "entry 'blk.1.ffn_down.weight' at byte 4: its 768 values (nval at byte 33; float32 each) at byte 37 needs 3072 bytes, but only 963 are left"},
+        {18890, "the trailer"}, {18900, "the dataset name (length 8 at byte 18892) at byte 18896 needs 8 bytes, but only 4 are left"}};
     for (size_t k = 0; k < sizeof cut / sizeof cut[0]; k++) {
         write_bytes(q, raw, cut[k].len);
         assert_int_equal(tm_imatrix_load(q, &x, &er), TM_E_CORRUPT);
@@ -178,7 +181,7 @@ static void test_reader_legacy(void **state) {
     memcpy(b + 3140 + 4 * 5, &nan, 4);
     write_bytes(q, b, n);
     assert_int_equal(tm_imatrix_load(q, &x, &er), TM_E_NONFINITE);
-    assert_non_null(strstr(er.msg, "'blk.0.attn_q.weight': value 5 is NaN"));
+    assert_non_null(strstr(er.msg, "entry 'blk.0.attn_q.weight' at byte 3160: value 5 is NaN"));
     /* no trailer (older llama-imatrix): chunks 0, no dataset */
     write_bytes(q, raw, 18888);
     assert_int_equal(tm_imatrix_load(q, &x, &er), TM_OK);

@@ -11,7 +11,9 @@
 #   - a NaN in an entry --exclude-weights drops is accepted (llama-quantize filters first);
 #   - --type IQ2_XS whose filters left 0 entries says so; --imatrix '' (exit 2), a directory
 #     (exit 4, "is a directory");
-#   - --override-kv int outside int32: exit 2 naming the key.
+#   - --override-kv int outside int32: exit 2 naming the key;
+#   - --token-embedding-type iq2_xxs for stories260K's 64-wide embedding without an entry:
+#     llama-quantize's "Missing importance matrix" refusal (exit 2).
 # Needs ../shared (gguf/imatrix/).
 set -u
 . "${TM_SRC:?TM_SRC: the source folder}/tests/cli/lib/scratch.sh"
@@ -113,4 +115,13 @@ rc=$?
 [ "$rc" = 2 ] || fail "--override-kv int:5000000000: exit $rc, want 2"
 grep -q "key 'my.int'.*outside int32" err.txt || fail "override message: $(cat err.txt)"
 "$T" quantize "$M" -o x.gguf --type Q8_0 --override-kv my.int=int:-2147483648 -q || fail "INT32_MIN override: exit $?"
+# --- an override to a very low-bit type the row cannot hold, without an entry: refused as
+# llama-quantize refuses it (not "kept in F16; ... quantized without weights")
+if [ -f "$I/../stories260K-F32.gguf" ]; then
+    "$T" quantize "$I/../stories260K-F32.gguf" -o st.gguf --type Q4_K_M --imatrix "$I/stories260K.imatrix" \
+        --token-embedding-type iq2_xxs -q 2>err.txt
+    rc=$?
+    [ "$rc" = 2 ] || fail "--token-embedding-type iq2_xxs without an entry: exit $rc, want 2"
+    grep -q "Missing importance matrix for tensor token_embd.weight" err.txt || fail "token_embd message: $(cat err.txt)"
+fi
 echo PASS

@@ -17,6 +17,7 @@
 #include "../core/fsutil.h"
 #include "../core/pool.h"
 #include "../quant/ggml_quant_impl.h"
+#include "part.h"
 #include "pipeline.h"
 #include "tensormorph/ggml_quant.h"
 #include "tensormorph/gguf_job.h"
@@ -1020,11 +1021,39 @@ static tm_status plan_types(gjob *j, tm_err *err) {
     return s;
 }
 
+/* A part (--shard) refuses, before it writes a byte, when a finished part of the same OUT was
+** made with another importance-matrix content (its recipe's sha256; merge checks it too). */
+static tm_status same_imatrix_as_parts(const tm_gguf_quantize_params *p, const tm__pipe *pp, tm_err *err) {
+    const char *mine = p->imatrix && p->imatrix->n > 0 ? p->imatrix->sha256 : NULL;
+    tm_status s = TM_OK;
+    for (int k = 0; !s && k < pp->shard_n; k++) {
+        if (k == pp->shard_i) continue;
+        char *dir = tm__part_path(pp->final_out, k, pp->shard_n);
+        char *mp = dir ? tm__aprintf("%s/tensormorph-manifest.json", dir) : NULL;
+        json_t *m = mp ? json_load_file(mp, 0, NULL) : NULL;
+        if (m) {
+            json_t *im = json_object_get(json_object_get(m, "recipe"), "importance_matrix");
+            const char *theirs = json_string_value(json_object_get(im, "sha256"));
+            if ((mine || theirs) && (!mine || !theirs || strcmp(mine, theirs)))
+                s = tm__err_set(err, TM_E_CORRUPT, -1,
+                                "--shard %d/%d: %s: imatrix differs (that part's sha256 %.12s..., this run's %.12s...): "
+                                "every part of %s must be made with the same importance-matrix content",
+                                pp->shard_i, pp->shard_n, dir, theirs ? theirs : "(none)", mine ? mine : "(none)",
+                                pp->final_out);
+            json_decref(m);
+        }
+        free(mp);
+        free(dir);
+    }
+    return s;
+}
+
 static tm_status gguf_plan(void *ctx, tm__pipe *pp, int64_t *n_tasks, tm_err *err) {
     gjob *j = ctx;
     tm_file *in = j->in;
     const tm_gguf_quantize_params *p = j->p;
-    tm_status s = plan_types(j, err);
+    tm_status s = pp->shard_n ? same_imatrix_as_parts(p, pp, err) : TM_OK;
+    if (!s) s = plan_types(j, err);
     tm_gguf_kvlist *kv = j->kv;
     gplan *plans = j->plans;
     const int64_t n = j->n;

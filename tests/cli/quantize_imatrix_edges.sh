@@ -1,8 +1,9 @@
 #!/bin/bash
 # quantize_imatrix_edges.sh: GGUF quantize with odd importance matrices (issue 16), every input
 # made here from synth256.imatrix:
-#   - parts of one --shard run made with two different imatrix contents (same name): merge
-#     refuses (exit 3) naming the part and "imatrix differs"; the recipe records the sha256;
+#   - parts of one --shard run made with two different imatrix contents (same name): the later
+#     part refuses before writing, merge refuses a record of another imatrix (exit 3 each,
+#     naming the part and "imatrix differs"); the recipe records the sha256;
 #   - negative importances: Q4_K_S is quantized as ggml's arithmetic gives it (no all-zero
 #     super-block scales), with a warning naming the entries; all-zero importances: the NaN
 #     scales ggml computes are refused (exit 3) as llama-quantize's validation refuses them;
@@ -47,11 +48,24 @@ write('nan.imatrix', nan)
 print(nan[1][0].decode(), file=open('nan_name', 'w'))
 EOF
 
-# --- shard parts with two imatrix contents under one name
+# --- shard parts with two imatrix contents under one name: the second part refuses before it
+# writes (exit 3); a part record edited to another imatrix is refused by merge (exit 3)
 cp a.imatrix im.imatrix
 "$T" quantize "$M" -o s.gguf --type Q4_K_M --imatrix im.imatrix --shard 0/2 -q || fail "part 0: exit $?"
 cp b.imatrix im.imatrix
+"$T" quantize "$M" -o s.gguf --type Q4_K_M --imatrix im.imatrix --shard 1/2 -q 2>err.txt
+rc=$?
+[ "$rc" = 3 ] || fail "part 1 with another imatrix content: exit $rc, want 3: $(cat err.txt)"
+grep -q "s.gguf.part-0-of-2: imatrix differs" err.txt || fail "part message: $(cat err.txt)"
+[ -e s.gguf.part-1-of-2 ] && fail "the refused part left s.gguf.part-1-of-2"
+cp a.imatrix im.imatrix
 "$T" quantize "$M" -o s.gguf --type Q4_K_M --imatrix im.imatrix --shard 1/2 -q || fail "part 1: exit $?"
+python3 - s.gguf.part-1-of-2/tensormorph-manifest.json <<'EOF' || fail "editing part 1"
+import json, sys
+m = json.load(open(sys.argv[1]))
+m["recipe"]["importance_matrix"]["sha256"] = "0" * 64
+json.dump(m, open(sys.argv[1], "w"))
+EOF
 "$T" merge s.gguf -q >out.txt 2>err.txt
 rc=$?
 [ "$rc" = 3 ] || fail "merge of parts of two imatrices: exit $rc, want 3: $(cat err.txt)"

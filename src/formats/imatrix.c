@@ -292,7 +292,7 @@ static tm_status load_gguf(tm_imatrix *m, tm_err *err) {
         const int64_t n_mat = ne0 > 0 ? t->n_elems / ne0 : 0;
         if (!ct || t->dtype != TM_F32 || ct->dtype != TM_F32 || t->ndim > 2 || ct->n_elems != n_mat || ne0 < 1) {
             s = tm__err_set(err, TM_E_CORRUPT, (int64_t)t->offset,
-                            "%s: imatrix entry '%s': %s", m->path, name,
+                            "%s: entry '%s' at byte %llu: %s", m->path, name, (unsigned long long)t->offset,
                             !ct ? "no matching .counts tensor (llama-quantize: mismatched sums and counts)"
                                 : "in_sum2 / counts are not F32 [nval, n_mat] / [1, n_mat]");
             free(name);

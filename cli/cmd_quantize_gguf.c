@@ -150,9 +150,11 @@ static int gguf_recipe_check(json_t *r, const char *path) {
         fprintf(stderr, "tensormorph: recipe %s: \"file_type\" must be a string (Q4_K_M, ...)\n", path);
         return EXIT_INPUT;
     }
-    if (im && !json_is_null(im) && !(json_is_object(im) && json_is_string(json_object_get(im, "file")))) {
+    json_t *ish = json_is_object(im) ? json_object_get(im, "sha256") : NULL;
+    if (im && !json_is_null(im) && (!(json_is_object(im) && json_is_string(json_object_get(im, "file"))) ||
+                                    (ish && (!json_is_string(ish) || strlen(json_string_value(ish)) != 64)))) {
         fprintf(stderr, "tensormorph: recipe %s: \"importance_matrix\": null (none) or an object with \"file\" (the "
-                "imatrix path, as --imatrix; the manifest records it so)\n", path);
+                "imatrix path, as --imatrix; the manifest records it so) and optionally \"sha256\" (64 hex digits)\n", path);
         return EXIT_INPUT;
     }
     static const char *const tkeys[] = {"output_tensor_type", "token_embedding_type"};
@@ -456,6 +458,20 @@ int cmd_quantize_gguf(const cli_cmd *cmd, cli_args *a) {
         if ((s = tm_imatrix_check_finite(imx, &e))) {
             rc = cli_fail(s, &e);
             goto done;
+        }
+        /* a recipe's record of the matrix: its content must be the one the recipe was made with */
+        const char *rsha = recipe ? json_string_value(json_object_get(json_object_get(recipe, "importance_matrix"), "sha256")) : NULL;
+        if (rsha && strcmp(rsha, imx->sha256) != 0) {
+            if (!cli_get(a, "imatrix")) {
+                fprintf(stderr, "tensormorph: recipe %s: importance matrix %s: imatrix differs from the recipe's (sha256 "
+                        "%.12s..., the recipe's %.12s...): give the matrix it was made with, or --imatrix FILE to choose "
+                        "another\n", rpath, imx_path, imx->sha256, rsha);
+                rc = EXIT_INPUT;
+                goto done;
+            }
+            if (!g_cli.quiet)
+                fprintf(stderr, "tensormorph: warning: --imatrix %s: another content than recipe %s's importance matrix "
+                        "(sha256 %.12s..., the recipe's %.12s...)\n", imx_path, rpath, imx->sha256, rsha);
         }
         p.imatrix_n_read = n_read;
         if (!g_cli.quiet) odd_entries_warning(imx, imx_path);

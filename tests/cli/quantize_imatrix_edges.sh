@@ -3,7 +3,8 @@
 # made here from synth256.imatrix:
 #   - parts of one --shard run made with two different imatrix contents (same name): the later
 #     part refuses before writing, merge refuses a record of another imatrix (exit 3 each,
-#     naming the part and "imatrix differs"); the recipe records the sha256;
+#     naming the part and "imatrix differs"); the recipe records the sha256, and a recipe
+#     replay with another content of its matrix is exit 3;
 #   - negative importances: Q4_K_S is quantized as ggml's arithmetic gives it (no all-zero
 #     super-block scales), with a warning naming the entries; all-zero importances: the NaN
 #     scales ggml computes are refused (exit 3) as llama-quantize's validation refuses them;
@@ -78,6 +79,17 @@ import json, sys
 m = json.load(open(sys.argv[1]))
 assert m["recipe"]["importance_matrix"]["sha256"] == sys.argv[2], m["recipe"]["importance_matrix"]
 EOF
+
+# --- a recipe replays only with the matrix content it records
+python3 -c "import json; json.dump(json.load(open('one.gguf.manifest.json'))['recipe'], open('r.json', 'w'))"
+"$T" quantize "$M" -o r1.gguf --recipe r.json -q || fail "recipe replay: exit $?"
+cmp -s r1.gguf one.gguf || fail "recipe replay: other bytes"
+cp b.imatrix a.imatrix
+"$T" quantize "$M" -o r2.gguf --recipe r.json -q 2>err.txt
+rc=$?
+[ "$rc" = 3 ] || fail "recipe replay with another imatrix content: exit $rc, want 3"
+grep -q "imatrix differs from the recipe's" err.txt || fail "recipe message: $(cat err.txt)"
+cp im.imatrix a.imatrix
 
 # --- negative importances: K-quant super-block scales as ggml computes them (not all zero)
 "$T" quantize "$M" -o neg.gguf --type Q4_K_S --imatrix neg.imatrix >out.txt 2>err.txt || fail "negative: exit $?: $(cat err.txt)"

@@ -118,8 +118,8 @@ static uint8_t fold_signs8(const float *xb, const float *w, float *xval) {
 
 /* make_qp_quants: codes 0..nmax of the non-negative x for one positive scale, weighted search of
 ** 8 scales around nmax / max and 5 rounds of coordinate descent. Returns the scale. The
-** reference at c392e509 returns sumlx / suml2 unguarded; for suml2 == 0 (every weight of the
-** codes zero) it gives NaN where this gives 0 (a zero sub-block). */
+** reference at c392e509 returns sumlx / suml2 unguarded, and so does this (NaN for suml2 == 0,
+** every weight of the codes zero). */
 static float make_qp_quants(int n, int nmax, const float *x, uint8_t *L, const float *qw) {
     float max = 0;
     for (int i = 0; i < n; i++) max = fmaxf_(max, x[i]);

@@ -12,6 +12,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -93,9 +94,11 @@ static int gguf_recipe_check(json_t *r, const char *path) {
         fprintf(stderr, "tensormorph: recipe %s: \"file_type\" must be a string (Q4_K_M, ...)\n", path);
         return EXIT_INPUT;
     }
-    if (im && !json_is_null(im) && !(json_is_object(im) && json_is_string(json_object_get(im, "file")))) {
+    json_t *ish = json_is_object(im) ? json_object_get(im, "sha256") : NULL;
+    if (im && !json_is_null(im) && (!(json_is_object(im) && json_is_string(json_object_get(im, "file"))) ||
+                                    (ish && (!json_is_string(ish) || strlen(json_string_value(ish)) != 64)))) {
         fprintf(stderr, "tensormorph: recipe %s: \"importance_matrix\": null (none) or an object with \"file\" (the "
-                "imatrix path, as --imatrix; the manifest records it so)\n", path);
+                "imatrix path, as --imatrix; the manifest records it so) and optionally \"sha256\" (64 hex digits)\n", path);
         return EXIT_INPUT;
     }
     static const char *const tkeys[] = {"output_tensor_type", "token_embedding_type"};
@@ -140,8 +143,48 @@ static void gguf_totals(const void *ctx, const void *vres, cli_qtotals *t) {
 }
 static void gguf_free(void *res) { tm_gguf_quantize_result_free(res); }
 
+static const tm_imatrix *g_imx; /* the run's importance matrix, for gguf_warn */
+static const char *g_imx_arg;
+
+/* One stderr line for the tensors whose imatrix_use is `use`: every name with -v, else the count
+** and the first few. */
+static void imx_notice(const tm_gguf_quantize_result *res, int use, const char *what) {
+    int64_t n = 0;
+    for (int64_t i = 0; i < res->n; i++) n += res->tensors[i].imatrix_use == use;
+    if (!n) return;
+    enum { FIRST = 3 };
+    fprintf(stderr, "tensormorph: importance matrix %s: %lld tensor%s", g_imx_arg, (long long)n, n == 1 ? "" : "s");
+    fprintf(stderr, " %s:", what);
+    int64_t k = 0;
+    for (int64_t i = 0; i < res->n; i++) {
+        const tm_gguf_quantize_tensor *t = &res->tensors[i];
+        if (t->imatrix_use != use) continue;
+        if (!g_cli.verbose && k == FIRST) {
+            fprintf(stderr, " ... (-v lists all)");
+            break;
+        }
+        fprintf(stderr, "%s %s", k ? "," : "", t->name);
+        k++;
+    }
+    fputc('\n', stderr);
+}
+
 static void gguf_warn(const void *vres, const char *out) {
     const tm_gguf_quantize_result *res = vres;
+    if (g_imx && g_imx->n > 0) { /* llama-quantize: "did not find weights for X" per tensor */
+        imx_notice(res, TM_GGUF_IMX_NO_ENTRY, "of a type that takes weights had no entry and were quantized without");
+        imx_notice(res, TM_GGUF_IMX_FILTERED, "had their entry dropped by --include-weights/--exclude-weights and were "
+                   "quantized without weights");
+        imx_notice(res, TM_GGUF_IMX_BAD_SIZE, "(token_embd) had an entry of another size and were quantized without weights");
+        if (res->n_imx_weighted == 0 && res->n_imx_unweighted > 0) {
+            const char *tn = NULL;
+            for (int64_t i = 0; !tn && i < res->n; i++)
+                if (res->tensors[i].imatrix_use == TM_GGUF_IMX_NO_ENTRY) tn = res->tensors[i].name;
+            fprintf(stderr, "tensormorph: warning: importance matrix %s matched no tensor: its entries are named like "
+                    "'%s', the tensors like '%s' (a matrix of another model, or of Hugging Face names rather than "
+                    "llama.cpp's): nothing was weighted\n", g_imx_arg, g_imx->e[0].name, tn ? tn : "?");
+        }
+    }
     for (int64_t i = 0; i < res->n; i++) /* written under --allow-long-names */
         if (strlen(res->tensors[i].name) >= TM_GGUF_MAX_NAME)
             fprintf(stderr, "tensormorph: warning: %s: tensor '%s': its name is %zu bytes; llama.cpp refuses "
@@ -216,6 +259,8 @@ int cmd_quantize_gguf(const cli_cmd *cmd, cli_args *a) {
     cli_gguf_qopts own;
     int rc = cli_gguf_qopts_parse(cmd, a, recipe, rpath, &p, &own);
     if (rc) goto done;
+    g_imx = own.imx; /* for gguf_warn's notices */
+    g_imx_arg = p.imatrix_arg;
     rc = cli_quantize_kernel_top(cmd, a, &p.kernels, NULL);
     if (rc) goto done;
     p.strict = cli_has(a, "strict");
@@ -252,6 +297,7 @@ int cmd_quantize_gguf(const cli_cmd *cmd, cli_args *a) {
     gguf_ctx ctx = {p, in_path, cli_get(a, "vocab-from")};
     rc = cli_quantize_run(&gguf_form, &ctx, in_path, out, top);
 done:
+    g_imx = NULL;
     cli_gguf_qopts_free(&own);
     json_decref(recipe);
     return rc;

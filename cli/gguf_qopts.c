@@ -2,6 +2,7 @@
 #include "gguf_qopts.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -16,7 +17,8 @@ const char *cli_gguf_qopts_given(const cli_args *a) {
 /* --override-kv KEY=TYPE:VALUE as llama.cpp's string_parse_kv_override reads it (common/common.cpp
 ** at c392e509): KEY under 128 bytes; int (written as INT32, as llama_model_quantize_impl's
 ** gguf_set_val_i32), float (FLOAT32), bool (true|false), str (at most 127 bytes). Unlike its
-** atol/atof, a number must be whole. 0 or the usage exit code. */
+** atol/atof, a number must be whole, and an int outside int32 is refused (llama-quantize wraps
+** it). 0 or the usage exit code. */
 static int parse_override(const cli_cmd *cmd, const char *v, tm_gguf_kvlist *kv) {
     const char *eq = strchr(v, '=');
     if (!eq || eq == v || eq - v >= 128) return cli_usage_error(cmd, "--override-kv '%s': expected KEY=TYPE:VALUE (KEY under 128 bytes)", v);
@@ -31,6 +33,10 @@ static int parse_override(const cli_cmd *cmd, const char *v, tm_gguf_kvlist *kv)
         errno = 0;
         long long x = strtoll(t + 4, &end, 10);
         if (!t[4] || *end || errno) return cli_usage_error(cmd, "--override-kv '%s': not an integer", v);
+        /* llama-quantize writes the value as INT32 and would wrap it silently: refused instead */
+        if (x < INT32_MIN || x > INT32_MAX)
+            return cli_usage_error(cmd, "--override-kv '%s': key '%s': %lld is outside int32 (%d..%d), the type an "
+                                   "int override is written as (llama-quantize would wrap it)", v, key, x, INT32_MIN, INT32_MAX);
         int32_t i32 = (int32_t)x;
         s = tm_gguf_kvlist_set_raw(kv, key, 5 /* INT32 */, &i32, 4, &e);
     } else if (!strncmp(t, "float:", 6)) {
@@ -100,10 +106,38 @@ static int parse_tensor_types(const cli_cmd *cmd, const cli_args *a, json_t *rtt
     return 0;
 }
 
+/* The entries ggml's searches get no sane weights from (tm_imatrix_odd_entry), before the run:
+** one line each for negative and all-zero entries, every name with -v, else the first few. */
+static void odd_entries_warning(const tm_imatrix *m, const char *arg) {
+    static const char *const why[3] = {NULL,
+        "hold negative values (an imatrix holds mean squares, never negative: used as they are, as llama-quantize; "
+        "llama-quantize aborts on them in its IQ1-IQ3 searches)",
+        "are all zero (used as they are, as llama-quantize: their blocks may get NaN scales, which llama-quantize "
+        "and tensormorph refuse)"};
+    for (int kind = 1; kind <= 2; kind++) {
+        int64_t n = 0, k = 0;
+        for (int64_t i = 0; i < m->n; i++) n += tm_imatrix_odd_entry(&m->e[i]) == kind;
+        if (!n) continue;
+        fprintf(stderr, "tensormorph: warning: importance matrix %s: %lld entr%s %s:", arg, (long long)n,
+                n == 1 ? "y" : "ies", why[kind]);
+        for (int64_t i = 0; i < m->n; i++) {
+            if (tm_imatrix_odd_entry(&m->e[i]) != kind) continue;
+            if (!g_cli.verbose && k == 3) {
+                fprintf(stderr, " ... (-v lists all)");
+                break;
+            }
+            fprintf(stderr, "%s %s", k++ ? "," : "", m->e[i].name);
+        }
+        fputc('\n', stderr);
+    }
+}
+
 /* --imatrix FILE (else the recipe's record of it, relative to where the run is), filtered by
-** --include-weights / --exclude-weights, into p. */
-static int parse_imatrix(const cli_cmd *cmd, const cli_args *a, json_t *recipe, tm_gguf_quantize_params *p,
-                         cli_gguf_qopts *o) {
+** --include-weights / --exclude-weights, into p; llama-quantize's order: read, filter, then refuse
+** a non-finite value in an entry that was kept. The recipe's sha256 of the matrix, when it has
+** one, must be this file's (else exit 3, or a warning when --imatrix chose the file). */
+static int parse_imatrix(const cli_cmd *cmd, const cli_args *a, json_t *recipe, const char *rpath,
+                         tm_gguf_quantize_params *p, cli_gguf_qopts *o) {
     const char *path = cli_get(a, "imatrix");
     if (!path && recipe) path = json_string_value(json_object_get(json_object_get(recipe, "importance_matrix"), "file"));
     if (cli_has(a, "include-weights") && cli_has(a, "exclude-weights"))
@@ -113,24 +147,60 @@ static int parse_imatrix(const cli_cmd *cmd, const cli_args *a, json_t *recipe, 
         fprintf(stderr, "tensormorph: warning: --include-weights / --exclude-weights select entries of --imatrix FILE, "
                 "and there is none: they change nothing\n");
     if (!path) return 0;
+    if (!*path) return cli_usage_error(cmd, "--imatrix: the file name is empty");
     tm_err e;
-    tm_status s = tm_imatrix_load(path, &o->imx, &e);
+    tm_status s = tm_imatrix_load_unchecked(path, &o->imx, &e);
     if (s) return cli_fail(s, &e);
+    tm_imatrix *imx = o->imx;
     int ni = cli_n(a, "include-weights"), ne = cli_n(a, "exclude-weights");
+    const int64_t n_read = imx->n;
     const char **inc = calloc((size_t)ni + 1, sizeof *inc), **exc = calloc((size_t)ne + 1, sizeof *exc);
-    int rc = inc && exc ? 0 : EXIT_INTERNAL;
+    /* the names the filters drop, for the "excluded" notices */
+    o->dropped = calloc((size_t)n_read + 1, sizeof *o->dropped);
+    int rc = inc && exc && o->dropped ? 0 : EXIT_INTERNAL;
     for (int i = 0; !rc && i < ni; i++) inc[i] = cli_get_i(a, "include-weights", i);
     for (int i = 0; !rc && i < ne; i++) exc[i] = cli_get_i(a, "exclude-weights", i);
-    if (!rc) tm_imatrix_filter(o->imx, exc, ne, inc, ni);
+    for (int64_t i = 0; !rc && i < n_read; i++)
+        if (!(o->dropped[i] = strdup(imx->e[i].name))) rc = EXIT_INTERNAL;
+    o->n_dropped = o->dropped ? n_read : 0; /* owned so far: every copy */
+    if (!rc) tm_imatrix_filter(imx, exc, ne, inc, ni);
     free(inc);
     free(exc);
     if (rc) return rc;
-    p->imatrix = o->imx;
+    int64_t nd = 0;
+    for (int64_t i = 0; i < n_read; i++) {
+        if (tm_imatrix_find(imx, o->dropped[i])) free(o->dropped[i]);
+        else o->dropped[nd++] = o->dropped[i];
+    }
+    o->n_dropped = nd;
+    p->imatrix_dropped = (const char *const *)o->dropped;
+    p->n_imatrix_dropped = nd;
+    if ((s = tm_imatrix_check_finite(imx, &e))) return cli_fail(s, &e);
+    /* a recipe's record of the matrix: its content must be the one the recipe was made with */
+    const char *rsha = recipe ? json_string_value(json_object_get(json_object_get(recipe, "importance_matrix"), "sha256")) : NULL;
+    if (rsha && strcmp(rsha, imx->sha256) != 0) {
+        if (!cli_get(a, "imatrix")) {
+            fprintf(stderr, "tensormorph: recipe %s: importance matrix %s: imatrix differs from the recipe's (sha256 "
+                    "%.12s..., the recipe's %.12s...): give the matrix it was made with, or --imatrix FILE to choose "
+                    "another\n", rpath, path, imx->sha256, rsha);
+            return EXIT_INPUT;
+        }
+        if (!g_cli.quiet)
+            fprintf(stderr, "tensormorph: warning: --imatrix %s: another content than recipe %s's importance matrix "
+                    "(sha256 %.12s..., the recipe's %.12s...)\n", path, rpath, imx->sha256, rsha);
+    }
+    p->imatrix_n_read = n_read;
+    if (!g_cli.quiet) odd_entries_warning(imx, path);
+    if (imx->n == 0 && !g_cli.quiet)
+        fprintf(stderr, "tensormorph: warning: %s: --%s left 0 of its %lld entries: every tensor is quantized "
+                "without weights (llama-quantize drops an empty importance matrix so)\n", path,
+                ni ? "include-weights" : "exclude-weights", (long long)n_read);
+    p->imatrix = imx;
     p->imatrix_arg = path;
     if (!g_cli.quiet)
         fprintf(stderr, "tensormorph: importance matrix %s: %lld entries computed on %d chunks%s%s%s\n", path,
-                (long long)o->imx->n, o->imx->chunks, o->imx->dataset ? " (dataset '" : "",
-                o->imx->dataset ? o->imx->dataset : "", o->imx->dataset ? "')" : "");
+                (long long)imx->n, imx->chunks, imx->dataset ? " (dataset '" : "", imx->dataset ? imx->dataset : "",
+                imx->dataset ? "')" : "");
     return 0;
 }
 
@@ -157,7 +227,7 @@ int cli_gguf_qopts_parse(const cli_cmd *cmd, const cli_args *a, json_t *recipe, 
         (rc = parse_type_opt(cmd, a, "token-embedding-type",
                              recipe ? json_string_value(json_object_get(recipe, "token_embedding_type")) : NULL,
                              &p->token_embedding_type)) ||
-        (rc = parse_imatrix(cmd, a, recipe, p, o)))
+        (rc = parse_imatrix(cmd, a, recipe, rpath, p, o)))
         return rc;
     if (cli_has(a, "override-kv")) {
         if (!(o->ovr = tm_gguf_kvlist_new())) return EXIT_INTERNAL;
@@ -170,6 +240,8 @@ int cli_gguf_qopts_parse(const cli_cmd *cmd, const cli_args *a, json_t *recipe, 
 
 void cli_gguf_qopts_free(cli_gguf_qopts *o) {
     tm_imatrix_free(o->imx);
+    for (int64_t i = 0; i < o->n_dropped; i++) free(o->dropped[i]);
+    free(o->dropped);
     tm_gguf_kvlist_free(o->ovr);
     for (int i = 0; o->bufs && i < o->n_tt; i++) free(o->bufs[i]);
     free(o->bufs);

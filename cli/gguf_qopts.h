@@ -24,6 +24,8 @@
 /* What the parsed options point to (owned until cli_gguf_qopts_free). */
 typedef struct cli_gguf_qopts {
     tm_imatrix     *imx;
+    char          **dropped; /* the imatrix entries --include/--exclude-weights dropped (names) */
+    int64_t         n_dropped;
     tm_gguf_kvlist *ovr;
     char          **bufs;  /* the --tensor-type patterns, copied */
     const char    **pats;

@@ -102,6 +102,11 @@ typedef struct tm_gguf_quantize_params {
                                          --exclude-weights); NULL or no entries: none         */
     const char  *imatrix_arg;         /* the --imatrix argument as typed: quantize.imatrix.file
                                          (llama-quantize keeps 127 bytes); NULL: imatrix->path */
+    int64_t      imatrix_n_read;      /* entries the file held before --include-/--exclude-weights
+                                         (0: imatrix->n); the manifest and messages say it     */
+    const char *const *imatrix_dropped; /* names of the entries those filters dropped (or NULL): a
+                                         tensor among them is "excluded", not "no entry"     */
+    int64_t      n_imatrix_dropped;
     int          output_tensor_type;  /* --output-tensor-type: a ggml type, or TM_GGUF_TYPE_RULES */
     int          token_embedding_type;/* --token-embedding-type: likewise                        */
     int          allow_requantize;    /* 1: a quantized source tensor is dequantized and quantized
@@ -136,9 +141,22 @@ typedef struct tm_gguf_quantize_params {
 
 tm_gguf_quantize_params tm_gguf_quantize_params_default(void); /* Q8_0, rules on, n_threads 0 (tm_usable_cpus) */
 
+/* What the importance matrix did for a tensor (tm_gguf_quantize_tensor.imatrix_use). */
+enum {
+    TM_GGUF_IMX_NONE = 0,     /* no matrix, or the tensor is copied                                */
+    TM_GGUF_IMX_WEIGHTED,     /* quantized with its entry's weights                                */
+    TM_GGUF_IMX_NO_ENTRY,     /* its type takes weights, the matrix has no entry: unweighted       */
+    TM_GGUF_IMX_FILTERED,     /* likewise: --exclude-weights/--include-weights dropped its entry   */
+    TM_GGUF_IMX_BAD_SIZE,     /* token_embd whose entry has another size: unweighted (as llama)    */
+    TM_GGUF_IMX_IGNORED       /* its type takes no weights (Q8_0, F16, ...)                        */
+};
+
 /* Decision and outcome for one source tensor, in output order. */
 typedef struct tm_gguf_quantize_tensor {
     int         imatrix;         /* 1: quantized with its importance-matrix entry            */
+    int         imatrix_use;     /* TM_GGUF_IMX_*: what the importance matrix did here       */
+    int         imatrix_odd;     /* its entry (tm_imatrix_odd_entry): 1 negative values, 2 all
+                                    zero (ggml's arithmetic runs on them as they are), else 0 */
     const char *name;
     int         src_type;        /* ggml type of the source (F32, F16, BF16, ...)            */
     int         out_type;        /* ggml type written                                         */
@@ -152,6 +170,8 @@ typedef struct tm_gguf_quantize_tensor {
 typedef struct tm_gguf_quantize_result {
     tm_gguf_quantize_tensor *tensors; int64_t n;
     int64_t  n_quantized, n_fallback;
+    int64_t  n_imx_weighted, n_imx_unweighted; /* tensors TM_GGUF_IMX_WEIGHTED; NO_ENTRY,
+                                                   FILTERED or BAD_SIZE                   */
     uint64_t src_bytes, out_bytes;
     double   seconds;
     char    *manifest_json;      /* as written to "<out>.manifest.json" (malloc'd)           */

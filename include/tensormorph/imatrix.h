@@ -33,6 +33,8 @@ typedef struct tm_imatrix_entry {
     int32_t  ncall;    /* legacy: the stored ncall; GGUF: the largest count, as an int         */
     uint64_t offset;   /* byte offset of the entry (legacy: its name_len; GGUF: in_sum2 data)  */
     float   *weights;  /* [nval] the column weights llama-quantize uses (sums / ncall)         */
+    uint64_t values_offset; /* byte offset of the stored values (legacy) / in_sum2 data (GGUF) */
+    int64_t  index;    /* the entry's number in the file (0-based)                              */
 } tm_imatrix_entry;
 
 typedef struct tm_imatrix {
@@ -43,16 +45,31 @@ typedef struct tm_imatrix {
     int32_t           chunks;     /* legacy trailer's chunk count / imatrix.chunk_count; 0 when
                                      the legacy trailer is absent                             */
     char             *dataset;    /* the (first) dataset name; NULL when absent               */
+    char              sha256[65]; /* hex sha256 of the file's bytes (the recipe of a --shard part
+                                     records it: parts of one output must use one matrix)     */
 } tm_imatrix;
 
-/* tm_imatrix_load: read an imatrix file of either format (GGUF when it starts with "GGUF").
-** Every length and count is checked against the bytes left before use.
-** Returns TM_OK | TM_E_IO (cannot read) | TM_E_CORRUPT (truncated or inconsistent: the message
-** names the file, the entry by number and name, and the byte offset) | TM_E_NONFINITE (a NaN or
-** inf value: llama-quantize refuses such a matrix too; names entry and index) |
-** TM_E_UNSUPPORTED (a GGUF file that is not an imatrix) | TM_E_LIMIT (a non-GGUF file over 1 GiB:
-** legacy files are a few MiB) | TM_E_NOMEM. Free with tm_imatrix_free. */
+/* tm_imatrix_load: read an imatrix file of either format (GGUF when it starts with "GGUF"),
+** as llama-quantize reads it: a legacy name is cut at its first NUL byte, an empty name is an
+** entry named "". Every length and count is checked against the bytes left before use.
+** Returns TM_OK | TM_E_IO (cannot read; a directory) | TM_E_CORRUPT (truncated or inconsistent:
+** the message names the file, the entry by number and name, the field, its byte offset, the
+** bytes it needs and those left) | TM_E_NONFINITE (a NaN or inf value: llama-quantize refuses
+** such a matrix too; names entry and index) | TM_E_UNSUPPORTED (a GGUF file that is not an
+** imatrix) | TM_E_LIMIT (a non-GGUF file over 1 GiB: legacy files are a few MiB) | TM_E_NOMEM.
+** Free with tm_imatrix_free. */
 tm_status tm_imatrix_load(const char *path, tm_imatrix **out, tm_err *err);
+/* tm_imatrix_load_unchecked: tm_imatrix_load without the non-finite check, for a caller that
+** filters entries first (llama-quantize's order: --include/--exclude-weights, then the check of
+** the entries kept); then call tm_imatrix_check_finite. */
+tm_status tm_imatrix_load_unchecked(const char *path, tm_imatrix **out, tm_err *err);
+/* tm_imatrix_check_finite: TM_OK, or TM_E_NONFINITE naming the file, the first entry (in file
+** order) holding a NaN or inf, the value's index and byte offset. */
+tm_status tm_imatrix_check_finite(const tm_imatrix *m, tm_err *err);
+/* tm_imatrix_odd_entry: 1 when the entry's weights hold a negative value, 2 when they are all
+** zero (ggml's searches then weight nothing: llama-quantize writes what its arithmetic gives,
+** often zero or NaN scales), else 0. */
+int       tm_imatrix_odd_entry(const tm_imatrix_entry *e);
 void      tm_imatrix_free(tm_imatrix *m);
 
 /* tm_imatrix_find: the entry of tensor `name` (exact match), NULL when absent. */

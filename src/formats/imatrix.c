@@ -56,12 +56,13 @@ void tm_imatrix_filter(tm_imatrix *m, const char *const *excl, int64_t n_excl, c
 /* Append (or, for a name already present, replace: llama-quantize's map keeps the last) an
 ** entry; takes ownership of name and w. */
 static tm_status add_entry(tm_imatrix *m, int64_t *cap, char *name, float *w, int64_t nval, int32_t ncall,
-                           uint64_t off, tm_err *err) {
+                           uint64_t off, uint64_t voff, int64_t idx, tm_err *err) {
+    const tm_imatrix_entry ne = {name, nval, ncall, off, w, voff, idx};
     for (int64_t i = 0; i < m->n; i++) {
         if (strcmp(m->e[i].name, name) == 0) {
             free(m->e[i].name);
             free(m->e[i].weights);
-            m->e[i] = (tm_imatrix_entry){name, nval, ncall, off, w};
+            m->e[i] = ne;
             return TM_OK;
         }
     }
@@ -76,32 +77,55 @@ static tm_status add_entry(tm_imatrix *m, int64_t *cap, char *name, float *w, in
         m->e = e;
         *cap = nc;
     }
-    m->e[m->n++] = (tm_imatrix_entry){name, nval, ncall, off, w};
+    m->e[m->n++] = ne;
     return TM_OK;
 }
 
-static tm_status check_finite(const char *path, const char *name, int64_t idx, const float *w, int64_t n,
-                              uint64_t off, tm_err *err) {
-    for (int64_t j = 0; j < n; j++)
-        if (!isfinite(w[j]))
-            return tm__err_set(err, TM_E_NONFINITE, (int64_t)off,
-                               "%s: imatrix entry %lld '%s': value %lld is %s (llama-quantize refuses "
-                               "an imatrix with non-finite values)",
-                               path, (long long)idx, name, (long long)j, isnan(w[j]) ? "NaN" : "infinite");
-    return TM_OK;
+tm_status tm_imatrix_check_finite(const tm_imatrix *m, tm_err *err) {
+    const tm_imatrix_entry *bad = NULL;
+    int64_t bj = 0;
+    for (int64_t i = 0; m && i < m->n; i++) {
+        const tm_imatrix_entry *e = &m->e[i];
+        if (bad && e->index > bad->index) continue; /* the first in file order */
+        for (int64_t j = 0; j < e->nval; j++)
+            if (!isfinite(e->weights[j])) {
+                bad = e;
+                bj = j;
+                break;
+            }
+    }
+    if (!bad) return TM_OK;
+    const float v = bad->weights[bj];
+    const uint64_t at = bad->values_offset + 4 * (uint64_t)bj;
+    return tm__err_set(err, TM_E_NONFINITE, (int64_t)at,
+                       "%s: entry '%s' at byte %llu: value %lld is %s (entry %lld; llama-quantize refuses an imatrix "
+                       "with non-finite values)", m->path, bad->name, (unsigned long long)at, (long long)bj,
+                       isnan(v) ? "NaN" : "infinite", (long long)bad->index);
+}
+
+int tm_imatrix_odd_entry(const tm_imatrix_entry *e) {
+    int any = 0;
+    for (int64_t j = 0; e && j < e->nval; j++) {
+        if (e->weights[j] < 0) return 1;
+        if (e->weights[j] != 0) any = 1;
+    }
+    return e && !any ? 2 : 0;
 }
 
 /* ---- legacy binary ------------------------------------------------------------------------ */
 
 typedef struct cur { const uint8_t *p; uint64_t n, off; const char *path; } cur;
 
-static tm_status need(cur *c, uint64_t k, const char *what, tm_err *err) {
-    if (c->n - c->off < k)
-        return tm__err_set(err, TM_E_CORRUPT, (int64_t)c->off,
-                           "%s: imatrix truncated at byte %llu: %s needs %llu bytes, %llu left", c->path,
-                           (unsigned long long)c->off, what, (unsigned long long)k,
-                           (unsigned long long)(c->n - c->off));
-    return TM_OK;
+/* The k bytes of `what` at the cursor, or TM_E_CORRUPT "<file>: [entry '<name>' at byte E: ]
+** <what> at byte N needs K bytes, L left (truncated ...)". */
+static tm_status need(cur *c, uint64_t k, const char *name, uint64_t e_off, const char *what, tm_err *err) {
+    if (c->n - c->off >= k) return TM_OK;
+    char ent[400] = "";
+    if (name) snprintf(ent, sizeof ent, "entry '%.300s' at byte %llu: ", name, (unsigned long long)e_off);
+    return tm__err_set(err, TM_E_CORRUPT, (int64_t)c->off,
+                       "%s: %s%s at byte %llu needs %llu bytes, but only %llu are left (the file is truncated or "
+                       "not an imatrix)", c->path, ent, what, (unsigned long long)c->off, (unsigned long long)k,
+                       (unsigned long long)(c->n - c->off));
 }
 
 static int32_t rd32(cur *c) {
@@ -113,8 +137,8 @@ static int32_t rd32(cur *c) {
 static tm_status load_legacy(tm_imatrix *m, const uint8_t *p, uint64_t n, tm_err *err) {
     cur c = {p, n, 0, m->path};
     int64_t cap = 0;
-    char what[96];
-    tm_status s = need(&c, 4, "the entry count", err);
+    char what[128];
+    tm_status s = need(&c, 4, NULL, 0, "the entry count (int32)", err);
     if (s) return s;
     const int32_t n_entries = rd32(&c);
     if (n_entries < 1)
@@ -122,35 +146,41 @@ static tm_status load_legacy(tm_imatrix *m, const uint8_t *p, uint64_t n, tm_err
                            "llama-quantize: \"no data in file\")", m->path, n_entries);
     for (int32_t i = 0; i < n_entries; i++) {
         const uint64_t e_off = c.off;
-        snprintf(what, sizeof what, "entry %d's name length", i);
-        if ((s = need(&c, 4, what, err))) return s;
+        snprintf(what, sizeof what, "entry %d's name length (int32)", i);
+        if ((s = need(&c, 4, NULL, 0, what, err))) return s;
         const int32_t len = rd32(&c);
-        if (len < 1 || (uint64_t)len > c.n - c.off)
+        if (len < 0)
             return tm__err_set(err, TM_E_CORRUPT, (int64_t)e_off,
-                               "%s: imatrix entry %d at byte %llu: name length %d, but the name must be 1 byte or more "
-                               "and only %llu bytes are left in the file (truncated or not an imatrix)",
-                               m->path, i, (unsigned long long)e_off, len, (unsigned long long)(c.n - c.off));
-        if (memchr(c.p + c.off, 0, (size_t)len))
-            return tm__err_set(err, TM_E_CORRUPT, (int64_t)c.off, "%s: imatrix entry %d at byte %llu: "
-                               "the name holds a NUL byte", m->path, i, (unsigned long long)c.off);
-        char *name = malloc((size_t)len + 1);
+                               "%s: entry %d at byte %llu: name length %d is negative (not an imatrix)", m->path, i,
+                               (unsigned long long)e_off, len);
+        snprintf(what, sizeof what, "entry %d's name (name length %d at byte %llu)", i, len, (unsigned long long)e_off);
+        if ((s = need(&c, (uint64_t)len, NULL, 0, what, err))) return s;
+        /* llama-quantize keeps the name up to its first NUL (std::string of a C string); an
+        ** empty name is an entry named "" */
+        const void *nul = memchr(c.p + c.off, 0, (size_t)len);
+        const size_t nl = nul ? (size_t)((const uint8_t *)nul - (c.p + c.off)) : (size_t)len;
+        char *name = malloc(nl + 1);
         if (!name) return tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
-        memcpy(name, c.p + c.off, (size_t)len);
-        name[len] = 0;
+        memcpy(name, c.p + c.off, nl);
+        name[nl] = 0;
         c.off += (uint64_t)len;
-        snprintf(what, sizeof what, "ncall and nval of entry %d", i);
-        if ((s = need(&c, 8, what, err))) {
-            tm__err_prefix(err, "entry '%s'", name);
+        if ((s = need(&c, 8, name, e_off, "ncall and nval (int32 each)", err))) {
             free(name);
             return s;
         }
         const int32_t ncall = rd32(&c);
         const uint64_t nval_off = c.off;
         const int32_t nval = rd32(&c);
-        if (nval < 1 || (uint64_t)nval > (c.n - c.off) / 4) {
+        if (nval < 1) {
             s = tm__err_set(err, TM_E_CORRUPT, (int64_t)nval_off,
-                            "%s: imatrix entry %d '%s': nval %d at byte %llu (1..%llu values left)", m->path, i,
-                            name, nval, (unsigned long long)nval_off, (unsigned long long)((c.n - c.off) / 4));
+                            "%s: entry '%s' at byte %llu: nval %d at byte %llu: at least 1 value expected "
+                            "(llama-quantize: \"failed reading number of values\")", m->path, name,
+                            (unsigned long long)e_off, nval, (unsigned long long)nval_off);
+            free(name);
+            return s;
+        }
+        snprintf(what, sizeof what, "its %d values (nval at byte %llu; float32 each)", nval, (unsigned long long)nval_off);
+        if ((s = need(&c, (uint64_t)nval * 4, name, e_off, what, err))) {
             free(name);
             return s;
         }
@@ -160,28 +190,26 @@ static tm_status load_legacy(tm_imatrix *m, const uint8_t *p, uint64_t n, tm_err
             return tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
         }
         memcpy(w, c.p + c.off, (size_t)nval * 4);
-        if ((s = check_finite(m->path, name, i, w, nval, c.off, err))) {
-            free(name);
-            free(w);
-            return s;
-        }
         /* llama-quantize: `v /= ncall` for each value, float32 by int */
         if (ncall > 0)
             for (int32_t j = 0; j < nval; j++) w[j] /= (float)ncall;
+        const uint64_t v_off = c.off;
         c.off += (uint64_t)nval * 4;
-        if ((s = add_entry(m, &cap, name, w, nval, ncall, e_off, err))) return s;
+        if ((s = add_entry(m, &cap, name, w, nval, ncall, e_off, v_off, i, err))) return s;
     }
     /* the optional trailer: chunks, dataset */
     m->chunks = 0;
     if (c.off < c.n) {
         const uint64_t t_off = c.off;
-        if ((s = need(&c, 8, "the trailer (chunk count and dataset length)", err))) return s;
+        if ((s = need(&c, 8, NULL, 0, "the trailer (chunk count and dataset name length, int32 each)", err))) return s;
         m->chunks = rd32(&c);
         const int32_t dl = rd32(&c);
-        if (dl < 0 || (uint64_t)dl > c.n - c.off)
+        if (dl < 0)
             return tm__err_set(err, TM_E_CORRUPT, (int64_t)t_off + 4,
-                               "%s: imatrix trailer at byte %llu: dataset name length %d (%llu bytes left)",
-                               m->path, (unsigned long long)t_off, dl, (unsigned long long)(c.n - c.off));
+                               "%s: trailer at byte %llu: dataset name length %d at byte %llu is negative", m->path,
+                               (unsigned long long)t_off, dl, (unsigned long long)t_off + 4);
+        snprintf(what, sizeof what, "the dataset name (length %d at byte %llu)", dl, (unsigned long long)t_off + 4);
+        if ((s = need(&c, (uint64_t)dl, NULL, 0, what, err))) return s;
         m->dataset = malloc((size_t)dl + 1);
         if (!m->dataset) return tm__err_set(err, TM_E_NOMEM, -1, "out of memory");
         memcpy(m->dataset, c.p + c.off, (size_t)dl);
@@ -264,7 +292,7 @@ static tm_status load_gguf(tm_imatrix *m, tm_err *err) {
         const int64_t n_mat = ne0 > 0 ? t->n_elems / ne0 : 0;
         if (!ct || t->dtype != TM_F32 || ct->dtype != TM_F32 || t->ndim > 2 || ct->n_elems != n_mat || ne0 < 1) {
             s = tm__err_set(err, TM_E_CORRUPT, (int64_t)t->offset,
-                            "%s: imatrix entry '%s': %s", m->path, name,
+                            "%s: entry '%s' at byte %llu: %s", m->path, name, (unsigned long long)t->offset,
                             !ct ? "no matching .counts tensor (llama-quantize: mismatched sums and counts)"
                                 : "in_sum2 / counts are not F32 [nval, n_mat] / [1, n_mat]");
             free(name);
@@ -291,12 +319,8 @@ static tm_status load_gguf(tm_imatrix *m, tm_err *err) {
             }
             if (cnt > maxc) maxc = cnt;
         }
-        if ((s = check_finite(m->path, name, m->n, w, t->n_elems, t->offset, err))) {
-            free(name);
-            free(w);
-            break;
-        }
-        s = add_entry(m, &cap, name, w, t->n_elems, maxc > 2147483647.0f ? 2147483647 : (int32_t)maxc, t->offset, err);
+        s = add_entry(m, &cap, name, w, t->n_elems, maxc > 2147483647.0f ? 2147483647 : (int32_t)maxc, t->offset,
+                      t->offset, i, err);
     }
     tm_close(f);
     if (!s && m->n < 1)
@@ -304,8 +328,11 @@ static tm_status load_gguf(tm_imatrix *m, tm_err *err) {
     return s;
 }
 
-tm_status tm_imatrix_load(const char *path, tm_imatrix **out, tm_err *err) {
+static tm_status load_file(const char *path, tm_imatrix **out, int check, tm_err *err) {
     *out = NULL;
+    struct stat ps;
+    if (stat(path, &ps) == 0 && S_ISDIR(ps.st_mode))
+        return tm__err_set(err, TM_E_IO, -1, "%s: is a directory, not an imatrix file", path);
     tm_imatrix *m = calloc(1, sizeof *m);
     if (!m || !(m->path = tm__strdup(path))) {
         free(m);
@@ -359,10 +386,19 @@ tm_status tm_imatrix_load(const char *path, tm_imatrix **out, tm_err *err) {
         if (!s) s = load_legacy(m, buf, n, err);
         free(buf);
     }
+    if (!s && check) s = tm_imatrix_check_finite(m, err);
+    /* the content's identity: parts of one --shard run must use one matrix (part.h) */
+    if (!s) s = tm__sha256_file_visit(path, m->sha256, NULL, NULL, NULL, err);
     if (s) {
         tm_imatrix_free(m);
         return s;
     }
     *out = m;
     return TM_OK;
+}
+
+tm_status tm_imatrix_load(const char *path, tm_imatrix **out, tm_err *err) { return load_file(path, out, 1, err); }
+
+tm_status tm_imatrix_load_unchecked(const char *path, tm_imatrix **out, tm_err *err) {
+    return load_file(path, out, 0, err);
 }

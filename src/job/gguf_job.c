@@ -156,6 +156,7 @@ typedef struct gplan {
     int64_t  rows_per_chunk, n_chunks;
     char     reason[240];
     const float *imx;       /* the tensor's importance-matrix weights (ne0 per matrix), or NULL */
+    int      imx_use, imx_odd; /* TM_GGUF_IMX_*; tm_imatrix_odd_entry of its entry             */
     double   *c_x2, *c_e2, *c_max; /* per chunk: sum x^2, sum err^2, max |err|             */
     int      cached;        /* 1: every chunk is in p->tensor_cache: read, not quantized   */
     int      file;          /* the input file holding it, and its data offset there        */
@@ -744,6 +745,19 @@ static tm_status do_quant_chunk(gjob *j, gplan *pl, int64_t c, wbuf *b, tm_err *
                                             ne0, q + (size_t)((uint64_t)(r - p0) * rb), b->dq, &acc, NULL, j->p->kernels, err);
         }
         if (s) return row_error(j, pl, x, p0, p1, q, s, err);
+        /* llama-quantize's check of what it quantized (ggml_validate_row_data) */
+        int nan = 0;
+        const int64_t bpr = ne0 / blck(pl->out_type);
+        const int64_t bad = tm__gq_validate(pl->out_type, q, (p1 - p0) * bpr, &nan);
+        if (bad >= 0)
+            return tm__err_set(err, TM_E_NONFINITE, -1,
+                               "%s: tensor '%s' (%s): row %lld: block %lld: the stored scale is %s, as ggml's arithmetic "
+                               "gives it%s; llama-quantize refuses it too (\"quantized data validation failed\")",
+                               tm_file_path(j->in, t->file_index), pl->name, tname(pl->out_type),
+                               (long long)(p0 + bad / bpr), (long long)(bad % bpr), nan ? "NaN" : "infinite",
+                               pl->imx_odd == 2 ? " for its all-zero importance-matrix entry"
+                               : pl->imx_odd == 1 ? " for its importance-matrix entry with negative values"
+                               : pl->imx ? " for its importance-matrix entry" : "");
     }
     s = out_write(j, pl, rb * (uint64_t)r0, b->q, nbytes, err);
     if (s) return s;
@@ -962,10 +976,19 @@ static tm_status plan_types(gjob *j, tm_err *err) {
     qs.has_imatrix = imx != NULL;
     qs.output_tensor_type = p->output_tensor_type;
     qs.token_embedding_type = p->token_embedding_type;
-    if (!s && !imx && tm_gguf_ftype_needs_imatrix(p->ftype))
-        s = tm__err_set(err, TM_E_INVALID_ARG, -1,
-                        "Please do not use IQ1_S, IQ1_M, IQ2_S, IQ2_XXS, IQ2_XS or Q2_K_S quantization without an "
-                        "importance matrix (--type %s needs --imatrix FILE, as llama-quantize)", tm_gguf_ftype_name(p->ftype));
+    if (!s && !imx && tm_gguf_ftype_needs_imatrix(p->ftype)) {
+        if (p->imatrix) /* given, but --include-/--exclude-weights left nothing */
+            s = tm__err_set(err, TM_E_INVALID_ARG, -1,
+                            "Please do not use IQ1_S, IQ1_M, IQ2_S, IQ2_XXS, IQ2_XS or Q2_K_S quantization without an "
+                            "importance matrix (--type %s): --include-weights/--exclude-weights left 0 of the %lld "
+                            "entries of %s (llama-quantize then has no importance matrix either)",
+                            tm_gguf_ftype_name(p->ftype), (long long)(p->imatrix_n_read ? p->imatrix_n_read : p->imatrix->n),
+                            p->imatrix_arg ? p->imatrix_arg : p->imatrix->path);
+        else
+            s = tm__err_set(err, TM_E_INVALID_ARG, -1,
+                            "Please do not use IQ1_S, IQ1_M, IQ2_S, IQ2_XXS, IQ2_XS or Q2_K_S quantization without an "
+                            "importance matrix (--type %s needs --imatrix FILE, as llama-quantize)", tm_gguf_ftype_name(p->ftype));
+    }
     int n_layer = 0;
     if (!s) read_hparams(kv, p->kv_overrides, &qs, &n_layer);
     for (int64_t i = 0; i < n && !s; i++) {
@@ -1011,7 +1034,7 @@ static tm_status plan_types(gjob *j, tm_err *err) {
         while (nd > 1 && pl->ne[nd - 1] == 1) nd--;
         const char *why = p->ftype == TM_FTYPE_COPY ? "COPY: every tensor copied as it is"
                                                     : not_quantized_reason(pl->name, nd, p->leave_output_tensor);
-        int new_type = pl->src_type, refused = 0;
+        int new_type = pl->src_type, refused = 0, rowfail = 0, chosen = -1;
         if (why) {
             snprintf(pl->reason, sizeof pl->reason, "%s", why);
         } else {
@@ -1043,7 +1066,9 @@ static tm_status plan_types(gjob *j, tm_err *err) {
                 snprintf(pl->reason, sizeof pl->reason, "--output-tensor-type %s", tname(new_type));
             }
             /* --pure, an override or an F16/BF16 file type may pick a type the row cannot hold */
+            chosen = new_type;
             if (!refused && pl->ne[0] % blck(new_type) != 0) {
+                rowfail = 1;
                 size_t k = strlen(pl->reason);
                 snprintf(pl->reason + k, sizeof pl->reason - k, "; row of %lld is not a multiple of the %s block (%d)",
                          (long long)pl->ne[0], tname(new_type), blck(new_type));
@@ -1064,15 +1089,29 @@ static tm_status plan_types(gjob *j, tm_err *err) {
         pl->out_type = new_type;
         pl->quantize = pl->src_type != new_type;
         /* llama_model_quantize_impl's checks of a tensor to convert, in its order: the
-        ** importance matrix's entry, the very low-bit refusal, then the source type */
-        if (!pl->quantize) continue;
+        ** importance matrix's entry, the very low-bit refusal, then the source type. It looks the
+        ** entry up for the type it chose (an override it then cannot write, kept here in F16, is
+        ** still that type) */
+        const int want = rowfail ? chosen : new_type;
+        if (!(pl->quantize || (rowfail && pl->src_type != want))) continue;
         /* the importance matrix, matched as llama_model_quantize_impl matches it */
         int matched = 0;
+        const int takes = tm_gq_uses_imatrix(want) || !tm_gq_writable(want);
         if (imx) {
             const tm_imatrix_entry *e = tm_imatrix_find(imx, pl->name);
             size_t k = strlen(pl->reason);
+            int dropped = 0;
+            for (int64_t d = 0; !e && d < p->n_imatrix_dropped; d++)
+                if (strcmp(p->imatrix_dropped[d], pl->name) == 0) dropped = 1;
             if (!e) {
-                snprintf(pl->reason + k, sizeof pl->reason - k, "; no importance-matrix entry: quantized without weights");
+                if (takes && !rowfail) {
+                    pl->imx_use = dropped ? TM_GGUF_IMX_FILTERED : TM_GGUF_IMX_NO_ENTRY;
+                    snprintf(pl->reason + k, sizeof pl->reason - k, dropped
+                             ? "; its importance-matrix entry was dropped by --include-weights/--exclude-weights: quantized without weights"
+                             : "; no importance-matrix entry: quantized without weights");
+                } else if (!rowfail) {
+                    pl->imx_use = TM_GGUF_IMX_IGNORED;
+                }
             } else if (e->nval != pl->ne[0] * pl->ne[2]) {
                 if (strcmp(pl->name, "token_embd.weight") != 0) {
                     s = tm__err_set(err, TM_E_INVALID_ARG, -1,
@@ -1082,39 +1121,49 @@ static tm_status plan_types(gjob *j, tm_err *err) {
                                     (long long)(pl->ne[0] * pl->ne[2]), (long long)pl->ne[0], (long long)pl->ne[2]);
                     break;
                 }
-                snprintf(pl->reason + k, sizeof pl->reason - k, "; importance-matrix entry of %lld values does not fit "
-                         "(token_embd: llama-quantize quantizes it without weights)", (long long)e->nval);
-            } else if (tm_gq_uses_imatrix(new_type) || !tm_gq_writable(new_type)) {
+                pl->imx_use = rowfail ? TM_GGUF_IMX_NONE : takes ? TM_GGUF_IMX_BAD_SIZE : TM_GGUF_IMX_IGNORED;
+                if (!rowfail)
+                    snprintf(pl->reason + k, sizeof pl->reason - k, "; importance-matrix entry of %lld values does not fit "
+                             "(token_embd: llama-quantize quantizes it without weights)", (long long)e->nval);
+            } else if (rowfail) {
+                matched = 1; /* kept in F16, which takes no weights */
+            } else if (takes) {
                 pl->imx = e->weights;
+                pl->imx_use = TM_GGUF_IMX_WEIGHTED;
+                pl->imx_odd = tm_imatrix_odd_entry(e);
                 matched = 1;
-                snprintf(pl->reason + k, sizeof pl->reason - k, "; importance matrix");
+                snprintf(pl->reason + k, sizeof pl->reason - k, "; importance matrix%s",
+                         pl->imx_odd == 1 ? " (its entry holds negative values)"
+                         : pl->imx_odd == 2 ? " (its entry is all zero)" : "");
             } else {
                 matched = 1;
+                pl->imx_use = TM_GGUF_IMX_IGNORED;
                 snprintf(pl->reason + k, sizeof pl->reason - k, "; %s ignores the importance matrix", tname(new_type));
             }
         }
         /* llama-quantize's refusal of a very low-bit type without weights */
         if (!matched &&
-            (new_type == TM_GGML_IQ2_XXS || new_type == TM_GGML_IQ2_XS || new_type == TM_GGML_IQ2_S ||
-             new_type == TM_GGML_IQ1_S ||
-             (new_type == TM_GGML_IQ1_M && strcmp(pl->name, "token_embd.weight") && strcmp(pl->name, "output.weight")) ||
-             (new_type == TM_GGML_Q2_K && p->ftype == TM_FTYPE_Q2_K_S && strcmp(pl->name, "token_embd.weight") != 0))) {
+            (want == TM_GGML_IQ2_XXS || want == TM_GGML_IQ2_XS || want == TM_GGML_IQ2_S ||
+             want == TM_GGML_IQ1_S ||
+             (want == TM_GGML_IQ1_M && strcmp(pl->name, "token_embd.weight") && strcmp(pl->name, "output.weight")) ||
+             (want == TM_GGML_Q2_K && p->ftype == TM_FTYPE_Q2_K_S && strcmp(pl->name, "token_embd.weight") != 0))) {
             s = tm__err_set(err, TM_E_INVALID_ARG, -1,
                             "Missing importance matrix for tensor %s in a very low-bit quantization (%s): the result would "
                             "be garbage, so llama-quantize bails out; pass --imatrix with an entry for it",
-                            pl->name, tname(new_type));
+                            pl->name, tname(want));
             break;
         }
-        if (tm_ggml_type_info_get(pl->src_type)->is_quantized && !p->allow_requantize)
+        if (pl->quantize && tm_ggml_type_info_get(pl->src_type)->is_quantized && !p->allow_requantize)
             s = tm__err_set(err, TM_E_UNSUPPORTED, -1,
                             "%s: tensor '%s': requantizing from type %s is disabled (llama-quantize refuses it too; "
                             "--allow-requantize dequantizes and quantizes again)",
                             tm_file_path(in, 0), pl->name, tname(pl->src_type));
-        else if (pl->src_type != TM_GGML_F32 && pl->src_type != TM_GGML_F16 &&
+        else if (pl->quantize && pl->src_type != TM_GGML_F32 && pl->src_type != TM_GGML_F16 &&
                  pl->src_type != TM_GGML_BF16 && !tm_ggml_type_info_get(pl->src_type)->is_quantized)
             s = tm__err_set(err, TM_E_UNSUPPORTED, -1, "%s: tensor '%s': cannot convert type %s",
                             tm_file_path(in, 0), pl->name, tname(pl->src_type));
         if (s) break;
+        if (!pl->quantize) continue;
         if (!tm_gq_writable(new_type))
             s = tm__err_set(err, TM_E_UNSUPPORTED, -1, "%s: tensor '%s': the rules of %s choose %s, which this build "
                             "cannot write yet", tm_file_path(in, 0), pl->name, tm_gguf_ftype_name(p->ftype), tname(new_type));
@@ -1138,11 +1187,39 @@ static tm_status plan_types(gjob *j, tm_err *err) {
     return s;
 }
 
+/* A part (--shard) refuses, before it writes a byte, when a finished part of the same OUT was
+** made with another importance-matrix content (its recipe's sha256; merge checks it too). */
+static tm_status same_imatrix_as_parts(const tm_gguf_quantize_params *p, const tm__pipe *pp, tm_err *err) {
+    const char *mine = p->imatrix && p->imatrix->n > 0 ? p->imatrix->sha256 : NULL;
+    tm_status s = TM_OK;
+    for (int k = 0; !s && k < pp->shard_n; k++) {
+        if (k == pp->shard_i) continue;
+        char *dir = tm__part_path(pp->final_out, k, pp->shard_n);
+        char *mp = dir ? tm__aprintf("%s/tensormorph-manifest.json", dir) : NULL;
+        json_t *m = mp ? json_load_file(mp, 0, NULL) : NULL;
+        if (m) {
+            json_t *im = json_object_get(json_object_get(m, "recipe"), "importance_matrix");
+            const char *theirs = json_string_value(json_object_get(im, "sha256"));
+            if ((mine || theirs) && (!mine || !theirs || strcmp(mine, theirs)))
+                s = tm__err_set(err, TM_E_CORRUPT, -1,
+                                "--shard %d/%d: %s: imatrix differs (that part's sha256 %.12s..., this run's %.12s...): "
+                                "every part of %s must be made with the same importance-matrix content",
+                                pp->shard_i, pp->shard_n, dir, theirs ? theirs : "(none)", mine ? mine : "(none)",
+                                pp->final_out);
+            json_decref(m);
+        }
+        free(mp);
+        free(dir);
+    }
+    return s;
+}
+
 static tm_status gguf_plan(void *ctx, tm__pipe *pp, int64_t *n_tasks, tm_err *err) {
     gjob *j = ctx;
     tm_file *in = j->in;
     const tm_gguf_quantize_params *p = j->p;
-    tm_status s = plan_types(j, err);
+    tm_status s = pp->shard_n ? same_imatrix_as_parts(p, pp, err) : TM_OK;
+    if (!s) s = plan_types(j, err);
     tm_gguf_kvlist *kv = j->kv;
     gplan *plans = j->plans;
     const int64_t n = j->n;
@@ -1297,6 +1374,11 @@ static tm_status gguf_results(void *ctx, tm__pipe *pp, tm__qtotals *tot, tm_err 
         rt->out_type = pl->out_type;
         rt->quantized = pl->quantize;
         rt->imatrix = pl->imx != NULL;
+        rt->imatrix_use = pl->imx_use;
+        rt->imatrix_odd = pl->imx_odd;
+        res->n_imx_weighted += pl->imx_use == TM_GGUF_IMX_WEIGHTED;
+        res->n_imx_unweighted += pl->imx_use == TM_GGUF_IMX_NO_ENTRY || pl->imx_use == TM_GGUF_IMX_FILTERED ||
+                                 pl->imx_use == TM_GGUF_IMX_BAD_SIZE;
         snprintf(rt->reason, sizeof rt->reason, "%s", pl->reason);
         rt->n_elems = t->n_elems;
         rt->out_bytes = tm_gguf_writer_tensor_bytes(j->w, i);
@@ -1344,6 +1426,7 @@ static void gguf_recipe(void *ctx, json_t *man) {
         json_object_set_new(o, "file", json_string(p->imatrix_arg ? p->imatrix_arg : im->path));
         json_object_set_new(o, "format", json_string(im->is_gguf ? "gguf" : "legacy"));
         json_object_set_new(o, "dataset", im->dataset ? json_string(im->dataset) : json_null());
+        json_object_set_new(o, "sha256", json_string(im->sha256));
         json_object_set_new(o, "entries", json_integer((json_int_t)im->n));
         json_object_set_new(o, "chunks", json_integer(im->chunks));
         json_object_set_new(recipe, "importance_matrix", o);
@@ -1357,11 +1440,29 @@ static void gguf_recipe(void *ctx, json_t *man) {
     if (p->tt_exact) json_object_set_new(recipe, "tensor_types_exact", json_true());
     json_object_set_new(man, "recipe", recipe);
     if (j->qs.has_imatrix) {
+        int64_t n_neg = 0, n_zero = 0;
+        for (int64_t i = 0; i < res->n; i++) {
+            n_neg += res->tensors[i].imatrix_odd == 1;
+            n_zero += res->tensors[i].imatrix_odd == 2;
+        }
+        char odd[160] = "";
+        if (n_neg || n_zero)
+            snprintf(odd, sizeof odd, "; %lld of them with negative and %lld with all-zero importances (used as they "
+                     "are, as llama-quantize)", (long long)n_neg, (long long)n_zero);
         char *c = tm__aprintf("importance matrix %s (%s format, %lld entries, %d chunks of dataset '%s'): the K-quant and "
-                              "IQ searches weighted each column's error by it, as llama-quantize --imatrix",
+                              "IQ searches of %lld tensors weighted each column's error by it, as llama-quantize --imatrix%s; "
+                              "%lld tensors whose type takes weights were quantized without (no entry)",
                               p->imatrix_arg ? p->imatrix_arg : p->imatrix->path, p->imatrix->is_gguf ? "GGUF" : "legacy",
-                              (long long)p->imatrix->n, p->imatrix->chunks, p->imatrix->dataset ? p->imatrix->dataset : "");
+                              (long long)p->imatrix->n, p->imatrix->chunks, p->imatrix->dataset ? p->imatrix->dataset : "",
+                              (long long)res->n_imx_weighted, odd, (long long)res->n_imx_unweighted);
         tm__manifest_add_calibration(man, c ? c : "importance matrix");
+        free(c);
+    } else if (p->imatrix) {
+        char *c = tm__aprintf("none: the importance matrix %s had no entry left after --include-weights/--exclude-weights "
+                              "(%lld read): ggml's reference quantizers ran on the weights themselves",
+                              p->imatrix_arg ? p->imatrix_arg : p->imatrix->path,
+                              (long long)(p->imatrix_n_read ? p->imatrix_n_read : p->imatrix->n));
+        tm__manifest_add_calibration(man, c ? c : "none");
         free(c);
     } else {
         tm__manifest_add_calibration(man, "none: no importance matrix; ggml's reference quantizers ran on the weights themselves");
@@ -1383,6 +1484,8 @@ static tm_status gguf_manifest(void *ctx, json_t *man, tm_err *err) {
         json_object_set_new(o, "type", json_string(tname(rt->out_type)));
         json_object_set_new(o, "reason", json_string(rt->reason));
         json_object_set_new(o, "imatrix", json_boolean(rt->imatrix));
+        if (rt->imatrix_odd)
+            json_object_set_new(o, "imatrix_values", json_string(rt->imatrix_odd == 1 ? "negative" : "all zero"));
         json_object_set_new(o, "bytes", json_integer((json_int_t)rt->out_bytes));
         if (rt->quantized) {
             json_t *e = json_object();

@@ -270,6 +270,15 @@ static tm_status take_part(merge_state *m, int i, json_t *man, json_t *rec, cons
         {"source_sha256", "source checkpoint"},
         {"layout_sha256", "output layout"},
     };
+    /* the input files a recipe names (an importance matrix) by their content, before the recipe
+    ** hash that covers them: the message says which file differs */
+    const char *ia = jstr(json_object_get(json_object_get(man, "recipe"), "importance_matrix"), "sha256");
+    const char *ib = jstr(json_object_get(json_object_get(m->man, "recipe"), "importance_matrix"), "sha256");
+    if ((ia || ib) && (!ia || !ib || strcmp(ia, ib)))
+        s = tm__err_set(err, TM_E_CORRUPT, -1,
+                        "merge %s: %s: imatrix differs from part 0's (sha256 %.12s... vs %.12s...: the importance "
+                        "matrix file changed between the parts, or another one was given); re-run --shard %d/%d with "
+                        "part 0's imatrix", m->out, pp, ia ? ia : "(none)", ib ? ib : "(none)", i, m->n);
     for (size_t k = 0; !s && k < sizeof same / sizeof same[0]; k++) {
         const char *a = jstr(rec, same[k].key), *b = jstr(rec0, same[k].key);
         if (!a || !b || strcmp(a, b))

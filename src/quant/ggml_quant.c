@@ -51,6 +51,11 @@ static inline int trunc_u8(float v) {
 /* Store f as f16 at p; an overflow to +-inf is TM_E_RANGE (the reference would store inf). */
 static tm_status put_f16(uint8_t *p, float f, const char *field, int64_t blk, tm_err *err) {
     uint16_t h = tm_f32_to_f16(f);
+    if ((h & 0x7c00u) == 0x7c00u && isnan(f))
+        return tm__err_set(err, TM_E_NONFINITE, -1,
+                           "block %lld: %s is NaN, as ggml's arithmetic gives it (every weight of its codes zero, e.g. "
+                           "an all-zero importance-matrix entry); llama-quantize refuses it too (\"quantized data "
+                           "validation failed\")", (long long)blk, field);
     if ((h & 0x7c00u) == 0x7c00u)
         return tm__err_set(err, TM_E_RANGE, -1,
                            "block %lld: %s = %g does not fit float16 (largest 65504)",
@@ -873,7 +878,7 @@ float tm__gq_make_qp_quants(int n, int nmax, const float *x, uint8_t *L, const f
         }
         if (!n_changed) break;
     }
-    return suml2 > 0.0f ? sumlx / suml2 : 0.0f;
+    return sumlx / suml2; /* as ggml: NaN where every weight is 0 (llama-quantize then refuses the row) */
 }
 
 /* quantize_row_q2_K_impl: sigma2 = sum x^2 / 256 over the block, weights qw sqrt(sigma2 + x^2),

@@ -35,6 +35,11 @@ tm_status tm__gq_quantize_row_err(int type, const float *x, int64_t n, const flo
                                   int64_t n_row, void *out, float *dq, tm__gq_err *acc,
                                   int64_t *bad_block, const tm_kernels *k, tm_err *err);
 
+/* tm__gq_validate: llama-quantize's ggml_validate_row_data (ggml_validate.c) for nb blocks of
+** `type` at q: the index of the first block whose float16 scale (or min) is NaN or inf (*nan 1:
+** NaN, 0: inf), or -1 (also for a type without scales: F32, F16, BF16). */
+int64_t tm__gq_validate(int type, const uint8_t *q, int64_t nb, int *nan);
+
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define TM__GQ_HAVE_AVX2 1
 /* nb blocks of 32 values from x into Q8_0 / Q4_0 blocks at y, byte-identical to the scalar

@@ -142,9 +142,8 @@ static tm_status iq4_nl_block(const float *x, const float *qw, uint8_t *y, int64
     sigma2 *= 2.f / 32;
     subblock_weights(x, qw, sigma2, 32, w);
     float d = iq4_subblock_scale(x, w);
-    /* Deviation (docs/gguf-quantize.md): where all weights vanish (sumq2 = 0) the reference
-    ** stores d = NaN; we write the block with d = 0. */
-    if (!isfinite(d)) d = 0.0f;
+    /* where all weights vanish (sumq2 = 0) d is NaN, as the reference stores it (and
+    ** llama-quantize then refuses the row: tm__gq_validate) */
     tm_status st = put_f16(y, d, "d", blk, err);
     if (st) return st;
     float id = d ? 1 / d : 0;

@@ -216,7 +216,6 @@ TM_AVX2 static tm_status iq4_nl_block_avx2(const iq4_lut *t, const float *x, con
     sigma2 *= 2.f / 32;
     iq4_weights_avx2(x, qw, sigma2, w);
     float d = iq4_scale_avx2(t, x, w);
-    if (!isfinite(d)) d = 0.0f; /* the scalar code's deviation (docs/gguf-quantize.md) */
     tm_status st = put_f16(y, d, blk, err);
     if (st) return st;
     float id = d ? 1 / d : 0;

@@ -146,8 +146,11 @@ static void test_reader_legacy(void **state) {
     tm_imatrix *x = NULL;
     snprintf(q, sizeof q, "%s/bad.imatrix", g_tmp);
     static const struct { size_t len; const char *needle; } cut[] = {
-        {2, "entry count"}, {20, "entry 0"}, {31, "ncall and nval of entry 0"}, {1000, "entry 0 'blk.1.ffn_down.weight': nval 768 at byte 33"},
-        {18890, "the trailer"}, {18900, "dataset name length 8"}};
+        {2, "the entry count (int32) at byte 0 needs 4 bytes, but only 2 are left"},
+        {20, "entry 0's name (name length 21 at byte 4) at byte 8 needs 21 bytes, but only 12 are left"},
+        {31, "entry 'blk.1.ffn_down.weight' at byte 4: ncall and nval (int32 each) at byte 29 needs 8 bytes, but only 2 are left"},
+        {1000, "entry 'blk.1.ffn_down.weight' at byte 4: its 768 values (nval at byte 33; float32 each) at byte 37 needs 3072 bytes, but only 963 are left"},
+        {18890, "the trailer"}, {18900, "the dataset name (length 8 at byte 18892) at byte 18896 needs 8 bytes, but only 4 are left"}};
     for (size_t k = 0; k < sizeof cut / sizeof cut[0]; k++) {
         write_bytes(q, raw, cut[k].len);
         assert_int_equal(tm_imatrix_load(q, &x, &er), TM_E_CORRUPT);
@@ -178,7 +181,7 @@ static void test_reader_legacy(void **state) {
     memcpy(b + 3140 + 4 * 5, &nan, 4);
     write_bytes(q, b, n);
     assert_int_equal(tm_imatrix_load(q, &x, &er), TM_E_NONFINITE);
-    assert_non_null(strstr(er.msg, "'blk.0.attn_q.weight': value 5 is NaN"));
+    assert_non_null(strstr(er.msg, "entry 'blk.0.attn_q.weight' at byte 3160: value 5 is NaN"));
     /* no trailer (older llama-imatrix): chunks 0, no dataset */
     write_bytes(q, raw, 18888);
     assert_int_equal(tm_imatrix_load(q, &x, &er), TM_OK);
@@ -187,6 +190,85 @@ static void test_reader_legacy(void **state) {
     tm_imatrix_free(x);
     free(b);
     free(raw);
+}
+
+/* Append one legacy entry (name of len bytes, ncall, nval values v) at b + *n. */
+static void put_entry(uint8_t *b, size_t *n, const char *name, int32_t len, int32_t ncall, const float *v, int32_t nval) {
+    memcpy(b + *n, &len, 4);
+    memcpy(b + *n + 4, name, (size_t)len);
+    *n += 4 + (size_t)len;
+    memcpy(b + *n, &ncall, 4);
+    memcpy(b + *n + 4, &nval, 4);
+    memcpy(b + *n + 8, v, 4 * (size_t)nval);
+    *n += 8 + 4 * (size_t)nval;
+}
+
+/* The legacy reader as llama-quantize's load_imatrix: a name is cut at its first NUL, an empty
+** name is an entry ""; the non-finite check comes after --include/--exclude-weights; a
+** directory is TM_E_IO; sha256 of the bytes; tm_imatrix_odd_entry. */
+static void test_reader_llama_rules(void **state) {
+    (void)state;
+    uint8_t b[512];
+    size_t n = 0;
+    const int32_t three = 3;
+    float v[4] = {1, 2, 3, 4}, z[4] = {0, 0, 0, 0}, ng[4] = {1, -2, 3, 4}, bad[4] = {1, NAN, 3, 4};
+    memcpy(b, &three, 4);
+    n = 4;
+    put_entry(b, &n, "blk.0.attn_q.weight\0junk", 24, 1, v, 4);
+    put_entry(b, &n, "", 0, 2, z, 4);
+    put_entry(b, &n, "blk.0.attn_k.weight", 19, 1, ng, 4);
+    char q[700];
+    snprintf(q, sizeof q, "%s/rules.imatrix", g_tmp);
+    write_bytes(q, b, n);
+    tm_imatrix *m = NULL;
+    tm_err er;
+    assert_int_equal(tm_imatrix_load(q, &m, &er), TM_OK);
+    assert_int_equal(m->n, 3);
+    assert_non_null(tm_imatrix_find(m, "blk.0.attn_q.weight"));
+    assert_non_null(tm_imatrix_find(m, ""));
+    assert_int_equal(tm_imatrix_odd_entry(tm_imatrix_find(m, "blk.0.attn_q.weight")), 0);
+    assert_int_equal(tm_imatrix_odd_entry(tm_imatrix_find(m, "")), 2);
+    assert_int_equal(tm_imatrix_odd_entry(tm_imatrix_find(m, "blk.0.attn_k.weight")), 1);
+    assert_int_equal(strlen(m->sha256), 64);
+    char h1[65];
+    snprintf(h1, sizeof h1, "%s", m->sha256);
+    tm_imatrix_free(m);
+    /* a NaN in an entry the filter drops: accepted; in one it keeps: refused with its offset */
+    n = 4;
+    put_entry(b, &n, "blk.0.attn_q.weight", 19, 1, v, 4);
+    put_entry(b, &n, "blk.0.attn_v.weight", 19, 1, bad, 4);
+    put_entry(b, &n, "blk.0.attn_k.weight", 19, 1, v, 4);
+    write_bytes(q, b, n);
+    assert_int_equal(tm_imatrix_load(q, &m, &er), TM_E_NONFINITE);
+    assert_non_null(strstr(er.msg, "entry 'blk.0.attn_v.weight' at byte 86: value 1 is NaN"));
+    assert_int_equal(tm_imatrix_load_unchecked(q, &m, &er), TM_OK);
+    assert_string_not_equal(m->sha256, h1);
+    const char *ex[] = {"attn_v"};
+    tm_imatrix_filter(m, ex, 1, NULL, 0);
+    assert_int_equal(tm_imatrix_check_finite(m, &er), TM_OK);
+    tm_imatrix_free(m);
+    assert_int_equal(tm_imatrix_load(g_tmp, &m, &er), TM_E_IO);
+    assert_non_null(strstr(er.msg, "is a directory"));
+    assert_null(m);
+}
+
+/* ggml's arithmetic for importances it was not made for (make_qp_quants returns sumlx / suml2
+** unguarded): negative weights give Q4_K super-block scales that are not zero (before: all-zero
+** blocks), all-zero weights a NaN d that the GGUF job refuses (tm_gq keeps it an error). */
+static void test_kernel_odd_weights(void **state) {
+    (void)state;
+    float x[256], w[256];
+    uint8_t y[256];
+    tm_err er;
+    for (int i = 0; i < 256; i++) {
+        x[i] = sinf(0.37f * (float)i) + 0.01f * (float)(i % 7);
+        w[i] = -(1.0f + (float)(i % 5));
+    }
+    assert_int_equal(tm_gq_quantize_row_imatrix(TM_GGML_Q4_K, x, 256, w, y, NULL, &er), TM_OK);
+    assert_int_not_equal(y[0] | y[1] << 8, 0); /* d */
+    for (int i = 0; i < 256; i++) w[i] = 0.0f;
+    assert_int_equal(tm_gq_quantize_row_imatrix(TM_GGML_Q4_K, x, 256, w, y, NULL, &er), TM_E_NONFINITE);
+    assert_non_null(strstr(er.msg, "is NaN"));
 }
 
 /* A GGUF imatrix of newer llama.cpp: general.type imatrix, imatrix.datasets / chunk_count /
@@ -664,6 +746,8 @@ static int teardown(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_reader_legacy),
+        cmocka_unit_test(test_reader_llama_rules),
+        cmocka_unit_test(test_kernel_odd_weights),
         cmocka_unit_test(test_reader_gguf),
         cmocka_unit_test(test_synth256_references),
         cmocka_unit_test(test_metadata),

@@ -827,6 +827,39 @@ TM_AVX2 void tm__iq1m_splits_avx2(const float *weight, const float *xb, const in
     }
 }
 /* ---------------------------------------------------------------------------------------- */
+/* IQ1_S / IQ1_M: the sort of a sub-block                                                    */
+/* ---------------------------------------------------------------------------------------- */
+
+/* sort_idx of ggml_quant_iq2.c by ranks: value b counts against every value a with x_b < x_a,
+** and with x_b <= x_a when b < a (a tie keeps the index order), so rank a is the place of a in
+** the stable ascending order (finite values; -0 and +0 equal, as the scalar comparison). */
+TM_AVX2 void tm__iq1_sort_avx2(int n, const float *xb, int *idx) {
+    const int nv = n / 8; /* 2 or 4 */
+    __m256 X[4];
+    __m256i R[4];
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    for (int k = 0; k < nv; k++) {
+        X[k] = _mm256_loadu_ps(xb + 8 * k);
+        R[k] = _mm256_setzero_si256();
+    }
+    for (int kb = 0; kb < nv; kb++)
+        for (int e = 0; e < 8; e++) {
+            const __m256 v = _mm256_set1_ps(xb[8 * kb + e]);
+            for (int k = 0; k < kb; k++) /* a < b: strict */
+                R[k] = _mm256_sub_epi32(R[k], _mm256_castps_si256(_mm256_cmp_ps(v, X[k], _CMP_LT_OQ)));
+            /* the same register: a > b counts ties */
+            const __m256 after = _mm256_castsi256_ps(_mm256_cmpgt_epi32(lane, _mm256_set1_epi32(e)));
+            const __m256 c = _mm256_blendv_ps(_mm256_cmp_ps(v, X[kb], _CMP_LT_OQ), _mm256_cmp_ps(v, X[kb], _CMP_LE_OQ),
+                                              after);
+            R[kb] = _mm256_sub_epi32(R[kb], _mm256_castps_si256(c));
+            for (int k = kb + 1; k < nv; k++) /* a > b: ties count */
+                R[k] = _mm256_sub_epi32(R[k], _mm256_castps_si256(_mm256_cmp_ps(v, X[k], _CMP_LE_OQ)));
+        }
+    int32_t r[32];
+    for (int k = 0; k < nv; k++) _mm256_storeu_si256((__m256i *)(r + 8 * k), R[k]);
+    for (int a = 0; a < n; a++) idx[r[a]] = a;
+}
+/* ---------------------------------------------------------------------------------------- */
 /* IQ1_S / IQ1_M: the best neighbour                                                         */
 /* ---------------------------------------------------------------------------------------- */
 

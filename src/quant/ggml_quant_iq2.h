@@ -99,9 +99,10 @@ float tm__iq2_trials16_avx2(const tm__iq2_tab *t, const float *weight, const flo
 /* trials32 of ggml_quant_iq2.c, the same way: the 13 trials in the lanes of 2 registers. */
 float tm__iq2_trials32_avx2(const tm__iq2_tab *t, const float *weight, const float *waux, const float *xval,
                             float eff_max, float scale, int8_t *L);
-/* iq1s_splits with 8 values of i2 in AVX2 lanes: a chunk none of whose 16 candidates passes the
-** test against the running best is skipped (the scalar walk would keep nothing in it), any
-** other replayed in order from the lanes' sums. */
+/* iq1s_splits in AVX2 lanes: every candidate's sums first (4 values of i2 times the two shifts a
+** register, the scalar arithmetic), then the scalar rule run exactly from a near-best candidate
+** that the rule provably keeps whatever came before it; where that proof's conditions fail, the
+** walk of every chunk of 8 values of i2 (a chunk with no passing candidate skipped). Same result. */
 void tm__iq1s_splits_avx2(const float *sumx, const float *sumw, float *scale, int *bi1, int *bi2, int *bshift);
 /* iq1m_splits with the 4 combinations' sums (w v) x and (w v) v in the 8 lanes of one register,
 ** the terms of every sorted value precomputed: the same additions in the same order per lane; a

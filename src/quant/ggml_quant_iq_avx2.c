@@ -24,7 +24,8 @@
 ** IQ2_XXS / IQ2_XS / IQ2_S (tm__iq2_best_avx2): the best neighbour with the candidates in lanes.
 ** IQ2_XS / IQ2_S / IQ2_XXS (tm__iq2_trials16_avx2, tm__iq2_trials32_avx2): the scale trials of a
 ** sub-block of 16 / 32 in lanes.
-** IQ1_S (tm__iq1s_splits_avx2): the split search, 8 values of i2 in lanes.
+** IQ1_S (tm__iq1s_splits_avx2): the split search, 4 values of i2 times 2 shifts in lanes.
+** IQ1_S / IQ1_M (tm__iq1_sort_avx2): the stable sort of a sub-block by ranks counted in lanes.
 ** IQ1_M (tm__iq1m_splits_avx2): the split search, the 4 delta combinations' two sums in lanes.
 ** IQ1_S / IQ1_M (tm__iq1_best_avx2): the best neighbour, 8 candidates in lanes, terms looked up.
 ** TQ1_0 / TQ2_0: the block maximum and the trits 8 to a register, the packing on bytes.

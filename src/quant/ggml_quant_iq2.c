@@ -534,7 +534,8 @@ int64_t tm__gq_iq1_s(const tm__iq2_tab *t, const float *x, uint8_t *y, int64_t n
             }
             /* three levels -1, 0, 1 (+- delta): the exact weighted optimum over the two
             ** boundaries splitting the sorted values, from prefix sums */
-            sort_idx(BS, xb, val, idx);
+            if (t->sort1) t->sort1(BS, xb, idx);
+            else sort_idx(BS, xb, val, idx);
             sumx[0] = sumw[0] = 0;
             for (int j = 0; j < BS; j++) {
                 const int i = idx[j];
@@ -701,7 +702,8 @@ int64_t tm__gq_iq1_m(const tm__iq2_tab *t, const float *x, uint8_t *y, int64_t n
                 shifts[ib] = 0;
                 continue;
             }
-            sort_idx(BS, xb, val, idx);
+            if (t->sort1) t->sort1(BS, xb, idx);
+            else sort_idx(BS, xb, val, idx);
             float scale = max;
             int besti1 = -1, besti2 = -1, best_k = -1;
             (t->iq1m_splits ? t->iq1m_splits : iq1m_splits)(weight, xb, idx, &scale, &besti1, &besti2, &best_k);
@@ -820,6 +822,7 @@ static tm_status rows_iq2(const tm_ggml_type_info *t, const float *x, int64_t b0
         view.iq1s_splits = tm__iq1s_splits_avx2;
         view.iq1m_splits = tm__iq1m_splits_avx2;
         view.best1 = tm__iq1_best_avx2;
+        view.sort1 = tm__iq1_sort_avx2;
         tab = &view;
     }
 #else

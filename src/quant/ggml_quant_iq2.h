@@ -53,6 +53,9 @@ struct tm__iq2_tab {
     ** the off-grid key u, levels xg[0..2]; else a SIMD variant (tm__iq1_best_avx2) */
     int (*best1)(const tm__iq2_tab *t, int u, const float *xval, const float *w, float scale, const float *xg,
                  int8_t *L);
+    /* NULL: IQ1_S / IQ1_M's scalar stable sort of a sub-block (sort_idx of ggml_quant_iq2.c: the
+    ** order ascending into idx), else a SIMD variant with the same order (tm__iq1_sort_avx2) */
+    void (*sort1)(int n, const float *xb, int *idx);
 };
 
 /* Which grid: the four 8-value grids of the five types (IQ1_S and IQ1_M share one). */
@@ -96,9 +99,10 @@ float tm__iq2_trials16_avx2(const tm__iq2_tab *t, const float *weight, const flo
 /* trials32 of ggml_quant_iq2.c, the same way: the 13 trials in the lanes of 2 registers. */
 float tm__iq2_trials32_avx2(const tm__iq2_tab *t, const float *weight, const float *waux, const float *xval,
                             float eff_max, float scale, int8_t *L);
-/* iq1s_splits with 8 values of i2 in AVX2 lanes: a chunk none of whose 16 candidates passes the
-** test against the running best is skipped (the scalar walk would keep nothing in it), any
-** other replayed in order from the lanes' sums. */
+/* iq1s_splits in AVX2 lanes: every candidate's sums first (4 values of i2 times the two shifts a
+** register, the scalar arithmetic), then the scalar rule run exactly from a near-best candidate
+** that the rule provably keeps whatever came before it; where that proof's conditions fail, the
+** walk of every chunk of 8 values of i2 (a chunk with no passing candidate skipped). Same result. */
 void tm__iq1s_splits_avx2(const float *sumx, const float *sumw, float *scale, int *bi1, int *bi2, int *bshift);
 /* iq1m_splits with the 4 combinations' sums (w v) x and (w v) v in the 8 lanes of one register,
 ** the terms of every sorted value precomputed: the same additions in the same order per lane; a
@@ -109,6 +113,9 @@ void tm__iq1m_splits_avx2(const float *weight, const float *xb, const int *idx, 
 ** computed once, each candidate's d2 their sum over i = 0..7 in order (a lane-wise look-up). */
 int tm__iq1_best_avx2(const tm__iq2_tab *t, int u, const float *xval, const float *w, float scale,
                       const float *xg, int8_t *L);
+/* sort_idx's order of n values (n 16 or 32) by their ranks: value a goes to place
+** #{b: x_b < x_a} + #{b < a: x_b == x_a}, the stable ascending order, counted in lanes. */
+void tm__iq1_sort_avx2(int n, const float *xb, int *idx);
 #endif
 /* The same with the table's signature (ggml_traits.h tm__gq_rows_fn: imatrix before b0). */
 tm_status tm__gq_rows_iq2(const struct tm_ggml_type_info *t, const float *x, const float *imatrix,

@@ -25,7 +25,8 @@
 ** IQ2_XS / IQ2_S / IQ2_XXS (tm__iq2_trials16_avx2, tm__iq2_trials32_avx2): the scale trials of a
 ** sub-block of 16 / 32 in lanes; the neighbour searches of a run of trials with one key in one pass
 ** over its candidates (run_best_avx2).
-** IQ1_S (tm__iq1s_splits_avx2): the split search, 8 values of i2 in lanes.
+** IQ1_S (tm__iq1s_splits_avx2): the split search, 4 values of i2 times 2 shifts in lanes.
+** IQ1_S / IQ1_M (tm__iq1_sort_avx2): the stable sort of a sub-block by ranks counted in lanes.
 ** IQ1_M (tm__iq1m_splits_avx2): the split search, the 4 delta combinations' two sums in lanes.
 ** IQ1_S / IQ1_M (tm__iq1_best_avx2): the best neighbour, 8 candidates in lanes, terms looked up.
 ** TQ1_0 / TQ2_0: the block maximum and the trits 8 to a register, the packing on bytes.
@@ -762,8 +763,10 @@ TM_AVX2 float tm__iq2_trials32_avx2(const tm__iq2_tab *t, const float *weight, c
 /* IQ1_S: the split search                                                                   */
 /* ---------------------------------------------------------------------------------------- */
 
-TM_AVX2 void tm__iq1s_splits_avx2(const float *sumx, const float *sumw, float *scale, int *bi1, int *bi2,
-                                  int *bshift) {
+/* The walk of every chunk in order (the whole scalar rule, a chunk none of whose candidates
+** passes skipped): the fallback of tm__iq1s_splits_avx2. */
+TM_AVX2 static void iq1s_walk_avx2(const float *sumx, const float *sumw, float *scale, int *bi1, int *bi2,
+                                   int *bshift) {
     enum { BS = 32 };
     const float d = 0.125f; /* IQ1S_DELTA of ggml_quant_iq2.c */
     const float x_p[3] = {-1 + d, d, 1 + d};
@@ -823,6 +826,117 @@ TM_AVX2 void tm__iq1s_splits_avx2(const float *sumx, const float *sumw, float *s
         }
     }
 }
+/* The scalar rule keeps candidate c (in the order i1, i2, +1, -1) when q2_c > 0 and
+** fl(qx_c^2) > fl(b q2_c), b the score s = fl(fl(qx / q2) qx) of the last kept one (-FLT_MAX
+** first); the result is the last kept. Every candidate's qx, q2, qx^2 first (4 values of i2
+** times the two shifts in the 8 lanes, in that order), with an estimate M of the best ratio
+** qx^2 / q2 (rcp). Then f: the first candidate with fl(qx^2) >= fl(L q2), L = M (1 - 2^-9),
+** provided every earlier one has max(fl(qx^2), 2^-126) < fl(K q2), K = L (1 - 2^-16): then each
+** earlier score is below K (1 + 8u) (u = 2^-24), so whatever b the walk holds before f, f
+** passes and is kept (2^-16 > 11u; L in [2^-60, 2^60] and q2_f in [2^-60, 2^60] keep every
+** product involved normal and finite). From f on the rule runs exactly, candidate by candidate
+** in the lanes (a keep re-tests the lanes after it against the new b). When a condition fails
+** (near ties at the threshold, ranges), the walk of every chunk (iq1s_walk_avx2) instead. */
+TM_AVX2 void tm__iq1s_splits_avx2(const float *sumx, const float *sumw, float *scale, int *bi1, int *bi2,
+                                  int *bshift) {
+    enum { BS = 32, NV = 153 }; /* sum over i1 of ceil((33 - i1) / 4) */
+    const float d = 0.125f;     /* IQ1S_DELTA of ggml_quant_iq2.c */
+    const float x_p[3] = {-1 + d, d, 1 + d};
+    const float x_m[3] = {-1 - d, -d, 1 - d};
+    float sxd[2 * (BS + 1) + 8], swd[2 * (BS + 1) + 8]; /* each prefix sum twice, padded */
+    for (int j = 0; j <= BS; j++) {
+        sxd[2 * j] = sxd[2 * j + 1] = sumx[j];
+        swd[2 * j] = swd[2 * j + 1] = sumw[j];
+    }
+    for (int j = 2 * (BS + 1); j < 2 * (BS + 1) + 8; j++) sxd[j] = sumx[BS], swd[j] = sumw[BS];
+    const __m256 P0 = _mm256_setr_ps(x_p[0], x_m[0], x_p[0], x_m[0], x_p[0], x_m[0], x_p[0], x_m[0]);
+    const __m256 P1 = _mm256_setr_ps(x_p[1], x_m[1], x_p[1], x_m[1], x_p[1], x_m[1], x_p[1], x_m[1]);
+    const __m256 P2 = _mm256_setr_ps(x_p[2], x_m[2], x_p[2], x_m[2], x_p[2], x_m[2], x_p[2], x_m[2]);
+    const __m256 sxe = _mm256_set1_ps(sumx[BS]), swe = _mm256_set1_ps(sumw[BS]), zero = _mm256_setzero_ps();
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    float QX[NV][8], Q2[NV][8], QX2[NV][8];
+    __m256 amax = zero;
+    int nv = 0;
+    for (int i1 = 0; i1 <= BS; ++i1) {
+        const __m256 ax = _mm256_set1_ps(sumx[i1] - sumx[0]), aw = _mm256_set1_ps(sumw[i1] - sumw[0]);
+        const __m256 sx1 = _mm256_set1_ps(sumx[i1]), sw1 = _mm256_set1_ps(sumw[i1]);
+        const __m256 A = _mm256_mul_ps(ax, P0), Aw = _mm256_mul_ps(_mm256_mul_ps(aw, P0), P0);
+        for (int c = i1; c <= BS; c += 4, nv++) {
+            const __m256 x2 = _mm256_loadu_ps(sxd + 2 * c), w2 = _mm256_loadu_ps(swd + 2 * c);
+            const __m256 bx = _mm256_sub_ps(x2, sx1), cx = _mm256_sub_ps(sxe, x2);
+            const __m256 bw = _mm256_sub_ps(w2, sw1), cw = _mm256_sub_ps(swe, w2);
+            __m256 qx = _mm256_add_ps(_mm256_add_ps(A, _mm256_mul_ps(bx, P1)), _mm256_mul_ps(cx, P2));
+            __m256 q2 = _mm256_add_ps(_mm256_add_ps(Aw, _mm256_mul_ps(_mm256_mul_ps(bw, P1), P1)),
+                                      _mm256_mul_ps(_mm256_mul_ps(cw, P2), P2));
+            if (c + 3 > BS) { /* lanes past i2 = 32: q2 = 0, never kept */
+                const __m256 in = _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(2 * (BS + 1 - c)), lane));
+                qx = _mm256_and_ps(qx, in);
+                q2 = _mm256_and_ps(q2, in);
+            }
+            const __m256 qx2 = _mm256_mul_ps(qx, qx);
+            _mm256_storeu_ps(QX[nv], qx);
+            _mm256_storeu_ps(Q2[nv], q2);
+            _mm256_storeu_ps(QX2[nv], qx2);
+            /* 0 / 0 is NaN, which maxps drops (the second operand is kept) */
+            amax = _mm256_max_ps(_mm256_mul_ps(qx2, _mm256_rcp_ps(q2)), amax);
+        }
+    }
+    __m256 mx = _mm256_max_ps(amax, _mm256_permute2f128_ps(amax, amax, 1));
+    mx = _mm256_max_ps(mx, _mm256_shuffle_ps(mx, mx, _MM_SHUFFLE(1, 0, 3, 2)));
+    mx = _mm256_max_ps(mx, _mm256_shuffle_ps(mx, mx, _MM_SHUFFLE(2, 3, 0, 1)));
+    const float L = _mm256_cvtss_f32(mx) * (1 - 0x1p-9f), K = L * (1 - 0x1p-16f);
+    if (!(L >= 0x1p-60f && L <= 0x1p60f)) {
+        iq1s_walk_avx2(sumx, sumw, scale, bi1, bi2, bshift);
+        return;
+    }
+    const __m256 Lv = _mm256_set1_ps(L), Kv = _mm256_set1_ps(K), tiny = _mm256_set1_ps(0x1p-126f);
+    int v = 0, e = -1;
+    for (; v < nv; v++) {
+        const __m256 q2 = _mm256_loadu_ps(Q2[v]), qx2 = _mm256_loadu_ps(QX2[v]);
+        const __m256 valid = _mm256_cmp_ps(q2, zero, _CMP_GT_OQ);
+        const unsigned hit = (unsigned)_mm256_movemask_ps(
+            _mm256_and_ps(valid, _mm256_cmp_ps(qx2, _mm256_mul_ps(Lv, q2), _CMP_GE_OQ)));
+        const unsigned bad = (unsigned)_mm256_movemask_ps(
+            _mm256_andnot_ps(_mm256_cmp_ps(_mm256_max_ps(qx2, tiny), _mm256_mul_ps(Kv, q2), _CMP_LT_OQ), valid));
+        if (hit) {
+            e = __builtin_ctz(hit);
+            if (bad & ((1u << e) - 1)) e = -1;
+            break;
+        }
+        if (bad) break;
+    }
+    if (e < 0 || !(Q2[v][e] >= 0x1p-60f && Q2[v][e] <= 0x1p60f)) {
+        iq1s_walk_avx2(sumx, sumw, scale, bi1, bi2, bshift);
+        return;
+    }
+    /* f is kept; from here the rule itself */
+    float b = 0;
+    unsigned m = 1u << e;
+    for (;;) {
+        if (m) {
+            const __m256 q2 = _mm256_loadu_ps(Q2[v]), qx2 = _mm256_loadu_ps(QX2[v]);
+            const __m256 valid = _mm256_cmp_ps(q2, zero, _CMP_GT_OQ);
+            int i1 = 0, w = v; /* the register's i1 and first i2 */
+            while (w >= (BS - i1) / 4 + 1) w -= (BS - i1) / 4 + 1, i1++;
+            do {
+                const int k = __builtin_ctz(m);
+                *scale = QX[v][k] / Q2[v][k];
+                b = *scale * QX[v][k];
+                *bi1 = i1;
+                *bi2 = i1 + 4 * w + (k >> 1);
+                *bshift = k & 1 ? -1 : 1;
+                m = (unsigned)_mm256_movemask_ps(
+                        _mm256_and_ps(valid, _mm256_cmp_ps(qx2, _mm256_mul_ps(_mm256_set1_ps(b), q2), _CMP_GT_OQ))) &
+                    (0xFEu << k) & 0xFFu;
+            } while (m);
+        }
+        if (++v >= nv) break;
+        const __m256 q2 = _mm256_loadu_ps(Q2[v]);
+        m = (unsigned)_mm256_movemask_ps(_mm256_and_ps(
+            _mm256_cmp_ps(q2, zero, _CMP_GT_OQ),
+            _mm256_cmp_ps(_mm256_loadu_ps(QX2[v]), _mm256_mul_ps(_mm256_set1_ps(b), q2), _CMP_GT_OQ)));
+    }
+}
 /* ---------------------------------------------------------------------------------------- */
 /* IQ1_M: the split search                                                                   */
 /* ---------------------------------------------------------------------------------------- */
@@ -876,6 +990,39 @@ TM_AVX2 void tm__iq1m_splits_avx2(const float *weight, const float *xb, const in
         }
         if (i1 < BS) P0 = _mm256_add_ps(P0, T[0][i1]);
     }
+}
+/* ---------------------------------------------------------------------------------------- */
+/* IQ1_S / IQ1_M: the sort of a sub-block                                                    */
+/* ---------------------------------------------------------------------------------------- */
+
+/* sort_idx of ggml_quant_iq2.c by ranks: value b counts against every value a with x_b < x_a,
+** and with x_b <= x_a when b < a (a tie keeps the index order), so rank a is the place of a in
+** the stable ascending order (finite values; -0 and +0 equal, as the scalar comparison). */
+TM_AVX2 void tm__iq1_sort_avx2(int n, const float *xb, int *idx) {
+    const int nv = n / 8; /* 2 or 4 */
+    __m256 X[4];
+    __m256i R[4];
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    for (int k = 0; k < nv; k++) {
+        X[k] = _mm256_loadu_ps(xb + 8 * k);
+        R[k] = _mm256_setzero_si256();
+    }
+    for (int kb = 0; kb < nv; kb++)
+        for (int e = 0; e < 8; e++) {
+            const __m256 v = _mm256_set1_ps(xb[8 * kb + e]);
+            for (int k = 0; k < kb; k++) /* a < b: strict */
+                R[k] = _mm256_sub_epi32(R[k], _mm256_castps_si256(_mm256_cmp_ps(v, X[k], _CMP_LT_OQ)));
+            /* the same register: a > b counts ties */
+            const __m256 after = _mm256_castsi256_ps(_mm256_cmpgt_epi32(lane, _mm256_set1_epi32(e)));
+            const __m256 c = _mm256_blendv_ps(_mm256_cmp_ps(v, X[kb], _CMP_LT_OQ), _mm256_cmp_ps(v, X[kb], _CMP_LE_OQ),
+                                              after);
+            R[kb] = _mm256_sub_epi32(R[kb], _mm256_castps_si256(c));
+            for (int k = kb + 1; k < nv; k++) /* a > b: ties count */
+                R[k] = _mm256_sub_epi32(R[k], _mm256_castps_si256(_mm256_cmp_ps(v, X[k], _CMP_LE_OQ)));
+        }
+    int32_t r[32];
+    for (int k = 0; k < nv; k++) _mm256_storeu_si256((__m256i *)(r + 8 * k), R[k]);
+    for (int a = 0; a < n; a++) idx[r[a]] = a;
 }
 /* ---------------------------------------------------------------------------------------- */
 /* IQ1_S / IQ1_M: the best neighbour                                                         */

@@ -28,7 +28,7 @@ static const int kTypes[] = {TM_GGML_IQ4_NL, TM_GGML_IQ4_XS, TM_GGML_IQ3_XXS, TM
                              TM_GGML_TQ1_0,  TM_GGML_TQ2_0,  TM_GGML_IQ2_XXS, TM_GGML_IQ2_XS,
                              TM_GGML_IQ2_S,  TM_GGML_IQ1_S,  TM_GGML_IQ1_M};
 
-enum { N = 4096, NROW = 1024, NKINDS = 16, NIMX = 7 };
+enum { N = 4096, NROW = 1024, NKINDS = 17, NIMX = 7 };
 
 static uint64_t g_rng = 0x243f6a8885a308d3ull;
 static uint64_t rnd(void) {
@@ -67,7 +67,13 @@ static void fill_row(int k, float *x) {
             v = (rnd() % 2 ? -1.0f : 1.0f) * f[rnd() % 4] * (float)(1 + blk % 7);
             break;
         }
-        default: { /* x / max exactly at and around the rounding ties of TQ's trits (max a power of 2) */
+        case 16: { /* five values a sub-block, many repeated: IQ1_S / IQ1_M's splits whose sums (and so
+                   ** scores) are equal or nearly so, the split search's near ties */
+            static const float f5[5] = {-1, -0.5f, 0, 0.5f, 1};
+            v = f5[rnd() % 5] * (float)(1 + blk % 5);
+            break;
+        }
+        default: { /* (15) x / max exactly at and around the rounding ties of TQ's trits (max a power of 2) */
             static const float h[] = {1, -1, 0.5f, -0.5f, 0.49999997f, -0.49999997f, 0.50000006f, -0.50000006f, 0, 0.25f};
             v = (i % 256 == 0 ? 1.0f : h[rnd() % 10]) * ldexpf(1.0f, (int)(i / 256) - 8);
             break;

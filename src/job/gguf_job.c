@@ -1403,6 +1403,7 @@ static tm_status gguf_results(void *ctx, tm__pipe *pp, tm__qtotals *tot, tm_err 
 static void gguf_recipe(void *ctx, json_t *man) {
     gjob *j = ctx;
     const tm_gguf_quantize_params *p = j->p;
+    const tm_gguf_quantize_result *res = j->res; /* after the run: gguf_manifest's */
     json_t *recipe = json_object();
     json_object_set_new(recipe, "format", json_string("gguf"));
     json_object_set_new(recipe, "file_type", json_string(tm_gguf_ftype_name(p->ftype)));

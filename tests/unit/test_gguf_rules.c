@@ -323,8 +323,8 @@ static void test_copy_refusals_keep_split(void **state) {
     tm_gguf_kvlist_free(kv);
     float w[256];
     for (int i = 0; i < 256; i++) w[i] = 1;
-    tm_imatrix_entry ent = {(char *)"blk.0.other.weight", 256, 1, 0, w};
-    tm_imatrix im = {(char *)"x.imatrix", 0, 1, &ent, 1, NULL};
+    tm_imatrix_entry ent = {.name = (char *)"blk.0.other.weight", .nval = 256, .ncall = 1, .offset = 0, .weights = w};
+    tm_imatrix im = {.path = (char *)"x.imatrix", .is_gguf = 0, .n = 1, .e = &ent, .chunks = 1, .dataset = NULL};
     p = tm_gguf_quantize_params_default();
     p.imatrix = &im;
     tm_gguf_quantize_tensor *r;

@@ -1403,7 +1403,6 @@ static tm_status gguf_results(void *ctx, tm__pipe *pp, tm__qtotals *tot, tm_err 
 static void gguf_recipe(void *ctx, json_t *man) {
     gjob *j = ctx;
     const tm_gguf_quantize_params *p = j->p;
-    const tm_gguf_quantize_result *res = j->res; /* after the run: gguf_manifest's */
     json_t *recipe = json_object();
     json_object_set_new(recipe, "format", json_string("gguf"));
     json_object_set_new(recipe, "file_type", json_string(tm_gguf_ftype_name(p->ftype)));
@@ -1441,10 +1440,16 @@ static void gguf_recipe(void *ctx, json_t *man) {
     if (p->tt_exact) json_object_set_new(recipe, "tensor_types_exact", json_true());
     json_object_set_new(man, "recipe", recipe);
     if (j->qs.has_imatrix) {
-        int64_t n_neg = 0, n_zero = 0;
-        for (int64_t i = 0; i < res->n; i++) {
-            n_neg += res->tensors[i].imatrix_odd == 1;
-            n_zero += res->tensors[i].imatrix_odd == 2;
+        /* from the plans (plan_types), not the run's result: a part's start hashes this text too
+        ** (part_start.c), before any tensor is quantized */
+        int64_t n_neg = 0, n_zero = 0, n_w = 0, n_unw = 0;
+        for (int64_t i = 0; i < j->n; i++) {
+            const gplan *pl = &j->plans[i];
+            n_neg += pl->imx_odd == 1;
+            n_zero += pl->imx_odd == 2;
+            n_w += pl->imx_use == TM_GGUF_IMX_WEIGHTED;
+            n_unw += pl->imx_use == TM_GGUF_IMX_NO_ENTRY || pl->imx_use == TM_GGUF_IMX_FILTERED ||
+                     pl->imx_use == TM_GGUF_IMX_BAD_SIZE;
         }
         char odd[160] = "";
         if (n_neg || n_zero)
@@ -1455,7 +1460,7 @@ static void gguf_recipe(void *ctx, json_t *man) {
                               "%lld tensors whose type takes weights were quantized without (no entry)",
                               p->imatrix_arg ? p->imatrix_arg : p->imatrix->path, p->imatrix->is_gguf ? "GGUF" : "legacy",
                               (long long)p->imatrix->n, p->imatrix->chunks, p->imatrix->dataset ? p->imatrix->dataset : "",
-                              (long long)res->n_imx_weighted, odd, (long long)res->n_imx_unweighted);
+                              (long long)n_w, odd, (long long)n_unw);
         tm__manifest_add_calibration(man, c ? c : "importance matrix");
         free(c);
     } else if (p->imatrix) {

@@ -33,7 +33,7 @@ EOF2
 mkdir m && mv one.imatrix m/ || fail mv
 refused "in a very low-bit quantization (IQ2_XS): the result would be garbage" --type IQ2_XS --imatrix m/one.imatrix
 # the filters leave no entry: the up-front refusal
-refused "needs --imatrix FILE" --type IQ2_XS --imatrix m/one.imatrix --exclude-weights attn_q
+refused "left 0 of the 1 entries of m/one.imatrix" --type IQ2_XS --imatrix m/one.imatrix --exclude-weights attn_q
 for kvarg in "=int:1" "nokey" "$(printf 'k%.0s' $(seq 128))=int:1" "a=int:x" "a=int:" "a=int:99999999999999999999" \
              "a=float:q" "a=bool:yes" "a=str:$(printf 'v%.0s' $(seq 128))" "a=u8:1"; do
     refused "--override-kv '" --type Q8_0 --override-kv "$kvarg"

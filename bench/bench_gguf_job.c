@@ -1,13 +1,16 @@
 /* bench_gguf_job.c: end-to-end throughput and peak memory of `tensormorph quantize IN.gguf -o
 ** OUT.gguf --type T` on a synthetic LLaMA-shaped F32 GGUF (and its F16 twin).
 **
-**   bench_gguf_job [--layers L] [--reps N] [--types T1,T2,...] [--keep] [--no-gen] [--imatrix | --reference]
+**   bench_gguf_job [--layers L] [--reps N] [--types T1,T2,...] [--keep] [--no-gen] [--shape default|7b]
+**                  [--imatrix] [--reference | --reference-bin LLAMA_QUANTIZE] [--no-warmup]
 **                  TENSORMORPH_BIN SCRATCH_DIR
 **
 ** 1. writes SCRATCH_DIR/model-f32.gguf and model-f16.gguf through the library's GGUF writer
 **    (deterministic Gaussian-like values; llama names and hparams: token_embd 32000 x 2048, per
-**    layer attn_q/k/v/output, ffn_gate/up/down with 2048 / 512 / 5632 rows, norms); with the
-**    default 5 layers the F32 file is about 1.1 GB;
+**    layer attn_q/k/v/output, ffn_gate/up/down with 2048 / 512 / 5632 rows, norms, no
+**    output.weight: tied); with the default 5 layers the F32 file is about 1.1 GB. --shape 7b:
+**    LLaMA-7B's shapes instead (hidden 4096, ffn 11008, vocab 32000, 32 heads, no GQA, its own
+**    output.weight 32000 x 4096): 1.05 GB of token_embd + output plus 0.81 GB a layer in F32;
 ** 2. measures the page-cache read rate of each file (read(2) in 1 MiB pieces, best of 5, before
 **    and again after the runs: the better of the two, so a busy moment cannot lower the target);
 ** 3. spawns the binary for each type (default Q8_0,Q4_0,Q6_K,Q4_K_M) without --threads (the default, tm_usable_cpus(); "2d" in the table) and with --threads 1 and 2,
@@ -31,6 +34,11 @@
 ** best of N after one untimed run each, peak RSS of each child, and whether the two output files
 ** are identical (else whether their data sections, every tensor's bytes, are). Without the
 ** library it says so and stops. Nothing of llama.cpp is linked into the library or the CLI.
+** --reference-bin PATH (or --reference with $TM_LLAMA_QUANTIZE set): the same against a
+** llama-quantize binary, spawned as `PATH [--imatrix IMX] IN OUT T 1` (its log in
+** SCRATCH_DIR/out-ref.log while it runs); with --imatrix both sides get the same imatrix path (it
+** is stored in the output). A mismatch names the first differing tensor and byte. --no-warmup:
+** no untimed run (the read-rate measurement has put the source in the page cache).
 ** Output: JSON Lines on stdout, a table on stderr. A benchmark, never a test: exit status 0
 ** whether or not figures meet any target. GB = 1e9 bytes of the SOURCE file per second. */
 #include <tensormorph.h>
@@ -68,38 +76,63 @@ static float next_val(void) {
     return (float)((u - 2.0) * 0.03);
 }
 
-/* Write the model with element type `type` (F32 or F16). */
-static int write_model(const char *path, int type, int layers) {
+/* A model shape: hidden width, FFN width, vocabulary, attention heads (query / key-value) and
+** whether the model has its own output.weight (else token_embd is tied, as llama-quantize sees it). */
+typedef struct {
+    const char *name;
+    int64_t hidden, ffn, vocab;
+    uint32_t heads, heads_kv;
+    int output;
+} model_shape;
+static const model_shape g_shapes[] = {
+    {"default", 2048, 5632, 32000, 16, 4, 0}, /* TinyLlama-like: 0.18 GB per layer in F32 */
+    {"7b", 4096, 11008, 32000, 32, 32, 1},    /* LLaMA-7B: 0.81 GB per layer + 2 x 0.52 GB */
+};
+
+/* The largest tensor's bytes at `elem_size` bytes a value: token_embd (vocab x hidden) or ffn. */
+static double largest_tensor_bytes(const model_shape *sh, int elem_size) {
+    int64_t a = sh->vocab * sh->hidden, b = sh->ffn * sh->hidden;
+    return (double)(a > b ? a : b) * elem_size;
+}
+
+/* Write the model of shape `sh` with element type `type` (F32 or F16). */
+static int write_model(const char *path, int type, int layers, const model_shape *sh) {
     tm_gguf_kvlist *kv = tm_gguf_kvlist_new();
     if (!kv) return -1;
     tm_gguf_kvlist_set_str(kv, "general.architecture", "llama", NULL);
     tm_gguf_kvlist_set_str(kv, "general.name", "bench", NULL);
     tm_gguf_kvlist_set_u32(kv, "llama.block_count", (uint32_t)layers, NULL);
-    tm_gguf_kvlist_set_u32(kv, "llama.embedding_length", 2048, NULL);
-    tm_gguf_kvlist_set_u32(kv, "llama.attention.head_count", 16, NULL);
-    tm_gguf_kvlist_set_u32(kv, "llama.attention.head_count_kv", 4, NULL);
+    tm_gguf_kvlist_set_u32(kv, "llama.embedding_length", (uint32_t)sh->hidden, NULL);
+    tm_gguf_kvlist_set_u32(kv, "llama.attention.head_count", sh->heads, NULL);
+    tm_gguf_kvlist_set_u32(kv, "llama.attention.head_count_kv", sh->heads_kv, NULL);
     /* hparams newer llama.cpp loaders require before llama_model_quantize runs */
     tm_gguf_kvlist_set_u32(kv, "llama.context_length", 4096, NULL);
-    tm_gguf_kvlist_set_u32(kv, "llama.feed_forward_length", 5632, NULL);
+    tm_gguf_kvlist_set_u32(kv, "llama.feed_forward_length", (uint32_t)sh->ffn, NULL);
     const float rms_eps = 1e-5f; /* GGUF value type 6: float32, little-endian on x86-64 */
     tm_gguf_kvlist_set_raw(kv, "llama.attention.layer_norm_rms_epsilon", 6, &rms_eps, sizeof rms_eps, NULL);
     tm_gguf_kvlist_set_u32(kv, "general.file_type", type == TM_GGML_F32 ? 0 : 1, NULL);
-    static const struct { const char *n; int64_t rows, cols; } per_layer[] = {
-        {"attn_norm", 1, 2048}, {"attn_q", 2048, 2048}, {"attn_k", 512, 2048}, {"attn_v", 512, 2048},
-        {"attn_output", 2048, 2048}, {"ffn_norm", 1, 2048}, {"ffn_gate", 5632, 2048},
-        {"ffn_up", 5632, 2048}, {"ffn_down", 2048, 5632}};
+    const int64_t hd = sh->hidden, kvd = sh->hidden / sh->heads * sh->heads_kv;
+    const struct { const char *n; int64_t rows, cols; } per_layer[] = {
+        {"attn_norm", 1, hd}, {"attn_q", hd, hd}, {"attn_k", kvd, hd}, {"attn_v", kvd, hd},
+        {"attn_output", hd, hd}, {"ffn_norm", 1, hd}, {"ffn_gate", sh->ffn, hd},
+        {"ffn_up", sh->ffn, hd}, {"ffn_down", hd, sh->ffn}};
     const int nper = (int)(sizeof per_layer / sizeof per_layer[0]);
-    int n = 2 + layers * nper;
+    int n = 2 + sh->output + layers * nper;
     tm_gguf_wtensor *t = calloc((size_t)n, sizeof *t);
     char (*names)[64] = calloc((size_t)n, sizeof *names);
     if (!t || !names) return -1;
     int k = 0;
     snprintf(names[k], 64, "token_embd.weight");
-    t[k] = (tm_gguf_wtensor){names[k], type, 2, {2048, 32000, 1, 1}};
+    t[k] = (tm_gguf_wtensor){names[k], type, 2, {hd, sh->vocab, 1, 1}};
     k++;
     snprintf(names[k], 64, "output_norm.weight");
-    t[k] = (tm_gguf_wtensor){names[k], TM_GGML_F32, 1, {2048, 1, 1, 1}};
+    t[k] = (tm_gguf_wtensor){names[k], TM_GGML_F32, 1, {hd, 1, 1, 1}};
     k++;
+    if (sh->output) {
+        snprintf(names[k], 64, "output.weight");
+        t[k] = (tm_gguf_wtensor){names[k], type, 2, {hd, sh->vocab, 1, 1}};
+        k++;
+    }
     for (int l = 0; l < layers; l++)
         for (int j = 0; j < nper; j++) {
             snprintf(names[k], 64, "blk.%d.%s.weight", l, per_layer[j].n);
@@ -138,11 +171,13 @@ static int write_model(const char *path, int type, int layers) {
     return rc;
 }
 
-/* A legacy imatrix for the model of write_model: entries for the 2-D blk.* weights. */
-static int write_imatrix(const char *path, int layers) {
-    static const struct { const char *n; int cols; } w[] = {
-        {"attn_q", 2048}, {"attn_k", 2048}, {"attn_v", 2048}, {"attn_output", 2048},
-        {"ffn_gate", 2048}, {"ffn_up", 2048}, {"ffn_down", 5632}};
+/* A legacy imatrix for the model of write_model: entries for the 2-D blk.* weights (what
+** llama-imatrix collects by default; token_embd and output.weight have none). */
+static int write_imatrix(const char *path, int layers, const model_shape *sh) {
+    const int hd = (int)sh->hidden;
+    const struct { const char *n; int cols; } w[] = {
+        {"attn_q", hd}, {"attn_k", hd}, {"attn_v", hd}, {"attn_output", hd},
+        {"ffn_gate", hd}, {"ffn_up", hd}, {"ffn_down", (int)sh->ffn}};
     FILE *f = fopen(path, "wb");
     if (!f) return -1;
     int32_t n = layers * 7, v;
@@ -175,6 +210,21 @@ static double read_rate(const char *path, uint64_t *size) {
     return t > 0 ? (double)*size / t / 1e9 : NAN;
 }
 
+/* Wait for child `pid` (forked at now_s() == t0): wall seconds since t0, its peak RSS (KiB, wait4's
+** ru_maxrss) and CPU seconds (user + system); -1 when it could not be started or did not exit 0. */
+static double wait_child(pid_t pid, double t0, long *maxrss_kib, double *cpu_s) {
+    if (pid < 0) return -1;
+    int st;
+    struct rusage ru;
+    if (wait4(pid, &st, 0, &ru) < 0) return -1;
+    double dt = now_s() - t0;
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) return -1;
+    *maxrss_kib = ru.ru_maxrss;
+    *cpu_s = (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec * 1e-6 + (double)ru.ru_stime.tv_sec +
+             ru.ru_stime.tv_usec * 1e-6;
+    return dt;
+}
+
 /* Run BIN quantize IN -o OUT --type T [--threads N] [--pure]; threads <= 0 passes no --threads
 ** (and clears TM_NUM_THREADS): the default thread count. Wall seconds, peak RSS (KiB), CPU
 ** seconds (user + system); -1 on failure. */
@@ -202,16 +252,7 @@ static double run_one(const char *bin, const char *in, const char *out, const ch
         execv(bin, (char *const *)av);
         _exit(127);
     }
-    if (pid < 0) return -1;
-    int st;
-    struct rusage ru;
-    if (wait4(pid, &st, 0, &ru) < 0) return -1;
-    double dt = now_s() - t0;
-    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) return -1;
-    *maxrss_kib = ru.ru_maxrss;
-    *cpu_s = (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec * 1e-6 + (double)ru.ru_stime.tv_sec +
-             ru.ru_stime.tv_usec * 1e-6;
-    return dt;
+    return wait_child(pid, t0, maxrss_kib, cpu_s);
 }
 
 #ifndef TM_DEFAULT_GGML_LIB_DIR
@@ -272,29 +313,47 @@ static double run_ref(const char *lib, const char *in, const char *out, int ftyp
         p.ftype = ftype;
         _exit(quantize(in, out, &p) ? 4 : 0);
     }
-    if (pid < 0) return -1;
-    int st;
-    struct rusage ru;
-    if (wait4(pid, &st, 0, &ru) < 0) return -1;
-    double dt = now_s() - t0;
-    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) return -1;
-    *maxrss_kib = ru.ru_maxrss;
-    *cpu_s = (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec * 1e-6 + (double)ru.ru_stime.tv_sec +
-             ru.ru_stime.tv_usec * 1e-6;
-    return dt;
+    return wait_child(pid, t0, maxrss_kib, cpu_s);
 }
 
-/* Compare bytes [a_off, end) of file a with [b_off, end) of b: 1 equal, 0 not, -1 unreadable. */
-static int same_bytes(const char *a, uint64_t a_off, const char *b, uint64_t b_off) {
+/* Run the llama-quantize binary `exe` as `exe [--imatrix IMX] IN OUT TYPE 1` (nthread 1), its
+** stdout and stderr into `log`; wall seconds, peak RSS, CPU seconds as run_one; -1 on failure. */
+static double run_ref_bin(const char *exe, const char *in, const char *out, const char *type, const char *imx,
+                          const char *log, long *maxrss_kib, double *cpu_s) {
+    double t0 = now_s();
+    pid_t pid = fork();
+    if (pid == 0) {
+        int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (fd >= 0) { dup2(fd, 1); dup2(fd, 2); }
+        const char *av[10];
+        int k = 0;
+        av[k++] = exe;
+        if (imx) { av[k++] = "--imatrix"; av[k++] = imx; }
+        av[k++] = in; av[k++] = out; av[k++] = type; av[k++] = "1";
+        av[k] = NULL;
+        execv(exe, (char *const *)av);
+        _exit(127);
+    }
+    return wait_child(pid, t0, maxrss_kib, cpu_s);
+}
+
+/* Compare at most `len` bytes (UINT64_MAX: to the end) from a_off of file a with those from b_off of
+** b: 1 equal, 0 not (*first: the offset from a_off / b_off of the first differing byte, or of the
+** end of the shorter one), -1 unreadable. */
+static int same_bytes(const char *a, uint64_t a_off, const char *b, uint64_t b_off, uint64_t len, uint64_t *first) {
     FILE *fa = fopen(a, "rb"), *fb = fopen(b, "rb");
     int r = -1;
     if (fa && fb && !fseeko(fa, (off_t)a_off, SEEK_SET) && !fseeko(fb, (off_t)b_off, SEEK_SET)) {
         static unsigned char ba[1 << 20], bb[1 << 20];
+        uint64_t pos = 0;
         r = 1;
-        for (;;) {
-            size_t na = fread(ba, 1, sizeof ba, fa), nb = fread(bb, 1, sizeof bb, fb);
-            if (na != nb || memcmp(ba, bb, na)) { r = 0; break; }
+        while (pos < len) {
+            size_t want = len - pos < sizeof ba ? (size_t)(len - pos) : sizeof ba;
+            size_t na = fread(ba, 1, want, fa), nb = fread(bb, 1, want, fb), m = na < nb ? na : nb, j = 0;
+            while (j < m && ba[j] == bb[j]) j++;
+            if (j < m || na != nb) { r = 0; if (first) *first = pos + j; break; }
             if (na == 0) break;
+            pos += na;
         }
     }
     if (fa) fclose(fa);
@@ -302,44 +361,81 @@ static int same_bytes(const char *a, uint64_t a_off, const char *b, uint64_t b_o
     return r;
 }
 
-/* "file identical", "tensor data identical" (the data sections agree, the headers not) or
-** "DIFFER". */
-static const char *compare_outputs(const char *ours, const char *ref) {
-    if (same_bytes(ours, 0, ref, 0) == 1) return "file identical";
+/* How the output `ours` compares with llama.cpp's `ref`, into buf: "file identical", "tensor data
+** identical (header differs at byte N)" or "DIFFER: ..." naming the first tensor (file order of
+** ours) whose type, size or bytes differ and the first differing byte inside its data. */
+static const char *compare_outputs(const char *ours, const char *ref, char *buf, size_t n) {
+    uint64_t first = 0;
+    if (same_bytes(ours, 0, ref, 0, UINT64_MAX, &first) == 1) return snprintf(buf, n, "file identical"), buf;
+    tm_open_params op = tm_open_params_default();
+    op.no_recognize = 1; /* the physical GGUF tensors */
+    tm_file *f[2] = {NULL, NULL};
     uint64_t d[2] = {0, 0};
     const char *p[2] = {ours, ref};
-    for (int k = 0; k < 2; k++) {
-        tm_file *f = NULL;
-        if (tm_open(p[k], NULL, &f, NULL) == TM_OK) {
-            tm_gguf_info(f, NULL, NULL, &d[k]);
-            tm_close(f);
+    for (int k = 0; k < 2; k++)
+        if (tm_open(p[k], &op, &f[k], NULL) == TM_OK) tm_gguf_info(f[k], NULL, NULL, &d[k]);
+    if (!d[0] || !d[1]) snprintf(buf, n, "DIFFER (unreadable; first differing file byte %llu)", (unsigned long long)first);
+    else if (tm_file_n_tensors(f[0]) != tm_file_n_tensors(f[1]))
+        snprintf(buf, n, "DIFFER: %lld tensors vs %lld", (long long)tm_file_n_tensors(f[0]),
+                 (long long)tm_file_n_tensors(f[1]));
+    else {
+        snprintf(buf, n, "tensor data identical (header differs at byte %llu)", (unsigned long long)first);
+        for (int64_t i = 0; i < tm_file_n_tensors(f[0]); i++) {
+            const tm_tensor *a = tm_file_tensor(f[0], i);
+            int64_t j = tm_file_find(f[1], a->phys_name);
+            const tm_tensor *b = j >= 0 ? tm_file_tensor(f[1], j) : NULL;
+            int ta = tm_gguf_tensor_type(f[0], i), tb = b ? tm_gguf_tensor_type(f[1], j) : -1;
+            uint64_t at = 0;
+            if (!b) snprintf(buf, n, "DIFFER: tensor %s missing from llama.cpp's file", a->phys_name);
+            else if (ta != tb || a->n_bytes != b->n_bytes)
+                snprintf(buf, n, "DIFFER: tensor %s type %d, %llu bytes vs type %d, %llu bytes", a->phys_name, ta,
+                         (unsigned long long)a->n_bytes, tb, (unsigned long long)b->n_bytes);
+            else if (same_bytes(ours, a->offset, ref, b->offset, a->n_bytes, &at) != 1)
+                snprintf(buf, n, "DIFFER: tensor %s (type %d), first at byte %llu of its data (file offset %llu / %llu)",
+                         a->phys_name, ta, (unsigned long long)at, (unsigned long long)(a->offset + at),
+                         (unsigned long long)(b->offset + at));
+            else continue;
+            break;
         }
-        if (!d[k]) return "DIFFER (unreadable)";
     }
-    return same_bytes(ours, d[0], ref, d[1]) == 1 ? "tensor data identical" : "DIFFER";
+    for (int k = 0; k < 2; k++) tm_close(f[k]);
+    return buf;
 }
 
+/* Side by side with llama.cpp at one thread on the F32 source: through the llama-quantize binary
+** `exe` when given (with the imatrix `imx` when not NULL), else llama_model_quantize from `lib`.
+** Interleaved per type (ours, reference), best of `reps` after one untimed run each unless
+** !warmup (the read-rate measurement has read the source into the page cache). */
 static int reference_mode(const char *bin, const char *dir, const char *types, int layers, int reps, int no_gen,
-                          int keep) {
-    const char *ldir = getenv("TM_GGML_LIB_DIR");
-    if (!ldir || !*ldir) ldir = TM_DEFAULT_GGML_LIB_DIR;
-    char lib[4096];
-    if (find_libllama(ldir, lib, sizeof lib)) {
-        fprintf(stderr, "bench_gguf_job --reference: no libllama*.so in %s (set TM_GGML_LIB_DIR); nothing to compare\n", ldir);
+                          int keep, const model_shape *sh, const char *exe, int use_imx, int warmup) {
+    char lib[4096] = "";
+    if (!exe) {
+        const char *ldir = getenv("TM_GGML_LIB_DIR");
+        if (!ldir || !*ldir) ldir = TM_DEFAULT_GGML_LIB_DIR;
+        if (find_libllama(ldir, lib, sizeof lib)) {
+            fprintf(stderr, "bench_gguf_job --reference: no libllama*.so in %s (set TM_GGML_LIB_DIR); nothing to compare\n", ldir);
+            return 0;
+        }
+    } else if (access(exe, X_OK)) {
+        fprintf(stderr, "bench_gguf_job --reference-bin: %s: %s; nothing to compare\n", exe, strerror(errno));
         return 0;
     }
-    char src[4096], out[4096], ref_out[4096];
+    char src[4096], out[4096], ref_out[4096], imx[4096], log[4096];
     snprintf(src, sizeof src, "%s/model-f32.gguf", dir);
     snprintf(out, sizeof out, "%s/out.gguf", dir);
     snprintf(ref_out, sizeof ref_out, "%s/out-ref.gguf", dir);
-    if (!no_gen && write_model(src, TM_GGML_F32, layers)) return 1;
+    snprintf(imx, sizeof imx, "%s/model.imatrix", dir);
+    snprintf(log, sizeof log, "%s/out-ref.log", dir);
+    if (!no_gen && write_model(src, TM_GGML_F32, layers, sh)) return 1;
+    if (use_imx && write_imatrix(imx, layers, sh)) return 1;
     uint64_t size = 0;
     double rr = read_rate(src, &size);
     double la[3] = {0, 0, 0};
     if (getloadavg(la, 3) < 0) la[0] = -1;
-    fprintf(stderr, "reference: %s, llama_model_quantize nthread 1; F32 %.2f GB (page-cache read %.2f GB/s); "
-                    "best of %d, interleaved; load average %.2f %.2f %.2f\n",
-            lib, (double)size / 1e9, rr, reps, la[0], la[1], la[2]);
+    fprintf(stderr, "reference: %s%s, one thread; shape %s, %d layer(s), F32 %.2f GB (page-cache read %.2f GB/s)%s; "
+                    "best of %d%s, interleaved; load average %.2f %.2f %.2f\n",
+            exe ? exe : lib, exe ? "" : " (llama_model_quantize)", sh->name, layers, (double)size / 1e9, rr,
+            use_imx ? ", --imatrix" : "", reps, warmup ? " after one untimed run" : "", la[0], la[1], la[2]);
     fprintf(stderr, "%-8s %9s %9s %7s %9s %9s %7s %8s %8s  %s\n", "type", "ours GB/s", "ref GB/s", "ratio", "ours cpu",
             "ref cpu", "r/cpu", "ours MB", "ref MB", "bytes");
     const char *p = types;
@@ -355,25 +451,29 @@ static int reference_mode(const char *bin, const char *dir, const char *types, i
         }
         double best[2] = {1e30, 1e30}, cpu[2] = {0, 0};
         long rss[2] = {0, 0};
-        for (int r = 0; r <= reps; r++) /* run 0: untimed */
+        for (int r = !warmup; r <= reps; r++) /* run 0: untimed */
             for (int side = 0; side < 2; side++) {
                 long rs = 0;
                 double c = 0;
-                double dt = side ? run_ref(lib, src, ref_out, ftype, &rs, &c)
-                                 : run_one(bin, src, out, ty, 0, 1, NULL, NULL, &rs, &c);
+                double dt = !side ? run_one(bin, src, out, ty, 0, 1, use_imx ? imx : NULL, NULL, &rs, &c)
+                            : exe ? run_ref_bin(exe, src, ref_out, ty, use_imx ? imx : NULL, log, &rs, &c)
+                                  : run_ref(lib, src, ref_out, ftype, &rs, &c);
                 if (dt < 0) {
-                    fprintf(stderr, "bench_gguf_job: %s %s failed\n", side ? "llama_model_quantize" : bin, ty);
+                    fprintf(stderr, "bench_gguf_job: %s %s failed%s%s\n", side ? (exe ? exe : "llama_model_quantize") : bin,
+                            ty, side && exe ? "; its log: " : "", side && exe ? log : "");
                     return 1;
                 }
                 if (r && dt < best[side]) { best[side] = dt; cpu[side] = c; }
                 if (rs > rss[side]) rss[side] = rs;
             }
-        const char *same = compare_outputs(out, ref_out);
-        printf("{\"op\": \"reference\", \"type\": \"%s\", \"threads\": 1, \"seconds\": %.3f, \"gb_per_s\": %.4f, "
+        char same[512];
+        compare_outputs(out, ref_out, same, sizeof same);
+        printf("{\"op\": \"reference\", \"type\": \"%s\", \"shape\": \"%s\", \"imatrix\": %s, \"threads\": 1, "
+               "\"seconds\": %.3f, \"gb_per_s\": %.4f, "
                "\"cpu_s\": %.3f, \"peak_rss_mb\": %.1f, \"ref_seconds\": %.3f, \"ref_gb_per_s\": %.4f, \"ref_cpu_s\": %.3f, "
                "\"ref_peak_rss_mb\": %.1f, \"ratio\": %.3f, \"ratio_cpu\": %.3f, \"bytes\": \"%s\"}\n",
-               ty, best[0], (double)size / best[0] / 1e9, cpu[0], rss[0] / 1024.0, best[1], (double)size / best[1] / 1e9,
-               cpu[1], rss[1] / 1024.0, best[1] / best[0], cpu[1] / cpu[0], same);
+               ty, sh->name, use_imx ? "true" : "false", best[0], (double)size / best[0] / 1e9, cpu[0], rss[0] / 1024.0,
+               best[1], (double)size / best[1] / 1e9, cpu[1], rss[1] / 1024.0, best[1] / best[0], cpu[1] / cpu[0], same);
         fflush(stdout);
         fprintf(stderr, "%-8s %9.4f %9.4f %6.2fx %9.2f %9.2f %6.2fx %8.1f %8.1f  %s\n", ty, (double)size / best[0] / 1e9,
                 (double)size / best[1] / 1e9, best[1] / best[0], cpu[0], cpu[1], cpu[1] / cpu[0], rss[0] / 1024.0,
@@ -384,6 +484,8 @@ static int reference_mode(const char *bin, const char *dir, const char *types, i
     if (!keep) unlink(src);
     unlink(out);
     unlink(ref_out);
+    unlink(imx);
+    unlink(log);
     char mp[4200];
     snprintf(mp, sizeof mp, "%s.manifest.json", out);
     unlink(mp);
@@ -391,8 +493,9 @@ static int reference_mode(const char *bin, const char *dir, const char *types, i
 }
 
 int main(int argc, char **argv) {
-    int layers = 5, reps = 1, keep = 0, no_gen = 0, use_imx = 0, use_ref = 0;
-    const char *types = "Q8_0,Q4_0,Q6_K,Q4_K_M";
+    int layers = 5, reps = 1, keep = 0, no_gen = 0, use_imx = 0, use_ref = 0, warmup = 1;
+    const char *types = "Q8_0,Q4_0,Q6_K,Q4_K_M", *exe = NULL;
+    const model_shape *sh = &g_shapes[0];
     int i = 1;
     for (; i < argc && argv[i][0] == '-'; i++) {
         if (!strcmp(argv[i], "--layers") && i + 1 < argc) layers = (int)strtol(argv[++i], NULL, 10);
@@ -402,15 +505,26 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--no-gen")) no_gen = 1; /* reuse the sources of a --keep run */
         else if (!strcmp(argv[i], "--imatrix")) use_imx = 1;
         else if (!strcmp(argv[i], "--reference")) use_ref = 1;
-        else break;
+        else if (!strcmp(argv[i], "--reference-bin") && i + 1 < argc) { use_ref = 1; exe = argv[++i]; }
+        else if (!strcmp(argv[i], "--no-warmup")) warmup = 0;
+        else if (!strcmp(argv[i], "--shape") && i + 1 < argc) {
+            const char *name = argv[++i];
+            sh = NULL;
+            for (size_t k = 0; k < sizeof g_shapes / sizeof g_shapes[0]; k++)
+                if (!strcmp(g_shapes[k].name, name)) sh = &g_shapes[k];
+            if (!sh) break;
+        } else break;
     }
-    if (argc - i != 2 || layers < 1 || reps < 1) {
-        fprintf(stderr, "usage: bench_gguf_job [--layers L] [--reps N] [--types T[:pure],...] [--keep] [--no-gen] [--imatrix | --reference]\n"
-                        "                      TENSORMORPH_BIN SCRATCH_DIR\n");
+    if (use_ref && !exe && getenv("TM_LLAMA_QUANTIZE") && *getenv("TM_LLAMA_QUANTIZE")) exe = getenv("TM_LLAMA_QUANTIZE");
+    if (argc - i != 2 || layers < 1 || reps < 1 || !sh || (use_ref && use_imx && !exe)) {
+        fprintf(stderr, "usage: bench_gguf_job [--layers L] [--reps N] [--types T[:pure],...] [--keep] [--no-gen]\n"
+                        "                      [--shape default|7b] [--imatrix] [--reference | --reference-bin LLAMA_QUANTIZE]\n"
+                        "                      [--no-warmup] TENSORMORPH_BIN SCRATCH_DIR\n"
+                        "(--imatrix with --reference needs the binary: --reference-bin or $TM_LLAMA_QUANTIZE)\n");
         return 2;
     }
     const char *bin = argv[i], *dir = argv[i + 1];
-    if (use_ref) return reference_mode(bin, dir, types, layers, reps, no_gen, keep);
+    if (use_ref) return reference_mode(bin, dir, types, layers, reps, no_gen, keep, sh, exe, use_imx, warmup);
     char src[2][4096], out[4096];
     snprintf(src[0], sizeof src[0], "%s/model-f32.gguf", dir);
     snprintf(src[1], sizeof src[1], "%s/model-f16.gguf", dir);
@@ -418,8 +532,8 @@ int main(int argc, char **argv) {
     char imx[4096];
     snprintf(imx, sizeof imx, "%s/model.imatrix", dir);
     if (use_imx) {
-        if (!no_gen && write_model(src[0], TM_GGML_F32, layers)) return 1;
-        if (write_imatrix(imx, layers)) return 1;
+        if (!no_gen && write_model(src[0], TM_GGML_F32, layers, sh)) return 1;
+        if (write_imatrix(imx, layers, sh)) return 1;
         uint64_t size = 0;
         double rr = read_rate(src[0], &size);
         fprintf(stderr, "F32 page-cache read %.2f GB/s, %.2f GB; --imatrix, one thread\n%-8s %10s %10s %10s %8s %12s\n", rr,
@@ -457,9 +571,9 @@ int main(int argc, char **argv) {
         unlink(mp);
         return 0;
     }
-    if (!no_gen && (write_model(src[0], TM_GGML_F32, layers) || write_model(src[1], TM_GGML_F16, layers))) return 1;
-    /* the largest tensor is token_embd, 32000 x 2048 */
-    const double rss_target_mb[2] = {256.0 + 32000.0 * 2048 * 4 / 1048576.0, 256.0 + 32000.0 * 2048 * 2 / 1048576.0};
+    if (!no_gen && (write_model(src[0], TM_GGML_F32, layers, sh) || write_model(src[1], TM_GGML_F16, layers, sh))) return 1;
+    const double rss_target_mb[2] = {256.0 + largest_tensor_bytes(sh, 4) / 1048576.0,
+                                     256.0 + largest_tensor_bytes(sh, 2) / 1048576.0};
     enum { MAX_ONE = 32 };
     struct { char type[32]; double gbps, floor_gbps, floor_s; } one[MAX_ONE]; /* F32, one thread, file types */
     uint64_t size_f32 = 0;

@@ -188,7 +188,9 @@ int64_t tm__gq_iq2_xxs(const tm__iq2_tab *t, const float *x, uint8_t *y, int64_t
             }
             float scale = tm__gq_make_qp_quants(32, kMaxQ + 1, xval, (uint8_t *)L, weight);
             const float eff_max = scale * kMaxQ;
-            if (eff_max <= 0) {
+            /* also NaN: make_qp_quants returns 0/0 for all-zero weights, where ggml's search then
+            ** aborts ("not on grid"); the group is zero, as before (docs/gguf-quantize.md) */
+            if (!(eff_max > 0)) {
                 scales[ib] = 0;
                 memset(L, 0, 32);
                 continue;

@@ -23,9 +23,11 @@ static tm_status open_npy(const void *data, size_t n, const char *name, const tm
 }
 
 static void check_file(const tm_file *f, const uint8_t *data, size_t size) {
-    (void)data;
-    (void)size;
-    tm_fuzz_check_file(f, 1);
+    /* a zip image (.npz / zip .pt) opens before its members' CRC-32 are checked, on a member's
+    ** first read (src/formats/membercrc.c): a damaged member then fails that read with a message;
+    ** every other opened file must read */
+    const int zip = size >= 4 && data[0] == 'P' && data[1] == 'K';
+    tm_fuzz_check_file(f, !zip);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {

@@ -23,9 +23,11 @@ static tm_status open_pt(const void *data, size_t n, const char *name, const tm_
 }
 
 static void check_file(const tm_file *f, const uint8_t *data, size_t size) {
-    (void)data;
-    (void)size;
-    tm_fuzz_check_file(f, 1);
+    /* a zip image (.npz / zip .pt) opens before its members' CRC-32 are checked, on a member's
+    ** first read (src/formats/membercrc.c): a damaged member then fails that read with a message;
+    ** every other opened file must read */
+    const int zip = size >= 4 && data[0] == 'P' && data[1] == 'K';
+    tm_fuzz_check_file(f, !zip);
     for (int64_t i = 0; i < tm_file_n_tensors(f); i++) {
         const tm_tensor *t = tm_file_tensor(f, i);
         if (!t->quant) continue;
@@ -34,7 +36,11 @@ static void check_file(const tm_file *f, const uint8_t *data, size_t size) {
         CHECK(q->zero_point_tensor >= 0 && tm_file_tensor(f, q->zero_point_tensor)->owner == i);
         tm_qelement el;
         tm_err e;
-        if (t->n_elems) CHECK(tm_qelement_get(f, i, t->n_elems - 1, &el, &e) == TM_OK);
+        if (t->n_elems) {
+            e.msg[0] = '\0';
+            const tm_status qs = tm_qelement_get(f, i, t->n_elems - 1, &el, &e);
+            CHECK(qs == TM_OK || (zip && e.msg[0] != '\0'));
+        }
     }
 }
 

@@ -1355,6 +1355,13 @@ static tm_status gguf_write(void *ctx, tm__pipe *pp, tm_err *err) {
     return tm_gguf_writer_finish(j->w, err);
 }
 
+/* Whether a plan's tensor went without the weights its type takes (no entry, filtered out, or a
+** token_embd entry of another size): the "unweighted" count of the result and the manifest. */
+static int imx_unweighted(const gplan *pl) {
+    return pl->imx_use == TM_GGUF_IMX_NO_ENTRY || pl->imx_use == TM_GGUF_IMX_FILTERED ||
+           pl->imx_use == TM_GGUF_IMX_BAD_SIZE;
+}
+
 static tm_status gguf_results(void *ctx, tm__pipe *pp, tm__qtotals *tot, tm_err *err) {
     gjob *j = ctx;
     (void)pp;
@@ -1377,8 +1384,7 @@ static tm_status gguf_results(void *ctx, tm__pipe *pp, tm__qtotals *tot, tm_err 
         rt->imatrix_use = pl->imx_use;
         rt->imatrix_odd = pl->imx_odd;
         res->n_imx_weighted += pl->imx_use == TM_GGUF_IMX_WEIGHTED;
-        res->n_imx_unweighted += pl->imx_use == TM_GGUF_IMX_NO_ENTRY || pl->imx_use == TM_GGUF_IMX_FILTERED ||
-                                 pl->imx_use == TM_GGUF_IMX_BAD_SIZE;
+        res->n_imx_unweighted += imx_unweighted(pl);
         snprintf(rt->reason, sizeof rt->reason, "%s", pl->reason);
         rt->n_elems = t->n_elems;
         rt->out_bytes = tm_gguf_writer_tensor_bytes(j->w, i);
@@ -1448,8 +1454,7 @@ static void gguf_recipe(void *ctx, json_t *man) {
             n_neg += pl->imx_odd == 1;
             n_zero += pl->imx_odd == 2;
             n_w += pl->imx_use == TM_GGUF_IMX_WEIGHTED;
-            n_unw += pl->imx_use == TM_GGUF_IMX_NO_ENTRY || pl->imx_use == TM_GGUF_IMX_FILTERED ||
-                     pl->imx_use == TM_GGUF_IMX_BAD_SIZE;
+            n_unw += imx_unweighted(pl);
         }
         char odd[160] = "";
         if (n_neg || n_zero)
